@@ -1,0 +1,13 @@
+"""Marks every test with its tier, taken from the folder it lives in."""
+import pathlib
+
+import pytest
+
+TIERS = {"unit", "image", "gpu"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        tier = pathlib.Path(str(item.fspath)).relative_to(config.rootpath).parts[1:2]
+        if tier and tier[0] in TIERS:
+            item.add_marker(getattr(pytest.mark, tier[0]))
