@@ -1,0 +1,61 @@
+# vllm-turing: the vLLM OpenAI server with the Turing clamp applied and proven at build time.
+# Built by `python3 build.py` (see README). Layers are ordered so that editing entrypoint/
+# re-runs neither the patch nor the fit check.
+#
+# Default base: the official image of the pinned release, by tag. For a reproducible
+# build pin its digest: --base vllm/vllm-openai:v0.33.0@sha256:<digest> (docker inspect
+# --format '{{index .RepoDigests 0}}' vllm/vllm-openai:v0.33.0 prints it).
+ARG BASE_IMAGE=vllm/vllm-openai:v0.33.0
+FROM ${BASE_IMAGE}
+
+# Optional extra Python packages, installed without changing vLLM, torch or Triton.
+#   EXTRAS=audio: the audio stack (av, scipy, soundfile, mistral_common[audio])
+ARG EXTRAS=
+ARG PIP_INDEX_URL=
+ARG PIP_EXTRA_INDEX_URL=
+RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=secret,id=ca,target=/run/secrets/ca \
+    set -e; \
+    case "$EXTRAS" in \
+      "") exit 0 ;; \
+      audio) pkgs="av scipy soundfile mistral_common[audio]" ;; \
+      *) echo "EXTRAS=$EXTRAS is not known: use audio, or leave it empty" >&2; exit 2 ;; \
+    esac; \
+    if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
+    [ -n "$PIP_INDEX_URL" ] && export PIP_INDEX_URL || unset PIP_INDEX_URL; \
+    [ -n "$PIP_EXTRA_INDEX_URL" ] && export PIP_EXTRA_INDEX_URL || unset PIP_EXTRA_INDEX_URL; \
+    python3 -m pip list --format=freeze 2>/dev/null \
+      | grep -iE '^(vllm|torch|torchaudio|torchvision|triton)==' > /tmp/keep.txt; \
+    python3 -m pip install --disable-pip-version-check -c /tmp/keep.txt $pkgs; \
+    rm -f /tmp/keep.txt
+
+ENV PYTHONPATH=/opt/vllm-turing \
+    VLLM_TURING_FIT_TABLE=/opt/vllm-turing/fit-table.json
+
+# The clamp, applied to the vLLM that `python3` imports, then proven by compiling every
+# Gemma 4 launch for sm_75 (a misfit exits 1 and fails the build). CUDA_VISIBLE_DEVICES is
+# empty so vLLM keeps Triton enabled on a build host without a GPU driver.
+COPY patches/ /opt/vllm-turing/patches/
+RUN set -e; \
+    export PYTHONDONTWRITEBYTECODE=1; \
+    python3 -m patches.turing_clamp apply --json > /opt/vllm-turing/clamp-report.json; \
+    python3 -m patches.turing_clamp check; \
+    python3 -m py_compile "$(python3 -c 'import patches.turing_clamp as c; print(c.find_target())')"
+RUN set -e; \
+    export PYTHONDONTWRITEBYTECODE=1 CUDA_VISIBLE_DEVICES= TRITON_CACHE_DIR=/tmp/triton-cache; \
+    python3 -m patches.fitcheck --device sm75 --write-table /opt/vllm-turing/fit-table.json \
+        --compare-unpatched --json > /opt/vllm-turing/fit-report.json \
+      || { python3 -c 'import json,sys; r=json.load(open("/opt/vllm-turing/fit-report.json")); [print("does not fit:", l) for l in r.get("launches", []) if not l.get("fits")]' >&2 || true; exit 1; }; \
+    python3 -c 'import importlib.metadata as m, json; json.dump({p: m.version(p) for p in ("vllm", "torch", "triton")}, open("/opt/vllm-turing/versions.json", "w"))'; \
+    rm -rf /tmp/triton-cache
+
+COPY entrypoint/ /opt/vllm-turing/entrypoint/
+
+EXPOSE 8000
+# /health answers 503 until the model is loaded: the start period allows a 4-minute load.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=300s --retries=3 \
+    CMD python3 -c "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/health' % os.environ.get('PORT', '8000'), timeout=4)"
+ENTRYPOINT ["python3", "-m", "entrypoint"]
+CMD []
+LABEL org.opencontainers.image.title="vllm-turing" \
+      org.opencontainers.image.description="vLLM OpenAI server with the Turing shared-memory clamp, proven for sm_75 at build time"

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""vllm-turing: build the vLLM OpenAI-server image with the Turing clamp, proven at build time.
+
+  python3 build.py                    build vllm-turing:<vllm-version> (default subcommand)
+  python3 build.py base               build a vLLM base image from PyPI wheels
+  python3 build.py verify IMAGE       run the verification container on an image
+  python3 build.py units              write compose and Quadlet units for this host
+  python3 build.py smoke [URL]        check a running endpoint's client contract
+
+Exit codes: 0 ok, 1 a build or check failed, 2 bad input or usage.
+"""
+import argparse
+import importlib
+import sys
+
+# subcommand -> (module under buildtool/, one-line help)
+SUBCOMMANDS = {
+    "build": ("buildtool.image", "build the derived image, verify it, then move the tag (default)"),
+    "base": ("buildtool.base", "build a vLLM OpenAI base image from PyPI wheels"),
+    "verify": ("buildtool.verify_cli", "run the verification container on IMAGE"),
+    "units": ("buildtool.units", "generate compose and Quadlet units for this host"),
+    "smoke": ("buildtool.smoke", "wait for a running endpoint, then check its client contract"),
+}
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="build.py", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="\n".join(__doc__.split("\n\n")[1:]))
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    if not argv or (argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help")):
+        argv = ["build"] + argv
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        if name == argv[0]:  # only the chosen subcommand's module is imported
+            importlib.import_module(module).add_arguments(sub_parser)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    from buildtool.errors import BuildError
+
+    args = parse(argv)
+    try:
+        return importlib.import_module(SUBCOMMANDS[args.command][0]).run(args)
+    except BuildError as exc:
+        print(f"build.py {args.command}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"build.py {args.command}: interrupted; tags left as they were", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

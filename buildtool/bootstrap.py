@@ -1,0 +1,37 @@
+"""An OS image made with debootstrap + `docker import`, for hosts that can pull nothing."""
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import docker
+
+from buildtool.errors import BuildError
+from buildtool.hostconfig import debian_mirror
+
+BOOTSTRAP_IMAGE = "vllm-turing-os:bookworm"
+
+
+def bootstrap_os_image(client: docker.DockerClient, suite: str = "bookworm", ref: str = BOOTSTRAP_IMAGE) -> str:
+    if os.geteuid() != 0:
+        raise BuildError("--bootstrap needs root (debootstrap): run as root, or pass --os-image of an image you have", 2)
+    if not shutil.which("debootstrap"):
+        raise BuildError("--bootstrap needs debootstrap: apt-get install debootstrap", 2)
+    mirror = debian_mirror()
+    if not mirror:
+        raise BuildError("--bootstrap found no Debian mirror in /etc/apt/sources*: run it on a Debian host", 2)
+    print(f"bootstrapping a Debian {suite} OS image with debootstrap from the host's mirror (about 30 s)", flush=True)
+    with tempfile.TemporaryDirectory(prefix="vllm-turing-rootfs-") as tmp:
+        root = Path(tmp) / "root"
+        run = subprocess.run(["debootstrap", "--variant=minbase", suite, str(root), mirror],
+                             capture_output=True, text=True)
+        if run.returncode != 0:
+            last = (run.stderr.strip() or run.stdout.strip()).splitlines()[-1:]
+            raise BuildError("debootstrap failed: " + (last[0] if last else f"exit {run.returncode}"))
+        tarball = Path(tmp) / "rootfs.tar"
+        subprocess.run(["tar", "-C", str(root), "-cf", str(tarball), "."], check=True)
+        repository, tag = ref.rsplit(":", 1)
+        client.api.import_image_from_file(str(tarball), repository=repository, tag=tag)
+    print(f"imported {ref}", flush=True)
+    return ref

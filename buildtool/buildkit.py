@@ -1,0 +1,78 @@
+"""BuildKit builds through `docker buildx build --load`.
+
+The SDK's images.build uses the legacy builder (no secrets, no cache mounts), so
+builds go through the CLI; everything else goes through the SDK.
+"""
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from buildtool.errors import BuildError
+from buildtool.progress import ProgressView, failure_line
+
+
+@dataclass
+class BuildRequest:
+    context: Path
+    dockerfile: Path
+    tag: str | None = None
+    build_args: dict = field(default_factory=dict)
+    labels: dict = field(default_factory=dict)
+    ca_cert: Path | None = None
+    no_cache: bool = False
+    pull: bool = False
+    stdin_dockerfile: str | None = None
+
+
+def buildx_argv(req: BuildRequest, iidfile: Path) -> list[str]:
+    argv = ["docker", "buildx", "build", "--load", "--progress=plain", "--iidfile", str(iidfile)]
+    argv += ["-f", "-" if req.stdin_dockerfile is not None else str(req.dockerfile)]
+    if req.tag:
+        argv += ["-t", req.tag]
+    for key, value in sorted(req.build_args.items()):
+        argv += ["--build-arg", f"{key}={value}"]
+    for key, value in sorted(req.labels.items()):
+        argv += ["--label", f"{key}={value}"]
+    if req.ca_cert:
+        argv += ["--secret", f"id=ca,src={req.ca_cert}"]
+    if req.no_cache:
+        argv.append("--no-cache")
+    if req.pull:
+        argv.append("--pull")
+    argv.append(str(req.context))
+    return argv
+
+
+def build(req: BuildRequest, view: ProgressView | None = None) -> str:
+    """Runs the build and returns the image ID; a failure raises with the step's last line."""
+    view = view or ProgressView()
+    with tempfile.TemporaryDirectory() as tmp:
+        iidfile = Path(tmp) / "iid"
+        argv = buildx_argv(req, iidfile)
+        env = {"DOCKER_BUILDKIT": "1"}
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, env=_with_env(env))
+        except FileNotFoundError:
+            raise BuildError("the docker CLI is not on PATH: install it (Debian: apt-get install docker.io)") from None
+        proc.stdin.write(req.stdin_dockerfile or "")
+        proc.stdin.close()
+        for line in proc.stdout:
+            view.feed(line)
+        rc = proc.wait()
+        view.close()
+        if rc != 0:
+            if any("unknown command" in l and "buildx" in l for l in view.lines) or \
+                    any("'buildx' is not a docker command" in l for l in view.lines):
+                raise BuildError("docker buildx is missing: install the buildx plugin "
+                                 "(scripts/install-test-host.sh on Debian)")
+            raise BuildError("build failed: " + failure_line(view.lines))
+        return iidfile.read_text().strip()
+
+
+def _with_env(extra: dict) -> dict:
+    import os
+    env = dict(os.environ)
+    env.update(extra)
+    return env

@@ -1,0 +1,114 @@
+"""`build.py build`: the derived image, verified before it gets the tag."""
+import datetime
+import tempfile
+import uuid
+from pathlib import Path
+
+import docker
+from docker.errors import APIError
+
+from buildtool import buildkit
+from buildtool.base import PINNED_VLLM, add_common_build_options, base_tag, build_base, check_ca_cert
+from buildtool.engine import connect, image_or_none
+from buildtool.errors import BuildError
+from buildtool.fit_table import render_fit_summary
+from buildtool.hostconfig import git_revision, pip_mirror_args
+from buildtool.labels import base_digest, image_labels
+from buildtool.verify import read_build_reports, verify_image
+
+REPO = Path(__file__).resolve().parent.parent
+OFFICIAL_BASE = "vllm/vllm-openai:v{version}"
+EXTRAS = ("audio",)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--base", default=None, metavar="IMAGE|pypi",
+                        help="base image (default the official vllm/vllm-openai:v<vllm-version>); "
+                             "'pypi' builds or reuses vllm-turing-base:<vllm-version> from PyPI wheels")
+    parser.add_argument("--vllm-version", default=PINNED_VLLM, help="vLLM release (default %(default)s)")
+    parser.add_argument("--extras", choices=EXTRAS, default=None, help="extra Python stack: audio")
+    parser.add_argument("--tag", default=None, help="image tag (default vllm-turing:<vllm-version>)")
+    parser.add_argument("--bootstrap", action="store_true",
+                        help="with --base pypi: make the OS image with debootstrap when none can be pulled")
+    parser.add_argument("--os-image", default=None, help="with --base pypi: the OS image to install vLLM on")
+    parser.add_argument("--base-tag", default=None, help="with --base pypi: the base's tag (default vllm-turing-base:<vllm-version>)")
+    add_common_build_options(parser)
+
+
+def run(args) -> int:
+    client = connect()
+    tag = args.tag or f"vllm-turing:{args.vllm_version}"
+    check_ca_cert(args.ca_cert)
+    base_ref = resolve_base(client, args)
+    image_id = build_verified(client, args, base_ref, tag)
+    print(f"tagged {tag} ({image_id[7:19]})", flush=True)
+    return 0
+
+
+def resolve_base(client: docker.DockerClient, args) -> str:
+    if args.base == "pypi":
+        ref = args.base_tag or base_tag(args.vllm_version)
+        if image_or_none(client, ref) is None:
+            print(f"{ref} is not here: building it from PyPI", flush=True)
+            build_base(client, args)
+        else:
+            print(f"using the PyPI base {ref} built earlier (`build.py base` rebuilds it)", flush=True)
+        return ref
+    ref = args.base or OFFICIAL_BASE.format(version=args.vllm_version)
+    if image_or_none(client, ref) is not None and not args.pull:
+        return ref
+    try:
+        print(f"pulling {ref}", flush=True)
+        client.images.pull(ref)
+    except APIError as exc:
+        if image_or_none(client, ref) is not None:
+            print(f"could not pull a newer {ref}; using the one here", flush=True)
+            return ref
+        raise BuildError(f"cannot pull {ref} ({exc.explanation or exc}) and it is not here: "
+                         "build the base from PyPI instead with --base pypi "
+                         "(add --bootstrap where no OS image can be pulled either)") from None
+    return ref
+
+
+def build_verified(client: docker.DockerClient, args, base_ref: str, tag: str) -> str:
+    """Builds under temporary references; only a verified image moves the tag."""
+    scratch = f"vllm-turing-build:{uuid.uuid4().hex[:12]}"
+    try:
+        buildkit.build(buildkit.BuildRequest(
+            context=REPO, dockerfile=REPO / "Dockerfile", tag=scratch,
+            build_args={"BASE_IMAGE": base_ref, "EXTRAS": args.extras or "", **pip_mirror_args()},
+            ca_cert=args.ca_cert, no_cache=args.no_cache, pull=False))
+        reports = read_build_reports(client, scratch)
+        labels = image_labels(
+            reports=reports, base_ref=base_ref, base_digest=base_digest(client.images.get(base_ref).attrs),
+            revision=git_revision(REPO), created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+        if args.extras:
+            labels["io.vllm-turing.extras"] = args.extras
+        with tempfile.TemporaryDirectory() as empty_context:
+            labelled = buildkit.build(buildkit.BuildRequest(
+                context=Path(empty_context), dockerfile=Path("-"), tag=scratch + "-labelled",
+                labels=labels, stdin_dockerfile=f"FROM {scratch}\n"))
+        print(render_fit_summary(reports["fit"]), flush=True)
+        findings = verify_image(client, labelled)
+        for finding in findings:
+            print(f"verify: {'ok  ' if finding.ok else 'FAIL'} {finding.name}: {finding.detail}", flush=True)
+        failed = [f for f in findings if not f.ok]
+        if failed:
+            raise BuildError(f"verification failed ({failed[0].name}: {failed[0].detail}); {tag} left as it was")
+        move_tag(client, labelled, tag)
+        return labelled
+    finally:
+        for ref in (scratch, scratch + "-labelled"):
+            if image_or_none(client, ref) is not None:
+                client.images.remove(ref, noprune=True)
+
+
+def move_tag(client: docker.DockerClient, image_id: str, tag: str) -> None:
+    """The image that held the tag before becomes <tag>-previous (rollback)."""
+    repository, _, version = tag.rpartition(":") if ":" in tag.split("/")[-1] else (tag, "", "latest")
+    old = image_or_none(client, tag)
+    new = client.images.get(image_id)
+    if old is not None and old.id != new.id:
+        old.tag(repository, f"{version}-previous")
+        print(f"the previous {tag} is now {repository}:{version}-previous", flush=True)
+    new.tag(repository, version)

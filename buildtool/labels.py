@@ -1,0 +1,34 @@
+"""Image labels computed from what the build proved (pure)."""
+
+OCI = "org.opencontainers.image."
+OURS = "io.vllm-turing."
+
+
+def image_labels(*, reports: dict, base_ref: str, base_digest: str, revision: str, created: str) -> dict:
+    """`reports` holds the JSON files the build left in /opt/vllm-turing (see read_build_reports)."""
+    versions = reports["versions"]
+    clamp = reports["clamp"]
+    fit = reports["fit"]
+    return {
+        OCI + "title": "vllm-turing",
+        OCI + "version": versions["vllm"],
+        OCI + "created": created,
+        OCI + "revision": revision,
+        OCI + "base.name": base_ref,
+        OCI + "base.digest": base_digest,
+        OURS + "vllm.version": versions["vllm"],
+        OURS + "torch.version": versions["torch"],
+        OURS + "triton.version": versions["triton"],
+        OURS + "clamp.version": str(clamp["patch_version"]),
+        OURS + "clamp.sha256": clamp["sha256_after"],
+        OURS + "fit.max-shared": str(fit["max_shared"]),
+        OURS + "fit.limit": str(fit["device"]["limit"]),
+    }
+
+
+def base_digest(image_attrs: dict) -> str:
+    """The registry digest of a pulled base, else its local image ID (a base built here)."""
+    digests = image_attrs.get("RepoDigests") or []
+    if digests:
+        return digests[0].split("@", 1)[1]
+    return image_attrs["Id"]
