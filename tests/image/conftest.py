@@ -1,0 +1,60 @@
+"""The image tier: a real Docker engine and a built image.
+
+`pytest tests/image --image REF` checks an image you built or pulled. Without --image the
+session builds one with build.py on the PyPI base (reused between runs by its tag).
+No engine is a failure, never a skip: this tier is what proves the product.
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import docker
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TEST_TAG = "vllm-turing-test:0.33.0"
+SYSTEM_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--image", default=None, help="image to test (default: build one with build.py)")
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as exc:
+        pytest.fail(f"the image tier needs a Docker engine and none answered ({exc}); "
+                    "on Debian run scripts/install-test-host.sh", pytrace=False)
+    return client
+
+
+def build_command(tag: str, *extra: str) -> list[str]:
+    """build.py on the PyPI base; the host CA bundle travels as a secret where it exists."""
+    argv = [sys.executable, str(REPO / "build.py"), "--base", "pypi", "--bootstrap", "--tag", tag, *extra]
+    if SYSTEM_CA_BUNDLE.is_file():
+        argv += ["--ca-cert", str(SYSTEM_CA_BUNDLE)]
+    return argv
+
+
+@pytest.fixture(scope="session")
+def image(request, docker_client) -> str:
+    ref = request.config.getoption("--image") or os.environ.get("VLLM_TURING_TEST_IMAGE")
+    if ref:
+        try:
+            docker_client.images.get(ref)
+        except docker.errors.ImageNotFound:
+            pytest.fail(f"--image {ref}: no such image here; build it with build.py or pull it", pytrace=False)
+        return ref
+    run = subprocess.run(build_command(TEST_TAG), cwd=REPO, capture_output=True, text=True)
+    if run.returncode != 0:
+        pytest.fail(f"build.py could not build {TEST_TAG}: {run.stderr.strip()[-2000:]}", pytrace=False)
+    return TEST_TAG
+
+
+@pytest.fixture(scope="session")
+def image_labels(docker_client, image) -> dict:
+    return docker_client.images.get(image).labels or {}
