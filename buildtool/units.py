@@ -1,0 +1,133 @@
+"""`python3 build.py units`: write compose.yaml, compose.toolkit.yaml and the Quadlet unit for a host.
+
+By default for this host: its GPUs (/dev/nvidia[0-9]*) and its driver library directory
+(NVIDIA_LIB_DIR, default Debian/Ubuntu's). `--defaults` writes what the repository commits.
+The env file (quadlet/vllm-turing.env) holds the user's settings: written only where none exists.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from buildtool.errors import BuildError
+from buildtool.units_compose import render_compose, render_toolkit_override
+from buildtool.units_quadlet import render_env_file, render_quadlet
+from buildtool.units_spec import (DEFAULT_IMAGE, DEFAULT_LIB_DIR, DEFAULT_MODEL_DIR, ENV_FILE_NAME,
+                                  UNIT_NAME, HostValues, UnitSpec, gpu_indices_from_names,
+                                  missing_libraries, parse_gpu_count)
+
+QUADLET_UNIT = f"quadlet/{UNIT_NAME}.container"
+ENV_FILE = f"quadlet/{ENV_FILE_NAME}"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    path: str  # relative to the output directory
+    text: str
+    keep_existing: bool = False  # user-edited files are never overwritten
+
+
+def render_all(host: HostValues, cdi: bool = False) -> list[Rendered]:
+    spec = UnitSpec(host)
+    return [Rendered("compose.yaml", render_compose(spec)),
+            Rendered("compose.toolkit.yaml", render_toolkit_override(spec)),
+            Rendered(QUADLET_UNIT, render_quadlet(UnitSpec(host, toolkit=cdi))),
+            Rendered(ENV_FILE, render_env_file(), keep_existing=True)]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, default=Path("."),
+                        help="directory to write into (default: the current one)")
+    parser.add_argument("--defaults", action="store_true",
+                        help="ignore this host: 1 GPU, Debian/Ubuntu's library directory (the committed files)")
+    parser.add_argument("--cdi", action="store_true",
+                        help="Quadlet unit for a host with nvidia-container-toolkit's CDI spec "
+                             "(AddDevice=nvidia.com/gpu=all, no hand-wired devices or libraries)")
+    parser.add_argument("--gpus", help="number of GPUs (default: count of /dev/nvidia[0-9]* on this host)")
+    parser.add_argument("--lib-dir", help=f"host directory of libcuda.so.1 & co. "
+                                          f"(default: $NVIDIA_LIB_DIR or {DEFAULT_LIB_DIR})")
+    parser.add_argument("--model-dir", default=DEFAULT_MODEL_DIR,
+                        help=f"host directory mounted read-only at /models (default: {DEFAULT_MODEL_DIR})")
+    parser.add_argument("--image", default=DEFAULT_IMAGE, help=f"image to run (default: {DEFAULT_IMAGE})")
+    parser.add_argument("--bind", default="127.0.0.1", help="host address to publish on (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="host port (default: 8000)")
+    parser.add_argument("--dev-root", type=Path, default=Path("/dev"), help=argparse.SUPPRESS)
+
+
+def _probe_gpus(dev_root: Path) -> tuple[int, ...]:
+    indices = gpu_indices_from_names(os.listdir(dev_root)) if dev_root.is_dir() else ()
+    if not indices:
+        raise BuildError(f"found no {dev_root}/nvidia[0-9]* on this host, expected one per GPU; "
+                         "pass --gpus N to write units for another host, or --defaults", exit_code=2)
+    return indices
+
+
+def _checked_lib_dir(lib_dir: str) -> str:
+    path = Path(lib_dir)
+    present = {p.name for p in path.iterdir()} if path.is_dir() else set()
+    if missing := missing_libraries(present):
+        raise BuildError(f"{lib_dir} lacks {', '.join(missing)}, the driver libraries the container "
+                         "needs; pass --lib-dir (or NVIDIA_LIB_DIR) with the directory holding "
+                         "libcuda.so.1 (`ldconfig -p | grep libcuda`)", exit_code=2)
+    return lib_dir
+
+
+def host_values(args: argparse.Namespace) -> HostValues:
+    """Reads this host only for what the options leave open; --defaults reads nothing."""
+    if args.defaults:
+        return HostValues()
+    try:
+        gpus = parse_gpu_count(args.gpus) if args.gpus is not None else _probe_gpus(args.dev_root)
+    except ValueError as exc:
+        raise BuildError(f"{exc}", exit_code=2) from None
+    lib_dir = _checked_lib_dir(args.lib_dir or os.environ.get("NVIDIA_LIB_DIR") or DEFAULT_LIB_DIR)
+    if not 1 <= args.port <= 65535:
+        raise BuildError(f"--port {args.port}: expected a port from 1 to 65535", exit_code=2)
+    return HostValues(gpu_indices=gpus, lib_dir=lib_dir, model_dir=args.model_dir,
+                      image=args.image, bind_address=args.bind, port=args.port)
+
+
+def write(out: Path, files: list[Rendered]) -> list[str]:
+    """Writes every file (all rendered before the first write); returns one line per file."""
+    report = []
+    for item in files:
+        target = out / item.path
+        if item.keep_existing and target.exists():
+            report.append(f"kept    {target} (yours; delete it to get the template)")
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(item.text)
+        report.append(f"wrote   {target}")
+    return report
+
+
+def run(args: argparse.Namespace) -> int:
+    host = host_values(args)
+    files = render_all(host, cdi=args.cdi)
+    try:
+        report = write(args.out, files)
+    except OSError as exc:
+        raise BuildError(f"cannot write into {args.out}: {exc.strerror}; pass --out with a writable "
+                         "directory", exit_code=2) from None
+    gpus = ",".join(f"/dev/nvidia{i}" for i in host.gpu_indices)
+    print(f"units for {len(host.gpu_indices)} GPU(s) ({gpus}), driver libraries from {host.lib_dir}")
+    print("\n".join(report))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="build.py units", description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except BuildError as exc:
+        print(f"build.py units: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""The one source of truth for the deployment units: what the service needs from a host.
+
+compose.yaml, compose.toolkit.yaml and quadlet/vllm-turing.container are all rendered from a
+`UnitSpec`, so the compose service and the Quadlet unit cannot drift apart. Host-specific
+values (GPU indices, driver library directory, model directory, image, published address)
+live in `HostValues`; everything else is fixed here, once.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# Debian/Ubuntu's multiarch directory, where the driver packages put libcuda & co.
+DEFAULT_LIB_DIR = "/usr/lib/x86_64-linux-gnu"
+DEFAULT_IMAGE = "vllm-turing:0.33.0"
+DEFAULT_MODEL_DIR = "~/models"
+
+# The image puts this first on LD_LIBRARY_PATH (like vllm/vllm-openai does).
+CONTAINER_LIB_DIR = "/usr/local/nvidia/lib64"
+# The host driver's own libraries: a copy of another version gives NVML's version mismatch.
+DRIVER_LIBRARIES = ("libcuda.so.1", "libcuda.so", "libnvidia-ml.so.1", "libnvidia-ptxjitcompiler.so.1")
+CONTROL_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm")
+# Profiling only; compute works without it, so Quadlet marks it optional ("-" prefix).
+OPTIONAL_DEVICES = ("/dev/nvidia-uvm-tools",)
+
+CONTAINER_PORT = 8000
+MODEL_MOUNT = "/models"
+SHM_SIZE = "8g"  # NCCL and vLLM's multiprocessing use /dev/shm; tmpfs only takes what is used
+STOP_GRACE_S = 60  # vLLM drains in-flight requests on SIGTERM
+START_TIMEOUT_S = 900  # systemd: preflight + model load (100-230 s measured) + a cold compile cache
+RESTART_DELAY_S = 30
+HEALTH_URL = f"http://127.0.0.1:{CONTAINER_PORT}/health"
+# python3, not curl: the vLLM image has no curl. urlopen raises on 503 (not ready), so the exit
+# code is non-zero until the engine answers 200. Shell form, identical in compose and Quadlet.
+HEALTH_CMD = (f"python3 -c 'import urllib.request; "
+              f"urllib.request.urlopen(\"{HEALTH_URL}\", timeout=5)'")
+HEALTH = {"interval": "30s", "timeout": "10s", "retries": 3, "start_period": "300s"}
+
+# name -> mount point; the Triton one is where the build's fit check left its warm cache, so a
+# fresh named volume starts as a copy of it (Docker and Podman copy image content up).
+CACHE_VOLUMES = {
+    "hf-cache": "/cache/huggingface",
+    "triton-cache": "/opt/vllm-turing/triton-cache",
+    "vllm-cache": "/cache/vllm",
+}
+
+ENV_FILE_NAME = "vllm-turing.env"
+UNIT_NAME = "vllm-turing"
+
+
+@dataclass(frozen=True)
+class HostValues:
+    """What differs from one host to the next."""
+
+    gpu_indices: tuple[int, ...] = (0,)
+    lib_dir: str = DEFAULT_LIB_DIR
+    model_dir: str = DEFAULT_MODEL_DIR
+    image: str = DEFAULT_IMAGE
+    bind_address: str = "127.0.0.1"
+    port: int = CONTAINER_PORT
+
+
+@dataclass(frozen=True)
+class Device:
+    path: str
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: str
+    target: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
+class UnitSpec:
+    host: HostValues = field(default_factory=HostValues)
+    toolkit: bool = False  # True: the container toolkit / CDI wires devices and libraries
+
+    @property
+    def devices(self) -> list[Device]:
+        if self.toolkit:
+            return []
+        gpus = [Device(f"/dev/nvidia{i}") for i in self.host.gpu_indices]
+        return (gpus + [Device(p) for p in CONTROL_DEVICES]
+                + [Device(p, optional=True) for p in OPTIONAL_DEVICES])
+
+    @property
+    def library_mounts(self) -> list[Mount]:
+        if self.toolkit:
+            return []
+        return [Mount(f"{self.host.lib_dir.rstrip('/')}/{name}", f"{CONTAINER_LIB_DIR}/{name}")
+                for name in DRIVER_LIBRARIES]
+
+    @property
+    def model_mount(self) -> Mount:
+        return Mount(self.host.model_dir, MODEL_MOUNT)
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """Wiring the units own; user settings go in the env file, which these override."""
+        return {
+            "NVIDIA_VISIBLE_DEVICES": "all",
+            "HOST": "0.0.0.0",
+            "PORT": str(CONTAINER_PORT),
+            "HF_HOME": CACHE_VOLUMES["hf-cache"],
+            "TRITON_CACHE_DIR": CACHE_VOLUMES["triton-cache"],
+            "VLLM_CACHE_ROOT": CACHE_VOLUMES["vllm-cache"],
+        }
+
+
+def gpu_indices_from_names(names: list[str]) -> tuple[int, ...]:
+    """The N of every /dev/nvidiaN among directory entry names (nvidiactl, nvidia-uvm excluded)."""
+    return tuple(sorted(int(m.group(1)) for n in names if (m := re.fullmatch(r"nvidia(\d+)", n))))
+
+
+def missing_libraries(present: set[str]) -> list[str]:
+    return [name for name in DRIVER_LIBRARIES if name not in present]
+
+
+def parse_gpu_count(text: str) -> tuple[int, ...]:
+    """`--gpus N` -> indices 0..N-1; ValueError with the reason for anything else."""
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"--gpus {text!r}: expected a whole number of GPUs, 1 or more")
+    return tuple(range(int(text)))
