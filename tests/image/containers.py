@@ -1,0 +1,35 @@
+"""Containers for the image tier: started with the entrypoint overridden, removed after."""
+import contextlib
+import json
+
+import docker
+import testinfra
+
+# vLLM disables Triton when no GPU driver is active unless CUDA_VISIBLE_DEVICES is empty.
+CPU_ENV = {"CUDA_VISIBLE_DEVICES": ""}
+
+
+@contextlib.contextmanager
+def idle_container(client: docker.DockerClient, image: str):
+    """A container that only sleeps, for testinfra to look inside."""
+    container = client.containers.run(image, entrypoint=["sleep", "infinity"], command=[],
+                                      environment=CPU_ENV, detach=True)
+    try:
+        yield testinfra.get_host(f"docker://{container.id}")
+    finally:
+        container.remove(force=True)
+
+
+def run_python(host, script: str, *args: str) -> str:
+    """Runs a Python script in the container and returns its stdout; failures say what broke."""
+    result = host.run(" ".join(["python3", "-c", _quote(script)] + [_quote(a) for a in args]))
+    assert result.rc == 0, f"python3 in the container failed (exit {result.rc}): {result.stderr.strip()[-800:]}"
+    return result.stdout
+
+
+def run_json(host, script: str, *args: str):
+    return json.loads(run_python(host, script, *args))
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"

@@ -1,0 +1,62 @@
+"""A bad base fails the build with the patch's message, and the tag keeps its image."""
+import subprocess
+
+import pytest
+
+from tests.image.conftest import REPO, build_command
+
+KEEP_TAG = "vllm-turing-test-keep:latest"
+
+FIND_VLLM = "python3 -c 'import importlib.util, os; print(os.path.dirname(importlib.util.find_spec(\"vllm\").origin))'"
+REMOVE_VLLM = FIND_VLLM + ' | { read d; rm -rf "$d" "$d"-*.dist-info "$(dirname "$d")"/vllm-*.dist-info; }'
+DRIFT_ATTENTION = (FIND_VLLM + ' | { read d; sed -i "s/TILE_SIZE_PREFILL/TILE_PREFILL_RENAMED/g; '
+                   's/TILE_SIZE_DECODE/TILE_DECODE_RENAMED/g" "$d/v1/attention/ops/triton_unified_attention.py"; }')
+
+
+def derived_base(client, base: str, shell: str, tag: str) -> str:
+    container = client.containers.run(base, entrypoint=["sh", "-c", shell], command=[], detach=True)
+    try:
+        assert container.wait()["StatusCode"] == 0, container.logs().decode()[-500:]
+        repository, version = tag.split(":")
+        container.commit(repository=repository, tag=version)
+    finally:
+        container.remove(force=True)
+    return tag
+
+
+@pytest.fixture(scope="module")
+def base(image_labels):
+    return image_labels["org.opencontainers.image.base.name"]
+
+
+@pytest.fixture
+def kept_tag(docker_client, image):
+    """KEEP_TAG points at the good image before the failing build."""
+    good = docker_client.images.get(image)
+    good.tag(*KEEP_TAG.split(":"))
+    yield good.id
+    docker_client.images.remove(KEEP_TAG, noprune=True)
+
+
+def failing_build(base_ref: str) -> subprocess.CompletedProcess:
+    argv = [a for a in build_command(KEEP_TAG) if a != "--bootstrap"]
+    argv[argv.index("pypi")] = base_ref
+    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("name, shell, expected", [
+    ("no-vllm", REMOVE_VLLM, "vllm"),
+    ("drifted", DRIFT_ATTENTION, "triton_unified_attention.py"),
+])
+def test_bad_base_fails_with_the_patch_message_and_keeps_the_tag(docker_client, base, kept_tag, name, shell, expected):
+    bad = derived_base(docker_client, base, shell, f"vllm-turing-test-badbase:{name}")
+    try:
+        run = failing_build(bad)
+    finally:
+        docker_client.images.remove(bad, noprune=False)
+    message = run.stderr.strip().splitlines()[-1] if run.stderr.strip() else ""
+    assert run.returncode != 0, f"build.py accepted the {name} base"
+    assert "build failed" in message and expected in message.lower(), \
+        f"the {name} base failed without the patch's message; last line: {message!r}"
+    assert "Traceback" not in run.stderr, f"build.py printed a traceback for the {name} base"
+    assert docker_client.images.get(KEEP_TAG).id == kept_tag, f"the failed {name} build moved {KEEP_TAG}"

@@ -1,0 +1,95 @@
+"""What is inside a built image, checked without trusting the build log (testinfra)."""
+import json
+
+import pytest
+
+from tests.image.containers import idle_container, run_json
+
+ATTENTION = "vllm/v1/attention/ops/triton_unified_attention.py"
+
+HASH_PACKAGE = r"""
+import hashlib, json, os, sys, importlib.util
+root = os.path.dirname(importlib.util.find_spec('vllm').origin)
+out = {}
+for d, _, files in os.walk(root):
+    for f in files:
+        p = os.path.join(d, f)
+        with open(p, 'rb') as fh:
+            out[os.path.relpath(p, os.path.dirname(root))] = hashlib.sha256(fh.read()).hexdigest()
+print(json.dumps(out))
+"""
+
+VERSIONS = r"""
+import importlib.metadata as m, json, torch
+print(json.dumps({"vllm": m.version("vllm"), "torch": m.version("torch"), "triton": m.version("triton"),
+                  "torch_cuda": torch.version.cuda, "arch_flags": torch._C._cuda_getArchFlags()}))
+"""
+
+CLAMP_TARGET = "import patches.turing_clamp as c, json; print(json.dumps(str(c.find_target())))"
+
+
+@pytest.fixture(scope="module")
+def host(docker_client, image):
+    with idle_container(docker_client, image) as host:
+        yield host
+
+
+@pytest.fixture(scope="module")
+def base_host(docker_client, image_labels):
+    base = image_labels.get("org.opencontainers.image.base.name")
+    assert base, "the image has no org.opencontainers.image.base.name label, so its base cannot be compared"
+    with idle_container(docker_client, base) as host:
+        yield host
+
+
+def test_the_vllm_that_serves_carries_the_clamp_once(host):
+    result = host.run("python3 -m patches.turing_clamp check --json")
+    assert result.rc == 0, f"the clamp check failed in the image: {result.stdout}{result.stderr}"
+    report = json.loads(result.stdout)
+    assert report["outcome"] in ("present", "upstream"), f"clamp check outcome is {report['outcome']!r}"
+    imported = run_json(host, "import vllm, os; import json; print(json.dumps(os.path.dirname(vllm.__file__)))")
+    target = run_json(host, CLAMP_TARGET)
+    assert target.startswith(imported + "/"), f"the clamp checked {target}, but python3 imports vLLM from {imported}"
+
+
+def test_the_patched_file_matches_the_sha256_label(host, image_labels):
+    target = run_json(host, CLAMP_TARGET)
+    assert host.file(target).sha256sum == image_labels["io.vllm-turing.clamp.sha256"], \
+        "the attention file in the image differs from the one the io.vllm-turing.clamp.sha256 label describes"
+
+
+def test_every_other_vllm_file_is_the_base_images_own(host, base_host):
+    ours = run_json(host, HASH_PACKAGE)
+    base = run_json(base_host, HASH_PACKAGE)
+    changed = sorted(p for p in set(ours) | set(base) if ours.get(p) != base.get(p))
+    expected = {ATTENTION}
+    pyc_of_patched = {p for p in changed if p.startswith("vllm/v1/attention/ops/__pycache__/triton_unified_attention.")}
+    unexpected = [p for p in changed if p not in expected and p not in pyc_of_patched]
+    assert ATTENTION in changed, "the attention file is identical to the base's: the clamp is not applied"
+    assert not unexpected, f"files of the vLLM package differ from the base image's: {unexpected[:10]}"
+
+
+def test_versions_equal_the_labels_and_torch_is_a_cuda_build_for_sm75(host, image_labels):
+    versions = run_json(host, VERSIONS)
+    for package in ("vllm", "torch", "triton"):
+        assert versions[package] == image_labels[f"io.vllm-turing.{package}.version"], \
+            f"{package} {versions[package]} in the image, label says {image_labels[f'io.vllm-turing.{package}.version']}"
+    assert versions["torch_cuda"] and "+cpu" not in versions["torch"], f"torch {versions['torch']} is not a CUDA build"
+    assert "sm_75" in versions["arch_flags"].split(), f"torch was built without sm_75: {versions['arch_flags']}"
+
+
+def test_entrypoint_healthcheck_port_and_labels(docker_client, image, image_labels):
+    config = docker_client.images.get(image).attrs["Config"]
+    assert config["Entrypoint"] == ["python3", "-m", "entrypoint"], f"entrypoint is {config['Entrypoint']}"
+    assert not config.get("Cmd"), f"CMD should be empty so container arguments reach vLLM, is {config.get('Cmd')}"
+    health = config.get("Healthcheck") or {}
+    assert any("/health" in part for part in health.get("Test", [])), f"no /health healthcheck: {health}"
+    assert health.get("StartPeriod", 0) >= 240 * 10**9, f"healthcheck start period {health.get('StartPeriod')} ns < 4 min"
+    assert "8000/tcp" in (config.get("ExposedPorts") or {}), "port 8000 is not exposed"
+    wanted = ["org.opencontainers.image." + k for k in ("title", "version", "created", "revision", "base.name", "base.digest")]
+    wanted += ["io.vllm-turing." + k for k in ("vllm.version", "torch.version", "triton.version", "clamp.version",
+                                               "clamp.sha256", "fit.max-shared", "fit.limit")]
+    missing = [k for k in wanted if not image_labels.get(k)]
+    assert not missing, f"labels missing: {missing}"
+    assert int(image_labels["io.vllm-turing.fit.max-shared"]) <= int(image_labels["io.vllm-turing.fit.limit"]), \
+        "the fit labels say the largest launch exceeds the limit"
