@@ -1,0 +1,97 @@
+"""The client contract of a deployment, as data: one Check per item, run in this order.
+
+To add a check, append a Check to CHECKS: a name, one line on what it proves, the
+request (path, and a JSON body for a POST; the runner adds "model"), the expectations
+(buildtool/smoke/expect.py) and, for media input, the modality it needs. The runner,
+the table and the JSON report pick it up unchanged.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .expect import ContentMatches, ModelListed, ReasoningSeparated, Status, StreamCompleted, ToolCalled
+from .media import b64, data_url, solid_png, tone_wav
+
+CHAT = "/v1/chat/completions"
+MODALITIES = ("image", "audio")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    proves: str
+    path: str
+    body: dict | None = None           # None: a GET
+    expect: tuple = (Status(200),)
+    needs: str | None = None           # an input modality ("image", "audio") the model must take
+    stream: bool = field(init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "stream", bool(self.body and self.body.get("stream")))
+
+    def request_body(self, model: str | None) -> dict | None:
+        """The JSON body as sent: the check's body with the served model named."""
+        if self.body is None:
+            return None
+        return {"model": model, **self.body} if model else dict(self.body)
+
+
+def ask(question: str, *, max_tokens: int = 64, content_parts: tuple = (), **extra) -> dict:
+    """A deterministic one-turn chat request (temperature 0)."""
+    content = [{"type": "text", "text": question}, *content_parts] if content_parts else question
+    return {"messages": [{"role": "user", "content": content}],
+            "temperature": 0, "max_tokens": max_tokens, **extra}
+
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                       "required": ["city"]},
+    },
+}
+RED_SQUARE = {"type": "image_url", "image_url": {"url": data_url("image/png", solid_png((255, 0, 0)))}}
+TONE_440 = {"type": "input_audio", "input_audio": {"data": b64(tone_wav(440.0)), "format": "wav"}}
+TONE_WORDS = r"\b(tone|beep|sine|hum|humming|buzz|buzzing|whistle|note|pitch|ring|ringing|440|hz|frequency)\b"
+
+CHECKS: tuple[Check, ...] = (
+    Check("health", "GET /health answers 200 once the engine is loaded (503 while loading)",
+          "/health"),
+    Check("models", "GET /v1/models lists the served model",
+          "/v1/models", expect=(Status(200), ModelListed())),
+    # The first generation streams, so the report shows time to first token
+    # (the Triton JIT compile of the attention kernel lands on this request).
+    Check("stream", "a streamed chat completion sends text deltas and ends with [DONE]",
+          CHAT, ask("Count from 1 to 5.", max_tokens=32, stream=True),
+          expect=(Status(200), StreamCompleted())),
+    Check("arithmetic", "17*23 is 391 at temperature 0",
+          CHAT, ask("What is 17*23? Reply with the number only."),
+          expect=(Status(200), ContentMatches(r"\b391\b"))),
+    Check("fact-capital", "the capital of Australia is Canberra",
+          CHAT, ask("What is the capital of Australia? Answer in one word."),
+          expect=(Status(200), ContentMatches(r"\bCanberra\b", re.I))),
+    Check("fact-gold", "the chemical symbol for gold is Au",
+          CHAT, ask("What is the chemical symbol for gold? Answer with the symbol only."),
+          expect=(Status(200), ContentMatches(r"\bAu\b"))),
+    Check("tool-calls", "a tool call comes back parsed in message.tool_calls (tool_choice auto)",
+          CHAT, ask("What is the weather in Paris right now? Use the tool.", max_tokens=128,
+                    tools=[WEATHER_TOOL], tool_choice="auto"),
+          expect=(Status(200), ToolCalled("get_weather", "city", r"paris"))),
+    Check("reasoning", "thinking comes back in message.reasoning, the answer in content",
+          CHAT, ask("What is 6 times 7? Reply with the number only.", max_tokens=1024,
+                    chat_template_kwargs={"enable_thinking": True}),
+          expect=(Status(200), ReasoningSeparated(r"\b42\b"))),
+    Check("extra-body", "extra body keys (chat_template_kwargs, top_k, a vendor key) get 200, not 400",
+          CHAT, ask("Reply with the word ready.", chat_template_kwargs={"enable_thinking": False},
+                    top_k=1, vllm_turing_smoke_vendor_key={"ignored": True}),
+          expect=(Status(200), ContentMatches(r"\S"))),
+    Check("image", "a solid red PNG is described as red",
+          CHAT, ask("What colour is this image? Answer with one word.", content_parts=(RED_SQUARE,)),
+          expect=(Status(200), ContentMatches(r"\bred\b", re.I)), needs="image"),
+    Check("audio", "a 440 Hz WAV tone is described as a tone",
+          CHAT, ask("Describe this sound in a few words.", max_tokens=96, content_parts=(TONE_440,)),
+          expect=(Status(200), ContentMatches(TONE_WORDS, re.I)), needs="audio"),
+)

@@ -1,0 +1,106 @@
+"""`build.py smoke [URL]` / `python3 -m buildtool.smoke [URL]`: wait, check, report.
+
+Exit 0 when the server became ready and every applicable check passed, 1 when not,
+2 on bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from urllib.parse import urlsplit
+
+import requests
+
+from .checks import CHECKS, MODALITIES
+from .progress import StatusLine
+from .readiness import wait_ready
+from .report import build_report, format_table
+from .runner import run_check, served_model
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+class UsageError(Exception):
+    pass
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("url", nargs="?", default=DEFAULT_URL,
+                        help=f"the server's base URL (default {DEFAULT_URL}, the compose/Quadlet endpoint)")
+    parser.add_argument("--model", help="the served model id to expect (default: the first /v1/models lists)")
+    parser.add_argument("--modalities", default="auto",
+                        help="input the model takes beyond text: 'auto' (default: send the image and audio "
+                             "checks and skip them when the server refuses that input), or a comma list "
+                             "of image,audio, or 'text' for none")
+    parser.add_argument("--only", action="append", metavar="CHECK",
+                        help=f"run only this check (repeatable): {', '.join(c.name for c in CHECKS)}")
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="seconds to wait for /health to answer 200 (default 600)")
+    parser.add_argument("--connect-grace", type=float, default=60.0,
+                        help="seconds a refused connection counts as 'still starting' (default 60)")
+    parser.add_argument("--interval", type=float, default=2.0, help="seconds between /health polls (default 2)")
+    parser.add_argument("--request-timeout", type=float, default=300.0,
+                        help="seconds one check may wait for its reply (default 300)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+
+
+def base_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UsageError(f"URL {url!r} is not an http(s) URL; give one like {DEFAULT_URL}")
+    path = parts.path.rstrip("/")
+    path = path[: -len("/v1")] if path.endswith("/v1") else path
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+def parse_modalities(text: str) -> frozenset[str] | None:
+    """None for 'auto' (probe), else the set of non-text inputs the model takes."""
+    if text.strip() == "auto":
+        return None
+    named = {item.strip() for item in text.split(",") if item.strip()} - {"text"}
+    unknown = named - set(MODALITIES)
+    if unknown:
+        raise UsageError(f"--modalities names {sorted(unknown)}; expected 'auto' or a comma list of "
+                         f"text,{','.join(MODALITIES)}")
+    return frozenset(named)
+
+
+def select_checks(only: list[str] | None) -> tuple:
+    if not only:
+        return CHECKS
+    names = [c.name for c in CHECKS]
+    unknown = [name for name in only if name not in names]
+    if unknown:
+        raise UsageError(f"--only names unknown check(s) {unknown}; the checks are {', '.join(names)}")
+    return tuple(c for c in CHECKS if c.name in only)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        url = base_url(args.url)
+        modalities = parse_modalities(args.modalities)
+        checks = select_checks(args.only)
+        if min(args.timeout, args.connect_grace, args.interval, args.request_timeout) <= 0:
+            raise UsageError("--timeout, --connect-grace, --interval and --request-timeout must be "
+                             "positive seconds")
+    except UsageError as exc:
+        print(f"smoke: {exc}", file=sys.stderr)
+        return 2
+    with requests.Session() as session:
+        readiness = wait_ready(session, url, timeout_s=args.timeout, interval_s=args.interval,
+                               connect_grace_s=args.connect_grace, status=StatusLine())
+        model = args.model or (served_model(session, url, args.request_timeout) if readiness.ready else None)
+        results = []
+        if readiness.ready:
+            for check in checks:
+                results.append(run_check(session, url, check, model, modalities, args.request_timeout))
+    report = build_report(url, model, readiness, results)
+    print(json.dumps(report, indent=2) if args.json else format_table(report))
+    return 0 if report["ok"] else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m buildtool.smoke", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

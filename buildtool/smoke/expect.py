@@ -1,0 +1,200 @@
+"""What a check expects of a reply: small frozen dataclasses, each a pure judgement.
+
+Each expectation's `judge(reply, model)` returns None when the reply meets it, or a
+one-line reason when it does not; an optional `note(reply)` adds a remark to a pass. `model` is the served model id the run checks
+(None when the server lists none). Add an expectation here when a new check needs
+a judgement the existing ones cannot express.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+# Gemma 4's thinking delimiters and the role label inside them, as decoded text.
+THINKING_MARKERS = ("<|channel>", "<channel|>", "<think>", "</think>")
+THOUGHT_LABEL = "thought\n"
+
+
+@dataclass
+class Reply:
+    """One HTTP exchange, as the runner saw it."""
+
+    status: int
+    body: object = None          # the decoded JSON body, None when it was not JSON
+    text: str = ""               # the raw body (for streams: the assembled content)
+    events: list = field(default_factory=list)  # decoded SSE events of a stream
+    done: bool = False           # a stream ended with `data: [DONE]`
+    elapsed_s: float = 0.0
+    first_token_s: float | None = None
+
+    @property
+    def error_message(self) -> str:
+        """vLLM's error text ({"error": {"message": ...}}), else the raw body."""
+        if isinstance(self.body, dict) and isinstance(self.body.get("error"), dict):
+            return str(self.body["error"].get("message", ""))
+        return self.text.strip()[:300]
+
+
+def first_message(reply: Reply) -> dict | None:
+    """choices[0].message of a chat completion, or None when the body has none."""
+    body = reply.body
+    if not isinstance(body, dict) or not body.get("choices"):
+        return None
+    choice = body["choices"][0]
+    message = choice.get("message") if isinstance(choice, dict) else None
+    return message if isinstance(message, dict) else None
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+@dataclass(frozen=True)
+class Status:
+    code: int = 200
+
+    def judge(self, reply: Reply, model: str | None) -> str | None:
+        if reply.status == self.code:
+            return None
+        if reply.status == 503:
+            return f"HTTP 503 where {self.code} was expected: the engine is not (or no longer) ready"
+        return f"HTTP {reply.status} where {self.code} was expected: {reply.error_message or 'no body'}"
+
+
+@dataclass(frozen=True)
+class ModelListed:
+    """/v1/models lists the served model (any model, when none was named)."""
+
+    def judge(self, reply: Reply, model: str | None) -> str | None:
+        data = reply.body.get("data") if isinstance(reply.body, dict) else None
+        if not isinstance(data, list):
+            return "the body has no `data` list of models"
+        ids = [card.get("id") for card in data if isinstance(card, dict)]
+        if not ids:
+            return "the server lists no model"
+        if model is not None and model not in ids:
+            return f"model {model!r} is not listed; the server lists {ids}"
+        return None
+
+
+@dataclass(frozen=True)
+class ContentMatches:
+    """The message content matches a regular expression (a whole-word answer)."""
+
+    pattern: str
+    flags: int = 0
+
+    def judge(self, reply: Reply, model: str | None) -> str | None:
+        message = first_message(reply)
+        if message is None:
+            return "the body has no choices[0].message"
+        content = message.get("content") or ""
+        if re.search(self.pattern, content, self.flags):
+            return None
+        return f"the answer {_shown(content)} does not match /{self.pattern}/"
+
+
+@dataclass(frozen=True)
+class ToolCalled:
+    """The model's call comes back parsed in message.tool_calls, not as text."""
+
+    function: str
+    argument: str
+    argument_pattern: str
+
+    def judge(self, reply: Reply, model: str | None) -> str | None:
+        message = first_message(reply)
+        if message is None:
+            return "the body has no choices[0].message"
+        calls = message.get("tool_calls") or []
+        if not calls:
+            hint = " (is --enable-auto-tool-choice with the gemma4 tool parser set?)"
+            return f"no tool_calls; content {_shown(message.get('content') or '')}" + hint
+        function = calls[0].get("function") or {}
+        if calls[0].get("type") != "function" or function.get("name") != self.function:
+            return f"tool_calls[0] calls {function.get('name')!r}, expected {self.function!r}"
+        try:
+            arguments = json.loads(function.get("arguments") or "")
+        except ValueError:
+            return f"tool_calls[0].function.arguments is not JSON: {_shown(str(function.get('arguments')))}"
+        value = arguments.get(self.argument) if isinstance(arguments, dict) else None
+        if not isinstance(value, str) or not re.search(self.argument_pattern, value, re.I):
+            return f"argument {self.argument!r} is {value!r}, expected /{self.argument_pattern}/"
+        return None
+
+
+@dataclass(frozen=True)
+class ReasoningSeparated:
+    """Thinking, when the model emits any, is in message.reasoning and nowhere else.
+
+    Passes when: no thinking delimiter is left in content or reasoning, content does
+    not start with the bare `thought` label, content holds the answer, and any text
+    of thought is under `reasoning` (an empty or null `reasoning` passes: the model
+    emitted no thinking tag). Text under the old `reasoning_content` key alone fails.
+    """
+
+    answer_pattern: str
+
+    def judge(self, reply: Reply, model: str | None) -> str | None:
+        message = first_message(reply)
+        if message is None:
+            return "the body has no choices[0].message"
+        content = message.get("content") or ""
+        reasoning = message.get("reasoning") or ""
+        for name, text in (("content", content), ("reasoning", reasoning)):
+            leaked = [marker for marker in THINKING_MARKERS if marker in text]
+            if leaked:
+                return f"raw thinking delimiter {leaked[0]!r} in message.{name}: is --reasoning-parser gemma4 set?"
+        if content.startswith(THOUGHT_LABEL):
+            return "content starts with the thinking label 'thought': is --reasoning-parser gemma4 set?"
+        if not reasoning and message.get("reasoning_content"):
+            return "thinking came back in message.reasoning_content, expected message.reasoning"
+        finish = (reply.body["choices"][0] or {}).get("finish_reason")
+        if finish == "length" and not re.search(self.answer_pattern, content):
+            return "max_tokens ran out before the answer (thinking too long)"
+        if not re.search(self.answer_pattern, content):
+            return f"the answer {_shown(content)} does not match /{self.answer_pattern}/"
+        return None
+
+    def note(self, reply: Reply) -> str:
+        reasoning = (first_message(reply) or {}).get("reasoning") or ""
+        return f"{len(reasoning)} chars of reasoning" if reasoning else "no thinking emitted (allowed)"
+
+
+@dataclass(frozen=True)
+class StreamCompleted:
+    """A streamed completion: server-sent events with text, ended by [DONE]."""
+
+    def judge(self, reply: Reply, model: str | None) -> str | None:
+        if not reply.events:
+            return "no server-sent events came back"
+        if not reply.text.strip():
+            return "the stream carried no text in choices[0].delta"
+        if not reply.done:
+            return "the stream ended without `data: [DONE]`"
+        return None
+
+
+# Server replies that mean "this model takes no such input": the check is skipped,
+# not failed. vLLM 0.33 answers 400 "At most 0 image(s) may be provided in one
+# prompt." when the model (or --limit-mm-per-prompt) allows none, names a text-only
+# model "not a multimodal model", and asks for its extras when they are missing.
+UNSUPPORTED_INPUT = (
+    r"At most 0 (image|audio)\(s\) may be provided",
+    r"is not a multimodal model",
+    r"Please install vllm\[(audio|video)\]",
+    r"Unsupported chat content part type",
+)
+
+
+def unsupported_input(reply: Reply) -> str | None:
+    """The server's own words when it refused an input it does not take, else None."""
+    if reply.status not in (400, 422, 500, 501):
+        return None
+    message = reply.error_message
+    for pattern in UNSUPPORTED_INPUT:
+        if re.search(pattern, message):
+            return message.splitlines()[0] if message else pattern
+    return None

@@ -1,0 +1,50 @@
+"""The smoke report: a dict (printed with --json) and a plain-text table."""
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from .readiness import Readiness
+from .runner import FAIL, PASS, SKIP, Result
+
+
+def build_report(url: str, model: str | None, readiness: Readiness, results: list[Result]) -> dict:
+    first = next((r for r in results if r.first_token_s is not None), None)
+    counts = {outcome: sum(r.outcome == outcome for r in results) for outcome in (PASS, FAIL, SKIP)}
+    ok = readiness.ready and counts[FAIL] == 0
+    return {
+        "url": url,
+        "model": model,
+        "ready": readiness.ready,
+        "readiness_error": readiness.error,
+        # measured from the start of this command, so it is a lower bound of the load
+        "time_to_ready_s": readiness.elapsed_s if readiness.ready else None,
+        "first_token": None if first is None else {
+            "check": first.name, "time_to_first_token_s": first.first_token_s,
+            "total_s": first.elapsed_s},
+        "checks": [asdict(r) for r in results],
+        "counts": counts,
+        "ok": ok,
+    }
+
+
+def format_table(report: dict) -> str:
+    lines = [f"smoke test of {report['url']}  model: {report['model'] or '(none listed)'}"]
+    if not report["ready"]:
+        lines.append(f"NOT READY: {report['readiness_error']}")
+        return "\n".join(lines)
+    lines.append(f"ready after {report['time_to_ready_s']:.1f} s")
+    if report["first_token"]:
+        ft = report["first_token"]
+        lines.append(f"first request ({ft['check']}): first token after "
+                     f"{ft['time_to_first_token_s']:.2f} s, done after {ft['total_s']:.2f} s")
+    rows = [(c["name"], c["outcome"].upper(),
+             "" if c["elapsed_s"] is None else f"{c['elapsed_s']:.2f}s",
+             c["detail"] or c["proves"]) for c in report["checks"]]
+    widths = [max(len(row[i]) for row in rows + [("check", "result", "time", "")]) for i in range(3)]
+    header = ("check", "result", "time", "detail")
+    for row in [header] + rows:
+        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3])
+    counts = report["counts"]
+    lines.append(f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped: "
+                 + ("OK" if report["ok"] else "FAILED"))
+    return "\n".join(lines)

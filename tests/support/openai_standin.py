@@ -1,0 +1,256 @@
+"""A STAND-IN for a vLLM OpenAI-compatible server, for tests on machines without a GPU.
+
+It runs no model: it answers /health with 503 for `loading_s` seconds (as vLLM does
+while the engine loads), then serves canned, schema-valid replies chosen by what the
+request asks (the smoke test's prompts). `broken={"arithmetic", ...}` makes the reply
+of each named scenario wrong in the way a misconfigured server would be, so every
+smoke check can be seen failing.
+
+Routes live in a table, `(method, path) -> handler(body) -> StandInResponse`; add one
+with `standin.route("POST", "/v1/completions", handler)`. A StandInResponse with
+`events` is sent as server-sent events (`data: {...}` lines, then `data: [DONE]`).
+"""
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+SCENARIOS = ("health", "models", "stream", "arithmetic", "fact-capital", "fact-gold",
+             "tool-calls", "reasoning", "extra-body", "image", "audio")
+KNOWN_CHAT_KEYS = {"model", "messages", "temperature", "max_tokens", "stream", "tools",
+                   "tool_choice", "chat_template_kwargs"}
+
+
+@dataclass
+class StandInResponse:
+    status: int = 200
+    json: object = None
+    events: list | None = None      # server-sent events instead of a JSON body
+    done: bool = True               # end the events with `data: [DONE]`
+    delay_s: float = 0.0            # wait before the first byte of the body (time to first token)
+
+
+def error(status: int, message: str) -> StandInResponse:
+    """vLLM's error body."""
+    return StandInResponse(status, {"error": {"message": message, "type": "BadRequestError",
+                                              "param": None, "code": status}})
+
+
+def chat_completion(model: str, message: dict, finish_reason: str = "stop") -> dict:
+    return {"id": "chatcmpl-standin", "object": "chat.completion", "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", **message}, "logprobs": None,
+                         "finish_reason": finish_reason, "stop_reason": None}],
+            "usage": {"prompt_tokens": 12, "total_tokens": 16, "completion_tokens": 4}}
+
+
+def chat_chunk(model: str, delta: dict, finish_reason: str | None = None) -> dict:
+    return {"id": "chatcmpl-standin", "object": "chat.completion.chunk", "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]}
+
+
+def _parts(body: dict) -> list:
+    parts = []
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        parts += content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
+    return parts
+
+
+def scenario(body: dict) -> str:
+    """Which smoke scenario a chat request is, judged as a model would: by what it asks."""
+    part_types = {part.get("type") for part in _parts(body)}
+    text = " ".join(part.get("text") or "" for part in _parts(body))
+    if body.get("stream"):
+        return "stream"
+    if body.get("tools"):
+        return "tool-calls"
+    if "image_url" in part_types:
+        return "image"
+    if "input_audio" in part_types:
+        return "audio"
+    if set(body) - KNOWN_CHAT_KEYS:
+        return "extra-body"
+    if (body.get("chat_template_kwargs") or {}).get("enable_thinking"):
+        return "reasoning"
+    for needle, name in (("17*23", "arithmetic"), ("Australia", "fact-capital"), ("gold", "fact-gold")):
+        if needle in text:
+            return name
+    return "chat"
+
+
+# scenario -> (good message, broken message, finish reasons good/broken)
+TOOL_CALL = {"content": None, "tool_calls": [{"id": "chatcmpl-tool-standin", "type": "function",
+                                               "function": {"name": "get_weather",
+                                                            "arguments": '{"city": "Paris"}'}}]}
+CANNED = {
+    "arithmetic": ({"content": "391"}, {"content": "381"}),
+    "fact-capital": ({"content": "Canberra"}, {"content": "Sydney"}),
+    "fact-gold": ({"content": "Au"}, {"content": "Ag"}),
+    "tool-calls": (TOOL_CALL, {"content": '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>'}),
+    "reasoning": ({"content": "42", "reasoning": "Six times seven is forty-two."},
+                  {"content": "<|channel>thought\nSix times seven is forty-two.<channel|>42", "reasoning": None}),
+    "extra-body": ({"content": "Ready."}, None),
+    "image": ({"content": "Red."}, {"content": "Blue."}),
+    "audio": ({"content": "A steady high-pitched tone."}, {"content": "Silence."}),
+    "chat": ({"content": "OK."}, {"content": "OK."}),
+}
+
+
+class OpenAIStandIn:
+    """The stand-in server; use as a context manager or start()/stop()."""
+
+    def __init__(self, *, model: str = "standin-model", loading_s: float = 0.0, broken=(),
+                 modalities=("image", "audio"), first_token_delay_s: float = 0.0):
+        unknown = set(broken) - set(SCENARIOS)
+        if unknown:
+            raise ValueError(f"no such scenario {sorted(unknown)}; scenarios are {SCENARIOS}")
+        self.model = model
+        self.loading_s = loading_s
+        self.broken = frozenset(broken)
+        self.modalities = frozenset(modalities)
+        self.first_token_delay_s = first_token_delay_s
+        self.requests: list[tuple[str, str, object]] = []   # (method, path, JSON body) as received
+        self.routes = {("GET", "/health"): self.health, ("GET", "/v1/models"): self.models,
+                       ("POST", "/v1/chat/completions"): self.chat_completions}
+        self._started = None
+        self._health_served = False
+        self._server = None
+        self._connections = set()   # live sockets, closed by stop() as a dying process would
+
+    def route(self, method: str, path: str, handler) -> None:
+        self.routes[(method, path)] = handler
+
+    # --- handlers: body (decoded JSON or None) -> StandInResponse -----------------
+
+    def health(self, body) -> StandInResponse:
+        loading = self._started is None or time.monotonic() - self._started < self.loading_s
+        engine_died = "health" in self.broken and self._health_served
+        if loading or engine_died:
+            return StandInResponse(503)
+        self._health_served = True
+        return StandInResponse(200)
+
+    def models(self, body) -> StandInResponse:
+        cards = [] if "models" in self.broken else [
+            {"id": self.model, "object": "model", "created": int(time.time()), "owned_by": "vllm",
+             "root": self.model, "parent": None, "max_model_len": 8192, "permission": []}]
+        return StandInResponse(200, {"object": "list", "data": cards})
+
+    def chat_completions(self, body) -> StandInResponse:
+        if not isinstance(body, dict) or not body.get("messages"):
+            return error(400, "messages: Field required")
+        name = scenario(body)
+        broken = name in self.broken
+        if name in ("image", "audio") and name not in self.modalities:
+            return error(400, f"At most 0 {name}(s) may be provided in one prompt.")
+        if name == "stream":
+            return self._stream(broken)
+        if name == "extra-body" and broken:
+            return error(400, f"Unrecognized request argument supplied: {sorted(set(body) - KNOWN_CHAT_KEYS)[0]}")
+        good, bad = CANNED[name]
+        message = bad if broken else good
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        return StandInResponse(200, chat_completion(self.model, message, finish),
+                               delay_s=self.first_token_delay_s)
+
+    def _stream(self, broken: bool) -> StandInResponse:
+        deltas = [{"role": "assistant", "content": ""}] + [{"content": f"{n} "} for n in range(1, 6)]
+        events = [chat_chunk(self.model, delta) for delta in deltas]
+        events.append(chat_chunk(self.model, {}, "stop"))
+        return StandInResponse(200, events=events, done=not broken, delay_s=self.first_token_delay_s)
+
+    def handle(self, method: str, path: str, body) -> StandInResponse:
+        self.requests.append((method, path, body))
+        handler = self.routes.get((method, path))
+        if handler is None:
+            return error(404, f"no route {method} {path} in the stand-in")
+        return handler(body)
+
+    # --- the HTTP server -----------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "OpenAIStandIn":
+        standin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def setup(self):
+                super().setup()
+                standin._connections.add(self.connection)
+
+            def _serve(self, method: str) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = raw.decode("utf-8", "replace")
+                standin_reply = standin.handle(method, self.path, body)
+                write_response(self, standin_reply)
+
+            def do_GET(self):
+                self._serve("GET")
+
+            def do_POST(self):
+                self._serve("POST")
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self._server.server_address[1]
+        self._server.daemon_threads = True
+        self._started = time.monotonic()
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        """Stop listening: from now on connections are refused, as after a container exits."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            for connection in list(self._connections):
+                try:
+                    connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            self._server = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def write_response(handler: BaseHTTPRequestHandler, reply: StandInResponse) -> None:
+    if reply.events is None:
+        payload = b"" if reply.json is None else json.dumps(reply.json).encode()
+        handler.send_response(reply.status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(payload)))
+        handler.end_headers()
+        time.sleep(reply.delay_s)
+        handler.wfile.write(payload)
+        return
+    handler.send_response(reply.status)
+    handler.send_header("Content-Type", "text/event-stream")
+    handler.send_header("Connection", "close")
+    handler.end_headers()
+    time.sleep(reply.delay_s)
+    for event in reply.events:
+        handler.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+        handler.wfile.flush()
+    if reply.done:
+        handler.wfile.write(b"data: [DONE]\n\n")
+    handler.close_connection = True
