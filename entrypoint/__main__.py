@@ -1,0 +1,6 @@
+import os
+import sys
+
+from .cli import main
+
+sys.exit(main(sys.argv[1:], os.environ))

@@ -1,0 +1,72 @@
+"""The Turing clamp in the vLLM that will serve (the patch's own check), and the fit check for this
+model's attention shapes against this device's real shared-memory limit (a subprocess of
+patches.fitcheck; the image ships a Triton cache warmed at build time, so this is quick)."""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ..results import CheckResult, failed, passed
+
+CLAMP = "clamp"
+FIT = "fit"
+CODE_ROOT = str(Path(__file__).resolve().parents[2])  # holds entrypoint/ and patches/
+REBUILD = "use the image built by build.py (it bakes in /opt/vllm-turing/patches), or rebuild it"
+CLAMP_OK = ("present", "upstream")
+FIT_TIMEOUT_S = 600
+
+
+def check_clamp(module: str = "patches.turing_clamp") -> CheckResult:
+    try:
+        clamp = importlib.import_module(module)
+    except ImportError as error:
+        return failed(CLAMP, f"{module} is not importable ({error})", REBUILD)
+    try:
+        report = clamp.check(clamp.find_target()).to_dict()
+    except Exception as error:  # the clamp's own refusals (no vLLM, unknown launcher) are the finding
+        return failed(CLAMP, f"the clamp check could not run: {error}".splitlines()[0], REBUILD)
+    where = f"{report.get('file')} (vLLM {report.get('vllm_version')})"
+    if report.get("outcome") in CLAMP_OK:
+        return passed(CLAMP, f"clamp {report['outcome']} in {where}")
+    return failed(CLAMP, f"clamp {report.get('outcome')} in {where}: {report.get('message', '')}".rstrip(": "),
+                  "vLLM was reinstalled over the patched one: do not pip install vllm into the image; rebuild it")
+
+
+def judge_fit(returncode: int, stdout: str, stderr: str, cc: tuple[int, int], limit: int) -> CheckResult:
+    try:
+        report = json.loads(stdout)
+    except json.JSONDecodeError:
+        report = None
+    if not isinstance(report, dict):
+        last = (stderr.strip().splitlines() or ["no output"])[-1]
+        return failed(FIT, f"the fit check exited {returncode} without a report: {last}", REBUILD)
+    launches = report.get("launches") or []
+    too_big = [launch for launch in launches if not launch.get("fits")]
+    if returncode == 0 and report.get("all_fit") and not too_big:
+        return passed(FIT, f"{len(launches)} attention launches fit {limit} bytes on cc {cc[0]}.{cc[1]} "
+                           f"(largest {report.get('max_shared')} bytes)")
+    if too_big:
+        worst = max(too_big, key=lambda launch: launch.get("shared") or 0)
+        return failed(FIT, f"{len(too_big)} attention launch(es) exceed {limit} bytes of shared memory, e.g. "
+                           f"head {worst.get('head_size')} {worst.get('path')} tile {worst.get('tile_size')}: "
+                           f"{worst.get('shared')} bytes", "the clamp does not cover this model on this device: "
+                           "rebuild with build.py and report the fit check's output")
+    return failed(FIT, f"the fit check exited {returncode}: {(stderr.strip().splitlines() or [''])[-1]}", REBUILD)
+
+
+def check_fit(model_config: str, cc: tuple[int, int], limit: int, code_root: str = CODE_ROOT) -> CheckResult:
+    if not os.path.isfile(os.path.join(code_root, "patches", "fitcheck.py")):
+        return failed(FIT, f"patches.fitcheck is not installed under {code_root}", REBUILD)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [code_root, os.environ.get("PYTHONPATH")])))
+    command = [sys.executable, "-m", "patches.fitcheck", "--model-config", model_config,
+               "--cc", str(cc[0] * 10 + cc[1]), "--limit", str(limit), "--json"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=FIT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return failed(FIT, f"the fit check did not finish in {FIT_TIMEOUT_S} s", "the image's warm Triton cache is "
+                      "missing: keep TRITON_CACHE_DIR at the image's /opt/vllm-turing/triton-cache")
+    return judge_fit(done.returncode, done.stdout, done.stderr, cc, limit)

@@ -1,0 +1,89 @@
+"""Driver libraries: libcuda.so.1 and libnvidia-ml.so.1 load, NVML initialises, and NVML's driver
+version equals the kernel module's (/proc/driver/nvidia/version). Libraries copied from another
+driver release give NVML's "driver/library version mismatch"."""
+from __future__ import annotations
+
+import ctypes
+import re
+
+from ..device import LIBCUDA, cuda_error
+from ..results import CheckResult, Status, failed, passed
+
+NAME = "driver"
+LIBNVML = "libnvidia-ml.so.1"
+PROC_VERSION = "/proc/driver/nvidia/version"
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
+MOUNT_LIBS = ("mount the host's own libcuda.so.1, libcuda.so and libnvidia-ml.so.1 read-only into "
+              "/usr/local/nvidia/lib64 (or use the NVIDIA container toolkit)")
+KERNEL_VERSION = re.compile(r"Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)")
+
+
+def kernel_driver_version(text: str) -> str | None:
+    """The version in /proc/driver/nvidia/version text (proprietary and open kernel modules)."""
+    match = KERNEL_VERSION.search(text)
+    return match.group(1) if match else None
+
+
+def compare_versions(library: str, kernel: str | None) -> CheckResult:
+    if kernel is None:
+        return failed(NAME, f"NVML reports driver {library} but the kernel module version is unreadable",
+                      "check that /proc/driver/nvidia/version is visible in the container")
+    if library != kernel:
+        return failed(NAME, f"driver/library version mismatch: libnvidia-ml is {library}, the kernel module is {kernel}",
+                      f"mount the libraries of the host's driver {kernel} (not copies from another release) "
+                      "into /usr/local/nvidia/lib64")
+    return passed(NAME, f"libcuda and NVML load, driver {library} matches the kernel module")
+
+
+def nvml_driver_version(lib) -> tuple[int, str]:
+    """(NVML return code, driver version); the code is nonzero when nvmlInit fails."""
+    code = lib.nvmlInit_v2()
+    if code:
+        return code, ""
+    buffer = ctypes.create_string_buffer(96)
+    code = lib.nvmlSystemGetDriverVersion(buffer, 96)
+    lib.nvmlShutdown()
+    return code, buffer.value.decode()
+
+
+def nvml_failure(lib, code: int, kernel: str | None) -> CheckResult:
+    lib.nvmlErrorString.restype = ctypes.c_char_p
+    reason = (lib.nvmlErrorString(code) or b"").decode() or f"NVML error {code}"
+    if code == NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+        return failed(NAME, f"NVML: {reason} (kernel module {kernel or 'unknown'})",
+                      f"mount the host driver's own libraries (version {kernel or 'of the host'}) into /usr/local/nvidia/lib64")
+    if code == NVML_ERROR_DRIVER_NOT_LOADED:
+        return failed(NAME, f"NVML: {reason}", "load the nvidia kernel module on the host and pass the device nodes")
+    return failed(NAME, f"nvmlInit failed: {reason}", "run nvidia-smi on the host; fix the driver there first")
+
+
+def read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def check_driver(libcuda: str = LIBCUDA, libnvml: str = LIBNVML, proc_version: str = PROC_VERSION) -> CheckResult:
+    libraries = []
+    for name in (libcuda, libnvml):
+        try:
+            libraries.append(ctypes.CDLL(name))
+        except OSError as error:
+            return failed(NAME, f"{name} does not load ({error})", MOUNT_LIBS)
+    cuda, nvml = libraries
+    proc_text = read_text(proc_version)
+    kernel = kernel_driver_version(proc_text) if proc_text else None
+    code, library = nvml_driver_version(nvml)
+    if code:
+        return nvml_failure(nvml, code, kernel)
+    result = compare_versions(library, kernel)
+    if result.status is not Status.PASS:
+        return result
+    code = cuda.cuInit(0)
+    if code:
+        return failed(NAME, f"cuInit failed: {cuda_error(cuda, code)}",
+                      "pass the device nodes and the host driver's own libcuda.so.1 into the container")
+    return result

@@ -1,0 +1,53 @@
+"""torch: a CUDA build (not +cpu) that imports with its NVIDIA libraries, compiled for this device's
+sm_XY, with CUDA available and a tiny fp16 matmul that runs. The only module that imports torch."""
+from __future__ import annotations
+
+import importlib
+
+from ..results import CheckResult, failed, passed
+
+NAME = "torch"
+REINSTALL = ("install the CUDA build of torch that this vLLM pins, with its nvidia-* dependency wheels "
+             "(or use the image as built: do not pip install torch into it)")
+
+
+def judge_torch(version: str, cuda_version: str | None, arch_list: list[str], sm: str,
+                available: bool, matmul_error: str | None) -> CheckResult:
+    if cuda_version is None or "+cpu" in version:
+        return failed(NAME, f"torch {version} is a CPU build", REINSTALL)
+    if sm not in arch_list:
+        return failed(NAME, f"torch {version} has no kernels for {sm} (it has {' '.join(arch_list) or 'none'})",
+                      f"install a torch CUDA build whose arch list includes {sm}")
+    if not available:
+        return failed(NAME, f"torch {version} (CUDA {cuda_version}) sees no CUDA device",
+                      "pass the device nodes and the host driver's libraries (see the devices and driver checks)")
+    if matmul_error:
+        return failed(NAME, f"a 64x64 fp16 matmul on the GPU failed: {matmul_error}", REINSTALL)
+    return passed(NAME, f"torch {version}, CUDA {cuda_version}, {sm} in its arch list, fp16 matmul runs")
+
+
+def arch_list(torch) -> list[str]:
+    listed = torch.cuda.get_arch_list()
+    # Older torch returns [] without a device; the compiled flags are there all the same.
+    return listed or torch._C._cuda_getArchFlags().split()
+
+
+def fp16_matmul_error(torch) -> str | None:
+    try:
+        a = torch.ones((64, 64), dtype=torch.float16, device="cuda")
+        product = (a @ a).float().sum().item()
+        torch.cuda.synchronize()
+    except Exception as error:  # any CUDA failure here is the finding
+        return f"{type(error).__name__}: {error}".splitlines()[0]
+    return None if product == 64 * 64 * 64 else f"wrong result {product}"
+
+
+def check_torch(cc: tuple[int, int], module: str = "torch") -> CheckResult:
+    try:
+        torch = importlib.import_module(module)
+    except (ImportError, OSError) as error:
+        return failed(NAME, f"torch does not import: {str(error).splitlines()[0]}", REINSTALL)
+    sm = f"sm_{cc[0]}{cc[1]}"
+    available = torch.cuda.is_available()
+    return judge_torch(torch.__version__, torch.version.cuda, arch_list(torch), sm, available,
+                       fp16_matmul_error(torch) if available else None)

@@ -1,0 +1,29 @@
+"""The server's argv from the settings (and the device, for DTYPE=auto), then the container's args."""
+from __future__ import annotations
+
+import json
+
+from .device import Device
+from .settings import Settings, resolve_dtype
+
+
+def option(flag: str, value) -> list[str]:
+    return [] if value is None else [flag, str(value)]
+
+
+def server_argv(settings: Settings, device: Device | None, container_args: tuple[str, ...] = ()) -> list[str]:
+    argv = [*settings.server_cmd, "--model", settings.model]
+    argv += option("--served-model-name", settings.served_model_name)
+    argv += ["--host", settings.host, "--port", str(settings.port)]
+    argv += ["--dtype", resolve_dtype(settings.dtype, device.cc if device else None)]
+    argv += option("--max-model-len", settings.max_model_len)
+    argv += option("--max-num-seqs", settings.max_num_seqs)
+    argv += option("--gpu-memory-utilization", settings.gpu_memory_utilization)
+    argv += option("--kv-cache-dtype", settings.kv_cache_dtype)
+    argv += ["--enforce-eager"] if settings.enforce_eager else []
+    if settings.speculative_config:
+        argv += ["--speculative-config", json.dumps(settings.speculative_config, separators=(",", ":"))]
+    argv += option("--reasoning-parser", settings.reasoning_parser)
+    if settings.tool_call_parser:
+        argv += ["--enable-auto-tool-choice", "--tool-call-parser", settings.tool_call_parser]
+    return argv + list(settings.extra_args) + list(container_args)

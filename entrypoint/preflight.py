@@ -1,0 +1,87 @@
+"""Which checks run, bound to the real paths and values of this container, and running them
+(skipped by SKIP_CHECKS with a warning, each timed)."""
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable
+
+from .checks import clamp, devices, disk, driver, memory, model, port
+from .device import Device
+from .results import CheckResult, warned
+from .settings import CHECK_NAMES, Settings
+
+Check = Callable[[], CheckResult]
+
+
+def read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def needs_device(name: str, device: Device | None, run: Callable[[Device], CheckResult]) -> Check:
+    if device is None:
+        return lambda: warned(name, "not run: no CUDA device (see the device line)", "see the devices and driver checks")
+    return lambda: run(device)
+
+
+def torch_check(device: Device) -> CheckResult:
+    from .checks.torch_runtime import check_torch  # torch is imported here only
+
+    return check_torch(device.cc)
+
+
+def fit_check(settings: Settings) -> Callable[[Device], CheckResult]:
+    def run(device: Device) -> CheckResult:
+        where = model.locate(settings.model, settings.hf_hub_cache)
+        config = os.path.join(where, "config.json") if where else None
+        if config is None or not os.path.isfile(config):
+            return warned(clamp.FIT, "not run: the model's config.json is not present", "see the model check")
+        return clamp.check_fit(config, device.cc, device.smem_optin)
+    return run
+
+
+def disk_targets(settings: Settings) -> list[disk.Target]:
+    return [disk.Target("HF cache", settings.hf_hub_cache, disk.NEED_HF_CACHE),
+            disk.Target("TMPDIR", settings.tmpdir, disk.NEED_TMPDIR),
+            disk.Target("Triton cache", settings.triton_cache_dir, disk.NEED_TRITON_CACHE),
+            disk.Target("vLLM cache", settings.vllm_cache_root, disk.NEED_VLLM_CACHE)]
+
+
+def staged_bytes(settings: Settings) -> int | None:
+    sizes = [model.weight_bytes(name, settings.hf_hub_cache) for name in (settings.model, settings.drafter) if name]
+    return None if None in sizes else sum(sizes)
+
+
+def plan(settings: Settings, device: Device | None) -> dict[str, Check]:
+    """Every check by name, in report order."""
+    checks = {
+        "devices": lambda: devices.check_devices("/dev"),
+        "driver": lambda: driver.check_driver(),
+        "torch": needs_device("torch", device, torch_check),
+        "clamp": lambda: clamp.check_clamp(),
+        "fit": needs_device("fit", device, fit_check(settings)),
+        "model": lambda: model.check_model(settings.model, settings.hf_hub_cache, settings.hf_offline),
+        "drafter": lambda: model.check_drafter(settings.drafter, settings.hf_hub_cache, settings.hf_offline),
+        "disk": lambda: disk.check_disk(disk_targets(settings)),
+        "memory": lambda: memory.check_memory(staged_bytes(settings), read_text(memory.MEMINFO)),
+        "port": lambda: port.check_port(settings.host, settings.port),
+    }
+    assert tuple(checks) == CHECK_NAMES
+    return checks
+
+
+def run_checks(checks: dict[str, Check], skip: tuple[str, ...]) -> list[CheckResult]:
+    results = []
+    for name, check in checks.items():
+        if name in skip:
+            results.append(warned(name, "skipped by SKIP_CHECKS", f"remove {name} from SKIP_CHECKS to run it"))
+            continue
+        started = time.perf_counter()
+        result = check()
+        results.append(CheckResult(result.name, result.status, result.message, result.fix,
+                                   time.perf_counter() - started))
+    return results

@@ -1,0 +1,226 @@
+"""Settings from the environment (the env file shared by compose and Quadlet), validated before
+anything starts. Every refusal is a SettingsError naming the variable; the CLI exits 2 on it.
+An empty variable counts as unset, as env files write `NAME=` for "not given"."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shlex
+from typing import Mapping
+
+DEFAULT_SERVER_CMD = ("python3", "-m", "vllm.entrypoints.openai.api_server")
+CHECK_NAMES = ("devices", "driver", "torch", "clamp", "fit", "model", "drafter", "disk", "memory", "port")
+
+DTYPES = {"auto": "auto", "half": "float16", "float16": "float16", "bfloat16": "bfloat16",
+          "float": "float32", "float32": "float32"}
+# The KV cache dtypes of vLLM 0.33.0's CacheDType that a user of these GPUs would pick.
+KV_CACHE_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
+BF16_MIN_CC = (8, 0)
+FP8_MIN_CC = (8, 9)
+
+
+class SettingsError(ValueError):
+    """A bad setting: what was found, what was expected, the one thing to do."""
+
+    def __init__(self, variable: str, found: str, expected: str, fix: str):
+        self.variable = variable
+        super().__init__(f"{variable}={found!r}: expected {expected}. {fix}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    model: str
+    served_model_name: str | None
+    host: str
+    port: int
+    dtype: str
+    max_model_len: int | None
+    max_num_seqs: int | None
+    gpu_memory_utilization: float | None
+    kv_cache_dtype: str | None
+    enforce_eager: bool
+    speculative_config: dict | None
+    reasoning_parser: str | None
+    tool_call_parser: str | None
+    hf_hub_cache: str
+    hf_offline: bool
+    tmpdir: str
+    triton_cache_dir: str
+    vllm_cache_root: str
+    extra_args: tuple[str, ...]
+    skip_checks: tuple[str, ...]
+    server_cmd: tuple[str, ...]
+
+    @property
+    def drafter(self) -> str | None:
+        return (self.speculative_config or {}).get("model")
+
+
+def _get(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name, "").strip()
+    return value or None
+
+
+def _positive_int(env, name: str, example: str) -> int | None:
+    raw = _get(env, name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise SettingsError(name, raw, "a positive integer", f"Set {name} to e.g. {example}.")
+    return value
+
+
+def _port(env) -> int:
+    raw = _get(env, "PORT") or "8000"
+    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
+        raise SettingsError("PORT", raw, "an integer from 1 to 65535", "Set PORT to e.g. 8000.")
+    return int(raw)
+
+
+def _utilization(env) -> float | None:
+    raw = _get(env, "GPU_MEMORY_UTILIZATION")
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0.0 < value <= 1.0:
+        raise SettingsError("GPU_MEMORY_UTILIZATION", raw, "a fraction in (0, 1]",
+                            "Set GPU_MEMORY_UTILIZATION to e.g. 0.9.")
+    return value
+
+
+def _choice(env, name: str, choices: Mapping[str, str] | tuple, default: str | None) -> str | None:
+    raw = _get(env, name)
+    if raw is None:
+        return default
+    key = raw.lower()
+    if key not in choices:
+        raise SettingsError(name, raw, "one of " + ", ".join(choices), f"Set {name} to one of those.")
+    return choices[key] if isinstance(choices, Mapping) else key
+
+
+def _flag(env, name: str) -> bool:
+    raw = _get(env, name)
+    if raw is None or raw.lower() in FALSE_WORDS:
+        return False
+    if raw.lower() in TRUE_WORDS:
+        return True
+    raise SettingsError(name, raw, "true or false (1/0, yes/no, on/off)", f"Set {name}=true or remove it.")
+
+
+def _absolute_path(env, name: str, default: str) -> str:
+    raw = _get(env, name)
+    if raw is None:
+        return default
+    if not os.path.isabs(raw):
+        raise SettingsError(name, raw, "an absolute path", f"Set {name} to an absolute path such as /data/{name.lower()}.")
+    return raw
+
+
+def _argv_words(env, name: str) -> tuple[str, ...]:
+    raw = _get(env, name)
+    if raw is None:
+        return ()
+    try:
+        return tuple(shlex.split(raw))
+    except ValueError as error:
+        raise SettingsError(name, raw, f"shell-style words ({error})", f"Fix the quoting in {name}.") from None
+
+
+def _speculative_config(env) -> dict | None:
+    raw = _get(env, "SPECULATIVE_CONFIG")
+    config: dict = {}
+    if raw is not None:
+        try:
+            config = json.loads(raw)
+        except json.JSONDecodeError:
+            config = None
+        if not isinstance(config, dict):
+            raise SettingsError("SPECULATIVE_CONFIG", raw, "a JSON object such as "
+                                '{"model": "/models/drafter", "num_speculative_tokens": 4}',
+                                "Fix the JSON in SPECULATIVE_CONFIG.")
+    drafter = _get(env, "DRAFTER")
+    if drafter is not None:
+        if config.get("model") not in (None, drafter):
+            raise SettingsError("DRAFTER", drafter, f"the same model as SPECULATIVE_CONFIG's {config['model']!r}",
+                                "Set the drafter in one of DRAFTER or SPECULATIVE_CONFIG, not both.")
+        config = {"model": drafter, **{k: v for k, v in config.items() if k != "model"}}
+    return config or None
+
+
+def _skip_checks(env) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in (_get(env, "SKIP_CHECKS") or "").split(",") if name.strip())
+    unknown = [name for name in names if name not in CHECK_NAMES]
+    if unknown:
+        raise SettingsError("SKIP_CHECKS", ",".join(unknown), "check names from " + ",".join(CHECK_NAMES),
+                            "Remove the unknown names from SKIP_CHECKS.")
+    return names
+
+
+def parse_settings(env: Mapping[str, str]) -> Settings:
+    """All settings from `env`; raises SettingsError on the first bad value."""
+    model = _get(env, "MODEL")
+    if model is None:
+        raise SettingsError("MODEL", "", "a local model directory or a Hugging Face model id",
+                            "Set MODEL in the env file, e.g. MODEL=/models/gemma-4-E2B-it.")
+    home = _get(env, "HOME") or "/root"
+    cache_home = _absolute_path(env, "XDG_CACHE_HOME", os.path.join(home, ".cache"))
+    hf_home = _absolute_path(env, "HF_HOME", os.path.join(cache_home, "huggingface"))
+    return Settings(
+        model=model,
+        served_model_name=_get(env, "SERVED_MODEL_NAME"),
+        host=_get(env, "HOST") or "0.0.0.0",
+        port=_port(env),
+        dtype=_choice(env, "DTYPE", DTYPES, "auto"),
+        max_model_len=_positive_int(env, "MAX_MODEL_LEN", "16384"),
+        max_num_seqs=_positive_int(env, "MAX_NUM_SEQS", "8"),
+        gpu_memory_utilization=_utilization(env),
+        kv_cache_dtype=_choice(env, "KV_CACHE_DTYPE", KV_CACHE_DTYPES, None),
+        enforce_eager=_flag(env, "ENFORCE_EAGER"),
+        speculative_config=_speculative_config(env),
+        reasoning_parser=_get(env, "REASONING_PARSER"),
+        tool_call_parser=_get(env, "TOOL_CALL_PARSER"),
+        hf_hub_cache=_absolute_path(env, "HF_HUB_CACHE", os.path.join(hf_home, "hub")),
+        hf_offline=_flag(env, "HF_HUB_OFFLINE"),
+        tmpdir=_absolute_path(env, "TMPDIR", "/tmp"),
+        triton_cache_dir=_absolute_path(env, "TRITON_CACHE_DIR", os.path.join(home, ".triton", "cache")),
+        vllm_cache_root=_absolute_path(env, "VLLM_CACHE_ROOT", os.path.join(cache_home, "vllm")),
+        extra_args=_argv_words(env, "VLLM_EXTRA_ARGS"),
+        skip_checks=_skip_checks(env),
+        server_cmd=_argv_words(env, "VLLM_TURING_SERVER_CMD") or DEFAULT_SERVER_CMD,
+    )
+
+
+def cc_text(cc: tuple[int, int]) -> str:
+    return f"{cc[0]}.{cc[1]}"
+
+
+def resolve_dtype(dtype: str, cc: tuple[int, int] | None) -> str:
+    """auto -> float16 on a device without bf16 (Turing has no bf16 datapath; vLLM casts the weights)."""
+    if dtype == "auto" and cc is not None and cc < BF16_MIN_CC:
+        return "float16"
+    return dtype
+
+
+def validate_for_device(settings: Settings, cc: tuple[int, int]) -> None:
+    """Settings the device cannot run: raises SettingsError (exit 2) once its capability is known."""
+    if settings.dtype == "bfloat16" and cc < BF16_MIN_CC:
+        raise SettingsError("DTYPE", settings.dtype, f"float16 or auto on this device of compute capability "
+                            f"{cc_text(cc)} (bf16 needs 8.0 or newer)", "Set DTYPE=auto or DTYPE=float16.")
+    kv = settings.kv_cache_dtype or "auto"
+    if kv == "bfloat16" and cc < BF16_MIN_CC:
+        raise SettingsError("KV_CACHE_DTYPE", kv, f"auto or float16 on compute capability {cc_text(cc)} "
+                            "(bf16 needs 8.0 or newer)", "Set KV_CACHE_DTYPE=auto.")
+    if kv.startswith("fp8") and cc < FP8_MIN_CC:
+        raise SettingsError("KV_CACHE_DTYPE", kv, f"auto or float16 on compute capability {cc_text(cc)} "
+                            "(an fp8 KV cache needs 8.9 or newer)", "Set KV_CACHE_DTYPE=auto.")
