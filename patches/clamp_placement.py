@@ -1,0 +1,251 @@
+"""Where the clamp goes in a triton_unified_attention.py, decided from its syntax tree.
+
+Pure functions on source text: nothing here reads or writes files. The rest of the
+file stays byte-identical because text is spliced in at statement boundaries
+(line numbers from `ast`), never regenerated with `ast.unparse`.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+TILE_NAMES = ("TILE_SIZE_PREFILL", "TILE_SIZE_DECODE")
+CLAMP_FUNCTION = "_vllm_turing_clamp"
+VERSION_NAME = "_VLLM_TURING_CLAMP_VERSION"
+BEGIN_MARKER = "# >>> vllm-turing clamp"
+END_MARKER = "# <<< vllm-turing clamp"
+OWN_PREFIX = "_vllm_turing_"
+# What an upstream fix that sizes tiles by the device would have to read:
+# torch's shared_memory_per_block_optin, Triton's "max_shared_mem", or a helper named so.
+UPSTREAM_SIGNS = re.compile(r"shared_mem|max_shared", re.IGNORECASE)
+
+
+class PlacementError(ValueError):
+    """The file's structure is not one the clamp can be placed in; says what was not found."""
+
+
+def _runtime_block() -> str:
+    text = Path(__file__).with_name("clamp_runtime.py").read_text(encoding="utf-8")
+    start = text.index(BEGIN_MARKER)
+    end = text.index(END_MARKER, start)
+    return text[start:text.index("\n", end) + 1]
+
+
+RUNTIME_BLOCK = _runtime_block()
+PATCH_VERSION = next(
+    ast.literal_eval(node.value)
+    for node in ast.parse(RUNTIME_BLOCK).body
+    if isinstance(node, ast.Assign) and node.targets[0].id == VERSION_NAME
+)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the two pieces go (0-based line indices, insertion before that line)."""
+
+    launcher: str
+    block_at: int
+    call_at: int
+    indent: str
+    has_warps: bool
+    has_stages: bool
+
+
+@dataclass(frozen=True)
+class ClampCount:
+    definitions: int
+    calls: int
+    version: int | None
+
+    @property
+    def present_once(self) -> bool:
+        return self.definitions == 1 and self.calls == 1
+
+    @property
+    def absent(self) -> bool:
+        return self.definitions == 0 and self.calls == 0
+
+
+def parse(source: str) -> ast.Module:
+    try:
+        return ast.parse(source)
+    except SyntaxError as exc:
+        raise PlacementError(f"the file does not parse (line {exc.lineno}: {exc.msg})") from None
+
+
+def _names(node: ast.AST, ctx: type) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)}
+
+
+def _is_own(node: ast.stmt) -> bool:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return node.name.startswith(OWN_PREFIX)
+    if isinstance(node, ast.Assign):
+        return all(isinstance(t, ast.Name) and t.id.lower().startswith(OWN_PREFIX) for t in node.targets)
+    return False
+
+
+def _is_clamp_call(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == CLAMP_FUNCTION)
+
+
+def _is_clamp_statement(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Assign) and any(_is_clamp_call(n) for n in ast.walk(stmt.value))
+
+
+def find_launcher(tree: ast.Module) -> ast.FunctionDef:
+    candidates = [
+        node for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and _names(node, ast.Store) & set(TILE_NAMES)
+    ]
+    if not candidates:
+        raise PlacementError(f"no function assigns {' or '.join(TILE_NAMES)}")
+    if len(candidates) > 1:
+        names = ", ".join(f"{c.name} (line {c.lineno})" for c in candidates)
+        raise PlacementError(f"several functions assign the tile sizes: {names}; expected one launcher")
+    launcher = candidates[0]
+    missing = [name for name in TILE_NAMES if name not in _names(launcher, ast.Store)]
+    if missing:
+        raise PlacementError(f"the launcher {launcher.name}() never assigns {', '.join(missing)}")
+    return launcher
+
+
+def plan(source: str) -> Placement:
+    """Where the clamp goes in an unpatched source; PlacementError when unrecognised."""
+    tree = parse(source)
+    launcher = find_launcher(tree)
+    body = launcher.body
+    tiles = set(TILE_NAMES)
+    assigning = [i for i, stmt in enumerate(body) if _names(stmt, ast.Store) & tiles]
+    last = assigning[-1]
+    for stmt in body[:last]:
+        early = (_names(stmt, ast.Load) & tiles) - _names(stmt, ast.Store)
+        if early:
+            raise PlacementError(
+                f"{', '.join(sorted(early))} is read at line {stmt.lineno} before the tile sizes' "
+                f"last assignment at line {body[last].lineno} in {launcher.name}()"
+            )
+    readers = [stmt for stmt in body[last + 1:] if _names(stmt, ast.Load) & tiles]
+    if not readers:
+        raise PlacementError(f"no statement of {launcher.name}() reads the tile sizes after assigning them")
+    if body[last + 1].lineno <= body[last].end_lineno:
+        raise PlacementError(f"line {body[last].end_lineno} holds more than one statement")
+    before = set().union(*(_names(stmt, ast.Store) for stmt in body[:last + 1]))
+    if "BLOCK_M" not in before:
+        raise PlacementError(f"BLOCK_M is not assigned before the tile sizes in {launcher.name}()")
+    if "q" not in {a.arg for a in launcher.args.args + launcher.args.kwonlyargs}:
+        raise PlacementError(f"the launcher {launcher.name}() has no parameter q")
+    lines = source.splitlines(keepends=True)
+    first = min([launcher.lineno] + [d.lineno for d in launcher.decorator_list]) - 1
+    while first > 0 and lines[first - 1].lstrip().startswith("#"):
+        first -= 1  # keep comments that introduce the launcher attached to it
+    body_line = lines[body[0].lineno - 1]
+    return Placement(
+        launcher=launcher.name,
+        block_at=first,
+        call_at=body[last].end_lineno,
+        indent=body_line[:len(body_line) - len(body_line.lstrip())],
+        has_warps="launch_num_warps" in before,
+        has_stages="launch_num_stages" in before,
+    )
+
+
+def _newline(source: str) -> str:
+    return "\r\n" if source.split("\n", 1)[0].endswith("\r") else "\n"
+
+
+def call_text(placement: Placement, newline: str = "\n") -> str:
+    ind, arg_ind = placement.indent, placement.indent * 2 if placement.indent else "    "
+    args = "q, BLOCK_M, TILE_SIZE_PREFILL, TILE_SIZE_DECODE"
+    if placement.has_stages:
+        warps = "launch_num_warps" if placement.has_warps else "None"
+        targets, tail = "TILE_SIZE_PREFILL, TILE_SIZE_DECODE, launch_num_stages", ""
+        args += f", {warps}, launch_num_stages, adjust_stages=True"
+    else:
+        targets, tail = "TILE_SIZE_PREFILL, TILE_SIZE_DECODE", "[:2]"
+    lines = [f"{ind}{targets} = {CLAMP_FUNCTION}(", f"{arg_ind}{args}", f"{ind}){tail}"]
+    return newline.join(lines) + newline
+
+
+def insert_clamp(source: str) -> str:
+    """The source with the clamp placed; the source must not carry the clamp yet."""
+    placement = plan(source)
+    newline = _newline(source)
+    lines = source.splitlines(keepends=True)
+    lines.insert(placement.call_at, call_text(placement, newline))
+    lines.insert(placement.block_at, (RUNTIME_BLOCK + "\n\n").replace("\n", newline))
+    return "".join(lines)
+
+
+def count_clamp(tree: ast.Module) -> ClampCount:
+    definitions = [
+        node for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == CLAMP_FUNCTION
+    ]
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.stmt) and _is_clamp_statement(node)]
+    versions = [
+        ast.literal_eval(node.value) for node in tree.body
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == VERSION_NAME for t in node.targets)
+    ]
+    return ClampCount(len(definitions), len(calls), versions[0] if len(versions) == 1 else None)
+
+
+def sizes_from_shared_memory(tree: ast.Module) -> bool:
+    """True when vLLM's own code (not our clamp) reads the device's shared-memory size."""
+    for stmt in tree.body:
+        if _is_own(stmt):
+            continue
+        for node in ast.walk(stmt):
+            words = [getattr(node, attr, None) for attr in ("id", "attr", "name", "value", "arg")]
+            if any(isinstance(w, str) and UPSTREAM_SIGNS.search(w) for w in words):
+                return True
+    return False
+
+
+def _is_comment_or_blank(line: str) -> bool:
+    return not line.strip() or line.lstrip().startswith("#")
+
+
+def _marker_above(lines: list[str], start: int) -> int:
+    """The begin marker's index when only comments separate it from start, else start."""
+    i = start
+    while i > 0 and _is_comment_or_blank(lines[i - 1]):
+        i -= 1
+        if lines[i].startswith(BEGIN_MARKER):
+            return i
+    return start
+
+
+def _marker_below(lines: list[str], end: int) -> int:
+    """Past the end marker and the two blank lines insert_clamp put after it."""
+    i = end
+    while i < len(lines) and _is_comment_or_blank(lines[i]):
+        i += 1
+        if lines[i - 1].startswith(END_MARKER):
+            blank = 0
+            while blank < 2 and i < len(lines) and not lines[i].strip():
+                i, blank = i + 1, blank + 1
+            return i
+    return end
+
+
+def strip_clamp(source: str) -> str:
+    """The unpatched source of a patched file (unchanged when it carries no clamp)."""
+    tree = parse(source)
+    lines = source.splitlines(keepends=True)
+    drop: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and _is_clamp_statement(node):
+            drop.update(range(node.lineno - 1, node.end_lineno))
+    own = [stmt for stmt in tree.body if _is_own(stmt)]
+    if own:
+        start, end = own[0].lineno - 1, own[-1].end_lineno
+        start = _marker_above(lines, start)
+        end = _marker_below(lines, end)
+        drop.update(range(start, end))
+    return "".join(line for i, line in enumerate(lines) if i not in drop)

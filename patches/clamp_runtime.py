@@ -1,0 +1,162 @@
+"""The code the clamp inserts into vLLM's triton_unified_attention.py.
+
+Everything between the two marker lines is copied verbatim, before the launcher,
+by patches/turing_clamp.py; this module exists so that the very same text can be
+imported and tested without vLLM. Names start with `_vllm_turing_` so that they
+cannot collide with vLLM's own.
+"""
+# >>> vllm-turing clamp: sizes attention tiles by the device's shared memory (patches/turing_clamp.py)
+_VLLM_TURING_CLAMP_VERSION = 1
+_vllm_turing_clamp_cache = {}
+_vllm_turing_fit_tables = {}
+
+
+def _vllm_turing_release():
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _vllm_turing_limit(q):
+    """(compute capability, shared-memory limit in bytes or None) for q's device."""
+    import os
+
+    raw = os.environ.get("VLLM_TURING_SMEM_LIMIT", "").strip()
+    if raw:
+        if not raw.isdigit() or int(raw) <= 0:
+            raise ValueError(
+                f"VLLM_TURING_SMEM_LIMIT={raw!r} is not a byte count; expected a "
+                "positive integer such as 65536; fix or unset it"
+            )
+        limit = int(raw)
+    else:
+        limit = None
+    if q.device.type == "cuda":
+        import torch
+
+        props = torch.cuda.get_device_properties(q.device)
+        cc = props.major * 10 + props.minor
+        return cc, limit if limit is not None else props.shared_memory_per_block_optin
+    return int(os.environ.get("VLLM_TURING_CC", "75")), limit
+
+
+def _vllm_turing_fit_table():
+    """{(cc, path, head_size_padded, dtype, block_m, num_warps, num_stages): {tile: shared}}"""
+    import json
+    import os
+
+    path = os.environ.get("VLLM_TURING_FIT_TABLE", "/opt/vllm-turing/fit-table.json")
+    if path in _vllm_turing_fit_tables:
+        return path, _vllm_turing_fit_tables[path]
+    table = {}
+    if os.path.exists(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                document = json.load(f)
+            assert document["format"] == 1, f"format {document['format']!r}, expected 1"
+            for e in document["entries"]:
+                key = (e["cc"], e["path"], e["head_size_padded"], e["dtype"],
+                       e["block_m"], e["num_warps"], e["num_stages"])
+                table.setdefault(key, {})[int(e["tile_size"])] = int(e["shared"])
+        except (OSError, ValueError, KeyError, TypeError, AssertionError) as exc:
+            raise RuntimeError(
+                f"vllm-turing fit table {path} is unreadable ({exc!r}); rebuild it "
+                "with `python -m patches.fitcheck --write-table PATH`"
+            ) from None
+    _vllm_turing_fit_tables[path] = table
+    return path, table
+
+
+def _vllm_turing_needs(table, cc, launch):
+    """{tile: shared} for one launch on cc; the largest need over all cc when cc has none."""
+    needs = table.get((cc,) + launch)
+    if needs:
+        return needs
+    merged = {}
+    for key, by_tile in table.items():
+        if key[1:] == launch:
+            for tile, shared in by_tile.items():
+                merged[tile] = max(shared, merged.get(tile, 0))
+    return merged
+
+
+def _vllm_turing_pick(needs, default, limit):
+    """Largest tile not above default whose need is within limit; None when none is."""
+    fitting = [t for t, shared in needs.items() if t <= default and shared <= limit]
+    return max(fitting) if fitting else None
+
+
+def _vllm_turing_fit_path(table, cc, limit, launch, default, stages, adjust_stages):
+    """(tile, num_stages) for one path (launch without num_stages); None when nothing fits."""
+    needs = _vllm_turing_needs(table, cc, launch + (stages,))
+    if default not in needs:
+        return default, stages, False  # no entry for this launch: unchanged, warned by caller
+    tile = _vllm_turing_pick(needs, default, limit)
+    if tile is not None:
+        return tile, stages, True
+    if adjust_stages:
+        # Fewer pipeline stages need less shared memory: try the table's explicit ones.
+        explicit = {key[-1] for key in table if key[1:-1] == launch and isinstance(key[-1], int)}
+        for fewer in sorted((s for s in explicit if stages is None or s < stages), reverse=True):
+            tile = _vllm_turing_pick(_vllm_turing_needs(table, cc, launch + (fewer,)), default, limit)
+            if tile is not None:
+                return tile, fewer, True
+    return None, stages, True
+
+
+def _vllm_turing_decide(q, block_m, tile_prefill, tile_decode, num_warps, num_stages, adjust_stages):
+    cc, limit = _vllm_turing_limit(q)
+    if limit is None:
+        return tile_prefill, tile_decode, num_stages
+    table_path, table = _vllm_turing_fit_table()
+    head = q.shape[2]
+    head_padded = 1 << (head - 1).bit_length()
+    dtype = str(q.dtype).replace("torch.", "")
+    chosen = {}
+    for path, default in (("2d", tile_prefill), ("3d", tile_decode)):
+        launch = (path, head_padded, dtype, block_m, num_warps)
+        tile, stages, known = _vllm_turing_fit_path(
+            table, cc, limit, launch, default, num_stages, adjust_stages
+        )
+        if not known:
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "vllm-turing clamp: no fit-table entry in %s for the %s launch (cc %s, head "
+                "size %s, %s, BLOCK_M %s, TILE_SIZE %s); keeping vLLM's tile size. Add one "
+                "with `python -m patches.fitcheck --write-table PATH`",
+                table_path, path, cc, head, dtype, block_m, default,
+            )
+        elif tile is None:
+            smallest = min(_vllm_turing_needs(table, cc, launch + (num_stages,)).values())
+            raise RuntimeError(
+                f"vllm-turing clamp: no attention tile fits for head size {head} ({dtype}, "
+                f"{path} path): the smallest needs {smallest} bytes of shared memory, the "
+                f"limit is {limit} bytes (vLLM {_vllm_turing_release()}); use a GPU with "
+                "more shared memory per block or a model with a smaller head size"
+            )
+        chosen[path] = (tile, stages)
+    # One launch-stage count serves both paths: the fewer stages one path needed.
+    stages = min((s for _, s in chosen.values() if s is not None), default=num_stages)
+    return chosen["2d"][0], chosen["3d"][0], stages
+
+
+def _vllm_turing_clamp(q, block_m, tile_prefill, tile_decode, num_warps=None, num_stages=None,
+                       adjust_stages=False):
+    """(TILE_SIZE_PREFILL, TILE_SIZE_DECODE, num_stages) that fit this device's shared memory.
+
+    Unchanged without a limit (no CUDA device and no VLLM_TURING_SMEM_LIMIT) and wherever
+    vLLM's own tiles fit; decided once per launch shape and device, then cached.
+    """
+    key = (q.device, q.shape[2], q.dtype, block_m, tile_prefill, tile_decode, num_warps, num_stages)
+    decision = _vllm_turing_clamp_cache.get(key)
+    if decision is None:
+        decision = _vllm_turing_decide(
+            q, block_m, tile_prefill, tile_decode, num_warps, num_stages, adjust_stages
+        )
+        _vllm_turing_clamp_cache[key] = decision
+    return decision
+# <<< vllm-turing clamp

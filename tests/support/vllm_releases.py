@@ -1,0 +1,177 @@
+"""Real vLLM release files for the tests, obtained with `pip download --no-deps`.
+
+Each release is laid out under $VLLM_TURING_CACHE/releases/<version>/ the way
+site-packages holds it, so the clamp finds the release's METADATA next to the
+package exactly as it does in an installed vLLM:
+
+    releases/<version>/site/vllm/v1/attention/ops/triton_unified_attention.py
+    releases/<version>/site/vllm-<version>.dist-info/METADATA
+
+Wheels (about 330 MB each) are deleted once the few files are extracted.
+`package_tarball(version)` keeps the whole `vllm/` Python package of one release
+(for the GPU tier, which runs the real kernel from it).
+
+    python -m tests.support.vllm_releases [VERSION ...]   # fetch (all by default)
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+RELEASES = (
+    "0.19.0", "0.19.1", "0.20.0", "0.20.2", "0.21.0", "0.22.1", "0.23.0",
+    "0.24.0", "0.25.1", "0.26.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0",
+    "0.31.0", "0.32.0", "0.33.0",
+)
+PINNED = "0.33.0"
+LAUNCHER_MEMBER = "vllm/v1/attention/ops/triton_unified_attention.py"
+PARALLEL_DOWNLOADS = 3
+
+
+class ReleaseUnavailable(RuntimeError):
+    """pip could not provide the release's wheel."""
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("VLLM_TURING_CACHE", "~/.cache/vllm-turing")).expanduser()
+
+
+def release_dir(version: str) -> Path:
+    return cache_root() / "releases" / version
+
+
+def site_dir(version: str) -> Path:
+    return release_dir(version) / "site"
+
+
+def launcher_path(version: str) -> Path:
+    return site_dir(version) / LAUNCHER_MEMBER
+
+
+def _metadata_member(names: list[str], version: str) -> str:
+    wanted = f"vllm-{version}.dist-info/METADATA"
+    if wanted not in names:
+        raise ReleaseUnavailable(f"wheel of vllm {version} has no {wanted}")
+    return wanted
+
+
+def _kept_wheel(version: str) -> Path | None:
+    """A wheel left in the cache by an earlier step (e.g. the pinned one)."""
+    for wheel in sorted((cache_root() / "wheels").glob(f"vllm-{version}-*.whl")):
+        return wheel
+    return None
+
+
+def _download_wheel(version: str, into: Path) -> Path:
+    kept = _kept_wheel(version)
+    if kept is not None:
+        return kept
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+         "--quiet", f"vllm=={version}", "-d", str(into)],
+        capture_output=True, text=True,
+    )
+    wheels = sorted(into.glob(f"vllm-{version}-*.whl"))
+    if result.returncode != 0 or not wheels:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise ReleaseUnavailable(f"pip download vllm=={version} failed: {tail[0]}")
+    return wheels[0]
+
+
+def _publish(staging: Path, final: Path) -> None:
+    """Move a fully written staging folder into place; a concurrent winner is kept."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        staging.rename(final)
+    except OSError:
+        if not final.exists():
+            raise
+
+
+def _extract(wheel: Path, members_of, into: Path) -> None:
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        for name in members_of(names):
+            zf.extract(name, into)
+
+
+def _fetch(version: str, members_of, final: Path) -> Path:
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"vllm-{version}-", dir=root) as tmp:
+        tmp = Path(tmp)
+        wheel = _download_wheel(version, tmp / "download")
+        staging = tmp / "staging"
+        _extract(wheel, lambda names: members_of(names, version), staging)
+        _publish(staging, final)
+    return final
+
+
+def _launcher_members(names: list[str], version: str) -> list[str]:
+    if LAUNCHER_MEMBER not in names:
+        raise ReleaseUnavailable(f"wheel of vllm {version} has no {LAUNCHER_MEMBER}")
+    return [LAUNCHER_MEMBER, _metadata_member(names, version)]
+
+
+def ensure_release(version: str) -> Path:
+    """The release's launcher file, downloading and extracting it on first use."""
+    target = launcher_path(version)
+    if not target.is_file():
+        _fetch(version, _launcher_members, site_dir(version))
+    return target
+
+
+def ensure_releases(versions=RELEASES, parallel: int = PARALLEL_DOWNLOADS) -> dict[str, Path]:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=parallel) as pool:
+        return dict(zip(versions, pool.map(ensure_release, versions)))
+
+
+def _package_members(names: list[str], version: str) -> list[str]:
+    python_files = [n for n in names if n.startswith("vllm/") and n.endswith(".py")]
+    return python_files + [_metadata_member(names, version)]
+
+
+def package_tarball(version: str = PINNED) -> Path:
+    """A .tar.gz of the release's whole `vllm/` Python package plus its METADATA."""
+    tarball = release_dir(version) / f"vllm-{version}-python.tar.gz"
+    if tarball.is_file():
+        return tarball
+    tarball.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f"vllm-{version}-pkg-", dir=cache_root()) as tmp:
+        tree = _fetch(version, _package_members, Path(tmp) / "tree")
+        partial = Path(tmp) / tarball.name
+        with tarfile.open(partial, "w:gz") as tar:
+            for entry in sorted(tree.iterdir()):
+                tar.add(entry, arcname=entry.name)
+        shutil.move(str(partial), tarball)
+    return tarball
+
+
+def main(argv: list[str]) -> int:
+    versions = argv or list(RELEASES)
+    unknown = [v for v in versions if v.count(".") != 2]
+    if unknown:
+        print(f"not a release version: {', '.join(unknown)} (expected e.g. 0.33.0)", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    try:
+        paths = ensure_releases(versions)
+    except ReleaseUnavailable as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    for version, path in paths.items():
+        print(f"{version}  {path}")
+    print(f"{len(paths)} releases ready in {time.monotonic() - started:.1f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
