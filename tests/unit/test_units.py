@@ -1,0 +1,176 @@
+"""`build.py units`: generation against a fake host (/dev tree and driver library directory in tmp),
+the committed units equal to the generator's defaults, and compose/Quadlet parity."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from buildtool import units
+from buildtool.units_spec import (CACHE_VOLUMES, CONTAINER_LIB_DIR, DRIVER_LIBRARIES, HostValues,
+                                  UnitSpec, gpu_indices_from_names)
+from buildtool.units_compose import render_compose, render_toolkit_override
+from buildtool.units_quadlet import podman_image_ref, render_env_file, render_quadlet
+from tests.support.deploy_units import compose_view, interpolate_defaults, parse_unit, quadlet_view
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class ComposeLoader(yaml.SafeLoader):
+    """Reads compose's !reset / !override tags as plain values."""
+
+
+for _tag in ("!reset", "!override"):
+    ComposeLoader.add_constructor(_tag, lambda loader, node: (
+        loader.construct_sequence(node) if isinstance(node, yaml.SequenceNode) else loader.construct_scalar(node)))
+
+
+def load_compose(text: str) -> dict:
+    return yaml.load(interpolate_defaults(text), Loader=ComposeLoader)
+
+
+@pytest.fixture
+def fake_host(tmp_path):
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"):
+        (dev / name).touch()
+    (dev / "nvidia-caps").mkdir()
+    libs = tmp_path / "lib"
+    libs.mkdir()
+    for name in DRIVER_LIBRARIES:
+        (libs / name).write_bytes(b"\x7fELF")
+    return dev, libs
+
+
+def generate(out: Path, *args: str) -> int:
+    return units.main(["--out", str(out), *args])
+
+
+def test_committed_units_are_exactly_the_generators_defaults(tmp_path):
+    assert generate(tmp_path, "--defaults") == 0
+    for name in ("compose.yaml", "compose.toolkit.yaml", "quadlet/vllm-turing.container",
+                 "quadlet/vllm-turing.env"):
+        assert (REPO / name).read_text() == (tmp_path / name).read_text(), \
+            f"{name} differs from `python3 build.py units --defaults`: regenerate it"
+
+
+def test_generation_reads_the_hosts_gpus_and_library_directory(tmp_path, fake_host, capsys):
+    dev, libs = fake_host
+    out = tmp_path / "out"
+    assert generate(out, "--dev-root", str(dev), "--lib-dir", str(libs), "--model-dir", "/srv/models") == 0
+    compose = load_compose((out / "compose.yaml").read_text())["services"]["vllm"]
+    assert compose["devices"] == [f"/dev/{n}:/dev/{n}" for n in
+                                  ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")]
+    lib_mounts = {v["source"]: v["target"] for v in compose["volumes"]
+                  if isinstance(v, dict) and v["target"].startswith(CONTAINER_LIB_DIR)}
+    assert lib_mounts == {f"{libs}/{n}": f"{CONTAINER_LIB_DIR}/{n}" for n in DRIVER_LIBRARIES}
+    unit = parse_unit((out / "quadlet/vllm-turing.container").read_text())["Container"]
+    assert "AddDevice=/dev/nvidia1" in [f"AddDevice={d}" for d in unit["AddDevice"]]
+    assert f"{libs}/libcuda.so.1:{CONTAINER_LIB_DIR}/libcuda.so.1:ro" in unit["Volume"]
+    assert "/srv/models:/models:ro" in unit["Volume"]
+    assert "2 GPU(s)" in capsys.readouterr().out
+
+
+def test_library_directory_from_the_environment(tmp_path, fake_host, monkeypatch):
+    dev, libs = fake_host
+    monkeypatch.setenv("NVIDIA_LIB_DIR", str(libs))
+    assert generate(tmp_path, "--dev-root", str(dev)) == 0
+    assert f"Volume={libs}/libnvidia-ml.so.1:" in (tmp_path / "quadlet/vllm-turing.container").read_text()
+
+
+def test_a_library_directory_without_the_driver_is_refused_and_nothing_written(tmp_path, fake_host, capsys):
+    dev, libs = fake_host
+    (libs / "libnvidia-ptxjitcompiler.so.1").unlink()
+    out = tmp_path / "out"
+    assert generate(out, "--dev-root", str(dev), "--lib-dir", str(libs)) == 2
+    err = capsys.readouterr().err
+    assert "libnvidia-ptxjitcompiler.so.1" in err and "--lib-dir" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_a_host_without_gpu_nodes_is_refused_unless_told_the_count(tmp_path, fake_host, capsys):
+    _, libs = fake_host
+    empty_dev = tmp_path / "nodev"
+    empty_dev.mkdir()
+    assert generate(tmp_path / "a", "--dev-root", str(empty_dev), "--lib-dir", str(libs)) == 2
+    assert "--gpus N" in capsys.readouterr().err
+    assert generate(tmp_path / "b", "--dev-root", str(empty_dev), "--lib-dir", str(libs), "--gpus", "3") == 0
+    assert "AddDevice=/dev/nvidia2" in (tmp_path / "b/quadlet/vllm-turing.container").read_text()
+
+
+@pytest.mark.parametrize("bad", ["0", "two", "-1"])
+def test_a_bad_gpu_count_is_bad_input(tmp_path, bad, capsys):
+    assert generate(tmp_path, "--gpus", bad) == 2
+    assert "--gpus" in capsys.readouterr().err
+
+
+def test_the_users_env_file_is_never_overwritten(tmp_path):
+    env = tmp_path / "quadlet/vllm-turing.env"
+    env.parent.mkdir()
+    env.write_text("MODEL=/models/mine\n")
+    assert generate(tmp_path, "--defaults") == 0
+    assert env.read_text() == "MODEL=/models/mine\n"
+    assert (tmp_path / "compose.yaml").exists()
+
+
+def test_gpu_nodes_are_told_apart_from_control_nodes():
+    names = ["nvidia10", "nvidiactl", "nvidia-uvm", "nvidia2", "nvidia-uvm-tools", "nvidia-caps", "nvidia0"]
+    assert gpu_indices_from_names(names) == (0, 2, 10)
+
+
+@pytest.mark.parametrize("image, ref", [("vllm-turing:0.33.0", "localhost/vllm-turing:0.33.0"),
+                                        ("me/vllm-turing:1", "localhost/me/vllm-turing:1"),
+                                        ("registry.example:5000/x/y:1", "registry.example:5000/x/y:1"),
+                                        ("localhost/vllm-turing:0.33.0", "localhost/vllm-turing:0.33.0")])
+def test_podman_image_reference_stays_local(image, ref):
+    assert podman_image_ref(image) == ref
+
+
+HOSTS = [HostValues(), HostValues(gpu_indices=(0, 1, 3), lib_dir="/usr/lib64/", model_dir="/srv/llm",
+                                  bind_address="0.0.0.0", port=8123)]
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_compose_and_quadlet_carry_the_same_devices_mounts_and_settings(host):
+    spec = UnitSpec(host)
+    compose = compose_view(load_compose(render_compose(spec))["services"]["vllm"])
+    quadlet = quadlet_view(parse_unit(render_quadlet(spec)), home=os.path.expanduser("~"))
+    compose["binds"] = sorted((os.path.expanduser(s), t, ro) for s, t, ro in compose["binds"])
+    assert compose == quadlet
+    # and what they agree on is what the host needs
+    assert compose["devices"] == sorted([f"/dev/nvidia{i}" for i in host.gpu_indices]
+                                        + ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"])
+    assert all(ro for _, _, ro in compose["binds"])
+    assert compose["named_volume_targets"] == sorted(CACHE_VOLUMES.values())
+    assert compose["port"] == (host.bind_address, host.port, 8000)
+    assert compose["memlock"] == -1
+
+
+def test_the_toolkit_override_keeps_everything_but_the_hand_wiring():
+    spec = UnitSpec()
+    base = load_compose(render_compose(spec))["services"]["vllm"]
+    override = load_compose(render_toolkit_override(spec))["services"]["vllm"]
+    assert override["devices"] == []
+    kept = [v for v in base["volumes"] if not (isinstance(v, dict) and v["target"].startswith(CONTAINER_LIB_DIR))]
+    assert override["volumes"] == kept
+    assert override["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+
+
+def test_the_cdi_unit_asks_for_all_gpus_and_wires_nothing_by_hand(tmp_path, fake_host):
+    dev, libs = fake_host
+    assert generate(tmp_path, "--cdi", "--dev-root", str(dev), "--lib-dir", str(libs)) == 0
+    container = parse_unit((tmp_path / "quadlet/vllm-turing.container").read_text())["Container"]
+    assert container["AddDevice"] == ["nvidia.com/gpu=all"]
+    assert not [v for v in container["Volume"] if CONTAINER_LIB_DIR in v]
+
+
+def test_the_env_file_is_plain_key_value_lines_both_tools_read_alike():
+    for line in render_env_file().splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            assert key.isidentifier() and key.isupper(), line
+            assert not any(c in value for c in "\"'#") and value == value.strip(), line
+    assert "MODEL=" in render_env_file()
