@@ -1,0 +1,55 @@
+"""Real model directories for tests: config.json and small safetensors files written with the
+standard library (8-byte little-endian header length, JSON header, data), and the layout of a
+huggingface_hub cache."""
+from __future__ import annotations
+
+import json
+import pathlib
+import struct
+
+GEMMA4_TEXT_CONFIG = {"model_type": "gemma4_text", "head_dim": 256, "global_head_dim": 512,
+                      "num_attention_heads": 8, "num_key_value_heads": 1, "sliding_window": 512}
+
+
+def write_safetensors(path: pathlib.Path, tensors: dict[str, int]) -> int:
+    """A valid safetensors file of fp16 tensors named -> element count; returns its size in bytes."""
+    header, offset = {}, 0
+    for name, count in tensors.items():
+        header[name] = {"dtype": "F16", "shape": [count], "data_offsets": [offset, offset + 2 * count]}
+        offset += 2 * count
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(offset))
+    return path.stat().st_size
+
+
+def write_model_dir(path: pathlib.Path, config: dict | None = None, shards: int = 1,
+                    elements: int = 4096) -> int:
+    """config.json plus `shards` safetensors files (with an index when sharded); returns weight bytes."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(config if config is not None else
+                                                 {"architectures": ["Gemma4ForConditionalGeneration"],
+                                                  "text_config": GEMMA4_TEXT_CONFIG}))
+    names = ["model.safetensors"] if shards == 1 else [f"model-{i:05d}-of-{shards:05d}.safetensors"
+                                                        for i in range(1, shards + 1)]
+    total = sum(write_safetensors(path / name, {f"layer{i}.weight": elements}) for i, name in enumerate(names))
+    if shards > 1:
+        weight_map = {f"layer{i}.weight": name for i, name in enumerate(names)}
+        (path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    return total
+
+
+def write_hf_cache_model(hub_cache: pathlib.Path, model_id: str, **model_dir) -> pathlib.Path:
+    """The model as huggingface_hub stores it: models--org--name/{refs/main, snapshots/<rev>/}."""
+    repo = hub_cache / ("models--" + model_id.replace("/", "--"))
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / "main").write_text(revision)
+    snapshot = repo / "snapshots" / revision
+    write_model_dir(snapshot, **model_dir)
+    (repo / "blobs").mkdir(exist_ok=True)
+    for number, file in enumerate(sorted(snapshot.iterdir())):  # snapshots hold links to blobs
+        blob = repo / "blobs" / f"blob{number:04d}"
+        file.rename(blob)
+        file.symlink_to(blob)
+    return snapshot

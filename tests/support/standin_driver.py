@@ -1,0 +1,57 @@
+"""StandIn NVIDIA driver libraries (libcuda.so.1, libnvidia-ml.so.1) compiled with gcc, for what a
+CPU machine cannot have: a GPU behind the driver API. They answer like a driver of the given
+version with one device of the given capability, so the entrypoint's ctypes code runs for real."""
+from __future__ import annotations
+
+import pathlib
+import subprocess
+
+STANDIN_LIBCUDA_C = r"""
+#include <string.h>
+static const char *names[] = {"CUDA_SUCCESS", "CUDA_ERROR_NO_DEVICE"};
+int cuInit(unsigned flags) { return CU_INIT_CODE; }
+int cuGetErrorName(int code, const char **name) { *name = code == 100 ? names[1] : names[0]; return 0; }
+int cuDeviceGetCount(int *count) { *count = 1; return 0; }
+int cuDeviceGet(int *device, int ordinal) { *device = ordinal; return 0; }
+int cuDeviceGetAttribute(int *value, int attribute, int device) {
+    *value = attribute == 75 ? CC_MAJOR : attribute == 76 ? CC_MINOR : attribute == 97 ? SMEM_OPTIN : 0;
+    return 0;
+}
+int cuDeviceGetName(char *name, int length, int device) { strncpy(name, DEVICE_NAME, length); return 0; }
+"""
+
+STANDIN_NVML_C = r"""
+#include <string.h>
+int nvmlInit_v2(void) { return NVML_INIT_CODE; }
+int nvmlShutdown(void) { return 0; }
+int nvmlSystemGetDriverVersion(char *version, unsigned length) { strncpy(version, DRIVER_VERSION, length); return 0; }
+const char *nvmlErrorString(int code) {
+    return code == 18 ? "Driver/library version mismatch" : code == 9 ? "Driver Not Loaded" : "Unknown Error";
+}
+"""
+
+
+def _compile(source: str, target: pathlib.Path, defines: dict[str, object]) -> None:
+    c_file = target.with_suffix(".c")
+    c_file.write_text(source)
+    flags = [f"-D{key}={value}" for key, value in defines.items()]
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(target), str(c_file), *flags], check=True)
+
+
+def build_standin_driver(directory: pathlib.Path, driver_version: str = "535.104.05", cc: tuple[int, int] = (7, 5),
+                         smem_optin: int = 65536, name: str = "StandIn Tesla T4", cu_init_code: int = 0,
+                         nvml_init_code: int = 0) -> pathlib.Path:
+    """Writes libcuda.so.1 and libnvidia-ml.so.1 into `directory`; returns it (for LD_LIBRARY_PATH)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    _compile(STANDIN_LIBCUDA_C, directory / "libcuda.so.1",
+             {"CU_INIT_CODE": cu_init_code, "CC_MAJOR": cc[0], "CC_MINOR": cc[1], "SMEM_OPTIN": smem_optin,
+              "DEVICE_NAME": f'"{name}"'})
+    _compile(STANDIN_NVML_C, directory / "libnvidia-ml.so.1",
+             {"NVML_INIT_CODE": nvml_init_code, "DRIVER_VERSION": f'"{driver_version}"'})
+    return directory
+
+
+def proc_driver_version_text(version: str) -> str:
+    """/proc/driver/nvidia/version as the proprietary kernel module writes it."""
+    return (f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  Sat Aug 19 01:15:15 UTC 2023\n"
+            "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")

@@ -1,0 +1,62 @@
+"""The server argv for the two seed deployments, as their runbooks ran it, and its building rules."""
+import json
+import shlex
+
+from entrypoint.command import server_argv
+from entrypoint.device import Device
+from entrypoint.settings import parse_settings
+
+from tests.support.standin_driver import build_standin_driver
+from tests.support.entrypoint_cli import run_entrypoint
+
+SERVER = ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+T4 = Device("Tesla T4", (7, 5), 65536, 1)
+RTX_3090 = Device("NVIDIA GeForce RTX 3090", (8, 6), 101376, 1)
+
+T4_E2B_ENV = {"MODEL": "/models/gemma-4-E2B-it-qat", "SERVED_MODEL_NAME": "gemma-4-e2b",
+              "MAX_MODEL_LEN": "16384", "MAX_NUM_SEQS": "8", "GPU_MEMORY_UTILIZATION": "0.9"}
+T4_E2B_ARGV = SERVER + ["--model", "/models/gemma-4-E2B-it-qat", "--served-model-name", "gemma-4-e2b",
+                        "--host", "0.0.0.0", "--port", "8000", "--dtype", "float16", "--max-model-len", "16384",
+                        "--max-num-seqs", "8", "--gpu-memory-utilization", "0.9"]
+
+RTX_3090_12B_ENV = {"MODEL": "/models/gemma-4-12b-it-qat", "SERVED_MODEL_NAME": "gemma-4-12b",
+                    "DRAFTER": "/models/gemma-4-12b-it-assistant-bf16",
+                    "SPECULATIVE_CONFIG": '{"num_speculative_tokens": 4}',
+                    "MAX_MODEL_LEN": "262144", "GPU_MEMORY_UTILIZATION": "0.9",
+                    "REASONING_PARSER": "gemma4", "TOOL_CALL_PARSER": "gemma4"}
+RTX_3090_12B_ARGV = SERVER + [
+    "--model", "/models/gemma-4-12b-it-qat", "--served-model-name", "gemma-4-12b", "--host", "0.0.0.0",
+    "--port", "8000", "--dtype", "auto", "--max-model-len", "262144", "--gpu-memory-utilization", "0.9",
+    "--speculative-config", '{"model":"/models/gemma-4-12b-it-assistant-bf16","num_speculative_tokens":4}',
+    "--reasoning-parser", "gemma4", "--enable-auto-tool-choice", "--tool-call-parser", "gemma4"]
+
+
+def test_t4_serving_e2b_qat():
+    assert server_argv(parse_settings(T4_E2B_ENV), T4) == T4_E2B_ARGV
+
+
+def test_rtx_3090_serving_12b_qat_with_the_bf16_mtp_drafter():
+    assert server_argv(parse_settings(RTX_3090_12B_ENV), RTX_3090) == RTX_3090_12B_ARGV
+
+
+def test_print_command_on_a_standin_t4_resolves_float16(tmp_path):
+    libs = build_standin_driver(tmp_path / "lib", cc=(7, 5))
+    done = run_entrypoint(T4_E2B_ENV, "print-command", library_path=libs)
+    assert done.returncode == 0, done.stderr
+    assert shlex.split(done.stdout) == T4_E2B_ARGV
+    done = run_entrypoint(RTX_3090_12B_ENV, "print-command", "--json", library_path=libs)
+    assert json.loads(done.stdout)["argv"][len(SERVER) + 8:len(SERVER) + 10] == ["--dtype", "float16"]
+
+
+def test_extra_args_then_container_args_come_last():
+    settings = parse_settings({"MODEL": "m", "VLLM_EXTRA_ARGS": "--chat-template '/t/a b.jinja' --seed 1",
+                               "ENFORCE_EAGER": "yes", "KV_CACHE_DTYPE": "fp8", "PORT": "9000"})
+    argv = server_argv(settings, None, ("--max-lora-rank", "8"))
+    assert argv[-6:] == ["--chat-template", "/t/a b.jinja", "--seed", "1", "--max-lora-rank", "8"]
+    assert "--enforce-eager" in argv and argv[argv.index("--kv-cache-dtype") + 1] == "fp8"
+    assert argv[argv.index("--port") + 1] == "9000" and argv[argv.index("--dtype") + 1] == "auto"
+
+
+def test_server_command_can_be_replaced_for_standins():
+    settings = parse_settings({"MODEL": "m", "VLLM_TURING_SERVER_CMD": "python3 /srv/standin_server.py"})
+    assert server_argv(settings, None)[:3] == ["python3", "/srv/standin_server.py", "--model"]
