@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -102,6 +103,15 @@ CANNED = {
 }
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        # a client or stop() closing a connection mid-reply is expected here
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class OpenAIStandIn:
     """The stand-in server; use as a context manager or start()/stop()."""
 
@@ -183,6 +193,7 @@ class OpenAIStandIn:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
 
             def log_message(self, *args):
                 pass
@@ -207,11 +218,10 @@ class OpenAIStandIn:
             def do_POST(self):
                 self._serve("POST")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
         self.port = self._server.server_address[1]
-        self._server.daemon_threads = True
         self._started = time.monotonic()
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
         return self
 
     def stop(self) -> None:

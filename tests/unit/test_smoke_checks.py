@@ -1,0 +1,103 @@
+"""Each smoke check passing and failing against the OpenAI stand-in server."""
+import json
+
+import pytest
+
+from buildtool.smoke.checks import CHECKS
+from buildtool.smoke.cli import main
+from tests.support.openai_standin import OpenAIStandIn
+
+NAMES = [check.name for check in CHECKS]
+FAST = ["--interval", "0.05", "--timeout", "10", "--json"]
+
+
+def smoke(capsys, url, *args):
+    code = main([url, *FAST, *args])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def outcomes(report):
+    return {check["name"]: check["outcome"] for check in report["checks"]}
+
+
+def test_the_checks_cover_the_contract():
+    assert NAMES == ["health", "models", "stream", "arithmetic", "fact-capital", "fact-gold",
+                     "tool-calls", "reasoning", "extra-body", "image", "audio"]
+    assert len(set(NAMES)) == len(NAMES)
+
+
+def test_every_check_passes_against_a_correct_server(capsys):
+    with OpenAIStandIn() as standin:
+        code, report = smoke(capsys, standin.url)
+    assert code == 0 and report["ok"]
+    assert outcomes(report) == {name: "pass" for name in NAMES}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_check_fails_alone_on_its_broken_reply(capsys, name):
+    with OpenAIStandIn(broken={name}) as standin:
+        code, report = smoke(capsys, standin.url)
+    assert code == 1 and not report["ok"]
+    failed = {n for n, outcome in outcomes(report).items() if outcome == "fail"}
+    assert failed == {name}
+    detail = next(c["detail"] for c in report["checks"] if c["name"] == name)
+    assert detail and "\n" not in detail
+
+
+@pytest.mark.parametrize("name, expected_detail", [
+    ("arithmetic", "'381' does not match"),
+    ("fact-capital", "'Sydney' does not match"),
+    ("fact-gold", "'Ag' does not match"),
+    ("tool-calls", "no tool_calls"),
+    ("reasoning", "raw thinking delimiter '<|channel>' in message.content"),
+    ("extra-body", "HTTP 400 where 200 was expected: Unrecognized request argument supplied"),
+    ("models", "lists no model"),
+    ("stream", "without `data: [DONE]`"),
+    ("health", "HTTP 503"),
+    ("image", "'Blue.' does not match"),
+])
+def test_a_failure_says_what_was_found(capsys, name, expected_detail):
+    with OpenAIStandIn(broken={name}) as standin:
+        _, report = smoke(capsys, standin.url)
+    detail = next(c["detail"] for c in report["checks"] if c["name"] == name)
+    assert expected_detail in detail
+
+
+def test_media_checks_are_skipped_with_the_servers_reason_when_it_takes_no_such_input(capsys):
+    with OpenAIStandIn(modalities=()) as standin:
+        code, report = smoke(capsys, standin.url)
+    assert code == 0
+    skipped = {c["name"]: c["detail"] for c in report["checks"] if c["outcome"] == "skip"}
+    assert set(skipped) == {"image", "audio"}
+    assert "At most 0 image(s) may be provided" in skipped["image"]
+
+
+def test_named_modalities_skip_without_asking_and_require_what_they_name(capsys):
+    with OpenAIStandIn(modalities=()) as standin:
+        code, report = smoke(capsys, standin.url, "--modalities", "text,image")
+        sent = [body for _, path, body in standin.requests if path == "/v1/chat/completions"]
+    assert code == 1
+    assert outcomes(report)["image"] == "fail"          # named, so a refusal is a failure
+    assert outcomes(report)["audio"] == "skip"
+    assert not any("input_audio" in json.dumps(body) for body in sent)
+
+
+def test_the_named_model_must_be_listed_and_is_sent(capsys):
+    with OpenAIStandIn(model="google/gemma-4-E4B-it") as standin:
+        code, report = smoke(capsys, standin.url, "--model", "other/model", "--only", "models")
+        assert code == 1
+        assert "'other/model' is not listed" in report["checks"][0]["detail"]
+        code, report = smoke(capsys, standin.url, "--only", "arithmetic")
+        sent = standin.requests[-1][2]
+    assert code == 0 and report["model"] == "google/gemma-4-E4B-it"
+    assert sent["model"] == "google/gemma-4-E4B-it" and sent["temperature"] == 0
+
+
+def test_a_server_gone_during_the_checks_fails_them_pointing_at_the_logs(capsys):
+    standin = OpenAIStandIn().start()
+    standin.route("GET", "/v1/models", lambda body: (standin.stop(), standin.models(body))[1])
+    code, report = smoke(capsys, standin.url, "--only", "models", "--only", "arithmetic")
+    assert code == 1
+    arithmetic = report["checks"][1]
+    assert arithmetic["outcome"] == "fail"
+    assert "the server exited" in arithmetic["detail"] and "docker compose logs vllm" in arithmetic["detail"]
