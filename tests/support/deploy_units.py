@@ -32,7 +32,7 @@ def parse_unit(text: str) -> dict[str, dict[str, list[str]]]:
     current = None
     for line in text.splitlines():
         line = line.strip()
-        if not line or line.startswith(("#", ";")):
+        if not line or line.startswith(("#", ";", "---")):  # "---name---": quadlet -dryrun's file marker
             continue
         if line.startswith("["):
             current = sections.setdefault(line.strip("[]"), {})
