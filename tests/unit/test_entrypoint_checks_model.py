@@ -1,0 +1,89 @@
+"""Model and drafter checks against real model directories: config.json and safetensors files
+written by the tests, as a local directory and in the huggingface_hub cache layout."""
+import pytest
+
+from entrypoint.checks.model import check_drafter, check_model, weight_bytes
+from entrypoint.results import Status
+
+from tests.support.model_files import write_hf_cache_model, write_model_dir
+
+COMPRESSED_TENSORS = {"quant_method": "compressed-tensors", "format": "pack-quantized",
+                      "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int"}}}}
+
+
+def test_local_model_dir_passes_with_its_size(tmp_path):
+    size = write_model_dir(tmp_path / "m", shards=3)
+    result = check_model(str(tmp_path / "m"), str(tmp_path / "hub"), offline=False)
+    assert result.status is Status.PASS and "3 safetensors" in result.message
+    assert weight_bytes(str(tmp_path / "m"), str(tmp_path / "hub")) == size
+
+
+def test_model_in_hf_cache_is_found_offline(tmp_path):
+    snapshot = write_hf_cache_model(tmp_path / "hub", "google/gemma-4-E2B-it")
+    result = check_model("google/gemma-4-E2B-it", str(tmp_path / "hub"), offline=True)
+    assert result.status is Status.PASS and str(snapshot) in result.message
+    assert weight_bytes("google/gemma-4-E2B-it", str(tmp_path / "hub")) == (snapshot / "model.safetensors").stat().st_size
+
+
+def test_model_missing_from_hf_cache_fails_offline_and_warns_online(tmp_path):
+    offline = check_model("google/gemma-4-E2B-it", str(tmp_path / "hub"), offline=True)
+    assert offline.status is Status.FAIL and "huggingface-cli download google/gemma-4-E2B-it" in offline.fix
+    assert check_model("google/gemma-4-E2B-it", str(tmp_path / "hub"), offline=False).status is Status.WARN
+
+
+def test_missing_local_dir_fails_with_the_mount_fix(tmp_path):
+    result = check_model(str(tmp_path / "absent"), str(tmp_path / "hub"), offline=False)
+    assert result.status is Status.FAIL and "mount" in result.fix
+
+
+def test_truncated_safetensors_fails(tmp_path):
+    write_model_dir(tmp_path / "m", elements=100_000)
+    weights = tmp_path / "m" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1000])
+    result = check_model(str(tmp_path / "m"), str(tmp_path / "hub"), offline=False)
+    assert result.status is Status.FAIL and "truncated" in result.message
+    assert weight_bytes(str(tmp_path / "m"), str(tmp_path / "hub")) is None
+
+
+def test_shard_listed_in_index_but_absent_fails(tmp_path):
+    write_model_dir(tmp_path / "m", shards=2)
+    (tmp_path / "m" / "model-00002-of-00002.safetensors").unlink()
+    result = check_model(str(tmp_path / "m"), str(tmp_path / "hub"), offline=False)
+    assert result.status is Status.FAIL and "model-00002-of-00002.safetensors" in result.message
+
+
+@pytest.mark.parametrize("breakage", ["no_config", "bad_config", "no_weights"])
+def test_incomplete_model_dir_fails(tmp_path, breakage):
+    write_model_dir(tmp_path / "m")
+    if breakage == "no_config":
+        (tmp_path / "m" / "config.json").unlink()
+    elif breakage == "bad_config":
+        (tmp_path / "m" / "config.json").write_text("{")
+    else:
+        (tmp_path / "m" / "model.safetensors").unlink()
+    assert check_model(str(tmp_path / "m"), str(tmp_path / "hub"), offline=False).status is Status.FAIL
+
+
+def test_bf16_drafter_passes_and_no_drafter_passes(tmp_path):
+    write_model_dir(tmp_path / "drafter", config={"model_type": "gemma4_assistant", "torch_dtype": "bfloat16"})
+    assert check_drafter(str(tmp_path / "drafter"), str(tmp_path / "hub"), offline=True).status is Status.PASS
+    assert check_drafter(None, str(tmp_path / "hub"), offline=True).status is Status.PASS
+
+
+def test_compressed_tensors_drafter_is_refused_with_the_acceptance_explanation(tmp_path):
+    write_model_dir(tmp_path / "drafter", config={"model_type": "gemma4_assistant",
+                                                  "quantization_config": COMPRESSED_TENSORS})
+    result = check_drafter(str(tmp_path / "drafter"), str(tmp_path / "hub"), offline=True)
+    assert result.status is Status.FAIL
+    assert "acceptance stays at 1.00" in result.message and "bf16 drafter" in result.fix
+
+
+def test_drafter_quantized_otherwise_is_a_warning(tmp_path):
+    write_model_dir(tmp_path / "drafter", config={"quantization_config": {"quant_method": "fp8"}})
+    result = check_drafter(str(tmp_path / "drafter"), str(tmp_path / "hub"), offline=True)
+    assert result.status is Status.WARN and "fp8" in result.message
+
+
+def test_drafter_in_hf_cache_missing_offline_fails(tmp_path):
+    result = check_drafter("google/gemma-4-12b-it-assistant", str(tmp_path / "hub"), offline=True)
+    assert result.status is Status.FAIL and "huggingface-cli download google/gemma-4-12b-it-assistant" in result.fix
