@@ -1,0 +1,76 @@
+"""The entrypoint's modes end to end, as a process: the report (one line per finding with its fix,
+how long the checks took), --json, SKIP_CHECKS, and exec of the server in place of the entrypoint."""
+import json
+import subprocess
+import sys
+
+from tests.support.entrypoint_cli import REPO, run_entrypoint
+from tests.support.model_files import write_model_dir
+from tests.support.standin_driver import build_standin_driver
+
+DEVICE_CHECKS = "devices,driver,torch,clamp,fit"
+STANDIN_SERVER = """
+import json, os, sys
+with open(os.environ["STANDIN_RECORD"], "w") as record:
+    json.dump({"pid": os.getpid(), "argv": sys.argv[1:]}, record)
+"""
+
+
+def test_check_without_gpu_fails_the_device_checks_with_fixes(tmp_path):
+    write_model_dir(tmp_path / "model")
+    done = run_entrypoint({"MODEL": str(tmp_path / "model"), "PORT": "18231"}, "check")
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("vllm-turing preflight, device: none")
+    by_name = {line.split()[1]: line for line in lines[1:-1]}
+    assert list(by_name) == ["devices", "driver", "torch", "clamp", "fit", "model", "drafter", "disk", "memory", "port"]
+    for name in ("devices", "driver"):
+        assert by_name[name].startswith("FAIL") and " -> fix: " in by_name[name]
+    assert by_name["model"].startswith("PASS")
+    assert lines[-1].startswith("checks took ") and " s: " in lines[-1]
+
+
+def test_check_json_report(tmp_path):
+    write_model_dir(tmp_path / "model")
+    done = run_entrypoint({"MODEL": str(tmp_path / "model"), "SKIP_CHECKS": "port,disk"}, "check", "--json")
+    report = json.loads(done.stdout)
+    assert done.returncode == 1 and report["ok"] is False and report["elapsed_s"] >= 0
+    statuses = {check["name"]: check for check in report["checks"]}
+    assert statuses["devices"]["status"] == "fail" and statuses["devices"]["fix"]
+    assert statuses["port"] == {**statuses["port"], "status": "warn", "message": "skipped by SKIP_CHECKS"}
+    assert report["argv"][report["argv"].index("--model") + 1] == str(tmp_path / "model")
+
+
+def test_standin_t4_is_the_reported_device(tmp_path):
+    libs = build_standin_driver(tmp_path / "lib", cc=(7, 5), smem_optin=65536)
+    done = run_entrypoint({"MODEL": "google/gemma-4-E2B-it", "SKIP_CHECKS": "torch,fit"}, "check", library_path=libs)
+    assert "StandIn Tesla T4 x1, compute capability 7.5, 65536 bytes" in done.stdout.splitlines()[0]
+
+
+def serve(tmp_path, env):
+    (tmp_path / "standin_server.py").write_text(STANDIN_SERVER)
+    record = tmp_path / "record.json"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "entrypoint", "--max-lora-rank", "8"], cwd=REPO, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={"PATH": "/usr/bin:/bin", "HOME": "/root", "PYTHONPATH": str(REPO), "STANDIN_RECORD": str(record),
+             "VLLM_TURING_SERVER_CMD": f"{sys.executable} {tmp_path / 'standin_server.py'}", **env})
+    out, err = process.communicate(timeout=60)
+    return process, record, out, err
+
+
+def test_default_mode_execs_the_server_in_its_own_process(tmp_path):
+    write_model_dir(tmp_path / "model")
+    process, record, out, err = serve(tmp_path, {"MODEL": str(tmp_path / "model"), "PORT": "18232",
+                                                 "SKIP_CHECKS": DEVICE_CHECKS})
+    assert process.returncode == 0, out + err
+    seen = json.loads(record.read_text())
+    assert seen["pid"] == process.pid  # exec: the server replaced the entrypoint, no child
+    assert seen["argv"][:2] == ["--model", str(tmp_path / "model")] and seen["argv"][-2:] == ["--max-lora-rank", "8"]
+    assert "WARN  devices  skipped by SKIP_CHECKS" in out
+
+
+def test_default_mode_does_not_start_the_server_when_a_check_fails(tmp_path):
+    process, record, out, err = serve(tmp_path, {"MODEL": str(tmp_path / "absent"), "SKIP_CHECKS": DEVICE_CHECKS})
+    assert process.returncode == 1 and not record.exists()
+    assert "FAIL  model" in out
