@@ -188,8 +188,8 @@ def count_clamp(tree: ast.Module) -> ClampCount:
     ]
     calls = [node for node in ast.walk(tree) if isinstance(node, ast.stmt) and _is_clamp_statement(node)]
     versions = [
-        ast.literal_eval(node.value) for node in tree.body
-        if isinstance(node, ast.Assign) and any(
+        node.value.value for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and any(
             isinstance(t, ast.Name) and t.id == VERSION_NAME for t in node.targets)
     ]
     return ClampCount(len(definitions), len(calls), versions[0] if len(versions) == 1 else None)

@@ -204,7 +204,8 @@ def check(path: Path | str) -> ClampReport:
     elif count.present_once and count.version == PATCH_VERSION:
         outcome, message = "present", f"clamp v{PATCH_VERSION} present once"
     elif count.present_once:
-        outcome, message = "outdated", (f"clamp v{count.version} present, this is v{PATCH_VERSION}; "
+        found = f"v{count.version}" if count.version is not None else "of an unknown version"
+        outcome, message = "outdated", (f"clamp {found} present, this is v{PATCH_VERSION}; "
                                         "run `python -m patches.turing_clamp apply`")
     elif count.absent:
         outcome, message = "absent", "no clamp; run `python -m patches.turing_clamp apply`"

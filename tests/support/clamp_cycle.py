@@ -1,0 +1,106 @@
+"""The clamp's apply -> check -> apply -> show cycle on one real release, as data.
+
+Shared by tests/unit/test_clamp_releases.py and bench/clamp_releases, which renders
+the outcome table of docs/clamp.md from it (so that table is never hand-typed).
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from patches import turing_clamp
+from patches.clamp_placement import plan
+from tests.support import vllm_releases
+
+TABLE_BEGIN = "<!-- clamp-releases:begin (bench/clamp_releases --write-doc) -->"
+TABLE_END = "<!-- clamp-releases:end -->"
+
+
+@dataclass
+class Cycle:
+    version: str
+    file_sha256: str
+    launcher: str
+    inserted_after_line: int
+    unpacks_num_stages: bool
+    first_apply: str
+    parses: bool
+    check: str
+    second_apply: str
+    byte_identical: bool
+    show_empty: bool
+    strip_restores: bool
+
+    @property
+    def passed(self) -> bool:
+        return (self.first_apply == "applied" and self.parses and self.check == "present"
+                and self.second_apply == "already" and self.byte_identical
+                and self.show_empty and self.strip_restores)
+
+
+def copy_release(version: str, into: Path) -> Path:
+    """A writable copy of the release's site layout; returns the launcher file in it."""
+    vllm_releases.ensure_release(version)
+    site = into / f"site-{version}"
+    shutil.copytree(vllm_releases.site_dir(version), site)
+    return site / vllm_releases.LAUNCHER_MEMBER
+
+
+def run_cycle(version: str, workdir: Path) -> Cycle:
+    target = copy_release(version, workdir)
+    original = target.read_bytes()
+    placement = plan(original.decode("utf-8"))
+    first = turing_clamp.apply(target)
+    patched = target.read_bytes()
+    try:
+        ast.parse(patched)
+        parses = True
+    except SyntaxError:
+        parses = False
+    checked = turing_clamp.check(target)
+    second = turing_clamp.apply(target)
+    return Cycle(
+        version=version,
+        file_sha256=hashlib.sha256(original).hexdigest(),
+        launcher=placement.launcher,
+        inserted_after_line=placement.call_at,
+        unpacks_num_stages=placement.has_stages,
+        first_apply=first.outcome,
+        parses=parses,
+        check=checked.outcome,
+        second_apply=second.outcome,
+        byte_identical=target.read_bytes() == patched,
+        show_empty=turing_clamp.show(target) == "",
+        strip_restores=turing_clamp.strip_clamp(patched.decode("utf-8")).encode("utf-8") == original,
+    )
+
+
+def markdown_table(cycles: list[Cycle]) -> str:
+    rows = [
+        "| vLLM | file sha256 | launcher | clamp after line | num_stages | apply | check | "
+        "apply again | show | strip restores | result |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for c in cycles:
+        rows.append(
+            f"| {c.version} | `{c.file_sha256[:12]}` | `{c.launcher}()` | {c.inserted_after_line} | "
+            f"{'adjusted' if c.unpacks_num_stages else 'absent'} | {c.first_apply} | {c.check} | "
+            f"{c.second_apply}{', byte-identical' if c.byte_identical else ', CHANGED'} | "
+            f"{'empty' if c.show_empty else 'NOT EMPTY'} | {'yes' if c.strip_restores else 'NO'} | "
+            f"{'pass' if c.passed else 'FAIL'} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def doc_table(doc: str) -> str:
+    """The generated table currently in docs/clamp.md."""
+    start = doc.index(TABLE_BEGIN) + len(TABLE_BEGIN) + 1
+    return doc[start:doc.index(TABLE_END, start)]
+
+
+def with_table(doc: str, table: str) -> str:
+    start = doc.index(TABLE_BEGIN) + len(TABLE_BEGIN) + 1
+    return doc[:start] + table + doc[doc.index(TABLE_END, start):]
