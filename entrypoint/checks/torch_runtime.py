@@ -45,8 +45,8 @@ def fp16_matmul_error(torch) -> str | None:
 def check_torch(cc: tuple[int, int], module: str = "torch") -> CheckResult:
     try:
         torch = importlib.import_module(module)
-    except (ImportError, OSError) as error:
-        return failed(NAME, f"torch does not import: {str(error).splitlines()[0]}", REINSTALL)
+    except Exception as error:  # ImportError, OSError (libcudart.so.13), ValueError (libcublasLt not found), ...
+        return failed(NAME, f"torch does not import: {str(error).splitlines()[0][:300]}", REINSTALL)
     sm = f"sm_{cc[0]}{cc[1]}"
     available = torch.cuda.is_available()
     return judge_torch(torch.__version__, torch.version.cuda, arch_list(torch), sm, available,
