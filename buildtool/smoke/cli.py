@@ -37,8 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"run only this check (repeatable): {', '.join(c.name for c in CHECKS)}")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds to wait for /health to answer 200 (default 600)")
-    parser.add_argument("--connect-grace", type=float, default=60.0,
-                        help="seconds a refused connection counts as 'still starting' (default 60)")
+    parser.add_argument("--connect-grace", type=float, default=120.0,
+                        help="seconds a refused connection counts as 'still starting', before the server "
+                             "first answers (default 120)")
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between /health polls (default 2)")
     parser.add_argument("--request-timeout", type=float, default=300.0,
                         help="seconds one check may wait for its reply (default 300)")
@@ -103,4 +104,8 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m buildtool.smoke", description=__doc__.splitlines()[0])
     add_arguments(parser)
-    return run(parser.parse_args(argv))
+    try:
+        return run(parser.parse_args(argv))
+    except KeyboardInterrupt:
+        print("smoke: interrupted", file=sys.stderr)
+        return 130
