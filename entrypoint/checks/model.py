@@ -129,27 +129,31 @@ def not_found(name: str, variable: str, model: str, hub_cache: str, offline: boo
                   f"download it first (huggingface-cli download {model}) into the mounted HF_HOME")
 
 
-def check_model(model: str, hub_cache: str, offline: bool) -> CheckResult:
+def find_and_read(name: str, variable: str, model: str, hub_cache: str, offline: bool) -> ModelDir | CheckResult:
+    """The model directory, or the failed/warned result that says why it is not usable."""
     path = locate(model, hub_cache)
     if path is None:
-        return not_found(MODEL, "MODEL", model, hub_cache, offline)
+        return not_found(name, variable, model, hub_cache, offline)
     try:
-        found = read_model_dir(path)
+        return read_model_dir(path)
     except ModelProblem as problem:
-        return failed(MODEL, str(problem), problem.fix)
-    return passed(MODEL, f"{path}: {len(found.weight_files)} safetensors file(s), {gib(found.weight_bytes)}")
+        return failed(name, str(problem), problem.fix)
+
+
+def check_model(model: str, hub_cache: str, offline: bool) -> CheckResult:
+    found = find_and_read(MODEL, "MODEL", model, hub_cache, offline)
+    if isinstance(found, CheckResult):
+        return found
+    return passed(MODEL, f"{found.path}: {len(found.weight_files)} safetensors file(s), {gib(found.weight_bytes)}")
 
 
 def check_drafter(drafter: str | None, hub_cache: str, offline: bool) -> CheckResult:
     if drafter is None:
         return passed(DRAFTER, "no drafter configured")
-    path = locate(drafter, hub_cache)
-    if path is None:
-        return not_found(DRAFTER, "DRAFTER", drafter, hub_cache, offline)
-    try:
-        found = read_model_dir(path)
-    except ModelProblem as problem:
-        return failed(DRAFTER, str(problem), problem.fix)
+    found = find_and_read(DRAFTER, "DRAFTER", drafter, hub_cache, offline)
+    if isinstance(found, CheckResult):
+        return found
+    path = found.path
     quantization = found.config.get("quantization_config")
     if isinstance(quantization, dict):
         method = quantization.get("quant_method", "unknown")
