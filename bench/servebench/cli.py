@@ -1,0 +1,151 @@
+"""bench/serve: `run` a sweep against an endpoint, `report` one sweep folder or two (A/B)."""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import shlex
+import shutil
+import sys
+
+from . import command, driver, report
+from .plan import PlanError, Sweep, runs
+
+PROG = "bench/serve"
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers, e.g. 1,4,8,16") from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one integer")
+    return values
+
+
+def output_len(text: str) -> int | None:
+    if text == "dataset":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a token count or 'dataset'") from None
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    d = Sweep()
+    p.add_argument("--base-url", default="http://127.0.0.1:8000", help="endpoint (default %(default)s)")
+    p.add_argument("--out", required=True, type=pathlib.Path, help="sweep folder: raw JSON per run; rerun to resume")
+    p.add_argument("--label", help="endpoint name in reports (default: the folder name)")
+    p.add_argument("--model", help="served model name (default: the first of GET /v1/models)")
+    p.add_argument("--tokenizer", help="tokenizer folder (mounted read-only) or Hugging Face id (default: the model)")
+    p.add_argument("--image", default="vllm-turing:0.33.0", help="image whose `vllm bench serve` runs (default %(default)s)")
+    p.add_argument("--hf-home", help="host folder mounted as HF_HOME for tokenizer downloads")
+    p.add_argument("--endpoint", default="/v1/completions", help="API path (default %(default)s)")
+    p.add_argument("--concurrency", type=int_list, default=d.concurrencies, metavar="1,4,8,16")
+    p.add_argument("--input-len", type=int_list, default=d.input_lens, metavar="512,4096",
+                   help="prompt lengths in tokens of the model's tokenizer (random dataset)")
+    p.add_argument("--output-len", type=output_len, default=d.output_len, metavar="N|dataset")
+    p.add_argument("--repeats", type=int, default=d.repeats)
+    p.add_argument("--dataset", choices=("random", "sharegpt"), default=d.dataset)
+    p.add_argument("--dataset-file", type=pathlib.Path, help="ShareGPT JSON file (with --dataset sharegpt)")
+    p.add_argument("--prompts-per-stream", type=int, default=d.prompts_per_stream,
+                   help="requests per run = this x concurrency (default %(default)s)")
+    p.add_argument("--num-prompts", type=int, help="fixed requests per run (overrides --prompts-per-stream)")
+    p.add_argument("--seed", type=int, default=d.base_seed, help="base seed; each run's seed derives from it")
+    p.add_argument("--warmup-prompts", type=int, help="warm-up requests before the first run (default: the largest concurrency; 0: none)")
+    p.add_argument("--ready-timeout", type=float, default=600, help="seconds to wait for /v1/models (default %(default)s)")
+    p.add_argument("--dry-run", action="store_true", help="print the runs and their commands, run nothing")
+
+
+def sweep_of(args) -> Sweep:
+    if args.dataset_file is not None and not args.dataset_file.is_file():
+        raise PlanError(f"--dataset-file {args.dataset_file}: no such file; give the ShareGPT JSON's path")
+    return Sweep(concurrencies=args.concurrency, input_lens=args.input_len, output_len=args.output_len,
+                 repeats=args.repeats, dataset=args.dataset,
+                 dataset_file=args.dataset_file.name if args.dataset_file else None,
+                 prompts_per_stream=args.prompts_per_stream, num_prompts=args.num_prompts, base_seed=args.seed)
+
+
+def cmd_run(args) -> int:
+    sweep = sweep_of(args)
+    if shutil.which("docker") is None:
+        raise PlanError("no docker command on PATH; bench/serve runs `vllm bench serve` from an image")
+    base_url = args.base_url.rstrip("/")
+    model = args.model
+    if model is None and not args.dry_run:
+        model = driver.served_models(base_url, args.ready_timeout)[0]
+    elif not args.dry_run:
+        served = driver.served_models(base_url, args.ready_timeout)
+        if model not in served:
+            raise driver.EndpointError(f"{base_url} serves {served}, not {model!r}; pass one of those as --model")
+    model = model or "MODEL"
+    target = command.Target(base_url=base_url, model=model, tokenizer=args.tokenizer or model,
+                            image=args.image, hf_home=args.hf_home, endpoint=args.endpoint)
+    folder = args.out
+    drv = driver.Driver(sweep, target, folder, dataset_path=args.dataset_file)
+    if args.dry_run:
+        for run in runs(sweep):
+            argv, _ = drv.argv(run, "DRY-RUN.json", run.name)
+            print(f"{run.name} seed {run.seed}: {shlex.join(argv)}")
+        return 0
+    driver.prepare_folder(folder, sweep, {"label": args.label or folder.name, "base_url": base_url,
+                                          "model": model, "image": args.image})
+    warmup = max(sweep.concurrencies) if args.warmup_prompts is None else args.warmup_prompts
+    driver.sigterm_as_interrupt()
+    try:
+        return drv.run_all(warmup)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted; completed runs are kept in {folder / 'runs'}, run the same command to resume",
+              file=sys.stderr)
+        return driver.INTERRUPTED
+
+
+def cmd_report(args) -> int:
+    folders = [args.folder] + ([args.folder_b] if args.folder_b else [])
+    if args.ceiling and len(args.ceiling) != len(folders):
+        raise PlanError(f"{len(args.ceiling)} --ceiling value(s) for {len(folders)} sweep folder(s); "
+                        "give one per folder, in the same order")
+    endpoints = [report.load_endpoint(f) for f in folders]
+    if len(endpoints) == 2:
+        differs = report.seed_mismatch(*endpoints)
+        if differs:
+            raise PlanError(f"{folders[0]} and {folders[1]} ran different sweeps (differ in {', '.join(differs)}), "
+                            "so their prompts and seeds differ; rerun one with the other's options")
+    text = report.render(endpoints, args.ceiling or [])
+    if args.output:
+        args.output.write_text(text)
+    print(text, end="")
+    return 0
+
+
+class OneLineErrors(argparse.ArgumentParser):
+    """Usage errors in one line (what was wrong, where to look), exit 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = OneLineErrors(prog=PROG, description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=OneLineErrors)
+    add_run_arguments(sub.add_parser("run", help="run (or resume) a sweep against an endpoint"))
+    r = sub.add_parser("report", help="markdown tables of one sweep folder, or two side by side")
+    r.add_argument("folder", type=pathlib.Path)
+    r.add_argument("folder_b", type=pathlib.Path, nargs="?")
+    r.add_argument("--ceiling", type=float, action="append", metavar="TOK_S",
+                   help="decode ceiling (bench/ceiling) per folder, in order; adds the %% of ceiling at c=1")
+    r.add_argument("--output", type=pathlib.Path, help="also write the markdown here")
+    return p
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return cmd_run(args) if args.command == "run" else cmd_report(args)
+    except PlanError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    except driver.EndpointError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,161 @@
+"""Runs a sweep: one `docker run ... vllm bench serve` per pending run (the side effects)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+from . import command, results
+from .plan import PlanError, Run, Sweep, runs, warmup_seed
+
+INTERRUPTED = 130
+
+
+class EndpointError(RuntimeError):
+    """The endpoint does not answer as an OpenAI server; the message says what to check."""
+
+
+def served_models(base_url: str, timeout_s: float, poll_s: float = 2.0) -> list[str]:
+    """Model ids from GET /v1/models, waiting up to timeout_s while the server loads."""
+    deadline, last = time.monotonic() + timeout_s, "no answer"
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base_url}/v1/models", timeout=10) as resp:
+                return [m["id"] for m in json.load(resp)["data"]]
+        except urllib.error.HTTPError as exc:
+            last = f"HTTP {exc.code}"
+        except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError) as exc:
+            last = str(getattr(exc, "reason", exc))
+        if time.monotonic() >= deadline:
+            raise EndpointError(f"{base_url}/v1/models: {last} after {timeout_s:g} s; "
+                                "start the server (or raise --ready-timeout) and run again")
+        time.sleep(poll_s)
+
+
+def prepare_folder(folder: pathlib.Path, sweep: Sweep, endpoint: dict) -> None:
+    """Create the sweep folder, or check that an existing one holds the same sweep."""
+    stored = results.load_sweep(folder)
+    if stored is not None:
+        differs = stored[0].differences(sweep)
+        if differs:
+            raise PlanError(f"{folder} holds a sweep that differs in {', '.join(differs)}; "
+                            "resume with the same options or choose another --out folder")
+    for sub in (results.RUNS, results.PARTIAL, results.ERRORS, results.LOGS):
+        (folder / sub).mkdir(parents=True, exist_ok=True)
+    if stored is None:
+        (folder / results.SWEEP_FILE).write_text(results.sweep_record(sweep, endpoint))
+
+
+@dataclasses.dataclass
+class Driver:
+    sweep: Sweep
+    target: command.Target
+    folder: pathlib.Path
+    dataset_path: pathlib.Path | None = None
+    session: str = dataclasses.field(default_factory=lambda: secrets.token_hex(4))
+    user: str | None = dataclasses.field(default_factory=lambda: f"{os.getuid()}:{os.getgid()}")
+    out = sys.stdout
+
+    def say(self, line: str) -> None:
+        print(line, file=self.out, flush=True)
+
+    def argv(self, run: Run, partial: str | None, label: str) -> tuple[list[str], str]:
+        name = f"vllm-bench-{self.session}-{label}"
+        argv = command.docker_argv(
+            sweep=self.sweep, run=run, target=self.target, results_dir=self.folder,
+            partial_name=partial, salt=command.cache_salt(self.session, label),
+            container_name=name, env=dict(os.environ), user=self.user, dataset_path=self.dataset_path)
+        return argv, name
+
+    def execute(self, argv: list[str], container: str, log: pathlib.Path) -> int:
+        """Run one container; on interruption kill it (the docker client alone would leave it)."""
+        with log.open("w") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:
+                subprocess.run(["docker", "kill", container], capture_output=True)
+                proc.wait()
+                raise
+
+    def warm_up(self, prompts: int) -> None:
+        """Requests with their own seed and salt, so the first measured run does not pay
+        for the server's first-request costs (CUDA graph capture, allocator growth)."""
+        smallest = min(self.sweep.cell_input_lens, key=lambda n: n or 0)
+        run = Run(max(self.sweep.concurrencies), smallest, self.sweep.output_len, 0, prompts,
+                  warmup_seed(self.sweep))
+        argv, name = self.argv(run, None, "warmup")
+        log = self.folder / results.LOGS / "warmup.log"
+        self.say(f"warm-up: {prompts} request(s)")
+        rc = self.execute(argv, name, log)
+        if rc != 0:
+            raise EndpointError(f"warm-up `vllm bench serve` exited {rc}: {tail(log, 1)}; "
+                                f"full output in {log}")
+
+    def one(self, run: Run) -> bool:
+        """Do one run; True when it completed without failed requests."""
+        partial = self.folder / results.partial_name(run)
+        partial.unlink(missing_ok=True)
+        argv, name = self.argv(run, results.partial_name(run), run.name)
+        log = self.folder / results.LOGS / f"{run.name}.log"
+        started = time.monotonic()
+        rc = self.execute(argv, name, log)
+        result = results.load_json(partial)
+        reason = results.incomplete_reason(result, run) if rc == 0 else f"vllm bench serve exited {rc}"
+        if reason is not None:
+            results.error_path(self.folder, run).write_text(json.dumps(
+                {"run": run.name, "returncode": rc, "reason": reason, "log_tail": tail(log, 20)}, indent=2))
+            partial.unlink(missing_ok=True)
+            self.say(f"{run.name}: ERROR {reason}; see {log}")
+            return False
+        os.replace(partial, results.run_path(self.folder, run))
+        results.error_path(self.folder, run).unlink(missing_ok=True)
+        tpot = result["median_tpot_ms"]
+        self.say(f"{run.name}: {result['completed']}/{run.num_prompts} ok, failed {result['failed']}, "
+                 f"{result['output_throughput']:.1f} out tok/s, "
+                 f"{1000 / tpot if tpot else 0:.1f} tok/s per stream, TTFT {result['median_ttft_ms']:.0f} ms "
+                 f"({time.monotonic() - started:.0f} s)")
+        return result["failed"] == 0
+
+    def run_all(self, warmup_prompts: int) -> int:
+        planned = runs(self.sweep)
+        pending = results.pending_runs(self.folder, planned)
+        self.say(f"sweep {self.folder}: {len(planned)} runs, {len(planned) - len(pending)} done, "
+                 f"{len(pending)} to go (session {self.session})")
+        clean = True
+        for run in results_complete_failures(self.folder, planned, pending):
+            self.say(f"{run.name}: kept, it had failed requests")
+            clean = False
+        if pending and warmup_prompts:
+            self.warm_up(warmup_prompts)
+        for run in pending:
+            clean = self.one(run) and clean
+        return 0 if clean else 1
+
+
+def results_complete_failures(folder: pathlib.Path, planned: list[Run], pending: list[Run]) -> list[Run]:
+    """Complete runs kept from an earlier invocation that had failed requests."""
+    done = [r for r in planned if r not in pending]
+    return [r for r in done if results.load_json(results.run_path(folder, r))["failed"]]
+
+
+def tail(path: pathlib.Path, lines: int) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return "\n".join(text[-lines:])
+
+
+def sigterm_as_interrupt() -> None:
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, handler)

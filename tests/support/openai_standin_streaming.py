@@ -1,0 +1,103 @@
+"""A STAND-IN for vLLM's streaming /v1/completions, for benchmark tests without a GPU.
+
+It extends tests/support/openai_standin.py's server with the route `vllm bench serve`
+drives: server-sent text_completion chunks, one per output token, paced like a decoding
+engine (a prefill delay per prompt token, then one token every `token_interval_s`), and a
+closing usage chunk (`stream_options.include_usage`). Prompt tokens are counted by
+splitting on whitespace, which is exactly what tests/support/word_tokenizer.py produces.
+
+Like vLLM it refuses a request whose prompt plus max_tokens exceed `max_model_len`
+(HTTP 400) and a malformed `cache_salt`; it records every completion request, and counts
+"cache hits": a request whose salt and leading `block_tokens` tokens repeat an earlier
+one, which vLLM's prefix cache would have served.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from tests.support.openai_standin import OpenAIStandIn, StandInResponse, error
+
+CACHE_SALT_FORBIDDEN = ("@", "/", "\\", "\0")
+
+
+@dataclass(frozen=True)
+class CompletionRecord:
+    prompt: str
+    prompt_tokens: int
+    max_tokens: int
+    cache_salt: str | None
+    status: int
+
+
+def salt_problem(salt) -> str | None:
+    """vLLM 0.33's rule for cache_salt (vllm/entrypoints/generate/base/protocol.py)."""
+    if salt is None:
+        return None
+    if not isinstance(salt, str) or not salt:
+        return "Parameter 'cache_salt' must be a non-empty string if provided."
+    if len(salt) > 128 or any(ch in salt for ch in CACHE_SALT_FORBIDDEN):
+        return "Parameter 'cache_salt' must be at most 128 characters and must not contain '@', '/', '\\\\', or NUL."
+    return None
+
+
+class StreamingCompletionsStandIn(OpenAIStandIn):
+    def __init__(self, *, max_model_len: int = 4096, token_interval_s: float = 0.004,
+                 prefill_s_per_token: float = 0.0001, block_tokens: int = 16, **kwargs):
+        super().__init__(**kwargs)
+        self.max_model_len = max_model_len
+        self.token_interval_s = token_interval_s
+        self.prefill_s_per_token = prefill_s_per_token
+        self.block_tokens = block_tokens
+        self.completions: list[CompletionRecord] = []
+        self.cache_hits = 0
+        self._seen_blocks: set = set()
+        self._lock = threading.Lock()
+        self.route("POST", "/v1/completions", self.stream_completion)
+
+    def _record(self, body: dict, prompt_tokens: int, status: int) -> None:
+        record = CompletionRecord(body.get("prompt"), prompt_tokens, body.get("max_tokens"),
+                                  body.get("cache_salt"), status)
+        with self._lock:
+            self.completions.append(record)
+            if status == 200:
+                key = (record.cache_salt, tuple(record.prompt.split()[: self.block_tokens]))
+                if prompt_tokens >= self.block_tokens and key in self._seen_blocks:
+                    self.cache_hits += 1
+                self._seen_blocks.add(key)
+
+    def stream_completion(self, body) -> StandInResponse:
+        if not isinstance(body, dict) or not isinstance(body.get("prompt"), str):
+            return error(400, "prompt: a string is required")
+        max_tokens, prompt_tokens = body.get("max_tokens"), len(body["prompt"].split())
+        if not isinstance(max_tokens, int) or max_tokens < 1 or not body.get("stream"):
+            self._record(body, prompt_tokens, 400)
+            return error(400, "this stand-in serves streaming requests with max_tokens >= 1")
+        problem = salt_problem(body.get("cache_salt"))
+        if problem is None and prompt_tokens + max_tokens > self.max_model_len:
+            problem = (f"This model's maximum context length is {self.max_model_len} tokens. However, you "
+                       f"requested {prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, "
+                       f"{max_tokens} in the completion). Please reduce the length of the messages or completion.")
+        if problem:
+            self._record(body, prompt_tokens, 400)
+            return error(400, problem)
+        self._record(body, prompt_tokens, 200)
+        usage = (body.get("stream_options") or {}).get("include_usage")
+        return StandInResponse(200, events=self._events(max_tokens, prompt_tokens, usage),
+                               delay_s=self.prefill_s_per_token * prompt_tokens)
+
+    def _events(self, max_tokens: int, prompt_tokens: int, usage: bool):
+        """Generated lazily, so each chunk leaves when a decoding engine would send it."""
+        created = int(time.time())
+        for i in range(max_tokens):
+            if i:
+                time.sleep(self.token_interval_s)
+            yield {"id": "cmpl-standin", "object": "text_completion", "created": created, "model": self.model,
+                   "choices": [{"index": 0, "text": f" w{i % 97}", "logprobs": None,
+                                "finish_reason": "length" if i == max_tokens - 1 else None,
+                                "stop_reason": None}]}
+        if usage:
+            yield {"id": "cmpl-standin", "object": "text_completion", "created": created, "model": self.model,
+                   "choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": max_tokens,
+                                            "total_tokens": prompt_tokens + max_tokens}}
