@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 import hashlib
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from patches import turing_clamp
 from patches.clamp_placement import plan
 from tests.support import vllm_releases
 
+REPO = Path(__file__).resolve().parents[2]
 TABLE_BEGIN = "<!-- clamp-releases:begin (bench/clamp_releases --write-doc) -->"
 TABLE_END = "<!-- clamp-releases:end -->"
 
@@ -39,6 +42,22 @@ class Cycle:
         return (self.first_apply == "applied" and self.parses and self.check == "present"
                 and self.second_apply == "already" and self.byte_identical
                 and self.show_empty and self.strip_restores)
+
+
+def run_cli(*args, env=None) -> subprocess.CompletedProcess:
+    """`python -m patches.turing_clamp ARGS` from the repository root."""
+    return subprocess.run([sys.executable, "-m", "patches.turing_clamp", *map(str, args)],
+                          cwd=REPO, capture_output=True, text=True, env=env)
+
+
+def names(node: ast.AST, ctx: type) -> set[str]:
+    """Names a statement stores (ctx=ast.Store) or reads (ctx=ast.Load)."""
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)}
+
+
+def launcher_of(source) -> ast.FunctionDef:
+    tree = ast.parse(source)
+    return next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "unified_attention")
 
 
 def copy_release(version: str, into: Path) -> Path:

@@ -4,32 +4,15 @@ import hashlib
 import json
 import os
 import stat
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from patches import turing_clamp
 from patches.clamp_placement import PATCH_VERSION, VERSION_NAME
 from tests.support import clamp_cycle
+from tests.support.clamp_cycle import launcher_of as launcher, names, run_cli
 
-REPO = Path(__file__).resolve().parents[2]
 TILES = {"TILE_SIZE_PREFILL", "TILE_SIZE_DECODE"}
-
-
-def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "patches.turing_clamp", *map(str, args)],
-                          cwd=REPO, capture_output=True, text=True)
-
-
-def launcher(source):
-    tree = ast.parse(source)
-    return next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "unified_attention")
-
-
-def names(stmt, ctx):
-    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)}
 
 
 def renamed_tiles(source):
@@ -157,7 +140,6 @@ def test_a_second_clamp_call_is_counted_and_refused(tmp_path):
     target = clamp_cycle.copy_release("0.33.0", tmp_path)
     turing_clamp.apply(target)
     source = target.read_text()
-    tree = ast.parse(source)
     call = next(s for s in launcher(source).body if "_vllm_turing_clamp" in ast.unparse(s))
     lines = source.splitlines(keepends=True)
     doubled = lines[:call.end_lineno] + lines[call.lineno - 1:call.end_lineno] + lines[call.end_lineno:]
@@ -167,7 +149,6 @@ def test_a_second_clamp_call_is_counted_and_refused(tmp_path):
     checked = run_cli("check", "--target", target)
     assert checked.returncode == 2 and "1 clamp definitions and 2 clamp calls" in checked.stderr
     assert_refused(run_cli("apply", "--target", target), target, before, "2 clamp calls", "0.33.0")
-    assert tree is not None
 
 
 def test_a_comment_mentioning_the_clamp_is_not_a_clamp(tmp_path):

@@ -12,19 +12,11 @@ import pytest
 from patches import turing_clamp
 from patches.clamp_placement import CLAMP_FUNCTION
 from tests.support import clamp_cycle, vllm_releases
+from tests.support.clamp_cycle import launcher_of, names, run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 CONTRACT_KEYS = {"file", "vllm_version", "outcome", "sha256_before", "sha256_after",
                  "patch_version", "message"}
-
-
-def run_cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "patches.turing_clamp", *map(str, args)],
-                          cwd=REPO, capture_output=True, text=True, env=env)
-
-
-def launcher_of(tree):
-    return next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "unified_attention")
 
 
 @pytest.mark.parametrize("version", vllm_releases.RELEASES)
@@ -41,17 +33,13 @@ def test_cycle_on_release(version, tmp_path):
 @pytest.mark.parametrize("version", vllm_releases.RELEASES)
 def test_clamp_call_sits_between_last_assignment_and_first_read(version, tmp_path):
     target = clamp_cycle.copy_release(version, tmp_path)
-    original = ast.parse(target.read_bytes())
+    original = target.read_bytes()
     assert turing_clamp.apply(target).outcome == "applied"
-    body = launcher_of(ast.parse(target.read_bytes())).body
+    body = launcher_of(target.read_bytes()).body
     index = next(i for i, stmt in enumerate(body)
                  if any(isinstance(n, ast.Call) and getattr(n.func, "id", None) == CLAMP_FUNCTION
                         for n in ast.walk(stmt)))
     tiles = {"TILE_SIZE_PREFILL", "TILE_SIZE_DECODE"}
-
-    def names(stmt, ctx):
-        return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)}
-
     assert tiles & names(body[index - 1], ast.Store), "the statement before the clamp assigns a tile size"
     assert not any(tiles & names(stmt, ast.Store) for stmt in body[index + 1:])
     assert not any(tiles & names(stmt, ast.Load) for stmt in body[:index]
