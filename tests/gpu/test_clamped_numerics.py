@@ -1,0 +1,115 @@
+"""The clamped tile configuration computes the same attention as vLLM's default one.
+
+vLLM 0.33.0's patched unified_attention runs twice on every Gemma 4 case, each in its
+own process: clamped (VLLM_TURING_SMEM_LIMIT=65536 with a fit table compiled for sm_75,
+so the tiles are those a Turing GPU launches) and default (no limit: the H200's own
+232,448 bytes, where vLLM's tiles fit unchanged). Both are compared with a float32
+reference of paged attention computed from the same fp16 inputs.
+"""
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from tests.support.attention_cases import CASE_NAMES, case_named
+
+# fp16 inputs, fp32 accumulation: outputs are O(0.1..1) (see paged_attention.QUERY_GAIN),
+# rounding them to fp16 alone costs up to ~1e-3.
+MAX_ABS_TOLERANCE = 2e-2
+MEAN_ABS_TOLERANCE = 1e-3
+MODES = ("clamped", "default")
+
+
+@pytest.fixture(scope="module")
+def runs(vllm_site, fit_table, scratch):
+    """{mode: (folder with <case>.pt outputs, {case: launches})} for both modes."""
+    from tests.support.gpu_site import run_attention
+
+    results = {}
+    for mode in MODES:
+        folder = scratch / f"outputs-{mode}"
+        results[mode] = (folder, run_attention(vllm_site, fit_table, mode, folder)["cases"])
+    return results
+
+
+@functools.lru_cache(maxsize=1)
+def reference(case_name: str):
+    """The float32 reference of one case on the GPU (kept while that case's tests run)."""
+    from tests.support.paged_attention import make_batch, reference_attention
+
+    case = case_named(case_name)
+    return reference_attention(make_batch(case, device="cuda"), case.layer)
+
+
+def output(runs, mode: str, case_name: str):
+    import torch
+
+    return torch.load(runs[mode][0] / f"{case_name}.pt").cuda()
+
+
+def attention_launch(runs, mode: str, case_name: str) -> dict:
+    launches = [l for l in runs[mode][1][case_name] if l["kernel"] == "kernel_unified_attention"]
+    assert len(launches) == 1, f"{case_name} ({mode}) launched the attention kernel {len(launches)} times"
+    return launches[0]
+
+
+@pytest.mark.parametrize("case_name", CASE_NAMES)
+def test_launch_takes_the_phase_kernel_path(runs, case_name):
+    """Prefill batches take the 2D kernel, decode batches the 3D split-K kernel and its reduction,
+    and the reduction uses the tile size the clamped kernel ran with."""
+    expect_3d = case_named(case_name).phase == "decode"
+    for mode in MODES:
+        launch = attention_launch(runs, mode, case_name)
+        assert launch["IS_3D"] is expect_3d, f"{case_name} ({mode}): IS_3D={launch['IS_3D']}"
+        reductions = [l for l in runs[mode][1][case_name] if l["kernel"] == "reduce_segments"]
+        assert [r["TILE_SIZE"] for r in reductions] == ([launch["TILE_SIZE"]] if expect_3d else [])
+
+
+def test_clamp_shrinks_the_head_512_prefill_tile(runs):
+    """The launch users report (head 512, 2D, TILE_SIZE 32: 98,304 bytes on sm_75) is clamped."""
+    default = attention_launch(runs, "default", "global-h512-prefill")["TILE_SIZE"]
+    clamped = attention_launch(runs, "clamped", "global-h512-prefill")["TILE_SIZE"]
+    assert clamped < default, f"TILE_SIZE {clamped} clamped vs {default} default: the clamp changed nothing"
+
+
+@pytest.mark.parametrize("case_name", CASE_NAMES)
+def test_clamped_tiles_fit_turing_shared_memory(runs, fit_table, figures, case_name):
+    """Every clamped launch needs at most 65,536 bytes on sm_75, by the compiled fit table;
+    no clamped tile is larger than vLLM's default."""
+    from tests.support.gpu_site import TURING_LIMIT, turing_needs
+
+    needs = turing_needs(fit_table)
+    rows = {}
+    for mode in MODES:
+        launch = attention_launch(runs, mode, case_name)
+        key = ("3d" if launch["IS_3D"] else "2d", launch["HEAD_SIZE_PADDED"], "float16", launch["BLOCK_M"],
+               launch["num_warps"], launch["num_stages"])
+        rows[mode] = {"tile_size": launch["TILE_SIZE"], "sm75_shared": needs.get(key, {}).get(launch["TILE_SIZE"]),
+                      "launch": list(key)}
+    figures.setdefault("tiles", {})[case_name] = rows
+    assert rows["clamped"]["sm75_shared"] is not None, (
+        f"{case_name}: fit table {fit_table} has no sm_75 entry for {rows['clamped']}")
+    assert rows["clamped"]["sm75_shared"] <= TURING_LIMIT
+    assert rows["clamped"]["tile_size"] <= rows["default"]["tile_size"]
+
+
+@pytest.mark.parametrize("case_name,mode", [(c, m) for c in CASE_NAMES for m in MODES])
+def test_output_matches_float32_reference(runs, figures, case_name, mode):
+    from tests.support.paged_attention import error_figures
+
+    expected = reference(case_name)
+    errors = error_figures(output(runs, mode, case_name), expected)
+    figures.setdefault("errors", {}).setdefault(case_name, {})[mode] = errors
+    assert errors["ref_std"] > 0.1, f"{case_name}: reference outputs are too small to judge ({errors})"
+    assert errors["max_abs"] <= MAX_ABS_TOLERANCE, f"{case_name} ({mode}): {errors}"
+    assert errors["mean_abs"] <= MEAN_ABS_TOLERANCE, f"{case_name} ({mode}): {errors}"
+
+
+@pytest.mark.parametrize("case_name", CASE_NAMES)
+def test_clamped_and_default_outputs_agree(runs, figures, case_name):
+    from tests.support.paged_attention import error_figures
+
+    differences = error_figures(output(runs, "clamped", case_name), output(runs, "default", case_name))
+    figures.setdefault("clamped_vs_default", {})[case_name] = differences
+    assert differences["max_abs"] <= MAX_ABS_TOLERANCE, f"{case_name}: {differences}"

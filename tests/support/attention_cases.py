@@ -1,0 +1,74 @@
+"""The Gemma 4 attention batches the GPU tier runs through vLLM's unified_attention
+(standard library only, so tests can be parametrized by them on hosts without torch)."""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+BLOCK_SIZE = 16
+# (query_len, seq_len) per sequence: query lengths from 1 to 2,048 in one batch, with
+# and without cached context, sequences up to 8,192 tokens.
+PREFILL_BATCH = ((1, 1), (1, 8192), (3, 77), (16, 16), (100, 1100), (513, 513),
+                 (1000, 5000), (2048, 2048), (2048, 8192))
+# One new token per sequence; 8 sequences stay within the split-K threshold
+# (128 // KV heads) of every layer below, so the launcher takes the 3D path.
+DECODE_BATCH = tuple((1, n) for n in (1, 17, 512, 1025, 2049, 4096, 7777, 8192))
+PHASES = (("prefill", PREFILL_BATCH), ("decode", DECODE_BATCH))
+# vLLM 0.33.0's Triton backend (vllm/v1/attention/backends/triton_attn.py)
+NUM_PAR_SOFTMAX_SEGMENTS = 16
+MIN_LAUNCH_GRID_SIZE_2D = 128
+
+
+@dataclasses.dataclass(frozen=True)
+class Layer:
+    """One Gemma 4 attention layer kind (heads as in the unsharded model)."""
+
+    name: str
+    num_query_heads: int
+    num_kv_heads: int
+    head_size: int
+    sliding_window: int | None  # tokens; None = global attention
+
+    @property
+    def window_size(self) -> tuple[int, int]:
+        """vLLM's (left, right) window argument for a causal layer."""
+        return (self.sliding_window - 1, 0) if self.sliding_window else (-1, -1)
+
+    @property
+    def seq_threshold_3d(self) -> int:
+        """Batches of up to this many sequences take the split-K (3D) kernel in vLLM's backend."""
+        return MIN_LAUNCH_GRID_SIZE_2D // self.num_kv_heads
+
+
+# Gemma 4 31B global layers; 31B / 12B sliding layers (window 1024); E4B sliding (window 512).
+LAYERS = (
+    Layer("global-h512", 32, 4, 512, None),
+    Layer("sliding-h256-w1024", 32, 16, 256, 1024),
+    Layer("sliding-h256-w512", 8, 2, 256, 512),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    layer: Layer
+    phase: str  # "prefill" (2D kernel) or "decode" (3D split-K kernel)
+    batch: tuple[tuple[int, int], ...]
+    seed: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.layer.name}-{self.phase}"
+
+
+CASES = tuple(
+    Case(layer, phase, batch, seed=index)
+    for index, (layer, (phase, batch)) in enumerate(itertools.product(LAYERS, PHASES))
+)
+CASE_NAMES = tuple(case.name for case in CASES)
+
+
+def case_named(name: str) -> Case:
+    for case in CASES:
+        if case.name == name:
+            return case
+    raise KeyError(f"no case {name!r}; known: {', '.join(CASE_NAMES)}")

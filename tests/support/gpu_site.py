@@ -1,0 +1,135 @@
+"""A runnable, clamped copy of the pinned vLLM's Python package for the GPU tier.
+
+The GPU machine has torch and Triton but no vLLM, and vLLM's compiled extensions are
+not needed by its Triton attention kernel. vLLM 0.33.0's kernel runs there from the
+package's Python files plus three things: the dist-info METADATA (vLLM looks its own
+version up and disables Triton when it cannot) and two empty modules standing in for
+the compiled `vllm._C` and `vllm._C_stable_libtorch`, which the CUDA platform imports.
+
+The runner (tests/gpu/run-on-device) prepares the site and the fit table once and hands
+them to pytest and the benchmark through VLLM_TURING_GPU_SITE / VLLM_TURING_FIT_TABLE;
+without those variables `ensure_site()` / `ensure_fit_table()` prepare their own.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from patches import turing_clamp
+
+REPO = Path(__file__).resolve().parents[2]
+SITE_ENV = "VLLM_TURING_GPU_SITE"
+TABLE_ENV = "VLLM_TURING_FIT_TABLE"
+LAUNCHER = Path("vllm/v1/attention/ops/triton_unified_attention.py")
+COMPILED_EXTENSIONS = ("_C", "_C_stable_libtorch")
+# The clamp is forced to a Turing GPU's opt-in shared memory; the fit table holds what the
+# kernel needs when compiled for sm_75, so the clamped tiles are those a T4 would launch.
+TURING_LIMIT = 65536
+TURING_CC = 75
+
+
+class SiteError(RuntimeError):
+    """The site or the fit table could not be prepared (message says what and what to do)."""
+
+
+def add_compiled_extension_standins(site: Path) -> list[Path]:
+    """Empty vllm/_C.py and vllm/_C_stable_libtorch.py: importable, with no kernels in them."""
+    written = []
+    for name in COMPILED_EXTENSIONS:
+        standin = site / "vllm" / f"{name}.py"
+        if not standin.exists():
+            standin.write_text('"""Empty stand-in for a compiled vLLM extension (GPU tier)."""\n')
+            written.append(standin)
+    return written
+
+
+def prepare_site(tarball: Path, site: Path) -> dict:
+    """Unpack the package tarball into `site`, add the stand-ins, apply the clamp; the clamp's report."""
+    site.mkdir(parents=True, exist_ok=True)
+    if not (site / LAUNCHER).is_file():
+        with tarfile.open(tarball) as tar:
+            tar.extractall(site, filter="data")
+    if not (site / LAUNCHER).is_file():
+        raise SiteError(f"{tarball} holds no {LAUNCHER}; expected the vllm package's Python files "
+                        "(tests.support.vllm_releases.package_tarball)")
+    add_compiled_extension_standins(site)
+    report = turing_clamp.apply(site / LAUNCHER).to_dict()
+    if report["outcome"] not in ("applied", "already"):
+        raise SiteError(f"the clamp was not placed in {site / LAUNCHER}: {report['outcome']}: {report['message']}")
+    return report
+
+
+def python_env(site: Path, fit_table: Path | None = None, **extra: str) -> dict:
+    """The environment of a process that imports the site's vLLM and our code."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), str(REPO), env.get("PYTHONPATH")]))
+    if fit_table is not None:
+        env[TABLE_ENV] = str(fit_table)
+    env.pop("VLLM_TURING_SMEM_LIMIT", None)
+    env.update(extra)
+    return env
+
+
+def write_fit_table(site: Path, table: Path) -> dict:
+    """Run the fit check for sm_75 on the site's launcher; its JSON report (the table is at `table`)."""
+    command = [sys.executable, "-m", "patches.fitcheck", "--device", "sm75", "--write-table", str(table), "--json"]
+    done = subprocess.run(command, cwd=REPO, env=python_env(site), capture_output=True, text=True)
+    if done.returncode not in (0, 1) or not table.is_file():
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SiteError(f"the fit check exited {done.returncode} without a table: {tail}")
+    return json.loads(done.stdout)
+
+
+def ensure_site(scratch: Path) -> Path:
+    """The prepared site: $VLLM_TURING_GPU_SITE, else one unpacked under `scratch` from the cache."""
+    if os.environ.get(SITE_ENV):
+        site = Path(os.environ[SITE_ENV])
+        if not (site / LAUNCHER).is_file():
+            raise SiteError(f"{SITE_ENV}={site} holds no {LAUNCHER}; run tests/gpu/run-on-device or unset it")
+        return site
+    from tests.support.vllm_releases import PINNED, package_tarball
+
+    site = scratch / "site"
+    prepare_site(package_tarball(PINNED), site)
+    return site
+
+
+def ensure_fit_table(site: Path, scratch: Path) -> Path:
+    """The fit table: $VLLM_TURING_FIT_TABLE when it exists, else one written under `scratch`."""
+    given = os.environ.get(TABLE_ENV)
+    if given and Path(given).is_file():
+        return Path(given)
+    table = scratch / "fit-table.json"
+    write_fit_table(site, table)
+    return table
+
+
+def turing_needs(table: Path) -> dict[tuple, dict[int, int]]:
+    """{(path, head_size_padded, dtype, block_m, num_warps, num_stages): {tile: shared}} for sm_75."""
+    needs: dict[tuple, dict[int, int]] = {}
+    for entry in json.loads(table.read_text())["entries"]:
+        if entry["cc"] == TURING_CC:
+            key = (entry["path"], entry["head_size_padded"], entry["dtype"], entry["block_m"],
+                   entry["num_warps"], entry["num_stages"])
+            needs.setdefault(key, {})[int(entry["tile_size"])] = int(entry["shared"])
+    return needs
+
+
+MODES = {"clamped": str(TURING_LIMIT), "default": None}
+
+
+def run_attention(site: Path, table: Path, mode: str, out_dir: Path, timed: bool = False) -> dict:
+    """Run every case in a fresh process in `mode` (see MODES); the launches it recorded."""
+    limit = MODES[mode]
+    extra = {"VLLM_TURING_SMEM_LIMIT": limit} if limit else {}
+    command = [sys.executable, "-m", "tests.support.unified_attention_run", "--out", str(out_dir)]
+    done = subprocess.run(command + (["--time"] if timed else []), cwd=REPO,
+                          env=python_env(site, table, **extra), capture_output=True, text=True)
+    if done.returncode:
+        tail = "\n".join(done.stderr.strip().splitlines()[-15:])
+        raise SiteError(f"unified_attention ({mode}) exited {done.returncode}:\n{tail}")
+    return json.loads((out_dir / "launches.json").read_text())
