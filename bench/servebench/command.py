@@ -79,8 +79,8 @@ def bench_args(*, sweep: Sweep, run: Run, target: Target, tokenizer: str, result
             # greedy on both sides of an A/B: otherwise each image's generation_config decides
             "--temperature", "0",
             "--extra-body", json.dumps({"cache_salt": salt}),
-            # the ready check and warm-ups send the run's first prompt ahead of the run,
-            # which would then hit the prefix cache: the driver probes and warms up itself
+            # the ready check and warm-ups send the run's first prompt ahead of the run, which
+            # would then hit the prefix cache; off by default in 0.33, not in earlier releases
             "--ready-check-timeout-sec", "0", "--num-warmups", "0",
             "--percentile-metrics", "ttft,tpot,itl,e2el", "--disable-tqdm"]
     if sweep.dataset == "random":
