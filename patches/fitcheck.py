@@ -1,0 +1,184 @@
+"""Build-time proof that every attention launch fits the GPU's shared memory.
+
+    python -m patches.fitcheck --device sm75|sm70|sm86|sm90 [--cc N --limit BYTES]
+        [--model-config config.json] [--compare-unpatched] [--write-table PATH] [--json]
+
+Calls vLLM's real unified_attention() with CPU tensors shaped like each layer (built-in
+Gemma 4 classes, or the model of --model-config), records the kernel launches it makes on
+the simulated device, cross-compiles each with the installed Triton for that compute
+capability and compares the compiled kernel's shared memory with the limit.
+
+--write-table PATH first compiles the unpatched launcher's launches, and smaller tiles where they do not fit,
+and merges them into the fit table the clamp reads, then records the patched launches.
+Exit: 0 every launch fits, 1 a launch exceeds the limit (named on stderr), 2 bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from patches import fitcheck_report as report_
+from patches import shapes as shapes_
+
+DEVICES = {  # name: (compute capability, opt-in shared memory per block in bytes)
+    "sm70": (70, 98_304),
+    "sm75": (75, 65_536),
+    "sm86": (86, 101_376),
+    "sm90": (90, 232_448),
+}
+
+
+class UsageError(ValueError):
+    """Bad input (exit 2)."""
+
+
+@dataclass
+class FitOptions:
+    device: str | None = "sm75"
+    cc: int | None = None
+    limit: int | None = None
+    model_config: str | None = None
+    compare_unpatched: bool = False
+    write_table: str | None = None
+    workers: int | None = None
+
+
+def resolve_device(options: FitOptions) -> dict:
+    """{name, cc, limit} from a preset, overridden by --cc / --limit."""
+    if options.device is not None and options.device not in DEVICES:
+        raise UsageError(f"--device {options.device!r} is unknown; use one of {', '.join(DEVICES)} "
+                         "or give --cc and --limit")
+    cc, limit = DEVICES.get(options.device, (None, None))
+    cc = options.cc if options.cc is not None else cc
+    limit = options.limit if options.limit is not None else limit
+    if cc is None or limit is None:
+        raise UsageError("no device: pass --device NAME, or both --cc N and --limit BYTES")
+    if cc < 70 or limit <= 0:
+        raise UsageError(f"cc {cc} / limit {limit}: expected cc >= 70 (Volta and newer) and limit > 0 bytes")
+    name = options.device if options.cc is None and options.limit is None else f"sm{cc}"
+    return {"name": name, "cc": cc, "limit": limit}
+
+
+def resolve_shapes(options: FitOptions) -> list:
+    if options.model_config:
+        return shapes_.load_model_config(options.model_config)
+    return shapes_.builtin_shapes()
+
+
+def _versions() -> dict:
+    import triton
+
+    try:
+        vllm_version = importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        vllm_version = "unknown"
+    return {"vllm": vllm_version, "triton": triton.__version__}
+
+
+def _unpatched_launcher(installed):
+    """The installed launcher with the clamp taken out (itself when it carries none)."""
+    from patches.fitcheck_recorder import launcher_from_source
+    from patches.turing_clamp import strip_clamp
+
+    source = Path(installed.__file__).read_text(encoding="utf-8")
+    unpatched = strip_clamp(source)
+    return installed if unpatched == source else launcher_from_source(unpatched)
+
+
+def _write_fit_table(path: Path, default_launches: list, device: dict, versions: dict, workers) -> dict:
+    from patches import fitcheck_table as table_
+    from patches.fitcheck_compiler import compile_launches
+
+    existing = table_.read_table(path)
+    entries = table_.tile_search(default_launches, device["cc"], device["limit"],
+                                 lambda requests: compile_launches(requests, device["cc"], workers))
+    document = table_.merge(existing, entries, versions)
+    table_.write_table(path, document)
+    return {"path": str(path), "entries_written": len(entries), "entries": len(document["entries"])}
+
+
+def run(options: FitOptions) -> dict:
+    """The JSON report (docs/architecture.md). Raises UsageError / ConfigError / LauncherError /
+    TableError on bad input."""
+    from patches.fitcheck_compiler import compile_launches
+    from patches.fitcheck_matrix import build_matrix
+    from patches.fitcheck_recorder import installed_launcher, record_launches, release_features
+
+    started = time.monotonic()
+    device = resolve_device(options)
+    shapes = resolve_shapes(options)
+    cc, limit = device["cc"], device["limit"]
+    installed = installed_launcher()
+    versions = _versions()
+    cases = build_matrix(shapes, release_features(installed)["mm_prefix"])
+
+    defaults = None
+    if options.compare_unpatched or options.write_table:
+        defaults = record_launches(_unpatched_launcher(installed), cases, cc, limit)
+    table = None
+    if options.write_table:
+        # Before the patched launches are recorded: the clamp decides from this table.
+        table = _write_fit_table(Path(options.write_table), defaults, device, versions, options.workers)
+    patched = record_launches(installed, cases, cc, limit, options.write_table)
+
+    compared = defaults if options.compare_unpatched else []
+    launches = patched + compared
+    results = compile_launches([(l.fn, l.params, l.options) for l in launches], cc, options.workers)
+    rows = [report_.launch_row(launch, result, limit) for launch, result in zip(launches, results)]
+    return report_.build_report(
+        versions=versions, device=device, launches=rows[:len(patched)],
+        unpatched=rows[len(patched):] if options.compare_unpatched else None,
+        elapsed_s=time.monotonic() - started, table=table,
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m patches.fitcheck", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=sorted(DEVICES), help="target GPU preset (default sm75 "
+                        "unless --cc and --limit are given)")
+    parser.add_argument("--cc", type=int, help="compute capability as an integer, e.g. 75")
+    parser.add_argument("--limit", type=int, help="shared memory per block in bytes")
+    parser.add_argument("--model-config", metavar="PATH", help="HF config.json of the model to check "
+                        "(default: the built-in Gemma 4 classes)")
+    parser.add_argument("--compare-unpatched", action="store_true",
+                        help="also record the launcher without the clamp; report inertness")
+    parser.add_argument("--write-table", metavar="PATH", help="compile candidate tiles and merge them "
+                        "into the fit table at PATH before checking")
+    parser.add_argument("--workers", type=int, help="compile processes (default: CPU count)")
+    parser.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    device = args.device or (None if args.cc is not None and args.limit is not None else "sm75")
+    options = FitOptions(device, args.cc, args.limit, args.model_config, args.compare_unpatched,
+                         args.write_table, args.workers)
+    from patches.fitcheck_recorder import LauncherError
+    from patches.fitcheck_table import TableError
+
+    try:
+        resolve_device(options)
+        resolve_shapes(options)  # bad configs are refused before vLLM is imported
+        report = run(options)
+    except (UsageError, shapes_.ConfigError, LauncherError, TableError) as error:
+        print(f"fitcheck: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print(report_.format_table(report))
+        print(report_.summary(report))
+    for line in report_.failures(report):
+        print(f"fitcheck: does not fit: {line}", file=sys.stderr)
+    return 0 if report["all_fit"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,279 @@
+"""Runs vLLM's real attention launcher on CPU tensors and records the kernel launches it makes.
+
+Nothing runs on a GPU: the launched kernel objects are swapped for recorders, and the device
+the launcher consults (capability, shared-memory limit) is simulated at the edge.
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from patches.fitcheck_matrix import CONTEXT_LEN, Case
+
+LAUNCHER_MODULE = "vllm.v1.attention.ops.triton_unified_attention"
+# Kernel objects the launcher indexes with a grid, across releases 0.19 to 0.33.
+LAUNCHED_KERNELS = (
+    "kernel_unified_attention",
+    "kernel_unified_attention_2d",
+    "kernel_unified_attention_3d",
+    "reduce_segments",
+)
+NUM_PAR_SOFTMAX_SEGMENTS = 16  # vLLM's Triton backend
+MIN_LAUNCH_GRID_SIZE_2D = 128  # vLLM's Triton backend
+# What the clamp reads where no CUDA device answers (patches/clamp_runtime.py).
+SMEM_LIMIT_ENV = "VLLM_TURING_SMEM_LIMIT"
+CC_ENV = "VLLM_TURING_CC"
+FIT_TABLE_ENV = "VLLM_TURING_FIT_TABLE"
+# The clamp caches decisions and tables per process, keyed without the limit: a new
+# simulated device must start from nothing.
+CLAMP_CACHES = ("_vllm_turing_clamp_cache", "_vllm_turing_fit_tables")
+
+
+class LauncherError(RuntimeError):
+    """The launcher cannot be loaded or called the way the fit check needs (exit 2)."""
+
+
+@dataclass
+class Launch:
+    """One recorded kernel launch: the kernel, its grid, arguments by name, launch options."""
+
+    case: Case
+    kernel_name: str
+    fn: object  # triton JITFunction
+    grid: tuple
+    params: dict
+    options: dict = field(default_factory=dict)
+
+    @property
+    def path(self) -> str:
+        if self.kernel_name == "reduce_segments":
+            return "reduce"
+        if self.kernel_name.endswith("_3d") or self.params.get("IS_3D"):
+            return "3d"
+        return "2d"
+
+    def param(self, name):
+        value = self.params.get(name)
+        return getattr(value, "value", value)  # tl.constexpr defaults
+
+
+def prepare_cpu_host() -> None:
+    """vLLM disables Triton when no GPU driver is active unless CUDA_VISIBLE_DEVICES is ''."""
+    if "CUDA_VISIBLE_DEVICES" not in os.environ and not os.path.exists("/dev/nvidiactl"):
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
+
+def installed_launcher():
+    """The launcher module vLLM serves with (patched or not)."""
+    prepare_cpu_host()
+    try:
+        module = importlib.import_module(LAUNCHER_MODULE)
+    except Exception as error:  # any import failure of vLLM is one line for the user
+        raise LauncherError(
+            f"cannot import {LAUNCHER_MODULE} ({type(error).__name__}: {error}); "
+            "run the fit check inside the vLLM image"
+        ) from None
+    _require_real_triton(module)
+    return module
+
+
+_scratch_dirs: list[str] = []
+
+
+def launcher_from_source(source: str, name: str = "vllm_turing_unpatched_attention"):
+    """Executes a launcher's source as a separate module (Triton reads kernel source from file)."""
+    prepare_cpu_host()
+    directory = tempfile.mkdtemp(prefix="vllm-turing-launcher-")
+    if not _scratch_dirs:
+        atexit.register(lambda: [shutil.rmtree(d, ignore_errors=True) for d in _scratch_dirs])
+    _scratch_dirs.append(directory)
+    path = Path(directory) / f"{name}.py"
+    path.write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        raise LauncherError(
+            f"cannot execute the launcher source as {name} ({type(error).__name__}: {error}); "
+            "it must be a triton_unified_attention.py of the installed vLLM's release line"
+        ) from None
+    _require_real_triton(module)
+    return module
+
+
+def _require_real_triton(module) -> None:
+    kernels = [getattr(module, name) for name in LAUNCHED_KERNELS if hasattr(module, name)]
+    if not kernels or not all(hasattr(k, "arg_names") for k in kernels):
+        raise LauncherError(
+            f"{module.__name__} has no Triton kernels (vLLM disabled Triton on this host); "
+            "set CUDA_VISIBLE_DEVICES= (empty) on hosts without a GPU"
+        )
+
+
+@contextlib.contextmanager
+def _environment(values: dict):
+    saved = {name: os.environ.get(name) for name in values}
+    try:
+        os.environ.update({name: value for name, value in values.items() if value is not None})
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextlib.contextmanager
+def simulated_device(module, cc: int, limit: int, fit_table: str | None = None):
+    """The launcher in `module` sees compute capability `cc` and `limit` bytes of shared
+    memory per block (and the clamp, if present, the fit table at `fit_table`).
+
+    vLLM's platform object answers capability questions; its class methods are replaced for
+    the duration (subclass overrides that would ask NVML included) and restored afterwards.
+    """
+    from vllm.platforms import current_platform
+    from vllm.platforms.interface import DeviceCapability, Platform
+
+    platform_cls = type(current_platform)
+    capability = DeviceCapability(cc // 10, cc % 10)
+    replacements = {"get_device_capability": classmethod(lambda cls, device_id=0: capability)}
+    for name in ("has_device_capability", "is_device_capability", "is_device_capability_family"):
+        if name in Platform.__dict__:
+            replacements[name] = Platform.__dict__[name]
+    saved = {name: platform_cls.__dict__.get(name) for name in replacements}
+    environment = {SMEM_LIMIT_ENV: str(limit), CC_ENV: str(cc), FIT_TABLE_ENV: fit_table}
+    try:
+        for name, value in replacements.items():
+            setattr(platform_cls, name, value)
+        for name in CLAMP_CACHES:
+            getattr(module, name, {}).clear()
+        with _environment(environment):
+            yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                delattr(platform_cls, name)
+            else:
+                setattr(platform_cls, name, value)
+        for name in CLAMP_CACHES:
+            getattr(module, name, {}).clear()
+
+
+class _Recorder:
+    """Stands where a launched kernel stands: `kernel[grid](...)` records instead of running."""
+
+    def __init__(self, name: str, fn, sink: list):
+        self.name, self.fn, self.sink = name, fn, sink
+        self.signature = inspect.signature(fn.fn)
+        self.case = None
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            options = {k: kwargs.pop(k) for k in list(kwargs) if k not in self.signature.parameters}
+            bound = self.signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            self.sink.append(Launch(self.case, self.name, self.fn, tuple(grid), dict(bound.arguments), options))
+
+        return launch
+
+
+@contextlib.contextmanager
+def recording(module):
+    """Swaps the module's launched kernels for recorders; yields (recorders, launches list)."""
+    launches: list[Launch] = []
+    originals = {name: getattr(module, name) for name in LAUNCHED_KERNELS if hasattr(module, name)}
+    recorders = [_Recorder(name, fn, launches) for name, fn in originals.items()]
+    try:
+        for recorder in recorders:
+            setattr(module, recorder.name, recorder)
+        yield recorders, launches
+    finally:
+        for name, fn in originals.items():
+            setattr(module, name, fn)
+
+
+def release_features(module) -> dict:
+    """What this release's launcher accepts, for building the matrix."""
+    parameters = inspect.signature(module.unified_attention).parameters
+    return {"mm_prefix": "mm_prefix_range" in parameters}
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def case_arguments(case: Case, dtype_name: str = "float16") -> dict:
+    """unified_attention() keyword arguments for a case, shaped as vLLM's Triton backend passes
+    them (KV cache view of [blocks, kv_heads, block, 2*head], split-K scratch buffers)."""
+    import torch
+
+    shape = case.shape
+    dtype = getattr(torch, dtype_name)
+    tokens = case.num_seqs * case.query_len
+    seq_len = CONTEXT_LEN + case.query_len
+    blocks_per_seq = _cdiv(seq_len, shape.block_size)
+    num_blocks = case.num_seqs * blocks_per_seq + 1
+    head_padded = 1 << (shape.head_size - 1).bit_length()
+
+    kv_cache = torch.empty(num_blocks, shape.num_kv_heads, shape.block_size, 2 * shape.head_size, dtype=dtype)
+    key_cache, value_cache = kv_cache.transpose(1, 2).split(shape.head_size, dim=-1)
+    descale = torch.ones(1, dtype=torch.float32).expand(case.num_seqs, shape.num_kv_heads)
+    window = shape.sliding_window
+    arguments = dict(
+        q=torch.empty(tokens, shape.num_query_heads, shape.head_size, dtype=dtype),
+        k=key_cache,
+        v=value_cache,
+        out=torch.empty(tokens, shape.num_query_heads, shape.head_size, dtype=dtype),
+        cu_seqlens_q=torch.arange(case.num_seqs + 1, dtype=torch.int32) * case.query_len,
+        max_seqlen_q=case.query_len,
+        seqused_k=torch.full((case.num_seqs,), seq_len, dtype=torch.int32),
+        max_seqlen_k=seq_len,
+        softmax_scale=shape.head_size**-0.5,
+        causal=True,
+        window_size=(window - 1, 0) if window else (-1, -1),
+        block_table=torch.arange(case.num_seqs * blocks_per_seq, dtype=torch.int32).view(case.num_seqs, -1),
+        softcap=shape.softcap,
+        q_descale=None,
+        k_descale=descale,
+        v_descale=descale,
+        seq_threshold_3D=max(1, MIN_LAUNCH_GRID_SIZE_2D // shape.num_kv_heads),
+        num_par_softmax_segments=NUM_PAR_SOFTMAX_SEGMENTS,
+        softmax_segm_output=torch.empty(tokens, shape.num_query_heads, NUM_PAR_SOFTMAX_SEGMENTS, head_padded),
+        softmax_segm_max=torch.empty(tokens, shape.num_query_heads, NUM_PAR_SOFTMAX_SEGMENTS),
+        softmax_segm_expsum=torch.empty(tokens, shape.num_query_heads, NUM_PAR_SOFTMAX_SEGMENTS),
+        sinks=None,
+    )
+    if case.mm_prefix:
+        # One bidirectional image span per sequence: [seqs, ranges, (start, end)].
+        arguments["mm_prefix_range"] = torch.tensor([[[0, 8]]] * case.num_seqs, dtype=torch.int32)
+        arguments["mm_prefix_clamp_sliding_window"] = window is not None
+    return arguments
+
+
+def record_launches(module, cases: list[Case], cc: int, limit: int,
+                    fit_table: str | None = None) -> list[Launch]:
+    """Calls the module's unified_attention() once per case under the simulated device."""
+    accepted = inspect.signature(module.unified_attention).parameters
+    with simulated_device(module, cc, limit, fit_table), recording(module) as (recorders, launches):
+        for case in cases:
+            for recorder in recorders:
+                recorder.case = case
+            arguments = {k: v for k, v in case_arguments(case).items() if k in accepted}
+            try:
+                module.unified_attention(**arguments)
+            except Exception as error:
+                raise LauncherError(
+                    f"{module.__name__}.unified_attention() failed on {case.shape.label} {case.kind} "
+                    f"(query_len {case.query_len}): {type(error).__name__}: {error}"
+                ) from None
+    return launches

@@ -1,0 +1,131 @@
+"""The fit check's report: launch rows, verdicts, inertness and the printed table (pure)."""
+from __future__ import annotations
+
+# What must match between patched and unpatched launches for the clamp to be inert.
+LAUNCH_PARAMETERS = ("kernel", "path", "grid", "tile_size", "block_m", "launch_num_warps", "launch_num_stages")
+
+
+def launch_row(launch, result, limit: int) -> dict:
+    """One report entry from a recorded launch (fitcheck_recorder.Launch) and its compile."""
+    case = launch.case
+    shared = result.shared
+    return {
+        "model": case.shape.model,
+        "layer": case.shape.layer,
+        "head_size": case.shape.head_size,
+        "kind": case.kind,
+        "query_len": case.query_len,
+        "num_seqs": case.num_seqs,
+        "kernel": launch.kernel_name,
+        "path": launch.path,
+        "grid": list(launch.grid),
+        "tile_size": launch.param("TILE_SIZE"),
+        "block_m": launch.param("BLOCK_M"),
+        "launch_num_warps": launch.options.get("num_warps"),
+        "launch_num_stages": launch.options.get("num_stages"),
+        "num_warps": result.num_warps,
+        "num_stages": result.num_stages,
+        "shared": shared,
+        "limit": limit,
+        "headroom": None if shared is None else limit - shared,
+        "fits": shared is not None and shared <= limit,
+        "error": result.error,
+    }
+
+
+def is_inert(patched: list[dict], unpatched: list[dict]) -> bool:
+    """True when every patched launch has the unpatched launcher's parameters."""
+    def parameters(rows):
+        return [tuple(str(row[key]) for key in LAUNCH_PARAMETERS) for row in rows]
+
+    return parameters(patched) == parameters(unpatched)
+
+
+def build_report(*, versions: dict, device: dict, launches: list[dict], unpatched: list[dict] | None,
+                 elapsed_s: float, table: dict | None = None) -> dict:
+    shared = [row["shared"] for row in launches if row["shared"] is not None]
+    report = {
+        "vllm_version": versions["vllm"],
+        "triton_version": versions["triton"],
+        "device": device,
+        "launches": launches,
+        "max_shared": max(shared, default=None),
+        "all_fit": all(row["fits"] for row in launches),
+        "inert": None if unpatched is None else is_inert(launches, unpatched),
+        "unpatched": unpatched,
+        "elapsed_s": round(elapsed_s, 2),
+    }
+    if table is not None:
+        report["fit_table"] = table
+    return report
+
+
+def failures(report: dict) -> list[str]:
+    """One line per launch that does not fit, naming it."""
+    lines = []
+    for row in report["launches"]:
+        if row["fits"]:
+            continue
+        what = (f"{row['model']}/{row['layer']} {row['kind']} (query_len {row['query_len']}, "
+                f"head {row['head_size']}, {row['kernel']} {row['path']}, TILE_SIZE {row['tile_size']}, "
+                f"BLOCK_M {row['block_m']})")
+        if row["shared"] is None:
+            lines.append(f"{what} did not compile: {row['error']}")
+        else:
+            lines.append(f"{what} needs {row['shared']} bytes of shared memory, limit {row['limit']}")
+    return lines
+
+
+def _group(rows: list[dict], twins: list[dict] | None) -> list[tuple[list[dict], dict | None]]:
+    """Launches of one shape and kind that differ only in query_len (and so grid) print as
+    one row, e.g. query_len 2-8; the order of first appearance is kept."""
+    def identity(row, twin):
+        kept = lambda r: tuple((k, str(v)) for k, v in r.items() if k not in ("query_len", "grid"))
+        return kept(row), kept(twin) if twin else None
+
+    groups: dict[tuple, tuple[list[dict], dict | None]] = {}
+    for index, row in enumerate(rows):
+        twin = twins[index] if twins else None
+        groups.setdefault(identity(row, twin), ([], twin))[0].append(row)
+    return list(groups.values())
+
+
+def _text(value) -> str:
+    return "-" if value is None else str(value)
+
+
+def format_table(report: dict) -> str:
+    """The per-launch table; with an unpatched comparison, its tile and bytes side by side."""
+    unpatched = report["unpatched"]
+    header = ["shape", "kind", "q_len", "kernel", "path", "TILE", "BLOCK_M", "warps", "stages",
+              "shared", "limit", "headroom", "fits"]
+    if unpatched is not None:
+        header += ["unpatched TILE", "unpatched shared"]
+    lines = [header]
+    for rows, twin in _group(report["launches"], unpatched):
+        row = rows[0]
+        lens = sorted({r["query_len"] for r in rows})
+        q_len = str(lens[0]) if len(lens) == 1 else f"{lens[0]}-{lens[-1]}"
+        line = [f"{row['model']}/{row['layer']} h{row['head_size']}", row["kind"], q_len,
+                row["kernel"].replace("kernel_unified_attention", "attention"), row["path"],
+                _text(row["tile_size"]), _text(row["block_m"]), _text(row["num_warps"]),
+                _text(row["num_stages"]), _text(row["shared"]), str(row["limit"]),
+                _text(row["headroom"]), "yes" if row["fits"] else "NO"]
+        if unpatched is not None:
+            line += [_text(twin["tile_size"]) if twin else "-", _text(twin["shared"]) if twin else "-"]
+        lines.append(line)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip()
+                     for line in lines)
+
+
+def summary(report: dict) -> str:
+    device = report["device"]
+    verdict = "every launch fits" if report["all_fit"] else "launches do NOT fit"
+    text = (f"vLLM {report['vllm_version']}, Triton {report['triton_version']}, {device['name']} "
+            f"(cc {device['cc']}, limit {device['limit']} bytes): {len(report['launches'])} launches, "
+            f"max shared {report['max_shared']} bytes, {verdict} ({report['elapsed_s']} s)")
+    if report["inert"] is not None:
+        text += ("; patched launches identical to unpatched" if report["inert"]
+                 else "; the clamp changed launch parameters")
+    return text

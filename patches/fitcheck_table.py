@@ -1,0 +1,108 @@
+"""The fit table the clamp reads at run time: candidate tiles per launch and their shared memory.
+
+Format (docs/architecture.md): {"format": 1, "vllm_version", "triton_version", "entries": [
+{cc, path, head_size_padded, dtype, block_m, num_warps, num_stages, tile_size, shared}]}.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+FORMAT = 1
+SMALLEST_TILE = 16
+ENTRY_KEYS = ("cc", "path", "head_size_padded", "dtype", "block_m", "num_warps", "num_stages", "tile_size")
+ATTENTION_PATHS = ("2d", "3d")
+
+
+class TableError(ValueError):
+    """An existing fit table that cannot be merged with (exit 2, nothing written)."""
+
+
+def launch_key(launch, cc: int) -> dict:
+    """The table fields of an attention launch, tile and shared left out."""
+    query = launch.params.get("query_ptr")
+    dtype = str(getattr(query, "dtype", "unknown")).replace("torch.", "")
+    return {
+        "cc": cc,
+        "path": launch.path,
+        "head_size_padded": launch.param("HEAD_SIZE_PADDED"),
+        "dtype": dtype,
+        "block_m": launch.param("BLOCK_M"),
+        "num_warps": launch.options.get("num_warps"),
+        "num_stages": launch.options.get("num_stages"),
+    }
+
+
+def tile_search(launches: list, cc: int, limit: int, compile_requests) -> list[dict]:
+    """Table entries for the attention launches: each launch's own tile, then halvings of it
+    while the compiled kernel exceeds `limit`, down to the smallest tile the kernel takes.
+
+    compile_requests([(fn, params, options)]) -> [CompileResult]. Launches that share a table
+    key keep the largest need, so the entry holds for every one of them.
+    """
+    pending = [(launch, launch.param("TILE_SIZE")) for launch in launches if launch.path in ATTENTION_PATHS]
+    needs: dict[tuple, dict] = {}
+    while pending:
+        results = compile_requests(
+            [(launch.fn, dict(launch.params, TILE_SIZE=tile), launch.options) for launch, tile in pending])
+        smaller = []
+        for (launch, tile), result in zip(pending, results):
+            if result.shared is None:
+                continue
+            entry = dict(launch_key(launch, cc), tile_size=tile, shared=result.shared)
+            identity = tuple(entry[k] for k in ENTRY_KEYS)
+            if identity not in needs or needs[identity]["shared"] < entry["shared"]:
+                needs[identity] = entry
+            if result.shared > limit and tile // 2 >= SMALLEST_TILE:
+                smaller.append((launch, tile // 2))
+        pending = smaller
+    return list(needs.values())
+
+
+def read_table(path: Path) -> dict | None:
+    """The existing table at path, None when there is none; TableError when it is not one."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise TableError(f"{path}: cannot read the existing fit table ({error.strerror}); fix its permissions") from None
+    try:
+        document = json.loads(text)
+        if document.get("format") != FORMAT or not isinstance(document.get("entries"), list):
+            raise ValueError(f"format {document.get('format')!r}, expected {FORMAT} with an entries list")
+        for entry in document["entries"]:
+            missing = [k for k in ENTRY_KEYS + ("shared",) if k not in entry]
+            if missing:
+                raise ValueError(f"an entry lacks {', '.join(missing)}")
+    except (ValueError, AttributeError) as error:
+        raise TableError(
+            f"{path} is not a fit table ({error}); move it away or pass another --write-table path"
+        ) from None
+    return document
+
+
+def merge(existing: dict | None, entries: list[dict], versions: dict) -> dict:
+    """New entries replace existing ones with the same key; other existing entries stay."""
+    merged = {tuple(e[k] for k in ENTRY_KEYS): e for e in (existing or {}).get("entries", [])}
+    for entry in entries:
+        merged[tuple(entry[k] for k in ENTRY_KEYS)] = entry
+    ordered = sorted(merged.values(), key=lambda e: tuple(str(e[k]) for k in ENTRY_KEYS))
+    return {"format": FORMAT, "vllm_version": versions["vllm"], "triton_version": versions["triton"],
+            "entries": ordered}
+
+
+def write_table(path: Path, document: dict) -> None:
+    """Atomic replace, so a reader never sees half a table."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump(document, stream, indent=1)
+            stream.write("\n")
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,153 @@
+"""Attention layer shapes the fit check launches: built-in Gemma 4 classes and HF config.json.
+
+Pure standard library: the entrypoint and the unit tests read configs without torch.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+# vLLM's Triton backend accepts block sizes that are multiples of 16; hybrid models get a
+# larger block on the layers with the smaller per-token KV size so every page has one size.
+BASE_BLOCK_SIZE = 16
+GEMMA4_GLOBAL_HEAD_DIM = 512
+
+
+class ConfigError(ValueError):
+    """A model config that cannot be turned into attention shapes (exit 2)."""
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    """One distinct attention layer kind of a model, as the attention launcher sees it."""
+
+    model: str
+    layer: str  # "sliding" or "global"
+    num_query_heads: int
+    num_kv_heads: int
+    head_size: int
+    sliding_window: int | None  # tokens, as in config.json; None = full attention
+    softcap: float = 0.0
+    block_size: int = BASE_BLOCK_SIZE
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}/{self.layer}"
+
+
+def _gemma4(model, heads, kv_heads, window, global_kv_heads):
+    return model_shapes(
+        model,
+        [
+            ("sliding", heads, kv_heads, 256, window),
+            ("global", heads, global_kv_heads, GEMMA4_GLOBAL_HEAD_DIM, None),
+        ],
+    )
+
+
+def model_shapes(model: str, layers: list[tuple], softcap: float = 0.0) -> list[LayerShape]:
+    """Layer kinds (layer, heads, kv_heads, head_size, window) -> shapes with unified page size."""
+    per_token = [kv_heads * head for _, _, kv_heads, head, _ in layers]
+    largest = max(per_token)
+    shapes = []
+    for (layer, heads, kv_heads, head, window), size in zip(layers, per_token):
+        scale = largest // size if largest % size == 0 else 1
+        shapes.append(
+            LayerShape(model, layer, heads, kv_heads, head, window, softcap, BASE_BLOCK_SIZE * scale)
+        )
+    return shapes
+
+
+# Gemma 4 classes: (query heads, KV heads, sliding window, KV heads of the global layers).
+BUILTIN_MODELS: dict[str, list[LayerShape]] = {
+    "gemma4-e2b": _gemma4("gemma4-e2b", 8, 1, 512, 1),
+    "gemma4-e4b": _gemma4("gemma4-e4b", 8, 2, 512, 2),
+    "gemma4-12b": _gemma4("gemma4-12b", 16, 8, 1024, 2),
+    "gemma4-31b": _gemma4("gemma4-31b", 32, 16, 1024, 4),
+}
+
+
+def builtin_shapes() -> list[LayerShape]:
+    return [shape for shapes in BUILTIN_MODELS.values() for shape in shapes]
+
+
+def _positive_int(config: dict, key: str, where: str, default=None) -> int:
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{where}: '{key}' is {value!r}, expected a positive integer")
+    return value
+
+
+def shapes_from_config(config: object, model: str, where: str) -> list[LayerShape]:
+    """The distinct attention layer kinds of a HF config dict (text_config honoured)."""
+    if not isinstance(config, dict):
+        raise ConfigError(f"{where}: top level is {type(config).__name__}, expected a JSON object")
+    text = config.get("text_config", config)
+    if not isinstance(text, dict):
+        raise ConfigError(f"{where}: 'text_config' is {type(text).__name__}, expected a JSON object")
+    heads = _positive_int(text, "num_attention_heads", where)
+    kv_heads = _positive_int(text, "num_key_value_heads", where, heads)
+    head_dim = _positive_int(text, "head_dim", where, _derived_head_dim(text, heads, where))
+    window = text.get("sliding_window")
+    if window is not None:
+        window = _positive_int(text, "sliding_window", where)
+    layer_types = text.get("layer_types")
+    if layer_types is None:
+        layer_types = ["sliding_attention" if window else "full_attention"]
+    if not isinstance(layer_types, list) or not layer_types or not all(
+        t in ("sliding_attention", "full_attention") for t in layer_types
+    ):
+        raise ConfigError(
+            f"{where}: 'layer_types' is {layer_types!r}, expected a non-empty list of "
+            "'sliding_attention' / 'full_attention'"
+        )
+    if "sliding_attention" in layer_types and window is None:
+        raise ConfigError(f"{where}: sliding layers without 'sliding_window', expected a positive integer")
+    softcap = text.get("attn_logit_softcapping") or 0.0
+    if not isinstance(softcap, (int, float)) or isinstance(softcap, bool) or softcap < 0:
+        raise ConfigError(f"{where}: 'attn_logit_softcapping' is {softcap!r}, expected a number >= 0")
+
+    global_head, global_kv = head_dim, kv_heads
+    if "global_head_dim" in text or text.get("model_type", "").startswith("gemma4"):
+        global_head = _positive_int(text, "global_head_dim", where, GEMMA4_GLOBAL_HEAD_DIM)
+    # Transformers' Gemma 4 config gives global layers their own KV heads when
+    # attention_k_eq_v holds (or the flag is absent).
+    if text.get("num_global_key_value_heads") is not None and text.get("attention_k_eq_v", True):
+        global_kv = _positive_int(text, "num_global_key_value_heads", where)
+
+    layers = []
+    if "sliding_attention" in layer_types:
+        layers.append(("sliding", heads, kv_heads, head_dim, window))
+    if "full_attention" in layer_types:
+        layers.append(("global", heads, global_kv, global_head, None))
+    for _, layer_heads, layer_kv, _, _ in layers:
+        if layer_heads % layer_kv:
+            raise ConfigError(
+                f"{where}: {layer_heads} attention heads are not a multiple of {layer_kv} KV heads"
+            )
+    return model_shapes(model, layers, float(softcap))
+
+
+def _derived_head_dim(text: dict, heads: int, where: str):
+    hidden = text.get("hidden_size")
+    if isinstance(hidden, int) and not isinstance(hidden, bool) and hidden > 0 and hidden % heads == 0:
+        return hidden // heads
+    return None
+
+
+def load_model_config(path: str | Path) -> list[LayerShape]:
+    """Shapes of the model whose config.json is at `path` (ConfigError: one-line reason)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read ({error.strerror or error}); pass an HF config.json") from None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(
+            f"{path}: not JSON ({error.msg} at line {error.lineno}); pass the model's HF config.json"
+        ) from None
+    model = path.parent.name or path.stem
+    return shapes_from_config(config, model, str(path))
