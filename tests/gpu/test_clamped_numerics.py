@@ -14,10 +14,11 @@ import pytest
 
 from tests.support.attention_cases import CASE_NAMES, case_named
 
-# fp16 inputs, fp32 accumulation: outputs are O(0.1..1) (see paged_attention.QUERY_GAIN),
-# rounding them to fp16 alone costs up to ~1e-3.
-MAX_ABS_TOLERANCE = 2e-2
-MEAN_ABS_TOLERANCE = 1e-3
+# fp16 inputs, fp32 accumulation, fp16 output: outputs reach |4.6| here (see
+# paged_attention.QUERY_GAIN), where rounding to fp16 alone costs up to 2e-3 (half an ulp).
+# Measured on the H200 (docs/gpu-validation.md): max 1.95e-3, mean <= 6.3e-5 in both modes.
+MAX_ABS_TOLERANCE = 1e-2
+MEAN_ABS_TOLERANCE = 2e-4
 MODES = ("clamped", "default")
 
 

@@ -3,7 +3,10 @@ its real /dev/nvidia* nodes and the driver libraries in /usr/local/nvidia/lib64.
 
 Breakage is made in a private mount namespace (unshare -m), so the host is untouched:
 libcuda is made unreachable by bind-mounting /dev/null over every libcuda file the
-loader could find; a device node is hidden by mounting a copy of /dev without it.
+loader could find; a device node is hidden by mounting a copy of /dev without it. Run
+as root, NVIDIA's user-space driver recreates missing nodes at cuInit (seen on the GPU
+machine: the check then found them all again), as it cannot in a container without the
+toolkit; so the check runs without CAP_MKNOD there, the way such a container is stuck.
 """
 from __future__ import annotations
 
@@ -30,9 +33,10 @@ print("\\n".join(sorted({os.path.realpath(p) for p in (*loaded, *cached, *listed
 """
 
 
-def run_check(env: dict, setup: str = "") -> dict:
-    """The JSON report of `entrypoint check`, after `setup` ran in a private mount namespace."""
-    command = [sys.executable, "-m", "entrypoint", "check", "--json"]
+def run_check(env: dict, setup: str = "", prefix: tuple = ()) -> dict:
+    """The JSON report of `entrypoint check`, after `setup` ran in a private mount namespace,
+    run under the `prefix` command."""
+    command = [*prefix, sys.executable, "-m", "entrypoint", "check", "--json"]
     if setup:
         script = f"set -e; {setup}; exec {shlex.join(command)}"
         command = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]
@@ -80,6 +84,9 @@ def test_unreachable_libcuda_fails_the_driver_check(check_env, figures):
     assert report["ok"] is False
 
 
+WITHOUT_MKNOD = ("setpriv", "--bounding-set=-mknod")
+
+
 def without_device_node(node: str) -> str:
     """Shell: mount a copy of /dev without `node` over /dev (inside the private namespace)."""
     return ("copy=$(mktemp -d); mount -t tmpfs -o mode=755 devcopy \"$copy\"; "
@@ -93,7 +100,7 @@ def without_device_node(node: str) -> str:
     ("nvidia-uvm", "/dev/nvidia-uvm is missing"),
 ])
 def test_hidden_device_node_fails_the_devices_check(check_env, figures, node, finding):
-    report = run_check(check_env, without_device_node(node))
+    report = run_check(check_env, without_device_node(node), prefix=WITHOUT_MKNOD)
     figures[f"preflight_without_{node}"] = report
     devices = by_name(report)["devices"]
     assert devices["status"] == "fail", devices
