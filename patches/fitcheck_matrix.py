@@ -5,8 +5,9 @@ from dataclasses import dataclass
 
 from patches.shapes import LayerShape
 
-SPEC_QUERY_LENS = tuple(range(2, 9))  # 1 + speculative tokens, as MTP / EAGLE verify batches
-PREFILL_QUERY_LEN = 32  # above vLLM's MAX_3D_QUERY_LEN (8), so the launcher takes the 2D path
+MAX_3D_QUERY_LEN_UPSTREAM = 8  # vLLM 0.33: longest query the split-K (3D) path runs
+SPEC_QUERY_LENS = tuple(range(2, MAX_3D_QUERY_LEN_UPSTREAM + 1))  # 1 + speculative tokens (MTP / EAGLE)
+PREFILL_QUERY_LEN = 32  # above MAX_3D_QUERY_LEN, so the launcher takes the 2D path
 CONTEXT_LEN = 48  # tokens already in the KV cache; any value > 0 exercises the same code
 
 

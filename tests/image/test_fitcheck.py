@@ -1,0 +1,121 @@
+"""The fit check inside the image under test: its real vLLM launcher, its real Triton compiler.
+
+This checkout's patches/ is mounted into the container; the vLLM file is patched or
+stripped inside the throwaway container only. One Triton cache serves the whole module,
+so only the first run compiles from nothing.
+"""
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SM75_LIMIT = 65536
+KNOWN_FAILURE = 98304  # head 512, TILE_SIZE 32, BLOCK_M 16 on sm_75 (vLLM 0.33.0, Triton 3.8)
+
+APPLY = "python3 -m patches.turing_clamp apply >/dev/null"
+STRIP = ("python3 -c 'from patches.turing_clamp import find_target, strip_clamp; "
+         "p = find_target(); p.write_text(strip_clamp(p.read_text()))'")
+E2B_LIKE = {"model_type": "gemma4_text", "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 256,
+            "global_head_dim": 512, "sliding_window": 512,
+            "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 7}
+
+
+@pytest.fixture(scope="module")
+def mounts(tmp_path_factory):
+    """Checkout (read-only), a Triton cache and a folder holding an E2B-like config.json."""
+    cache = tmp_path_factory.mktemp("triton-cache")
+    model = tmp_path_factory.mktemp("model") / "gemma-4-e2b-like"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(E2B_LIKE))
+    return {str(REPO): {"bind": "/src", "mode": "ro"}, str(cache): {"bind": "/triton-cache", "mode": "rw"},
+            str(model): {"bind": "/models/gemma-4-e2b-like", "mode": "ro"}}
+
+
+@pytest.fixture
+def run_in_image(docker_client, image, mounts):
+    """Runs a bash script in a fresh container of the image; returns (exit code, stdout, stderr)."""
+    def run(script: str):
+        container = docker_client.containers.run(
+            image, entrypoint=["bash", "-c", f"set -e\n{script}"], command=[], detach=True,
+            environment={"CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": "/src", "TRITON_CACHE_DIR": "/triton-cache"},
+            volumes=mounts, working_dir="/src")
+        try:
+            code = container.wait(timeout=900)["StatusCode"]
+            out = container.logs(stdout=True, stderr=False).decode()
+            err = container.logs(stdout=False, stderr=True).decode()
+        finally:
+            container.remove(force=True)
+        return code, out, err
+    return run
+
+
+def not_fitting(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("fitcheck: does not fit:")]
+
+
+def test_unpatched_head_512_on_sm75_needs_98304_bytes_and_fails(run_in_image):
+    code, out, err = run_in_image(f"{STRIP}\npython3 -m patches.fitcheck --device sm75")
+    assert code == 1, err[-2000:]
+    failures = not_fitting(err)
+    assert failures, err[-2000:]
+    assert all("head 512" in line and f"needs {KNOWN_FAILURE} bytes" in line for line in failures), failures
+    assert any("prefill" in line for line in failures) and any("decode-batch" in line for line in failures)
+    assert "launches do NOT fit" in out
+
+
+def test_patched_every_launch_fits_sm75_and_the_table_is_written(run_in_image):
+    code, out, err = run_in_image(
+        f"{APPLY}\npython3 -m patches.fitcheck --device sm75 --write-table /tmp/fit-table.json "
+        "--compare-unpatched --json\ncat /tmp/fit-table.json >&2")
+    assert code == 0, err[-2000:]
+    report = json.loads(out)
+    assert report["all_fit"] is True and report["device"] == {"name": "sm75", "cc": 75, "limit": SM75_LIMIT}
+    assert report["launches"] and all(row["shared"] <= SM75_LIMIT for row in report["launches"])
+    assert report["max_shared"] <= SM75_LIMIT
+    assert {row["path"] for row in report["launches"]} == {"2d", "3d", "reduce"}
+    assert {row["head_size"] for row in report["launches"]} == {256, 512}
+    assert {row["kind"] for row in report["launches"]} >= {"prefill", "decode", "spec", "mm-prefix"}
+    # Side by side: the same launches without the clamp include the known failure.
+    assert max(row["shared"] for row in report["unpatched"]) == KNOWN_FAILURE
+    assert report["inert"] is False
+    table = json.loads(err[err.index('{\n "format"'):])
+    wide = [e for e in table["entries"] if e["head_size_padded"] == 512 and e["path"] == "2d"]
+    assert {e["tile_size"]: e["shared"] for e in wide} == {32: KNOWN_FAILURE, 16: SM75_LIMIT}
+
+
+def test_at_the_sm90_limit_patched_launches_equal_unpatched(run_in_image):
+    code, out, err = run_in_image(
+        f"{APPLY}\npython3 -m patches.fitcheck --device sm90 --model-config /models/gemma-4-e2b-like/config.json "
+        "--write-table /tmp/fit-table.json --compare-unpatched --json")
+    assert code == 0, err[-2000:]
+    report = json.loads(out)
+    assert report["inert"] is True
+    keys = ("kernel", "path", "grid", "tile_size", "block_m", "launch_num_warps", "launch_num_stages")
+    patched = [tuple(str(row[k]) for k in keys) for row in report["launches"]]
+    assert patched == [tuple(str(row[k]) for k in keys) for row in report["unpatched"]]
+    assert any(row["head_size"] == 512 and row["tile_size"] == 32 for row in report["launches"])
+
+
+WRONG_TILE = r"""
+python3 - <<'PY'
+import sys
+from patches.clamp_placement import CLAMP_FUNCTION
+from patches.fitcheck_recorder import installed_launcher
+
+def wrong_tile(q, block_m, tile_prefill, tile_decode, num_warps=None, num_stages=None, **_):
+    return 64, 64, num_stages
+
+setattr(installed_launcher(), CLAMP_FUNCTION, wrong_tile)
+from patches.fitcheck import main
+sys.exit(main(["--device", "sm75", "--model-config", "/models/gemma-4-e2b-like/config.json"]))
+PY
+"""
+
+
+def test_a_wrong_tile_choice_fails_naming_the_launch(run_in_image):
+    code, out, err = run_in_image(f"{APPLY}\n{WRONG_TILE}")
+    assert code == 1, err[-2000:]
+    failures = not_fitting(err)
+    assert failures and all("TILE_SIZE 64" in line for line in failures), failures
+    assert any(line.startswith("fitcheck: does not fit: gemma-4-e2b-like/global prefill") for line in failures)

@@ -1,0 +1,49 @@
+"""Which calls the fit check makes per layer shape, and the built-in Gemma 4 classes."""
+from patches.fitcheck import DEVICES, FitOptions, UsageError, resolve_device
+from patches.fitcheck_matrix import MAX_3D_QUERY_LEN_UPSTREAM, PREFILL_QUERY_LEN, SPEC_QUERY_LENS, build_matrix, seq_threshold_3d
+from patches.shapes import BUILTIN_MODELS, LayerShape, builtin_shapes
+
+import pytest
+
+
+def test_builtin_gemma4_classes_have_both_widths():
+    assert set(BUILTIN_MODELS) == {"gemma4-e2b", "gemma4-e4b", "gemma4-12b", "gemma4-31b"}
+    for shapes in BUILTIN_MODELS.values():
+        layers = {s.layer: s for s in shapes}
+        assert layers["sliding"].head_size == 256 and layers["sliding"].sliding_window in (512, 1024)
+        assert layers["global"].head_size == 512 and layers["global"].sliding_window is None
+        for s in shapes:
+            assert s.num_query_heads % s.num_kv_heads == 0
+
+
+def test_matrix_covers_every_path_per_shape():
+    shape = LayerShape("m", "global", 32, 4, 512, None)
+    cases = build_matrix([shape], mm_prefix=True)
+    kinds = [c.kind for c in cases]
+    assert kinds.count("prefill") == kinds.count("decode") == kinds.count("mm-prefix") == 1
+    assert sorted(c.query_len for c in cases if c.kind == "spec") == list(range(2, 9))
+    assert [c.query_len for c in cases if c.kind == "decode"] == [1]
+    prefill = next(c for c in cases if c.kind == "prefill")
+    assert prefill.query_len > MAX_3D_QUERY_LEN_UPSTREAM == max(SPEC_QUERY_LENS)  # 2D, not split-K
+    batch = next(c for c in cases if c.kind == "decode-batch")
+    assert batch.num_seqs == seq_threshold_3d(shape) + 1 == 128 // 4 + 1  # over the 3D threshold
+    assert [c.mm_prefix for c in cases].count(True) == 1
+
+
+def test_matrix_without_mm_prefix_and_over_all_builtins():
+    shapes = builtin_shapes()
+    cases = build_matrix(shapes, mm_prefix=False)
+    assert not any(c.mm_prefix for c in cases)
+    assert len(cases) == len(shapes) * (3 + len(SPEC_QUERY_LENS))
+    assert {c.shape for c in cases} == set(shapes)
+    assert PREFILL_QUERY_LEN in {c.query_len for c in cases}
+
+
+def test_device_presets_and_overrides():
+    assert resolve_device(FitOptions("sm75")) == {"name": "sm75", "cc": 75, "limit": 65536}
+    assert resolve_device(FitOptions("sm90"))["limit"] == DEVICES["sm90"][1] == 232448
+    assert resolve_device(FitOptions(None, 89, 101376)) == {"name": "sm89", "cc": 89, "limit": 101376}
+    with pytest.raises(UsageError):
+        resolve_device(FitOptions(None, 75, None))
+    with pytest.raises(UsageError):
+        resolve_device(FitOptions("sm75", None, -1))

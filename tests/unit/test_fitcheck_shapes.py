@@ -1,0 +1,105 @@
+"""config.json -> attention shapes, on real config files; bad files exit 2 before vLLM loads."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from patches.shapes import ConfigError, load_model_config
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
+PATTERN = ["sliding_attention"] * 4 + ["full_attention"]
+
+
+def write(tmp_path, name, content):
+    folder = tmp_path / name
+    folder.mkdir()
+    path = folder / "config.json"
+    path.write_text(content if isinstance(content, str) else json.dumps(content))
+    return path
+
+
+def by_layer(shapes):
+    return {s.layer: s for s in shapes}
+
+
+def test_e2b_like_flat_config(tmp_path):
+    path = write(tmp_path, "gemma-4-E2B-it", {
+        "model_type": "gemma4_text", "num_attention_heads": 8, "num_key_value_heads": 1,
+        "head_dim": 256, "global_head_dim": 512, "sliding_window": 512, "layer_types": PATTERN * 7,
+    })
+    layers = by_layer(load_model_config(path))
+    assert set(layers) == {"sliding", "global"}
+    assert (layers["sliding"].head_size, layers["sliding"].sliding_window) == (256, 512)
+    assert (layers["global"].head_size, layers["global"].sliding_window) == (512, None)
+    assert layers["global"].num_kv_heads == 1 and layers["global"].num_query_heads == 8
+    assert layers["sliding"].model == "gemma-4-E2B-it"
+    # One KV page size for both kinds: the narrower layer gets the larger block.
+    assert layers["sliding"].block_size == 2 * layers["global"].block_size
+
+
+def test_12b_like_nested_text_config_with_global_kv_heads(tmp_path):
+    path = write(tmp_path, "gemma-4-12b", {
+        "model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"],
+        "vision_config": {"num_attention_heads": 16, "head_dim": 72},
+        "text_config": {
+            "model_type": "gemma4_text", "num_attention_heads": 16, "num_key_value_heads": 8,
+            "num_global_key_value_heads": 2, "attention_k_eq_v": True, "head_dim": 256,
+            "sliding_window": 1024, "layer_types": PATTERN * 6, "attn_logit_softcapping": None,
+        },
+    })
+    layers = by_layer(load_model_config(path))
+    assert (layers["sliding"].num_query_heads, layers["sliding"].num_kv_heads) == (16, 8)
+    assert (layers["global"].num_kv_heads, layers["global"].head_size) == (2, 512)  # gemma4 default width
+    assert layers["sliding"].sliding_window == 1024
+
+
+def test_global_kv_heads_ignored_without_k_eq_v(tmp_path):
+    path = write(tmp_path, "m", {"model_type": "gemma4_text", "num_attention_heads": 8, "num_key_value_heads": 4,
+                                 "num_global_key_value_heads": 1, "attention_k_eq_v": False,
+                                 "sliding_window": 512, "layer_types": PATTERN, "head_dim": 256})
+    assert by_layer(load_model_config(path))["global"].num_kv_heads == 4
+
+
+def test_model_without_global_layers(tmp_path):
+    path = write(tmp_path, "all-sliding", {"num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
+                                           "sliding_window": 4096, "layer_types": ["sliding_attention"] * 12})
+    shapes = load_model_config(path)
+    assert [(s.layer, s.head_size, s.sliding_window) for s in shapes] == [("sliding", 256, 4096)]
+
+
+def test_plain_full_attention_model_derives_head_dim(tmp_path):
+    path = write(tmp_path, "llama-like", {"num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096})
+    shapes = load_model_config(path)
+    assert [(s.layer, s.head_size, s.num_kv_heads) for s in shapes] == [("global", 128, 8)]
+
+
+@pytest.mark.parametrize("content, says", [
+    ('{"num_attention_heads": 8,', "not JSON"),
+    ("[1, 2]", "expected a JSON object"),
+    ({"num_key_value_heads": 2}, "'num_attention_heads' is None"),
+    ({"num_attention_heads": 8, "num_key_value_heads": 3, "head_dim": 64}, "not a multiple"),
+    ({"num_attention_heads": 8, "head_dim": 64, "layer_types": ["sliding_attention"]}, "without 'sliding_window'"),
+    ({"num_attention_heads": 8, "head_dim": 64, "layer_types": ["chunked"]}, "'layer_types'"),
+    ({"text_config": "gemma", "num_attention_heads": 8}, "'text_config'"),
+])
+def test_malformed_configs_are_refused_in_one_line(tmp_path, content, says):
+    path = write(tmp_path, "bad", content)
+    with pytest.raises(ConfigError) as raised:
+        load_model_config(path)
+    assert says in str(raised.value) and str(path) in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+def test_cli_exits_2_on_a_malformed_config_without_traceback(tmp_path):
+    path = write(tmp_path, "bad", '{"num_attention_heads": 8,')
+    done = subprocess.run([sys.executable, "-m", "patches.fitcheck", "--device", "sm75", "--model-config", str(path)],
+                          capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "not JSON" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_cli_exits_2_on_a_missing_config(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "patches.fitcheck", "--model-config", str(tmp_path / "nope.json")],
+                          capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 2 and "cannot read" in done.stderr and "Traceback" not in done.stderr
