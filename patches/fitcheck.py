@@ -46,6 +46,7 @@ class FitOptions:
     compare_unpatched: bool = False
     write_table: str | None = None
     workers: int | None = None
+    launcher: str | None = None  # another release's triton_unified_attention.py
 
 
 def resolve_device(options: FitOptions) -> dict:
@@ -80,14 +81,28 @@ def _versions() -> dict:
     return {"vllm": vllm_version, "triton": triton.__version__}
 
 
-def _unpatched_launcher(installed):
-    """The installed launcher with the clamp taken out (itself when it carries none)."""
+def _unpatched_launcher(launcher):
+    """The launcher with the clamp taken out (itself when it carries none)."""
     from patches.fitcheck_recorder import launcher_from_source
     from patches.turing_clamp import strip_clamp
 
-    source = Path(installed.__file__).read_text(encoding="utf-8")
+    source = Path(launcher.__file__).read_text(encoding="utf-8")
     unpatched = strip_clamp(source)
-    return installed if unpatched == source else launcher_from_source(unpatched)
+    return launcher if unpatched == source else launcher_from_source(unpatched)
+
+
+def _launcher(options: FitOptions):
+    from patches.fitcheck_recorder import installed_launcher, launcher_from_source
+
+    if not options.launcher:
+        return installed_launcher()
+    try:
+        source = Path(options.launcher).read_text(encoding="utf-8")
+    except OSError as error:
+        raise UsageError(f"--launcher {options.launcher}: cannot read ({error.strerror}); "
+                         "pass a triton_unified_attention.py") from None
+    installed_launcher()  # vLLM's own modules first, as the file imports them
+    return launcher_from_source(source, "vllm_turing_checked_attention")
 
 
 def _write_fit_table(path: Path, default_launches: list, device: dict, versions: dict, workers) -> dict:
@@ -107,13 +122,13 @@ def run(options: FitOptions) -> dict:
     TableError on bad input."""
     from patches.fitcheck_compiler import compile_launches
     from patches.fitcheck_matrix import build_matrix
-    from patches.fitcheck_recorder import installed_launcher, record_launches, release_features
+    from patches.fitcheck_recorder import record_launches, release_features
 
     started = time.monotonic()
     device = resolve_device(options)
     shapes = resolve_shapes(options)
     cc, limit = device["cc"], device["limit"]
-    installed = installed_launcher()
+    installed = _launcher(options)
     versions = _versions()
     cases = build_matrix(shapes, release_features(installed)["mm_prefix"])
 
@@ -130,11 +145,13 @@ def run(options: FitOptions) -> dict:
     launches = patched + compared
     results = compile_launches([(l.fn, l.params, l.options) for l in launches], cc, options.workers)
     rows = [report_.launch_row(launch, result, limit) for launch, result in zip(launches, results)]
-    return report_.build_report(
+    report = report_.build_report(
         versions=versions, device=device, launches=rows[:len(patched)],
         unpatched=rows[len(patched):] if options.compare_unpatched else None,
         elapsed_s=time.monotonic() - started, table=table,
     )
+    report["launcher"] = options.launcher or installed.__file__
+    return report
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -150,6 +167,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="also record the launcher without the clamp; report inertness")
     parser.add_argument("--write-table", metavar="PATH", help="compile candidate tiles and merge them "
                         "into the fit table at PATH before checking")
+    parser.add_argument("--launcher", metavar="PATH", help="check this triton_unified_attention.py "
+                        "(e.g. another release's) instead of the installed one, under the installed vLLM")
     parser.add_argument("--workers", type=int, help="compile processes (default: CPU count)")
     parser.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
     return parser
@@ -159,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     device = args.device or (None if args.cc is not None and args.limit is not None else "sm75")
     options = FitOptions(device, args.cc, args.limit, args.model_config, args.compare_unpatched,
-                         args.write_table, args.workers)
+                         args.write_table, args.workers, args.launcher)
     from patches.fitcheck_recorder import LauncherError
     from patches.fitcheck_table import TableError
 
