@@ -50,6 +50,13 @@ def run_in_image(docker_client, image, mounts):
     return run
 
 
+def passing_report(run_in_image, script: str) -> tuple[dict, str]:
+    """The JSON report of a fit check run that must exit 0, and its stderr."""
+    code, out, err = run_in_image(script)
+    assert code == 0, err[-2000:]
+    return json.loads(out), err
+
+
 def not_fitting(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("fitcheck: does not fit:")]
 
@@ -65,11 +72,9 @@ def test_unpatched_head_512_on_sm75_needs_98304_bytes_and_fails(run_in_image):
 
 
 def test_patched_every_launch_fits_sm75_and_the_table_is_written(run_in_image):
-    code, out, err = run_in_image(
+    report, err = passing_report(run_in_image, (
         f"{APPLY}\npython3 -m patches.fitcheck --device sm75 --write-table /tmp/fit-table.json "
-        "--compare-unpatched --json\ncat /tmp/fit-table.json >&2")
-    assert code == 0, err[-2000:]
-    report = json.loads(out)
+        "--compare-unpatched --json\ncat /tmp/fit-table.json >&2"))
     assert report["all_fit"] is True and report["device"] == {"name": "sm75", "cc": 75, "limit": SM75_LIMIT}
     assert report["launches"] and all(row["shared"] <= SM75_LIMIT for row in report["launches"])
     assert report["max_shared"] <= SM75_LIMIT
@@ -85,11 +90,9 @@ def test_patched_every_launch_fits_sm75_and_the_table_is_written(run_in_image):
 
 
 def test_at_the_sm90_limit_patched_launches_equal_unpatched(run_in_image):
-    code, out, err = run_in_image(
+    report, _ = passing_report(run_in_image, (
         f"{APPLY}\npython3 -m patches.fitcheck --device sm90 --model-config /models/gemma-4-e2b-like/config.json "
-        "--write-table /tmp/fit-table.json --compare-unpatched --json")
-    assert code == 0, err[-2000:]
-    report = json.loads(out)
+        "--write-table /tmp/fit-table.json --compare-unpatched --json"))
     assert report["inert"] is True
     keys = ("kernel", "path", "grid", "tile_size", "block_m", "launch_num_warps", "launch_num_stages")
     patched = [tuple(str(row[k]) for k in keys) for row in report["launches"]]
