@@ -36,8 +36,8 @@ HEALTH_CMD = (f"python3 -c 'import urllib.request; "
               f"urllib.request.urlopen(\"{HEALTH_URL}\", timeout=5)'")
 HEALTH = {"interval": "30s", "timeout": "10s", "retries": 3, "start_period": "300s"}
 
-# name -> mount point; the Triton one is where the build's fit check left its warm cache, so a
-# fresh named volume starts as a copy of it (Docker and Podman copy image content up).
+# name -> mount point. The image ships no Triton cache (40 MB, against a 2 MiB budget for the
+# derived layers): the volume keeps the kernels compiled at the first start, so a restart skips the JIT.
 CACHE_VOLUMES = {
     "hf-cache": "/cache/huggingface",
     "triton-cache": "/opt/vllm-turing/triton-cache",
