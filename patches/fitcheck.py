@@ -1,7 +1,8 @@
 """Build-time proof that every attention launch fits the GPU's shared memory.
 
     python -m patches.fitcheck --device sm75|sm70|sm86|sm90 [--cc N --limit BYTES]
-        [--model-config config.json] [--compare-unpatched] [--write-table PATH] [--json]
+        [--model-config config.json] [--compare-unpatched] [--write-table PATH]
+        [--known-table PATH] [--json]
 
 Calls vLLM's real unified_attention() with CPU tensors shaped like each layer (built-in
 Gemma 4 classes, or the model of --model-config), records the kernel launches it makes on
@@ -10,6 +11,9 @@ capability and compares the compiled kernel's shared memory with the limit.
 
 --write-table PATH first compiles the unpatched launcher's launches, and smaller tiles where they do not fit,
 and merges them into the fit table the clamp reads, then records the patched launches.
+--known-table PATH (the run-time check) takes each launch's need from a fit table written by the same
+vLLM and Triton where it has the launch's key, and compiles only the others; a table of other versions
+is ignored (the report says why).
 Exit: 0 every launch fits, 1 a launch exceeds the limit (named on stderr), 2 bad input.
 """
 from __future__ import annotations
@@ -47,6 +51,7 @@ class FitOptions:
     write_table: str | None = None
     workers: int | None = None
     launcher: str | None = None  # another release's triton_unified_attention.py
+    known_table: str | None = None  # a fit table whose entries stand in for compiles
 
 
 def resolve_device(options: FitOptions) -> dict:
@@ -63,6 +68,16 @@ def resolve_device(options: FitOptions) -> dict:
         raise UsageError(f"cc {cc} / limit {limit}: expected cc >= 70 (Volta and newer) and limit > 0 bytes")
     name = options.device if options.cc is None and options.limit is None else f"sm{cc}"
     return {"name": name, "cc": cc, "limit": limit}
+
+
+def check_combination(options: FitOptions) -> None:
+    """Options that cannot go together (UsageError)."""
+    if options.known_table and options.write_table:
+        raise UsageError("--known-table and --write-table exclude each other: the table is written from "
+                         "compiles, so pass only --write-table")
+    if options.known_table and options.launcher:
+        raise UsageError("--known-table holds the installed launcher's needs, not those of --launcher FILE; "
+                         "leave out --known-table")
 
 
 def resolve_shapes(options: FitOptions) -> list:
@@ -117,19 +132,52 @@ def _write_fit_table(path: Path, default_launches: list, device: dict, versions:
     return {"path": str(path), "entries_written": len(entries), "entries": len(document["entries"])}
 
 
+def _known_table(options: FitOptions, versions: dict) -> tuple[dict | None, dict | None]:
+    """The --known-table document when its numbers hold for these versions (else None), and the
+    report's note on it (None without the option)."""
+    from patches import fitcheck_table as table_
+    from patches.fitcheck_known import table_mismatch
+
+    if not options.known_table:
+        return None, None
+    path = Path(options.known_table)
+    document = table_.read_table(path, "--known-table")
+    if document is None:
+        raise UsageError(f"--known-table {path}: no such file; pass the image's fit table "
+                         "($VLLM_TURING_FIT_TABLE) or leave the option out")
+    mismatch = table_mismatch(document, versions)
+    return (document if mismatch is None else None), {"path": str(path), "used": mismatch is None,
+                                                      "ignored_because": mismatch}
+
+
+def _needs(launches: list, cc: int, known: dict | None, workers: int | None) -> list[tuple]:
+    """Per launch (CompileResult, source): the known table's number where it has the launch,
+    else the compiler's."""
+    from patches.fitcheck_compiler import CompileResult, compile_launches
+    from patches.fitcheck_known import known_needs
+
+    from_table = known_needs(launches, cc, known) if known else [None] * len(launches)
+    missing = [launch for launch, shared in zip(launches, from_table) if shared is None]
+    compiled = iter(compile_launches([(l.fn, l.params, l.options) for l in missing], cc, workers))
+    return [(next(compiled), report_.COMPILED) if shared is None
+            else (CompileResult(shared, None, None), report_.TABLE)
+            for shared in from_table]
+
+
 def run(options: FitOptions) -> dict:
     """The JSON report (docs/architecture.md). Raises UsageError / ConfigError / LauncherError /
     TableError on bad input."""
-    from patches.fitcheck_compiler import compile_launches
     from patches.fitcheck_matrix import build_matrix
     from patches.fitcheck_recorder import record_launches, release_features
 
     started = time.monotonic()
+    check_combination(options)
     device = resolve_device(options)
     shapes = resolve_shapes(options)
     cc, limit = device["cc"], device["limit"]
     installed = _launcher(options)
     versions = _versions()
+    known, known_note = _known_table(options, versions)
     cases = build_matrix(shapes, release_features(installed)["mm_prefix"])
 
     defaults = None
@@ -143,12 +191,12 @@ def run(options: FitOptions) -> dict:
 
     compared = defaults if options.compare_unpatched else []
     launches = patched + compared
-    results = compile_launches([(l.fn, l.params, l.options) for l in launches], cc, options.workers)
-    rows = [report_.launch_row(launch, result, limit) for launch, result in zip(launches, results)]
+    rows = [report_.launch_row(launch, result, limit, source)
+            for launch, (result, source) in zip(launches, _needs(launches, cc, known, options.workers))]
     report = report_.build_report(
         versions=versions, device=device, launches=rows[:len(patched)],
         unpatched=rows[len(patched):] if options.compare_unpatched else None,
-        elapsed_s=time.monotonic() - started, table=table,
+        elapsed_s=time.monotonic() - started, table=table, known_table=known_note,
     )
     report["launcher"] = options.launcher or installed.__file__
     return report
@@ -167,6 +215,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="also record the launcher without the clamp; report inertness")
     parser.add_argument("--write-table", metavar="PATH", help="compile candidate tiles and merge them "
                         "into the fit table at PATH before checking")
+    parser.add_argument("--known-table", metavar="PATH", help="take the needs of launches this fit table "
+                        "holds (same vLLM and Triton) from it and compile only the others")
     parser.add_argument("--launcher", metavar="PATH", help="check this triton_unified_attention.py "
                         "(e.g. another release's) instead of the installed one, under the installed vLLM")
     parser.add_argument("--workers", type=int, help="compile processes (default: CPU count)")
@@ -178,11 +228,12 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     device = args.device or (None if args.cc is not None and args.limit is not None else "sm75")
     options = FitOptions(device, args.cc, args.limit, args.model_config, args.compare_unpatched,
-                         args.write_table, args.workers, args.launcher)
+                         args.write_table, args.workers, args.launcher, args.known_table)
     from patches.fitcheck_recorder import LauncherError
     from patches.fitcheck_table import TableError
 
     try:
+        check_combination(options)
         resolve_device(options)
         resolve_shapes(options)  # bad configs are refused before vLLM is imported
         report = run(options)

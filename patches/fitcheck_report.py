@@ -3,10 +3,14 @@ from __future__ import annotations
 
 # What must match between patched and unpatched launches for the clamp to be inert.
 LAUNCH_PARAMETERS = ("kernel", "path", "grid", "tile_size", "block_m", "launch_num_warps", "launch_num_stages")
+# Where a row's `shared` came from.
+COMPILED = "compiled"  # Triton compiled the launch in this run
+TABLE = "table"  # the known fit table (the build's compile of the same key)
 
 
-def launch_row(launch, result, limit: int) -> dict:
-    """One report entry from a recorded launch (fitcheck_recorder.Launch) and its compile."""
+def launch_row(launch, result, limit: int, source: str = COMPILED) -> dict:
+    """One report entry from a recorded launch (fitcheck_recorder.Launch) and its compile;
+    `source` says where `shared` came from (COMPILED or TABLE)."""
     case = launch.case
     shared = result.shared
     return {
@@ -26,6 +30,7 @@ def launch_row(launch, result, limit: int) -> dict:
         "num_warps": result.num_warps,
         "num_stages": result.num_stages,
         "shared": shared,
+        "source": source,
         "limit": limit,
         "headroom": None if shared is None else limit - shared,
         "fits": shared is not None and shared <= limit,
@@ -42,7 +47,7 @@ def is_inert(patched: list[dict], unpatched: list[dict]) -> bool:
 
 
 def build_report(*, versions: dict, device: dict, launches: list[dict], unpatched: list[dict] | None,
-                 elapsed_s: float, table: dict | None = None) -> dict:
+                 elapsed_s: float, table: dict | None = None, known_table: dict | None = None) -> dict:
     shared = [row["shared"] for row in launches if row["shared"] is not None]
     report = {
         "vllm_version": versions["vllm"],
@@ -57,6 +62,10 @@ def build_report(*, versions: dict, device: dict, launches: list[dict], unpatche
     }
     if table is not None:
         report["fit_table"] = table
+    if known_table is not None:
+        sources = [row["source"] for row in launches + (unpatched or [])]
+        report["known_table"] = dict(known_table, from_table=sources.count(TABLE),
+                                     compiled=sources.count(COMPILED))
     return report
 
 
@@ -98,7 +107,7 @@ def format_table(report: dict) -> str:
     """The per-launch table; with an unpatched comparison, its tile and bytes side by side."""
     unpatched = report["unpatched"]
     header = ["shape", "kind", "q_len", "kernel", "path", "TILE", "BLOCK_M", "warps", "stages",
-              "shared", "limit", "headroom", "fits"]
+              "shared", "source", "limit", "headroom", "fits"]
     if unpatched is not None:
         header += ["unpatched TILE", "unpatched shared"]
     lines = [header]
@@ -109,7 +118,7 @@ def format_table(report: dict) -> str:
         line = [f"{row['model']}/{row['layer']} h{row['head_size']}", row["kind"], q_len,
                 row["kernel"].replace("kernel_unified_attention", "attention"), row["path"],
                 _text(row["tile_size"]), _text(row["block_m"]), _text(row["num_warps"]),
-                _text(row["num_stages"]), _text(row["shared"]), str(row["limit"]),
+                _text(row["num_stages"]), _text(row["shared"]), row["source"], str(row["limit"]),
                 _text(row["headroom"]), "yes" if row["fits"] else "NO"]
         if unpatched is not None:
             line += [_text(twin["tile_size"]) if twin else "-", _text(twin["shared"]) if twin else "-"]
@@ -125,6 +134,11 @@ def summary(report: dict) -> str:
     text = (f"vLLM {report['vllm_version']}, Triton {report['triton_version']}, {device['name']} "
             f"(cc {device['cc']}, limit {device['limit']} bytes): {len(report['launches'])} launches, "
             f"max shared {report['max_shared']} bytes, {verdict} ({report['elapsed_s']} s)")
+    known = report.get("known_table")
+    if known is not None and known["used"]:
+        text += f"; {known['from_table']} from the fit table {known['path']}, {known['compiled']} compiled"
+    elif known is not None:
+        text += f"; fit table {known['path']} ignored ({known['ignored_because']}), every launch compiled"
     if report["inert"] is not None:
         text += ("; patched launches identical to unpatched" if report["inert"]
                  else "; the clamp changed launch parameters")

@@ -35,6 +35,11 @@ def launch_key(launch, cc: int) -> dict:
     }
 
 
+def identity(entry: dict) -> tuple:
+    """An entry's key fields in ENTRY_KEYS order: entries with equal identities describe one compile."""
+    return tuple(entry[k] for k in ENTRY_KEYS)
+
+
 def tile_search(launches: list, cc: int, limit: int, compile_requests) -> list[dict]:
     """Table entries for the attention launches: each launch's own tile, then halvings of it
     while the compiled kernel exceeds `limit`, down to the smallest tile the kernel takes.
@@ -52,23 +57,25 @@ def tile_search(launches: list, cc: int, limit: int, compile_requests) -> list[d
             if result.shared is None:
                 continue
             entry = dict(launch_key(launch, cc), tile_size=tile, shared=result.shared)
-            identity = tuple(entry[k] for k in ENTRY_KEYS)
-            if identity not in needs or needs[identity]["shared"] < entry["shared"]:
-                needs[identity] = entry
+            key = identity(entry)
+            if key not in needs or needs[key]["shared"] < entry["shared"]:
+                needs[key] = entry
             if result.shared > limit and tile // 2 >= SMALLEST_TILE:
                 smaller.append((launch, tile // 2))
         pending = smaller
     return list(needs.values())
 
 
-def read_table(path: Path) -> dict | None:
-    """The existing table at path, None when there is none; TableError when it is not one."""
+def read_table(path: Path, option: str = "--write-table") -> dict | None:
+    """The existing table at path, None when there is none; TableError when it is not one
+    (naming `option`, the command-line option that gave the path)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
     except OSError as error:
-        raise TableError(f"{path}: cannot read the existing fit table ({error.strerror}); fix its permissions") from None
+        raise TableError(f"{path}: cannot read the fit table ({error.strerror}); fix its permissions "
+                         f"or pass another {option} path") from None
     try:
         document = json.loads(text)
         if document.get("format") != FORMAT or not isinstance(document.get("entries"), list):
@@ -77,18 +84,20 @@ def read_table(path: Path) -> dict | None:
             missing = [k for k in ENTRY_KEYS + ("shared",) if k not in entry]
             if missing:
                 raise ValueError(f"an entry lacks {', '.join(missing)}")
-    except (ValueError, AttributeError) as error:
+            if not isinstance(entry["shared"], int) or entry["shared"] < 0:
+                raise ValueError(f"an entry's shared is {entry['shared']!r}, expected bytes as an integer")
+    except (ValueError, AttributeError, TypeError) as error:
         raise TableError(
-            f"{path} is not a fit table ({error}); move it away or pass another --write-table path"
+            f"{path} is not a fit table ({error}); move it away or pass another {option} path"
         ) from None
     return document
 
 
 def merge(existing: dict | None, entries: list[dict], versions: dict) -> dict:
     """New entries replace existing ones with the same key; other existing entries stay."""
-    merged = {tuple(e[k] for k in ENTRY_KEYS): e for e in (existing or {}).get("entries", [])}
+    merged = {identity(e): e for e in (existing or {}).get("entries", [])}
     for entry in entries:
-        merged[tuple(entry[k] for k in ENTRY_KEYS)] = entry
+        merged[identity(entry)] = entry
     ordered = sorted(merged.values(), key=lambda e: tuple(str(e[k]) for k in ENTRY_KEYS))
     return {"format": FORMAT, "vllm_version": versions["vllm"], "triton_version": versions["triton"],
             "entries": ordered}
