@@ -1,6 +1,8 @@
 """The Turing clamp in the vLLM that will serve (the patch's own check), and the fit check for this
 model's attention shapes against this device's real shared-memory limit (a subprocess of
-patches.fitcheck; the image ships a Triton cache warmed at build time, so this is quick)."""
+patches.fitcheck). The image ships no Triton cache; the fit check takes each launch's need from
+the image's fit table (the compiler's numbers recorded at build, --known-table) and compiles only
+the launches the table lacks, so a model of the classes the build checked costs seconds."""
 from __future__ import annotations
 
 import importlib
@@ -18,6 +20,8 @@ CODE_ROOT = str(Path(__file__).resolve().parents[2])  # holds entrypoint/ and pa
 REBUILD = "use the image built by build.py (it bakes in /opt/vllm-turing/patches), or rebuild it"
 CLAMP_OK = ("present", "upstream")
 FIT_TIMEOUT_S = 600
+FIT_TABLE_ENV = "VLLM_TURING_FIT_TABLE"
+DEFAULT_FIT_TABLE = "/opt/vllm-turing/fit-table.json"
 
 
 def check_clamp(module: str = "patches.turing_clamp") -> CheckResult:
@@ -48,7 +52,7 @@ def judge_fit(returncode: int, stdout: str, stderr: str, cc: tuple[int, int], li
     too_big = [launch for launch in launches if not launch.get("fits")]
     if returncode == 0 and report.get("all_fit") and not too_big:
         return passed(FIT, f"{len(launches)} attention launches fit {limit} bytes on cc {cc[0]}.{cc[1]} "
-                           f"(largest {report.get('max_shared')} bytes)")
+                           f"(largest {report.get('max_shared')} bytes{_sources(report.get('known_table'))})")
     if too_big:
         worst = max(too_big, key=lambda launch: launch.get("shared") or 0)
         return failed(FIT, f"{len(too_big)} attention launch(es) exceed {limit} bytes of shared memory, e.g. "
@@ -58,15 +62,32 @@ def judge_fit(returncode: int, stdout: str, stderr: str, cc: tuple[int, int], li
     return failed(FIT, f"the fit check exited {returncode}: {(stderr.strip().splitlines() or [''])[-1]}", REBUILD)
 
 
+def _sources(known_table: dict | None) -> str:
+    """Where the numbers came from, when the fit check was given the fit table."""
+    if not isinstance(known_table, dict):
+        return ""
+    if known_table.get("used"):
+        return f"; {known_table.get('from_table')} from the fit table, {known_table.get('compiled')} compiled"
+    return f"; fit table ignored: {known_table.get('ignored_because')}"
+
+
+def fit_command(model_config: str, cc: tuple[int, int], limit: int, fit_table: str | None) -> list[str]:
+    """The fit check's argv; `fit_table` is the image's fit table when it exists, else None."""
+    command = [sys.executable, "-m", "patches.fitcheck", "--model-config", model_config,
+               "--cc", str(cc[0] * 10 + cc[1]), "--limit", str(limit), "--json"]
+    return command + (["--known-table", fit_table] if fit_table else [])
+
+
 def check_fit(model_config: str, cc: tuple[int, int], limit: int, code_root: str = CODE_ROOT) -> CheckResult:
     if not os.path.isfile(os.path.join(code_root, "patches", "fitcheck.py")):
         return failed(FIT, f"patches.fitcheck is not installed under {code_root}", REBUILD)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [code_root, os.environ.get("PYTHONPATH")])))
-    command = [sys.executable, "-m", "patches.fitcheck", "--model-config", model_config,
-               "--cc", str(cc[0] * 10 + cc[1]), "--limit", str(limit), "--json"]
+    table = os.environ.get(FIT_TABLE_ENV) or DEFAULT_FIT_TABLE
+    command = fit_command(model_config, cc, limit, table if os.path.isfile(table) else None)
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=FIT_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        return failed(FIT, f"the fit check did not finish in {FIT_TIMEOUT_S} s", "the image's warm Triton cache is "
-                      "missing: keep TRITON_CACHE_DIR at the image's /opt/vllm-turing/triton-cache")
+        return failed(FIT, f"the fit check did not finish in {FIT_TIMEOUT_S} s", f"without the image's fit table "
+                      f"(${FIT_TABLE_ENV}, {DEFAULT_FIT_TABLE}) every launch is compiled: keep it, or give the "
+                      "container more CPU")
     return judge_fit(done.returncode, done.stdout, done.stderr, cc, limit)

@@ -1,11 +1,12 @@
 """--known-table: which launches take their need from a fit table written here and which are
-compiled; the report that carries it. Launches are the fit check's own
+compiled; the report and the entrypoint's argv that carry it. Launches are the fit check's own
 Launch records with real torch tensors as the query, as the recorder makes them."""
 import json
 
 import pytest
 import torch
 
+from entrypoint.checks.clamp import fit_command, judge_fit
 from patches.fitcheck import main
 from patches.fitcheck_known import known_needs, table_mismatch
 from patches.fitcheck_matrix import Case
@@ -116,8 +117,18 @@ def test_the_report_counts_and_prints_each_numbers_source():
     assert "2 from the fit table /opt/vllm-turing/fit-table.json, 1 compiled" in summary(report)
 
 
-def test_an_ignored_table_says_why_in_the_report():
+def test_an_ignored_table_says_why_in_report_and_preflight():
     note = {"path": "t.json", "used": False, "ignored_because": "written for vLLM 0.32.0 / Triton 3.8.0, ..."}
     report = build_report(versions=VERSIONS, device={"name": "sm75", "cc": 75, "limit": 65536},
                           launches=rows([COMPILED]), unpatched=None, elapsed_s=1.0, known_table=note)
     assert "fit table t.json ignored (written for vLLM 0.32.0" in summary(report)
+    result = judge_fit(0, json.dumps(report), "", (7, 5), 65536)
+    assert "fit table ignored: written for vLLM 0.32.0" in result.message
+
+
+def test_the_preflight_passes_the_fit_table_only_when_there_is_one():
+    with_table = fit_command("/m/config.json", (7, 5), 65536, "/opt/vllm-turing/fit-table.json")
+    assert with_table[-2:] == ["--known-table", "/opt/vllm-turing/fit-table.json"]
+    without = fit_command("/m/config.json", (7, 5), 65536, None)
+    assert "--known-table" not in without and without == with_table[:-2]
+    assert without[without.index("--cc") + 1] == "75" and without[without.index("--limit") + 1] == "65536"
