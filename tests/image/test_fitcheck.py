@@ -1,8 +1,9 @@
 """The fit check inside the image under test: its real vLLM launcher, its real Triton compiler.
 
-This checkout's patches/ is mounted into the container; the vLLM file is patched or
-stripped inside the throwaway container only. One Triton cache serves the whole module,
-so only the first run compiles from nothing.
+This checkout (patches/ and entrypoint/) is mounted into the container; the vLLM file is
+patched or stripped inside the throwaway container only. One Triton cache serves the whole
+module, so only the first run compiles from nothing; the run-time checks with the image's fit
+table start from an empty cache of their own, so the cache shows what they compiled.
 """
 import json
 from pathlib import Path
@@ -122,3 +123,89 @@ def test_a_wrong_tile_choice_fails_naming_the_launch(run_in_image):
     failures = not_fitting(err)
     assert failures and all("TILE_SIZE 64" in line for line in failures), failures
     assert any(line.startswith("fitcheck: does not fit: gemma-4-e2b-like/global prefill") for line in failures)
+
+
+# The run-time check: the image's fit table (written by its build) instead of compiles.
+IMAGE_TABLE = "/opt/vllm-turing/fit-table.json"
+EMPTY_CACHE = "export TRITON_CACHE_DIR=$(mktemp -d)"
+COMPILED_KERNELS = "find \"$TRITON_CACHE_DIR\" -name '*.cubin' -printf 'cubin %f\\n' >&2"
+HEAD_128_LIKE = dict(E2B_LIKE, head_dim=128, global_head_dim=256)  # head 128: not in the build's table
+
+
+def known_table_check(config: str, cc: int = 75, limit: int = SM75_LIMIT, table: str = IMAGE_TABLE) -> str:
+    return (f"python3 -m patches.fitcheck --model-config {config} --cc {cc} --limit {limit} "
+            f"--known-table {table} --json")
+
+
+def cubins(stderr: str) -> list[str]:
+    return sorted(line.split()[1] for line in stderr.splitlines() if line.startswith("cubin "))
+
+
+def is_attention(row: dict) -> bool:
+    return row["path"] in ("2d", "3d")
+
+
+def test_with_the_images_fit_table_no_attention_kernel_is_compiled(run_in_image):
+    config = "/models/gemma-4-e2b-like/config.json"
+    report, err = passing_report(run_in_image, f"{EMPTY_CACHE}\n{known_table_check(config)}\n{COMPILED_KERNELS}")
+    rows = report["launches"]
+    assert report["all_fit"] is True and {row["head_size"] for row in rows} == {256, 512}
+    assert all(row["source"] == "table" for row in rows if is_attention(row)), rows
+    # The table holds attention launches only: the split-K reduction is the one kernel compiled.
+    assert {row["source"] for row in rows if not is_attention(row)} == {"compiled"}
+    assert cubins(err) and set(cubins(err)) == {"reduce_segments.cubin"}, cubins(err)
+    assert report["known_table"] == {"path": IMAGE_TABLE, "used": True, "ignored_because": None,
+                                     "from_table": sum(map(is_attention, rows)),
+                                     "compiled": len(rows) - sum(map(is_attention, rows))}
+    # The table's numbers are the compiler's: compiling the same launches gives the same bytes.
+    compiled, _ = passing_report(run_in_image, f"python3 -m patches.fitcheck --model-config {config} "
+                                               f"--cc 75 --limit {SM75_LIMIT} --json")
+    identity = ("model", "layer", "kind", "query_len", "path", "tile_size", "shared")
+    assert [tuple(r[k] for k in identity) for r in rows] == [tuple(r[k] for k in identity)
+                                                             for r in compiled["launches"]]
+    assert {r["source"] for r in compiled["launches"]} == {"compiled"} and "known_table" not in compiled
+
+
+def test_launches_the_table_lacks_are_compiled(run_in_image):
+    config = "/tmp/head-128-like/config.json"
+    write = f"mkdir -p /tmp/head-128-like\ncat > {config} <<'JSON'\n{json.dumps(HEAD_128_LIKE)}\nJSON"
+    report, err = passing_report(run_in_image, f"{EMPTY_CACHE}\n{write}\n{known_table_check(config)}\n{COMPILED_KERNELS}")
+    attention = [row for row in report["launches"] if is_attention(row)]
+    assert {row["head_size"] for row in attention} == {128, 256}
+    assert {row["source"] for row in attention if row["head_size"] == 128} == {"compiled"}
+    assert {row["source"] for row in attention if row["head_size"] == 256} == {"table"}
+    assert "kernel_unified_attention.cubin" in cubins(err)
+    assert report["known_table"]["used"] is True and report["known_table"]["compiled"] > 0
+
+
+def test_a_table_of_another_triton_is_ignored_and_every_launch_compiled(run_in_image):
+    other = "/tmp/other-triton.json"
+    rewrite = (f"python3 -c 'import json; t = json.load(open(\"{IMAGE_TABLE}\")); t[\"triton_version\"] = \"0.0.1\"; "
+               f"json.dump(t, open(\"{other}\", \"w\"))'")
+    report, _ = passing_report(run_in_image, f"{rewrite}\n"
+                                             f"{known_table_check('/models/gemma-4-e2b-like/config.json', table=other)}")
+    note = report["known_table"]
+    assert note["used"] is False and "Triton 0.0.1" in note["ignored_because"] and note["from_table"] == 0
+    assert {row["source"] for row in report["launches"]} == {"compiled"}
+
+
+def test_a_missing_known_table_is_bad_input(run_in_image):
+    code, out, err = run_in_image(known_table_check("/models/gemma-4-e2b-like/config.json", table="/nowhere.json"))
+    assert code == 2 and out == "", err[-2000:]
+    assert err.strip().splitlines()[-1].startswith("fitcheck: --known-table /nowhere.json: no such file")
+
+
+PREFLIGHT_FIT = r"""
+python3 - <<'PY'
+from entrypoint.checks.clamp import check_fit
+result = check_fit("/models/gemma-4-e2b-like/config.json", (7, 5), 65536)
+print(result.status.value, result.message)
+PY
+"""
+
+
+def test_the_preflight_fit_check_takes_the_images_table(run_in_image):
+    code, out, err = run_in_image(f"{EMPTY_CACHE}\n{PREFLIGHT_FIT}\n{COMPILED_KERNELS}")
+    assert code == 0, err[-2000:]
+    assert out.startswith("pass ") and "from the fit table" in out, out
+    assert set(cubins(err)) == {"reduce_segments.cubin"}, cubins(err)
