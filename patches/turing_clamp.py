@@ -230,11 +230,12 @@ CHECK_EXIT = {"present": 0, "upstream": 0, "absent": 1, "outdated": 1, "error": 
 
 
 def _emit(report: ClampReport, as_json: bool) -> None:
+    """A refusal's one line goes to stderr in both modes, so a build log shows it."""
+    if report.outcome in ("refused", "error"):
+        print(report.message, file=sys.stderr)
     if as_json:
         print(json.dumps(report.to_dict(), indent=2))
-    elif report.outcome in ("refused", "error"):
-        print(report.message, file=sys.stderr)
-    else:
+    elif report.outcome not in ("refused", "error"):
         print(f"{report.outcome}: {report.message} ({report.file}, vLLM {report.vllm_version})")
 
 

@@ -102,6 +102,16 @@ def test_drift_is_refused(case, version, tmp_path):
     assert report.outcome == "refused" and report.sha256_before == report.sha256_after
 
 
+def test_json_refusal_still_says_why_on_stderr(tmp_path):
+    """A build runs `apply --json > report`: its log must still carry the refusal's line."""
+    target = clamp_cycle.copy_release("0.33.0", tmp_path)
+    target.write_text(renamed_tiles(target.read_text()))
+    run = run_cli("apply", "--json", "--target", target)
+    assert run.returncode == 2
+    assert json.loads(run.stdout)["outcome"] == "refused"
+    assert run.stderr.strip() == json.loads(run.stdout)["message"], "stderr lacks the refusal's one line"
+
+
 def test_read_only_file_is_refused_untouched(tmp_path):
     target = clamp_cycle.copy_release("0.33.0", tmp_path)
     target.chmod(0o444)
