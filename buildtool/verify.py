@@ -10,7 +10,10 @@ REPORT_DIR = "/opt/vllm-turing"
 REPORT_FILES = {"clamp": "clamp-report.json", "fit": "fit-report.json", "versions": "versions.json"}
 
 # CUDA_VISIBLE_DEVICES empty: vLLM keeps Triton enabled on a host without a GPU driver.
-CHECK_ENV = {"CUDA_VISIBLE_DEVICES": ""}
+# The fit check's Triton cache persists in a named volume, so only a first verification
+# (or changed kernels) pays the cross-compiles.
+TRITON_VOLUME = "vllm-turing-verify-triton-cache"
+CHECK_ENV = {"CUDA_VISIBLE_DEVICES": "", "TRITON_CACHE_DIR": "/triton-cache"}
 CLAMP_CHECK = ["python3", "-m", "patches.turing_clamp", "check", "--json"]
 FIT_CHECK = ["python3", "-m", "patches.fitcheck", "--device", "sm75", "--json"]
 
@@ -53,7 +56,8 @@ class _Output:
 
 
 def _run(client, image, command) -> _Output:
-    container = client.containers.create(image, command=command, entrypoint=[], environment=CHECK_ENV)
+    container = client.containers.create(image, command=command, entrypoint=[], environment=CHECK_ENV,
+                                         volumes={TRITON_VOLUME: {"bind": "/triton-cache", "mode": "rw"}})
     try:
         container.start()
         exit_code = container.wait()["StatusCode"]

@@ -1,12 +1,17 @@
 """Searching an exported image (`docker save`) for byte strings, layer by layer."""
 import tarfile
 
+import docker
+
 CHUNK = 1 << 20
+# The engine tars a 10 GB image before the first byte arrives: the SDK's 60 s is too short.
+EXPORT_TIMEOUT_S = 1800
 
 
-def find_in_image(image, needles: list[bytes]) -> list[str]:
+def find_in_image(image_id: str, needles: list[bytes]) -> list[str]:
     """Paths ("layer/file") of every file in every layer that contains a needle."""
-    stream = _ChunkReader(image.save(named=False))
+    api = docker.from_env(timeout=EXPORT_TIMEOUT_S).api
+    stream = _ChunkReader(api.get_image(image_id))
     hits = []
     with tarfile.open(fileobj=stream, mode="r|") as outer:
         for member in outer:

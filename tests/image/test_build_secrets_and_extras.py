@@ -63,7 +63,7 @@ def test_no_secret_in_history_labels_env_or_any_layer(docker_client, audio_image
     attrs = json.dumps(audio_image.attrs).encode()
     assert not any(n in history for n in needles), "a secret is in `docker history`"
     assert not any(n in attrs for n in needles), "a secret is in the image's labels or config (env)"
-    hits = find_in_image(audio_image, needles)
+    hits = find_in_image(audio_image.id, needles)
     assert not hits, f"a secret is stored in the image's layers: {hits[:5]}"
 
 
