@@ -19,6 +19,9 @@ from buildtool.verify import read_build_reports, verify_image
 REPO = Path(__file__).resolve().parent.parent
 OFFICIAL_BASE = "vllm/vllm-openai:v{version}"
 EXTRAS = ("audio",)
+# The ID of the image before labelling: the same layers and config give the same ID, so a
+# no-op rebuild is recognised without comparing contents.
+BUILD_ID_LABEL = "io.vllm-turing.build.id"
 
 
 def add_arguments(parser) -> None:
@@ -41,7 +44,7 @@ def run(args) -> int:
     check_ca_cert(args.ca_cert)
     base_ref = resolve_base(client, args)
     image_id = build_verified(client, args, base_ref, tag)
-    print(f"tagged {tag} ({image_id[7:19]})", flush=True)
+    print(f"{tag} is {image_id[7:19]}", flush=True)
     return 0
 
 
@@ -78,10 +81,15 @@ def build_verified(client: docker.DockerClient, args, base_ref: str, tag: str) -
             context=REPO, dockerfile=REPO / "Dockerfile", tag=scratch,
             build_args={"BASE_IMAGE": base_ref, "EXTRAS": args.extras or "", **pip_mirror_args()},
             ca_cert=args.ca_cert, no_cache=args.no_cache, pull=False))
+        unchanged = _holding_build(client, tag, client.images.get(scratch).id)
+        if unchanged is not None:
+            print(f"{tag} already holds this build (verified when it was tagged); nothing to do", flush=True)
+            return unchanged
         reports = read_build_reports(client, scratch)
         labels = image_labels(
             reports=reports, base_ref=base_ref, base_digest=base_digest(client.images.get(base_ref).attrs),
             revision=git_revision(REPO), created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+        labels[BUILD_ID_LABEL] = client.images.get(scratch).id
         if args.extras:
             labels["io.vllm-turing.extras"] = args.extras
         with tempfile.TemporaryDirectory() as empty_context:
@@ -101,6 +109,14 @@ def build_verified(client: docker.DockerClient, args, base_ref: str, tag: str) -
         for ref in (scratch, scratch + "-labelled"):
             if image_or_none(client, ref) is not None:
                 client.images.remove(ref, noprune=True)
+
+
+def _holding_build(client: docker.DockerClient, tag: str, build_id: str) -> str | None:
+    """The image under `tag` when it was labelled from this very build, else None."""
+    current = image_or_none(client, tag)
+    if current is not None and (current.labels or {}).get(BUILD_ID_LABEL) == build_id:
+        return current.id
+    return None
 
 
 def move_tag(client: docker.DockerClient, image_id: str, tag: str) -> None:
