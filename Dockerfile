@@ -12,8 +12,10 @@ ENV PYTHONPATH=/opt/vllm-turing \
     VLLM_TURING_FIT_TABLE=/opt/vllm-turing/fit-table.json
 
 # The clamp, applied to the vLLM that `python3` imports, then proven by compiling every
-# Gemma 4 launch for sm_75 (a misfit exits 1, naming the launch, and fails the build). CUDA_VISIBLE_DEVICES is
-# empty so vLLM keeps Triton enabled on a build host without a GPU driver.
+# Gemma 4 launch for sm_75 (a misfit exits 1, naming the launch, and fails the build). The
+# sm_86 pass (RTX 30xx) adds that target's own numbers to the fit table, so the preflight on
+# those cards compiles only the small split-K reduction. CUDA_VISIBLE_DEVICES is empty so vLLM keeps Triton
+# enabled on a build host without a GPU driver.
 COPY patches/ /opt/vllm-turing/patches/
 RUN set -e; \
     export PYTHONDONTWRITEBYTECODE=1; \
@@ -27,6 +29,8 @@ RUN --mount=type=cache,id=vllm-turing-fitcheck-triton,target=/root/.triton-fitch
     export PYTHONDONTWRITEBYTECODE=1 CUDA_VISIBLE_DEVICES= TRITON_CACHE_DIR=/root/.triton-fitcheck; \
     python3 -m patches.fitcheck --device sm75 --write-table /opt/vllm-turing/fit-table.json \
         --compare-unpatched --json > /opt/vllm-turing/fit-report.json; \
+    python3 -m patches.fitcheck --device sm86 --write-table /opt/vllm-turing/fit-table.json \
+        --json > /opt/vllm-turing/fit-report-sm86.json; \
     python3 -c 'import importlib.metadata as m, json; json.dump({p: m.version(p) for p in ("vllm", "torch", "triton")}, open("/opt/vllm-turing/versions.json", "w"))'
 
 # Optional extra Python packages, installed without changing vLLM, torch or Triton (pinned
