@@ -37,6 +37,7 @@ def add_common_build_options(parser) -> None:
 
 
 def run(args) -> int:
+    check_ca_cert(args.ca_cert)
     client = connect()
     build_base(client, args)
     return 0

@@ -39,9 +39,9 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    check_ca_cert(args.ca_cert)
     client = connect()
     tag = args.tag or f"vllm-turing:{args.vllm_version}"
-    check_ca_cert(args.ca_cert)
     base_ref = resolve_base(client, args)
     image_id = build_verified(client, args, base_ref, tag)
     print(f"{tag} is {image_id[7:19]}", flush=True)

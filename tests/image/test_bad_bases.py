@@ -60,3 +60,11 @@ def test_bad_base_fails_with_the_patch_message_and_keeps_the_tag(docker_client, 
         f"the {name} base failed without the patch's message; last line: {message!r}"
     assert "Traceback" not in run.stderr, f"build.py printed a traceback for the {name} base"
     assert docker_client.images.get(KEEP_TAG).id == kept_tag, f"the failed {name} build moved {KEEP_TAG}"
+
+
+def test_a_base_that_is_neither_here_nor_pullable_offers_the_pypi_base(docker_client, kept_tag):
+    run = failing_build("vllm-turing-test-absent/base:0")
+    assert run.returncode == 1, f"exit {run.returncode}: {run.stderr[-300:]}"
+    assert "cannot pull vllm-turing-test-absent/base:0" in run.stderr and "--base pypi" in run.stderr, \
+        f"the refusal does not offer the PyPI base: {run.stderr.strip()[-300:]}"
+    assert docker_client.images.get(KEEP_TAG).id == kept_tag, "the refused build moved the tag"

@@ -1,0 +1,93 @@
+"""build.py's decisions and refusals that need no Docker engine."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from buildtool.buildkit import BuildRequest, buildx_argv
+from buildtool.hostconfig import debian_mirror
+from buildtool.labels import base_digest, image_labels
+from buildtool.progress import failure_line
+
+REPO = Path(__file__).resolve().parents[2]
+
+REPORTS = {
+    "versions": {"vllm": "0.33.0", "torch": "2.14.0", "triton": "3.8.0"},
+    "clamp": {"patch_version": 1, "sha256_after": "ab" * 32},
+    "fit": {"max_shared": 65536, "device": {"name": "sm75", "cc": 75, "limit": 65536}},
+}
+
+
+def build_py(*args, env=None):
+    return subprocess.run([sys.executable, str(REPO / "build.py"), *args], cwd=REPO,
+                          capture_output=True, text=True, env={**os.environ, **(env or {})})
+
+
+def test_no_engine_is_one_line_and_exit_1():
+    run = build_py("verify", "anything", env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    assert run.returncode == 1
+    assert "no Docker engine answered" in run.stderr and "Traceback" not in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_a_missing_ca_bundle_is_bad_input_before_anything_is_built(tmp_path):
+    run = build_py("--base", "pypi", "--ca-cert", str(tmp_path / "none.pem"),
+                   env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    assert run.returncode == 2
+    assert "none.pem: no such file" in run.stderr
+
+
+def test_unknown_extras_are_refused_by_the_parser():
+    run = build_py("--extras", "video")
+    assert run.returncode == 2 and "invalid choice: 'video'" in run.stderr
+
+
+def test_labels_come_from_the_build_reports():
+    labels = image_labels(reports=REPORTS, base_ref="vllm-turing-base:0.33.0", base_digest="sha256:1",
+                          revision="abc", created="2026-11-30T00:00:00+00:00")
+    assert labels["io.vllm-turing.clamp.sha256"] == "ab" * 32
+    assert labels["io.vllm-turing.fit.max-shared"] == "65536" and labels["io.vllm-turing.fit.limit"] == "65536"
+    assert labels["io.vllm-turing.torch.version"] == "2.14.0"
+    assert labels["org.opencontainers.image.base.name"] == "vllm-turing-base:0.33.0"
+    assert labels["org.opencontainers.image.version"] == "0.33.0"
+
+
+def test_base_digest_prefers_the_registry_digest():
+    assert base_digest({"RepoDigests": ["vllm/vllm-openai@sha256:feed"], "Id": "sha256:local"}) == "sha256:feed"
+    assert base_digest({"RepoDigests": [], "Id": "sha256:local"}) == "sha256:local"
+
+
+def test_the_ca_bundle_travels_as_a_secret_file_never_as_an_argument(tmp_path):
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\nsecretbody\n")
+    argv = buildx_argv(BuildRequest(context=tmp_path, dockerfile=tmp_path / "Dockerfile", tag="t:1",
+                                    build_args={"EXTRAS": ""}, ca_cert=bundle), tmp_path / "iid")
+    assert f"id=ca,src={bundle}" in argv
+    assert not any("secretbody" in a for a in argv)
+    assert argv[:5] == ["docker", "buildx", "build", "--load", "--progress=plain"]
+
+
+@pytest.mark.parametrize("lines, expected", [
+    (["#9 [4/6] RUN python3 -m patches.turing_clamp apply",
+      "#9 0.812 /x/triton_unified_attention.py (vLLM 0.33.0): no function assigns TILE_SIZE_PREFILL",
+      "#9 ERROR: executor failed running [/bin/sh -c ...]: exit code: 2",
+      "------", "ERROR: failed to solve: exit code: 2"],
+     "/x/triton_unified_attention.py (vLLM 0.33.0): no function assigns TILE_SIZE_PREFILL"),
+    (["#3 ERROR: pull access denied for nope"], "pull access denied for nope"),
+    (["plain failure text"], "plain failure text"),
+])
+def test_a_failed_build_is_told_by_the_failing_steps_last_line(lines, expected):
+    assert failure_line(lines) == expected
+
+
+def test_the_debian_mirror_is_read_from_the_hosts_sources(tmp_path):
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm\n\n"
+        "Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\n")
+    assert debian_mirror(tmp_path) == "http://mirror.example/debian"
+    (tmp_path / "sources.list.d" / "debian.sources").unlink()
+    (tmp_path / "sources.list").write_text("deb [arch=amd64] http://one.example/debian bookworm main\n")
+    assert debian_mirror(tmp_path) == "http://one.example/debian"
