@@ -32,11 +32,15 @@ def docker_client():
     return client
 
 
-def build_command(tag: str, *extra: str) -> list[str]:
-    """build.py on the PyPI base; the host CA bundle travels as a secret where it exists."""
-    argv = [sys.executable, str(REPO / "build.py"), "--base", "pypi", "--bootstrap", "--tag", tag, *extra]
-    if SYSTEM_CA_BUNDLE.is_file():
-        argv += ["--ca-cert", str(SYSTEM_CA_BUNDLE)]
+def build_command(tag: str, *extra: str, base: str = "pypi", ca_cert: Path | None = SYSTEM_CA_BUNDLE,
+                  tree: Path = REPO) -> list[str]:
+    """build.py of `tree` on `base` (default the PyPI base, bootstrapped where no OS image can be
+    pulled); the CA bundle travels as a secret where it exists."""
+    argv = [sys.executable, str(tree / "build.py"), "--base", base, "--tag", tag, *extra]
+    if base == "pypi":
+        argv.append("--bootstrap")
+    if ca_cert is not None and ca_cert.is_file():
+        argv += ["--ca-cert", str(ca_cert)]
     return argv
 
 
@@ -58,3 +62,13 @@ def image(request, docker_client) -> str:
 @pytest.fixture(scope="session")
 def image_labels(docker_client, image) -> dict:
     return docker_client.images.get(image).labels or {}
+
+
+@pytest.fixture(scope="session")
+def image_base(image_labels) -> str:
+    """The base the image under test was built on: builds made by the tests reuse it."""
+    base = image_labels.get("org.opencontainers.image.base.name")
+    if not base:
+        pytest.fail("the image has no org.opencontainers.image.base.name label: was it built by build.py?",
+                    pytrace=False)
+    return base

@@ -34,24 +34,21 @@ def hf_token():
 
 
 @pytest.fixture(scope="module")
-def audio_image(docker_client, image_labels, marked_ca_bundle, hf_token):
+def audio_image(docker_client, image_base, marked_ca_bundle, hf_token):
     bundle, _ = marked_ca_bundle
-    argv = build_command(AUDIO_TAG, "--extras", "audio")
-    argv = argv[:argv.index("--ca-cert")] if "--ca-cert" in argv else argv
-    argv[argv.index("pypi")] = image_labels["org.opencontainers.image.base.name"]
-    argv = [a for a in argv if a != "--bootstrap"] + ["--ca-cert", str(bundle)]
+    argv = build_command(AUDIO_TAG, "--extras", "audio", base=image_base, ca_cert=bundle)
     run = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, env={**os.environ, "HF_TOKEN": hf_token})
     assert run.returncode == 0, f"the EXTRAS=audio build failed: {run.stderr.strip()[-1500:]}"
     yield docker_client.images.get(AUDIO_TAG)
     docker_client.images.remove(AUDIO_TAG, noprune=True)
 
 
-def test_audio_extras_import_and_leave_vllm_and_torch_as_the_base_had_them(docker_client, audio_image, image_labels):
+def test_audio_extras_import_and_leave_vllm_and_torch_as_the_base_had_them(docker_client, audio_image, image_base):
     with idle_container(docker_client, AUDIO_TAG) as host:
         result = host.run("python3 -c 'import av, soundfile, scipy, mistral_common'")
         assert result.rc == 0, f"the audio stack does not import: {result.stderr.strip()[-500:]}"
         ours = run_json(host, VERSIONS)
-    with idle_container(docker_client, image_labels["org.opencontainers.image.base.name"]) as base:
+    with idle_container(docker_client, image_base) as base:
         theirs = run_json(base, VERSIONS)
     assert ours == theirs, f"EXTRAS=audio changed vLLM/torch/Triton: base {theirs}, image {ours}"
 

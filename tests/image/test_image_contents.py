@@ -35,10 +35,8 @@ def host(docker_client, image):
 
 
 @pytest.fixture(scope="module")
-def base_host(docker_client, image_labels):
-    base = image_labels.get("org.opencontainers.image.base.name")
-    assert base, "the image has no org.opencontainers.image.base.name label, so its base cannot be compared"
-    with idle_container(docker_client, base) as host:
+def base_host(docker_client, image_base):
+    with idle_container(docker_client, image_base) as host:
         yield host
 
 
