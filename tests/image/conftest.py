@@ -5,6 +5,7 @@ session builds one with build.py on the PyPI base (reused between runs by its ta
 No engine is a failure, never a skip: this tier is what proves the product.
 """
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -72,3 +73,11 @@ def image_base(image_labels) -> str:
         pytest.fail("the image has no org.opencontainers.image.base.name label: was it built by build.py?",
                     pytrace=False)
     return base
+
+
+@pytest.fixture
+def tree_copy(tmp_path) -> Path:
+    """A copy of this checkout to change and build from, leaving the checkout alone."""
+    copy = tmp_path / "tree"
+    shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", "__pycache__", "reports", ".cache"))
+    return copy

@@ -1,4 +1,5 @@
-"""A bad base fails the build with the patch's message, and the tag keeps its image."""
+"""A bad base or a misfit fails the build with the one line that says why, and the tag keeps
+its image."""
 import subprocess
 
 import pytest
@@ -62,3 +63,19 @@ def test_a_base_that_is_neither_here_nor_pullable_offers_the_pypi_base(docker_cl
     assert "cannot pull vllm-turing-test-absent/base:0" in run.stderr and "--base pypi" in run.stderr, \
         f"the refusal does not offer the PyPI base: {run.stderr.strip()[-300:]}"
     assert docker_client.images.get(KEEP_TAG).id == kept_tag, "the refused build moved the tag"
+
+
+def test_a_clamp_that_picks_too_large_a_tile_fails_the_build_naming_the_launch(docker_client, image_base,
+                                                                                 kept_tag, tree_copy):
+    runtime = tree_copy / "patches" / "clamp_runtime.py"
+    sabotaged = runtime.read_text().replace("    return decision\n# <<< vllm-turing clamp",
+                                            "    return (64,) + tuple(decision[1:])\n# <<< vllm-turing clamp")
+    assert sabotaged != runtime.read_text(), "the clamp's return statement moved: update this test"
+    runtime.write_text(sabotaged)
+    run = subprocess.run(build_command(KEEP_TAG, base=image_base, tree=tree_copy), cwd=tree_copy,
+                         capture_output=True, text=True)
+    message = run.stderr.strip().splitlines()[-1] if run.stderr.strip() else ""
+    assert run.returncode == 1, f"build.py accepted a clamp that launches TILE_SIZE 64: {message!r}"
+    assert "does not fit" in message and "TILE_SIZE 64" in message, \
+        f"the misfit failed the build without naming the launch; last line: {message!r}"
+    assert docker_client.images.get(KEEP_TAG).id == kept_tag, "the failed build moved the tag"

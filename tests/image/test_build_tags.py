@@ -1,22 +1,14 @@
 """How build.py moves tags: a new build keeps the old image as <tag>-previous; a no-op
 rebuild changes nothing."""
-import shutil
 import subprocess
 
 import docker
 import pytest
 
-from tests.image.conftest import REPO, build_command
+from tests.image.conftest import build_command
 
 TAG = "vllm-turing-test-tags:latest"
 PREVIOUS = "vllm-turing-test-tags:latest-previous"
-
-
-@pytest.fixture
-def tree_copy(tmp_path):
-    copy = tmp_path / "tree"
-    shutil.copytree(REPO, copy, ignore=shutil.ignore_patterns(".git", "__pycache__", "reports", ".cache"))
-    return copy
 
 
 @pytest.fixture
