@@ -3,6 +3,7 @@
 The SDK's images.build uses the legacy builder (no secrets, no cache mounts), so
 builds go through the CLI; everything else goes through the SDK.
 """
+import os
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -50,10 +51,9 @@ def build(req: BuildRequest, view: ProgressView | None = None) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         iidfile = Path(tmp) / "iid"
         argv = buildx_argv(req, iidfile)
-        env = {"DOCKER_BUILDKIT": "1"}
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True, env=_with_env(env))
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, env={**os.environ, "DOCKER_BUILDKIT": "1"})
         except FileNotFoundError:
             raise BuildError("the docker CLI is not on PATH: install it (Debian: apt-get install docker.io)") from None
         proc.stdin.write(req.stdin_dockerfile or "")
@@ -69,10 +69,3 @@ def build(req: BuildRequest, view: ProgressView | None = None) -> str:
                                  "(scripts/install-test-host.sh on Debian)")
             raise BuildError("build failed: " + failure_line(view.lines))
         return iidfile.read_text().strip()
-
-
-def _with_env(extra: dict) -> dict:
-    import os
-    env = dict(os.environ)
-    env.update(extra)
-    return env

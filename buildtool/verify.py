@@ -76,16 +76,21 @@ def _json_field(text: str, key: str):
         return None
 
 
+def _last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else "no output"
+
+
 def _json_summary(text: str, key: str) -> str:
     value = _json_field(text, key)
-    return str(value) if value is not None else text.strip().splitlines()[-1:] and text.strip().splitlines()[-1] or ""
+    return str(value) if value is not None else _last_line(text)
 
 
 def _fit_summary(text: str) -> str:
     try:
         report = json.loads(text)
     except ValueError:
-        return text.strip().splitlines()[-1] if text.strip() else "no output"
+        return _last_line(text)
     misfits = [l for l in report.get("launches", []) if not l.get("fits")]
     summary = "max shared %s of %s bytes over %d launches" % (
         report.get("max_shared"), report.get("device", {}).get("limit"), len(report.get("launches", [])))
