@@ -11,15 +11,29 @@ GEMMA4_TEXT_CONFIG = {"model_type": "gemma4_text", "head_dim": 256, "global_head
                       "num_attention_heads": 8, "num_key_value_heads": 1, "sliding_window": 512}
 
 
-def write_safetensors(path: pathlib.Path, tensors: dict[str, int]) -> int:
-    """A valid safetensors file of fp16 tensors named -> element count; returns its size in bytes."""
-    header, offset = {}, 0
-    for name, count in tensors.items():
-        header[name] = {"dtype": "F16", "shape": [count], "data_offsets": [offset, offset + 2 * count]}
-        offset += 2 * count
+# bytes per element of the dtypes the tests write
+ITEM_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "I8": 1, "U8": 1, "I32": 4, "I64": 8, "F8_E4M3": 1}
+
+
+def write_tensors(path: pathlib.Path, tensors: dict[str, tuple[str, list[int]]], truncate_by: int = 0,
+                  metadata: dict | None = None) -> pathlib.Path:
+    """A real safetensors file of zeroed tensors, name -> (dtype, shape); `truncate_by` bytes short."""
+    header, offset = ({"__metadata__": metadata} if metadata else {}), 0
+    for name, (dtype, shape) in tensors.items():
+        size = ITEM_BYTES[dtype]
+        for dim in shape:
+            size *= dim
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
     raw = json.dumps(header).encode()
     raw += b" " * (-len(raw) % 8)
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(offset))
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(offset - truncate_by))
+    return path
+
+
+def write_safetensors(path: pathlib.Path, tensors: dict[str, int]) -> int:
+    """A valid safetensors file of fp16 tensors named -> element count; returns its size in bytes."""
+    write_tensors(path, {name: ("F16", [count]) for name, count in tensors.items()})
     return path.stat().st_size
 
 

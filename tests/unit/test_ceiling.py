@@ -8,10 +8,10 @@ import sys
 import pytest
 
 from bench import safetensors_ceiling as sc
+from tests.support.model_files import write_tensors
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CEILING = REPO / "bench" / "ceiling"
-ITEM = {"BF16": 2, "F16": 2, "F32": 4, "I8": 1, "U8": 1, "I32": 4, "I64": 8, "F8_E4M3": 1}
 
 # A Gemma-4-like text stack, tiny: hidden 64, vocab 256, MLP 128, 2 layers,
 # q 128 wide, k/v 32 wide, per-layer inputs 16 wide.
@@ -41,17 +41,7 @@ TOP = {
 
 
 def write_safetensors(path, tensors, truncate_by=0):
-    """A real safetensors file: 8-byte length, JSON header, zeroed data."""
-    header, offset = {"__metadata__": {"format": "pt"}}, 0
-    for name, (dtype, shape) in tensors.items():
-        n = ITEM[dtype]
-        for d in shape:
-            n *= d
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
-        offset += n
-    raw = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(offset - truncate_by))
-    return path
+    return write_tensors(path, tensors, truncate_by=truncate_by, metadata={"format": "pt"})
 
 
 def gemma_like(quantized=False, lm_head=False):
