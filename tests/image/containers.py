@@ -20,6 +20,16 @@ def idle_container(client: docker.DockerClient, image: str):
         container.remove(force=True)
 
 
+def run_to_end(client: docker.DockerClient, image: str, command, timeout: int = 300, **kwargs):
+    """(exit code, stdout, stderr) of a container run to its end; the container is removed."""
+    container = client.containers.run(image, command, detach=True, **kwargs)
+    try:
+        code = container.wait(timeout=timeout)["StatusCode"]
+        return code, container.logs(stderr=False).decode(), container.logs(stdout=False).decode()
+    finally:
+        container.remove(force=True)
+
+
 def run_python(host, script: str, *args: str) -> str:
     """Runs a Python script in the container and returns its stdout; failures say what broke."""
     result = host.run(" ".join(["python3", "-c", _quote(script)] + [_quote(a) for a in args]))

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from tests.image.conftest import REPO, SYSTEM_CA_BUNDLE, build_command
-from tests.image.containers import CPU_ENV, idle_container, run_json
+from tests.image.containers import CPU_ENV, idle_container, run_json, run_to_end
 from tests.image.layers import find_in_image
 
 AUDIO_TAG = "vllm-turing-test:0.33.0-audio"
@@ -72,10 +72,6 @@ def test_a_token_given_to_a_run_is_not_printed(docker_client, audio_image, hf_to
 
 def _output_of_run(client, command, token) -> bytes:
     """stdout and stderr of a run, whatever its exit code (check fails here: no GPU)."""
-    container = client.containers.run(AUDIO_TAG, command=command, detach=True,
-                                      environment={**CPU_ENV, "HF_TOKEN": token, "MODEL": "/models/none"})
-    try:
-        container.wait()
-        return container.logs(stdout=True, stderr=True)
-    finally:
-        container.remove(force=True)
+    _, out, err = run_to_end(client, AUDIO_TAG, command,
+                             environment={**CPU_ENV, "HF_TOKEN": token, "MODEL": "/models/none"})
+    return (out + err).encode()

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from tests.image.containers import run_to_end
 from tests.support.model_files import write_model_dir
 from tests.support.standin_driver import build_standin_driver
 from tests.support.seed_configs import T4_E2B_ARGV, T4_E2B_ENV
@@ -30,13 +31,8 @@ while True:
 
 def run(docker_client, image, command, environment=None, volumes=None, **kwargs):
     """(exit code, stdout, stderr) of a container run to its end."""
-    container = docker_client.containers.run(image, command, environment=environment or {}, volumes=volumes or {},
-                                             detach=True, **kwargs)
-    try:
-        code = container.wait(timeout=300)["StatusCode"]
-        return code, container.logs(stderr=False).decode(), container.logs(stdout=False).decode()
-    finally:
-        container.remove(force=True)
+    return run_to_end(docker_client, image, command, environment=environment or {}, volumes=volumes or {},
+                      **kwargs)
 
 
 def test_check_without_gpu_reports_device_checks_failing_with_fixes(docker_client, image):

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.image.containers import run_to_end
+
 REPO = Path(__file__).resolve().parents[2]
 SM75_LIMIT = 65536
 KNOWN_FAILURE = 98304  # head 512, TILE_SIZE 32, BLOCK_M 16 on sm_75 (vLLM 0.33.0, Triton 3.8)
@@ -37,17 +39,10 @@ def mounts(tmp_path_factory):
 def run_in_image(docker_client, image, mounts):
     """Runs a bash script in a fresh container of the image; returns (exit code, stdout, stderr)."""
     def run(script: str):
-        container = docker_client.containers.run(
-            image, entrypoint=["bash", "-c", f"set -e\n{script}"], command=[], detach=True,
+        return run_to_end(
+            docker_client, image, [], timeout=900, entrypoint=["bash", "-c", f"set -e\n{script}"],
             environment={"CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": "/src", "TRITON_CACHE_DIR": "/triton-cache"},
             volumes=mounts, working_dir="/src")
-        try:
-            code = container.wait(timeout=900)["StatusCode"]
-            out = container.logs(stdout=True, stderr=False).decode()
-            err = container.logs(stdout=False, stderr=True).decode()
-        finally:
-            container.remove(force=True)
-        return code, out, err
     return run
 
 
