@@ -7,35 +7,36 @@ import re
 import shutil
 import sys
 
+from buildtool.status_line import StatusLine
+
 _STEP_OUTPUT = re.compile(r"^#(\d+) (?:\d+\.\d+ )?(.*)$")
 _STEP_ERROR = re.compile(r"^#(\d+) ERROR: (.*)$")
 _NOISE = ("sha256:", "transferring", "DONE", "CACHED", "extracting", "resolve ", "naming to", "exporting")
 
 
 class ProgressView:
+    """Every line kept (for failure_line); shown in full, or as one live line on a terminal."""
+
     def __init__(self, stream=sys.stdout, live: bool | None = None):
-        self.stream = stream
-        self.live = stream.isatty() if live is None else live
+        self.status = StatusLine(stream, live)
         self.lines: list[str] = []
         self._step = ""
 
     def feed(self, line: str) -> None:
         line = line.rstrip("\n")
         self.lines.append(line)
-        if not self.live:
-            print(line, file=self.stream, flush=True)
+        if not self.status.live:
+            print(line, file=self.status.stream, flush=True)
             return
         match = _STEP_OUTPUT.match(line)
         text = match.group(2) if match else line
         if text.startswith("[") and "]" in text:
             self._step = text
         width = shutil.get_terminal_size((100, 20)).columns - 1
-        status = (self._step + "  " + text if text != self._step else text)[:width]
-        print("\r\033[K" + status, end="", file=self.stream, flush=True)
+        self.status.update((self._step + "  " + text if text != self._step else text)[:width])
 
     def close(self) -> None:
-        if self.live:
-            print(file=self.stream, flush=True)
+        self.status.finish()
 
 
 def failure_line(lines: list[str]) -> str:

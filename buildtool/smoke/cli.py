@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import requests
 
 from .checks import CHECKS, MODALITIES
-from .progress import StatusLine
+from buildtool.status_line import StatusLine
 from .readiness import wait_ready
 from .report import build_report, format_table
 from .runner import run_check, served_model

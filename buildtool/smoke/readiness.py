@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import requests
 
-from .progress import StatusLine
+from buildtool.status_line import StatusLine
 
 LOGS_HINT = "see `docker compose logs vllm` or `journalctl --user -u vllm-turing`"
 REFUSED = "connection refused"

@@ -1,4 +1,5 @@
 """build.py's decisions and refusals that need no Docker engine."""
+import io
 import os
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import pytest
 from buildtool.buildkit import BuildRequest, buildx_argv
 from buildtool.hostconfig import debian_mirror
 from buildtool.labels import base_digest, image_labels
-from buildtool.progress import failure_line
+from buildtool.progress import ProgressView, failure_line
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -91,3 +92,17 @@ def test_the_debian_mirror_is_read_from_the_hosts_sources(tmp_path):
     (tmp_path / "sources.list.d" / "debian.sources").unlink()
     (tmp_path / "sources.list").write_text("deb [arch=amd64] http://one.example/debian bookworm main\n")
     assert debian_mirror(tmp_path) == "http://one.example/debian"
+
+
+def test_build_progress_is_every_line_in_a_log_and_one_live_line_on_a_terminal():
+    log, terminal = io.StringIO(), io.StringIO()
+    build_output = ["#5 [2/3] RUN python3 -m patches.fitcheck", "#5 12.3 152 launches", "#5 DONE 40.1s"]
+    for stream, live in ((log, False), (terminal, True)):
+        view = ProgressView(stream, live=live)
+        for line in build_output:
+            view.feed(line + "\n")
+        view.close()
+        assert view.lines == build_output, "every line is kept for the failure message"
+    assert log.getvalue().splitlines() == build_output
+    assert terminal.getvalue().count("\n") == 1, "a terminal gets one line rewritten in place"
+    assert "[2/3] RUN python3 -m patches.fitcheck  152 launches" in terminal.getvalue()

@@ -5,7 +5,7 @@ import time
 
 import requests
 
-from buildtool.smoke.progress import StatusLine
+from buildtool.status_line import StatusLine
 from buildtool.smoke.readiness import LOGS_HINT, REFUSED, decide, wait_ready
 from tests.support.openai_standin import OpenAIStandIn
 
