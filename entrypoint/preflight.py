@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 from .checks import clamp, devices, disk, driver, memory, model, port
@@ -22,25 +23,34 @@ def read_text(path: str) -> str:
         return ""
 
 
-def needs_device(name: str, device: Device | None, run: Callable[[Device], CheckResult]) -> Check:
+@dataclass(frozen=True)
+class Background:
+    """A check whose slow part starts before the other checks run: `start` begins it and returns
+    the callable that waits for its result."""
+    start: Callable[[], Check]
+
+
+def needs_device(name: str, device: Device | None, run: Callable[[Device], Check | Background]):
     if device is None:
         return lambda: warned(name, "not run: no CUDA device (see the device line)", "see the devices and driver checks")
-    return lambda: run(device)
+    return run(device)
 
 
-def torch_check(device: Device) -> CheckResult:
-    from .checks.torch_runtime import check_torch  # torch is imported here only
+def torch_check(device: Device) -> Check:
+    def run() -> CheckResult:
+        from .checks.torch_runtime import check_torch  # torch is imported here only
 
-    return check_torch(device.cc)
+        return check_torch(device.cc)
+    return run
 
 
-def fit_check(settings: Settings) -> Callable[[Device], CheckResult]:
-    def run(device: Device) -> CheckResult:
+def fit_check(settings: Settings) -> Callable[[Device], Check | Background]:
+    def run(device: Device) -> Check | Background:
         where = model.locate(settings.model, settings.hf_hub_cache)
         config = os.path.join(where, "config.json") if where else None
         if config is None or not os.path.isfile(config):
-            return warned(clamp.FIT, "not run: the model's config.json is not present", "see the model check")
-        return clamp.check_fit(config, device.cc, device.smem_optin)
+            return lambda: warned(clamp.FIT, "not run: the model's config.json is not present", "see the model check")
+        return Background(lambda: clamp.start_fit(config, device.cc, device.smem_optin))
     return run
 
 
@@ -56,7 +66,7 @@ def staged_bytes(settings: Settings) -> int | None:
     return None if None in sizes else sum(sizes)
 
 
-def plan(settings: Settings, device: Device | None) -> dict[str, Check]:
+def plan(settings: Settings, device: Device | None) -> dict[str, Check | Background]:
     """Every check by name, in report order."""
     checks = {
         "devices": lambda: devices.check_devices("/dev"),
@@ -74,14 +84,20 @@ def plan(settings: Settings, device: Device | None) -> dict[str, Check]:
     return checks
 
 
-def run_checks(checks: dict[str, Check], skip: tuple[str, ...]) -> list[CheckResult]:
+def run_checks(checks: dict[str, Check | Background], skip: tuple[str, ...]) -> list[CheckResult]:
+    """Background checks start first; results come in report order, each timed from its start."""
+    started_at, collectors = {}, {}
+    for name, check in checks.items():
+        if isinstance(check, Background) and name not in skip:
+            started_at[name] = time.perf_counter()
+            collectors[name] = check.start()
     results = []
     for name, check in checks.items():
         if name in skip:
             results.append(warned(name, "skipped by SKIP_CHECKS", f"remove {name} from SKIP_CHECKS to run it"))
             continue
-        started = time.perf_counter()
-        result = check()
+        started = started_at.get(name, time.perf_counter())
+        result = collectors[name]() if name in collectors else check()
         results.append(CheckResult(result.name, result.status, result.message, result.fix,
                                    time.perf_counter() - started))
     return results

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 from ..results import CheckResult, failed, passed
 
@@ -78,16 +79,29 @@ def fit_command(model_config: str, cc: tuple[int, int], limit: int, fit_table: s
     return command + (["--known-table", fit_table] if fit_table else [])
 
 
-def check_fit(model_config: str, cc: tuple[int, int], limit: int, code_root: str = CODE_ROOT) -> CheckResult:
+def start_fit(model_config: str, cc: tuple[int, int], limit: int,
+              code_root: str = CODE_ROOT) -> Callable[[], CheckResult]:
+    """Starts the fit check in a subprocess (torch and vLLM imports take seconds, so it runs while the
+    other checks do); the returned callable waits for it and judges its report."""
     if not os.path.isfile(os.path.join(code_root, "patches", "fitcheck.py")):
-        return failed(FIT, f"patches.fitcheck is not installed under {code_root}", REBUILD)
+        return lambda: failed(FIT, f"patches.fitcheck is not installed under {code_root}", REBUILD)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [code_root, os.environ.get("PYTHONPATH")])))
     table = os.environ.get(FIT_TABLE_ENV) or DEFAULT_FIT_TABLE
     command = fit_command(model_config, cc, limit, table if os.path.isfile(table) else None)
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=FIT_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return failed(FIT, f"the fit check did not finish in {FIT_TIMEOUT_S} s", f"without the image's fit table "
-                      f"(${FIT_TABLE_ENV}, {DEFAULT_FIT_TABLE}) every launch is compiled: keep it, or give the "
-                      "container more CPU")
-    return judge_fit(done.returncode, done.stdout, done.stderr, cc, limit)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+    def collect() -> CheckResult:
+        try:
+            stdout, stderr = process.communicate(timeout=FIT_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            return failed(FIT, f"the fit check did not finish in {FIT_TIMEOUT_S} s", f"without the image's fit "
+                          f"table (${FIT_TABLE_ENV}, {DEFAULT_FIT_TABLE}) every launch is compiled: keep it, or "
+                          "give the container more CPU")
+        return judge_fit(process.returncode, stdout, stderr, cc, limit)
+    return collect
+
+
+def check_fit(model_config: str, cc: tuple[int, int], limit: int, code_root: str = CODE_ROOT) -> CheckResult:
+    return start_fit(model_config, cc, limit, code_root)()
