@@ -43,7 +43,7 @@ def verify_image(client: docker.DockerClient, image: str) -> list[Finding]:
     labels = client.images.get(image).labels or {}
     clamp_sha = labels.get("io.vllm-turing.clamp.sha256")
     if clamp_sha is not None:
-        reported = _json_field(clamp.text, "sha256_after") or _json_field(clamp.text, "sha256")
+        reported = _json_field(clamp.text, "sha256_after")
         findings.append(Finding("clamp sha256 label matches the file", reported == clamp_sha,
                                 f"label {clamp_sha[:12]}, file {str(reported)[:12]}"))
     return findings
