@@ -20,13 +20,19 @@ def base_tag(vllm_version: str) -> str:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--vllm-version", default=PINNED_VLLM, help="vLLM release to install (default %(default)s)")
-    parser.add_argument("--os-image", default=None,
-                        help=f"Debian/Ubuntu image with Python >= 3.10 (default {DEFAULT_OS_IMAGE})")
-    parser.add_argument("--bootstrap", action="store_true",
-                        help="make the OS image with debootstrap + docker import (root, Debian host), for hosts that can pull nothing")
-    parser.add_argument("--base-tag", default=None, help="tag of the base (default vllm-turing-base:<vllm-version>)")
+    add_base_options(parser)
     add_common_build_options(parser)
+
+
+def add_base_options(parser, when: str = "") -> None:
+    """The options of a PyPI base build; `when` prefixes their help where they are conditional."""
+    parser.add_argument("--vllm-version", default=PINNED_VLLM, help="vLLM release (default %(default)s)")
+    parser.add_argument("--os-image", default=None,
+                        help=f"{when}Debian/Ubuntu image with Python >= 3.10 to install vLLM on (default {DEFAULT_OS_IMAGE})")
+    parser.add_argument("--bootstrap", action="store_true",
+                        help=f"{when}make the OS image with debootstrap + docker import (root, Debian host), "
+                             "for hosts that can pull nothing")
+    parser.add_argument("--base-tag", default=None, help=f"{when}tag of the base (default vllm-turing-base:<vllm-version>)")
 
 
 def add_common_build_options(parser) -> None:

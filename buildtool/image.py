@@ -8,7 +8,7 @@ import docker
 from docker.errors import APIError
 
 from buildtool import buildkit
-from buildtool.base import PINNED_VLLM, add_common_build_options, base_tag, build_base, check_ca_cert
+from buildtool.base import add_base_options, add_common_build_options, base_tag, build_base, check_ca_cert
 from buildtool.engine import connect, image_or_none
 from buildtool.errors import BuildError
 from buildtool.fit_table import render_fit_summary
@@ -28,13 +28,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--base", default=None, metavar="IMAGE|pypi",
                         help="base image (default the official vllm/vllm-openai:v<vllm-version>); "
                              "'pypi' builds or reuses vllm-turing-base:<vllm-version> from PyPI wheels")
-    parser.add_argument("--vllm-version", default=PINNED_VLLM, help="vLLM release (default %(default)s)")
     parser.add_argument("--extras", choices=EXTRAS, default=None, help="extra Python stack: audio")
     parser.add_argument("--tag", default=None, help="image tag (default vllm-turing:<vllm-version>)")
-    parser.add_argument("--bootstrap", action="store_true",
-                        help="with --base pypi: make the OS image with debootstrap when none can be pulled")
-    parser.add_argument("--os-image", default=None, help="with --base pypi: the OS image to install vLLM on")
-    parser.add_argument("--base-tag", default=None, help="with --base pypi: the base's tag (default vllm-turing-base:<vllm-version>)")
+    add_base_options(parser, when="with --base pypi: ")
     add_common_build_options(parser)
 
 

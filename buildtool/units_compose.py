@@ -19,11 +19,11 @@ def _q(value: str) -> str:
 def _bind(mount: Mount, source: str) -> list[str]:
     # Long syntax with create_host_path false: a missing source is an error at `up`, instead of
     # Docker creating an empty directory named libcuda.so.1 (or models) on the host.
-    return [f"      - type: bind",
+    return ["      - type: bind",
             f"        source: {_q(source)}",
             f"        target: {mount.target}",
             f"        read_only: {'true' if mount.read_only else 'false'}",
-            f"        bind: {{create_host_path: false}}"]
+            "        bind: {create_host_path: false}"]
 
 
 def _model_and_cache_volumes(spec: UnitSpec) -> list[str]:

@@ -70,7 +70,7 @@ def render_quadlet(spec: UnitSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-ENV_FILE_TEXT = f"""\
+ENV_FILE_TEXT = """\
 # Settings of the vllm-turing entrypoint, read by compose (env_file) and Quadlet (EnvironmentFile=).
 # One KEY=value per line; no quotes and no comments after a value (compose and podman read them
 # differently). Devices, libraries, caches, HOST and PORT are the units' business, not this file's.
