@@ -16,6 +16,7 @@ ENV PYTHONPATH=/opt/vllm-turing \
 # sm_86 pass (RTX 30xx) adds that target's own numbers to the fit table, so the preflight on
 # those cards compiles only the small split-K reduction. CUDA_VISIBLE_DEVICES is empty so vLLM keeps Triton
 # enabled on a build host without a GPU driver.
+COPY contract/ /opt/vllm-turing/contract/
 COPY patches/ /opt/vllm-turing/patches/
 RUN set -e; \
     export PYTHONDONTWRITEBYTECODE=1; \

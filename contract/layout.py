@@ -1,0 +1,27 @@
+"""Where our files live inside the image, the report names, and the environment names."""
+from __future__ import annotations
+
+import posixpath
+
+INSTALL_DIR = "/opt/vllm-turing"
+
+
+def in_install_dir(name: str) -> str:
+    return posixpath.join(INSTALL_DIR, name)
+
+
+FIT_TABLE = in_install_dir("fit-table.json")
+FIT_REPORT = in_install_dir("fit-report.json")
+FIT_REPORT_SM86 = in_install_dir("fit-report-sm86.json")
+CLAMP_REPORT = in_install_dir("clamp-report.json")
+VERSIONS_REPORT = in_install_dir("versions.json")
+TRITON_CACHE = in_install_dir("triton-cache")
+
+# The build reports build.py reads back from a finished image, by key.
+BUILD_REPORTS = {"clamp": CLAMP_REPORT, "fit": FIT_REPORT, "fit_sm86": FIT_REPORT_SM86,
+                 "versions": VERSIONS_REPORT}
+
+# Environment names the clamp reads inside the server process.
+ENV_FIT_TABLE = "VLLM_TURING_FIT_TABLE"
+ENV_SMEM_LIMIT = "VLLM_TURING_SMEM_LIMIT"
+ENV_CC = "VLLM_TURING_CC"
