@@ -21,7 +21,18 @@ TRITON_CACHE = in_install_dir("triton-cache")
 BUILD_REPORTS = {"clamp": CLAMP_REPORT, "fit": FIT_REPORT, "fit_sm86": FIT_REPORT_SM86,
                  "versions": VERSIONS_REPORT}
 
-# Environment names the clamp reads inside the server process.
-ENV_FIT_TABLE = "VLLM_TURING_FIT_TABLE"
-ENV_SMEM_LIMIT = "VLLM_TURING_SMEM_LIMIT"
-ENV_CC = "VLLM_TURING_CC"
+# Environment names the clamp reads inside the server process. They must not start with VLLM_:
+# vLLM warns about every VLLM_* name it does not own ("Unknown vLLM environment variable").
+# The clamp's inserted code cannot import this package (a host install patched by
+# `python -m patches.turing_clamp apply` has no contract/ on its path), so it spells them out;
+# a unit test holds the two equal.
+ENV_FIT_TABLE = "TURING_CLAMP_FIT_TABLE"
+ENV_SMEM_LIMIT = "TURING_CLAMP_SMEM_LIMIT"
+ENV_CC = "TURING_CLAMP_CC"
+
+# The names of the first release, still read for one release; the preflight report says to rename.
+DEPRECATED_ENV_NAMES = {
+    "VLLM_TURING_FIT_TABLE": ENV_FIT_TABLE,
+    "VLLM_TURING_SMEM_LIMIT": ENV_SMEM_LIMIT,
+    "VLLM_TURING_CC": ENV_CC,
+}
