@@ -92,11 +92,11 @@ def run(args: argparse.Namespace) -> int:
         readiness = wait_ready(session, url, timeout_s=args.timeout, interval_s=args.interval,
                                connect_grace_s=args.connect_grace, status=StatusLine())
         model = args.model or (served_model(session, url, args.request_timeout) if readiness.ready else None)
-        results = []
+        rows = []
         if readiness.ready:
             for check in checks:
-                results.append(run_check(session, url, check, model, modalities, args.request_timeout))
-    report = build_report(url, model, readiness, results)
+                rows.append(run_check(session, url, check, model, modalities, args.request_timeout))
+    report = build_report(url, model, readiness, rows)
     print(json.dumps(report, indent=2) if args.json else format_table(report))
     return 0 if report["ok"] else 1
 

@@ -11,37 +11,53 @@ from dataclasses import dataclass
 
 import requests
 
+from contract.verdict import Result, Status
 from buildtool.status_line import StatusLine
 
 LOGS_HINT = "see `docker compose logs vllm` or `journalctl --user -u vllm-turing`"
 REFUSED = "connection refused"
 
 
+NAME = "ready"
+
+
 @dataclass
 class Readiness:
-    ready: bool
+    verdict: Result
     elapsed_s: float
     last: str
     polls: int
-    error: str | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.verdict.status is Status.PASS
+
+    @property
+    def error(self) -> str | None:
+        """Why the wait failed, with what to do, in one line; None when ready."""
+        if self.ready:
+            return None
+        return "; ".join(part for part in (self.verdict.message, self.verdict.fix) if part)
 
 
 def decide(last: str, answered_before: bool, elapsed_s: float, timeout_s: float,
-           connect_grace_s: float, url: str) -> str | None:
-    """Given the latest poll, None to keep waiting, "" when ready, else why it failed."""
+           connect_grace_s: float, url: str) -> Result:
+    """Judge the latest poll: PASS ready, FAIL gave up, NOT_JUDGED keep waiting."""
     if last == "200":
-        return ""
+        return Result(NAME, Status.PASS, f"{url}/health answered 200")
     if last == REFUSED and answered_before:
-        return f"{url} answered, then refused connections: the server exited; {LOGS_HINT}"
+        return Result(NAME, Status.FAIL, f"{url} answered, then refused connections: the server exited",
+                      LOGS_HINT)
     if last == REFUSED and elapsed_s >= connect_grace_s:
-        return (f"nothing listens on {url} after {elapsed_s:.0f} s: is the service running? "
-                f"{LOGS_HINT}")
+        return Result(NAME, Status.FAIL, f"nothing listens on {url} after {elapsed_s:.0f} s",
+                      f"is the service running? {LOGS_HINT}")
     if last == "404":
-        return f"{url}/health answered 404: this is not a vLLM OpenAI server; check the URL"
+        return Result(NAME, Status.FAIL, f"{url}/health answered 404: this is not a vLLM OpenAI server",
+                      "check the URL")
     if elapsed_s >= timeout_s:
-        return (f"not ready after {elapsed_s:.0f} s (last answer: {last}); a first load takes "
-                f"minutes: raise --timeout, or {LOGS_HINT}")
-    return None
+        return Result(NAME, Status.FAIL, f"not ready after {elapsed_s:.0f} s (last answer: {last})",
+                      f"a first load takes minutes: raise --timeout, or {LOGS_HINT}")
+    return Result(NAME, Status.NOT_JUDGED, f"still waiting (last answer: {last})")
 
 
 def poll(session: requests.Session, url: str, timeout_s: float) -> str:
@@ -69,7 +85,7 @@ def wait_ready(session: requests.Session, url: str, *, timeout_s: float, interva
         verdict = decide(last, answered_before, elapsed, timeout_s, connect_grace_s, url)
         shown = {"503": "503 still loading", "200": "200 ready"}.get(last, last)
         status.update(f"waiting for {url}/health  {elapsed:5.0f} s  last: {shown}", key=shown)
-        if verdict is not None:
+        if verdict.status is not Status.NOT_JUDGED:
             status.finish()
-            return Readiness(verdict == "", round(elapsed, 2), last, polls, verdict or None)
+            return Readiness(verdict, round(elapsed, 2), last, polls)
         time.sleep(interval_s)

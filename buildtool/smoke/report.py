@@ -1,16 +1,18 @@
 """The smoke report: a dict (printed with --json) and a plain-text table."""
 from __future__ import annotations
 
-from dataclasses import asdict
+from contract.verdict import Status
 
 from .readiness import Readiness
-from .runner import FAIL, PASS, SKIP, Result
+from .runner import Row
+
+COUNTED = (Status.PASS, Status.FAIL, Status.NOT_JUDGED, Status.SKIP)
 
 
-def build_report(url: str, model: str | None, readiness: Readiness, results: list[Result]) -> dict:
-    first = next((r for r in results if r.first_token_s is not None), None)
-    counts = {outcome: sum(r.outcome == outcome for r in results) for outcome in (PASS, FAIL, SKIP)}
-    ok = readiness.ready and counts[FAIL] == 0
+def build_report(url: str, model: str | None, readiness: Readiness, rows: list[Row]) -> dict:
+    first = next((r for r in rows if r.first_token_s is not None), None)
+    counts = {status.value: sum(r.status is status for r in rows) for status in COUNTED}
+    ok = readiness.ready and counts[Status.FAIL.value] == 0
     return {
         "url": url,
         "model": model,
@@ -20,11 +22,16 @@ def build_report(url: str, model: str | None, readiness: Readiness, results: lis
         "time_to_ready_s": readiness.elapsed_s if readiness.ready else None,
         "first_token": None if first is None else {
             "check": first.name, "time_to_first_token_s": first.first_token_s,
-            "total_s": first.elapsed_s},
-        "checks": [asdict(r) for r in results],
+            "total_s": round(first.verdict.elapsed_s, 3)},
+        "checks": [r.to_dict() for r in rows],
         "counts": counts,
         "ok": ok,
     }
+
+
+def _detail(check: dict) -> str:
+    text = check["message"] or check["proves"]
+    return f"{text}; fix: {check['fix']}" if check["fix"] else text
 
 
 def format_table(report: dict) -> str:
@@ -37,14 +44,15 @@ def format_table(report: dict) -> str:
         ft = report["first_token"]
         lines.append(f"first request ({ft['check']}): first token after "
                      f"{ft['time_to_first_token_s']:.2f} s, done after {ft['total_s']:.2f} s")
-    rows = [(c["name"], c["outcome"].upper(),
-             "" if c["elapsed_s"] is None else f"{c['elapsed_s']:.2f}s",
-             c["detail"] or c["proves"]) for c in report["checks"]]
+    rows = [(c["name"], c["status"].upper(),
+             "" if c["http_status"] is None else f"{c['elapsed_s']:.2f}s",
+             _detail(c)) for c in report["checks"]]
     widths = [max(len(row[i]) for row in rows + [("check", "result", "time", "")]) for i in range(3)]
     header = ("check", "result", "time", "detail")
     for row in [header] + rows:
         lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3])
     counts = report["counts"]
-    lines.append(f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped: "
-                 + ("OK" if report["ok"] else "FAILED"))
+    lines.append(", ".join(f"{counts[s.value]} {word}" for s, word in zip(
+        COUNTED, ("passed", "failed", "not judged", "skipped")))
+        + ": " + ("OK" if report["ok"] else "FAILED"))
     return "\n".join(lines)

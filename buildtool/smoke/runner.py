@@ -11,22 +11,40 @@ from dataclasses import dataclass
 
 import requests
 
+from contract.verdict import Result, Status
+
 from .checks import Check
 from .expect import Reply, unsupported_input
 from .readiness import LOGS_HINT
 
-PASS, FAIL, SKIP = "pass", "fail", "skip"
 
-
-@dataclass
-class Result:
-    name: str
+@dataclass(frozen=True)
+class Row:
+    """One line of the report: the shared verdict (name, status, message, fix, elapsed_s) plus
+    what the check proves and what the wire showed."""
+    verdict: Result
     proves: str
-    outcome: str
-    detail: str = ""
     http_status: int | None = None
-    elapsed_s: float | None = None
     first_token_s: float | None = None
+
+    @property
+    def name(self) -> str:
+        return self.verdict.name
+
+    @property
+    def status(self) -> Status:
+        return self.verdict.status
+
+    def to_dict(self) -> dict:
+        return {**self.verdict.to_dict(), "proves": self.proves, "http_status": self.http_status,
+                "first_token_s": self.first_token_s}
+
+
+def row(check: Check, status: Status, message: str, fix: str = "", reply: Reply | None = None) -> Row:
+    if reply is None:
+        return Row(Result(check.name, status, message, fix), check.proves)
+    return Row(Result(check.name, status, message, fix, reply.elapsed_s), check.proves, reply.status,
+               None if reply.first_token_s is None else round(reply.first_token_s, 3))
 
 
 def applicability(check: Check, modalities: frozenset[str] | None) -> str | None:
@@ -37,23 +55,18 @@ def applicability(check: Check, modalities: frozenset[str] | None) -> str | None
     return f"the served model takes no {check.needs} input (--modalities {listed})"
 
 
-def verdict(check: Check, reply: Reply, model: str | None, probing: bool) -> Result:
+def verdict(check: Check, reply: Reply, model: str | None, probing: bool) -> Row:
     """Judge one reply against the check's expectations."""
-    def result(outcome: str, detail: str) -> Result:
-        return Result(check.name, check.proves, outcome, detail, reply.status,
-                      round(reply.elapsed_s, 3),
-                      None if reply.first_token_s is None else round(reply.first_token_s, 3))
-
     if check.needs and probing:
         refusal = unsupported_input(reply)
         if refusal:
-            return result(SKIP, f"the server takes no {check.needs} input: {refusal}")
+            return row(check, Status.SKIP, f"the server takes no {check.needs} input: {refusal}", reply=reply)
     for expectation in check.expect:
         failure = expectation.judge(reply, model)
         if failure:
-            return result(FAIL, failure)
+            return row(check, Status.FAIL, failure, reply=reply)
     notes = [e.note(reply) for e in check.expect if hasattr(e, "note")]
-    return result(PASS, "; ".join(notes))
+    return row(check, Status.PASS, "; ".join(notes), reply=reply)
 
 
 def _read_stream(response: requests.Response, started: float, reply: Reply) -> None:
@@ -103,18 +116,18 @@ def exchange(session: requests.Session, url: str, check: Check, model: str | Non
 
 
 def run_check(session: requests.Session, url: str, check: Check, model: str | None,
-              modalities: frozenset[str] | None, timeout_s: float) -> Result:
+              modalities: frozenset[str] | None, timeout_s: float) -> Row:
     reason = applicability(check, modalities)
     if reason:
-        return Result(check.name, check.proves, SKIP, reason)
+        return row(check, Status.SKIP, reason)
     try:
         reply = exchange(session, url, check, model, timeout_s)
     except requests.ConnectionError as exc:
         what = "connection refused" if "refused" in str(exc).lower() else "connection lost"
-        return Result(check.name, check.proves, FAIL, f"{what}: the server exited; {LOGS_HINT}")
+        return row(check, Status.FAIL, f"{what}: the server exited", LOGS_HINT)
     except requests.Timeout:
-        return Result(check.name, check.proves, FAIL,
-                      f"no reply within {timeout_s:.0f} s: raise --request-timeout, or {LOGS_HINT}")
+        return row(check, Status.FAIL, f"no reply within {timeout_s:.0f} s",
+                   f"raise --request-timeout, or {LOGS_HINT}")
     return verdict(check, reply, model, probing=modalities is None)
 
 

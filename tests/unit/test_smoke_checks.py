@@ -17,7 +17,7 @@ def smoke(capsys, url, *args):
 
 
 def outcomes(report):
-    return {check["name"]: check["outcome"] for check in report["checks"]}
+    return {check["name"]: check["status"] for check in report["checks"]}
 
 
 def test_the_checks_cover_the_contract():
@@ -40,7 +40,7 @@ def test_each_check_fails_alone_on_its_broken_reply(capsys, name):
     assert code == 1 and not report["ok"]
     failed = {n for n, outcome in outcomes(report).items() if outcome == "fail"}
     assert failed == {name}
-    detail = next(c["detail"] for c in report["checks"] if c["name"] == name)
+    detail = next(c["message"] for c in report["checks"] if c["name"] == name)
     assert detail and "\n" not in detail
 
 
@@ -59,7 +59,7 @@ def test_each_check_fails_alone_on_its_broken_reply(capsys, name):
 def test_a_failure_says_what_was_found(capsys, name, expected_detail):
     with OpenAIStandIn(broken={name}) as standin:
         _, report = smoke(capsys, standin.url)
-    detail = next(c["detail"] for c in report["checks"] if c["name"] == name)
+    detail = next(c["message"] for c in report["checks"] if c["name"] == name)
     assert expected_detail in detail
 
 
@@ -67,7 +67,7 @@ def test_media_checks_are_skipped_with_the_servers_reason_when_it_takes_no_such_
     with OpenAIStandIn(modalities=()) as standin:
         code, report = smoke(capsys, standin.url)
     assert code == 0
-    skipped = {c["name"]: c["detail"] for c in report["checks"] if c["outcome"] == "skip"}
+    skipped = {c["name"]: c["message"] for c in report["checks"] if c["status"] == "skip"}
     assert set(skipped) == {"image", "audio"}
     assert "At most 0 image(s) may be provided" in skipped["image"]
 
@@ -86,7 +86,7 @@ def test_the_named_model_must_be_listed_and_is_sent(capsys):
     with OpenAIStandIn(model="google/gemma-4-E4B-it") as standin:
         code, report = smoke(capsys, standin.url, "--model", "other/model", "--only", "models")
         assert code == 1
-        assert "'other/model' is not listed" in report["checks"][0]["detail"]
+        assert "'other/model' is not listed" in report["checks"][0]["message"]
         code, report = smoke(capsys, standin.url, "--only", "arithmetic")
         sent = standin.requests[-1][2]
     assert code == 0 and report["model"] == "google/gemma-4-E4B-it"
@@ -99,5 +99,5 @@ def test_a_server_gone_during_the_checks_fails_them_pointing_at_the_logs(capsys)
     code, report = smoke(capsys, standin.url, "--only", "models", "--only", "arithmetic")
     assert code == 1
     arithmetic = report["checks"][1]
-    assert arithmetic["outcome"] == "fail"
-    assert "the server exited" in arithmetic["detail"] and "docker compose logs vllm" in arithmetic["detail"]
+    assert arithmetic["status"] == "fail"
+    assert "the server exited" in arithmetic["message"] and "docker compose logs vllm" in arithmetic["fix"]

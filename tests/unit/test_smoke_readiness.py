@@ -6,6 +6,7 @@ import time
 import requests
 
 from buildtool.status_line import StatusLine
+from contract.verdict import Status
 from buildtool.smoke.readiness import LOGS_HINT, REFUSED, decide, wait_ready
 from tests.support.openai_standin import OpenAIStandIn
 
@@ -58,12 +59,15 @@ def test_nothing_listening_fails_after_the_connect_grace():
 
 def test_decide_is_a_pure_judgement_of_the_latest_poll():
     url = "http://h:1"
-    assert decide("200", False, 0, 10, 5, url) == ""
-    assert decide("503", True, 9, 10, 5, url) is None
-    assert decide(REFUSED, False, 1, 10, 5, url) is None          # still starting
-    assert "exited" in decide(REFUSED, True, 1, 10, 5, url)
-    assert "not a vLLM OpenAI server" in decide("404", True, 0, 10, 5, url)
-    assert "not ready after 10 s" in decide("503", True, 10, 10, 5, url)
+    assert decide("200", False, 0, 10, 5, url).status is Status.PASS
+    waiting = decide("503", True, 9, 10, 5, url)
+    assert waiting.status is Status.NOT_JUDGED and "last answer: 503" in waiting.message
+    assert decide(REFUSED, False, 1, 10, 5, url).status is Status.NOT_JUDGED   # still starting
+    exited = decide(REFUSED, True, 1, 10, 5, url)
+    assert exited.status is Status.FAIL and "exited" in exited.message and exited.fix == LOGS_HINT
+    assert "not a vLLM OpenAI server" in decide("404", True, 0, 10, 5, url).message
+    timed_out = decide("503", True, 10, 10, 5, url)
+    assert timed_out.failed and "not ready after 10 s" in timed_out.message and "--timeout" in timed_out.fix
 
 
 class TerminalStream(io.StringIO):
