@@ -25,6 +25,7 @@ class Check:
     body: dict | None = None           # None: a GET
     expect: tuple = (Status(200),)
     needs: str | None = None           # an input modality ("image", "audio") the model must take
+    least_tokens: int = 8              # the fewest max_tokens that still test the claim
     stream: bool = field(init=False)
 
     def __post_init__(self):
@@ -83,7 +84,7 @@ CHECKS: tuple[Check, ...] = (
     Check("reasoning", "thinking comes back in message.reasoning, the answer in content",
           CHAT, ask("What is 6 times 7? Reply with the number only.", max_tokens=1024,
                     chat_template_kwargs={"enable_thinking": True}),
-          expect=(Status(200), ReasoningSeparated(r"\b42\b"))),
+          expect=(Status(200), ReasoningSeparated(r"\b42\b")), least_tokens=64),
     Check("extra-body", "extra body keys (chat_template_kwargs, top_k, a vendor key) get 200, not 400",
           CHAT, ask("Reply with the word ready.", chat_template_kwargs={"enable_thinking": False},
                     top_k=1, vllm_turing_smoke_vendor_key={"ignored": True}),

@@ -16,7 +16,7 @@ from .checks import CHECKS, MODALITIES
 from buildtool.status_line import StatusLine
 from .readiness import wait_ready
 from .report import build_report, format_table
-from .runner import run_check, served_model
+from .runner import run_check, served_models
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -91,11 +91,14 @@ def run(args: argparse.Namespace) -> int:
     with requests.Session() as session:
         readiness = wait_ready(session, url, timeout_s=args.timeout, interval_s=args.interval,
                                connect_grace_s=args.connect_grace, status=StatusLine())
-        model = args.model or (served_model(session, url, args.request_timeout) if readiness.ready else None)
+        cards = served_models(session, url, args.request_timeout) if readiness.ready else []
+        model = args.model or (cards[0]["id"] if cards else None)
+        max_model_len = next((card.get("max_model_len") for card in cards if card["id"] == model), None)
         rows = []
         if readiness.ready:
             for check in checks:
-                rows.append(run_check(session, url, check, model, modalities, args.request_timeout))
+                rows.append(run_check(session, url, check, model, modalities, args.request_timeout,
+                                      max_model_len if isinstance(max_model_len, int) else None))
     report = build_report(url, model, readiness, rows)
     print(json.dumps(report, indent=2) if args.json else format_table(report))
     return 0 if report["ok"] else 1

@@ -5,6 +5,7 @@ are pure and decide everything else.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from contract.verdict import Result, Status
 from .checks import Check
 from .expect import Reply, unsupported_input
 from .readiness import LOGS_HINT
+from .sizing import RAISE_CONTEXT, Sizing, estimated_prompt_tokens, size_request
 
 
 @dataclass(frozen=True)
@@ -93,10 +95,9 @@ def _read_stream(response: requests.Response, started: float, reply: Reply) -> N
     reply.text = "".join(pieces)
 
 
-def exchange(session: requests.Session, url: str, check: Check, model: str | None,
+def exchange(session: requests.Session, url: str, check: Check, body: dict | None,
              timeout_s: float) -> Reply:
-    """Send the check's request; raises requests exceptions on the wire."""
-    body = check.request_body(model)
+    """Send the check's request (`body` as sized); raises requests exceptions on the wire."""
     started = time.monotonic()
     if body is None:
         response = session.get(url + check.path, timeout=timeout_s)
@@ -115,26 +116,55 @@ def exchange(session: requests.Session, url: str, check: Check, model: str | Non
     return reply
 
 
+def prompt_tokens(session: requests.Session, url: str, body: dict, timeout_s: float) -> int:
+    """The prompt's token count from vLLM's POST /tokenize (chat template and tools included), or
+    an upper-bound estimate when the server does not answer it."""
+    ask = {key: body[key] for key in ("model", "messages", "tools", "chat_template_kwargs") if key in body}
+    try:
+        count = session.post(url + "/tokenize", json={**ask, "add_generation_prompt": True},
+                             timeout=timeout_s).json().get("count")
+    except (requests.RequestException, ValueError, AttributeError):
+        count = None
+    return count if isinstance(count, int) else estimated_prompt_tokens(body)
+
+
 def run_check(session: requests.Session, url: str, check: Check, model: str | None,
-              modalities: frozenset[str] | None, timeout_s: float) -> Row:
+              modalities: frozenset[str] | None, timeout_s: float,
+              max_model_len: int | None = None) -> Row:
     reason = applicability(check, modalities)
     if reason:
         return row(check, Status.SKIP, reason)
+    body = check.request_body(model)
+    sizing = Sizing(None)
     try:
-        reply = exchange(session, url, check, model, timeout_s)
+        if body is not None and "max_tokens" in body:
+            counted = prompt_tokens(session, url, body, timeout_s) if max_model_len else None
+            sizing = size_request(body["max_tokens"], check.least_tokens, max_model_len, counted)
+            if sizing.max_tokens is None:
+                return row(check, Status.SKIP, sizing.note, RAISE_CONTEXT)
+            body["max_tokens"] = sizing.max_tokens
+        reply = exchange(session, url, check, body, timeout_s)
     except requests.ConnectionError as exc:
         what = "connection refused" if "refused" in str(exc).lower() else "connection lost"
         return row(check, Status.FAIL, f"{what}: the server exited", LOGS_HINT)
     except requests.Timeout:
         return row(check, Status.FAIL, f"no reply within {timeout_s:.0f} s",
                    f"raise --request-timeout, or {LOGS_HINT}")
-    return verdict(check, reply, model, probing=modalities is None)
+    judged = verdict(check, reply, model, probing=modalities is None)
+    return noted(judged, sizing.note)
 
 
-def served_model(session: requests.Session, url: str, timeout_s: float) -> str | None:
-    """The first model /v1/models lists, or None when it lists none or fails."""
+def noted(judged: Row, note: str) -> Row:
+    if not note:
+        return judged
+    message = "; ".join(part for part in (judged.verdict.message, note) if part)
+    return dataclasses.replace(judged, verdict=dataclasses.replace(judged.verdict, message=message))
+
+
+def served_models(session: requests.Session, url: str, timeout_s: float) -> list[dict]:
+    """The model cards /v1/models lists (id, max_model_len, ...); [] when it lists none or fails."""
     try:
         data = session.get(url + "/v1/models", timeout=timeout_s).json().get("data") or []
-        return data[0]["id"] if data and isinstance(data[0], dict) else None
-    except (requests.RequestException, ValueError, AttributeError, KeyError):
-        return None
+    except (requests.RequestException, ValueError, AttributeError):
+        return []
+    return [card for card in data if isinstance(card, dict) and isinstance(card.get("id"), str)]

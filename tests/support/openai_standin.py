@@ -63,6 +63,17 @@ def _parts(body: dict) -> list:
     return parts
 
 
+TEMPLATE_TOKENS, MEDIA_TOKENS = 12, 260
+
+
+def prompt_tokens(body: dict) -> int:
+    """The stand-in's token count: words of the text, a chat template, a fixed cost per media part."""
+    parts = _parts(body)
+    words = sum(len((part.get("text") or "").split()) for part in parts if part.get("type") == "text")
+    tools = 40 * len(body.get("tools") or [])
+    return TEMPLATE_TOKENS + words + tools + MEDIA_TOKENS * sum(part.get("type") != "text" for part in parts)
+
+
 def scenario(body: dict) -> str:
     """Which smoke scenario a chat request is, judged as a model would: by what it asks."""
     part_types = {part.get("type") for part in _parts(body)}
@@ -116,7 +127,7 @@ class OpenAIStandIn:
     """The stand-in server; use as a context manager or start()/stop()."""
 
     def __init__(self, *, model: str = "standin-model", loading_s: float = 0.0, broken=(),
-                 modalities=("image", "audio"), first_token_delay_s: float = 0.0):
+                 modalities=("image", "audio"), first_token_delay_s: float = 0.0, max_model_len: int = 8192):
         unknown = set(broken) - set(SCENARIOS)
         if unknown:
             raise ValueError(f"no such scenario {sorted(unknown)}; scenarios are {SCENARIOS}")
@@ -125,9 +136,11 @@ class OpenAIStandIn:
         self.broken = frozenset(broken)
         self.modalities = frozenset(modalities)
         self.first_token_delay_s = first_token_delay_s
+        self.max_model_len = max_model_len
         self.requests: list[tuple[str, str, object]] = []   # (method, path, JSON body) as received
         self.routes = {("GET", "/health"): self.health, ("GET", "/v1/models"): self.models,
-                       ("POST", "/v1/chat/completions"): self.chat_completions}
+                       ("POST", "/v1/chat/completions"): self.chat_completions,
+                       ("POST", "/tokenize"): self.tokenize}
         self._started = None
         self._health_served = False
         self._server = None
@@ -149,12 +162,26 @@ class OpenAIStandIn:
     def models(self, body) -> StandInResponse:
         cards = [] if "models" in self.broken else [
             {"id": self.model, "object": "model", "created": int(time.time()), "owned_by": "vllm",
-             "root": self.model, "parent": None, "max_model_len": 8192, "permission": []}]
+             "root": self.model, "parent": None, "max_model_len": self.max_model_len, "permission": []}]
         return StandInResponse(200, {"object": "list", "data": cards})
+
+    def tokenize(self, body) -> StandInResponse:
+        if not isinstance(body, dict) or not body.get("messages"):
+            return error(400, "messages: Field required")
+        count = prompt_tokens(body)
+        return StandInResponse(200, {"count": count, "max_model_len": self.max_model_len,
+                                     "tokens": list(range(count)), "token_strs": None})
 
     def chat_completions(self, body) -> StandInResponse:
         if not isinstance(body, dict) or not body.get("messages"):
             return error(400, "messages: Field required")
+        max_tokens = body.get("max_tokens") or 0
+        if max_tokens > self.max_model_len:     # vLLM 0.33's words (vllm/renderers/params.py)
+            return error(400, f"max_tokens={max_tokens} cannot be greater than max_model_len="
+                              f"{self.max_model_len}. Please request fewer output tokens.")
+        if prompt_tokens(body) > self.max_model_len - max_tokens:
+            return error(400, f"This model's maximum context length is {self.max_model_len} tokens. However, "
+                              f"your prompt contains {prompt_tokens(body)} input tokens, which exceeds this limit.")
         name = scenario(body)
         broken = name in self.broken
         if name in ("image", "audio") and name not in self.modalities:
