@@ -2,15 +2,18 @@
 
 To add a check, append a Check to CHECKS: a name, one line on what it proves, the
 request (path, and a JSON body for a POST; the runner adds "model"), the expectations
-(buildtool/smoke/expect.py) and, for media input, the modality it needs. The runner,
-the table and the JSON report pick it up unchanged.
+(buildtool/smoke/expect.py) split in two: `expect`, what the server must do whatever the
+weights (status, field shapes, streaming), and `answer`, what only a model that answers
+correctly does (`--contract-only` reports those as not judged). For media input, the
+modality it needs. The runner, the table and the JSON report pick it up unchanged.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-from .expect import ContentMatches, ModelListed, ReasoningSeparated, Status, StreamCompleted, ToolCalled
+from .expect import (ContentMatches, MessageShaped, ModelListed, ReasoningField, ReasoningSeparated, Status,
+                     StreamCompleted, StreamText, ToolCalled)
 from .media import b64, data_url, solid_png, tone_wav
 
 CHAT = "/v1/chat/completions"
@@ -23,7 +26,8 @@ class Check:
     proves: str
     path: str
     body: dict | None = None           # None: a GET
-    expect: tuple = (Status(200),)
+    expect: tuple = (Status(200),)     # the server's side of the contract: any model passes these
+    answer: tuple = ()                 # the model's side: only a model that answers correctly passes
     needs: str | None = None           # an input modality ("image", "audio") the model must take
     least_tokens: int = 8              # the fewest max_tokens that still test the claim
     stream: bool = field(init=False)
@@ -58,6 +62,8 @@ RED_SQUARE = {"type": "image_url", "image_url": {"url": data_url("image/png", so
 TONE_440 = {"type": "input_audio", "input_audio": {"data": b64(tone_wav(440.0)), "format": "wav"}}
 TONE_WORDS = r"\b(tone|beep|sine|hum|humming|buzz|buzzing|whistle|note|pitch|ring|ringing|440|hz|frequency)\b"
 
+SHAPED = (Status(200), MessageShaped())
+
 CHECKS: tuple[Check, ...] = (
     Check("health", "GET /health answers 200 once the engine is loaded (503 while loading)",
           "/health"),
@@ -67,32 +73,32 @@ CHECKS: tuple[Check, ...] = (
     # (the Triton JIT compile of the attention kernel lands on this request).
     Check("stream", "a streamed chat completion sends text deltas and ends with [DONE]",
           CHAT, ask("Count from 1 to 5.", max_tokens=32, stream=True),
-          expect=(Status(200), StreamCompleted())),
+          expect=(Status(200), StreamCompleted()), answer=(StreamText(),)),
     Check("arithmetic", "17*23 is 391 at temperature 0",
           CHAT, ask("What is 17*23? Reply with the number only."),
-          expect=(Status(200), ContentMatches(r"\b391\b"))),
+          expect=SHAPED, answer=(ContentMatches(r"\b391\b"),)),
     Check("fact-capital", "the capital of Australia is Canberra",
           CHAT, ask("What is the capital of Australia? Answer in one word."),
-          expect=(Status(200), ContentMatches(r"\bCanberra\b", re.I))),
+          expect=SHAPED, answer=(ContentMatches(r"\bCanberra\b", re.I),)),
     Check("fact-gold", "the chemical symbol for gold is Au",
           CHAT, ask("What is the chemical symbol for gold? Answer with the symbol only."),
-          expect=(Status(200), ContentMatches(r"\bAu\b"))),
+          expect=SHAPED, answer=(ContentMatches(r"\bAu\b"),)),
     Check("tool-calls", "a tool call comes back parsed in message.tool_calls (tool_choice auto)",
           CHAT, ask("What is the weather in Paris right now? Use the tool.", max_tokens=128,
                     tools=[WEATHER_TOOL], tool_choice="auto"),
-          expect=(Status(200), ToolCalled("get_weather", "city", r"paris"))),
+          expect=SHAPED, answer=(ToolCalled("get_weather", "city", r"paris"),)),
     Check("reasoning", "thinking comes back in message.reasoning, the answer in content",
           CHAT, ask("What is 6 times 7? Reply with the number only.", max_tokens=1024,
                     chat_template_kwargs={"enable_thinking": True}),
-          expect=(Status(200), ReasoningSeparated(r"\b42\b")), least_tokens=64),
+          expect=(Status(200), ReasoningField()), answer=(ReasoningSeparated(r"\b42\b"),), least_tokens=64),
     Check("extra-body", "extra body keys (chat_template_kwargs, top_k, a vendor key) get 200, not 400",
           CHAT, ask("Reply with the word ready.", chat_template_kwargs={"enable_thinking": False},
                     top_k=1, vllm_turing_smoke_vendor_key={"ignored": True}),
-          expect=(Status(200), ContentMatches(r"\S"))),
+          expect=SHAPED, answer=(ContentMatches(r"\S"),)),
     Check("image", "a solid red PNG is described as red",
           CHAT, ask("What colour is this image? Answer with one word.", content_parts=(RED_SQUARE,)),
-          expect=(Status(200), ContentMatches(r"\bred\b", re.I)), needs="image"),
+          expect=SHAPED, answer=(ContentMatches(r"\bred\b", re.I),), needs="image"),
     Check("audio", "a 440 Hz WAV tone is described as a tone",
           CHAT, ask("Describe this sound in a few words.", max_tokens=96, content_parts=(TONE_440,)),
-          expect=(Status(200), ContentMatches(TONE_WORDS, re.I)), needs="audio"),
+          expect=SHAPED, answer=(ContentMatches(TONE_WORDS, re.I),), needs="audio"),
 )

@@ -1,7 +1,7 @@
 """`build.py smoke [URL]` / `python3 -m buildtool.smoke [URL]`: wait, check, report.
 
-Exit 0 when the server became ready and every applicable check passed, 1 when not,
-2 on bad input.
+Exit 0 when the server became ready and no check failed (a skipped or not-judged row does
+not fail), 1 when not, 2 on bad input.
 """
 from __future__ import annotations
 
@@ -43,6 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between /health polls (default 2)")
     parser.add_argument("--request-timeout", type=float, default=300.0,
                         help="seconds one check may wait for its reply (default 300)")
+    parser.add_argument("--contract-only", action="store_true",
+                        help="judge only the server's side of the contract (status codes, field shapes, "
+                             "streaming, tools and extra keys accepted); report the answers' correctness as "
+                             "'not judged' (for a model with random or untrained weights)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
 
 
@@ -98,7 +102,9 @@ def run(args: argparse.Namespace) -> int:
         if readiness.ready:
             for check in checks:
                 rows.append(run_check(session, url, check, model, modalities, args.request_timeout,
-                                      max_model_len if isinstance(max_model_len, int) else None))
+                                      max_model_len if isinstance(max_model_len, int) else None,
+                                      judge_answers=not args.contract_only,
+                                      served=[card["id"] for card in cards]))
     report = build_report(url, model, readiness, rows)
     print(json.dumps(report, indent=2) if args.json else format_table(report))
     return 0 if report["ok"] else 1

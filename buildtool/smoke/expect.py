@@ -80,6 +80,35 @@ class ModelListed:
 
 
 @dataclass(frozen=True)
+class MessageShaped:
+    """A chat completion with choices[0].message whose content is a string or null."""
+
+    def judge(self, reply: Reply, model: str | None) -> str | None:
+        message = first_message(reply)
+        if message is None:
+            return "the body has no choices[0].message"
+        if not isinstance(message.get("content"), (str, type(None))):
+            return f"choices[0].message.content is a {type(message['content']).__name__}, not a string"
+        return None
+
+
+@dataclass(frozen=True)
+class ReasoningField:
+    """The message carries vLLM's `reasoning` field (null when the model emitted no thinking),
+    not thinking under the old `reasoning_content` key alone."""
+
+    def judge(self, reply: Reply, model: str | None) -> str | None:
+        message = first_message(reply)
+        if message is None:
+            return "the body has no choices[0].message"
+        if message.get("reasoning_content") and not message.get("reasoning"):
+            return "thinking came back in message.reasoning_content, expected message.reasoning"
+        if "reasoning" not in message:
+            return "choices[0].message has no `reasoning` field (vLLM 0.33 always sends it, null when empty)"
+        return None
+
+
+@dataclass(frozen=True)
 class ContentMatches:
     """The message content matches a regular expression (a whole-word answer)."""
 
@@ -149,8 +178,6 @@ class ReasoningSeparated:
                 return f"raw thinking delimiter {leaked[0]!r} in message.{name}: is --reasoning-parser gemma4 set?"
         if content.startswith(THOUGHT_LABEL):
             return "content starts with the thinking label 'thought': is --reasoning-parser gemma4 set?"
-        if not reasoning and message.get("reasoning_content"):
-            return "thinking came back in message.reasoning_content, expected message.reasoning"
         finish = (reply.body["choices"][0] or {}).get("finish_reason")
         if finish == "length" and not re.search(self.answer_pattern, content):
             return "max_tokens ran out before the answer (thinking too long)"
@@ -165,16 +192,24 @@ class ReasoningSeparated:
 
 @dataclass(frozen=True)
 class StreamCompleted:
-    """A streamed completion: server-sent events with text, ended by [DONE]."""
+    """A streamed completion: server-sent chat.completion.chunk events, ended by [DONE]."""
 
     def judge(self, reply: Reply, model: str | None) -> str | None:
         if not reply.events:
             return "no server-sent events came back"
-        if not reply.text.strip():
-            return "the stream carried no text in choices[0].delta"
+        if not all(isinstance(event.get("choices"), list) for event in reply.events):
+            return "a server-sent event has no `choices` list"
         if not reply.done:
             return "the stream ended without `data: [DONE]`"
         return None
+
+
+@dataclass(frozen=True)
+class StreamText:
+    """The stream's deltas carry text."""
+
+    def judge(self, reply: Reply, model: str | None) -> str | None:
+        return None if reply.text.strip() else "the stream carried no text in choices[0].delta"
 
 
 # Server replies that mean "this model takes no such input": the check is skipped,

@@ -28,6 +28,7 @@ class Row:
     proves: str
     http_status: int | None = None
     first_token_s: float | None = None
+    answer: Status | None = None     # the model's side of the row; None when the row has none
 
     @property
     def name(self) -> str:
@@ -38,15 +39,20 @@ class Row:
         return self.verdict.status
 
     def to_dict(self) -> dict:
-        return {**self.verdict.to_dict(), "proves": self.proves, "http_status": self.http_status,
-                "first_token_s": self.first_token_s}
+        return {**self.verdict.to_dict(), "proves": self.proves,
+                "answer": None if self.answer is None else self.answer.value,
+                "http_status": self.http_status, "first_token_s": self.first_token_s}
 
 
-def row(check: Check, status: Status, message: str, fix: str = "", reply: Reply | None = None) -> Row:
+def row(check: Check, status: Status, message: str, fix: str = "", reply: Reply | None = None,
+        answer: Status | None = None) -> Row:
     if reply is None:
-        return Row(Result(check.name, status, message, fix), check.proves)
+        return Row(Result(check.name, status, message, fix), check.proves, answer=answer)
     return Row(Result(check.name, status, message, fix, reply.elapsed_s), check.proves, reply.status,
-               None if reply.first_token_s is None else round(reply.first_token_s, 3))
+               None if reply.first_token_s is None else round(reply.first_token_s, 3), answer)
+
+
+NOT_JUDGED_ANSWER = "the server honours the contract; the answer is not judged (--contract-only)"
 
 
 def applicability(check: Check, modalities: frozenset[str] | None) -> str | None:
@@ -57,8 +63,8 @@ def applicability(check: Check, modalities: frozenset[str] | None) -> str | None
     return f"the served model takes no {check.needs} input (--modalities {listed})"
 
 
-def verdict(check: Check, reply: Reply, model: str | None, probing: bool) -> Row:
-    """Judge one reply against the check's expectations."""
+def verdict(check: Check, reply: Reply, model: str | None, probing: bool, judge_answers: bool = True) -> Row:
+    """Judge one reply: the server's side of the contract first, then (unless not judged) the answer."""
     if check.needs and probing:
         refusal = unsupported_input(reply)
         if refusal:
@@ -67,8 +73,14 @@ def verdict(check: Check, reply: Reply, model: str | None, probing: bool) -> Row
         failure = expectation.judge(reply, model)
         if failure:
             return row(check, Status.FAIL, failure, reply=reply)
-    notes = [e.note(reply) for e in check.expect if hasattr(e, "note")]
-    return row(check, Status.PASS, "; ".join(notes), reply=reply)
+    if check.answer and not judge_answers:
+        return row(check, Status.NOT_JUDGED, NOT_JUDGED_ANSWER, reply=reply, answer=Status.NOT_JUDGED)
+    for expectation in check.answer:
+        failure = expectation.judge(reply, model)
+        if failure:
+            return row(check, Status.FAIL, failure, reply=reply, answer=Status.FAIL)
+    notes = [e.note(reply) for e in check.expect + check.answer if hasattr(e, "note")]
+    return row(check, Status.PASS, "; ".join(notes), reply=reply, answer=Status.PASS if check.answer else None)
 
 
 def _read_stream(response: requests.Response, started: float, reply: Reply) -> None:
@@ -130,10 +142,14 @@ def prompt_tokens(session: requests.Session, url: str, body: dict, timeout_s: fl
 
 def run_check(session: requests.Session, url: str, check: Check, model: str | None,
               modalities: frozenset[str] | None, timeout_s: float,
-              max_model_len: int | None = None) -> Row:
+              max_model_len: int | None = None, judge_answers: bool = True,
+              served: list[str] | None = None) -> Row:
     reason = applicability(check, modalities)
     if reason:
         return row(check, Status.SKIP, reason)
+    if check.body is not None and served and model not in served:
+        return row(check, Status.FAIL, f"not sent: model {model!r} is not served; the server serves {served}",
+                   "pass --model with a served name, or leave --model out")
     body = check.request_body(model)
     sizing = Sizing(None)
     try:
@@ -150,7 +166,7 @@ def run_check(session: requests.Session, url: str, check: Check, model: str | No
     except requests.Timeout:
         return row(check, Status.FAIL, f"no reply within {timeout_s:.0f} s",
                    f"raise --request-timeout, or {LOGS_HINT}")
-    judged = verdict(check, reply, model, probing=modalities is None)
+    judged = verdict(check, reply, model, probing=modalities is None, judge_answers=judge_answers)
     return noted(judged, sizing.note)
 
 

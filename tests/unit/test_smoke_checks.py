@@ -82,6 +82,59 @@ def test_named_modalities_skip_without_asking_and_require_what_they_name(capsys)
     assert not any("input_audio" in json.dumps(body) for body in sent)
 
 
+CONTRACT_ONLY = {"health", "models"}
+ANSWERED = [name for name in NAMES if name not in CONTRACT_ONLY]
+
+
+def test_contract_only_reports_wrong_answers_as_not_judged_never_passed(capsys):
+    # every answer wrong, as from random weights; the server's side of the contract intact
+    wrong = set(ANSWERED) - {"stream", "extra-body"}
+    with OpenAIStandIn(broken=wrong) as standin:
+        code, report = smoke(capsys, standin.url, "--contract-only")
+    assert code == 0 and report["ok"]
+    rows = {c["name"]: c for c in report["checks"]}
+    assert {name for name, c in rows.items() if c["status"] == "pass"} == CONTRACT_ONLY
+    for name in ANSWERED:
+        assert rows[name]["status"] == "not judged" and rows[name]["answer"] == "not judged"
+        assert "the answer is not judged (--contract-only)" in rows[name]["message"]
+    assert report["counts"] == {"pass": 2, "fail": 0, "not judged": len(ANSWERED), "skip": 0}
+
+
+@pytest.mark.parametrize("name", ["stream", "extra-body", "health", "models"])
+def test_contract_only_still_fails_a_server_that_breaks_the_contract(capsys, name):
+    with OpenAIStandIn(broken={name}) as standin:
+        code, report = smoke(capsys, standin.url, "--contract-only")
+    assert code == 1
+    assert {n for n, outcome in outcomes(report).items() if outcome == "fail"} == {name}
+
+
+def test_a_reply_without_the_reasoning_field_breaks_the_contract(capsys):
+    with OpenAIStandIn() as standin:
+        standin_reply = standin.chat_completions
+        def without_reasoning(body):
+            reply = standin_reply(body)
+            reply.json["choices"][0]["message"].pop("reasoning", None)
+            return reply
+        standin.route("POST", "/v1/chat/completions", without_reasoning)
+        code, report = smoke(capsys, standin.url, "--contract-only", "--only", "reasoning")
+    assert code == 1
+    assert "has no `reasoning` field" in report["checks"][0]["message"]
+
+
+def test_a_wrong_model_name_fails_naming_the_served_models_without_sending(capsys):
+    with OpenAIStandIn(model="google/gemma-4-E2B-it") as standin:
+        code, report = smoke(capsys, standin.url, "--model", "gemma-4")
+        sent = [path for _, path, _ in standin.requests if path != "/health"]
+    assert code == 1
+    rows = {c["name"]: c for c in report["checks"]}
+    assert "'gemma-4' is not listed; the server lists ['google/gemma-4-E2B-it']" in rows["models"]["message"]
+    for name in ANSWERED:
+        assert rows[name]["status"] == "fail"
+        assert "not sent: model 'gemma-4' is not served; the server serves ['google/gemma-4-E2B-it']" \
+            in rows[name]["message"]
+    assert sent == ["/v1/models", "/v1/models"]
+
+
 def test_the_named_model_must_be_listed_and_is_sent(capsys):
     with OpenAIStandIn(model="google/gemma-4-E4B-it") as standin:
         code, report = smoke(capsys, standin.url, "--model", "other/model", "--only", "models")

@@ -29,8 +29,8 @@ def test_json_report_records_time_to_ready_and_first_token(capsys):
     assert 0.3 <= first["time_to_first_token_s"] <= first["total_s"]
     assert report["counts"] == {"pass": len(CHECKS), "fail": 0, "not judged": 0, "skip": 0}
     assert [c["name"] for c in report["checks"]] == [c.name for c in CHECKS]
-    assert set(report["checks"][0]) == {"name", "status", "message", "fix", "proves", "http_status",
-                                        "elapsed_s", "first_token_s"}
+    assert set(report["checks"][0]) == {"name", "status", "message", "fix", "proves", "answer",
+                                        "http_status", "elapsed_s", "first_token_s"}
 
 
 def test_table_lists_every_check_and_the_verdict(capsys):
