@@ -16,7 +16,8 @@ from .checks import CHECKS, MODALITIES
 from buildtool.status_line import StatusLine
 from .readiness import wait_ready
 from .report import build_report, format_table
-from .runner import run_check, served_models
+from .metrics import METRIC_ROWS, metric_rows
+from .runner import metric_row, read_metrics, run_check, served_models
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -34,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "checks and skip them when the server refuses that input), or a comma list "
                              "of image,audio, or 'text' for none")
     parser.add_argument("--only", action="append", metavar="CHECK",
-                        help=f"run only this check (repeatable): {', '.join(c.name for c in CHECKS)}")
+                        help=f"run only this check (repeatable): {', '.join([c.name for c in CHECKS] + list(METRIC_ROWS))}")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds to wait for /health to answer 200 (default 600)")
     parser.add_argument("--connect-grace", type=float, default=120.0,
@@ -71,21 +72,22 @@ def parse_modalities(text: str) -> frozenset[str] | None:
     return frozenset(named)
 
 
-def select_checks(only: list[str] | None) -> tuple:
+def select_checks(only: list[str] | None) -> tuple[tuple, tuple]:
+    """The request checks and the /metrics rows to run."""
     if not only:
-        return CHECKS
-    names = [c.name for c in CHECKS]
+        return CHECKS, METRIC_ROWS
+    names = [c.name for c in CHECKS] + list(METRIC_ROWS)
     unknown = [name for name in only if name not in names]
     if unknown:
         raise UsageError(f"--only names unknown check(s) {unknown}; the checks are {', '.join(names)}")
-    return tuple(c for c in CHECKS if c.name in only)
+    return tuple(c for c in CHECKS if c.name in only), tuple(n for n in METRIC_ROWS if n in only)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         url = base_url(args.url)
         modalities = parse_modalities(args.modalities)
-        checks = select_checks(args.only)
+        checks, metric_names = select_checks(args.only)
         if min(args.timeout, args.connect_grace, args.interval, args.request_timeout) <= 0:
             raise UsageError("--timeout, --connect-grace, --interval and --request-timeout must be "
                              "positive seconds")
@@ -98,13 +100,18 @@ def run(args: argparse.Namespace) -> int:
         cards = served_models(session, url, args.request_timeout) if readiness.ready else []
         model = args.model or (cards[0]["id"] if cards else None)
         max_model_len = next((card.get("max_model_len") for card in cards if card["id"] == model), None)
+        max_model_len = max_model_len if isinstance(max_model_len, int) else None
         rows = []
         if readiness.ready:
             for check in checks:
                 rows.append(run_check(session, url, check, model, modalities, args.request_timeout,
-                                      max_model_len if isinstance(max_model_len, int) else None,
+                                      max_model_len,
                                       judge_answers=not args.contract_only,
                                       served=[card["id"] for card in cards]))
+            if metric_names:
+                text, why_not = read_metrics(session, url, args.request_timeout)
+                rows += [metric_row(result) for result in metric_rows(text, why_not, max_model_len, not args.contract_only)
+                         if result.name in metric_names]
     report = build_report(url, model, readiness, rows)
     print(json.dumps(report, indent=2) if args.json else format_table(report))
     return 0 if report["ok"] else 1

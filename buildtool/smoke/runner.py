@@ -184,3 +184,22 @@ def served_models(session: requests.Session, url: str, timeout_s: float) -> list
     except (requests.RequestException, ValueError, AttributeError):
         return []
     return [card for card in data if isinstance(card, dict) and isinstance(card.get("id"), str)]
+
+
+METRIC_PROVES = {"spec-decode": "with a drafter, it drafts: mean acceptance length well above 1.0 (/metrics)",
+                 "kv-cache": "the KV cache vLLM allocated: tokens and maximum concurrency (/metrics)"}
+
+
+def read_metrics(session: requests.Session, url: str, timeout_s: float) -> tuple[str | None, str]:
+    """GET /metrics: (the text, "") or (None, why it could not be read)."""
+    try:
+        response = session.get(url + "/metrics", timeout=timeout_s)
+    except requests.RequestException as exc:
+        return None, f"GET /metrics failed: {type(exc).__name__}"
+    if response.status_code != 200:
+        return None, f"GET /metrics answered {response.status_code}"
+    return response.text, ""
+
+
+def metric_row(result: Result) -> Row:
+    return Row(result, METRIC_PROVES[result.name])

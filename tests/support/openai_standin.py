@@ -33,6 +33,7 @@ class StandInResponse:
     events: list | None = None      # server-sent events instead of a JSON body
     done: bool = True               # end the events with `data: [DONE]`
     delay_s: float = 0.0            # wait before the first byte of the body (time to first token)
+    text: str | None = None         # a plain-text body instead of JSON (/metrics)
 
 
 def error(status: int, message: str) -> StandInResponse:
@@ -61,6 +62,58 @@ def _parts(body: dict) -> list:
         content = message.get("content")
         parts += content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
     return parts
+
+
+# /metrics as vLLM 0.33 writes it (prometheus_client's text format 0.0.4), cut to the families
+# smoke reads plus neighbours. cache_config_info carries every CacheConfig field as a label.
+METRICS_HEAD = """\
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="%(model)s"} 0.0
+# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="%(model)s"} 0.0
+# HELP vllm:prompt_tokens_total Number of prefill tokens processed.
+# TYPE vllm:prompt_tokens_total counter
+vllm:prompt_tokens_total{engine="0",model_name="%(model)s"} 412.0
+# HELP vllm:prompt_tokens_created Number of prefill tokens processed.
+# TYPE vllm:prompt_tokens_created gauge
+vllm:prompt_tokens_created{engine="0",model_name="%(model)s"} 1.7645e+09
+# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="16",cache_dtype="auto",calculate_kv_scales="False",\
+cpu_offload_gb="0.0",enable_prefix_caching="True",engine="0",gpu_memory_utilization="0.9",\
+is_attention_free="False",kv_cache_max_concurrency="%(concurrency)s",kv_cache_memory_bytes="None",\
+kv_cache_size_tokens="%(tokens)s",mamba_block_size="None",num_cpu_blocks="None",num_gpu_blocks="%(blocks)s",\
+prefix_caching_hash_algo="sha256",sliding_window="None",swap_space="4.0"} 1.0
+"""
+METRICS_SPEC_DECODE = """\
+# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
+# TYPE vllm:spec_decode_num_drafts_total counter
+vllm:spec_decode_num_drafts_total{engine="0",model_name="%(model)s"} %(drafts)s
+# HELP vllm:spec_decode_num_drafts_created Number of spec decoding drafts.
+# TYPE vllm:spec_decode_num_drafts_created gauge
+vllm:spec_decode_num_drafts_created{engine="0",model_name="%(model)s"} 1.7645e+09
+# HELP vllm:spec_decode_num_draft_tokens_total Number of draft tokens.
+# TYPE vllm:spec_decode_num_draft_tokens_total counter
+vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="%(model)s"} %(draft_tokens)s
+# HELP vllm:spec_decode_num_accepted_tokens_total Number of accepted tokens.
+# TYPE vllm:spec_decode_num_accepted_tokens_total counter
+vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="%(model)s"} %(accepted)s
+# HELP vllm:spec_decode_num_accepted_tokens_per_pos_total Accepted tokens per draft position.
+# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="%(model)s",position="0"} %(accepted)s
+"""
+
+
+def vllm_metrics_text(model: str = "standin-model", *, tokens="41536", concurrency="5.07", blocks="2596",
+                      drafts=None, accepted=0.0, draft_tokens=None) -> str:
+    """vLLM's /metrics text; `drafts` set adds the speculative-decoding counters."""
+    text = METRICS_HEAD % {"model": model, "tokens": tokens, "concurrency": concurrency, "blocks": blocks}
+    if drafts is not None:
+        text += METRICS_SPEC_DECODE % {"model": model, "drafts": float(drafts), "accepted": float(accepted),
+                                       "draft_tokens": float(draft_tokens if draft_tokens is not None else 3 * drafts)}
+    return text
 
 
 TEMPLATE_TOKENS, MEDIA_TOKENS = 12, 260
@@ -140,7 +193,9 @@ class OpenAIStandIn:
         self.requests: list[tuple[str, str, object]] = []   # (method, path, JSON body) as received
         self.routes = {("GET", "/health"): self.health, ("GET", "/v1/models"): self.models,
                        ("POST", "/v1/chat/completions"): self.chat_completions,
-                       ("POST", "/tokenize"): self.tokenize}
+                       ("POST", "/tokenize"): self.tokenize,
+                       ("GET", "/metrics"): lambda body: StandInResponse(200, text=self.metrics_text)}
+        self.metrics_text = vllm_metrics_text(model)
         self._started = None
         self._health_served = False
         self._server = None
@@ -272,9 +327,11 @@ class OpenAIStandIn:
 
 def write_response(handler: BaseHTTPRequestHandler, reply: StandInResponse) -> None:
     if reply.events is None:
-        payload = b"" if reply.json is None else json.dumps(reply.json).encode()
+        payload = reply.text.encode() if reply.text is not None else b"" if reply.json is None \
+            else json.dumps(reply.json).encode()
         handler.send_response(reply.status)
-        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Type", "text/plain; version=0.0.4" if reply.text is not None
+                            else "application/json")
         handler.send_header("Content-Length", str(len(payload)))
         handler.end_headers()
         time.sleep(reply.delay_s)

@@ -27,8 +27,8 @@ def test_json_report_records_time_to_ready_and_first_token(capsys):
     first = report["first_token"]
     assert first["check"] == "stream"
     assert 0.3 <= first["time_to_first_token_s"] <= first["total_s"]
-    assert report["counts"] == {"pass": len(CHECKS), "fail": 0, "not judged": 0, "skip": 0}
-    assert [c["name"] for c in report["checks"]] == [c.name for c in CHECKS]
+    assert report["counts"] == {"pass": len(CHECKS) + 1, "fail": 0, "not judged": 0, "skip": 1}
+    assert [c["name"] for c in report["checks"]] == [c.name for c in CHECKS] + ["spec-decode", "kv-cache"]
     assert set(report["checks"][0]) == {"name", "status", "message", "fix", "proves", "answer",
                                         "http_status", "elapsed_s", "first_token_s"}
 
@@ -41,7 +41,7 @@ def test_table_lists_every_check_and_the_verdict(capsys):
     for check in CHECKS:
         assert check.name in table
     assert re.search(r"^fact-gold +FAIL ", table, re.M) and re.search(r"^audio +SKIP ", table, re.M)
-    assert table.rstrip().endswith(f"{len(CHECKS) - 2} passed, 1 failed, 0 not judged, 1 skipped: FAILED")
+    assert table.rstrip().endswith(f"{len(CHECKS) - 1} passed, 1 failed, 0 not judged, 2 skipped: FAILED")
 
 
 def test_a_server_that_never_gets_ready_gives_a_report_without_checks(capsys):
