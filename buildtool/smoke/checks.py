@@ -102,3 +102,13 @@ CHECKS: tuple[Check, ...] = (
           CHAT, ask("Describe this sound in a few words.", max_tokens=96, content_parts=(TONE_440,)),
           expect=SHAPED, answer=(ContentMatches(TONE_WORDS, re.I),), needs="audio"),
 )
+
+# Models known to carry an audio tower. /v1/models does not say what input a model takes, and
+# vLLM fetches the audio (asking for vllm[audio]) before it checks the model takes any, so the
+# served id or path decides whether "install vllm[audio]" is a missing extra or no audio at all.
+AUDIO_MODELS = re.compile(r"gemma-4-E[24]B|gemma-3n", re.I)
+MISSING_AUDIO_EXTRAS = re.compile(r"install vllm\[audio\]")
+
+
+def takes_audio(card: dict) -> bool:
+    return any(isinstance(card.get(key), str) and AUDIO_MODELS.search(card[key]) for key in ("id", "root"))

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from .checks import CHECKS, MODALITIES
+from .checks import CHECKS, MODALITIES, takes_audio
 from buildtool.status_line import StatusLine
 from .readiness import wait_ready
 from .report import build_report, format_table
@@ -107,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
                 rows.append(run_check(session, url, check, model, modalities, args.request_timeout,
                                       max_model_len,
                                       judge_answers=not args.contract_only,
-                                      served=[card["id"] for card in cards]))
+                                      served=[card["id"] for card in cards],
+                                      audio_capable=any(takes_audio(c) for c in cards if c["id"] == model)))
             if metric_names:
                 text, why_not = read_metrics(session, url, args.request_timeout)
                 rows += [metric_row(result) for result in metric_rows(text, why_not, max_model_len, not args.contract_only)

@@ -14,7 +14,7 @@ import requests
 
 from contract.verdict import Result, Status
 
-from .checks import Check
+from .checks import MISSING_AUDIO_EXTRAS, Check
 from .expect import Reply, unsupported_input
 from .readiness import LOGS_HINT
 from .sizing import RAISE_CONTEXT, Sizing, estimated_prompt_tokens, size_request
@@ -63,10 +63,14 @@ def applicability(check: Check, modalities: frozenset[str] | None) -> str | None
     return f"the served model takes no {check.needs} input (--modalities {listed})"
 
 
-def verdict(check: Check, reply: Reply, model: str | None, probing: bool, judge_answers: bool = True) -> Row:
+def verdict(check: Check, reply: Reply, model: str | None, probing: bool, judge_answers: bool = True,
+            audio_capable: bool = False) -> Row:
     """Judge one reply: the server's side of the contract first, then (unless not judged) the answer."""
     if check.needs and probing:
         refusal = unsupported_input(reply)
+        if refusal and check.needs == "audio" and audio_capable and MISSING_AUDIO_EXTRAS.search(refusal):
+            return row(check, Status.FAIL, f"the model takes audio, the server cannot decode it: {refusal}",
+                       "rebuild the image with EXTRAS=audio", reply=reply)
         if refusal:
             return row(check, Status.SKIP, f"the server takes no {check.needs} input: {refusal}", reply=reply)
     for expectation in check.expect:
@@ -143,7 +147,7 @@ def prompt_tokens(session: requests.Session, url: str, body: dict, timeout_s: fl
 def run_check(session: requests.Session, url: str, check: Check, model: str | None,
               modalities: frozenset[str] | None, timeout_s: float,
               max_model_len: int | None = None, judge_answers: bool = True,
-              served: list[str] | None = None) -> Row:
+              served: list[str] | None = None, audio_capable: bool = False) -> Row:
     reason = applicability(check, modalities)
     if reason:
         return row(check, Status.SKIP, reason)
@@ -166,7 +170,8 @@ def run_check(session: requests.Session, url: str, check: Check, model: str | No
     except requests.Timeout:
         return row(check, Status.FAIL, f"no reply within {timeout_s:.0f} s",
                    f"raise --request-timeout, or {LOGS_HINT}")
-    judged = verdict(check, reply, model, probing=modalities is None, judge_answers=judge_answers)
+    judged = verdict(check, reply, model, probing=modalities is None, judge_answers=judge_answers,
+                     audio_capable=audio_capable)
     return noted(judged, sizing.note)
 
 

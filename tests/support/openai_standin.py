@@ -180,7 +180,8 @@ class OpenAIStandIn:
     """The stand-in server; use as a context manager or start()/stop()."""
 
     def __init__(self, *, model: str = "standin-model", loading_s: float = 0.0, broken=(),
-                 modalities=("image", "audio"), first_token_delay_s: float = 0.0, max_model_len: int = 8192):
+                 modalities=("image", "audio"), first_token_delay_s: float = 0.0, max_model_len: int = 8192,
+                 audio_extras: bool = True):
         unknown = set(broken) - set(SCENARIOS)
         if unknown:
             raise ValueError(f"no such scenario {sorted(unknown)}; scenarios are {SCENARIOS}")
@@ -190,6 +191,7 @@ class OpenAIStandIn:
         self.modalities = frozenset(modalities)
         self.first_token_delay_s = first_token_delay_s
         self.max_model_len = max_model_len
+        self.audio_extras = audio_extras
         self.requests: list[tuple[str, str, object]] = []   # (method, path, JSON body) as received
         self.routes = {("GET", "/health"): self.health, ("GET", "/v1/models"): self.models,
                        ("POST", "/v1/chat/completions"): self.chat_completions,
@@ -239,6 +241,8 @@ class OpenAIStandIn:
                               f"your prompt contains {prompt_tokens(body)} input tokens, which exceeds this limit.")
         name = scenario(body)
         broken = name in self.broken
+        if name == "audio" and not self.audio_extras:   # vLLM fetches audio before checking the model
+            return error(500, "Please install vllm[audio] for audio support")
         if name in ("image", "audio") and name not in self.modalities:
             return error(400, f"At most 0 {name}(s) may be provided in one prompt.")
         if name == "stream":

@@ -156,3 +156,17 @@ def test_a_server_gone_during_the_checks_fails_them_pointing_at_the_logs(capsys)
     arithmetic = report["checks"][1]
     assert arithmetic["status"] == "fail"
     assert "the server exited" in arithmetic["message"] and "docker compose logs vllm" in arithmetic["fix"]
+
+
+@pytest.mark.parametrize("model, modalities, status", [
+    ("google/gemma-4-E2B-it", ("image", "audio"), "fail"),   # takes audio: the image lacks the extras
+    ("google/gemma-4-31B-it", ("image",), "skip"),           # vLLM asks for the extras before the limit
+])
+def test_missing_audio_extras_fail_the_audio_row_only_for_a_model_that_takes_audio(capsys, model, modalities,
+                                                                                  status):
+    with OpenAIStandIn(model=model, modalities=modalities, audio_extras=False) as standin:
+        code, report = smoke(capsys, standin.url, "--only", "audio")
+    audio = report["checks"][0]
+    assert (code, audio["status"]) == ((1 if status == "fail" else 0), status)
+    assert "Please install vllm[audio]" in audio["message"]
+    assert ("EXTRAS=audio" in audio["fix"]) is (status == "fail")
