@@ -13,7 +13,7 @@ from typing import Mapping
 from . import preflight, report
 from .command import server_argv
 from .device import NoDevice, probe_device
-from .results import any_failed
+from contract.verdict import any_failed
 from .settings import SettingsError, parse_settings, validate_for_device
 
 MODES = ("check", "print-command")

@@ -9,10 +9,10 @@ from typing import Callable
 
 from .checks import clamp, devices, disk, driver, memory, model, port
 from .device import Device
-from .results import CheckResult, warned
+from contract.verdict import Result, warned
 from .settings import CHECK_NAMES, Settings
 
-Check = Callable[[], CheckResult]
+Check = Callable[[], Result]
 
 
 def read_text(path: str) -> str:
@@ -37,7 +37,7 @@ def needs_device(name: str, device: Device | None, run: Callable[[Device], Check
 
 
 def torch_check(device: Device) -> Check:
-    def run() -> CheckResult:
+    def run() -> Result:
         from .checks.torch_runtime import check_torch  # torch is imported here only
 
         return check_torch(device.cc)
@@ -84,7 +84,7 @@ def plan(settings: Settings, device: Device | None) -> dict[str, Check | Backgro
     return checks
 
 
-def run_checks(checks: dict[str, Check | Background], skip: tuple[str, ...]) -> list[CheckResult]:
+def run_checks(checks: dict[str, Check | Background], skip: tuple[str, ...]) -> list[Result]:
     """Background checks start first; results come in report order, each timed from its start."""
     started_at, collectors = {}, {}
     for name, check in checks.items():
@@ -98,6 +98,6 @@ def run_checks(checks: dict[str, Check | Background], skip: tuple[str, ...]) -> 
             continue
         started = started_at.get(name, time.perf_counter())
         result = collectors[name]() if name in collectors else check()
-        results.append(CheckResult(result.name, result.status, result.message, result.fix,
+        results.append(Result(result.name, result.status, result.message, result.fix,
                                    time.perf_counter() - started))
     return results

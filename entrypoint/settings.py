@@ -9,6 +9,8 @@ import os
 import shlex
 from typing import Mapping
 
+from contract.layout import ENV_SERVER_CMD
+
 DEFAULT_SERVER_CMD = ("python3", "-m", "vllm.entrypoints.openai.api_server")
 CHECK_NAMES = ("devices", "driver", "torch", "clamp", "fit", "model", "drafter", "disk", "memory", "port")
 
@@ -197,7 +199,7 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
         vllm_cache_root=_absolute_path(env, "VLLM_CACHE_ROOT", os.path.join(cache_home, "vllm")),
         extra_args=_argv_words(env, "VLLM_EXTRA_ARGS"),
         skip_checks=_skip_checks(env),
-        server_cmd=_argv_words(env, "VLLM_TURING_SERVER_CMD") or DEFAULT_SERVER_CMD,
+        server_cmd=_argv_words(env, ENV_SERVER_CMD) or DEFAULT_SERVER_CMD,
     )
 
 

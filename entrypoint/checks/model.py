@@ -8,7 +8,7 @@ import json
 import os
 import struct
 
-from ..results import CheckResult, failed, passed, warned
+from contract.verdict import Result, failed, passed, warned
 
 MODEL = "model"
 DRAFTER = "drafter"
@@ -117,7 +117,7 @@ def gib(count: float) -> str:
     return f"{count / 2**30:.2f} GiB"
 
 
-def not_found(name: str, variable: str, model: str, hub_cache: str, offline: bool) -> CheckResult:
+def not_found(name: str, variable: str, model: str, hub_cache: str, offline: bool) -> Result:
     if os.path.isabs(model) or model.startswith("."):
         return failed(name, f"{variable} directory {model} does not exist",
                       f"mount the model directory at {model} (compose `volumes:`, Quadlet `Volume=`)")
@@ -129,7 +129,7 @@ def not_found(name: str, variable: str, model: str, hub_cache: str, offline: boo
                   f"download it first (huggingface-cli download {model}) into the mounted HF_HOME")
 
 
-def find_and_read(name: str, variable: str, model: str, hub_cache: str, offline: bool) -> ModelDir | CheckResult:
+def find_and_read(name: str, variable: str, model: str, hub_cache: str, offline: bool) -> ModelDir | Result:
     """The model directory, or the failed/warned result that says why it is not usable."""
     path = locate(model, hub_cache)
     if path is None:
@@ -140,18 +140,18 @@ def find_and_read(name: str, variable: str, model: str, hub_cache: str, offline:
         return failed(name, str(problem), problem.fix)
 
 
-def check_model(model: str, hub_cache: str, offline: bool) -> CheckResult:
+def check_model(model: str, hub_cache: str, offline: bool) -> Result:
     found = find_and_read(MODEL, "MODEL", model, hub_cache, offline)
-    if isinstance(found, CheckResult):
+    if isinstance(found, Result):
         return found
     return passed(MODEL, f"{found.path}: {len(found.weight_files)} safetensors file(s), {gib(found.weight_bytes)}")
 
 
-def check_drafter(drafter: str | None, hub_cache: str, offline: bool) -> CheckResult:
+def check_drafter(drafter: str | None, hub_cache: str, offline: bool) -> Result:
     if drafter is None:
         return passed(DRAFTER, "no drafter configured")
     found = find_and_read(DRAFTER, "DRAFTER", drafter, hub_cache, offline)
-    if isinstance(found, CheckResult):
+    if isinstance(found, Result):
         return found
     path = found.path
     quantization = found.config.get("quantization_config")

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from contract.layout import ENV_SERVER_CMD
+
 from tests.image.containers import run_to_end
 from tests.support.model_files import write_model_dir
 from tests.support.standin_driver import build_standin_driver
@@ -106,7 +108,7 @@ def test_server_is_exec_d_as_pid_1_and_receives_docker_stops_sigterm(docker_clie
     container = docker_client.containers.run(
         image, ["--max-lora-rank", "8"], detach=True,
         environment={"MODEL": "/models/e2b", "SKIP_CHECKS": "devices,driver,torch,fit",
-                     "VLLM_TURING_SERVER_CMD": "python3 /standin/standin_server.py"},
+                     ENV_SERVER_CMD: "python3 /standin/standin_server.py"},
         volumes={str(tmp_path / "model"): {"bind": "/models/e2b", "mode": "ro"},
                  str(tmp_path / "server"): {"bind": "/standin", "mode": "ro"},
                  str(tmp_path / "record"): {"bind": "/record", "mode": "rw"}})

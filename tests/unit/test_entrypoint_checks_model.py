@@ -2,8 +2,8 @@
 written by the tests, as a local directory and in the huggingface_hub cache layout."""
 import pytest
 
+from contract.verdict import Status
 from entrypoint.checks.model import check_drafter, check_model, weight_bytes
-from entrypoint.results import Status
 
 from tests.support.model_files import write_hf_cache_model, write_model_dir
 

@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+from contract.layout import ENV_SERVER_CMD
+
 from tests.support.entrypoint_cli import REPO, run_entrypoint
 from tests.support.model_files import write_model_dir
 from tests.support.standin_driver import build_standin_driver
@@ -54,7 +56,7 @@ def serve(tmp_path, env):
         [sys.executable, "-m", "entrypoint", "--max-lora-rank", "8"], cwd=REPO, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         env={"PATH": "/usr/bin:/bin", "HOME": "/root", "PYTHONPATH": str(REPO), "STANDIN_RECORD": str(record),
-             "VLLM_TURING_SERVER_CMD": f"{sys.executable} {tmp_path / 'standin_server.py'}", **env})
+             ENV_SERVER_CMD: f"{sys.executable} {tmp_path / 'standin_server.py'}", **env})
     out, err = process.communicate(timeout=60)
     return process, record, out, err
 

@@ -1,7 +1,7 @@
 """How the preflight runs its checks: slow background checks overlap the others, and
 SKIP_CHECKS keeps a skipped one from starting at all."""
 from entrypoint.preflight import Background, run_checks
-from entrypoint.results import Status, passed
+from contract.verdict import Status, passed
 
 
 def test_a_background_check_starts_before_the_others_and_reports_in_its_place():
