@@ -61,7 +61,8 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
         print(json.dumps({"argv": argv_out}) if as_json else shlex.join(argv_out))
         return 0
     started = time.perf_counter()
-    results = preflight.run_checks(preflight.plan(settings, device), settings.skip_checks)
+    results = preflight.run_checks(preflight.plan(settings, device, preflight.resolve_models(settings)),
+                                   settings.skip_checks)
     elapsed = time.perf_counter() - started
     if as_json:
         print(report.render_json(results, elapsed, device, device_error, argv_out))
