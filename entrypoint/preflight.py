@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
-from .checks import clamp, devices, disk, driver, memory, model, port
+from . import environment
+from .checks import clamp, devices, disk, driver, memory, model, parsers, port, shm
 from .device import Device
 from contract.verdict import Result, warned
 from .settings import CHECK_NAMES, Settings
@@ -77,8 +78,11 @@ def disk_targets(settings: Settings) -> list[disk.Target]:
             disk.Target("vLLM cache", settings.vllm_cache_root, disk.NEED_VLLM_CACHE)]
 
 
-def plan(settings: Settings, device: Device | None, models: Models) -> dict[str, Check | Background]:
-    """Every check by name, in report order."""
+def plan(settings: Settings, device: Device | None, models: Models, argv: list[str],
+         env: Mapping[str, str]) -> dict[str, Check | Background]:
+    """Every check by name, in report order; `argv` is the server's, `env` the entrypoint's."""
+    parallel = shm.parallel_from_argv(argv)
+    parser_settings = {"TOOL_CALL_PARSER": settings.tool_call_parser, "REASONING_PARSER": settings.reasoning_parser}
     checks = {
         "devices": lambda: devices.check_devices("/dev"),
         "driver": lambda: driver.check_driver(),
@@ -87,9 +91,12 @@ def plan(settings: Settings, device: Device | None, models: Models) -> dict[str,
         "fit": needs_device("fit", device, fit_check(models.model)),
         "model": lambda: model.check_model(models.model),
         "drafter": lambda: model.check_drafter(models.drafter),
+        "parsers": lambda: parsers.judge_parsers(parser_settings, models.model),
         "disk": lambda: disk.check_disk(disk_targets(settings)),
+        "shm": lambda: shm.check_shm(parallel, parallel.executor(cuda=device is not None), shm.mq_chunk_mb(env)),
         "memory": lambda: memory.check_memory(model.staged_bytes(models.loaded), read_text(memory.MEMINFO)),
         "port": lambda: port.check_port(settings.host, settings.port),
+        "env": lambda: environment.check_env(env),
     }
     assert tuple(checks) == CHECK_NAMES
     return checks

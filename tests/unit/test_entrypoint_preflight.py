@@ -39,7 +39,7 @@ def test_the_fit_check_takes_the_config_of_the_model_resolved_once(tmp_path):
     settings = parse_settings({"MODEL": str(tmp_path / "m"), "HF_HUB_CACHE": str(tmp_path / "hub")})
     models = resolve_models(settings)
     assert models.model.found.path == str(tmp_path / "m") and models.drafter is None
-    assert isinstance(plan(settings, T4, models)["fit"], Background)
+    assert isinstance(plan(settings, T4, models, [], {})["fit"], Background)
     (tmp_path / "m" / "config.json").unlink()
-    fit = plan(settings, T4, models)["fit"]()
+    fit = plan(settings, T4, models, [], {})["fit"]()
     assert fit.status is Status.WARN and "config.json" in fit.message
