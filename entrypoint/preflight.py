@@ -6,10 +6,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from contract.verdict import Result, warned
+
 from . import environment
 from .checks import clamp, devices, disk, driver, memory, model, parsers, port, shm
 from .device import Device
-from contract.verdict import Result, warned
 from .settings import CHECK_NAMES, Settings
 
 Check = Callable[[], Result]
