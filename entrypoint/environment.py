@@ -32,8 +32,9 @@ def check_env(env: Mapping[str, str]) -> Result:
     old_names = renamed(env)
     if not old_names:
         return passed(NAME, f"the server starts without the entrypoint's {len(ENTRYPOINT_ONLY)} own settings")
-    renames = ", ".join(f"{old} -> {new}" for old, new in old_names)
     ignored = [old for old, new in old_names if env.get(new, "").strip()]
-    return warned(NAME, f"deprecated name(s) set, renamed for this release only: {renames}"
+    return warned(NAME, "deprecated name(s), passed on under the new name for this release only: "
+                        + ", ".join(f"{old} is now {new}" for old, new in old_names)
                         + (f" ({', '.join(ignored)} ignored: the new name is set too)" if ignored else ""),
-                  f"rename {renames} in the env file or unit; the old names stop working in the next release")
+                  "rename " + ", ".join(f"{old} to {new}" for old, new in old_names)
+                  + " in the env file or unit; the old names stop working in the next release")

@@ -4,13 +4,14 @@ import json
 import subprocess
 import sys
 
-from contract.layout import ENV_SERVER_CMD
+from contract.layout import DEPRECATED_ENV_NAMES, ENV_SERVER_CMD, ENV_SMEM_LIMIT
 
 from tests.support.entrypoint_cli import REPO, run_entrypoint
 from tests.support.model_files import write_model_dir
 from tests.support.standin_driver import build_standin_driver
 
 DEVICE_CHECKS = "devices,driver,torch,clamp,fit"
+OLD_SMEM_LIMIT = next(old for old, new in DEPRECATED_ENV_NAMES.items() if new == ENV_SMEM_LIMIT)
 STANDIN_SERVER = """
 import json, os, sys
 with open(os.environ["STANDIN_RECORD"], "w") as record:
@@ -80,12 +81,12 @@ def test_a_deprecated_clamp_name_reaches_the_server_under_its_new_name_with_a_wa
     write_model_dir(tmp_path / "model")
     process, record, out, err = serve(tmp_path, {"MODEL": str(tmp_path / "model"), "PORT": "18233",
                                                  "SKIP_CHECKS": DEVICE_CHECKS, "VLLM_EXTRA_ARGS": "--seed 1",
-                                                 "VLLM_TURING_SMEM_LIMIT": "65536"})
+                                                 OLD_SMEM_LIMIT: "65536"})
     assert process.returncode == 0, out + err
     seen = json.loads(record.read_text())
-    assert seen["env"]["TURING_CLAMP_SMEM_LIMIT"] == "65536"
+    assert seen["env"][ENV_SMEM_LIMIT] == "65536"
     assert not [name for name in seen["env"] if name.startswith("VLLM_")]
-    assert "WARN  env" in out and "VLLM_TURING_SMEM_LIMIT -> TURING_CLAMP_SMEM_LIMIT" in out
+    assert "WARN  env" in out and f"{OLD_SMEM_LIMIT} is now {ENV_SMEM_LIMIT}" in out
 
 
 def test_default_mode_does_not_start_the_server_when_a_check_fails(tmp_path):

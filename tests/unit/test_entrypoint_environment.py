@@ -43,7 +43,7 @@ def test_each_deprecated_name_reaches_the_server_under_its_new_name_and_is_repor
     result = check_env(env)
     assert result.status is Status.WARN
     for old, new in DEPRECATED_ENV_NAMES.items():
-        assert f"{old} -> {new}" in result.message and old in result.fix
+        assert f"{old} is now {new}" in result.message and f"{old} to {new}" in result.fix
 
 
 OLD_FIT_TABLE = next(old for old, new in DEPRECATED_ENV_NAMES.items() if new == ENV_FIT_TABLE)
