@@ -87,8 +87,9 @@ GPU_MEMORY_UTILIZATION=0.9
 # ENFORCE_EAGER=1
 # A speculative drafter (bf16; a quantized drafter is refused), or a full SPECULATIVE_CONFIG JSON.
 # DRAFTER=/models/gemma-4-12B-it-mtp
-# REASONING_PARSER=gemma4
-# TOOL_CALL_PARSER=gemma4
+# Gemma 4's parsers (tool calls, reasoning); another model needs its own or none (the preflight warns).
+REASONING_PARSER=gemma4
+TOOL_CALL_PARSER=gemma4
 # Weights are local: never reach for the Hub.
 HF_HUB_OFFLINE=1
 # Anything else for `vllm serve`, split like a shell would.

@@ -36,3 +36,7 @@ DEPRECATED_ENV_NAMES = {
     "VLLM_TURING_SMEM_LIMIT": ENV_SMEM_LIMIT,
     "VLLM_TURING_CC": ENV_CC,
 }
+
+# The entrypoint's program override for stand-in servers (tests); the entrypoint consumes it and
+# removes it from the server's environment.
+ENV_SERVER_CMD = "VLLM_TURING_SERVER_CMD"

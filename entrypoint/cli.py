@@ -10,10 +10,12 @@ import sys
 import time
 from typing import Mapping
 
+from contract.verdict import any_failed
+
 from . import preflight, report
 from .command import server_argv
 from .device import NoDevice, probe_device
-from .results import any_failed
+from .environment import server_env
 from .settings import SettingsError, parse_settings, validate_for_device
 
 MODES = ("check", "print-command")
@@ -61,7 +63,8 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
         print(json.dumps({"argv": argv_out}) if as_json else shlex.join(argv_out))
         return 0
     started = time.perf_counter()
-    results = preflight.run_checks(preflight.plan(settings, device), settings.skip_checks)
+    results = preflight.run_checks(
+        preflight.plan(settings, device, preflight.resolve_models(settings), argv_out, env), settings.skip_checks)
     elapsed = time.perf_counter() - started
     if as_json:
         print(report.render_json(results, elapsed, device, device_error, argv_out))
@@ -74,7 +77,7 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
     print("vllm-turing: exec " + shlex.join(argv_out), flush=True)
     sys.stderr.flush()
     try:
-        os.execvp(argv_out[0], argv_out)
+        os.execvpe(argv_out[0], argv_out, server_env(env))
     except OSError as error:
         print(f"vllm-turing: cannot exec {argv_out[0]}: {error.strerror}", file=sys.stderr)
         return 1

@@ -19,10 +19,6 @@ class Device:
     smem_optin: int
     count: int
 
-    @property
-    def sm(self) -> str:
-        return f"sm_{self.cc[0]}{self.cc[1]}"
-
     def to_dict(self) -> dict:
         return {"name": self.name, "cc": f"{self.cc[0]}.{self.cc[1]}", "smem_optin": self.smem_optin,
                 "count": self.count}

@@ -2,17 +2,18 @@
 (skipped by SKIP_CHECKS with a warning, each timed)."""
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
-from .checks import clamp, devices, disk, driver, memory, model, port
+from contract.verdict import Result, warned
+
+from . import environment
+from .checks import clamp, devices, disk, driver, memory, model, parsers, port, shm
 from .device import Device
-from .results import CheckResult, warned
 from .settings import CHECK_NAMES, Settings
 
-Check = Callable[[], CheckResult]
+Check = Callable[[], Result]
 
 
 def read_text(path: str) -> str:
@@ -37,21 +38,38 @@ def needs_device(name: str, device: Device | None, run: Callable[[Device], Check
 
 
 def torch_check(device: Device) -> Check:
-    def run() -> CheckResult:
+    def run() -> Result:
         from .checks.torch_runtime import check_torch  # torch is imported here only
 
         return check_torch(device.cc)
     return run
 
 
-def fit_check(settings: Settings) -> Callable[[Device], Check | Background]:
+def fit_check(resolved: model.Resolved) -> Callable[[Device], Check | Background]:
     def run(device: Device) -> Check | Background:
-        where = model.locate(settings.model, settings.hf_hub_cache)
-        config = os.path.join(where, "config.json") if where else None
-        if config is None or not os.path.isfile(config):
+        config = resolved.config_file
+        if config is None:
             return lambda: warned(clamp.FIT, "not run: the model's config.json is not present", "see the model check")
         return Background(lambda: clamp.start_fit(config, device.cc, device.smem_optin))
     return run
+
+
+@dataclass(frozen=True)
+class Models:
+    """MODEL and DRAFTER, each found and read once for every check that looks at them."""
+    model: model.Resolved
+    drafter: model.Resolved | None
+
+    @property
+    def loaded(self) -> list[model.Resolved]:
+        return [self.model] + ([self.drafter] if self.drafter else [])
+
+
+def resolve_models(settings: Settings) -> Models:
+    def resolve(name: str, variable: str, value: str) -> model.Resolved:
+        return model.resolve(name, variable, value, settings.hf_hub_cache, settings.hf_offline)
+    return Models(resolve(model.MODEL, "MODEL", settings.model),
+                  resolve(model.DRAFTER, "DRAFTER", settings.drafter) if settings.drafter else None)
 
 
 def disk_targets(settings: Settings) -> list[disk.Target]:
@@ -61,30 +79,31 @@ def disk_targets(settings: Settings) -> list[disk.Target]:
             disk.Target("vLLM cache", settings.vllm_cache_root, disk.NEED_VLLM_CACHE)]
 
 
-def staged_bytes(settings: Settings) -> int | None:
-    sizes = [model.weight_bytes(name, settings.hf_hub_cache) for name in (settings.model, settings.drafter) if name]
-    return None if None in sizes else sum(sizes)
-
-
-def plan(settings: Settings, device: Device | None) -> dict[str, Check | Background]:
-    """Every check by name, in report order."""
+def plan(settings: Settings, device: Device | None, models: Models, argv: list[str],
+         env: Mapping[str, str]) -> dict[str, Check | Background]:
+    """Every check by name, in report order; `argv` is the server's, `env` the entrypoint's."""
+    parallel = shm.parallel_from_argv(argv)
+    parser_settings = {"TOOL_CALL_PARSER": settings.tool_call_parser, "REASONING_PARSER": settings.reasoning_parser}
     checks = {
         "devices": lambda: devices.check_devices("/dev"),
         "driver": lambda: driver.check_driver(),
         "torch": needs_device("torch", device, torch_check),
         "clamp": lambda: clamp.check_clamp(),
-        "fit": needs_device("fit", device, fit_check(settings)),
-        "model": lambda: model.check_model(settings.model, settings.hf_hub_cache, settings.hf_offline),
-        "drafter": lambda: model.check_drafter(settings.drafter, settings.hf_hub_cache, settings.hf_offline),
+        "fit": needs_device("fit", device, fit_check(models.model)),
+        "model": lambda: model.check_model(models.model),
+        "drafter": lambda: model.check_drafter(models.drafter),
+        "parsers": lambda: parsers.judge_parsers(parser_settings, models.model),
         "disk": lambda: disk.check_disk(disk_targets(settings)),
-        "memory": lambda: memory.check_memory(staged_bytes(settings), read_text(memory.MEMINFO)),
+        "shm": lambda: shm.check_shm(parallel, parallel.executor(cuda=device is not None), shm.mq_chunk_mb(env)),
+        "memory": lambda: memory.check_memory(model.staged_bytes(models.loaded), read_text(memory.MEMINFO)),
         "port": lambda: port.check_port(settings.host, settings.port),
+        "env": lambda: environment.check_env(env),
     }
     assert tuple(checks) == CHECK_NAMES
     return checks
 
 
-def run_checks(checks: dict[str, Check | Background], skip: tuple[str, ...]) -> list[CheckResult]:
+def run_checks(checks: dict[str, Check | Background], skip: tuple[str, ...]) -> list[Result]:
     """Background checks start first; results come in report order, each timed from its start."""
     started_at, collectors = {}, {}
     for name, check in checks.items():
@@ -98,6 +117,6 @@ def run_checks(checks: dict[str, Check | Background], skip: tuple[str, ...]) -> 
             continue
         started = started_at.get(name, time.perf_counter())
         result = collectors[name]() if name in collectors else check()
-        results.append(CheckResult(result.name, result.status, result.message, result.fix,
+        results.append(Result(result.name, result.status, result.message, result.fix,
                                    time.perf_counter() - started))
     return results

@@ -4,10 +4,10 @@ from __future__ import annotations
 import json
 
 from .device import Device
-from .results import CheckResult, Status, any_failed
+from contract.verdict import Result, Status, any_failed
 
 
-def counts(results: list[CheckResult]) -> dict[str, int]:
+def counts(results: list[Result]) -> dict[str, int]:
     return {status.value: sum(result.status is status for result in results) for status in Status}
 
 
@@ -18,7 +18,7 @@ def device_line(device: Device | None, device_error: str) -> str:
             f"{device.smem_optin} bytes shared memory per block")
 
 
-def render_text(results: list[CheckResult], elapsed_s: float, device: Device | None, device_error: str) -> str:
+def render_text(results: list[Result], elapsed_s: float, device: Device | None, device_error: str) -> str:
     width = max(len(result.name) for result in results)
     lines = [f"vllm-turing preflight, {device_line(device, device_error)}"]
     for result in results:
@@ -30,7 +30,7 @@ def render_text(results: list[CheckResult], elapsed_s: float, device: Device | N
     return "\n".join(lines)
 
 
-def render_json(results: list[CheckResult], elapsed_s: float, device: Device | None, device_error: str,
+def render_json(results: list[Result], elapsed_s: float, device: Device | None, device_error: str,
                 argv: list[str]) -> str:
     return json.dumps({
         "ok": not any_failed(results),

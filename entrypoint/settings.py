@@ -9,8 +9,19 @@ import os
 import shlex
 from typing import Mapping
 
+from contract.layout import ENV_SERVER_CMD
+
 DEFAULT_SERVER_CMD = ("python3", "-m", "vllm.entrypoints.openai.api_server")
-CHECK_NAMES = ("devices", "driver", "torch", "clamp", "fit", "model", "drafter", "disk", "memory", "port")
+CHECK_NAMES = ("devices", "driver", "torch", "clamp", "fit", "model", "drafter", "parsers", "disk", "shm", "memory",
+               "port", "env")
+# Names only this entrypoint reads, to build the server's argv: removed from the server's environment
+# (vLLM warns about every VLLM_* name it does not own). A unit test holds this list to parse_settings.
+ENTRYPOINT_ONLY = ("MODEL", "SERVED_MODEL_NAME", "HOST", "PORT", "DTYPE", "MAX_MODEL_LEN", "MAX_NUM_SEQS",
+                   "GPU_MEMORY_UTILIZATION", "KV_CACHE_DTYPE", "ENFORCE_EAGER", "SPECULATIVE_CONFIG", "DRAFTER",
+                   "REASONING_PARSER", "TOOL_CALL_PARSER", "VLLM_EXTRA_ARGS", "SKIP_CHECKS", ENV_SERVER_CMD)
+# Names the entrypoint reads that the server (vLLM, huggingface_hub, Triton) reads too: passed on.
+SHARED_WITH_SERVER = ("HOME", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TMPDIR",
+                      "TRITON_CACHE_DIR", "VLLM_CACHE_ROOT")
 
 DTYPES = {"auto": "auto", "half": "float16", "float16": "float16", "bfloat16": "bfloat16",
           "float": "float32", "float32": "float32"}
@@ -197,7 +208,7 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
         vllm_cache_root=_absolute_path(env, "VLLM_CACHE_ROOT", os.path.join(cache_home, "vllm")),
         extra_args=_argv_words(env, "VLLM_EXTRA_ARGS"),
         skip_checks=_skip_checks(env),
-        server_cmd=_argv_words(env, "VLLM_TURING_SERVER_CMD") or DEFAULT_SERVER_CMD,
+        server_cmd=_argv_words(env, ENV_SERVER_CMD) or DEFAULT_SERVER_CMD,
     )
 
 

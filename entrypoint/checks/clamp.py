@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from ..results import CheckResult, failed, passed
+from contract.verdict import Result as CheckResult, failed, passed
 
 CLAMP = "clamp"
 FIT = "fit"

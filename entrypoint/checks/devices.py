@@ -7,7 +7,7 @@ import os
 import re
 import stat
 
-from ..results import CheckResult, failed, passed
+from contract.verdict import Result, failed, passed
 
 NAME = "devices"
 REQUIRED = ("nvidiactl", "nvidia-uvm")
@@ -39,7 +39,7 @@ def node_problem(path: str) -> tuple[str, str] | None:
     return None
 
 
-def check_devices(dev_dir: str = "/dev") -> CheckResult:
+def check_devices(dev_dir: str = "/dev") -> Result:
     try:
         gpus = sorted(name for name in os.listdir(dev_dir) if GPU_NODE.fullmatch(name))
     except OSError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from ..results import CheckResult, failed, passed, warned
+from contract.verdict import Result, Status, passed, worst
 from .model import gib
 
 NAME = "disk"
@@ -16,6 +16,7 @@ NEED_HF_CACHE = 1 * GIB
 NEED_TMPDIR = 1 * GIB
 NEED_TRITON_CACHE = 1 * GIB
 NEED_VLLM_CACHE = 2 * GIB
+MAKE_ROOM = "free space there or point the variable at a larger volume"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +34,7 @@ def existing_ancestor(path: str) -> str:
     return path
 
 
-def check_disk(targets: list[Target]) -> CheckResult:
+def check_disk(targets: list[Target]) -> Result:
     groups: dict[int, list[Target]] = {}
     stats = {}
     for target in targets:
@@ -48,19 +49,17 @@ def check_disk(targets: list[Target]) -> CheckResult:
         need = sum(member.need for member in members)
         names = ", ".join(f"{member.label} {member.path}" for member in members)
         if vfs.f_flag & os.ST_RDONLY:
-            findings.append((2, f"{names}: read-only filesystem", "mount a writable volume there"))
+            findings.append(Result(NAME, Status.FAIL, f"{names}: read-only filesystem", "mount a writable volume there"))
         elif free < need:
-            findings.append((2, f"{names}: {gib(free)} free on that filesystem, need {gib(need)}",
-                             "free space there or point the variable at a larger volume"))
+            findings.append(Result(NAME, Status.FAIL, f"{names}: {gib(free)} free on that filesystem, need {gib(need)}",
+                                   MAKE_ROOM))
         elif free < 2 * need:
-            findings.append((1, f"{names}: only {gib(free)} free on that filesystem (need {gib(need)})",
-                             "free space there or point the variable at a larger volume"))
+            findings.append(Result(NAME, Status.WARN, f"{names}: only {gib(free)} free on that filesystem "
+                                                      f"(need {gib(need)})", MAKE_ROOM))
         else:
-            findings.append((0, f"{names}: {gib(free)} free", ""))
-    severity, message, fix = max(findings, key=lambda finding: finding[0])
-    if severity == 2:
-        return failed(NAME, message, fix)
-    if severity == 1:
-        return warned(NAME, message, fix)
+            findings.append(passed(NAME, f"{names}: {gib(free)} free"))
+    status = worst(findings)
+    if status is not Status.PASS:
+        return next(finding for finding in findings if finding.status is status)
     return passed(NAME, f"{len(targets)} paths on {len(groups)} filesystem(s), each with room: "
-                        + "; ".join(finding[1] for finding in findings))
+                        + "; ".join(finding.message for finding in findings))

@@ -7,7 +7,7 @@ import ctypes
 import re
 
 from ..device import LIBCUDA, cuda_error
-from ..results import CheckResult, Status, failed, passed
+from contract.verdict import Result, Status, failed, passed
 
 NAME = "driver"
 LIBNVML = "libnvidia-ml.so.1"
@@ -25,7 +25,7 @@ def kernel_driver_version(text: str) -> str | None:
     return match.group(1) if match else None
 
 
-def compare_versions(library: str, kernel: str | None) -> CheckResult:
+def compare_versions(library: str, kernel: str | None) -> Result:
     if kernel is None:
         return failed(NAME, f"NVML reports driver {library} but the kernel module version is unreadable",
                       "check that /proc/driver/nvidia/version is visible in the container")
@@ -47,7 +47,7 @@ def nvml_driver_version(lib) -> tuple[int, str]:
     return code, buffer.value.decode()
 
 
-def nvml_failure(lib, code: int, kernel: str | None) -> CheckResult:
+def nvml_failure(lib, code: int, kernel: str | None) -> Result:
     lib.nvmlErrorString.restype = ctypes.c_char_p
     reason = (lib.nvmlErrorString(code) or b"").decode() or f"NVML error {code}"
     if code == NVML_ERROR_LIB_RM_VERSION_MISMATCH:
@@ -66,7 +66,7 @@ def read_text(path: str) -> str | None:
         return None
 
 
-def check_driver(libcuda: str = LIBCUDA, libnvml: str = LIBNVML, proc_version: str = PROC_VERSION) -> CheckResult:
+def check_driver(libcuda: str = LIBCUDA, libnvml: str = LIBNVML, proc_version: str = PROC_VERSION) -> Result:
     libraries = []
     for name in (libcuda, libnvml):
         try:

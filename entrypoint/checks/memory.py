@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from ..results import CheckResult, failed, passed, warned
+from contract.verdict import Result, failed, passed, warned
 from .model import gib
 
 NAME = "memory"
@@ -57,7 +57,7 @@ def staging_need(weight_bytes: int) -> int:
     return 2 * weight_bytes + PROCESS_OVERHEAD
 
 
-def check_memory(weight_bytes: int | None, meminfo_text: str, cgroup_root: str = CGROUP_ROOT) -> CheckResult:
+def check_memory(weight_bytes: int | None, meminfo_text: str, cgroup_root: str = CGROUP_ROOT) -> Result:
     if weight_bytes is None:
         return warned(NAME, "the model's weights are not present, so the staging need is unknown",
                       "download the model first (see the model check)")

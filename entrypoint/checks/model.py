@@ -8,7 +8,7 @@ import json
 import os
 import struct
 
-from ..results import CheckResult, failed, passed, warned
+from contract.verdict import Result, failed, passed, warned
 
 MODEL = "model"
 DRAFTER = "drafter"
@@ -117,7 +117,7 @@ def gib(count: float) -> str:
     return f"{count / 2**30:.2f} GiB"
 
 
-def not_found(name: str, variable: str, model: str, hub_cache: str, offline: bool) -> CheckResult:
+def not_found(name: str, variable: str, model: str, hub_cache: str, offline: bool) -> Result:
     if os.path.isabs(model) or model.startswith("."):
         return failed(name, f"{variable} directory {model} does not exist",
                       f"mount the model directory at {model} (compose `volumes:`, Quadlet `Volume=`)")
@@ -129,30 +129,45 @@ def not_found(name: str, variable: str, model: str, hub_cache: str, offline: boo
                   f"download it first (huggingface-cli download {model}) into the mounted HF_HOME")
 
 
-def find_and_read(name: str, variable: str, model: str, hub_cache: str, offline: bool) -> ModelDir | CheckResult:
-    """The model directory, or the failed/warned result that says why it is not usable."""
+@dataclasses.dataclass(frozen=True)
+class Resolved:
+    """MODEL or DRAFTER resolved once for every check that needs it (model, drafter, fit, memory,
+    parsers): the directory found, and its contents read, or the result that says why not."""
+    path: str | None
+    found: ModelDir | None
+    problem: Result | None
+
+    @property
+    def config_file(self) -> str | None:
+        """The config.json to hand to a subprocess (the fit check), when the directory has one."""
+        config = os.path.join(self.path, "config.json") if self.path else None
+        return config if config and os.path.isfile(config) else None
+
+
+def resolve(name: str, variable: str, model: str, hub_cache: str, offline: bool) -> Resolved:
+    """Finds the model directory and reads it (config.json, each safetensors header) once."""
     path = locate(model, hub_cache)
     if path is None:
-        return not_found(name, variable, model, hub_cache, offline)
+        return Resolved(None, None, not_found(name, variable, model, hub_cache, offline))
     try:
-        return read_model_dir(path)
+        return Resolved(path, read_model_dir(path), None)
     except ModelProblem as problem:
-        return failed(name, str(problem), problem.fix)
+        return Resolved(path, None, failed(name, str(problem), problem.fix))
 
 
-def check_model(model: str, hub_cache: str, offline: bool) -> CheckResult:
-    found = find_and_read(MODEL, "MODEL", model, hub_cache, offline)
-    if isinstance(found, CheckResult):
-        return found
+def check_model(model: Resolved) -> Result:
+    if model.found is None:
+        return model.problem
+    found = model.found
     return passed(MODEL, f"{found.path}: {len(found.weight_files)} safetensors file(s), {gib(found.weight_bytes)}")
 
 
-def check_drafter(drafter: str | None, hub_cache: str, offline: bool) -> CheckResult:
+def check_drafter(drafter: Resolved | None) -> Result:
     if drafter is None:
         return passed(DRAFTER, "no drafter configured")
-    found = find_and_read(DRAFTER, "DRAFTER", drafter, hub_cache, offline)
-    if isinstance(found, CheckResult):
-        return found
+    if drafter.found is None:
+        return drafter.problem
+    found = drafter.found
     path = found.path
     quantization = found.config.get("quantization_config")
     if isinstance(quantization, dict):
@@ -165,10 +180,8 @@ def check_drafter(drafter: str | None, hub_cache: str, offline: bool) -> CheckRe
     return passed(DRAFTER, f"{path}: not quantized, {gib(found.weight_bytes)}")
 
 
-def weight_bytes(model: str | None, hub_cache: str) -> int | None:
-    """Total safetensors bytes of a model that is present and readable; None otherwise."""
-    path = locate(model, hub_cache) if model else None
-    try:
-        return read_model_dir(path).weight_bytes if path else None
-    except ModelProblem:
+def staged_bytes(models: list[Resolved]) -> int | None:
+    """Total safetensors bytes of the models to load; None when one of them is not present and readable."""
+    if any(model.found is None for model in models):
         return None
+    return sum(model.found.weight_bytes for model in models)

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import socket
 
-from ..results import CheckResult, failed, passed
+from contract.verdict import Result, failed, passed
 
 NAME = "port"
 
 
-def check_port(host: str, port: int) -> CheckResult:
+def check_port(host: str, port: int) -> Result:
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
                                                              flags=socket.AI_PASSIVE)[0]

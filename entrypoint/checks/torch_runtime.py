@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from ..results import CheckResult, failed, passed
+from contract.verdict import Result, failed, passed
 
 NAME = "torch"
 REINSTALL = ("install the CUDA build of torch that this vLLM pins, with its nvidia-* dependency wheels "
@@ -12,7 +12,7 @@ REINSTALL = ("install the CUDA build of torch that this vLLM pins, with its nvid
 
 
 def judge_torch(version: str, cuda_version: str | None, arch_list: list[str], sm: str,
-                available: bool, matmul_error: str | None) -> CheckResult:
+                available: bool, matmul_error: str | None) -> Result:
     if cuda_version is None or "+cpu" in version:
         return failed(NAME, f"torch {version} is a CPU build", REINSTALL)
     if sm not in arch_list:
@@ -42,7 +42,7 @@ def fp16_matmul_error(torch) -> str | None:
     return None if product == 64 * 64 * 64 else f"wrong result {product}"
 
 
-def check_torch(cc: tuple[int, int], module: str = "torch") -> CheckResult:
+def check_torch(cc: tuple[int, int], module: str = "torch") -> Result:
     try:
         torch = importlib.import_module(module)
     except Exception as error:  # ImportError, OSError (libcudart.so.13), ValueError (libcublasLt not found), ...

@@ -8,6 +8,9 @@ import time
 
 import pytest
 
+from contract.layout import DEPRECATED_ENV_NAMES, ENV_FIT_TABLE, ENV_SERVER_CMD, FIT_TABLE
+from entrypoint.settings import ENTRYPOINT_ONLY
+
 from tests.image.containers import run_to_end
 from tests.support.model_files import write_model_dir
 from tests.support.standin_driver import build_standin_driver
@@ -23,7 +26,7 @@ def on_term(signum, frame):
     sys.exit(0)
 signal.signal(signal.SIGTERM, on_term)
 with open(record, "a") as out:
-    out.write(json.dumps({"started": True, "pid": os.getpid(), "argv": sys.argv[1:]}) + "\\n")
+    out.write(json.dumps({"started": True, "pid": os.getpid(), "argv": sys.argv[1:], "env": dict(os.environ)}) + "\\n")
 while True:
     time.sleep(0.1)
 """
@@ -104,9 +107,9 @@ def test_server_is_exec_d_as_pid_1_and_receives_docker_stops_sigterm(docker_clie
     (tmp_path / "record").mkdir()
     record = tmp_path / "record" / "standin.json"
     container = docker_client.containers.run(
-        image, ["--max-lora-rank", "8"], detach=True,
+        image, ["--max-lora-rank", "8"], detach=True, shm_size="1g",
         environment={"MODEL": "/models/e2b", "SKIP_CHECKS": "devices,driver,torch,fit",
-                     "VLLM_TURING_SERVER_CMD": "python3 /standin/standin_server.py"},
+                     ENV_SERVER_CMD: "python3 /standin/standin_server.py"},
         volumes={str(tmp_path / "model"): {"bind": "/models/e2b", "mode": "ro"},
                  str(tmp_path / "server"): {"bind": "/standin", "mode": "ro"},
                  str(tmp_path / "record"): {"bind": "/record", "mode": "rw"}})
@@ -117,12 +120,30 @@ def test_server_is_exec_d_as_pid_1_and_receives_docker_stops_sigterm(docker_clie
         started = json.loads(record.read_text().splitlines()[0])
         assert started["pid"] == 1  # the entrypoint was PID 1; exec made the server PID 1
         assert started["argv"][:2] == ["--model", "/models/e2b"] and started["argv"][-2:] == ["--max-lora-rank", "8"]
+        # the server sees none of the entrypoint's own settings, and the image's fit table under the new name
+        assert not (set(ENTRYPOINT_ONLY) | set(DEPRECATED_ENV_NAMES)) & set(started["env"])
+        assert started["env"][ENV_FIT_TABLE] == FIT_TABLE
         stop_began = time.monotonic()
         container.stop(timeout=20)
         assert time.monotonic() - stop_began < 10  # stopped by its SIGTERM handler, not killed after the timeout
         assert json.loads(record.read_text().splitlines()[-1]) == {"signal": "SIGTERM", "pid": 1}
         container.reload()
         assert container.attrs["State"]["ExitCode"] == 0
-        assert "exec python3 /standin/standin_server.py" in container.logs(stderr=False).decode()
+        logs = container.logs(stderr=False).decode()
+        assert "exec python3 /standin/standin_server.py" in logs and "PASS  env" in logs
     finally:
         container.remove(force=True)
+
+
+def shm_check(docker_client, image, **kwargs) -> dict:
+    code, out, err = run(docker_client, image, ["check", "--json"], {"MODEL": "google/gemma-4-E2B-it"}, **kwargs)
+    assert code in (0, 1), err
+    return {check["name"]: check for check in json.loads(out)["checks"]}["shm"]
+
+
+def test_dockers_default_shm_fails_the_shm_check_and_shm_size_passes_it(docker_client, image):
+    # No CUDA device here: vLLM would run on its CPU platform, whose multiprocessing executor
+    # puts 400 MiB of message queues in /dev/shm for one worker.
+    default = shm_check(docker_client, image)
+    assert default["status"] == "fail" and "--shm-size 1g" in default["fix"], default
+    assert shm_check(docker_client, image, shm_size="1g")["status"] == "pass"

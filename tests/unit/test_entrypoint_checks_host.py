@@ -6,10 +6,10 @@ import stat
 
 import pytest
 
+from contract.verdict import Status
 from entrypoint.checks.devices import check_devices
 from entrypoint.checks.driver import check_driver, compare_versions, kernel_driver_version
 from entrypoint.checks.port import check_port
-from entrypoint.results import Status
 
 from tests.support.standin_driver import build_standin_driver, proc_driver_version_text
 

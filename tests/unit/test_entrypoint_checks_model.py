@@ -2,10 +2,22 @@
 written by the tests, as a local directory and in the huggingface_hub cache layout."""
 import pytest
 
-from entrypoint.checks.model import check_drafter, check_model, weight_bytes
-from entrypoint.results import Status
+from contract.verdict import Status
+from entrypoint.checks.model import DRAFTER, MODEL, check_drafter, check_model, resolve, staged_bytes
 
 from tests.support.model_files import write_hf_cache_model, write_model_dir
+
+def model_result(model, hub, offline=False):
+    return check_model(resolve(MODEL, "MODEL", model, hub, offline))
+
+
+def drafter_result(drafter, hub, offline=True):
+    return check_drafter(resolve(DRAFTER, "DRAFTER", drafter, hub, offline))
+
+
+def weight_bytes(model, hub):
+    return staged_bytes([resolve(MODEL, "MODEL", model, hub, False)])
+
 
 COMPRESSED_TENSORS = {"quant_method": "compressed-tensors", "format": "pack-quantized",
                       "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "int"}}}}
@@ -13,26 +25,26 @@ COMPRESSED_TENSORS = {"quant_method": "compressed-tensors", "format": "pack-quan
 
 def test_local_model_dir_passes_with_its_size(tmp_path):
     size = write_model_dir(tmp_path / "m", shards=3)
-    result = check_model(str(tmp_path / "m"), str(tmp_path / "hub"), offline=False)
+    result = model_result(str(tmp_path / "m"), str(tmp_path / "hub"), offline=False)
     assert result.status is Status.PASS and "3 safetensors" in result.message
     assert weight_bytes(str(tmp_path / "m"), str(tmp_path / "hub")) == size
 
 
 def test_model_in_hf_cache_is_found_offline(tmp_path):
     snapshot = write_hf_cache_model(tmp_path / "hub", "google/gemma-4-E2B-it")
-    result = check_model("google/gemma-4-E2B-it", str(tmp_path / "hub"), offline=True)
+    result = model_result("google/gemma-4-E2B-it", str(tmp_path / "hub"), offline=True)
     assert result.status is Status.PASS and str(snapshot) in result.message
     assert weight_bytes("google/gemma-4-E2B-it", str(tmp_path / "hub")) == (snapshot / "model.safetensors").stat().st_size
 
 
 def test_model_missing_from_hf_cache_fails_offline_and_warns_online(tmp_path):
-    offline = check_model("google/gemma-4-E2B-it", str(tmp_path / "hub"), offline=True)
+    offline = model_result("google/gemma-4-E2B-it", str(tmp_path / "hub"), offline=True)
     assert offline.status is Status.FAIL and "huggingface-cli download google/gemma-4-E2B-it" in offline.fix
-    assert check_model("google/gemma-4-E2B-it", str(tmp_path / "hub"), offline=False).status is Status.WARN
+    assert model_result("google/gemma-4-E2B-it", str(tmp_path / "hub"), offline=False).status is Status.WARN
 
 
 def test_missing_local_dir_fails_with_the_mount_fix(tmp_path):
-    result = check_model(str(tmp_path / "absent"), str(tmp_path / "hub"), offline=False)
+    result = model_result(str(tmp_path / "absent"), str(tmp_path / "hub"), offline=False)
     assert result.status is Status.FAIL and "mount" in result.fix
 
 
@@ -40,7 +52,7 @@ def test_truncated_safetensors_fails(tmp_path):
     write_model_dir(tmp_path / "m", elements=100_000)
     weights = tmp_path / "m" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-1000])
-    result = check_model(str(tmp_path / "m"), str(tmp_path / "hub"), offline=False)
+    result = model_result(str(tmp_path / "m"), str(tmp_path / "hub"), offline=False)
     assert result.status is Status.FAIL and "truncated" in result.message
     assert weight_bytes(str(tmp_path / "m"), str(tmp_path / "hub")) is None
 
@@ -48,7 +60,7 @@ def test_truncated_safetensors_fails(tmp_path):
 def test_shard_listed_in_index_but_absent_fails(tmp_path):
     write_model_dir(tmp_path / "m", shards=2)
     (tmp_path / "m" / "model-00002-of-00002.safetensors").unlink()
-    result = check_model(str(tmp_path / "m"), str(tmp_path / "hub"), offline=False)
+    result = model_result(str(tmp_path / "m"), str(tmp_path / "hub"), offline=False)
     assert result.status is Status.FAIL and "model-00002-of-00002.safetensors" in result.message
 
 
@@ -61,29 +73,52 @@ def test_incomplete_model_dir_fails(tmp_path, breakage):
         (tmp_path / "m" / "config.json").write_text("{")
     else:
         (tmp_path / "m" / "model.safetensors").unlink()
-    assert check_model(str(tmp_path / "m"), str(tmp_path / "hub"), offline=False).status is Status.FAIL
+    assert model_result(str(tmp_path / "m"), str(tmp_path / "hub"), offline=False).status is Status.FAIL
 
 
 def test_bf16_drafter_passes_and_no_drafter_passes(tmp_path):
     write_model_dir(tmp_path / "drafter", config={"model_type": "gemma4_assistant", "torch_dtype": "bfloat16"})
-    assert check_drafter(str(tmp_path / "drafter"), str(tmp_path / "hub"), offline=True).status is Status.PASS
-    assert check_drafter(None, str(tmp_path / "hub"), offline=True).status is Status.PASS
+    assert drafter_result(str(tmp_path / "drafter"), str(tmp_path / "hub")).status is Status.PASS
+    assert check_drafter(None).status is Status.PASS
 
 
 def test_compressed_tensors_drafter_is_refused_with_the_acceptance_explanation(tmp_path):
     write_model_dir(tmp_path / "drafter", config={"model_type": "gemma4_assistant",
                                                   "quantization_config": COMPRESSED_TENSORS})
-    result = check_drafter(str(tmp_path / "drafter"), str(tmp_path / "hub"), offline=True)
+    result = drafter_result(str(tmp_path / "drafter"), str(tmp_path / "hub"))
     assert result.status is Status.FAIL
     assert "acceptance stays at 1.00" in result.message and "bf16 drafter" in result.fix
 
 
 def test_drafter_quantized_otherwise_is_a_warning(tmp_path):
     write_model_dir(tmp_path / "drafter", config={"quantization_config": {"quant_method": "fp8"}})
-    result = check_drafter(str(tmp_path / "drafter"), str(tmp_path / "hub"), offline=True)
+    result = drafter_result(str(tmp_path / "drafter"), str(tmp_path / "hub"))
     assert result.status is Status.WARN and "fp8" in result.message
 
 
 def test_drafter_in_hf_cache_missing_offline_fails(tmp_path):
-    result = check_drafter("google/gemma-4-12b-it-assistant", str(tmp_path / "hub"), offline=True)
+    result = drafter_result("google/gemma-4-12b-it-assistant", str(tmp_path / "hub"))
     assert result.status is Status.FAIL and "huggingface-cli download google/gemma-4-12b-it-assistant" in result.fix
+
+
+def test_a_model_is_read_once_and_its_checks_judge_that_reading(tmp_path):
+    # Resolved once, then the files go: the model and memory checks still judge the first reading,
+    # so no check reads config.json or a safetensors header a second time.
+    size = write_model_dir(tmp_path / "m", shards=2)
+    drafter_size = write_model_dir(tmp_path / "d", config={"model_type": "gemma4_assistant"})
+    model = resolve(MODEL, "MODEL", str(tmp_path / "m"), str(tmp_path / "hub"), False)
+    drafter = resolve(DRAFTER, "DRAFTER", str(tmp_path / "d"), str(tmp_path / "hub"), True)
+    assert model.config_file == str(tmp_path / "m" / "config.json")
+    for folder in ("m", "d"):
+        for path in (tmp_path / folder).iterdir():
+            path.unlink()
+    assert check_model(model).status is Status.PASS and check_drafter(drafter).status is Status.PASS
+    assert staged_bytes([model, drafter]) == size + drafter_size
+    assert model.config_file is None  # the fit check's subprocess needs the file itself
+
+
+def test_staged_bytes_are_unknown_when_one_model_is_not_readable(tmp_path):
+    write_model_dir(tmp_path / "m")
+    model = resolve(MODEL, "MODEL", str(tmp_path / "m"), str(tmp_path / "hub"), False)
+    absent = resolve(DRAFTER, "DRAFTER", str(tmp_path / "absent"), str(tmp_path / "hub"), True)
+    assert absent.problem.status is Status.FAIL and staged_bytes([model, absent]) is None

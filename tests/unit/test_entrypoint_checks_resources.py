@@ -4,9 +4,9 @@ import subprocess
 
 import pytest
 
+from contract.verdict import Status
 from entrypoint.checks.disk import Target, check_disk
 from entrypoint.checks.memory import check_memory, parse_meminfo
-from entrypoint.results import Status
 
 GIB = 2**30
 MIB = 2**20

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
+from contract.verdict import Status
 from entrypoint.checks.clamp import check_clamp, check_fit, judge_fit
 from entrypoint.checks.torch_runtime import check_torch, judge_torch
-from entrypoint.results import Status
 
 ARCHS = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
 

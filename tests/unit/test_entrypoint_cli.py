@@ -4,15 +4,18 @@ import json
 import subprocess
 import sys
 
+from contract.layout import DEPRECATED_ENV_NAMES, ENV_SERVER_CMD, ENV_SMEM_LIMIT
+
 from tests.support.entrypoint_cli import REPO, run_entrypoint
 from tests.support.model_files import write_model_dir
 from tests.support.standin_driver import build_standin_driver
 
 DEVICE_CHECKS = "devices,driver,torch,clamp,fit"
+OLD_SMEM_LIMIT = next(old for old, new in DEPRECATED_ENV_NAMES.items() if new == ENV_SMEM_LIMIT)
 STANDIN_SERVER = """
 import json, os, sys
 with open(os.environ["STANDIN_RECORD"], "w") as record:
-    json.dump({"pid": os.getpid(), "argv": sys.argv[1:]}, record)
+    json.dump({"pid": os.getpid(), "argv": sys.argv[1:], "env": dict(os.environ)}, record)
 """
 
 
@@ -23,7 +26,8 @@ def test_check_without_gpu_fails_the_device_checks_with_fixes(tmp_path):
     lines = done.stdout.splitlines()
     assert lines[0].startswith("vllm-turing preflight, device: none")
     by_name = {line.split()[1]: line for line in lines[1:-1]}
-    assert list(by_name) == ["devices", "driver", "torch", "clamp", "fit", "model", "drafter", "disk", "memory", "port"]
+    assert list(by_name) == ["devices", "driver", "torch", "clamp", "fit", "model", "drafter", "parsers",
+                             "disk", "shm", "memory", "port", "env"]
     for name in ("devices", "driver"):
         assert by_name[name].startswith("FAIL") and " -> fix: " in by_name[name]
     assert by_name["model"].startswith("PASS")
@@ -54,7 +58,7 @@ def serve(tmp_path, env):
         [sys.executable, "-m", "entrypoint", "--max-lora-rank", "8"], cwd=REPO, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         env={"PATH": "/usr/bin:/bin", "HOME": "/root", "PYTHONPATH": str(REPO), "STANDIN_RECORD": str(record),
-             "VLLM_TURING_SERVER_CMD": f"{sys.executable} {tmp_path / 'standin_server.py'}", **env})
+             ENV_SERVER_CMD: f"{sys.executable} {tmp_path / 'standin_server.py'}", **env})
     out, err = process.communicate(timeout=60)
     return process, record, out, err
 
@@ -68,6 +72,21 @@ def test_default_mode_execs_the_server_in_its_own_process(tmp_path):
     assert seen["pid"] == process.pid  # exec: the server replaced the entrypoint, no child
     assert seen["argv"][:2] == ["--model", str(tmp_path / "model")] and seen["argv"][-2:] == ["--max-lora-rank", "8"]
     assert "WARN  devices  skipped by SKIP_CHECKS" in out
+    # the entrypoint's own settings stay behind: vLLM warns about every VLLM_* name it does not own
+    assert not {"MODEL", "PORT", "SKIP_CHECKS", ENV_SERVER_CMD} & set(seen["env"])
+    assert seen["env"]["STANDIN_RECORD"] == str(record)
+
+
+def test_a_deprecated_clamp_name_reaches_the_server_under_its_new_name_with_a_warning(tmp_path):
+    write_model_dir(tmp_path / "model")
+    process, record, out, err = serve(tmp_path, {"MODEL": str(tmp_path / "model"), "PORT": "18233",
+                                                 "SKIP_CHECKS": DEVICE_CHECKS, "VLLM_EXTRA_ARGS": "--seed 1",
+                                                 OLD_SMEM_LIMIT: "65536"})
+    assert process.returncode == 0, out + err
+    seen = json.loads(record.read_text())
+    assert seen["env"][ENV_SMEM_LIMIT] == "65536"
+    assert not [name for name in seen["env"] if name.startswith("VLLM_")]
+    assert "WARN  env" in out and f"{OLD_SMEM_LIMIT} is now {ENV_SMEM_LIMIT}" in out
 
 
 def test_default_mode_does_not_start_the_server_when_a_check_fails(tmp_path):

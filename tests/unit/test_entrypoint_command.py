@@ -2,6 +2,7 @@
 import json
 import shlex
 
+from contract.layout import ENV_SERVER_CMD
 from entrypoint.command import server_argv
 from entrypoint.settings import parse_settings
 
@@ -38,5 +39,5 @@ def test_extra_args_then_container_args_come_last():
 
 
 def test_server_command_can_be_replaced_for_standins():
-    settings = parse_settings({"MODEL": "m", "VLLM_TURING_SERVER_CMD": "python3 /srv/standin_server.py"})
+    settings = parse_settings({"MODEL": "m", ENV_SERVER_CMD: "python3 /srv/standin_server.py"})
     assert server_argv(settings, None)[:3] == ["python3", "/srv/standin_server.py", "--model"]

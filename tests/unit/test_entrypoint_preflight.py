@@ -1,7 +1,13 @@
 """How the preflight runs its checks: slow background checks overlap the others, and
 SKIP_CHECKS keeps a skipped one from starting at all."""
-from entrypoint.preflight import Background, run_checks
-from entrypoint.results import Status, passed
+from contract.verdict import Status, passed
+from entrypoint.device import Device
+from entrypoint.preflight import Background, plan, resolve_models, run_checks
+from entrypoint.settings import parse_settings
+
+from tests.support.model_files import write_model_dir
+
+T4 = Device("StandIn Tesla T4", (7, 5), 65536, 1)
 
 
 def test_a_background_check_starts_before_the_others_and_reports_in_its_place():
@@ -26,3 +32,14 @@ def test_a_skipped_background_check_is_never_started():
                          skip=("fit",))
     assert started == []
     assert results[0].status == Status.WARN and "SKIP_CHECKS" in results[0].message
+
+
+def test_the_fit_check_takes_the_config_of_the_model_resolved_once(tmp_path):
+    write_model_dir(tmp_path / "m")
+    settings = parse_settings({"MODEL": str(tmp_path / "m"), "HF_HUB_CACHE": str(tmp_path / "hub")})
+    models = resolve_models(settings)
+    assert models.model.found.path == str(tmp_path / "m") and models.drafter is None
+    assert isinstance(plan(settings, T4, models, [], {})["fit"], Background)
+    (tmp_path / "m" / "config.json").unlink()
+    fit = plan(settings, T4, models, [], {})["fit"]()
+    assert fit.status is Status.WARN and "config.json" in fit.message
