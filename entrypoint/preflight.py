@@ -2,12 +2,13 @@
 (skipped by SKIP_CHECKS with a warning, each timed)."""
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass
 from typing import Callable
 
-from .checks import clamp, devices, disk, driver, memory, model, port
+from .checks import audio, clamp, devices, disk, driver, memory, model, port, turing_settings
 from .device import Device
 from .results import CheckResult, warned
 from .settings import CHECK_NAMES, Settings
@@ -66,16 +67,34 @@ def staged_bytes(settings: Settings) -> int | None:
     return None if None in sizes else sum(sizes)
 
 
-def plan(settings: Settings, device: Device | None) -> dict[str, Check | Background]:
-    """Every check by name, in report order."""
+def model_config(settings: Settings) -> dict | None:
+    """The model's config.json, or None when it is absent or unreadable (the model check says why)."""
+    where = model.locate(settings.model, settings.hf_hub_cache)
+    try:
+        with open(os.path.join(where or "", "config.json"), encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def quantization_check(settings: Settings, args: tuple[str, ...]) -> Callable[[Device], Check]:
+    return lambda device: lambda: turing_settings.check_quantization(model_config(settings), args, device.cc)
+
+
+def plan(settings: Settings, device: Device | None, args: tuple[str, ...] = ()) -> dict[str, Check | Background]:
+    """Every check by name, in report order (args: the server's extra arguments)."""
     checks = {
         "devices": lambda: devices.check_devices("/dev"),
-        "driver": lambda: driver.check_driver(),
+        "driver": lambda: driver.check_driver(gpu_name=device.name if device else None,
+                                              compat_mode=settings.cuda_compat),
         "torch": needs_device("torch", device, torch_check),
         "clamp": lambda: clamp.check_clamp(),
         "fit": needs_device("fit", device, fit_check(settings)),
         "model": lambda: model.check_model(settings.model, settings.hf_hub_cache, settings.hf_offline),
         "drafter": lambda: model.check_drafter(settings.drafter, settings.hf_hub_cache, settings.hf_offline),
+        "quantization": needs_device("quantization", device, quantization_check(settings, args)),
+        "audio": lambda: audio.check_audio(model_config(settings)),
         "disk": lambda: disk.check_disk(disk_targets(settings)),
         "memory": lambda: memory.check_memory(staged_bytes(settings), read_text(memory.MEMINFO)),
         "port": lambda: port.check_port(settings.host, settings.port),

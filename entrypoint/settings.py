@@ -10,7 +10,9 @@ import shlex
 from typing import Mapping
 
 DEFAULT_SERVER_CMD = ("python3", "-m", "vllm.entrypoints.openai.api_server")
-CHECK_NAMES = ("devices", "driver", "torch", "clamp", "fit", "model", "drafter", "disk", "memory", "port")
+CHECK_NAMES = ("devices", "driver", "torch", "clamp", "fit", "model", "drafter", "quantization", "audio", "disk",
+               "memory", "port")
+CUDA_COMPAT_MODES = ("auto", "on", "off")
 
 DTYPES = {"auto": "auto", "half": "float16", "float16": "float16", "bfloat16": "bfloat16",
           "float": "float32", "float32": "float32"}
@@ -54,6 +56,7 @@ class Settings:
     extra_args: tuple[str, ...]
     skip_checks: tuple[str, ...]
     server_cmd: tuple[str, ...]
+    cuda_compat: str = "auto"
 
     @property
     def drafter(self) -> str | None:
@@ -198,6 +201,7 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
         extra_args=_argv_words(env, "VLLM_EXTRA_ARGS"),
         skip_checks=_skip_checks(env),
         server_cmd=_argv_words(env, "VLLM_TURING_SERVER_CMD") or DEFAULT_SERVER_CMD,
+        cuda_compat=_choice(env, "CUDA_COMPAT", CUDA_COMPAT_MODES, "auto"),
     )
 
 

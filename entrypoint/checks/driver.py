@@ -4,9 +4,12 @@ driver release give NVML's "driver/library version mismatch"."""
 from __future__ import annotations
 
 import ctypes
+import os
 import re
 
+from .. import cuda_stack, linker_cache
 from ..device import LIBCUDA, cuda_error
+from . import driver_floor
 from ..results import CheckResult, Status, failed, passed
 
 NAME = "driver"
@@ -66,7 +69,8 @@ def read_text(path: str) -> str | None:
         return None
 
 
-def check_driver(libcuda: str = LIBCUDA, libnvml: str = LIBNVML, proc_version: str = PROC_VERSION) -> CheckResult:
+def check_driver(libcuda: str = LIBCUDA, libnvml: str = LIBNVML, proc_version: str = PROC_VERSION,
+                 gpu_name: str | None = None, compat_mode: str = "auto") -> CheckResult:
     libraries = []
     for name in (libcuda, libnvml):
         try:
@@ -86,4 +90,10 @@ def check_driver(libcuda: str = LIBCUDA, libnvml: str = LIBNVML, proc_version: s
     if code:
         return failed(NAME, f"cuInit failed: {cuda_error(cuda, code)}",
                       "pass the device nodes and the host driver's own libcuda.so.1 into the container")
-    return result
+    cuda_version = cuda_stack.torch_cuda_version(cuda_stack.torch_version_file())
+    floor = driver_floor.judge_floor(library, cuda_version, gpu_name, compat_mode, driver_floor.compat_present())
+    disagreement = linker_cache.judge_agreement(
+        NAME, linker_cache.triton_libcuda(linker_cache.ldconfig_listing(), os.environ),
+        linker_cache.loaded_path(read_text("/proc/self/maps") or ""))
+    return next((r for r in (floor.result, disagreement) if r is not None and r.failed),
+                floor.result or disagreement or result)

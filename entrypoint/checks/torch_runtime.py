@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 
+from ..cuda_stack import stack_problem
 from ..results import CheckResult, failed, passed
 
 NAME = "torch"
@@ -43,6 +44,9 @@ def fp16_matmul_error(torch) -> str | None:
 
 
 def check_torch(cc: tuple[int, int], module: str = "torch") -> CheckResult:
+    stack = stack_problem(NAME, module)
+    if stack is not None:
+        return stack
     try:
         torch = importlib.import_module(module)
     except Exception as error:  # ImportError, OSError (libcudart.so.13), ValueError (libcublasLt not found), ...
