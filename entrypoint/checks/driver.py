@@ -70,7 +70,7 @@ def read_text(path: str) -> str | None:
 
 
 def check_driver(libcuda: str = LIBCUDA, libnvml: str = LIBNVML, proc_version: str = PROC_VERSION,
-                 gpu_name: str | None = None, compat_mode: str = "auto") -> CheckResult:
+                 gpu_name: str | None = None, compat_mode: str = "auto", torch_module: str = "torch") -> CheckResult:
     libraries = []
     for name in (libcuda, libnvml):
         try:
@@ -90,7 +90,7 @@ def check_driver(libcuda: str = LIBCUDA, libnvml: str = LIBNVML, proc_version: s
     if code:
         return failed(NAME, f"cuInit failed: {cuda_error(cuda, code)}",
                       "pass the device nodes and the host driver's own libcuda.so.1 into the container")
-    cuda_version = cuda_stack.torch_cuda_version(cuda_stack.torch_version_file())
+    cuda_version = cuda_stack.torch_cuda_version(cuda_stack.torch_version_file(torch_module))
     floor = driver_floor.judge_floor(library, cuda_version, gpu_name, compat_mode, driver_floor.compat_present())
     disagreement = linker_cache.judge_agreement(
         NAME, linker_cache.triton_libcuda(linker_cache.ldconfig_listing(), os.environ),
