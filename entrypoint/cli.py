@@ -12,7 +12,8 @@ from typing import Mapping
 
 from contract.verdict import any_failed
 
-from . import preflight, report
+from . import linker_cache, preflight, report
+from .checks import driver_floor, turing_settings
 from .command import server_argv
 from .device import NoDevice, probe_device
 from .environment import server_env
@@ -56,12 +57,17 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
             device, device_error = None, str(error)
         if device is not None:
             validate_for_device(settings, device.cc)
+        problem = turing_settings.settings_problem(env, settings.extra_args + container_args,
+                                                   device.cc if device else None)
+        if problem:
+            raise problem
     except SettingsError as error:
         return refuse(f"bad setting {error}", as_json, variable=error.variable)
     argv_out = server_argv(settings, device, container_args)
     if mode == "print-command":
         print(json.dumps({"argv": argv_out}) if as_json else shlex.join(argv_out))
         return 0
+    linker_cache.refresh(os.geteuid())
     started = time.perf_counter()
     results = preflight.run_checks(
         preflight.plan(settings, device, preflight.resolve_models(settings), argv_out, env), settings.skip_checks)
@@ -76,8 +82,12 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
         return 0
     print("vllm-turing: exec " + shlex.join(argv_out), flush=True)
     sys.stderr.flush()
+    exec_env = server_env(env)
+    if driver_floor.compat_applied(results):
+        exec_env["LD_LIBRARY_PATH"] = driver_floor.with_compat(env.get("LD_LIBRARY_PATH"))
+        print(f"vllm-turing: LD_LIBRARY_PATH={exec_env['LD_LIBRARY_PATH']}", flush=True)
     try:
-        os.execvpe(argv_out[0], argv_out, server_env(env))
+        os.execvpe(argv_out[0], argv_out, exec_env)
     except OSError as error:
         print(f"vllm-turing: cannot exec {argv_out[0]}: {error.strerror}", file=sys.stderr)
         return 1

@@ -9,7 +9,7 @@ from typing import Callable, Mapping
 from contract.verdict import Result, warned
 
 from . import environment
-from .checks import clamp, devices, disk, driver, memory, model, parsers, port, shm
+from .checks import audio, clamp, devices, disk, driver, memory, model, parsers, port, shm, turing_settings
 from .device import Device
 from .settings import CHECK_NAMES, Settings
 
@@ -79,6 +79,15 @@ def disk_targets(settings: Settings) -> list[disk.Target]:
             disk.Target("vLLM cache", settings.vllm_cache_root, disk.NEED_VLLM_CACHE)]
 
 
+def model_config(resolved: model.Resolved) -> dict | None:
+    """The model's config.json as read once, or None when it was not read (the model check says why)."""
+    return resolved.found.config if resolved.found else None
+
+
+def quantization_check(models: Models, argv: list[str]) -> Callable[[Device], Check]:
+    return lambda device: lambda: turing_settings.check_quantization(model_config(models.model), tuple(argv), device.cc)
+
+
 def plan(settings: Settings, device: Device | None, models: Models, argv: list[str],
          env: Mapping[str, str]) -> dict[str, Check | Background]:
     """Every check by name, in report order; `argv` is the server's, `env` the entrypoint's."""
@@ -86,13 +95,16 @@ def plan(settings: Settings, device: Device | None, models: Models, argv: list[s
     parser_settings = {"TOOL_CALL_PARSER": settings.tool_call_parser, "REASONING_PARSER": settings.reasoning_parser}
     checks = {
         "devices": lambda: devices.check_devices("/dev"),
-        "driver": lambda: driver.check_driver(),
+        "driver": lambda: driver.check_driver(gpu_name=device.name if device else None,
+                                              compat_mode=settings.cuda_compat),
         "torch": needs_device("torch", device, torch_check),
         "clamp": lambda: clamp.check_clamp(),
         "fit": needs_device("fit", device, fit_check(models.model)),
         "model": lambda: model.check_model(models.model),
         "drafter": lambda: model.check_drafter(models.drafter),
         "parsers": lambda: parsers.judge_parsers(parser_settings, models.model),
+        "quantization": needs_device("quantization", device, quantization_check(models, argv)),
+        "audio": lambda: audio.check_audio(model_config(models.model)),
         "disk": lambda: disk.check_disk(disk_targets(settings)),
         "shm": lambda: shm.check_shm(parallel, parallel.executor(cuda=device is not None), shm.mq_chunk_mb(env)),
         "memory": lambda: memory.check_memory(model.staged_bytes(models.loaded), read_text(memory.MEMINFO)),

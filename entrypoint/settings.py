@@ -12,13 +12,15 @@ from typing import Mapping
 from contract.layout import ENV_SERVER_CMD
 
 DEFAULT_SERVER_CMD = ("python3", "-m", "vllm.entrypoints.openai.api_server")
-CHECK_NAMES = ("devices", "driver", "torch", "clamp", "fit", "model", "drafter", "parsers", "disk", "shm", "memory",
-               "port", "env")
+CHECK_NAMES = ("devices", "driver", "torch", "clamp", "fit", "model", "drafter", "parsers", "quantization", "audio",
+               "disk", "shm", "memory", "port", "env")
+CUDA_COMPAT_MODES = ("auto", "on", "off")
 # Names only this entrypoint reads, to build the server's argv: removed from the server's environment
 # (vLLM warns about every VLLM_* name it does not own). A unit test holds this list to parse_settings.
 ENTRYPOINT_ONLY = ("MODEL", "SERVED_MODEL_NAME", "HOST", "PORT", "DTYPE", "MAX_MODEL_LEN", "MAX_NUM_SEQS",
                    "GPU_MEMORY_UTILIZATION", "KV_CACHE_DTYPE", "ENFORCE_EAGER", "SPECULATIVE_CONFIG", "DRAFTER",
-                   "REASONING_PARSER", "TOOL_CALL_PARSER", "VLLM_EXTRA_ARGS", "SKIP_CHECKS", ENV_SERVER_CMD)
+                   "REASONING_PARSER", "TOOL_CALL_PARSER", "VLLM_EXTRA_ARGS", "SKIP_CHECKS", "CUDA_COMPAT",
+                   ENV_SERVER_CMD)
 # Names the entrypoint reads that the server (vLLM, huggingface_hub, Triton) reads too: passed on.
 SHARED_WITH_SERVER = ("HOME", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TMPDIR",
                       "TRITON_CACHE_DIR", "VLLM_CACHE_ROOT")
@@ -65,6 +67,7 @@ class Settings:
     extra_args: tuple[str, ...]
     skip_checks: tuple[str, ...]
     server_cmd: tuple[str, ...]
+    cuda_compat: str = "auto"
 
     @property
     def drafter(self) -> str | None:
@@ -209,6 +212,7 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
         extra_args=_argv_words(env, "VLLM_EXTRA_ARGS"),
         skip_checks=_skip_checks(env),
         server_cmd=_argv_words(env, ENV_SERVER_CMD) or DEFAULT_SERVER_CMD,
+        cuda_compat=_choice(env, "CUDA_COMPAT", CUDA_COMPAT_MODES, "auto"),
     )
 
 

@@ -4,10 +4,14 @@ driver release give NVML's "driver/library version mismatch"."""
 from __future__ import annotations
 
 import ctypes
+import os
 import re
 
+from .. import cuda_stack, linker_cache
 from ..device import LIBCUDA, cuda_error
 from contract.verdict import Result, Status, failed, passed
+
+from . import driver_floor
 
 NAME = "driver"
 LIBNVML = "libnvidia-ml.so.1"
@@ -66,7 +70,8 @@ def read_text(path: str) -> str | None:
         return None
 
 
-def check_driver(libcuda: str = LIBCUDA, libnvml: str = LIBNVML, proc_version: str = PROC_VERSION) -> Result:
+def check_driver(libcuda: str = LIBCUDA, libnvml: str = LIBNVML, proc_version: str = PROC_VERSION,
+                 gpu_name: str | None = None, compat_mode: str = "auto", torch_module: str = "torch") -> Result:
     libraries = []
     for name in (libcuda, libnvml):
         try:
@@ -86,4 +91,10 @@ def check_driver(libcuda: str = LIBCUDA, libnvml: str = LIBNVML, proc_version: s
     if code:
         return failed(NAME, f"cuInit failed: {cuda_error(cuda, code)}",
                       "pass the device nodes and the host driver's own libcuda.so.1 into the container")
-    return result
+    cuda_version = cuda_stack.torch_cuda_version(cuda_stack.torch_version_file(torch_module))
+    floor = driver_floor.judge_floor(library, cuda_version, gpu_name, compat_mode, driver_floor.compat_present())
+    disagreement = linker_cache.judge_agreement(
+        NAME, linker_cache.triton_libcuda(linker_cache.ldconfig_listing(), os.environ),
+        linker_cache.loaded_path(read_text("/proc/self/maps") or ""))
+    return next((r for r in (floor.result, disagreement) if r is not None and r.failed),
+                floor.result or disagreement or result)

@@ -6,6 +6,8 @@ import importlib
 
 from contract.verdict import Result, failed, passed
 
+from ..cuda_stack import stack_problem
+
 NAME = "torch"
 REINSTALL = ("install the CUDA build of torch that this vLLM pins, with its nvidia-* dependency wheels "
              "(or use the image as built: do not pip install torch into it)")
@@ -43,6 +45,9 @@ def fp16_matmul_error(torch) -> str | None:
 
 
 def check_torch(cc: tuple[int, int], module: str = "torch") -> Result:
+    stack = stack_problem(NAME, module)
+    if stack is not None:
+        return stack
     try:
         torch = importlib.import_module(module)
     except Exception as error:  # ImportError, OSError (libcudart.so.13), ValueError (libcublasLt not found), ...

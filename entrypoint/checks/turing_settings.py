@@ -1,0 +1,122 @@
+"""Settings that break Turing (compute capability below 8.0), refused with the variable and the fix:
+a Triton architecture override, an attention backend the device lacks, a quantization method whose
+minimum capability (read from the installed vLLM's own quantization config classes) is above the
+device's, whether asked for by flag or by the checkpoint's config.json."""
+from __future__ import annotations
+
+import json
+from typing import Callable, Mapping
+
+from contract.verdict import Result, failed, passed
+
+from ..settings import SettingsError, cc_text
+
+QUANTIZATION = "quantization"
+EXTRA_ARGS = "VLLM_EXTRA_ARGS"
+# CUDA attention backends of vLLM 0.33.0 (registry names) whose supports_compute_capability() is
+# False below the capability given; TRITON_ATTN (what the clamp fixes) runs everywhere.
+BACKEND_MIN_CC = {
+    "FLASH_ATTN": (8, 0), "FLASH_ATTN_DIFFKV": (8, 0), "FLASHINFER": (8, 0), "TRITON_FLASHINFER": (8, 0),
+    "FLASHMLA": (9, 0), "FLASHMLA_SPARSE": (9, 0), "FLASH_ATTN_MLA": (9, 0), "TRITON_FLASH_ATTN": (9, 0),
+    "FLASHINFER_MLA": (10, 0), "CUTLASS_MLA": (10, 0), "TOKENSPEED_MLA": (10, 0), "B12X": (12, 0),
+}
+BACKEND_VARIABLE = "VLLM_ATTENTION_BACKEND"
+
+
+def flag_value(args: tuple[str, ...] | list[str], *flags: str) -> str | None:
+    """The last value given to any of `flags` (`--flag value` or `--flag=value`)."""
+    found = None
+    for index, arg in enumerate(args):
+        for flag in flags:
+            if arg == flag and index + 1 < len(args):
+                found = args[index + 1]
+            elif arg.startswith(flag + "="):
+                found = arg[len(flag) + 1:]
+    return found
+
+
+def forced_backends(env: Mapping[str, str], args) -> list[tuple[str, str]]:
+    """(where it was set, backend name) for each attention backend the user forces."""
+    forced = []
+    if env.get(BACKEND_VARIABLE, "").strip():
+        forced.append((BACKEND_VARIABLE, env[BACKEND_VARIABLE].strip()))
+    flag = flag_value(args, "--attention-backend", "--attention-config.backend")
+    if flag:
+        forced.append((EXTRA_ARGS + " --attention-backend", flag))
+    config = flag_value(args, "--attention-config")
+    try:
+        backend = json.loads(config).get("backend") if config else None
+    except (ValueError, AttributeError):
+        backend = None
+    if backend:
+        forced.append((EXTRA_ARGS + " --attention-config", str(backend)))
+    return forced
+
+
+def settings_problem(env: Mapping[str, str], args, cc: tuple[int, int] | None) -> SettingsError | None:
+    """The first setting that breaks this device (cc None: only what breaks any device here)."""
+    override = env.get("TRITON_OVERRIDE_ARCH", "").strip()
+    if override:
+        return SettingsError("TRITON_OVERRIDE_ARCH", override, "unset: Triton must compile for the GPU it runs on "
+                             "(a stale override gives sm_89 errors on Turing)",
+                             "Remove TRITON_OVERRIDE_ARCH from the environment.")
+    for where, backend in forced_backends(env, args) if cc else ():
+        needed = BACKEND_MIN_CC.get(backend.upper())
+        if needed and cc < needed:
+            return SettingsError(where, backend, f"a backend that compute capability {cc_text(cc)} has "
+                                 f"({backend} needs {cc_text(needed)} or newer)",
+                                 f"Remove the {backend} setting; vLLM then picks TRITON_ATTN, which the clamp fixes.")
+    return None
+
+
+def quantization_methods(config: Mapping | None, args) -> list[tuple[str, str]]:
+    """(where it comes from, method): the --quantization flag, the checkpoint's quantization_config."""
+    methods = []
+    flag = flag_value(args, "--quantization", "-q")
+    if flag:
+        methods.append((EXTRA_ARGS + " --quantization", flag))
+    quant = (config or {}).get("quantization_config")
+    if isinstance(quant, dict) and quant.get("quant_method"):
+        methods.append(("the checkpoint's config.json quantization_config", str(quant["quant_method"])))
+    return methods
+
+
+def judge_quantization(methods: list[tuple[str, str]], minimum: Callable[[str], int | None],
+                       cc: tuple[int, int]) -> Result:
+    """minimum(method): vLLM's get_min_capability() as 75 for 7.5, None when vLLM does not know it."""
+    if not methods:
+        return passed(QUANTIZATION, "no quantization method set")
+    device = cc[0] * 10 + cc[1]
+    for where, method in methods:
+        needed = minimum(method)
+        if needed is None:
+            return failed(QUANTIZATION, f"{where}: {method!r} is not a quantization method this vLLM knows",
+                          "use a method from vLLM's --quantization list, or a checkpoint made for it")
+        if needed > device:
+            return failed(QUANTIZATION, f"{where}: {method} needs compute capability {needed // 10}.{needed % 10} "
+                                        f"or newer, this device is {cc_text(cc)}",
+                          "use a checkpoint quantized for this GPU (e.g. AWQ or GPTQ, which run with Marlin on "
+                          "7.5) or the unquantized model" + ("" if where.endswith("config.json")
+                                                              else f"; remove --quantization from {EXTRA_ARGS}"))
+    listed = ", ".join(method for _, method in methods)
+    return passed(QUANTIZATION, f"{listed}: vLLM's minimum capability is met by {cc_text(cc)}")
+
+
+def vllm_min_capability(method: str) -> int | None:
+    """The installed vLLM's own answer (imports vLLM: only runs when a method is set)."""
+    from vllm.model_executor.layers.quantization import get_quantization_config
+
+    try:
+        return int(get_quantization_config(method).get_min_capability())
+    except (ValueError, KeyError):
+        return None
+
+
+def check_quantization(config: Mapping | None, args, cc: tuple[int, int],
+                       minimum: Callable[[str], int | None] = vllm_min_capability) -> Result:
+    methods = quantization_methods(config, args)
+    try:
+        return judge_quantization(methods, minimum, cc)
+    except Exception as error:  # vLLM itself does not import: the torch check names why
+        return failed(QUANTIZATION, f"vLLM cannot tell the minimum capability of {methods[0][1]}: "
+                                    f"{str(error).splitlines()[0][:200]}", "see the torch check")

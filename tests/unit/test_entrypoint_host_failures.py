@@ -1,0 +1,257 @@
+"""Failures of real Turing/Ampere hosts that the first preflight missed: the driver floor of the image's
+CUDA runtime and forward compatibility, the linker cache, settings that break Turing, quantization
+methods above the device, audio towers without the audio extra, two CUDA stacks in one image.
+Decisions over values; the driver check end to end over gcc-built StandIn driver libraries."""
+import os
+import subprocess
+
+import pytest
+
+from contract.verdict import Status
+from entrypoint import linker_cache
+from entrypoint.checks import audio, driver_floor, turing_settings
+from entrypoint.checks.driver import check_driver
+from entrypoint.cli import main
+from entrypoint.cuda_stack import DRIVER_FLOOR, driver_floor as floor_of, judge_stack, stack_wheels, torch_cuda_version
+from entrypoint.settings import SettingsError, parse_settings
+
+from tests.support.standin_driver import build_standin_driver, proc_driver_version_text
+
+T4, RTX_2080, RTX_3090 = "Tesla T4", "NVIDIA GeForce RTX 2080 Ti", "NVIDIA GeForce RTX 3090"
+
+
+# 1. driver floor and CUDA_COMPAT
+
+def test_the_floor_comes_from_the_one_table():
+    assert floor_of("13.0") == DRIVER_FLOOR[13] == 580 and floor_of("12.8") == 525 and floor_of(None) is None
+
+
+def write_torch_version(root, package, cuda):
+    (root / package).mkdir(parents=True)
+    (root / package / "__init__.py").write_text("raise ImportError('a StandIn torch: never imported')\n")
+    (root / package / "version.py").write_text(
+        f"from typing import Optional\n__version__ = '2.14.0'\ncuda: Optional[str] = {cuda!r}\n")
+    return root / package / "version.py"
+
+
+def test_torch_cuda_version_is_read_without_importing_torch(tmp_path):
+    assert torch_cuda_version(str(write_torch_version(tmp_path, "t13", "13.0"))) == "13.0"
+    assert torch_cuda_version(str(write_torch_version(tmp_path, "tcpu", None))) is None
+    assert torch_cuda_version(str(tmp_path / "missing.py")) is None
+
+
+@pytest.mark.parametrize("name,capable", [
+    ("Tesla T4", True), ("Quadro RTX 6000", True), ("NVIDIA RTX A4000", True), ("NVIDIA A10G", True),
+    ("NVIDIA L4", True), ("NVIDIA H200", True), ("NVIDIA RTX 6000 Ada Generation", True),
+    ("NVIDIA GeForce RTX 2080 Ti", False), ("NVIDIA GeForce RTX 3090", False), ("NVIDIA TITAN RTX", False),
+    (None, False)])
+def test_forward_compat_is_for_datacenter_and_professional_cards(name, capable):
+    assert driver_floor.compat_capable(name) is capable
+
+
+def test_a_driver_at_the_floor_passes_without_compat():
+    assert driver_floor.judge_floor("580.65.06", "13.0", RTX_3090, "auto", False) == driver_floor.Compat(None, False)
+
+
+def test_below_the_floor_on_geforce_says_upgrade():
+    compat = driver_floor.judge_floor("535.104.05", "13.0", RTX_2080, "auto", True)
+    assert compat.result.status is Status.FAIL and not compat.use_compat
+    assert "below 580" in compat.result.message and "upgrade the host driver to 580 or newer" == compat.result.fix
+
+
+def test_below_the_floor_on_a_t4_uses_the_compat_libraries():
+    compat = driver_floor.judge_floor("535.104.05", "13.0", T4, "auto", True)
+    assert compat.use_compat and compat.result.status is Status.WARN
+    assert driver_floor.compat_applied([compat.result])
+
+
+def test_below_the_floor_without_compat_libraries_says_the_image_lacks_them():
+    compat = driver_floor.judge_floor("535.104.05", "13.0", T4, "auto", False)
+    assert compat.result.status is Status.FAIL and "PyPI base" in compat.result.message
+
+
+def test_compat_off_refuses_and_on_forces():
+    assert driver_floor.judge_floor("535.104.05", "13.0", T4, "off", True).result.status is Status.FAIL
+    forced = driver_floor.judge_floor("535.104.05", "13.0", RTX_2080, "on", True)
+    assert forced.use_compat and forced.result.status is Status.WARN
+
+
+def test_compat_goes_first_on_the_library_path_once():
+    assert driver_floor.with_compat("/usr/local/nvidia/lib64:/usr/local/cuda/compat") == \
+        "/usr/local/cuda/compat:/usr/local/nvidia/lib64"
+    assert driver_floor.with_compat(None) == "/usr/local/cuda/compat"
+
+
+@pytest.mark.parametrize("raw,mode", [(None, "auto"), ("ON", "on"), ("off", "off")])
+def test_cuda_compat_setting(raw, mode):
+    env = {"MODEL": "m", **({"CUDA_COMPAT": raw} if raw else {})}
+    assert parse_settings(env).cuda_compat == mode
+
+
+def test_cuda_compat_rejects_an_unknown_word():
+    with pytest.raises(SettingsError, match="CUDA_COMPAT"):
+        parse_settings({"MODEL": "m", "CUDA_COMPAT": "maybe"})
+
+
+@pytest.fixture(scope="module")
+def old_driver(tmp_path_factory):
+    root = tmp_path_factory.mktemp("old-driver")
+    libs = build_standin_driver(root / "535", driver_version="535.104.05")
+    write_torch_version(root / "site", "standin_torch_cu13", "13.0")
+    (root / "version").write_text(proc_driver_version_text("535.104.05"))
+    return root, libs
+
+
+def old_driver_check(old_driver, monkeypatch, gpu_name, mode="auto"):
+    root, libs = old_driver
+    monkeypatch.syspath_prepend(str(root / "site"))
+    return check_driver(str(libs / "libcuda.so.1"), str(libs / "libnvidia-ml.so.1"), str(root / "version"),
+                        gpu_name=gpu_name, compat_mode=mode, torch_module="standin_torch_cu13")
+
+
+def test_driver_check_fails_a_535_driver_under_a_cuda_13_torch(old_driver, monkeypatch):
+    result = old_driver_check(old_driver, monkeypatch, RTX_2080)
+    assert result.status is Status.FAIL and "535.104.05 is below 580" in result.message
+    assert result.fix.startswith("upgrade the host driver to 580")
+
+
+# 2. the linker cache
+
+LDCONFIG_STALE = ("3 libs found in cache `/etc/ld.so.cache'\n"
+                  "\tlibcudart.so.13 (libc6,x86-64) => /usr/local/cuda/lib64/libcudart.so.13\n"
+                  "\tlibcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1\n")
+
+
+def test_triton_takes_the_cache_first_and_the_library_path_only_when_the_cache_has_none():
+    env = {"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64"}
+    assert linker_cache.triton_libcuda(LDCONFIG_STALE, env, lambda p: True) == "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
+    assert linker_cache.triton_libcuda("0 libs found\n", env, lambda p: True) == "/usr/local/nvidia/lib64/libcuda.so.1"
+    assert linker_cache.triton_libcuda("", {"TRITON_LIBCUDA_PATH": "/x"}, lambda p: False) == "/x/libcuda.so.1"
+
+
+def test_loaded_path_reads_the_mapped_file():
+    maps = ("7f00-7f10 r-xp 00000000 08:01 12 /usr/lib/x86_64-linux-gnu/libcudart.so.13\n"
+            "7f20-7f30 r-xp 00000000 08:01 13 /usr/local/nvidia/lib64/libcuda.so.535.104.05\n")
+    assert linker_cache.loaded_path(maps) == "/usr/local/nvidia/lib64/libcuda.so.535.104.05"
+
+
+def test_disagreeing_loaders_fail_naming_both_files():
+    result = linker_cache.judge_agreement("driver", "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+                                          "/usr/local/nvidia/lib64/libcuda.so.1", realpath=lambda p: p)
+    assert result.status is Status.FAIL
+    assert "/usr/lib/x86_64-linux-gnu/libcuda.so.1" in result.message and "/usr/local/nvidia/lib64" in result.message
+    assert linker_cache.judge_agreement("driver", "/a/libcuda.so.1", "/a/libcuda.so.1") is None
+
+
+def test_the_refresh_runs_only_as_root_and_only_with_the_mount():
+    assert linker_cache.refresh_argv(0, is_dir=lambda p: True) == ["/sbin/ldconfig", "/usr/local/nvidia/lib64"]
+    assert linker_cache.refresh_argv(1000, is_dir=lambda p: True) is None
+    assert linker_cache.refresh_argv(0, is_dir=lambda p: False) is None
+
+
+def test_one_mount_suffices_the_cache_then_lists_it_and_triton_agrees_with_the_loader(tmp_path):
+    """Real ldconfig over a StandIn libcuda in its own root: after the entrypoint's refresh the cache lists
+    the /usr/local/nvidia/lib64 mount, so Triton and the loader resolve the same file without a second
+    mount in /usr/lib/x86_64-linux-gnu; without the refresh (not root) the cache lists none and Triton's
+    LD_LIBRARY_PATH fallback finds the same mount."""
+    mount = tmp_path / "usr/local/nvidia/lib64"
+    build_standin_driver(mount)
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/ld.so.conf").write_text("")
+    env = {"LD_LIBRARY_PATH": str(mount)}
+    before = subprocess.run(["/sbin/ldconfig", "-p", "-C", str(tmp_path / "etc/ld.so.cache")],
+                            capture_output=True, text=True).stdout
+    assert linker_cache.cache_paths(before) == []
+    assert linker_cache.triton_libcuda(before, env) == str(mount / "libcuda.so.1")
+    subprocess.run(["/sbin/ldconfig", "-r", str(tmp_path), "/usr/local/nvidia/lib64"], check=True)
+    after = subprocess.run(["/sbin/ldconfig", "-p", "-C", str(tmp_path / "etc/ld.so.cache")],
+                           capture_output=True, text=True, check=True).stdout
+    assert linker_cache.cache_paths(after) == ["/usr/local/nvidia/lib64/libcuda.so.1"]
+    loader = str(mount / "libcuda.so.1")  # the loader: LD_LIBRARY_PATH first
+    in_root = lambda path: str(tmp_path) + path if path.startswith("/usr/local") else path  # noqa: E731
+    assert linker_cache.judge_agreement("driver", in_root(linker_cache.triton_libcuda(after, env)), loader) is None
+
+
+# 3. settings that break Turing
+
+def test_triton_override_arch_is_refused_on_any_device():
+    problem = turing_settings.settings_problem({"TRITON_OVERRIDE_ARCH": "sm89"}, (), None)
+    assert problem.variable == "TRITON_OVERRIDE_ARCH" and "Remove TRITON_OVERRIDE_ARCH" in str(problem)
+
+
+@pytest.mark.parametrize("env,args,where", [
+    ({"VLLM_ATTENTION_BACKEND": "FLASH_ATTN"}, (), "VLLM_ATTENTION_BACKEND"),
+    ({}, ("--attention-backend", "FLASHINFER"), "VLLM_EXTRA_ARGS --attention-backend"),
+    ({}, ("--attention-backend=flashinfer",), "VLLM_EXTRA_ARGS --attention-backend"),
+    ({}, ("--attention-config", '{"backend": "FLASH_ATTN"}'), "VLLM_EXTRA_ARGS --attention-config")])
+def test_an_attention_backend_turing_lacks_is_refused(env, args, where):
+    problem = turing_settings.settings_problem(env, args, (7, 5))
+    assert problem.variable == where and "8.0" in str(problem) and "TRITON_ATTN" in str(problem)
+
+
+def test_the_same_backend_passes_on_ampere_and_triton_attn_everywhere():
+    assert turing_settings.settings_problem({"VLLM_ATTENTION_BACKEND": "FLASH_ATTN"}, (), (8, 6)) is None
+    assert turing_settings.settings_problem({}, ("--attention-backend", "TRITON_ATTN"), (7, 5)) is None
+
+
+def test_cli_exits_2_naming_the_variable(capsys):
+    code = main(["print-command"], {"MODEL": "m", "TRITON_OVERRIDE_ARCH": "sm89"})
+    assert code == 2 and "TRITON_OVERRIDE_ARCH" in capsys.readouterr().err
+
+
+VLLM_033_MIN = {"fp8": 75, "awq": 75, "gptq": 60, "modelopt": 80, "mxfp4": 80}  # StandIn answers for the pure tests
+
+
+def test_quantization_above_the_device_fails_naming_where_it_came_from():
+    config = {"quantization_config": {"quant_method": "modelopt"}}
+    result = turing_settings.judge_quantization(turing_settings.quantization_methods(config, ()),
+                                                VLLM_033_MIN.get, (7, 5))
+    assert result.status is Status.FAIL and "config.json" in result.message and "8.0" in result.message
+
+
+def test_quantization_flag_and_unknown_method():
+    methods = turing_settings.quantization_methods(None, ("-q", "mxfp4"))
+    result = turing_settings.judge_quantization(methods, VLLM_033_MIN.get, (7, 5))
+    assert result.status is Status.FAIL and "--quantization" in result.fix
+    unknown = turing_settings.judge_quantization([("flag", "nope")], VLLM_033_MIN.get, (7, 5))
+    assert unknown.status is Status.FAIL and "not a quantization method" in unknown.message
+    assert turing_settings.judge_quantization(
+        turing_settings.quantization_methods({"quantization_config": {"quant_method": "awq"}}, ()),
+        VLLM_033_MIN.get, (7, 5)).status is Status.PASS
+    assert turing_settings.judge_quantization([], VLLM_033_MIN.get, (7, 5)).status is Status.PASS
+
+
+# 4. audio
+
+VLLM_REQUIRES = ['torch==2.14.0', 'av; extra == "audio"', 'scipy; extra == "audio"',
+                 "soundfile ; extra == 'audio'", 'mistral_common[audio]; extra == "audio"',
+                 'opencv-python-headless; extra == "video"']
+
+
+def test_the_audio_extra_is_read_from_vllms_metadata():
+    assert audio.audio_requirements(VLLM_REQUIRES) == ["av", "scipy", "soundfile", "mistral_common"]
+
+
+def test_an_audio_tower_without_the_extra_says_build_with_extras_audio():
+    config = {"model_type": "gemma4", "audio_config": {"hidden_size": 1536}}
+    result = audio.judge_audio(config, audio.audio_requirements(VLLM_REQUIRES), lambda name: name == "scipy")
+    assert result.status is Status.FAIL and "build with EXTRAS=audio" in result.fix and "av" in result.message
+    assert audio.judge_audio(config, ["av"], lambda name: True).status is Status.PASS
+    assert audio.judge_audio({"audio_config": None}, ["av"], lambda name: False).status is Status.PASS
+
+
+# 5. two CUDA stacks
+
+CU13 = [("torch", "2.14.0"), ("nvidia-cuda-runtime", "13.0.96"), ("nvidia-nccl-cu13", "2.27.7")]
+
+
+def test_one_cuda_stack_passes():
+    assert judge_stack("torch", "2.14.0", "13.0", stack_wheels(CU13)).status is Status.PASS
+
+
+def test_a_cuda_12_torch_pulled_into_the_cuda_13_image_fails_naming_each_stack():
+    wheels = stack_wheels(CU13 + [("nvidia-cuda-runtime-cu12", "12.8.90"), ("nvidia_nccl_cu12", "2.26.2")])
+    result = judge_stack("torch", "2.9.1+cu128", "12.8", wheels)
+    assert result.status is Status.FAIL and "two CUDA stacks" in result.message
+    assert "nvidia-nccl-cu13" in result.message and "nvidia-cuda-runtime 13.0.96" in result.message
+    assert "CUDA 13 wheels" in result.fix
