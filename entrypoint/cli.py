@@ -12,7 +12,7 @@ from typing import Mapping
 
 from . import preflight, report
 from .command import server_argv
-from .device import NoDevice, probe_device
+from .device import NoDevice, probe_devices, weakest
 from .results import any_failed
 from .settings import SettingsError, parse_settings, validate_for_device
 
@@ -49,9 +49,10 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
     try:
         settings = parse_settings(env)
         try:
-            device, device_error = probe_device(), ""
+            gpus, device_error = probe_devices(), ""
         except NoDevice as error:
-            device, device_error = None, str(error)
+            gpus, device_error = [], str(error)
+        device = weakest(gpus) if gpus else None
         if device is not None:
             validate_for_device(settings, device.cc)
     except SettingsError as error:
@@ -61,7 +62,7 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
         print(json.dumps({"argv": argv_out}) if as_json else shlex.join(argv_out))
         return 0
     started = time.perf_counter()
-    results = preflight.run_checks(preflight.plan(settings, device), settings.skip_checks)
+    results = preflight.run_checks(preflight.plan(settings, device, gpus, env), settings.skip_checks)
     elapsed = time.perf_counter() - started
     if as_json:
         print(report.render_json(results, elapsed, device, device_error, argv_out))

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from .checks import clamp, devices, disk, driver, memory, model, port
+from .checks import clamp, devices, disk, driver, memory, model, parallel, port
 from .device import Device
 from .results import CheckResult, warned
 from .settings import CHECK_NAMES, Settings
@@ -66,7 +66,17 @@ def staged_bytes(settings: Settings) -> int | None:
     return None if None in sizes else sum(sizes)
 
 
-def plan(settings: Settings, device: Device | None) -> dict[str, Check | Background]:
+def parallel_check(settings: Settings, gpus: list[Device], env) -> Check | Background:
+    if settings.world_size == 1:
+        return lambda: parallel.decide(1, 1, gpus, None)
+    where = model.locate(settings.model, settings.hf_hub_cache)
+    config = os.path.join(where, "config.json") if where else None
+    planned = parallel.plan_parallel(settings.tensor_parallel_size, settings.pipeline_parallel_size, gpus, config, env)
+    return Background(planned) if callable(planned) else (lambda: planned)
+
+
+def plan(settings: Settings, device: Device | None, gpus: list[Device] | None = None,
+         env=None) -> dict[str, Check | Background]:
     """Every check by name, in report order."""
     checks = {
         "devices": lambda: devices.check_devices("/dev"),
@@ -79,6 +89,8 @@ def plan(settings: Settings, device: Device | None) -> dict[str, Check | Backgro
         "disk": lambda: disk.check_disk(disk_targets(settings)),
         "memory": lambda: memory.check_memory(staged_bytes(settings), read_text(memory.MEMINFO)),
         "port": lambda: port.check_port(settings.host, settings.port),
+        "parallel": parallel_check(settings, gpus if gpus is not None else [device] if device else [],
+                                   os.environ if env is None else env),
     }
     assert tuple(checks) == CHECK_NAMES
     return checks

@@ -6,11 +6,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shlex
 from typing import Mapping
 
 DEFAULT_SERVER_CMD = ("python3", "-m", "vllm.entrypoints.openai.api_server")
-CHECK_NAMES = ("devices", "driver", "torch", "clamp", "fit", "model", "drafter", "disk", "memory", "port")
+CHECK_NAMES = ("devices", "driver", "torch", "clamp", "fit", "model", "drafter", "disk", "memory", "port", "parallel")
 
 DTYPES = {"auto": "auto", "half": "float16", "float16": "float16", "bfloat16": "bfloat16",
           "float": "float32", "float32": "float32"}
@@ -54,6 +55,13 @@ class Settings:
     extra_args: tuple[str, ...]
     skip_checks: tuple[str, ...]
     server_cmd: tuple[str, ...]
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+
+    @property
+    def world_size(self) -> int:
+        """GPUs (and vLLM workers) one server uses."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
 
     @property
     def drafter(self) -> str | None:
@@ -158,6 +166,19 @@ def _speculative_config(env) -> dict | None:
     return config or None
 
 
+def _device_list(env, name: str, words: tuple[str, ...]) -> None:
+    """CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES as CUDA and the container toolkit read them:
+    GPU indices or UUIDs (GPU-..., MIG-...), comma-separated; NVIDIA_VISIBLE_DEVICES also all/none/void."""
+    raw = _get(env, name)
+    if raw is None or raw.lower() in words:
+        return
+    items = [item.strip() for item in raw.split(",")]
+    bad = [item for item in items if not (item.isdigit() or re.fullmatch(r"(GPU|MIG)-[0-9A-Za-z/-]+", item))]
+    if bad or len(set(items)) != len(items):
+        expected = "comma-separated GPU indices or UUIDs, each once" + (f", or {'/'.join(words)}" if words else "")
+        raise SettingsError(name, raw, expected, f"Set {name} to e.g. 0,1 (see nvidia-smi -L).")
+
+
 def _skip_checks(env) -> tuple[str, ...]:
     names = tuple(name.strip() for name in (_get(env, "SKIP_CHECKS") or "").split(",") if name.strip())
     unknown = [name for name in names if name not in CHECK_NAMES]
@@ -169,6 +190,8 @@ def _skip_checks(env) -> tuple[str, ...]:
 
 def parse_settings(env: Mapping[str, str]) -> Settings:
     """All settings from `env`; raises SettingsError on the first bad value."""
+    _device_list(env, "CUDA_VISIBLE_DEVICES", ())
+    _device_list(env, "NVIDIA_VISIBLE_DEVICES", ("all", "none", "void"))
     model = _get(env, "MODEL")
     if model is None:
         raise SettingsError("MODEL", "", "a local model directory or a Hugging Face model id",
@@ -198,6 +221,8 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
         extra_args=_argv_words(env, "VLLM_EXTRA_ARGS"),
         skip_checks=_skip_checks(env),
         server_cmd=_argv_words(env, "VLLM_TURING_SERVER_CMD") or DEFAULT_SERVER_CMD,
+        tensor_parallel_size=_positive_int(env, "TENSOR_PARALLEL_SIZE", "2") or 1,
+        pipeline_parallel_size=_positive_int(env, "PIPELINE_PARALLEL_SIZE", "1") or 1,
     )
 
 

@@ -15,20 +15,16 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Callable
 
-from contract.verdict import Result, failed, passed, skipped
+from contract.verdict import Result, failed, passed
+
+from ..device import Device
 
 NAME = "parallel"
 PROBE_MIB = 8
 PROBE_TIMEOUT_S = 60.0
 P2P_FIX = "set NCCL_P2P_DISABLE=1 in the env file (P2P is broken on this host, as under many VMs) and start again"
-
-
-@dataclasses.dataclass(frozen=True)
-class Gpu:
-    ordinal: int
-    name: str
-    cc: tuple[int, int]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,10 +50,10 @@ def valid_sizes(layers: list[LayerHeads], limit: int) -> list[int]:
     return [tp for tp in range(1, limit + 1) if all(tp_split_error(tp, layer) is None for layer in layers)]
 
 
-def decide(tp: int, pp: int, gpus: list[Gpu], layers: list[LayerHeads] | None) -> Result | None:
+def decide(tp: int, pp: int, gpus: list[Device], layers: list[LayerHeads] | None) -> Result | None:
     """The verdict on everything but the NCCL probe; None when the probe should decide."""
     if tp * pp == 1:
-        return skipped(NAME, "TENSOR_PARALLEL_SIZE=1 and PIPELINE_PARALLEL_SIZE=1: one GPU, nothing to split")
+        return passed(NAME, "TENSOR_PARALLEL_SIZE=1, PIPELINE_PARALLEL_SIZE=1: one GPU per server, nothing to split")
     need = tp * pp
     sizes = f"TENSOR_PARALLEL_SIZE={tp} x PIPELINE_PARALLEL_SIZE={pp}"
     if len(gpus) < need:
@@ -89,6 +85,22 @@ def nccl_defaults(cc: tuple[int, int], tp: int, env) -> dict[str, str]:
     return {}
 
 
+def plan_parallel(tp: int, pp: int, devices: list[Device], config_path: str | None, env):
+    """The check as preflight runs it: a verdict now, or a callable that starts the NCCL probe."""
+    from patches.shapes import ConfigError, load_model_config
+
+    layers = None
+    if config_path and os.path.isfile(config_path):
+        try:
+            layers = layer_heads(load_model_config(config_path))
+        except ConfigError:
+            layers = None  # the model check reports a bad config.json
+    verdict = decide(tp, pp, devices, layers)
+    if verdict is not None:
+        return verdict
+    return lambda: start_probe(tp * pp, dict(env))
+
+
 def layer_heads(shapes) -> list[LayerHeads]:
     """From the fit check's layer shapes (patches' shapes_from_config): one entry per layer type."""
     return [LayerHeads(shape.layer, shape.num_query_heads, shape.num_kv_heads) for shape in shapes]
@@ -110,13 +122,22 @@ def probe_argv(world: int, mib: int = PROBE_MIB) -> list[str]:
 
 
 def run_probe(world: int, env: dict, timeout_s: float = PROBE_TIMEOUT_S, argv: list[str] | None = None) -> Result:
-    """Effect: the probe in its own process group, killed whole when it outlasts `timeout_s`."""
+    return start_probe(world, env, timeout_s, argv)()
+
+
+def start_probe(world: int, env: dict, timeout_s: float = PROBE_TIMEOUT_S,
+                argv: list[str] | None = None) -> Callable[[], Result]:
+    """Effect: starts the probe in its own process group; the returned callable waits for it and
+    kills the whole group when it outlasts `timeout_s`."""
     started = time.perf_counter()
-    argv = argv or probe_argv(world)
-    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                             start_new_session=True)
+    child = subprocess.Popen(argv or probe_argv(world), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=env, start_new_session=True)
+    return lambda: _collect(child, world, started, timeout_s)
+
+
+def _collect(child: subprocess.Popen, world: int, started: float, timeout_s: float) -> Result:
     try:
-        out, err = child.communicate(timeout=timeout_s)
+        out, err = child.communicate(timeout=max(timeout_s - (time.perf_counter() - started), 0.1))
     except subprocess.TimeoutExpired:
         os.killpg(child.pid, signal.SIGKILL)
         child.communicate()

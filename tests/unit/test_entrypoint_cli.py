@@ -23,7 +23,7 @@ def test_check_without_gpu_fails_the_device_checks_with_fixes(tmp_path):
     lines = done.stdout.splitlines()
     assert lines[0].startswith("vllm-turing preflight, device: none")
     by_name = {line.split()[1]: line for line in lines[1:-1]}
-    assert list(by_name) == ["devices", "driver", "torch", "clamp", "fit", "model", "drafter", "disk", "memory", "port"]
+    assert list(by_name) == ["devices", "driver", "torch", "clamp", "fit", "model", "drafter", "disk", "memory", "port", "parallel"]
     for name in ("devices", "driver"):
         assert by_name[name].startswith("FAIL") and " -> fix: " in by_name[name]
     assert by_name["model"].startswith("PASS")
@@ -67,7 +67,8 @@ def test_default_mode_execs_the_server_in_its_own_process(tmp_path):
     seen = json.loads(record.read_text())
     assert seen["pid"] == process.pid  # exec: the server replaced the entrypoint, no child
     assert seen["argv"][:2] == ["--model", str(tmp_path / "model")] and seen["argv"][-2:] == ["--max-lora-rank", "8"]
-    assert "WARN  devices  skipped by SKIP_CHECKS" in out
+    assert any(line.split()[:2] == ["WARN", "devices"] and line.endswith("skipped by SKIP_CHECKS -> fix: remove devices from SKIP_CHECKS to run it")
+               for line in out.splitlines()), out
 
 
 def test_default_mode_does_not_start_the_server_when_a_check_fails(tmp_path):

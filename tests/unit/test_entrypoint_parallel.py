@@ -7,19 +7,20 @@ import pytest
 
 from contract.verdict import Status
 from entrypoint.checks import parallel
-from entrypoint.checks.parallel import Gpu, LayerHeads
+from entrypoint.checks.parallel import LayerHeads
+from entrypoint.device import Device
 from patches.shapes import shapes_from_config
 
-T4 = Gpu(0, "Tesla T4", (7, 5))
+T4 = Device("Tesla T4", (7, 5), 65536, 1, 0)
 GEMMA4_E4B_LIKE = [LayerHeads("sliding", 8, 2), LayerHeads("global", 8, 2)]
 
 
 def gpus(*ccs):
-    return [Gpu(i, f"GPU{i}", cc) for i, cc in enumerate(ccs)]
+    return [Device(f"GPU{i}", cc, 65536, len(ccs), i) for i, cc in enumerate(ccs)]
 
 
 def test_one_gpu_needs_no_check():
-    assert parallel.decide(1, 1, [T4], GEMMA4_E4B_LIKE).status is Status.SKIP
+    assert parallel.decide(1, 1, [T4], GEMMA4_E4B_LIKE).status is Status.PASS
 
 
 def test_tp_equal_to_gpu_count_leaves_the_verdict_to_the_probe():
@@ -103,3 +104,45 @@ def test_the_real_probe_without_gpus_fails_with_its_reason():
     result = parallel.run_probe(2, {**os.environ, "CUDA_VISIBLE_DEVICES": ""}, timeout_s=300)
     assert result.status is Status.FAIL
     assert "NCCL all-reduce across 2 GPUs failed" in result.message
+
+
+# Settings: the sizes and the GPU selection variables, validated like every other setting.
+from entrypoint.command import server_argv  # noqa: E402
+from entrypoint.settings import SettingsError, parse_settings  # noqa: E402
+from tests.support.entrypoint_cli import run_entrypoint  # noqa: E402
+
+MODEL = {"MODEL": "/models/gemma-4-E2B-it"}
+
+
+@pytest.mark.parametrize("variable, value", [
+    ("TENSOR_PARALLEL_SIZE", "0"), ("TENSOR_PARALLEL_SIZE", "two"), ("PIPELINE_PARALLEL_SIZE", "-1"),
+    ("CUDA_VISIBLE_DEVICES", "0,,1"), ("CUDA_VISIBLE_DEVICES", "0,0"), ("CUDA_VISIBLE_DEVICES", "gpu0"),
+    ("CUDA_VISIBLE_DEVICES", "all"), ("NVIDIA_VISIBLE_DEVICES", "some"),
+])
+def test_bad_parallel_settings_are_refused_naming_the_variable(variable, value):
+    with pytest.raises(SettingsError) as caught:
+        parse_settings({**MODEL, variable: value})
+    assert caught.value.variable == variable
+
+
+@pytest.mark.parametrize("variable, value", [
+    ("CUDA_VISIBLE_DEVICES", "0,1"), ("CUDA_VISIBLE_DEVICES", "GPU-8a1b2c3d-0000-1111-2222-333344445555"),
+    ("NVIDIA_VISIBLE_DEVICES", "all"), ("NVIDIA_VISIBLE_DEVICES", "void"), ("NVIDIA_VISIBLE_DEVICES", "1,3"),
+])
+def test_gpu_selections_as_cuda_and_the_toolkit_read_them(variable, value):
+    parse_settings({**MODEL, variable: value})
+
+
+def test_bad_tensor_parallel_size_exits_2_before_any_check():
+    done = run_entrypoint({**MODEL, "TENSOR_PARALLEL_SIZE": "0"}, "check")
+    assert done.returncode == 2 and "TENSOR_PARALLEL_SIZE" in done.stderr and "preflight" not in done.stdout
+
+
+def test_sizes_reach_the_servers_argv_only_when_above_one():
+    default = server_argv(parse_settings(MODEL), None)
+    assert "--tensor-parallel-size" not in default and "--pipeline-parallel-size" not in default
+    split = parse_settings({**MODEL, "TENSOR_PARALLEL_SIZE": "2", "PIPELINE_PARALLEL_SIZE": "2"})
+    argv = server_argv(split, None)
+    assert argv[argv.index("--tensor-parallel-size") + 1] == "2"
+    assert argv[argv.index("--pipeline-parallel-size") + 1] == "2"
+    assert split.world_size == 4
