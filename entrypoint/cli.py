@@ -13,9 +13,9 @@ from typing import Mapping
 from contract.verdict import any_failed
 
 from . import linker_cache, preflight, report
-from .checks import driver_floor, turing_settings
+from .checks import driver_floor, parallel, turing_settings
 from .command import server_argv
-from .device import NoDevice, probe_device
+from .device import NoDevice, probe_devices, weakest
 from .environment import server_env
 from .settings import SettingsError, parse_settings, validate_for_device
 
@@ -52,9 +52,10 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
     try:
         settings = parse_settings(env)
         try:
-            device, device_error = probe_device(), ""
+            gpus, device_error = probe_devices(), ""
         except NoDevice as error:
-            device, device_error = None, str(error)
+            gpus, device_error = [], str(error)
+        device = weakest(gpus) if gpus else None
         if device is not None:
             validate_for_device(settings, device.cc)
         problem = turing_settings.settings_problem(env, settings.extra_args + container_args,
@@ -70,7 +71,8 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
     linker_cache.refresh(os.geteuid())
     started = time.perf_counter()
     results = preflight.run_checks(
-        preflight.plan(settings, device, preflight.resolve_models(settings), argv_out, env), settings.skip_checks)
+        preflight.plan(settings, device, preflight.resolve_models(settings), argv_out, env, gpus),
+        settings.skip_checks)
     elapsed = time.perf_counter() - started
     if as_json:
         print(report.render_json(results, elapsed, device, device_error, argv_out))
@@ -86,6 +88,8 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
     if driver_floor.compat_applied(results):
         exec_env["LD_LIBRARY_PATH"] = driver_floor.with_compat(env.get("LD_LIBRARY_PATH"))
         print(f"vllm-turing: LD_LIBRARY_PATH={exec_env['LD_LIBRARY_PATH']}", flush=True)
+    if device is not None:
+        exec_env.update(parallel.nccl_defaults(device.cc, settings.tensor_parallel_size, env))
     try:
         os.execvpe(argv_out[0], argv_out, exec_env)
     except OSError as error:

@@ -21,6 +21,10 @@ def server_argv(settings: Settings, device: Device | None, container_args: tuple
     argv += option("--gpu-memory-utilization", settings.gpu_memory_utilization)
     argv += option("--kv-cache-dtype", settings.kv_cache_dtype)
     argv += ["--enforce-eager"] if settings.enforce_eager else []
+    if settings.tensor_parallel_size > 1:
+        argv += ["--tensor-parallel-size", str(settings.tensor_parallel_size)]
+    if settings.pipeline_parallel_size > 1:
+        argv += ["--pipeline-parallel-size", str(settings.pipeline_parallel_size)]
     if settings.speculative_config:
         argv += ["--speculative-config", json.dumps(settings.speculative_config, separators=(",", ":"))]
     argv += option("--reasoning-parser", settings.reasoning_parser)

@@ -18,6 +18,7 @@ class Device:
     cc: tuple[int, int]
     smem_optin: int
     count: int
+    ordinal: int = 0
 
     def to_dict(self) -> dict:
         return {"name": self.name, "cc": f"{self.cc[0]}.{self.cc[1]}", "smem_optin": self.smem_optin,
@@ -42,8 +43,17 @@ def load_libcuda(libcuda: str = LIBCUDA):
         raise NoDevice(f"{libcuda} does not load: {error}") from None
 
 
+def weakest(devices: list[Device]) -> Device:
+    """Lowest capability, then smallest shared memory: what vLLM must fit."""
+    return min(devices, key=lambda device: (device.cc, device.smem_optin))
+
+
 def probe_device(libcuda: str = LIBCUDA) -> Device:
-    """The weakest visible device (lowest capability, then smallest shared memory): what vLLM must fit."""
+    return weakest(probe_devices(libcuda))
+
+
+def probe_devices(libcuda: str = LIBCUDA) -> list[Device]:
+    """Every visible device in CUDA's order (CUDA_VISIBLE_DEVICES applied by the driver)."""
     lib = load_libcuda(libcuda)
     code = lib.cuInit(0)
     if code:
@@ -63,5 +73,6 @@ def probe_device(libcuda: str = LIBCUDA) -> Device:
             values.append(value.value)
         name = ctypes.create_string_buffer(256)
         lib.cuDeviceGetName(name, 256, handle)
-        devices.append(Device(name.value.decode(errors="replace"), (values[0], values[1]), values[2], count.value))
-    return min(devices, key=lambda device: (device.cc, device.smem_optin))
+        devices.append(Device(name.value.decode(errors="replace"), (values[0], values[1]), values[2], count.value,
+                              ordinal))
+    return devices

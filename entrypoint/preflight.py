@@ -9,7 +9,8 @@ from typing import Callable, Mapping
 from contract.verdict import Result, warned
 
 from . import environment
-from .checks import audio, clamp, devices, disk, driver, memory, model, parsers, port, shm, turing_settings
+from .checks import (audio, clamp, devices, disk, driver, memory, model, parallel, parsers, port, shm,
+                     turing_settings)
 from .device import Device
 from .settings import CHECK_NAMES, Settings
 
@@ -88,10 +89,19 @@ def quantization_check(models: Models, argv: list[str]) -> Callable[[Device], Ch
     return lambda device: lambda: turing_settings.check_quantization(model_config(models.model), tuple(argv), device.cc)
 
 
+def parallel_check(settings: Settings, gpus: list[Device], models: Models, env) -> Check | Background:
+    if settings.world_size == 1:
+        return lambda: parallel.decide(1, 1, gpus, None)
+    planned = parallel.plan_parallel(settings.tensor_parallel_size, settings.pipeline_parallel_size, gpus,
+                                     models.model.config_file, env)
+    return Background(planned) if callable(planned) else (lambda: planned)
+
+
 def plan(settings: Settings, device: Device | None, models: Models, argv: list[str],
-         env: Mapping[str, str]) -> dict[str, Check | Background]:
-    """Every check by name, in report order; `argv` is the server's, `env` the entrypoint's."""
-    parallel = shm.parallel_from_argv(argv)
+         env: Mapping[str, str], gpus: list[Device] | None = None) -> dict[str, Check | Background]:
+    """Every check by name, in report order; `argv` is the server's, `env` the entrypoint's, `gpus`
+    every visible device (default: the one `device`)."""
+    parallel_sizes = shm.parallel_from_argv(argv)
     parser_settings = {"TOOL_CALL_PARSER": settings.tool_call_parser, "REASONING_PARSER": settings.reasoning_parser}
     checks = {
         "devices": lambda: devices.check_devices("/dev"),
@@ -106,10 +116,12 @@ def plan(settings: Settings, device: Device | None, models: Models, argv: list[s
         "quantization": needs_device("quantization", device, quantization_check(models, argv)),
         "audio": lambda: audio.check_audio(model_config(models.model)),
         "disk": lambda: disk.check_disk(disk_targets(settings)),
-        "shm": lambda: shm.check_shm(parallel, parallel.executor(cuda=device is not None), shm.mq_chunk_mb(env)),
+        "shm": lambda: shm.check_shm(parallel_sizes, parallel_sizes.executor(cuda=device is not None),
+                                     shm.mq_chunk_mb(env)),
         "memory": lambda: memory.check_memory(model.staged_bytes(models.loaded), read_text(memory.MEMINFO)),
         "port": lambda: port.check_port(settings.host, settings.port),
         "env": lambda: environment.check_env(env),
+        "parallel": parallel_check(settings, gpus if gpus is not None else [device] if device else [], models, env),
     }
     assert tuple(checks) == CHECK_NAMES
     return checks

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shlex
 from typing import Mapping
 
@@ -13,17 +14,18 @@ from contract.layout import ENV_SERVER_CMD
 
 DEFAULT_SERVER_CMD = ("python3", "-m", "vllm.entrypoints.openai.api_server")
 CHECK_NAMES = ("devices", "driver", "torch", "clamp", "fit", "model", "drafter", "parsers", "quantization", "audio",
-               "disk", "shm", "memory", "port", "env")
+               "disk", "shm", "memory", "port", "env", "parallel")
 CUDA_COMPAT_MODES = ("auto", "on", "off")
 # Names only this entrypoint reads, to build the server's argv: removed from the server's environment
 # (vLLM warns about every VLLM_* name it does not own). A unit test holds this list to parse_settings.
 ENTRYPOINT_ONLY = ("MODEL", "SERVED_MODEL_NAME", "HOST", "PORT", "DTYPE", "MAX_MODEL_LEN", "MAX_NUM_SEQS",
                    "GPU_MEMORY_UTILIZATION", "KV_CACHE_DTYPE", "ENFORCE_EAGER", "SPECULATIVE_CONFIG", "DRAFTER",
                    "REASONING_PARSER", "TOOL_CALL_PARSER", "VLLM_EXTRA_ARGS", "SKIP_CHECKS", "CUDA_COMPAT",
+                   "TENSOR_PARALLEL_SIZE", "PIPELINE_PARALLEL_SIZE",
                    ENV_SERVER_CMD)
 # Names the entrypoint reads that the server (vLLM, huggingface_hub, Triton) reads too: passed on.
 SHARED_WITH_SERVER = ("HOME", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TMPDIR",
-                      "TRITON_CACHE_DIR", "VLLM_CACHE_ROOT")
+                      "TRITON_CACHE_DIR", "VLLM_CACHE_ROOT", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 
 DTYPES = {"auto": "auto", "half": "float16", "float16": "float16", "bfloat16": "bfloat16",
           "float": "float32", "float32": "float32"}
@@ -68,6 +70,13 @@ class Settings:
     skip_checks: tuple[str, ...]
     server_cmd: tuple[str, ...]
     cuda_compat: str = "auto"
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+
+    @property
+    def world_size(self) -> int:
+        """GPUs (and vLLM workers) one server uses."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
 
     @property
     def drafter(self) -> str | None:
@@ -172,6 +181,19 @@ def _speculative_config(env) -> dict | None:
     return config or None
 
 
+def _device_list(env, name: str, words: tuple[str, ...]) -> None:
+    """CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES as CUDA and the container toolkit read them:
+    GPU indices or UUIDs (GPU-..., MIG-...), comma-separated; NVIDIA_VISIBLE_DEVICES also all/none/void."""
+    raw = _get(env, name)
+    if raw is None or raw.lower() in words:
+        return
+    items = [item.strip() for item in raw.split(",")]
+    bad = [item for item in items if not (item.isdigit() or re.fullmatch(r"(GPU|MIG)-[0-9A-Za-z/-]+", item))]
+    if bad or len(set(items)) != len(items):
+        expected = "comma-separated GPU indices or UUIDs, each once" + (f", or {'/'.join(words)}" if words else "")
+        raise SettingsError(name, raw, expected, f"Set {name} to e.g. 0,1 (see nvidia-smi -L).")
+
+
 def _skip_checks(env) -> tuple[str, ...]:
     names = tuple(name.strip() for name in (_get(env, "SKIP_CHECKS") or "").split(",") if name.strip())
     unknown = [name for name in names if name not in CHECK_NAMES]
@@ -183,6 +205,8 @@ def _skip_checks(env) -> tuple[str, ...]:
 
 def parse_settings(env: Mapping[str, str]) -> Settings:
     """All settings from `env`; raises SettingsError on the first bad value."""
+    _device_list(env, "CUDA_VISIBLE_DEVICES", ())
+    _device_list(env, "NVIDIA_VISIBLE_DEVICES", ("all", "none", "void"))
     model = _get(env, "MODEL")
     if model is None:
         raise SettingsError("MODEL", "", "a local model directory or a Hugging Face model id",
@@ -213,6 +237,8 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
         skip_checks=_skip_checks(env),
         server_cmd=_argv_words(env, ENV_SERVER_CMD) or DEFAULT_SERVER_CMD,
         cuda_compat=_choice(env, "CUDA_COMPAT", CUDA_COMPAT_MODES, "auto"),
+        tensor_parallel_size=_positive_int(env, "TENSOR_PARALLEL_SIZE", "2") or 1,
+        pipeline_parallel_size=_positive_int(env, "PIPELINE_PARALLEL_SIZE", "1") or 1,
     )
 
 

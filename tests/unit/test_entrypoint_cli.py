@@ -27,7 +27,7 @@ def test_check_without_gpu_fails_the_device_checks_with_fixes(tmp_path):
     assert lines[0].startswith("vllm-turing preflight, device: none")
     by_name = {line.split()[1]: line for line in lines[1:-1]}
     assert list(by_name) == ["devices", "driver", "torch", "clamp", "fit", "model", "drafter", "parsers",
-                             "quantization", "audio", "disk", "shm", "memory", "port", "env"]
+                             "quantization", "audio", "disk", "shm", "memory", "port", "env", "parallel"]
     for name in ("devices", "driver"):
         assert by_name[name].startswith("FAIL") and " -> fix: " in by_name[name]
     assert by_name["model"].startswith("PASS")
