@@ -99,14 +99,14 @@ def test_at_the_sm90_limit_patched_launches_equal_unpatched(run_in_image):
 WRONG_TILE = r"""
 python3 - <<'PY'
 import sys
-from patches.clamp_placement import CLAMP_FUNCTION
-from patches.fitcheck_recorder import installed_launcher
+from patches.turing_clamp.placement import CLAMP_FUNCTION
+from patches.fitcheck.recorder import installed_launcher
 
 def wrong_tile(q, block_m, tile_prefill, tile_decode, num_warps=None, num_stages=None, **_):
     return 64, 64, num_stages
 
 setattr(installed_launcher(), CLAMP_FUNCTION, wrong_tile)
-from patches.fitcheck import main
+from patches.fitcheck.__main__ import main
 sys.exit(main(["--device", "sm75", "--model-config", "/models/gemma-4-e2b-like/config.json"]))
 PY
 """
@@ -192,8 +192,8 @@ def test_a_missing_known_table_is_bad_input(run_in_image):
 
 PREFLIGHT_FIT = r"""
 python3 - <<'PY'
-from entrypoint.checks.clamp import check_fit
-result = check_fit("/models/gemma-4-e2b-like/config.json", (7, 5), 65536)
+from entrypoint.checks.clamp import start_fit
+result = start_fit("/models/gemma-4-e2b-like/config.json", (7, 5), 65536)()
 print(result.status.value, result.message)
 PY
 """

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from patches import turing_clamp
-from patches.clamp_placement import CLAMP_FUNCTION, OWN_PREFIX
-from tests.support import clamp_cycle
+from patches.turing_clamp.placement import CLAMP_FUNCTION, OWN_PREFIX
+from tooling import clamp_cycle
 
 TURING, H200, AMPERE_CONSUMER = 65_536, 232_448, 101_376
 # Shared-memory needs as the fit check would write them (2d figures measured on the real
@@ -43,7 +43,7 @@ def patched_sources(tmp_path_factory):
     sources = {}
     for version in ("0.19.0", "0.33.0"):
         target = clamp_cycle.copy_release(version, tmp_path_factory.mktemp(version))
-        assert turing_clamp.apply(target).outcome == "applied"
+        assert turing_clamp.apply(target).outcome is turing_clamp.Outcome.APPLIED
         sources[version] = target.read_text()
     return sources
 

@@ -7,13 +7,11 @@ import pytest
 import torch
 
 from entrypoint.checks.clamp import fit_command, judge_fit
-from patches.fitcheck import main
-from patches.fitcheck_known import known_needs, table_mismatch
-from patches.fitcheck_matrix import Case
-from patches.fitcheck_recorder import Launch
-from patches.fitcheck_report import COMPILED, TABLE, build_report, format_table, summary
-from patches.fitcheck_table import TableError, read_table, write_table
-from patches.shapes import LayerShape
+from patches.fitcheck.__main__ import main
+from patches.fitcheck.recorder import Launch
+from patches.fitcheck.report import COMPILED, TABLE, build_report, format_table, summary
+from patches.fitcheck.shapes import Case, LayerShape
+from patches.fitcheck.table import TableError, known_needs, read_table, table_mismatch, write_table
 
 VERSIONS = {"vllm": "0.33.0", "triton": "3.8.0"}
 SLIDING = LayerShape("m", "sliding", 8, 1, 256, 512)

@@ -1,7 +1,7 @@
 """Which calls the fit check makes per layer shape, and the built-in Gemma 4 classes."""
 from patches.fitcheck import DEVICES, FitOptions, UsageError, resolve_device
-from patches.fitcheck_matrix import MAX_3D_QUERY_LEN_UPSTREAM, PREFILL_QUERY_LEN, SPEC_QUERY_LENS, build_matrix, seq_threshold_3d
-from patches.shapes import BUILTIN_MODELS, LayerShape, builtin_shapes
+from patches.fitcheck.shapes import (BUILTIN_MODELS, MAX_3D_QUERY_LEN_UPSTREAM, PREFILL_QUERY_LEN, SPEC_QUERY_LENS,
+                                     LayerShape, build_matrix, builtin_shapes, seq_threshold_3d)
 
 import pytest
 
@@ -26,7 +26,7 @@ def test_matrix_covers_every_path_per_shape():
     prefill = next(c for c in cases if c.kind == "prefill")
     assert prefill.query_len > MAX_3D_QUERY_LEN_UPSTREAM == max(SPEC_QUERY_LENS)  # 2D, not split-K
     batch = next(c for c in cases if c.kind == "decode-batch")
-    assert batch.num_seqs == seq_threshold_3d(shape) + 1 == 128 // 4 + 1  # over the 3D threshold
+    assert batch.num_seqs == seq_threshold_3d(shape.num_kv_heads) + 1 == 128 // 4 + 1  # over the 3D threshold
     assert [c.mm_prefix for c in cases].count(True) == 1
 
 

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from patches.shapes import ConfigError, load_model_config
+from patches.fitcheck.shapes import ConfigError, load_model_config
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
 PATTERN = ["sliding_attention"] * 4 + ["full_attention"]

@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patches.fitcheck_matrix import CONTEXT_LEN, Case
+from patches.fitcheck.shapes import CONTEXT_LEN, Case, seq_threshold_3d
 
 LAUNCHER_MODULE = "vllm.v1.attention.ops.triton_unified_attention"
 # Kernel objects the launcher indexes with a grid, across releases 0.19 to 0.33.
@@ -27,8 +27,7 @@ LAUNCHED_KERNELS = (
     "reduce_segments",
 )
 NUM_PAR_SOFTMAX_SEGMENTS = 16  # vLLM's Triton backend
-MIN_LAUNCH_GRID_SIZE_2D = 128  # vLLM's Triton backend
-# What the clamp reads where no CUDA device answers (patches/clamp_runtime.py).
+# What the clamp reads where no CUDA device answers (patches/turing_clamp/runtime.py).
 SMEM_LIMIT_ENV = "VLLM_TURING_SMEM_LIMIT"
 CC_ENV = "VLLM_TURING_CC"
 FIT_TABLE_ENV = "VLLM_TURING_FIT_TABLE"
@@ -246,7 +245,7 @@ def case_arguments(case: Case, dtype_name: str = "float16") -> dict:
         q_descale=None,
         k_descale=descale,
         v_descale=descale,
-        seq_threshold_3D=max(1, MIN_LAUNCH_GRID_SIZE_2D // shape.num_kv_heads),
+        seq_threshold_3D=seq_threshold_3d(shape.num_kv_heads),
         num_par_softmax_segments=NUM_PAR_SOFTMAX_SEGMENTS,
         softmax_segm_output=torch.empty(tokens, shape.num_query_heads, NUM_PAR_SOFTMAX_SEGMENTS, head_padded),
         softmax_segm_max=torch.empty(tokens, shape.num_query_heads, NUM_PAR_SOFTMAX_SEGMENTS),

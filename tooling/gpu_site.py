@@ -21,7 +21,7 @@ from pathlib import Path
 
 from patches import turing_clamp
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 SITE_ENV = "VLLM_TURING_GPU_SITE"
 TABLE_ENV = "VLLM_TURING_FIT_TABLE"
 LAUNCHER = Path("vllm/v1/attention/ops/triton_unified_attention.py")
@@ -55,7 +55,7 @@ def prepare_site(tarball: Path, site: Path) -> dict:
             tar.extractall(site, filter="data")
     if not (site / LAUNCHER).is_file():
         raise SiteError(f"{tarball} holds no {LAUNCHER}; expected the vllm package's Python files "
-                        "(tests.support.vllm_releases.package_tarball)")
+                        "(tooling.vllm_releases.package_tarball)")
     add_compiled_extension_standins(site)
     report = turing_clamp.apply(site / LAUNCHER).to_dict()
     if report["outcome"] not in ("applied", "already"):
@@ -91,7 +91,7 @@ def ensure_site(scratch: Path) -> Path:
         if not (site / LAUNCHER).is_file():
             raise SiteError(f"{SITE_ENV}={site} holds no {LAUNCHER}; run tests/gpu/run-on-device or unset it")
         return site
-    from tests.support.vllm_releases import PINNED, package_tarball
+    from tooling.vllm_releases import PINNED, package_tarball
 
     site = scratch / "site"
     prepare_site(package_tarball(PINNED), site)
@@ -126,7 +126,7 @@ def run_attention(site: Path, table: Path, mode: str, out_dir: Path, timed: bool
     """Run every case in a fresh process in `mode` (see MODES); the launches it recorded."""
     limit = MODES[mode]
     extra = {"VLLM_TURING_SMEM_LIMIT": limit} if limit else {}
-    command = [sys.executable, "-m", "tests.support.unified_attention_run", "--out", str(out_dir)]
+    command = [sys.executable, "-m", "tooling.unified_attention_run", "--out", str(out_dir)]
     done = subprocess.run(command + (["--time"] if timed else []), cwd=REPO,
                           env=python_env(site, table, **extra), capture_output=True, text=True)
     if done.returncode:

@@ -4,7 +4,7 @@ vLLM's Triton backend calls it, and records the tile size of every kernel launch
 The clamp reads VLLM_TURING_SMEM_LIMIT once per launch shape and process, so each mode
 (clamped: limit 65536; default: no limit, the H200's own 232,448 bytes) is one process:
 
-    python -m tests.support.unified_attention_run --out DIR [--time] [--cases A,B]
+    python -m tooling.unified_attention_run --out DIR [--time] [--cases A,B]
 
 writes DIR/launches.json (tiles, module file, limit), DIR/<case>.pt (fp16 outputs) or,
 with --time, DIR/timings.json (median kernel time per case, triton.testing.do_bench).
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import torch
 
-from tests.support.attention_cases import CASE_NAMES, NUM_PAR_SOFTMAX_SEGMENTS, Layer, case_named
-from tests.support.paged_attention import Batch, make_batch
+from tooling.attention_cases import CASE_NAMES, NUM_PAR_SOFTMAX_SEGMENTS, Layer, case_named
+from tooling.paged_attention import Batch, make_batch
 
 LAUNCHER_MODULE = "vllm.v1.attention.ops.triton_unified_attention"
 RECORDED = ("TILE_SIZE", "IS_3D", "BLOCK_M", "BLOCK_Q", "HEAD_SIZE_PADDED", "num_warps", "num_stages")

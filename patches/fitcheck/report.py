@@ -9,7 +9,7 @@ TABLE = "table"  # the known fit table (the build's compile of the same key)
 
 
 def launch_row(launch, result, limit: int, source: str = COMPILED) -> dict:
-    """One report entry from a recorded launch (fitcheck_recorder.Launch) and its compile;
+    """One report entry from a recorded launch (recorder.Launch) and its compile;
     `source` says where `shared` came from (COMPILED or TABLE)."""
     case = launch.case
     shared = result.shared

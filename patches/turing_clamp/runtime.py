@@ -1,7 +1,7 @@
 """The code the clamp inserts into vLLM's triton_unified_attention.py.
 
 Everything between the two marker lines is copied verbatim, before the launcher,
-by patches/turing_clamp.py; this module exists so that the very same text can be
+by patches/turing_clamp (placement.py); this module exists so that the very same text can be
 imported and tested without vLLM. Names start with `_vllm_turing_` so that they
 cannot collide with vLLM's own.
 """
