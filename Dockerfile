@@ -9,7 +9,7 @@ ARG BASE_IMAGE=vllm/vllm-openai:v0.33.0
 FROM ${BASE_IMAGE}
 
 ENV PYTHONPATH=/opt/vllm-turing \
-    VLLM_TURING_FIT_TABLE=/opt/vllm-turing/fit-table.json
+    TURING_CLAMP_FIT_TABLE=/opt/vllm-turing/fit-table.json
 
 # The clamp, applied to the vLLM that `python3` imports, then proven by compiling every
 # Gemma 4 launch for sm_75 (a misfit exits 1, naming the launch, and fails the build). The

@@ -1,7 +1,7 @@
 """The clamped tile configuration computes the same attention as vLLM's default one.
 
 vLLM 0.33.0's patched unified_attention runs twice on every Gemma 4 case, each in its
-own process: clamped (VLLM_TURING_SMEM_LIMIT=65536 with a fit table compiled for sm_75,
+own process: clamped (TURING_CLAMP_SMEM_LIMIT=65536 with a fit table compiled for sm_75,
 so the tiles are those a Turing GPU launches) and default (no limit: the H200's own
 232,448 bytes, where vLLM's tiles fit unchanged). Both are compared with a float32
 reference of paged attention computed from the same fp16 inputs.

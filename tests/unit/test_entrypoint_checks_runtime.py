@@ -86,3 +86,15 @@ def test_the_fit_check_is_found_as_a_module_and_its_code_root_is_the_repository(
     from entrypoint.checks.clamp import code_root
     assert code_root("patches.fitcheck") == str(Path(__file__).resolve().parents[2])
     assert code_root("patches.fitcheck.run") == str(Path(__file__).resolve().parents[2])
+
+
+def test_the_fit_table_is_found_under_its_new_name_then_its_old_one(monkeypatch):
+    from contract import layout
+    from entrypoint.checks.clamp import _env
+
+    old = next(o for o, new in layout.DEPRECATED_ENV_NAMES.items() if new == layout.ENV_FIT_TABLE)
+    monkeypatch.delenv(layout.ENV_FIT_TABLE, raising=False)
+    monkeypatch.setenv(old, "/old/fit-table.json")
+    assert _env(layout.ENV_FIT_TABLE) == "/old/fit-table.json"
+    monkeypatch.setenv(layout.ENV_FIT_TABLE, "/new/fit-table.json")
+    assert _env(layout.ENV_FIT_TABLE) == "/new/fit-table.json"
