@@ -110,7 +110,9 @@ def _write_fit_table(path: Path, default_launches: list, device: dict, versions:
                                  lambda requests: compile_launches(requests, device["cc"], workers))
     document = table_.merge(existing, entries, versions)
     table_.write_table(path, document)
-    return {"path": str(path), "entries_written": len(entries), "entries": len(document["entries"])}
+    stale = table_.table_mismatch(existing, versions) if existing is not None else None
+    return {"path": str(path), "entries_written": len(entries), "entries": len(document["entries"]),
+            "started_fresh_because": stale}
 
 
 def _known_table(options: FitOptions, versions: dict) -> tuple[dict | None, dict | None]:

@@ -94,8 +94,12 @@ def read_table(path: Path, option: str = "--write-table") -> dict | None:
 
 
 def merge(existing: dict | None, entries: list[dict], versions: dict) -> dict:
-    """New entries replace existing ones with the same key; other existing entries stay."""
-    merged = {identity(e): e for e in (existing or {}).get("entries", [])}
+    """New entries replace existing ones with the same key; other existing entries stay when the
+    existing table was written by these vLLM and Triton versions. A table of other versions starts
+    fresh: its numbers were compiled from another kernel, and stamping them with these versions
+    would make the known-table check trust them."""
+    kept = existing if existing is not None and table_mismatch(existing, versions) is None else {}
+    merged = {identity(e): e for e in kept.get("entries", [])}
     for entry in entries:
         merged[identity(entry)] = entry
     ordered = sorted(merged.values(), key=lambda e: tuple(str(e[k]) for k in ENTRY_KEYS))
