@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contract import layout
-from patches.fitcheck.shapes import CONTEXT_LEN, Case, seq_threshold_3d
+from patches.fitcheck.shapes import CONTEXT_LEN, Case
 
 LAUNCHER_MODULE = "vllm.v1.attention.ops.triton_unified_attention"
 # Kernel objects the launcher indexes with a grid, across releases 0.19 to 0.33.
@@ -243,7 +243,7 @@ def case_arguments(case: Case, dtype_name: str = "float16") -> dict:
         q_descale=None,
         k_descale=descale,
         v_descale=descale,
-        seq_threshold_3D=seq_threshold_3d(shape.num_kv_heads),
+        seq_threshold_3D=shape.seq_threshold_3d,
         num_par_softmax_segments=NUM_PAR_SOFTMAX_SEGMENTS,
         softmax_segm_output=torch.empty(tokens, shape.num_query_heads, NUM_PAR_SOFTMAX_SEGMENTS, head_padded),
         softmax_segm_max=torch.empty(tokens, shape.num_query_heads, NUM_PAR_SOFTMAX_SEGMENTS),
