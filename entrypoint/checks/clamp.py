@@ -6,6 +6,7 @@ the launches the table lacks, so a model of the classes the build checked costs 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -13,19 +14,18 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from contract.verdict import Result as CheckResult, failed, passed
+from contract import layout
+from contract.verdict import Result, failed, passed
 
 CLAMP = "clamp"
 FIT = "fit"
-CODE_ROOT = str(Path(__file__).resolve().parents[2])  # holds entrypoint/ and patches/
-REBUILD = "use the image built by build.py (it bakes in /opt/vllm-turing/patches), or rebuild it"
+FIT_MODULE = "patches.fitcheck"
+REBUILD = f"use the image built by build.py (it bakes in {layout.in_install_dir('patches')}), or rebuild it"
 CLAMP_OK = ("present", "upstream")
 FIT_TIMEOUT_S = 600
-FIT_TABLE_ENV = "VLLM_TURING_FIT_TABLE"
-DEFAULT_FIT_TABLE = "/opt/vllm-turing/fit-table.json"
 
 
-def check_clamp(module: str = "patches.turing_clamp") -> CheckResult:
+def check_clamp(module: str = "patches.turing_clamp") -> Result:
     try:
         clamp = importlib.import_module(module)
     except ImportError as error:
@@ -41,7 +41,7 @@ def check_clamp(module: str = "patches.turing_clamp") -> CheckResult:
                   "vLLM was reinstalled over the patched one: do not pip install vllm into the image; rebuild it")
 
 
-def judge_fit(returncode: int, stdout: str, stderr: str, cc: tuple[int, int], limit: int) -> CheckResult:
+def judge_fit(returncode: int, stdout: str, stderr: str, cc: tuple[int, int], limit: int) -> Result:
     try:
         report = json.loads(stdout)
     except json.JSONDecodeError:
@@ -72,36 +72,52 @@ def _sources(known_table: dict | None) -> str:
     return f"; fit table ignored: {known_table.get('ignored_because')}"
 
 
-def fit_command(model_config: str, cc: tuple[int, int], limit: int, fit_table: str | None) -> list[str]:
+def fit_command(model_config: str, cc: tuple[int, int], limit: int, fit_table: str | None,
+                module: str = FIT_MODULE) -> list[str]:
     """The fit check's argv; `fit_table` is the image's fit table when it exists, else None."""
-    command = [sys.executable, "-m", "patches.fitcheck", "--model-config", model_config,
+    command = [sys.executable, "-m", module, "--model-config", model_config,
                "--cc", str(cc[0] * 10 + cc[1]), "--limit", str(limit), "--json"]
     return command + (["--known-table", fit_table] if fit_table else [])
 
 
+def _env(name: str) -> str | None:
+    """The variable's value, else that of its deprecated name (honoured for one release)."""
+    old = [o for o, new in layout.DEPRECATED_ENV_NAMES.items() if new == name]
+    return os.environ.get(name) or next((os.environ[o] for o in old if os.environ.get(o)), None)
+
+
+def code_root(module: str) -> str | None:
+    """The folder the module's top-level package is found in (what the subprocess needs on its
+    PYTHONPATH), None when the module is not importable here."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except ImportError:  # a parent package is missing
+        return None
+    if spec is None or spec.origin is None:
+        return None
+    return str(Path(spec.origin).resolve().parents[module.count(".") + (spec.submodule_search_locations is not None)])
+
+
 def start_fit(model_config: str, cc: tuple[int, int], limit: int,
-              code_root: str = CODE_ROOT) -> Callable[[], CheckResult]:
+              module: str = FIT_MODULE) -> Callable[[], Result]:
     """Starts the fit check in a subprocess (torch and vLLM imports take seconds, so it runs while the
     other checks do); the returned callable waits for it and judges its report."""
-    if not os.path.isfile(os.path.join(code_root, "patches", "fitcheck.py")):
-        return lambda: failed(FIT, f"patches.fitcheck is not installed under {code_root}", REBUILD)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [code_root, os.environ.get("PYTHONPATH")])))
-    table = os.environ.get(FIT_TABLE_ENV) or DEFAULT_FIT_TABLE
-    command = fit_command(model_config, cc, limit, table if os.path.isfile(table) else None)
+    root = code_root(module)
+    if root is None:
+        return lambda: failed(FIT, f"{module} is not installed for {sys.executable}", REBUILD)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    table = _env(layout.ENV_FIT_TABLE) or layout.FIT_TABLE
+    command = fit_command(model_config, cc, limit, table if os.path.isfile(table) else None, module)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
-    def collect() -> CheckResult:
+    def collect() -> Result:
         try:
             stdout, stderr = process.communicate(timeout=FIT_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             process.kill()
             process.communicate()
             return failed(FIT, f"the fit check did not finish in {FIT_TIMEOUT_S} s", f"without the image's fit "
-                          f"table (${FIT_TABLE_ENV}, {DEFAULT_FIT_TABLE}) every launch is compiled: keep it, or "
+                          f"table (${layout.ENV_FIT_TABLE}, {layout.FIT_TABLE}) every launch is compiled: keep it, or "
                           "give the container more CPU")
         return judge_fit(process.returncode, stdout, stderr, cc, limit)
     return collect
-
-
-def check_fit(model_config: str, cc: tuple[int, int], limit: int, code_root: str = CODE_ROOT) -> CheckResult:
-    return start_fit(model_config, cc, limit, code_root)()

@@ -87,7 +87,7 @@ def nccl_defaults(cc: tuple[int, int], tp: int, env) -> dict[str, str]:
 
 def plan_parallel(tp: int, pp: int, devices: list[Device], config_path: str | None, env):
     """The check as preflight runs it: a verdict now, or a callable that starts the NCCL probe."""
-    from patches.shapes import ConfigError, load_model_config
+    from patches.fitcheck.shapes import ConfigError, load_model_config
 
     layers = None
     if config_path and os.path.isfile(config_path):

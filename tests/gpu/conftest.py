@@ -31,14 +31,14 @@ def scratch(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def vllm_site(scratch) -> Path:
-    from tests.support.gpu_site import ensure_site
+    from tooling.gpu_site import ensure_site
 
     return ensure_site(scratch)
 
 
 @pytest.fixture(scope="session")
 def fit_table(vllm_site, scratch) -> Path:
-    from tests.support.gpu_site import ensure_fit_table
+    from tooling.gpu_site import ensure_fit_table
 
     return ensure_fit_table(vllm_site, scratch)
 

@@ -1,7 +1,7 @@
 """The clamped tile configuration computes the same attention as vLLM's default one.
 
 vLLM 0.33.0's patched unified_attention runs twice on every Gemma 4 case, each in its
-own process: clamped (VLLM_TURING_SMEM_LIMIT=65536 with a fit table compiled for sm_75,
+own process: clamped (TURING_CLAMP_SMEM_LIMIT=65536 with a fit table compiled for sm_75,
 so the tiles are those a Turing GPU launches) and default (no limit: the H200's own
 232,448 bytes, where vLLM's tiles fit unchanged). Both are compared with a float32
 reference of paged attention computed from the same fp16 inputs.
@@ -12,7 +12,7 @@ import functools
 
 import pytest
 
-from tests.support.attention_cases import CASE_NAMES, case_named
+from tooling.attention_cases import CASE_NAMES, case_named
 
 # fp16 inputs, fp32 accumulation, fp16 output: outputs reach |4.6| here (see
 # paged_attention.QUERY_GAIN), where rounding to fp16 alone costs up to 2e-3 (half an ulp).
@@ -25,7 +25,7 @@ MODES = ("clamped", "default")
 @pytest.fixture(scope="module")
 def runs(vllm_site, fit_table, scratch):
     """{mode: (folder with <case>.pt outputs, {case: launches})} for both modes."""
-    from tests.support.gpu_site import run_attention
+    from tooling.gpu_site import run_attention
 
     results = {}
     for mode in MODES:
@@ -37,7 +37,7 @@ def runs(vllm_site, fit_table, scratch):
 @functools.lru_cache(maxsize=1)
 def reference(case_name: str):
     """The float32 reference of one case on the GPU (kept while that case's tests run)."""
-    from tests.support.paged_attention import make_batch, reference_attention
+    from tooling.paged_attention import make_batch, reference_attention
 
     case = case_named(case_name)
     return reference_attention(make_batch(case, device="cuda"), case.layer)
@@ -78,7 +78,7 @@ def test_clamp_shrinks_the_head_512_prefill_tile(runs):
 def test_clamped_tiles_fit_turing_shared_memory(runs, fit_table, figures, case_name):
     """Every clamped launch needs at most 65,536 bytes on sm_75, by the compiled fit table;
     no clamped tile is larger than vLLM's default."""
-    from tests.support.gpu_site import TURING_LIMIT, turing_needs
+    from tooling.gpu_site import TURING_LIMIT, turing_needs
 
     needs = turing_needs(fit_table)
     rows = {}
@@ -97,7 +97,7 @@ def test_clamped_tiles_fit_turing_shared_memory(runs, fit_table, figures, case_n
 
 @pytest.mark.parametrize("case_name,mode", [(c, m) for c in CASE_NAMES for m in MODES])
 def test_output_matches_float32_reference(runs, figures, case_name, mode):
-    from tests.support.paged_attention import error_figures
+    from tooling.paged_attention import error_figures
 
     expected = reference(case_name)
     errors = error_figures(output(runs, mode, case_name), expected)
@@ -109,7 +109,7 @@ def test_output_matches_float32_reference(runs, figures, case_name, mode):
 
 @pytest.mark.parametrize("case_name", CASE_NAMES)
 def test_clamped_and_default_outputs_agree(runs, figures, case_name):
-    from tests.support.paged_attention import error_figures
+    from tooling.paged_attention import error_figures
 
     differences = error_figures(output(runs, "clamped", case_name), output(runs, "default", case_name))
     figures.setdefault("clamped_vs_default", {})[case_name] = differences

@@ -9,7 +9,7 @@ import pytest
 
 from entrypoint.settings import CHECK_NAMES
 from tests.gpu.test_preflight import by_name, run_check
-from tests.support.gpu_site import python_env
+from tooling.gpu_site import python_env
 
 ONLY_PARALLEL = ",".join(name for name in CHECK_NAMES if name != "parallel")
 # Query heads 12, KV heads 4 on sliding layers and 3 on global ones: TP 2 splits the sliding

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from tests.support.gpu_site import REPO, python_env
+from tooling.gpu_site import REPO, python_env
 
 HARDWARE_CHECKS = ("devices", "driver", "torch")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.attention_cases import Case, Layer
+from tooling.attention_cases import Case, Layer
 
 DEVICE = "cuda"
 SMALL = ((1, 1), (3, 77), (16, 16), (40, 90), (1, 70))
@@ -15,7 +15,7 @@ def test_reference_matches_dense_sdpa(window):
     import torch
     import torch.nn.functional as F
 
-    from tests.support.paged_attention import gather_sequence, make_batch, reference_attention
+    from tooling.paged_attention import gather_sequence, make_batch, reference_attention
 
     layer = Layer("small", 8, 2, 64, window)
     batch = make_batch(Case(layer, "prefill", SMALL, seed=11), device=DEVICE)

@@ -67,7 +67,7 @@ def test_a_base_that_is_neither_here_nor_pullable_offers_the_pypi_base(docker_cl
 
 def test_a_clamp_that_picks_too_large_a_tile_fails_the_build_naming_the_launch(docker_client, image_base,
                                                                                  kept_tag, tree_copy):
-    runtime = tree_copy / "patches" / "clamp_runtime.py"
+    runtime = tree_copy / "patches" / "turing_clamp" / "runtime.py"
     sabotaged = runtime.read_text().replace("    return decision\n# <<< vllm-turing clamp",
                                             "    return (64,) + tuple(decision[1:])\n# <<< vllm-turing clamp")
     assert sabotaged != runtime.read_text(), "the clamp's return statement moved: update this test"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.image.containers import run_to_end
+from tests.support import gemma4_configs
 
 REPO = Path(__file__).resolve().parents[2]
 SM75_LIMIT = 65536
@@ -26,13 +27,17 @@ E2B_LIKE = {"model_type": "gemma4_text", "num_attention_heads": 8, "num_key_valu
 
 @pytest.fixture(scope="module")
 def mounts(tmp_path_factory):
-    """Checkout (read-only), a Triton cache and a folder holding an E2B-like config.json."""
+    """Checkout (read-only), a Triton cache, a folder holding an E2B-like config.json and one holding
+    the 12B's config.json as transformers' save_pretrained writes it (per_layer_config form)."""
     cache = tmp_path_factory.mktemp("triton-cache")
     model = tmp_path_factory.mktemp("model") / "gemma-4-e2b-like"
     model.mkdir()
     (model / "config.json").write_text(json.dumps(E2B_LIKE))
+    twelve = tmp_path_factory.mktemp("model") / "gemma-4-12B-it"
+    gemma4_configs.save_model_dir("gemma4-12b", twelve)
     return {str(REPO): {"bind": "/src", "mode": "ro"}, str(cache): {"bind": "/triton-cache", "mode": "rw"},
-            str(model): {"bind": "/models/gemma-4-e2b-like", "mode": "ro"}}
+            str(model): {"bind": "/models/gemma-4-e2b-like", "mode": "ro"},
+            str(twelve): {"bind": "/models/gemma-4-12B-it", "mode": "ro"}}
 
 
 @pytest.fixture
@@ -99,14 +104,14 @@ def test_at_the_sm90_limit_patched_launches_equal_unpatched(run_in_image):
 WRONG_TILE = r"""
 python3 - <<'PY'
 import sys
-from patches.clamp_placement import CLAMP_FUNCTION
-from patches.fitcheck_recorder import installed_launcher
+from patches.turing_clamp.placement import CLAMP_FUNCTION
+from patches.fitcheck.recorder import installed_launcher
 
 def wrong_tile(q, block_m, tile_prefill, tile_decode, num_warps=None, num_stages=None, **_):
     return 64, 64, num_stages
 
 setattr(installed_launcher(), CLAMP_FUNCTION, wrong_tile)
-from patches.fitcheck import main
+from patches.fitcheck.__main__ import main
 sys.exit(main(["--device", "sm75", "--model-config", "/models/gemma-4-e2b-like/config.json"]))
 PY
 """
@@ -192,8 +197,8 @@ def test_a_missing_known_table_is_bad_input(run_in_image):
 
 PREFLIGHT_FIT = r"""
 python3 - <<'PY'
-from entrypoint.checks.clamp import check_fit
-result = check_fit("/models/gemma-4-e2b-like/config.json", (7, 5), 65536)
+from entrypoint.checks.clamp import start_fit
+result = start_fit("/models/gemma-4-e2b-like/config.json", (7, 5), 65536)()
 print(result.status.value, result.message)
 PY
 """
@@ -204,3 +209,15 @@ def test_the_preflight_fit_check_takes_the_images_table(run_in_image):
     assert code == 0, err[-2000:]
     assert out.startswith("pass ") and "from the fit table" in out, out
     assert set(cubins(err)) == {"reduce_segments.cubin"}, cubins(err)
+
+
+def test_the_12b_global_layer_runs_at_16_to_1_with_the_models_decode_threshold(run_in_image):
+    # The real launcher on the 12B's 16:1 global layer: BLOCK_M 16, so BLOCK_Q 1; vLLM's split-K
+    # threshold is 128 // 8 (the model's KV heads), so 17 sequences take the 2D kernel and every
+    # speculative length the 3D one. All of it fits sm_75 from the image's table.
+    report, _ = passing_report(run_in_image, known_table_check("/models/gemma-4-12B-it/config.json"))
+    rows = [row for row in report["launches"] if row["layer"] == "global" and is_attention(row)]
+    assert {(row["head_size"], row["block_m"], row["block_q"]) for row in rows} == {(512, 16, 1)}
+    assert {(row["num_seqs"], row["path"]) for row in rows if row["kind"] == "decode-batch"} == {(17, "2d")}
+    assert {row["path"] for row in rows if row["kind"] == "spec"} == {"3d"}
+    assert report["all_fit"] is True

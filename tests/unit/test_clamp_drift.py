@@ -8,9 +8,9 @@ import stat
 import pytest
 
 from patches import turing_clamp
-from patches.clamp_placement import PATCH_VERSION, VERSION_NAME
-from tests.support import clamp_cycle
-from tests.support.clamp_cycle import launcher_of as launcher, names, run_cli
+from patches.turing_clamp.placement import PATCH_VERSION, VERSION_NAME
+from tooling import clamp_cycle
+from tooling.clamp_cycle import launcher_of as launcher, names, run_cli
 
 TILES = {"TILE_SIZE_PREFILL", "TILE_SIZE_DECODE"}
 
@@ -99,7 +99,7 @@ def test_drift_is_refused(case, version, tmp_path):
     assert files_in(target.parent) == listing, "no temporary file left behind"
 
     report = turing_clamp.apply(target)
-    assert report.outcome == "refused" and report.sha256_before == report.sha256_after
+    assert report.outcome is turing_clamp.Outcome.REFUSED and report.sha256_before == report.sha256_after
 
 
 def test_json_refusal_still_says_why_on_stderr(tmp_path):
@@ -125,7 +125,7 @@ def test_read_only_file_is_refused_untouched(tmp_path):
 def test_apply_keeps_the_file_mode(tmp_path):
     target = clamp_cycle.copy_release("0.33.0", tmp_path)
     target.chmod(0o640)
-    assert turing_clamp.apply(target).outcome == "applied"
+    assert turing_clamp.apply(target).outcome is turing_clamp.Outcome.APPLIED
     assert stat.S_IMODE(target.stat().st_mode) == 0o640
 
 
@@ -195,7 +195,7 @@ def test_an_older_clamp_is_replaced_by_this_one(tmp_path):
 
     checked = run_cli("check", "--target", older)
     assert checked.returncode == 1 and "run `python -m patches.turing_clamp apply`" in checked.stdout
-    assert turing_clamp.apply(older).outcome == "applied"
+    assert turing_clamp.apply(older).outcome is turing_clamp.Outcome.APPLIED
     assert older.read_bytes() == fresh.read_bytes()
 
 
@@ -211,9 +211,9 @@ def test_crlf_file_keeps_its_line_endings(tmp_path):
     target = clamp_cycle.copy_release("0.33.0", tmp_path)
     original = target.read_bytes().replace(b"\n", b"\r\n")
     target.write_bytes(original)
-    assert turing_clamp.apply(target).outcome == "applied"
+    assert turing_clamp.apply(target).outcome is turing_clamp.Outcome.APPLIED
     patched = target.read_bytes()
     assert patched.count(b"\n") == patched.count(b"\r\n")
-    assert turing_clamp.check(target).outcome == "present"
+    assert turing_clamp.check(target).outcome is turing_clamp.Outcome.PRESENT
     assert turing_clamp.strip_clamp(patched.decode()).encode() == original
     assert os.path.getsize(target) > len(original)

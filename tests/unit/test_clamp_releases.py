@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from patches import turing_clamp
-from patches.clamp_placement import CLAMP_FUNCTION
-from tests.support import clamp_cycle, vllm_releases
-from tests.support.clamp_cycle import launcher_of, names, run_cli
+from patches.turing_clamp.placement import CLAMP_FUNCTION
+from tooling import clamp_cycle, vllm_releases
+from tooling.clamp_cycle import launcher_of, names, run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 CONTRACT_KEYS = {"file", "vllm_version", "outcome", "sha256_before", "sha256_after",
@@ -34,7 +34,7 @@ def test_cycle_on_release(version, tmp_path):
 def test_clamp_call_sits_between_last_assignment_and_first_read(version, tmp_path):
     target = clamp_cycle.copy_release(version, tmp_path)
     original = target.read_bytes()
-    assert turing_clamp.apply(target).outcome == "applied"
+    assert turing_clamp.apply(target).outcome is turing_clamp.Outcome.APPLIED
     body = launcher_of(target.read_bytes()).body
     index = next(i for i, stmt in enumerate(body)
                  if any(isinstance(n, ast.Call) and getattr(n.func, "id", None) == CLAMP_FUNCTION
@@ -104,7 +104,7 @@ def test_finds_target_through_import_system_without_importing_vllm(tmp_path):
 def test_no_vllm_installed_is_a_usage_error(tmp_path):
     # -I -S: no site-packages at all, so no vLLM whatever this host has installed
     result = subprocess.run([sys.executable, "-I", "-S", "-c",
-                             "import sys; sys.path.insert(0, %r); from patches.turing_clamp import main; "
+                             "import sys; sys.path.insert(0, %r); from patches.turing_clamp.__main__ import main; "
                              "raise SystemExit(main(['check']))" % str(REPO)],
                             capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 2

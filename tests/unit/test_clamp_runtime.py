@@ -1,7 +1,7 @@
 """Run-time behaviour of the code the clamp inserts, taken from a patched real release.
 
 No vLLM and no GPU here: the inserted statements are compiled out of the patched file
-and run on real (CPU) torch tensors with VLLM_TURING_SMEM_LIMIT, which applies without
+and run on real (CPU) torch tensors with TURING_CLAMP_SMEM_LIMIT, which applies without
 a CUDA device. The real-launcher runs (limits 65,536 and 232,448) are in the image tier.
 """
 import ast
@@ -11,9 +11,10 @@ import logging
 import pytest
 import torch
 
+from contract import layout
 from patches import turing_clamp
-from patches.clamp_placement import CLAMP_FUNCTION, OWN_PREFIX
-from tests.support import clamp_cycle
+from patches.turing_clamp.placement import CLAMP_FUNCTION, OWN_PREFIX
+from tooling import clamp_cycle
 
 TURING, H200, AMPERE_CONSUMER = 65_536, 232_448, 101_376
 # Shared-memory needs as the fit check would write them (2d figures measured on the real
@@ -43,7 +44,7 @@ def patched_sources(tmp_path_factory):
     sources = {}
     for version in ("0.19.0", "0.33.0"):
         target = clamp_cycle.copy_release(version, tmp_path_factory.mktemp(version))
-        assert turing_clamp.apply(target).outcome == "applied"
+        assert turing_clamp.apply(target).outcome is turing_clamp.Outcome.APPLIED
         sources[version] = target.read_text()
     return sources
 
@@ -80,9 +81,9 @@ def defaults(patched_sources):
 def table(tmp_path, monkeypatch):
     path = write_table(tmp_path / "fit-table.json",
                        [entry(path, tile, shared) for (path, tile), shared in NEEDS.items()])
-    monkeypatch.setenv("VLLM_TURING_FIT_TABLE", str(path))
-    monkeypatch.delenv("VLLM_TURING_SMEM_LIMIT", raising=False)
-    monkeypatch.delenv("VLLM_TURING_CC", raising=False)
+    for name in (layout.ENV_SMEM_LIMIT, layout.ENV_CC, *layout.DEPRECATED_ENV_NAMES):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(layout.ENV_FIT_TABLE, str(path))
     return path
 
 
@@ -97,19 +98,19 @@ def test_without_a_limit_nothing_changes_and_no_table_is_read(clamp, defaults, t
 
 def test_turing_limit_keeps_the_largest_tiles_that_fit(clamp, defaults, table, monkeypatch):
     assert defaults == (32, 16), "vLLM 0.33.0's defaults for head 512 fp16"
-    monkeypatch.setenv("VLLM_TURING_SMEM_LIMIT", str(TURING))
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
     assert clamp(query(), 16, *defaults) == (16, 16, None)
 
 
 @pytest.mark.parametrize("limit", [AMPERE_CONSUMER, H200, 98_304])
 def test_where_the_defaults_fit_they_are_kept_exactly(clamp, defaults, table, monkeypatch, limit):
-    monkeypatch.setenv("VLLM_TURING_SMEM_LIMIT", str(limit))
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(limit))
     assert clamp(query(), 16, *defaults, 4, 2, adjust_stages=True) == (*defaults, 2)
     assert clamp(query(), 16, *defaults) == (*defaults, None)
 
 
 def test_nothing_fits_names_head_size_limit_and_version(clamp, defaults, table, monkeypatch):
-    monkeypatch.setenv("VLLM_TURING_SMEM_LIMIT", "60000")
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, "60000")
     with pytest.raises(RuntimeError) as error:
         clamp(query(), 16, *defaults)
     message = str(error.value)
@@ -118,7 +119,7 @@ def test_nothing_fits_names_head_size_limit_and_version(clamp, defaults, table, 
 
 
 def test_a_launch_without_table_entry_keeps_defaults_and_warns_once(clamp, table, monkeypatch, caplog):
-    monkeypatch.setenv("VLLM_TURING_SMEM_LIMIT", str(TURING))
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
     with caplog.at_level(logging.WARNING):
         for _ in range(3):
             assert clamp(query(head=128), 16, 32, 16) == (32, 16, None)
@@ -128,8 +129,8 @@ def test_a_launch_without_table_entry_keeps_defaults_and_warns_once(clamp, table
 
 
 def test_a_missing_table_keeps_defaults_with_a_warning(clamp, defaults, table, monkeypatch, caplog):
-    monkeypatch.setenv("VLLM_TURING_FIT_TABLE", str(table.parent / "absent.json"))
-    monkeypatch.setenv("VLLM_TURING_SMEM_LIMIT", str(TURING))
+    monkeypatch.setenv(layout.ENV_FIT_TABLE, str(table.parent / "absent.json"))
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
     with caplog.at_level(logging.WARNING):
         assert clamp(query(), 16, *defaults) == (*defaults, None)
     assert any("absent.json" in r.getMessage() for r in caplog.records)
@@ -137,24 +138,24 @@ def test_a_missing_table_keeps_defaults_with_a_warning(clamp, defaults, table, m
 
 def test_a_corrupt_table_is_named(clamp, defaults, table, monkeypatch):
     table.write_text('{"format": 1, "entries": [{"cc": 75}]}')
-    monkeypatch.setenv("VLLM_TURING_SMEM_LIMIT", str(TURING))
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
     with pytest.raises(RuntimeError, match="fit table .*fit-table.json.*patches.fitcheck"):
         clamp(query(), 16, *defaults)
 
 
 @pytest.mark.parametrize("raw", ["64k", "-1", "0", "65536.0"])
 def test_an_invalid_limit_is_a_clear_error(clamp, defaults, table, monkeypatch, raw):
-    monkeypatch.setenv("VLLM_TURING_SMEM_LIMIT", raw)
-    with pytest.raises(ValueError, match=r"VLLM_TURING_SMEM_LIMIT=.* positive integer"):
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, raw)
+    with pytest.raises(ValueError, match=rf"{layout.ENV_SMEM_LIMIT}=.* positive integer"):
         clamp(query(), 16, *defaults)
 
 
 def test_entries_of_the_device_cc_win_and_any_cc_serves_otherwise(clamp, table, monkeypatch):
     write_table(table, TWO_CC)
-    monkeypatch.setenv("VLLM_TURING_SMEM_LIMIT", "80000")
-    monkeypatch.setenv("VLLM_TURING_CC", "86")
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, "80000")
+    monkeypatch.setenv(layout.ENV_CC, "86")
     assert clamp(query(), 16, 32, 16)[0] == 32
-    monkeypatch.setenv("VLLM_TURING_CC", "75")
+    monkeypatch.setenv(layout.ENV_CC, "75")
     assert clamp(query(dtype=torch.float16), 16, 32, 16)[0] == 32, "cached per launch: no new query"
 
 
@@ -163,8 +164,8 @@ def test_cc_choice_on_a_fresh_cache(patched_sources, table, monkeypatch, cc, exp
     namespace = {"__name__": "clamp_under_test"}
     exec(compiled(patched_sources["0.33.0"], is_inserted), namespace)
     write_table(table, TWO_CC)
-    monkeypatch.setenv("VLLM_TURING_SMEM_LIMIT", "80000")
-    monkeypatch.setenv("VLLM_TURING_CC", str(cc))
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, "80000")
+    monkeypatch.setenv(layout.ENV_CC, str(cc))
     # cc 80 has no entries: the largest need over all cc decides (98,304 for tile 32)
     assert namespace[CLAMP_FUNCTION](query(), 16, 32, 16)[0] == expected
 
@@ -173,23 +174,23 @@ def test_fewer_stages_are_used_when_no_tile_fits_at_the_launch_stages(clamp, tab
     write_table(table, [entry("2d", 32, 120_000, stages=2), entry("2d", 16, 90_000, stages=2),
                         entry("2d", 32, 80_000, stages=1), entry("2d", 16, 50_000, stages=1),
                         entry("3d", 16, 30_000, stages=2), entry("3d", 16, 20_000, stages=1)])
-    monkeypatch.setenv("VLLM_TURING_SMEM_LIMIT", str(TURING))
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
     assert clamp(query(), 16, 32, 16, None, 2, adjust_stages=True) == (16, 16, 1)
 
 
 def test_stages_stay_when_the_release_has_no_stage_variable(clamp, table, monkeypatch):
     write_table(table, [entry("2d", 32, 120_000, stages=2), entry("2d", 16, 90_000, stages=2),
                         entry("2d", 16, 50_000, stages=1), entry("3d", 16, 30_000, stages=2)])
-    monkeypatch.setenv("VLLM_TURING_SMEM_LIMIT", str(TURING))
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
     with pytest.raises(RuntimeError, match="no attention tile fits"):
         clamp(query(), 16, 32, 16, None, 2)
 
 
 def test_the_decision_is_cached_per_launch(clamp, defaults, table, monkeypatch):
-    monkeypatch.setenv("VLLM_TURING_SMEM_LIMIT", str(TURING))
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
     first = clamp(query(), 16, *defaults)
     table.unlink()
-    monkeypatch.setenv("VLLM_TURING_SMEM_LIMIT", str(H200))
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(H200))
     assert clamp(query(), 16, *defaults) == first == (16, 16, None)
     assert clamp(query(dtype=torch.bfloat16), 16, *defaults) == (*defaults, None), \
         "another dtype is another launch: decided anew (no entry: defaults)"
@@ -205,9 +206,64 @@ def test_the_inserted_call_statement_runs_in_the_launcher_scope(patched_sources,
     scope = {"__name__": "clamp_under_test"}
     exec(compiled(source, is_inserted), scope)
     write_table(table, [entry(p, t, s, stages=stages) for (p, t), s in NEEDS.items()])
-    monkeypatch.setenv("VLLM_TURING_SMEM_LIMIT", str(TURING))
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
     scope.update(q=query(), BLOCK_M=16, TILE_SIZE_PREFILL=32, TILE_SIZE_DECODE=16,
                  launch_num_warps=None, launch_num_stages=stages)
     exec(compile(ast.Module(body=[call], type_ignores=[]), "<call>", "exec"), scope)
     assert (scope["TILE_SIZE_PREFILL"], scope["TILE_SIZE_DECODE"]) == (16, 16)
     assert scope["launch_num_stages"] == stages
+
+
+@pytest.fixture
+def runtime_names():
+    """The inserted block's own spelling of the environment names and the default table path."""
+    from patches.turing_clamp import runtime
+    return runtime
+
+
+def test_the_inserted_code_spells_contracts_names_and_path(runtime_names):
+    # The inserted code cannot import contract/ (a host install has none): its literals must agree.
+    new = {runtime_names._VLLM_TURING_ENV_SMEM_LIMIT[0]: layout.ENV_SMEM_LIMIT,
+           runtime_names._VLLM_TURING_ENV_CC[0]: layout.ENV_CC,
+           runtime_names._VLLM_TURING_ENV_FIT_TABLE[0]: layout.ENV_FIT_TABLE}
+    assert all(spelled == expected for spelled, expected in new.items())
+    aliases = {old: name for name, old in (runtime_names._VLLM_TURING_ENV_SMEM_LIMIT,
+                                           runtime_names._VLLM_TURING_ENV_CC,
+                                           runtime_names._VLLM_TURING_ENV_FIT_TABLE)}
+    assert aliases == layout.DEPRECATED_ENV_NAMES
+    assert runtime_names._VLLM_TURING_DEFAULT_FIT_TABLE == layout.FIT_TABLE
+
+
+def old_name(name):
+    return next(old for old, new in layout.DEPRECATED_ENV_NAMES.items() if new == name)
+
+
+@pytest.mark.parametrize("cc, expected", [(75, 16), (86, 32)])
+def test_the_old_names_are_honoured_when_the_new_ones_are_unset(patched_sources, table, monkeypatch, cc, expected):
+    namespace = {"__name__": "clamp_under_test"}
+    exec(compiled(patched_sources["0.33.0"], is_inserted), namespace)
+    write_table(table, TWO_CC)
+    monkeypatch.delenv(layout.ENV_FIT_TABLE)
+    monkeypatch.setenv(old_name(layout.ENV_FIT_TABLE), str(table))
+    monkeypatch.setenv(old_name(layout.ENV_SMEM_LIMIT), "80000")
+    monkeypatch.setenv(old_name(layout.ENV_CC), str(cc))
+    # Tile 16 on cc 75 needs the old-named limit and table (without either vLLM's 32 stays);
+    # tile 32 on cc 86 needs the old-named cc (the default is 75).
+    assert namespace[CLAMP_FUNCTION](query(), 16, 32, 16)[0] == expected
+
+
+def test_an_invalid_old_limit_is_named_by_its_old_name(clamp, defaults, table, monkeypatch):
+    monkeypatch.setenv(old_name(layout.ENV_SMEM_LIMIT), "64k")
+    with pytest.raises(ValueError, match=rf"{old_name(layout.ENV_SMEM_LIMIT)}='64k'"):
+        clamp(query(), 16, *defaults)
+
+
+def test_the_new_names_win_over_the_old_ones(clamp, defaults, table, monkeypatch):
+    write_table(table, TWO_CC)
+    monkeypatch.setenv(old_name(layout.ENV_FIT_TABLE), str(table.parent / "absent.json"))
+    monkeypatch.setenv(old_name(layout.ENV_SMEM_LIMIT), str(H200))
+    monkeypatch.setenv(old_name(layout.ENV_CC), "86")
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, "80000")
+    monkeypatch.setenv(layout.ENV_CC, "75")
+    # the new names: cc 75's table (tile 32 needs 98,304) under 80,000 bytes gives tile 16
+    assert clamp(query(), 16, 32, 16)[0] == 16

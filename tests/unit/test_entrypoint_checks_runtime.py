@@ -6,7 +6,7 @@ import json
 import pytest
 
 from contract.verdict import Status
-from entrypoint.checks.clamp import check_clamp, check_fit, judge_fit
+from entrypoint.checks.clamp import check_clamp, judge_fit, start_fit
 from entrypoint.checks.torch_runtime import check_torch, judge_torch
 
 ARCHS = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
@@ -48,10 +48,12 @@ def test_clamp_module_absent_fails_with_the_rebuild_fix():
     assert result.status is Status.FAIL and "build.py" in result.fix
 
 
-def test_fit_check_absent_fails_with_the_rebuild_fix(tmp_path):
+@pytest.mark.parametrize("module", ["patches.no_such_fitcheck", "no_such_patches.fitcheck"])
+def test_fit_check_absent_fails_with_the_rebuild_fix(tmp_path, module):
     (tmp_path / "config.json").write_text("{}")
-    result = check_fit(str(tmp_path / "config.json"), (7, 5), 65536, code_root=str(tmp_path))
-    assert result.status is Status.FAIL and "not installed" in result.message and "build.py" in result.fix
+    result = start_fit(str(tmp_path / "config.json"), (7, 5), 65536, module=module)()
+    assert result.status is Status.FAIL and f"{module} is not installed" in result.message
+    assert "build.py" in result.fix
 
 
 def fit_report(shared_by_tile):
@@ -76,3 +78,23 @@ def test_fit_report_with_a_launch_over_the_limit_names_it():
 def test_fit_check_without_a_report_fails_with_its_last_words(code, stdout, stderr):
     result = judge_fit(code, stdout, stderr, (7, 5), 65536)
     assert result.status is Status.FAIL and stderr.splitlines()[-1] in result.message
+
+
+def test_the_fit_check_is_found_as_a_module_and_its_code_root_is_the_repository():
+    from pathlib import Path
+
+    from entrypoint.checks.clamp import code_root
+    assert code_root("patches.fitcheck") == str(Path(__file__).resolve().parents[2])
+    assert code_root("patches.fitcheck.run") == str(Path(__file__).resolve().parents[2])
+
+
+def test_the_fit_table_is_found_under_its_new_name_then_its_old_one(monkeypatch):
+    from contract import layout
+    from entrypoint.checks.clamp import _env
+
+    old = next(o for o, new in layout.DEPRECATED_ENV_NAMES.items() if new == layout.ENV_FIT_TABLE)
+    monkeypatch.delenv(layout.ENV_FIT_TABLE, raising=False)
+    monkeypatch.setenv(old, "/old/fit-table.json")
+    assert _env(layout.ENV_FIT_TABLE) == "/old/fit-table.json"
+    monkeypatch.setenv(layout.ENV_FIT_TABLE, "/new/fit-table.json")
+    assert _env(layout.ENV_FIT_TABLE) == "/new/fit-table.json"

@@ -9,7 +9,7 @@ from contract.verdict import Status
 from entrypoint.checks import parallel
 from entrypoint.checks.parallel import LayerHeads
 from entrypoint.device import Device
-from patches.shapes import shapes_from_config
+from patches.fitcheck.shapes import shapes_from_config
 
 T4 = Device("Tesla T4", (7, 5), 65536, 1, 0)
 GEMMA4_E4B_LIKE = [LayerHeads("sliding", 8, 2), LayerHeads("global", 8, 2)]

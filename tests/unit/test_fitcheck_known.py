@@ -7,13 +7,11 @@ import pytest
 import torch
 
 from entrypoint.checks.clamp import fit_command, judge_fit
-from patches.fitcheck import main
-from patches.fitcheck_known import known_needs, table_mismatch
-from patches.fitcheck_matrix import Case
-from patches.fitcheck_recorder import Launch
-from patches.fitcheck_report import COMPILED, TABLE, build_report, format_table, summary
-from patches.fitcheck_table import TableError, read_table, write_table
-from patches.shapes import LayerShape
+from patches.fitcheck.__main__ import main
+from patches.fitcheck.recorder import Launch
+from patches.fitcheck.report import COMPILED, TABLE, build_report, format_table, summary
+from patches.fitcheck.shapes import Case, LayerShape
+from patches.fitcheck.table import TableError, known_needs, merge, read_table, table_mismatch, write_table
 
 VERSIONS = {"vllm": "0.33.0", "triton": "3.8.0"}
 SLIDING = LayerShape("m", "sliding", 8, 1, 256, 512)
@@ -82,6 +80,25 @@ def test_a_table_of_other_versions_is_named_as_the_reason_to_ignore_it(table):
     reason = table_mismatch(table([], triton="3.6.0"), VERSIONS)
     assert reason == "written for vLLM 0.33.0 / Triton 3.6.0, running vLLM 0.33.0 / Triton 3.8.0"
     assert "vLLM 0.32.0" in table_mismatch(table([], vllm="0.32.0"), VERSIONS)
+
+
+def test_a_table_of_another_vllm_merged_under_this_one_starts_fresh(table, tmp_path):
+    # A 0.32.0 table holds a launch 0.33.0 no longer makes (head 256, tile 32) and an old number
+    # for one it does; merged under 0.33.0 neither may survive with the new stamp.
+    old = table([entry("2d", 256, 32, 40_000), entry("2d", 512, 16, 60_000)], vllm="0.32.0")
+    fresh = [entry("2d", 512, 16, 65_536)]
+    write_table(tmp_path / "fit-table.json", merge(old, fresh, VERSIONS))
+    merged = read_table(tmp_path / "fit-table.json")
+    assert (merged["vllm_version"], merged["triton_version"]) == ("0.33.0", "3.8.0")
+    assert merged["entries"] == fresh
+    assert known_needs([attention(SLIDING, "2d", 32), attention(GLOBAL, "2d", 16)], 75, merged) == [None, 65_536]
+
+
+def test_a_table_of_another_triton_starts_fresh_and_one_of_these_versions_keeps_its_other_entries(table):
+    other = entry("2d", 256, 32, 40_000)
+    fresh = [entry("2d", 512, 16, 65_536)]
+    assert merge(table([other], triton="3.6.0"), fresh, VERSIONS)["entries"] == fresh
+    assert merge(table([other]), fresh, VERSIONS)["entries"] == [other] + fresh
 
 
 def test_a_file_that_is_no_fit_table_names_the_known_table_option(tmp_path):

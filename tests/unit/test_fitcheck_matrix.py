@@ -1,13 +1,13 @@
 """Which calls the fit check makes per layer shape, and the built-in Gemma 4 classes."""
 from patches.fitcheck import DEVICES, FitOptions, UsageError, resolve_device
-from patches.fitcheck_matrix import MAX_3D_QUERY_LEN_UPSTREAM, PREFILL_QUERY_LEN, SPEC_QUERY_LENS, build_matrix, seq_threshold_3d
-from patches.shapes import BUILTIN_MODELS, LayerShape, builtin_shapes
+from patches.fitcheck.shapes import (BUILTIN_MODELS, MAX_3D_QUERY_LEN_UPSTREAM, PREFILL_QUERY_LEN, SPEC_QUERY_LENS,
+                                     LayerShape, build_matrix, builtin_shapes, seq_threshold_3d)
 
 import pytest
 
 
 def test_builtin_gemma4_classes_have_both_widths():
-    assert set(BUILTIN_MODELS) == {"gemma4-e2b", "gemma4-e4b", "gemma4-12b", "gemma4-31b"}
+    assert set(BUILTIN_MODELS) == {"gemma4-e2b", "gemma4-e4b", "gemma4-12b", "gemma4-26b-a4b", "gemma4-31b"}
     for shapes in BUILTIN_MODELS.values():
         layers = {s.layer: s for s in shapes}
         assert layers["sliding"].head_size == 256 and layers["sliding"].sliding_window in (512, 1024)
@@ -26,8 +26,24 @@ def test_matrix_covers_every_path_per_shape():
     prefill = next(c for c in cases if c.kind == "prefill")
     assert prefill.query_len > MAX_3D_QUERY_LEN_UPSTREAM == max(SPEC_QUERY_LENS)  # 2D, not split-K
     batch = next(c for c in cases if c.kind == "decode-batch")
-    assert batch.num_seqs == seq_threshold_3d(shape) + 1 == 128 // 4 + 1  # over the 3D threshold
+    assert batch.num_seqs == seq_threshold_3d(shape.num_kv_heads) + 1 == 128 // 4 + 1  # over the 3D threshold
     assert [c.mm_prefix for c in cases].count(True) == 1
+
+
+def test_the_12b_global_layers_16_to_1_decode_threshold_is_the_models_not_the_layers():
+    # vLLM sizes its Triton backend by the whole model's KV heads (8, from the sliding layers):
+    # the 16:1 global layer (one KV head, BLOCK_M 16, so BLOCK_Q 1) takes the 2D path above 16
+    # sequences, not above 128 as its own KV head count would say.
+    layers = {s.layer: s for s in BUILTIN_MODELS["gemma4-12b"]}
+    glob = layers["global"]
+    assert (glob.num_query_heads, glob.num_kv_heads, glob.head_size) == (16, 1, 512)
+    assert glob.seq_threshold_3d == layers["sliding"].seq_threshold_3d == 128 // 8
+    batch = next(c for c in build_matrix([glob], mm_prefix=False) if c.kind == "decode-batch")
+    assert batch.num_seqs == 17
+    # Every speculative length stays within the threshold with BLOCK_Q 1 (one query row per
+    # KV head group), so those calls take the 3D path vLLM takes on this layer.
+    block_q = 16 // (glob.num_query_heads // glob.num_kv_heads)
+    assert block_q == 1 and max(SPEC_QUERY_LENS) // block_q <= glob.seq_threshold_3d
 
 
 def test_matrix_without_mm_prefix_and_over_all_builtins():

@@ -1,11 +1,14 @@
-"""config.json -> attention shapes, on real config files; bad files exit 2 before vLLM loads."""
+"""config.json -> attention shapes: Gemma 4 configs written by transformers' own classes (both the
+per_layer_config and the older form), hand-written configs of other shapes; bad files exit 2
+before vLLM loads."""
 import json
 import subprocess
 import sys
 
 import pytest
 
-from patches.shapes import ConfigError, load_model_config
+from patches.fitcheck.shapes import BUILTIN_MODELS, ConfigError, load_model_config, shapes_from_config
+from tests.support import gemma4_configs
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
 PATTERN = ["sliding_attention"] * 4 + ["full_attention"]
@@ -38,20 +41,40 @@ def test_e2b_like_flat_config(tmp_path):
     assert layers["sliding"].block_size == 2 * layers["global"].block_size
 
 
-def test_12b_like_nested_text_config_with_global_kv_heads(tmp_path):
-    path = write(tmp_path, "gemma-4-12b", {
-        "model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"],
-        "vision_config": {"num_attention_heads": 16, "head_dim": 72},
-        "text_config": {
-            "model_type": "gemma4_text", "num_attention_heads": 16, "num_key_value_heads": 8,
-            "num_global_key_value_heads": 2, "attention_k_eq_v": True, "head_dim": 256,
-            "sliding_window": 1024, "layer_types": PATTERN * 6, "attn_logit_softcapping": None,
-        },
-    })
+@pytest.mark.parametrize("form", gemma4_configs.FORMS)
+@pytest.mark.parametrize("variant", sorted(gemma4_configs.VARIANTS))
+def test_each_builtin_model_is_what_transformers_classes_make_of_it(variant, form):
+    config = gemma4_configs.config_dict(variant, form)
+    assert ("per_layer_config" in config["text_config"]) == (form == "per_layer_config")
+    assert shapes_from_config(config, variant, "transformers") == BUILTIN_MODELS[variant]
+
+
+def test_the_old_form_is_the_same_config_to_transformers():
+    import transformers
+
+    for variant, (unified, _) in gemma4_configs.VARIANTS.items():
+        text = gemma4_configs.config_dict(variant, "old")["text_config"]
+        cls = transformers.Gemma4UnifiedTextConfig if unified else transformers.Gemma4TextConfig
+        reread = json.loads(json.dumps(cls(**text).to_dict()))
+        assert reread["per_layer_config"] == gemma4_configs.config_dict(variant)["text_config"]["per_layer_config"]
+
+
+@pytest.mark.parametrize("form", gemma4_configs.FORMS)
+def test_12b_saved_by_save_pretrained_has_one_global_kv_head_at_width_512(tmp_path, form):
+    path = gemma4_configs.save_model_dir("gemma4-12b", tmp_path / "gemma-4-12B-it", form)
     layers = by_layer(load_model_config(path))
     assert (layers["sliding"].num_query_heads, layers["sliding"].num_kv_heads) == (16, 8)
-    assert (layers["global"].num_kv_heads, layers["global"].head_size) == (2, 512)  # gemma4 default width
-    assert layers["sliding"].sliding_window == 1024
+    assert (layers["global"].num_query_heads, layers["global"].num_kv_heads, layers["global"].head_size) == (16, 1, 512)
+    assert layers["sliding"].sliding_window == 1024 and layers["global"].model == "gemma-4-12B-it"
+
+
+def test_per_layer_overrides_that_differ_make_kinds_of_their_own():
+    text = {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 128, "sliding_window": 256,
+            "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+            "per_layer_config": {"1": {"head_dim": 256}, "3": {"head_dim": 256, "num_key_value_heads": 2}}}
+    shapes = shapes_from_config({"text_config": text}, "m", "config.json")
+    assert [(s.layer, s.num_kv_heads, s.head_size, s.sliding_window) for s in shapes] == [
+        ("sliding", 4, 128, 256), ("global", 4, 256, None), ("global-2", 2, 256, None)]
 
 
 def test_global_kv_heads_ignored_without_k_eq_v(tmp_path):
@@ -82,6 +105,9 @@ def test_plain_full_attention_model_derives_head_dim(tmp_path):
     ({"num_attention_heads": 8, "head_dim": 64, "layer_types": ["sliding_attention"]}, "without 'sliding_window'"),
     ({"num_attention_heads": 8, "head_dim": 64, "layer_types": ["chunked"]}, "'layer_types'"),
     ({"text_config": "gemma", "num_attention_heads": 8}, "'text_config'"),
+    ({"num_attention_heads": 8, "head_dim": 64, "per_layer_config": [1]}, "'per_layer_config' is list"),
+    ({"num_attention_heads": 8, "head_dim": 64, "per_layer_config": {"7": {}}}, "layer index below 1"),
+    ({"num_attention_heads": 8, "head_dim": 64, "per_layer_config": {"0": {"head_dim": 0}}}, "per_layer_config[0]"),
 ])
 def test_malformed_configs_are_refused_in_one_line(tmp_path, content, says):
     path = write(tmp_path, "bad", content)

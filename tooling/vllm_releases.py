@@ -11,7 +11,7 @@ Wheels (about 330 MB each) are deleted once the few files are extracted.
 `package_tarball(version)` keeps the whole `vllm/` Python package of one release
 (for the GPU tier, which runs the real kernel from it).
 
-    python -m tests.support.vllm_releases [VERSION ...]   # fetch (all by default)
+    python -m tooling.vllm_releases [VERSION ...]   # fetch (all by default)
 """
 from __future__ import annotations
 

@@ -1,33 +1,14 @@
-"""Build-time proof that every attention launch fits the GPU's shared memory.
-
-    python -m patches.fitcheck --device sm75|sm70|sm86|sm90 [--cc N --limit BYTES]
-        [--model-config config.json] [--compare-unpatched] [--write-table PATH]
-        [--known-table PATH] [--json]
-
-Calls vLLM's real unified_attention() with CPU tensors shaped like each layer (built-in
-Gemma 4 classes, or the model of --model-config), records the kernel launches it makes on
-the simulated device, cross-compiles each with the installed Triton for that compute
-capability and compares the compiled kernel's shared memory with the limit.
-
---write-table PATH first compiles the unpatched launcher's launches, and smaller tiles where they do not fit,
-and merges them into the fit table the clamp reads, then records the patched launches.
---known-table PATH (the run-time check) takes each launch's need from a fit table written by the same
-vLLM and Triton where it has the launch's key, and compiles only the others; a table of other versions
-is ignored (the report says why).
-Exit: 0 every launch fits, 1 a launch exceeds the limit (named on stderr), 2 bad input.
-"""
+"""One fit check: options resolved once into a plan, then launches recorded, compiled and judged."""
 from __future__ import annotations
 
-import argparse
 import importlib.metadata
-import json
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from patches import fitcheck_report as report_
-from patches import shapes as shapes_
+from contract import layout
+from patches.fitcheck import report as report_
+from patches.fitcheck import shapes as shapes_
 
 DEVICES = {  # name: (compute capability, opt-in shared memory per block in bytes)
     "sm70": (70, 98_304),
@@ -98,7 +79,7 @@ def _versions() -> dict:
 
 def _unpatched_launcher(launcher):
     """The launcher with the clamp taken out (itself when it carries none)."""
-    from patches.fitcheck_recorder import launcher_from_source
+    from patches.fitcheck.recorder import launcher_from_source
     from patches.turing_clamp import strip_clamp
 
     source = Path(launcher.__file__).read_text(encoding="utf-8")
@@ -107,7 +88,7 @@ def _unpatched_launcher(launcher):
 
 
 def _launcher(options: FitOptions):
-    from patches.fitcheck_recorder import installed_launcher, launcher_from_source
+    from patches.fitcheck.recorder import installed_launcher, launcher_from_source
 
     if not options.launcher:
         return installed_launcher()
@@ -121,22 +102,23 @@ def _launcher(options: FitOptions):
 
 
 def _write_fit_table(path: Path, default_launches: list, device: dict, versions: dict, workers) -> dict:
-    from patches import fitcheck_table as table_
-    from patches.fitcheck_compiler import compile_launches
+    from patches.fitcheck import table as table_
+    from patches.fitcheck.compiler import compile_launches
 
     existing = table_.read_table(path)
     entries = table_.tile_search(default_launches, device["cc"], device["limit"],
                                  lambda requests: compile_launches(requests, device["cc"], workers))
     document = table_.merge(existing, entries, versions)
     table_.write_table(path, document)
-    return {"path": str(path), "entries_written": len(entries), "entries": len(document["entries"])}
+    stale = table_.table_mismatch(existing, versions) if existing is not None else None
+    return {"path": str(path), "entries_written": len(entries), "entries": len(document["entries"]),
+            "started_fresh_because": stale}
 
 
 def _known_table(options: FitOptions, versions: dict) -> tuple[dict | None, dict | None]:
     """The --known-table document when its numbers hold for these versions (else None), and the
     report's note on it (None without the option)."""
-    from patches import fitcheck_table as table_
-    from patches.fitcheck_known import table_mismatch
+    from patches.fitcheck import table as table_
 
     if not options.known_table:
         return None, None
@@ -144,8 +126,8 @@ def _known_table(options: FitOptions, versions: dict) -> tuple[dict | None, dict
     document = table_.read_table(path, "--known-table")
     if document is None:
         raise UsageError(f"--known-table {path}: no such file; pass the image's fit table "
-                         "($VLLM_TURING_FIT_TABLE) or leave the option out")
-    mismatch = table_mismatch(document, versions)
+                         f"(${layout.ENV_FIT_TABLE}) or leave the option out")
+    mismatch = table_.table_mismatch(document, versions)
     return (document if mismatch is None else None), {"path": str(path), "used": mismatch is None,
                                                       "ignored_because": mismatch}
 
@@ -153,8 +135,8 @@ def _known_table(options: FitOptions, versions: dict) -> tuple[dict | None, dict
 def _needs(launches: list, cc: int, known: dict | None, workers: int | None) -> list[tuple]:
     """Per launch (CompileResult, source): the known table's number where it has the launch,
     else the compiler's."""
-    from patches.fitcheck_compiler import CompileResult, compile_launches
-    from patches.fitcheck_known import known_needs
+    from patches.fitcheck.compiler import CompileResult, compile_launches
+    from patches.fitcheck.table import known_needs
 
     from_table = known_needs(launches, cc, known) if known else [None] * len(launches)
     missing = [launch for launch, shared in zip(launches, from_table) if shared is None]
@@ -164,21 +146,34 @@ def _needs(launches: list, cc: int, known: dict | None, workers: int | None) -> 
             for shared in from_table]
 
 
-def run(options: FitOptions) -> dict:
-    """The JSON report (docs/architecture.md). Raises UsageError / ConfigError / LauncherError /
-    TableError on bad input."""
-    from patches.fitcheck_matrix import build_matrix
-    from patches.fitcheck_recorder import record_launches, release_features
+@dataclass(frozen=True)
+class FitPlan:
+    """Options validated and parsed once: the device and the layer shapes to check."""
+
+    options: FitOptions
+    device: dict
+    shapes: tuple
+
+
+def plan(options: FitOptions) -> FitPlan:
+    """Validates the options and reads the model config, before vLLM is imported (UsageError /
+    ConfigError on bad input)."""
+    check_combination(options)
+    return FitPlan(options, resolve_device(options), tuple(resolve_shapes(options)))
+
+
+def run(fit: FitPlan) -> dict:
+    """The JSON report (docs/architecture.md). Raises UsageError / LauncherError / TableError on
+    bad input."""
+    from patches.fitcheck.recorder import record_launches, release_features
 
     started = time.monotonic()
-    check_combination(options)
-    device = resolve_device(options)
-    shapes = resolve_shapes(options)
+    options, device, shapes = fit.options, fit.device, fit.shapes
     cc, limit = device["cc"], device["limit"]
     installed = _launcher(options)
     versions = _versions()
     known, known_note = _known_table(options, versions)
-    cases = build_matrix(shapes, release_features(installed)["mm_prefix"])
+    cases = shapes_.build_matrix(shapes, release_features(installed)["mm_prefix"])
 
     defaults = None
     if options.compare_unpatched or options.write_table:
@@ -200,55 +195,3 @@ def run(options: FitOptions) -> dict:
     )
     report["launcher"] = options.launcher or installed.__file__
     return report
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m patches.fitcheck", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", choices=sorted(DEVICES), help="target GPU preset (default sm75 "
-                        "unless --cc and --limit are given)")
-    parser.add_argument("--cc", type=int, help="compute capability as an integer, e.g. 75")
-    parser.add_argument("--limit", type=int, help="shared memory per block in bytes")
-    parser.add_argument("--model-config", metavar="PATH", help="HF config.json of the model to check "
-                        "(default: the built-in Gemma 4 classes)")
-    parser.add_argument("--compare-unpatched", action="store_true",
-                        help="also record the launcher without the clamp; report inertness")
-    parser.add_argument("--write-table", metavar="PATH", help="compile candidate tiles and merge them "
-                        "into the fit table at PATH before checking")
-    parser.add_argument("--known-table", metavar="PATH", help="take the needs of launches this fit table "
-                        "holds (same vLLM and Triton) from it and compile only the others")
-    parser.add_argument("--launcher", metavar="PATH", help="check this triton_unified_attention.py "
-                        "(e.g. another release's) instead of the installed one, under the installed vLLM")
-    parser.add_argument("--workers", type=int, help="compile processes (default: CPU count)")
-    parser.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    device = args.device or (None if args.cc is not None and args.limit is not None else "sm75")
-    options = FitOptions(device, args.cc, args.limit, args.model_config, args.compare_unpatched,
-                         args.write_table, args.workers, args.launcher, args.known_table)
-    from patches.fitcheck_recorder import LauncherError
-    from patches.fitcheck_table import TableError
-
-    try:
-        check_combination(options)
-        resolve_device(options)
-        resolve_shapes(options)  # bad configs are refused before vLLM is imported
-        report = run(options)
-    except (UsageError, shapes_.ConfigError, LauncherError, TableError) as error:
-        print(f"fitcheck: {error}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps(report, indent=1))
-    else:
-        print(report_.format_table(report))
-        print(report_.summary(report))
-    for line in report_.failures(report):
-        print(f"fitcheck: does not fit: {line}", file=sys.stderr)
-    return 0 if report["all_fit"] else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

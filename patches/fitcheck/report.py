@@ -9,7 +9,7 @@ TABLE = "table"  # the known fit table (the build's compile of the same key)
 
 
 def launch_row(launch, result, limit: int, source: str = COMPILED) -> dict:
-    """One report entry from a recorded launch (fitcheck_recorder.Launch) and its compile;
+    """One report entry from a recorded launch (recorder.Launch) and its compile;
     `source` says where `shared` came from (COMPILED or TABLE)."""
     case = launch.case
     shared = result.shared
@@ -25,6 +25,7 @@ def launch_row(launch, result, limit: int, source: str = COMPILED) -> dict:
         "grid": list(launch.grid),
         "tile_size": launch.param("TILE_SIZE"),
         "block_m": launch.param("BLOCK_M"),
+        "block_q": launch.param("BLOCK_Q"),
         "launch_num_warps": launch.options.get("num_warps"),
         "launch_num_stages": launch.options.get("num_stages"),
         "num_warps": result.num_warps,

@@ -5,21 +5,22 @@
 apply: 0 applied / already / skipped (upstream), 2 refused (nothing written).
 check: 0 present once (or upstream), 1 absent or outdated, 2 error.
 show:  prints the unified diff apply would make (empty when there is nothing to do).
+
+The API: apply(), check(), show() and strip_clamp(); each report's Outcome carries its exit code.
 """
 from __future__ import annotations
 
-import argparse
 import difflib
 import hashlib
 import importlib.util
-import json
+import enum
 import os
 import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from patches.clamp_placement import (
+from patches.turing_clamp.placement import (
     PATCH_VERSION,
     PlacementError,
     count_clamp,
@@ -32,7 +33,38 @@ from patches.clamp_placement import (
 TARGET_IN_PACKAGE = Path("v1/attention/ops/triton_unified_attention.py")
 REINSTALL = "reinstall vLLM (`pip install --force-reinstall --no-deps vllm==VERSION`)"
 
-__all__ = ["ClampError", "ClampReport", "apply", "check", "find_target", "show", "strip_clamp"]
+__all__ = ["ClampError", "ClampReport", "Outcome", "apply", "check", "find_target", "show", "strip_clamp"]
+
+
+APPLY_CLI = "run `python -m patches.turing_clamp apply`"
+
+
+class Outcome(enum.Enum):
+    """What apply or check found: its name in reports, the command's exit code, and its message
+    (a template over the patch version `v` and, for OUTDATED and ERROR, what was found)."""
+
+    # apply
+    APPLIED = ("applied", 0, "clamp v{v} placed in the attention launcher")
+    ALREADY = ("already", 0, "clamp v{v} already present; file unchanged")
+    SKIPPED = ("skipped", 0, "upstream already sizes tiles from shared memory; file unchanged")
+    REFUSED = ("refused", 2, "{found}")
+    # check
+    PRESENT = ("present", 0, "clamp v{v} present once")
+    UPSTREAM = ("upstream", 0, "upstream already sizes tiles from shared memory")
+    OUTDATED = ("outdated", 1, "clamp {found} present, this is v{v}; " + APPLY_CLI)
+    ABSENT = ("absent", 1, "no clamp; " + APPLY_CLI)
+    ERROR = ("error", 2, "{found}")
+
+    def __init__(self, label: str, exit_code: int, template: str):
+        self.label, self.exit_code, self.template = label, exit_code, template
+
+    def message(self, found: str = "") -> str:
+        return self.template.format(v=PATCH_VERSION, found=found)
+
+    @property
+    def refusal(self) -> bool:
+        """A refusal's one line goes to stderr."""
+        return self.exit_code == 2
 
 
 class ClampError(Exception):
@@ -43,14 +75,14 @@ class ClampError(Exception):
 class ClampReport:
     file: str
     vllm_version: str
-    outcome: str
+    outcome: Outcome
     sha256_before: str | None
     sha256_after: str | None
     patch_version: int
     message: str
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return dict(asdict(self), outcome=self.outcome.label)
 
 
 def find_target() -> Path:
@@ -95,9 +127,10 @@ class _State:
     data: bytes
     source: str
 
-    def report(self, outcome: str, message: str, after: bytes | None = None) -> ClampReport:
+    def report(self, outcome: Outcome, found: str = "", after: bytes | None = None) -> ClampReport:
         return ClampReport(str(self.path), self.version, outcome, _sha256(self.data),
-                           _sha256(after if after is not None else self.data), PATCH_VERSION, message)
+                           _sha256(after if after is not None else self.data), PATCH_VERSION,
+                           outcome.message(found))
 
     def refusal(self, what: str, todo: str = REINSTALL) -> ClampError:
         todo = todo.replace("VERSION", self.version if self.version != "unknown" else "X")
@@ -121,30 +154,23 @@ def _read(path: Path | str) -> _State:
     return _State(path, version, data, source)
 
 
-def _planned(state: _State) -> tuple[str, str]:
+def _planned(state: _State) -> tuple[Outcome, str]:
     """(outcome, new source) apply would produce, or ClampError when it must refuse."""
     try:
         tree = parse(state.source)
         if sizes_from_shared_memory(tree):
-            return "skipped", state.source
+            return Outcome.SKIPPED, state.source
         count = count_clamp(tree)
         if count.present_once and count.version == PATCH_VERSION:
-            return "already", state.source
+            return Outcome.ALREADY, state.source
         if not (count.present_once or count.absent):
             raise PlacementError(
                 f"found {count.definitions} clamp definitions and {count.calls} clamp calls; "
                 "expected none or one of each"
             )
-        return "applied", insert_clamp(strip_clamp(state.source))
+        return Outcome.APPLIED, insert_clamp(strip_clamp(state.source))
     except PlacementError as exc:
         raise state.refusal(str(exc)) from None
-
-
-MESSAGES = {
-    "applied": "clamp v{v} placed in the attention launcher",
-    "already": "clamp v{v} already present; file unchanged",
-    "skipped": "upstream already sizes tiles from shared memory; file unchanged",
-}
 
 
 def _write(state: _State, text: str) -> bytes:
@@ -170,17 +196,21 @@ def _write(state: _State, text: str) -> bytes:
 
 
 def apply(path: Path | str) -> ClampReport:
-    """Place the clamp in path; a refusal comes back as outcome 'refused'."""
+    """Place the clamp in path; a refusal comes back as Outcome.REFUSED."""
     try:
         state = _read(path)
         outcome, text = _planned(state)
-        if outcome != "applied":
-            return state.report(outcome, MESSAGES[outcome].format(v=PATCH_VERSION))
-        written = _write(state, text)
-        return state.report(outcome, MESSAGES[outcome].format(v=PATCH_VERSION), written)
+        if outcome is not Outcome.APPLIED:
+            return state.report(outcome)
+        return state.report(outcome, after=_write(state, text))
     except ClampError as exc:
-        return ClampReport(str(path), vllm_version_of(Path(path)), "refused", _sha256_of(path),
-                           _sha256_of(path), PATCH_VERSION, str(exc))
+        return _unread_report(path, Outcome.REFUSED, str(exc))
+
+
+def _unread_report(path: Path | str, outcome: Outcome, found: str) -> ClampReport:
+    """The report on a file that could not be read or parsed."""
+    return ClampReport(str(path), vllm_version_of(Path(path)), outcome, _sha256_of(path),
+                       _sha256_of(path), PATCH_VERSION, outcome.message(found))
 
 
 def _sha256_of(path: Path | str) -> str | None:
@@ -191,28 +221,24 @@ def _sha256_of(path: Path | str) -> str | None:
 
 
 def check(path: Path | str) -> ClampReport:
-    """Structural check: outcome present / upstream / absent / outdated / error."""
+    """Structural check: Outcome PRESENT / UPSTREAM / ABSENT / OUTDATED / ERROR."""
     try:
         state = _read(path)
         tree = parse(state.source)
     except (ClampError, PlacementError) as exc:
-        return ClampReport(str(path), vllm_version_of(Path(path)), "error", _sha256_of(path),
-                           _sha256_of(path), PATCH_VERSION, str(exc))
+        return _unread_report(path, Outcome.ERROR, str(exc))
     count = count_clamp(tree)
     if sizes_from_shared_memory(tree):
-        outcome, message = "upstream", "upstream already sizes tiles from shared memory"
-    elif count.present_once and count.version == PATCH_VERSION:
-        outcome, message = "present", f"clamp v{PATCH_VERSION} present once"
-    elif count.present_once:
-        found = f"v{count.version}" if count.version is not None else "of an unknown version"
-        outcome, message = "outdated", (f"clamp {found} present, this is v{PATCH_VERSION}; "
-                                        "run `python -m patches.turing_clamp apply`")
-    elif count.absent:
-        outcome, message = "absent", "no clamp; run `python -m patches.turing_clamp apply`"
-    else:
-        outcome, message = "error", (f"{count.definitions} clamp definitions and {count.calls} "
-                                     f"clamp calls, expected one each; {REINSTALL}")
-    return state.report(outcome, message)
+        return state.report(Outcome.UPSTREAM)
+    if count.present_once and count.version == PATCH_VERSION:
+        return state.report(Outcome.PRESENT)
+    if count.present_once:
+        return state.report(Outcome.OUTDATED, f"v{count.version}" if count.version is not None
+                            else "of an unknown version")
+    if count.absent:
+        return state.report(Outcome.ABSENT)
+    return state.report(Outcome.ERROR, f"{count.definitions} clamp definitions and {count.calls} "
+                                       f"clamp calls, expected one each; {REINSTALL}")
 
 
 def show(path: Path | str) -> str:
@@ -223,48 +249,3 @@ def show(path: Path | str) -> str:
         state.source.splitlines(keepends=True), text.splitlines(keepends=True),
         fromfile=f"{state.path} (vLLM {state.version})", tofile=f"{state.path} (clamped)",
     ))
-
-
-APPLY_EXIT = {"applied": 0, "already": 0, "skipped": 0, "refused": 2}
-CHECK_EXIT = {"present": 0, "upstream": 0, "absent": 1, "outdated": 1, "error": 2}
-
-
-def _emit(report: ClampReport, as_json: bool) -> None:
-    """A refusal's one line goes to stderr in both modes, so a build log shows it."""
-    if report.outcome in ("refused", "error"):
-        print(report.message, file=sys.stderr)
-    if as_json:
-        print(json.dumps(report.to_dict(), indent=2))
-    elif report.outcome not in ("refused", "error"):
-        print(f"{report.outcome}: {report.message} ({report.file}, vLLM {report.vllm_version})")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m patches.turing_clamp", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=("apply", "check", "show"))
-    parser.add_argument("--target", type=Path, help="the triton_unified_attention.py to patch "
-                        "(default: the one of the vLLM installed for this Python)")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    args = parser.parse_args(argv)
-    try:
-        target = args.target or find_target()
-        if args.command == "show":
-            diff = show(target)
-            if args.json or diff:
-                print(json.dumps({"file": str(target), "diff": diff}) + "\n" if args.json else diff, end="")
-            return 0
-    except ClampError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    if args.command == "apply":
-        report = apply(target)
-        _emit(report, args.json)
-        return APPLY_EXIT[report.outcome]
-    report = check(target)
-    _emit(report, args.json)
-    return CHECK_EXIT[report.outcome]
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,14 +1,29 @@
 """The code the clamp inserts into vLLM's triton_unified_attention.py.
 
 Everything between the two marker lines is copied verbatim, before the launcher,
-by patches/turing_clamp.py; this module exists so that the very same text can be
+by patches/turing_clamp (placement.py); this module exists so that the very same text can be
 imported and tested without vLLM. Names start with `_vllm_turing_` so that they
 cannot collide with vLLM's own.
 """
-# >>> vllm-turing clamp: sizes attention tiles by the device's shared memory (patches/turing_clamp.py)
-_VLLM_TURING_CLAMP_VERSION = 1
+# >>> vllm-turing clamp: sizes attention tiles by the device's shared memory (patches/turing_clamp)
+_VLLM_TURING_CLAMP_VERSION = 2
 _vllm_turing_clamp_cache = {}
 _vllm_turing_fit_tables = {}
+# (name, the name of the first release, still read when the name is unset); the image's default table
+_VLLM_TURING_ENV_SMEM_LIMIT = ("TURING_CLAMP_SMEM_LIMIT", "VLLM_TURING_SMEM_LIMIT")
+_VLLM_TURING_ENV_CC = ("TURING_CLAMP_CC", "VLLM_TURING_CC")
+_VLLM_TURING_ENV_FIT_TABLE = ("TURING_CLAMP_FIT_TABLE", "VLLM_TURING_FIT_TABLE")
+_VLLM_TURING_DEFAULT_FIT_TABLE = "/opt/vllm-turing/fit-table.json"
+
+
+def _vllm_turing_env(names, default=None):
+    """(name read, value) of the first of names that is set; (names[0], default) when none is."""
+    import os
+
+    for name in names:
+        if name in os.environ:
+            return name, os.environ[name]
+    return names[0], default
 
 
 def _vllm_turing_release():
@@ -22,13 +37,12 @@ def _vllm_turing_release():
 
 def _vllm_turing_limit(q):
     """(compute capability, shared-memory limit in bytes or None) for q's device."""
-    import os
-
-    raw = os.environ.get("VLLM_TURING_SMEM_LIMIT", "").strip()
+    name, raw = _vllm_turing_env(_VLLM_TURING_ENV_SMEM_LIMIT, "")
+    raw = raw.strip()
     if raw:
         if not raw.isdigit() or int(raw) <= 0:
             raise ValueError(
-                f"VLLM_TURING_SMEM_LIMIT={raw!r} is not a byte count; expected a "
+                f"{name}={raw!r} is not a byte count; expected a "
                 "positive integer such as 65536; fix or unset it"
             )
         limit = int(raw)
@@ -40,7 +54,7 @@ def _vllm_turing_limit(q):
         props = torch.cuda.get_device_properties(q.device)
         cc = props.major * 10 + props.minor
         return cc, limit if limit is not None else props.shared_memory_per_block_optin
-    return int(os.environ.get("VLLM_TURING_CC", "75")), limit
+    return int(_vllm_turing_env(_VLLM_TURING_ENV_CC, "75")[1]), limit
 
 
 def _vllm_turing_fit_table():
@@ -48,7 +62,7 @@ def _vllm_turing_fit_table():
     import json
     import os
 
-    path = os.environ.get("VLLM_TURING_FIT_TABLE", "/opt/vllm-turing/fit-table.json")
+    path = _vllm_turing_env(_VLLM_TURING_ENV_FIT_TABLE, _VLLM_TURING_DEFAULT_FIT_TABLE)[1]
     if path in _vllm_turing_fit_tables:
         return path, _vllm_turing_fit_tables[path]
     table = {}
@@ -148,7 +162,7 @@ def _vllm_turing_clamp(q, block_m, tile_prefill, tile_decode, num_warps=None, nu
                        adjust_stages=False):
     """(TILE_SIZE_PREFILL, TILE_SIZE_DECODE, num_stages) that fit this device's shared memory.
 
-    Unchanged without a limit (no CUDA device and no VLLM_TURING_SMEM_LIMIT) and wherever
+    Unchanged without a limit (no CUDA device and no TURING_CLAMP_SMEM_LIMIT) and wherever
     vLLM's own tiles fit; decided once per launch shape and device, then cached.
     """
     key = (q.device, q.shape[2], q.dtype, block_m, tile_prefill, tile_decode, num_warps, num_stages)

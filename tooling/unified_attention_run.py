@@ -1,10 +1,10 @@
 """Runs vLLM's (clamped) unified_attention on the GPU tier's cases in this process, the way
 vLLM's Triton backend calls it, and records the tile size of every kernel launch.
 
-The clamp reads VLLM_TURING_SMEM_LIMIT once per launch shape and process, so each mode
+The clamp reads TURING_CLAMP_SMEM_LIMIT once per launch shape and process, so each mode
 (clamped: limit 65536; default: no limit, the H200's own 232,448 bytes) is one process:
 
-    python -m tests.support.unified_attention_run --out DIR [--time] [--cases A,B]
+    python -m tooling.unified_attention_run --out DIR [--time] [--cases A,B]
 
 writes DIR/launches.json (tiles, module file, limit), DIR/<case>.pt (fp16 outputs) or,
 with --time, DIR/timings.json (median kernel time per case, triton.testing.do_bench).
@@ -20,8 +20,9 @@ from pathlib import Path
 
 import torch
 
-from tests.support.attention_cases import CASE_NAMES, NUM_PAR_SOFTMAX_SEGMENTS, Layer, case_named
-from tests.support.paged_attention import Batch, make_batch
+from contract import layout
+from tooling.attention_cases import CASE_NAMES, NUM_PAR_SOFTMAX_SEGMENTS, Layer, case_named
+from tooling.paged_attention import Batch, make_batch
 
 LAUNCHER_MODULE = "vllm.v1.attention.ops.triton_unified_attention"
 RECORDED = ("TILE_SIZE", "IS_3D", "BLOCK_M", "BLOCK_Q", "HEAD_SIZE_PADDED", "num_warps", "num_stages")
@@ -93,7 +94,7 @@ def attention_call(module, batch: Batch, layer: Layer):
 def run_cases(names: list[str], out_dir: Path, timed: bool) -> dict:
     module = importlib.import_module(LAUNCHER_MODULE)
     summary = {"module": module.__file__, "clamp_version": getattr(module, "_VLLM_TURING_CLAMP_VERSION", None),
-               "smem_limit": os.environ.get("VLLM_TURING_SMEM_LIMIT"), "cases": {}}
+               "smem_limit": os.environ.get(layout.ENV_SMEM_LIMIT), "cases": {}}
     timings = {}
     for name in names:
         case = case_named(name)

@@ -94,8 +94,12 @@ def read_table(path: Path, option: str = "--write-table") -> dict | None:
 
 
 def merge(existing: dict | None, entries: list[dict], versions: dict) -> dict:
-    """New entries replace existing ones with the same key; other existing entries stay."""
-    merged = {identity(e): e for e in (existing or {}).get("entries", [])}
+    """New entries replace existing ones with the same key; other existing entries stay when the
+    existing table was written by these vLLM and Triton versions. A table of other versions starts
+    fresh: its numbers were compiled from another kernel, and stamping them with these versions
+    would make the known-table check trust them."""
+    kept = existing if existing is not None and table_mismatch(existing, versions) is None else {}
+    merged = {identity(e): e for e in kept.get("entries", [])}
     for entry in entries:
         merged[identity(entry)] = entry
     ordered = sorted(merged.values(), key=lambda e: tuple(str(e[k]) for k in ENTRY_KEYS))
@@ -115,3 +119,37 @@ def write_table(path: Path, document: dict) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+# Known needs: which recorded launches the fit check must compile, given a fit table. The build's
+# table holds the compiler's own `shared` per key (cc, path, head size, dtype, BLOCK_M, warps,
+# stages, tile), the largest over the build's launches sharing the key. Under the same vLLM and
+# Triton the run-time check takes a launch's need from its key, as the clamp does when it picks
+# the tile, and compiles only the launches the table lacks. The table holds attention launches
+# only: the split-K reduction is always compiled (its need also depends on the head count).
+
+
+def table_mismatch(document: dict, versions: dict) -> str | None:
+    """Why the table's numbers do not hold for this vLLM and Triton; None when they do."""
+    found = (document.get("vllm_version"), document.get("triton_version"))
+    running = (versions["vllm"], versions["triton"])
+    if found == running:
+        return None
+    return (f"written for vLLM {found[0]} / Triton {found[1]}, running vLLM {running[0]} / "
+            f"Triton {running[1]}")
+
+
+def table_key(launch, cc: int) -> tuple:
+    """The launch's identity in the table, its own tile included."""
+    return identity(dict(launch_key(launch, cc), tile_size=launch.param("TILE_SIZE")))
+
+
+def known_needs(launches: list, cc: int, document: dict) -> list[int | None]:
+    """Per launch: the table's `shared` for its key on this cc, or None when it must be compiled
+    (no entry, or not an attention launch: the table holds only those)."""
+    needs: dict[tuple, int] = {}
+    for entry in document["entries"]:
+        key = identity(entry)
+        needs[key] = max(entry["shared"], needs.get(key, 0))
+    return [needs.get(table_key(launch, cc)) if launch.path in ATTENTION_PATHS else None
+            for launch in launches]

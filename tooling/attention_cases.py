@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
+from patches.fitcheck.shapes import seq_threshold_3d
+
 BLOCK_SIZE = 16
 # (query_len, seq_len) per sequence: query lengths from 1 to 2,048 in one batch, with
 # and without cached context, sequences up to 8,192 tokens.
@@ -16,7 +18,6 @@ DECODE_BATCH = tuple((1, n) for n in (1, 17, 512, 1025, 2049, 4096, 7777, 8192))
 PHASES = (("prefill", PREFILL_BATCH), ("decode", DECODE_BATCH))
 # vLLM 0.33.0's Triton backend (vllm/v1/attention/backends/triton_attn.py)
 NUM_PAR_SOFTMAX_SEGMENTS = 16
-MIN_LAUNCH_GRID_SIZE_2D = 128
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +38,7 @@ class Layer:
     @property
     def seq_threshold_3d(self) -> int:
         """Batches of up to this many sequences take the split-K (3D) kernel in vLLM's backend."""
-        return MIN_LAUNCH_GRID_SIZE_2D // self.num_kv_heads
+        return seq_threshold_3d(self.num_kv_heads)
 
 
 # Gemma 4 31B global layers; 31B / 12B sliding layers (window 1024); E4B sliding (window 512).

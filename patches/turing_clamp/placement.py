@@ -27,7 +27,7 @@ class PlacementError(ValueError):
 
 
 def _runtime_block() -> str:
-    text = Path(__file__).with_name("clamp_runtime.py").read_text(encoding="utf-8")
+    text = Path(__file__).with_name("runtime.py").read_text(encoding="utf-8")
     start = text.index(BEGIN_MARKER)
     end = text.index(END_MARKER, start)
     return text[start:text.index("\n", end) + 1]

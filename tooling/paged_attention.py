@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from tests.support.attention_cases import BLOCK_SIZE, Case, Layer
+from tooling.attention_cases import BLOCK_SIZE, Case, Layer
 
 # Queries are scaled so that softmax(scale * q.k) is peaked (score std ~3): the outputs
 # are then O(0.1..1) instead of averages near zero, and an absolute tolerance means something.

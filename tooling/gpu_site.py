@@ -7,7 +7,7 @@ version up and disables Triton when it cannot) and two empty modules standing in
 the compiled `vllm._C` and `vllm._C_stable_libtorch`, which the CUDA platform imports.
 
 The runner (tests/gpu/run-on-device) prepares the site and the fit table once and hands
-them to pytest and the benchmark through VLLM_TURING_GPU_SITE / VLLM_TURING_FIT_TABLE;
+them to pytest and the benchmark through VLLM_TURING_GPU_SITE / TURING_CLAMP_FIT_TABLE;
 without those variables `ensure_site()` / `ensure_fit_table()` prepare their own.
 """
 from __future__ import annotations
@@ -19,11 +19,12 @@ import sys
 import tarfile
 from pathlib import Path
 
+from contract import layout
 from patches import turing_clamp
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 SITE_ENV = "VLLM_TURING_GPU_SITE"
-TABLE_ENV = "VLLM_TURING_FIT_TABLE"
+TABLE_ENV = layout.ENV_FIT_TABLE
 LAUNCHER = Path("vllm/v1/attention/ops/triton_unified_attention.py")
 COMPILED_EXTENSIONS = ("_C", "_C_stable_libtorch")
 # The clamp is forced to a Turing GPU's opt-in shared memory; the fit table holds what the
@@ -55,7 +56,7 @@ def prepare_site(tarball: Path, site: Path) -> dict:
             tar.extractall(site, filter="data")
     if not (site / LAUNCHER).is_file():
         raise SiteError(f"{tarball} holds no {LAUNCHER}; expected the vllm package's Python files "
-                        "(tests.support.vllm_releases.package_tarball)")
+                        "(tooling.vllm_releases.package_tarball)")
     add_compiled_extension_standins(site)
     report = turing_clamp.apply(site / LAUNCHER).to_dict()
     if report["outcome"] not in ("applied", "already"):
@@ -69,7 +70,8 @@ def python_env(site: Path, fit_table: Path | None = None, **extra: str) -> dict:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), str(REPO), env.get("PYTHONPATH")]))
     if fit_table is not None:
         env[TABLE_ENV] = str(fit_table)
-    env.pop("VLLM_TURING_SMEM_LIMIT", None)
+    for name in (layout.ENV_SMEM_LIMIT, *layout.DEPRECATED_ENV_NAMES):
+        env.pop(name, None)
     env.update(extra)
     return env
 
@@ -91,7 +93,7 @@ def ensure_site(scratch: Path) -> Path:
         if not (site / LAUNCHER).is_file():
             raise SiteError(f"{SITE_ENV}={site} holds no {LAUNCHER}; run tests/gpu/run-on-device or unset it")
         return site
-    from tests.support.vllm_releases import PINNED, package_tarball
+    from tooling.vllm_releases import PINNED, package_tarball
 
     site = scratch / "site"
     prepare_site(package_tarball(PINNED), site)
@@ -99,7 +101,7 @@ def ensure_site(scratch: Path) -> Path:
 
 
 def ensure_fit_table(site: Path, scratch: Path) -> Path:
-    """The fit table: $VLLM_TURING_FIT_TABLE when it exists, else one written under `scratch`."""
+    """The fit table: $TURING_CLAMP_FIT_TABLE when it exists, else one written under `scratch`."""
     given = os.environ.get(TABLE_ENV)
     if given and Path(given).is_file():
         return Path(given)
@@ -125,8 +127,8 @@ MODES = {"clamped": str(TURING_LIMIT), "default": None}
 def run_attention(site: Path, table: Path, mode: str, out_dir: Path, timed: bool = False) -> dict:
     """Run every case in a fresh process in `mode` (see MODES); the launches it recorded."""
     limit = MODES[mode]
-    extra = {"VLLM_TURING_SMEM_LIMIT": limit} if limit else {}
-    command = [sys.executable, "-m", "tests.support.unified_attention_run", "--out", str(out_dir)]
+    extra = {layout.ENV_SMEM_LIMIT: limit} if limit else {}
+    command = [sys.executable, "-m", "tooling.unified_attention_run", "--out", str(out_dir)]
     done = subprocess.run(command + (["--time"] if timed else []), cwd=REPO,
                           env=python_env(site, table, **extra), capture_output=True, text=True)
     if done.returncode:

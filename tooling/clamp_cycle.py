@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patches import turing_clamp
-from patches.clamp_placement import plan
-from tests.support import vllm_releases
+from patches.turing_clamp.placement import plan
+from tooling import vllm_releases
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 TABLE_BEGIN = "<!-- clamp-releases:begin (bench/clamp_releases --write-doc) -->"
 TABLE_END = "<!-- clamp-releases:end -->"
 
@@ -87,10 +87,10 @@ def run_cycle(version: str, workdir: Path) -> Cycle:
         launcher=placement.launcher,
         inserted_after_line=placement.call_at,
         unpacks_num_stages=placement.has_stages,
-        first_apply=first.outcome,
+        first_apply=first.outcome.label,
         parses=parses,
-        check=checked.outcome,
-        second_apply=second.outcome,
+        check=checked.outcome.label,
+        second_apply=second.outcome.label,
         byte_identical=target.read_bytes() == patched,
         show_empty=turing_clamp.show(target) == "",
         strip_restores=turing_clamp.strip_clamp(patched.decode("utf-8")).encode("utf-8") == original,

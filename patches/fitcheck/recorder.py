@@ -16,7 +16,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patches.fitcheck_matrix import CONTEXT_LEN, Case
+from contract import layout
+from patches.fitcheck.shapes import CONTEXT_LEN, Case
 
 LAUNCHER_MODULE = "vllm.v1.attention.ops.triton_unified_attention"
 # Kernel objects the launcher indexes with a grid, across releases 0.19 to 0.33.
@@ -27,11 +28,6 @@ LAUNCHED_KERNELS = (
     "reduce_segments",
 )
 NUM_PAR_SOFTMAX_SEGMENTS = 16  # vLLM's Triton backend
-MIN_LAUNCH_GRID_SIZE_2D = 128  # vLLM's Triton backend
-# What the clamp reads where no CUDA device answers (patches/clamp_runtime.py).
-SMEM_LIMIT_ENV = "VLLM_TURING_SMEM_LIMIT"
-CC_ENV = "VLLM_TURING_CC"
-FIT_TABLE_ENV = "VLLM_TURING_FIT_TABLE"
 # The clamp caches decisions and tables per process, keyed without the limit: a new
 # simulated device must start from nothing.
 CLAMP_CACHES = ("_vllm_turing_clamp_cache", "_vllm_turing_fit_tables")
@@ -151,7 +147,8 @@ def simulated_device(module, cc: int, limit: int, fit_table: str | None = None):
         if name in Platform.__dict__:
             replacements[name] = Platform.__dict__[name]
     saved = {name: platform_cls.__dict__.get(name) for name in replacements}
-    environment = {SMEM_LIMIT_ENV: str(limit), CC_ENV: str(cc), FIT_TABLE_ENV: fit_table}
+    # What the clamp reads where no CUDA device answers (patches/turing_clamp/runtime.py).
+    environment = {layout.ENV_SMEM_LIMIT: str(limit), layout.ENV_CC: str(cc), layout.ENV_FIT_TABLE: fit_table}
     try:
         for name, value in replacements.items():
             setattr(platform_cls, name, value)
@@ -246,7 +243,7 @@ def case_arguments(case: Case, dtype_name: str = "float16") -> dict:
         q_descale=None,
         k_descale=descale,
         v_descale=descale,
-        seq_threshold_3D=max(1, MIN_LAUNCH_GRID_SIZE_2D // shape.num_kv_heads),
+        seq_threshold_3D=shape.seq_threshold_3d,
         num_par_softmax_segments=NUM_PAR_SOFTMAX_SEGMENTS,
         softmax_segm_output=torch.empty(tokens, shape.num_query_heads, NUM_PAR_SOFTMAX_SEGMENTS, head_padded),
         softmax_segm_max=torch.empty(tokens, shape.num_query_heads, NUM_PAR_SOFTMAX_SEGMENTS),

@@ -1,0 +1,24 @@
+"""Build-time proof that every attention launch fits the GPU's shared memory.
+
+    python -m patches.fitcheck --device sm75|sm70|sm86|sm90 [--cc N --limit BYTES]
+        [--model-config config.json] [--compare-unpatched] [--write-table PATH]
+        [--known-table PATH] [--json]
+
+Calls vLLM's real unified_attention() with CPU tensors shaped like each layer (built-in
+Gemma 4 classes, or the model of --model-config), records the kernel launches it makes on
+the simulated device, cross-compiles each with the installed Triton for that compute
+capability and compares the compiled kernel's shared memory with the limit.
+
+--write-table PATH first compiles the unpatched launcher's launches, and smaller tiles where they do not fit,
+and merges them into the fit table the clamp reads, then records the patched launches.
+--known-table PATH (the run-time check) takes each launch's need from a fit table written by the same
+vLLM and Triton where it has the launch's key, and compiles only the others; a table of other versions
+is ignored (the report says why).
+Exit: 0 every launch fits, 1 a launch exceeds the limit (named on stderr), 2 bad input.
+"""
+from __future__ import annotations
+
+from patches.fitcheck.run import DEVICES, FitOptions, FitPlan, UsageError, plan, resolve_device, run
+from patches.fitcheck.shapes import ConfigError
+
+__all__ = ["DEVICES", "ConfigError", "FitOptions", "FitPlan", "UsageError", "plan", "resolve_device", "run"]

@@ -1,0 +1,60 @@
+"""`python -m patches.fitcheck`: the command line of the fit check (usage in patches/fitcheck)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import patches.fitcheck as fitcheck
+from patches.fitcheck import report as report_
+from patches.fitcheck.run import DEVICES, FitOptions, UsageError, plan, run
+from patches.fitcheck.shapes import ConfigError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m patches.fitcheck", description=fitcheck.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=sorted(DEVICES), help="target GPU preset (default sm75 "
+                        "unless --cc and --limit are given)")
+    parser.add_argument("--cc", type=int, help="compute capability as an integer, e.g. 75")
+    parser.add_argument("--limit", type=int, help="shared memory per block in bytes")
+    parser.add_argument("--model-config", metavar="PATH", help="HF config.json of the model to check "
+                        "(default: the built-in Gemma 4 classes)")
+    parser.add_argument("--compare-unpatched", action="store_true",
+                        help="also record the launcher without the clamp; report inertness")
+    parser.add_argument("--write-table", metavar="PATH", help="compile candidate tiles and merge them "
+                        "into the fit table at PATH before checking")
+    parser.add_argument("--known-table", metavar="PATH", help="take the needs of launches this fit table "
+                        "holds (same vLLM and Triton) from it and compile only the others")
+    parser.add_argument("--launcher", metavar="PATH", help="check this triton_unified_attention.py "
+                        "(e.g. another release's) instead of the installed one, under the installed vLLM")
+    parser.add_argument("--workers", type=int, help="compile processes (default: CPU count)")
+    parser.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    device = args.device or (None if args.cc is not None and args.limit is not None else "sm75")
+    options = FitOptions(device, args.cc, args.limit, args.model_config, args.compare_unpatched,
+                         args.write_table, args.workers, args.launcher, args.known_table)
+    from patches.fitcheck.recorder import LauncherError
+    from patches.fitcheck.table import TableError
+
+    try:
+        report = run(plan(options))  # bad options and configs are refused before vLLM is imported
+    except (UsageError, ConfigError, LauncherError, TableError) as error:
+        print(f"fitcheck: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print(report_.format_table(report))
+        print(report_.summary(report))
+    for line in report_.failures(report):
+        print(f"fitcheck: does not fit: {line}", file=sys.stderr)
+    return 0 if report["all_fit"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,246 @@
+"""Attention layer shapes the fit check launches (built-in Gemma 4 classes and HF config.json), and
+the matrix of batches it feeds the launcher for each shape.
+
+Pure standard library: the entrypoint and the unit tests read configs without torch.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+# vLLM's Triton backend accepts block sizes that are multiples of 16; hybrid models get a
+# larger block on the layers with the smaller per-token KV size so every page has one size.
+BASE_BLOCK_SIZE = 16
+GEMMA4_GLOBAL_HEAD_DIM = 512
+
+
+class ConfigError(ValueError):
+    """A model config that cannot be turned into attention shapes (exit 2)."""
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    """One distinct attention layer kind of a model, as the attention launcher sees it."""
+
+    model: str
+    layer: str  # "sliding" or "global"
+    num_query_heads: int
+    num_kv_heads: int
+    head_size: int
+    sliding_window: int | None  # tokens, as in config.json; None = full attention
+    softcap: float = 0.0
+    block_size: int = BASE_BLOCK_SIZE
+    # vLLM sizes its Triton backend by the whole model's KV heads (the largest over its layers),
+    # not the layer's: the split-K threshold of a 16:1 global layer is that of its 8-head
+    # sliding layers. 0 = this layer's own.
+    model_kv_heads: int = 0
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}/{self.layer}"
+
+    @property
+    def seq_threshold_3d(self) -> int:
+        return seq_threshold_3d(self.model_kv_heads or self.num_kv_heads)
+
+
+def model_shapes(model: str, layers: list[tuple], softcap: float = 0.0) -> list[LayerShape]:
+    """Layer kinds (layer, heads, kv_heads, head_size, window) -> shapes with unified page size."""
+    per_token = [kv_heads * head for _, _, kv_heads, head, _ in layers]
+    largest = max(per_token)
+    model_kv_heads = max(kv_heads for _, _, kv_heads, _, _ in layers)
+    shapes = []
+    for (layer, heads, kv_heads, head, window), size in zip(layers, per_token):
+        scale = largest // size if largest % size == 0 else 1
+        shapes.append(LayerShape(model, layer, heads, kv_heads, head, window, softcap,
+                                 BASE_BLOCK_SIZE * scale, model_kv_heads))
+    return shapes
+
+
+def _positive_int(config: dict, key: str, where: str, default=None) -> int:
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{where}: '{key}' is {value!r}, expected a positive integer")
+    return value
+
+
+def shapes_from_config(config: object, model: str, where: str) -> list[LayerShape]:
+    """The distinct attention layer kinds of a HF config dict (text_config honoured)."""
+    if not isinstance(config, dict):
+        raise ConfigError(f"{where}: top level is {type(config).__name__}, expected a JSON object")
+    text = config.get("text_config", config)
+    if not isinstance(text, dict):
+        raise ConfigError(f"{where}: 'text_config' is {type(text).__name__}, expected a JSON object")
+    heads = _positive_int(text, "num_attention_heads", where)
+    kv_heads = _positive_int(text, "num_key_value_heads", where, heads)
+    head_dim = _positive_int(text, "head_dim", where, _derived_head_dim(text, heads, where))
+    window = text.get("sliding_window")
+    if window is not None:
+        window = _positive_int(text, "sliding_window", where)
+    layer_types = text.get("layer_types")
+    if layer_types is None:
+        layer_types = ["sliding_attention" if window else "full_attention"]
+    if not isinstance(layer_types, list) or not layer_types or not all(
+        t in ("sliding_attention", "full_attention") for t in layer_types
+    ):
+        raise ConfigError(
+            f"{where}: 'layer_types' is {layer_types!r}, expected a non-empty list of "
+            "'sliding_attention' / 'full_attention'"
+        )
+    if "sliding_attention" in layer_types and window is None:
+        raise ConfigError(f"{where}: sliding layers without 'sliding_window', expected a positive integer")
+    softcap = text.get("attn_logit_softcapping") or 0.0
+    if not isinstance(softcap, (int, float)) or isinstance(softcap, bool) or softcap < 0:
+        raise ConfigError(f"{where}: 'attn_logit_softcapping' is {softcap!r}, expected a number >= 0")
+
+    base = {"num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": head_dim}
+    if "per_layer_config" in text:
+        layers = _per_layer_kinds(text["per_layer_config"], layer_types, base, window, where)
+    else:
+        layers = _global_field_kinds(text, layer_types, base, window, where)
+    for _, layer_heads, layer_kv, _, _ in layers:
+        if layer_heads % layer_kv:
+            raise ConfigError(
+                f"{where}: {layer_heads} attention heads are not a multiple of {layer_kv} KV heads"
+            )
+    return model_shapes(model, layers, float(softcap))
+
+
+def _global_field_kinds(text: dict, layer_types: list, base: dict, window, where: str) -> list[tuple]:
+    """Layer kinds of a config that names the global layers' values in fields of their own
+    (`global_head_dim`, `num_global_key_value_heads`: what transformers wrote before 5.20)."""
+    global_head, global_kv = base["head_dim"], base["num_key_value_heads"]
+    if "global_head_dim" in text or text.get("model_type", "").startswith("gemma4"):
+        global_head = _positive_int(text, "global_head_dim", where, GEMMA4_GLOBAL_HEAD_DIM)
+    # Transformers' Gemma 4 config gives global layers their own KV heads when
+    # attention_k_eq_v holds (or the flag is absent).
+    if text.get("num_global_key_value_heads") is not None and text.get("attention_k_eq_v", True):
+        global_kv = _positive_int(text, "num_global_key_value_heads", where)
+    layers = []
+    if "sliding_attention" in layer_types:
+        layers.append(("sliding", base["num_attention_heads"], base["num_key_value_heads"], base["head_dim"], window))
+    if "full_attention" in layer_types:
+        layers.append(("global", base["num_attention_heads"], global_kv, global_head, None))
+    return layers
+
+
+def _per_layer_kinds(per_layer: object, layer_types: list, base: dict, window, where: str) -> list[tuple]:
+    """Layer kinds of a config whose `per_layer_config` maps a layer's index ("05") to the fields
+    it overrides (transformers 5.20 and later re-save Gemma 4 configs so)."""
+    if not isinstance(per_layer, dict):
+        raise ConfigError(f"{where}: 'per_layer_config' is {type(per_layer).__name__}, expected a JSON "
+                          "object of layer index -> overrides")
+    overrides = {}
+    for key, fields in per_layer.items():
+        if not str(key).isdigit() or not isinstance(fields, dict) or int(key) >= len(layer_types):
+            raise ConfigError(f"{where}: 'per_layer_config' entry {key!r}: {fields!r}, expected a layer "
+                              f"index below {len(layer_types)} mapped to a JSON object")
+        overrides[int(key)] = fields
+    kinds: dict[tuple, str] = {}
+    for index, layer_type in enumerate(layer_types):
+        fields = dict(base, **overrides.get(index, {}))
+        where_layer = f"{where}: per_layer_config[{index}]"
+        kind = (layer_type,
+                _positive_int(fields, "num_attention_heads", where_layer),
+                _positive_int(fields, "num_key_value_heads", where_layer),
+                _positive_int(fields, "head_dim", where_layer))
+        if kind not in kinds:
+            name = "sliding" if layer_type == "sliding_attention" else "global"
+            same = sum(1 for k in kinds if k[0] == layer_type)
+            kinds[kind] = name if not same else f"{name}-{same + 1}"
+    ordered = sorted(kinds.items(), key=lambda item: item[0][0] != "sliding_attention")
+    return [(name, heads, kv, head, window if layer_type == "sliding_attention" else None)
+            for (layer_type, heads, kv, head), name in ordered]
+
+
+def _derived_head_dim(text: dict, heads: int, where: str):
+    hidden = text.get("hidden_size")
+    if isinstance(hidden, int) and not isinstance(hidden, bool) and hidden > 0 and hidden % heads == 0:
+        return hidden // heads
+    return None
+
+
+def _gemma4_text(model_type: str, layers: int, pattern: int, heads: int, kv_heads: int, window: int,
+                 global_kv_heads: int | None = None, k_eq_v: bool = False) -> dict:
+    """The attention fields of a Gemma 4 text config: `pattern` - 1 sliding layers, then one global."""
+    return {"model_type": model_type, "num_attention_heads": heads, "num_key_value_heads": kv_heads,
+            "head_dim": 256, "global_head_dim": GEMMA4_GLOBAL_HEAD_DIM, "sliding_window": window,
+            "layer_types": (["sliding_attention"] * (pattern - 1) + ["full_attention"]) * (layers // pattern),
+            "num_global_key_value_heads": global_kv_heads, "attention_k_eq_v": k_eq_v}
+
+
+# The Gemma 4 variants as transformers' conversion scripts configure them (models/gemma4/
+# convert_gemma4_weights.py; the 12B: models/gemma4_unified/convert_gemma4_unified_weights.py),
+# class defaults written out; a unit test holds each equal to what the classes produce.
+BUILTIN_CONFIGS = {
+    "gemma4-e2b": _gemma4_text("gemma4_text", 35, 5, 8, 1, 512),
+    "gemma4-e4b": _gemma4_text("gemma4_text", 42, 6, 8, 2, 512),
+    "gemma4-12b": _gemma4_text("gemma4_unified_text", 48, 6, 16, 8, 1024, 1, k_eq_v=True),
+    "gemma4-26b-a4b": _gemma4_text("gemma4_text", 30, 6, 16, 8, 1024, 2, k_eq_v=True),
+    "gemma4-31b": _gemma4_text("gemma4_text", 60, 6, 32, 16, 1024, 4, k_eq_v=True),
+}
+BUILTIN_MODELS: dict[str, list[LayerShape]] = {
+    name: shapes_from_config(config, name, f"built-in {name}") for name, config in BUILTIN_CONFIGS.items()
+}
+
+
+def builtin_shapes() -> list[LayerShape]:
+    return [shape for shapes in BUILTIN_MODELS.values() for shape in shapes]
+
+
+def load_model_config(path: str | Path) -> list[LayerShape]:
+    """Shapes of the model whose config.json is at `path` (ConfigError: one-line reason)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read ({error.strerror or error}); pass an HF config.json") from None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(
+            f"{path}: not JSON ({error.msg} at line {error.lineno}); pass the model's HF config.json"
+        ) from None
+    model = path.parent.name or path.stem
+    return shapes_from_config(config, model, str(path))
+
+
+# The matrix: which batches the fit check feeds the attention launcher for each layer shape.
+MAX_3D_QUERY_LEN_UPSTREAM = 8  # vLLM 0.33: longest query the split-K (3D) path runs
+SPEC_QUERY_LENS = tuple(range(2, MAX_3D_QUERY_LEN_UPSTREAM + 1))  # 1 + speculative tokens (MTP / EAGLE)
+PREFILL_QUERY_LEN = 32  # above MAX_3D_QUERY_LEN, so the launcher takes the 2D path
+CONTEXT_LEN = 48  # tokens already in the KV cache; any value > 0 exercises the same code
+
+
+@dataclass(frozen=True)
+class Case:
+    """One call of unified_attention(): a batch shape on one layer kind."""
+
+    shape: LayerShape
+    kind: str  # prefill | decode | decode-batch | spec | mm-prefix
+    query_len: int
+    num_seqs: int = 1
+    mm_prefix: bool = False
+
+
+MIN_LAUNCH_GRID_SIZE_2D = 128  # vLLM's Triton backend
+
+
+def seq_threshold_3d(num_kv_heads: int) -> int:
+    """vLLM's Triton backend: batches up to this many sequences take the split-K (3D) path."""
+    return max(1, MIN_LAUNCH_GRID_SIZE_2D // num_kv_heads)
+
+
+def build_matrix(shapes: list[LayerShape], mm_prefix: bool) -> list[Case]:
+    """Every call the check makes: prefill, decode (single and over the 3D threshold),
+    speculative verify lengths and, where the release supports it, a multimodal prefix."""
+    cases = []
+    for shape in shapes:
+        cases.append(Case(shape, "prefill", PREFILL_QUERY_LEN))
+        cases.append(Case(shape, "decode", 1))
+        cases.append(Case(shape, "decode-batch", 1, num_seqs=shape.seq_threshold_3d + 1))
+        cases.extend(Case(shape, "spec", n) for n in SPEC_QUERY_LENS)
+        if mm_prefix:
+            cases.append(Case(shape, "mm-prefix", PREFILL_QUERY_LEN, mm_prefix=True))
+    return cases
