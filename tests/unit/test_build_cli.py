@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from buildtool.buildkit import BuildRequest, buildx_argv
+from buildtool.docker.buildkit import BuildRequest, buildx_argv
 from buildtool.hostconfig import debian_mirror
-from buildtool.labels import base_digest, image_labels
-from buildtool.progress import ProgressView, failure_line
+from buildtool.image.labels import base_digest, image_labels
+from buildtool.docker.progress import ProgressView, failure_line
 
 REPO = Path(__file__).resolve().parents[2]
 

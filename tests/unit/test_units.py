@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from buildtool import units
-from buildtool.units_spec import (CACHE_VOLUMES, CONTAINER_LIB_DIR, DRIVER_LIBRARIES, HostValues,
+from buildtool.units import cli as units
+from buildtool.units.spec import (CACHE_VOLUMES, CONTAINER_LIB_DIR, DRIVER_LIBRARIES, HostValues,
                                   UnitSpec, gpu_indices_from_names)
-from buildtool.units_compose import render_compose, render_toolkit_override
-from buildtool.units_quadlet import podman_image_ref, render_env_file, render_quadlet
+from buildtool.units.compose import render_compose, render_toolkit_override
+from buildtool.units.quadlet import podman_image_ref, render_env_file, render_quadlet
 from tests.support.deploy_units import compose_view, interpolate_defaults, parse_unit, quadlet_view
 
 REPO = Path(__file__).resolve().parents[2]

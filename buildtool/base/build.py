@@ -4,13 +4,13 @@ from pathlib import Path
 import docker
 from docker.errors import APIError
 
-from buildtool import buildkit
-from buildtool.bootstrap import BOOTSTRAP_IMAGE, bootstrap_os_image
-from buildtool.engine import connect, image_or_none
+from buildtool.docker import buildkit
+from buildtool.base.bootstrap import BOOTSTRAP_IMAGE, bootstrap_os_image
+from buildtool.docker.engine import connect, image_or_none
 from buildtool.errors import BuildError
 from buildtool.hostconfig import pip_mirror_args
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_OS_IMAGE = "debian:bookworm-slim"
 PINNED_VLLM = "0.33.0"
 

@@ -7,16 +7,16 @@ from pathlib import Path
 import docker
 from docker.errors import APIError
 
-from buildtool import buildkit
-from buildtool.base import add_base_options, add_common_build_options, base_tag, build_base, check_ca_cert
-from buildtool.engine import connect, image_or_none
+from buildtool.docker import buildkit
+from buildtool.base.build import add_base_options, add_common_build_options, base_tag, build_base, check_ca_cert
+from buildtool.docker.engine import connect, image_or_none
 from buildtool.errors import BuildError
-from buildtool.fit_table import render_fit_summary
+from buildtool.image.fit_table import render_fit_summary
 from buildtool.hostconfig import git_revision, pip_mirror_args
-from buildtool.labels import base_digest, image_labels
-from buildtool.verify import read_build_reports, verify_image
+from buildtool.image.labels import base_digest, image_labels
+from buildtool.image.verify import read_build_reports, verify_image
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 OFFICIAL_BASE = "vllm/vllm-openai:v{version}"
 EXTRAS = ("audio",)
 # The ID of the image before labelling: the same layers and config give the same ID, so a

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildtool.errors import BuildError
-from buildtool.units_compose import render_compose, render_toolkit_override
-from buildtool.units_quadlet import render_env_file, render_quadlet
-from buildtool.units_spec import (DEFAULT_IMAGE, DEFAULT_LIB_DIR, DEFAULT_MODEL_DIR, ENV_FILE_NAME,
+from buildtool.units.compose import render_compose, render_toolkit_override
+from buildtool.units.quadlet import render_env_file, render_quadlet
+from buildtool.units.spec import (DEFAULT_IMAGE, DEFAULT_LIB_DIR, DEFAULT_MODEL_DIR, ENV_FILE_NAME,
                                   UNIT_NAME, HostValues, UnitSpec, gpu_indices_from_names,
                                   missing_libraries, parse_gpu_count)
 

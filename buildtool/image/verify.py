@@ -1,9 +1,10 @@
-"""The verification container: what must hold in an image before it gets the tag."""
+"""`build.py verify IMAGE`: the verification container, what must hold in an image before it gets the tag."""
 import json
 from dataclasses import dataclass
 
 import docker
 
+from buildtool.docker.engine import connect, image_or_none
 from buildtool.errors import BuildError
 
 REPORT_DIR = "/opt/vllm-turing"
@@ -16,6 +17,20 @@ TRITON_VOLUME = "vllm-turing-verify-triton-cache"
 CHECK_ENV = {"CUDA_VISIBLE_DEVICES": "", "TRITON_CACHE_DIR": "/triton-cache"}
 CLAMP_CHECK = ["python3", "-m", "patches.turing_clamp", "check", "--json"]
 FIT_CHECK = ["python3", "-m", "patches.fitcheck", "--device", "sm75", "--json"]
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("image", help="image reference or ID")
+
+
+def run(args) -> int:
+    client = connect()
+    if image_or_none(client, args.image) is None:
+        raise BuildError(f"no image {args.image} here: build it with `python3 build.py` or pull it", 2)
+    findings = verify_image(client, args.image)
+    for finding in findings:
+        print(f"{'ok  ' if finding.ok else 'FAIL'} {finding.name}: {finding.detail}")
+    return 0 if all(f.ok for f in findings) else 1
 
 
 @dataclass
