@@ -1,4 +1,5 @@
 """build.py's decisions and refusals that need no Docker engine."""
+import dataclasses
 import io
 import os
 import subprocess
@@ -9,8 +10,10 @@ import pytest
 
 from buildtool.docker.buildkit import BuildRequest, buildx_argv
 from buildtool.hostconfig import debian_mirror
+from buildtool.plan import build_plan
 from buildtool.image.labels import base_digest, image_labels
 from buildtool.docker.progress import ProgressView, failure_line
+from tests.support.build_py import build_py as build_module
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -38,6 +41,32 @@ def test_a_missing_ca_bundle_is_bad_input_before_anything_is_built(tmp_path):
                    env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
     assert run.returncode == 2
     assert "none.pem: no such file" in run.stderr
+
+
+def plan_of(*argv):
+    return build_plan(build_module().parse(list(argv)))
+
+
+def test_the_command_line_becomes_one_frozen_build_plan(tmp_path):
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    plan = plan_of("--base", "pypi", "--vllm-version", "0.32.0", "--extras", "audio", "--ca-cert", str(bundle))
+    assert (plan.tag, plan.base, plan.extras) == ("vllm-turing:0.32.0", "vllm-turing-base:0.32.0", "audio")
+    assert plan.pypi_base.vllm_version == "0.32.0" and plan.pypi_base.tag == plan.base
+    assert plan.options.ca_cert == bundle and plan.pypi_base.options is plan.options
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.tag = "other"
+
+
+@pytest.mark.parametrize("argv, base, tag", [
+    ((), "vllm/vllm-openai:v0.33.0", "vllm-turing:0.33.0"),
+    (("--base", "mine:1", "--tag", "me/x:2", "--bootstrap"), "mine:1", "me/x:2"),
+    (("--base", "pypi", "--base-tag", "b:1"), "b:1", "vllm-turing:0.33.0"),
+])
+def test_the_plan_names_the_base_and_the_tag(argv, base, tag):
+    plan = plan_of(*argv)
+    assert (plan.base, plan.tag) == (base, tag)
+    assert (plan.pypi_base is not None) == ("pypi" in argv), "only --base pypi builds a base"
 
 
 def test_unknown_extras_are_refused_by_the_parser():
