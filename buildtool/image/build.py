@@ -12,9 +12,9 @@ from buildtool.docker import buildkit
 from buildtool.docker.engine import connect, image_or_none
 from buildtool.errors import BuildError
 from buildtool.hostconfig import git_revision, pip_mirror_args
-from buildtool.image.fit_table import render_fit_summary
+from buildtool.image.fit_table import fit_verdict_line, render_fit_summary
 from buildtool.image.labels import base_digest, image_labels
-from buildtool.image.verify import read_build_reports, verify_image
+from buildtool.image.verify import finding_line, read_build_reports, verify_image
 from buildtool.plan import BuildPlan, add_build_arguments, build_plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,12 +85,13 @@ def build_verified(client: docker.DockerClient, plan: BuildPlan) -> str:
                 context=Path(empty_context), dockerfile=Path("-"), tag=scratch + "-labelled",
                 labels=labels, stdin_dockerfile=f"FROM {scratch}\n"))
         print(render_fit_summary(reports["fit"]), flush=True)
+        print("sm_86: " + fit_verdict_line(reports["fit_sm86"]), flush=True)
         findings = verify_image(client, labelled)
         for finding in findings:
-            print(f"verify: {'ok  ' if finding.ok else 'FAIL'} {finding.name}: {finding.detail}", flush=True)
-        failed = [f for f in findings if not f.ok]
+            print(f"verify: {finding_line(finding)}", flush=True)
+        failed = [f for f in findings if f.failed]
         if failed:
-            raise BuildError(f"verification failed ({failed[0].name}: {failed[0].detail}); {tag} left as it was")
+            raise BuildError(f"verification failed ({failed[0].name}: {failed[0].message}); {tag} left as it was")
         move_tag(client, labelled, tag)
         return labelled
     finally:
