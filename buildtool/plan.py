@@ -7,15 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildtool.errors import BuildError
+from contract import pins
 
-PINNED_VLLM = "0.33.0"
-DEFAULT_OS_IMAGE = "debian:bookworm-slim"
-OFFICIAL_BASE = "vllm/vllm-openai:v{version}"
 EXTRAS = ("audio",)
-
-
-def base_tag(vllm_version: str) -> str:
-    return f"vllm-turing-base:{vllm_version}"
+VERSION = "<vllm-version>"  # the version in help texts
 
 
 @dataclass(frozen=True)
@@ -48,10 +43,10 @@ class BuildPlan:
 
 def add_build_arguments(parser) -> None:
     parser.add_argument("--base", default=None, metavar="IMAGE|pypi",
-                        help="base image (default the official vllm/vllm-openai:v<vllm-version>); "
-                             "'pypi' builds or reuses vllm-turing-base:<vllm-version> from PyPI wheels")
+                        help=f"base image (default the official {pins.official_base_image(VERSION)}); "
+                             f"'pypi' builds or reuses {pins.pypi_base_tag(VERSION)} from PyPI wheels")
     parser.add_argument("--extras", choices=EXTRAS, default=None, help="extra Python stack: audio")
-    parser.add_argument("--tag", default=None, help="image tag (default vllm-turing:<vllm-version>)")
+    parser.add_argument("--tag", default=None, help=f"image tag (default {pins.image_tag(VERSION)})")
     _add_base_options(parser, when="with --base pypi: ")
     _add_common_options(parser)
 
@@ -63,13 +58,13 @@ def add_base_arguments(parser) -> None:
 
 def _add_base_options(parser, when: str = "") -> None:
     """The options of a PyPI base build; `when` prefixes their help where they are conditional."""
-    parser.add_argument("--vllm-version", default=PINNED_VLLM, help="vLLM release (default %(default)s)")
+    parser.add_argument("--vllm-version", default=pins.VLLM_VERSION, help="vLLM release (default %(default)s)")
     parser.add_argument("--os-image", default=None,
-                        help=f"{when}Debian/Ubuntu image with Python >= 3.10 to install vLLM on (default {DEFAULT_OS_IMAGE})")
+                        help=f"{when}Debian/Ubuntu image with Python >= 3.10 to install vLLM on (default {pins.OS_IMAGE})")
     parser.add_argument("--bootstrap", action="store_true",
                         help=f"{when}make the OS image with debootstrap + docker import (root, Debian host), "
                              "for hosts that can pull nothing")
-    parser.add_argument("--base-tag", default=None, help=f"{when}tag of the base (default vllm-turing-base:<vllm-version>)")
+    parser.add_argument("--base-tag", default=None, help=f"{when}tag of the base (default {pins.pypi_base_tag(VERSION)})")
 
 
 def _add_common_options(parser) -> None:
@@ -82,8 +77,8 @@ def _add_common_options(parser) -> None:
 def build_plan(args) -> BuildPlan:
     options = _build_options(args)
     pypi_base = _base_plan(args, options) if args.base == "pypi" else None
-    base = pypi_base.tag if pypi_base else args.base or OFFICIAL_BASE.format(version=args.vllm_version)
-    return BuildPlan(tag=args.tag or f"vllm-turing:{args.vllm_version}", base=base, pypi_base=pypi_base,
+    base = pypi_base.tag if pypi_base else args.base or pins.official_base_image(args.vllm_version)
+    return BuildPlan(tag=args.tag or pins.image_tag(args.vllm_version), base=base, pypi_base=pypi_base,
                      extras=args.extras, options=options)
 
 
@@ -92,7 +87,7 @@ def base_plan(args) -> BasePlan:
 
 
 def _base_plan(args, options: BuildOptions) -> BasePlan:
-    return BasePlan(vllm_version=args.vllm_version, tag=args.base_tag or base_tag(args.vllm_version),
+    return BasePlan(vllm_version=args.vllm_version, tag=args.base_tag or pins.pypi_base_tag(args.vllm_version),
                     os_image=args.os_image, bootstrap=args.bootstrap, options=options)
 
 

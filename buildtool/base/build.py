@@ -9,7 +9,8 @@ from buildtool.docker import buildkit
 from buildtool.docker.engine import connect, image_or_none
 from buildtool.errors import BuildError
 from buildtool.hostconfig import pip_mirror_args
-from buildtool.plan import DEFAULT_OS_IMAGE, BasePlan, add_base_arguments, base_plan
+from buildtool.plan import BasePlan, add_base_arguments, base_plan
+from contract.pins import OS_IMAGE
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,11 +41,11 @@ def _os_image(client: docker.DockerClient, plan: BasePlan) -> str:
             print(f"using {BOOTSTRAP_IMAGE} bootstrapped earlier", flush=True)
             return BOOTSTRAP_IMAGE
         return bootstrap_os_image(client)
-    os_image = plan.os_image or DEFAULT_OS_IMAGE
+    os_image = plan.os_image or OS_IMAGE
     if image_or_none(client, os_image) is not None:
         return os_image
     if plan.os_image is None and image_or_none(client, BOOTSTRAP_IMAGE) is not None:
-        print(f"{DEFAULT_OS_IMAGE} is not here; using {BOOTSTRAP_IMAGE} made earlier by --bootstrap", flush=True)
+        print(f"{OS_IMAGE} is not here; using {BOOTSTRAP_IMAGE} made earlier by --bootstrap", flush=True)
         return BOOTSTRAP_IMAGE
     try:
         client.images.pull(os_image)
