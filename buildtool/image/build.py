@@ -85,7 +85,7 @@ def build_verified(client: docker.DockerClient, plan: BuildPlan) -> str:
                 context=Path(empty_context), dockerfile=Path("-"), tag=scratch + "-labelled",
                 labels=labels, stdin_dockerfile=f"FROM {scratch}\n"))
         print(render_fit_summary(reports["fit"]), flush=True)
-        print("sm_86: " + fit_verdict_line(reports["fit_sm86"]), flush=True)
+        print(fit_verdict_line(reports["fit_sm86"]), flush=True)
         findings = verify_image(client, labelled)
         for finding in findings:
             print(f"verify: {finding_line(finding)}", flush=True)
