@@ -13,12 +13,12 @@ import argparse
 import importlib
 import sys
 
-# subcommand -> (module under buildtool/, one-line help)
+# subcommand -> (module under buildtool/ with add_arguments and run, one-line help)
 SUBCOMMANDS = {
-    "build": ("buildtool.image", "build the derived image, verify it, then move the tag (default)"),
-    "base": ("buildtool.base", "build a vLLM OpenAI base image from PyPI wheels"),
-    "verify": ("buildtool.verify_cli", "run the verification container on IMAGE"),
-    "units": ("buildtool.units", "generate compose and Quadlet units for this host"),
+    "build": ("buildtool.image.build", "build the derived image, verify it, then move the tag (default)"),
+    "base": ("buildtool.base.build", "build a vLLM OpenAI base image from PyPI wheels"),
+    "verify": ("buildtool.image.verify", "run the verification container on IMAGE"),
+    "units": ("buildtool.units.cli", "generate compose and Quadlet units for this host"),
     "smoke": ("buildtool.smoke", "wait for a running endpoint, then check its client contract"),
 }
 

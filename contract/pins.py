@@ -1,6 +1,22 @@
 """Pinned versions. The Dockerfiles' ARG defaults must agree with these; a unit test reads them."""
 
 VLLM_VERSION = "0.33.0"
-OFFICIAL_BASE_IMAGE = f"vllm/vllm-openai:v{VLLM_VERSION}"
-PYPI_BASE_TAG = f"vllm-turing-base:{VLLM_VERSION}"
-IMAGE_TAG = f"vllm-turing:{VLLM_VERSION}"
+# The OS image a PyPI base installs vLLM on (base/Dockerfile's OS_IMAGE).
+OS_IMAGE = "debian:bookworm-slim"
+
+
+def official_base_image(vllm_version: str = VLLM_VERSION) -> str:
+    return f"vllm/vllm-openai:v{vllm_version}"
+
+
+def pypi_base_tag(vllm_version: str = VLLM_VERSION) -> str:
+    return f"vllm-turing-base:{vllm_version}"
+
+
+def image_tag(vllm_version: str = VLLM_VERSION) -> str:
+    return f"vllm-turing:{vllm_version}"
+
+
+OFFICIAL_BASE_IMAGE = official_base_image()
+PYPI_BASE_TAG = pypi_base_tag()
+IMAGE_TAG = image_tag()

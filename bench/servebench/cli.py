@@ -7,6 +7,8 @@ import shlex
 import shutil
 import sys
 
+from contract import pins
+
 from . import command, driver, report
 from .plan import PlanError, Sweep, runs
 
@@ -39,7 +41,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--label", help="endpoint name in reports (default: the folder name)")
     p.add_argument("--model", help="served model name (default: the first of GET /v1/models)")
     p.add_argument("--tokenizer", help="tokenizer folder (mounted read-only) or Hugging Face id (default: the model)")
-    p.add_argument("--image", default="vllm-turing:0.33.0", help="image whose `vllm bench serve` runs (default %(default)s)")
+    p.add_argument("--image", default=pins.IMAGE_TAG, help="image whose `vllm bench serve` runs (default %(default)s)")
     p.add_argument("--hf-home", help="host folder mounted as HF_HOME for tokenizer downloads")
     p.add_argument("--endpoint", default="/v1/completions", help="API path (default %(default)s)")
     p.add_argument("--concurrency", type=int_list, default=d.concurrencies, metavar="1,4,8,16")

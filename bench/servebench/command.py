@@ -5,6 +5,8 @@ import dataclasses
 import json
 import pathlib
 
+from contract import pins
+
 from .plan import Run, Sweep
 
 RESULTS_IN_CONTAINER = "/results"
@@ -23,7 +25,7 @@ class Target:
     base_url: str
     model: str
     tokenizer: str                       # a local folder (mounted) or a Hugging Face id
-    image: str = "vllm-turing:0.33.0"
+    image: str = pins.IMAGE_TAG
     hf_home: str | None = None
     endpoint: str = "/v1/completions"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from buildtool.units_spec import (CACHE_VOLUMES, CONTAINER_LIB_DIR, DEFAULT_IMAGE, DEFAULT_LIB_DIR,
+from buildtool.units.spec import (CACHE_VOLUMES, CONTAINER_LIB_DIR, DEFAULT_IMAGE, DEFAULT_LIB_DIR,
                                   DRIVER_LIBRARIES, HEALTH_CMD, UnitSpec)
 from tests.support.deploy_units import (compose_view, option_values, parse_unit, podman_run_argv,
                                         quadlet_view)

@@ -1,5 +1,7 @@
 """build.py's decisions and refusals that need no Docker engine."""
+import dataclasses
 import io
+import json
 import os
 import subprocess
 import sys
@@ -7,10 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from buildtool.buildkit import BuildRequest, buildx_argv
+from buildtool.docker.buildkit import BuildRequest, buildx_argv
 from buildtool.hostconfig import debian_mirror
-from buildtool.labels import base_digest, image_labels
-from buildtool.progress import ProgressView, failure_line
+from buildtool.plan import build_plan
+from buildtool.image.fit_table import fit_verdict_line
+from buildtool.image.labels import base_digest, image_labels
+from buildtool.image.verify import clamp_finding, finding_line
+from contract.layout import BUILD_REPORTS
+from contract.verdict import Status
+from buildtool.docker.progress import ProgressView, failure_line
+from tests.support.build_py import build_py as build_module
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -18,6 +26,7 @@ REPORTS = {
     "versions": {"vllm": "0.33.0", "torch": "2.14.0", "triton": "3.8.0"},
     "clamp": {"patch_version": 1, "sha256_after": "ab" * 32},
     "fit": {"max_shared": 65536, "device": {"name": "sm75", "cc": 75, "limit": 65536}},
+    "fit_sm86": {"max_shared": 98304, "device": {"name": "sm86", "cc": 86, "limit": 101376}},
 }
 
 
@@ -40,6 +49,32 @@ def test_a_missing_ca_bundle_is_bad_input_before_anything_is_built(tmp_path):
     assert "none.pem: no such file" in run.stderr
 
 
+def plan_of(*argv):
+    return build_plan(build_module().parse(list(argv)))
+
+
+def test_the_command_line_becomes_one_frozen_build_plan(tmp_path):
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    plan = plan_of("--base", "pypi", "--vllm-version", "0.32.0", "--extras", "audio", "--ca-cert", str(bundle))
+    assert (plan.tag, plan.base, plan.extras) == ("vllm-turing:0.32.0", "vllm-turing-base:0.32.0", "audio")
+    assert plan.pypi_base.vllm_version == "0.32.0" and plan.pypi_base.tag == plan.base
+    assert plan.options.ca_cert == bundle and plan.pypi_base.options is plan.options
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.tag = "other"
+
+
+@pytest.mark.parametrize("argv, base, tag", [
+    ((), "vllm/vllm-openai:v0.33.0", "vllm-turing:0.33.0"),
+    (("--base", "mine:1", "--tag", "me/x:2", "--bootstrap"), "mine:1", "me/x:2"),
+    (("--base", "pypi", "--base-tag", "b:1"), "b:1", "vllm-turing:0.33.0"),
+])
+def test_the_plan_names_the_base_and_the_tag(argv, base, tag):
+    plan = plan_of(*argv)
+    assert (plan.base, plan.tag) == (base, tag)
+    assert (plan.pypi_base is not None) == ("pypi" in argv), "only --base pypi builds a base"
+
+
 def test_unknown_extras_are_refused_by_the_parser():
     run = build_py("--extras", "video")
     assert run.returncode == 2 and "invalid choice: 'video'" in run.stderr
@@ -53,6 +88,36 @@ def test_labels_come_from_the_build_reports():
     assert labels["io.vllm-turing.torch.version"] == "2.14.0"
     assert labels["org.opencontainers.image.base.name"] == "vllm-turing-base:0.33.0"
     assert labels["org.opencontainers.image.version"] == "0.33.0"
+
+
+def test_the_sm86_fit_report_the_build_writes_is_read_into_labels():
+    assert "fit_sm86" in BUILD_REPORTS, "read_build_reports reads every report of contract.layout.BUILD_REPORTS"
+    labels = image_labels(reports=REPORTS, base_ref="b", base_digest="sha256:1", revision="abc", created="now")
+    assert labels["io.vllm-turing.fit.sm86.max-shared"] == "98304"
+    assert labels["io.vllm-turing.fit.sm86.limit"] == "101376"
+    assert fit_verdict_line({**REPORTS["fit_sm86"], "launches": [{}] * 3, "all_fit": True}) == \
+        "3 launches, max shared 98304 of 101376 bytes on sm86: every launch fits"
+
+
+def clamp_check_output(outcome: str) -> str:
+    return json.dumps({"outcome": outcome, "sha256_after": "ab" * 32, "message": "..."})
+
+
+@pytest.mark.parametrize("exit_code, outcome, status, name", [
+    (0, "present", Status.PASS, "clamp present once"),
+    (0, "upstream", Status.PASS, "vLLM sizes attention tiles from shared memory itself (no clamp needed)"),
+    (1, "absent", Status.FAIL, "clamp present once"),
+    (1, "outdated", Status.FAIL, "clamp present once"),
+])
+def test_the_clamp_finding_names_what_the_check_proved(exit_code, outcome, status, name):
+    finding = clamp_finding(exit_code, clamp_check_output(outcome))
+    assert (finding.status, finding.name, finding.message) == (status, name, outcome)
+    assert finding_line(finding).startswith("ok   " if status is Status.PASS else "FAIL ")
+
+
+def test_a_clamp_check_that_printed_no_json_fails_with_its_last_line():
+    finding = clamp_finding(2, "Traceback ...\nModuleNotFoundError: No module named 'vllm'\n")
+    assert finding.failed and finding.message == "ModuleNotFoundError: No module named 'vllm'" and finding.fix
 
 
 def test_base_digest_prefers_the_registry_digest():

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from buildtool import units
-from buildtool.units_spec import (CACHE_VOLUMES, CONTAINER_LIB_DIR, DRIVER_LIBRARIES, HostValues,
+from buildtool.units.spec import (CACHE_VOLUMES, CONTAINER_LIB_DIR, DRIVER_LIBRARIES, HostValues,
                                   UnitSpec, gpu_indices_from_names)
-from buildtool.units_compose import render_compose, render_toolkit_override
-from buildtool.units_quadlet import podman_image_ref, render_env_file, render_quadlet
+from buildtool.units.compose import render_compose, render_toolkit_override
+from buildtool.units.quadlet import podman_image_ref, render_env_file, render_quadlet
+from tests.support.build_py import build_py
 from tests.support.deploy_units import compose_view, interpolate_defaults, parse_unit, quadlet_view
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,7 +46,8 @@ def fake_host(tmp_path):
 
 
 def generate(out: Path, *args: str) -> int:
-    return units.main(["--out", str(out), *args])
+    """`build.py units` in this process."""
+    return build_py().main(["units", "--out", str(out), *args])
 
 
 def test_committed_units_are_exactly_the_generators_defaults(tmp_path):
@@ -72,6 +73,30 @@ def test_generation_reads_the_hosts_gpus_and_library_directory(tmp_path, fake_ho
     assert f"{libs}/libcuda.so.1:{CONTAINER_LIB_DIR}/libcuda.so.1:ro" in unit["Volume"]
     assert "/srv/models:/models:ro" in unit["Volume"]
     assert "2 GPU(s)" in capsys.readouterr().out
+
+
+def test_defaults_read_nothing_from_the_host_but_take_every_option_given(tmp_path, monkeypatch):
+    monkeypatch.setenv("NVIDIA_LIB_DIR", str(tmp_path / "not-read"))
+    assert generate(tmp_path, "--defaults", "--image", "me/vllm-turing:1", "--port", "8123", "--bind", "0.0.0.0",
+                    "--model-dir", "/srv/llm", "--gpus", "2", "--dev-root", str(tmp_path / "no-dev")) == 0
+    compose = load_compose((tmp_path / "compose.yaml").read_text())["services"]["vllm"]
+    assert compose["image"] == "me/vllm-turing:1" and compose["ports"] == ["0.0.0.0:8123:8000"]
+    assert "/dev/nvidia1:/dev/nvidia1" in compose["devices"]
+    assert {"/srv/llm", "/usr/lib/x86_64-linux-gnu/libcuda.so.1"} <= {v["source"] for v in compose["volumes"]
+                                                                      if isinstance(v, dict)}
+    unit = parse_unit((tmp_path / "quadlet/vllm-turing.container").read_text())["Container"]
+    assert unit["Image"] == ["localhost/me/vllm-turing:1"] and unit["PublishPort"] == ["0.0.0.0:8123:8000"]
+    assert "/srv/llm:/models:ro" in unit["Volume"]
+
+
+@pytest.mark.parametrize("defaults", [(), ("--defaults",)])
+@pytest.mark.parametrize("port", ["0", "65536"])
+def test_a_port_out_of_range_is_bad_input_and_nothing_is_written(tmp_path, fake_host, capsys, defaults, port):
+    dev, libs = fake_host
+    out = tmp_path / "out"
+    assert generate(out, *defaults, "--dev-root", str(dev), "--lib-dir", str(libs), "--port", port) == 2
+    assert f"--port {port}: expected a port from 1 to 65535" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_library_directory_from_the_environment(tmp_path, fake_host, monkeypatch):

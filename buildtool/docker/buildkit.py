@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from buildtool.errors import BuildError
-from buildtool.progress import ProgressView, failure_line
+from buildtool.docker.progress import ProgressView, failure_line
 
 
 @dataclass

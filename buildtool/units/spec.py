@@ -10,9 +10,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from contract.layout import TRITON_CACHE
+from contract.pins import IMAGE_TAG
+
 # Debian/Ubuntu's multiarch directory, where the driver packages put libcuda & co.
 DEFAULT_LIB_DIR = "/usr/lib/x86_64-linux-gnu"
-DEFAULT_IMAGE = "vllm-turing:0.33.0"
+DEFAULT_IMAGE = IMAGE_TAG
 DEFAULT_MODEL_DIR = "~/models"
 
 # The image puts this first on LD_LIBRARY_PATH (like vllm/vllm-openai does).
@@ -29,18 +32,25 @@ SHM_SIZE = "8g"  # NCCL and vLLM's multiprocessing use /dev/shm; tmpfs only take
 STOP_GRACE_S = 60  # vLLM drains in-flight requests on SIGTERM
 START_TIMEOUT_S = 900  # systemd: preflight + model load (100-230 s measured) + a cold compile cache
 RESTART_DELAY_S = 30
-HEALTH_URL = f"http://127.0.0.1:{CONTAINER_PORT}/health"
-# python3, not curl: the vLLM image has no curl. urlopen raises on 503 (not ready), so the exit
-# code is non-zero until the engine answers 200. Shell form, identical in compose and Quadlet.
-HEALTH_CMD = (f"python3 -c 'import urllib.request; "
-              f"urllib.request.urlopen(\"{HEALTH_URL}\", timeout=5)'")
+# The health check, the same in compose, Quadlet and the Dockerfile's HEALTHCHECK (a unit test
+# holds the Dockerfile to these). python3, not curl: the vLLM image has no curl. urlopen raises
+# on 503 (not ready), so the exit code is non-zero until the engine answers 200. PORT is the
+# entrypoint's (the units set it to CONTAINER_PORT). No "%": systemd would read it as a specifier.
+# Timeouts for a loaded T4 host: a starved old CPU takes seconds to start python3, and the API
+# server answers /health from the event loop that also tokenizes a full batch; a probe killed
+# there marks the server unhealthy at its busiest. urlopen gives up 2 s before the runtime kills
+# the probe, so a slow answer fails with its own message. 3 misses in a row (90 s) are unhealthy.
+HEALTH_PROBE_TIMEOUT_S = 8
+HEALTH_CMD = ("python3 -c 'import os, urllib.request; urllib.request.urlopen("
+              f"\"http://127.0.0.1:\" + os.environ.get(\"PORT\", \"{CONTAINER_PORT}\") + \"/health\", "
+              f"timeout={HEALTH_PROBE_TIMEOUT_S})'")
 HEALTH = {"interval": "30s", "timeout": "10s", "retries": 3, "start_period": "300s"}
 
 # name -> mount point. The image ships no Triton cache (40 MB, against a 2 MiB budget for the
 # derived layers): the volume keeps the kernels compiled at the first start, so a restart skips the JIT.
 CACHE_VOLUMES = {
     "hf-cache": "/cache/huggingface",
-    "triton-cache": "/opt/vllm-turing/triton-cache",
+    "triton-cache": TRITON_CACHE,
     "vllm-cache": "/cache/vllm",
 }
 

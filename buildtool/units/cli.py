@@ -1,21 +1,21 @@
 """`python3 build.py units`: write compose.yaml, compose.toolkit.yaml and the Quadlet unit for a host.
 
 By default for this host: its GPUs (/dev/nvidia[0-9]*) and its driver library directory
-(NVIDIA_LIB_DIR, default Debian/Ubuntu's). `--defaults` writes what the repository commits.
+(NVIDIA_LIB_DIR, default Debian/Ubuntu's). `--defaults` reads nothing from this host; with no
+other option it writes what the repository commits.
 The env file (quadlet/vllm-turing.env) holds the user's settings: written only where none exists.
 """
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from buildtool.errors import BuildError
-from buildtool.units_compose import render_compose, render_toolkit_override
-from buildtool.units_quadlet import render_env_file, render_quadlet
-from buildtool.units_spec import (DEFAULT_IMAGE, DEFAULT_LIB_DIR, DEFAULT_MODEL_DIR, ENV_FILE_NAME,
+from buildtool.units.compose import render_compose, render_toolkit_override
+from buildtool.units.quadlet import render_env_file, render_quadlet
+from buildtool.units.spec import (DEFAULT_IMAGE, DEFAULT_LIB_DIR, DEFAULT_MODEL_DIR, ENV_FILE_NAME,
                                   UNIT_NAME, HostValues, UnitSpec, gpu_indices_from_names,
                                   missing_libraries, parse_gpu_count)
 
@@ -42,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("."),
                         help="directory to write into (default: the current one)")
     parser.add_argument("--defaults", action="store_true",
-                        help="ignore this host: 1 GPU, Debian/Ubuntu's library directory (the committed files)")
+                        help="read nothing from this host: 1 GPU and Debian/Ubuntu's library directory unless "
+                             "--gpus / --lib-dir say otherwise (with no other option: the committed files)")
     parser.add_argument("--cdi", action="store_true",
                         help="Quadlet unit for a host with nvidia-container-toolkit's CDI spec "
                              "(AddDevice=nvidia.com/gpu=all, no hand-wired devices or libraries)")
@@ -76,16 +77,21 @@ def _checked_lib_dir(lib_dir: str) -> str:
 
 
 def host_values(args: argparse.Namespace) -> HostValues:
-    """Reads this host only for what the options leave open; --defaults reads nothing."""
-    if args.defaults:
-        return HostValues()
-    try:
-        gpus = parse_gpu_count(args.gpus) if args.gpus is not None else _probe_gpus(args.dev_root)
-    except ValueError as exc:
-        raise BuildError(f"{exc}", exit_code=2) from None
-    lib_dir = _checked_lib_dir(args.lib_dir or os.environ.get("NVIDIA_LIB_DIR") or DEFAULT_LIB_DIR)
+    """Every option given counts; this host is read only for what they leave open, and with
+    --defaults not at all (the library directory is then not checked: it is another host's)."""
     if not 1 <= args.port <= 65535:
         raise BuildError(f"--port {args.port}: expected a port from 1 to 65535", exit_code=2)
+    try:
+        if args.gpus is not None:
+            gpus = parse_gpu_count(args.gpus)
+        else:
+            gpus = HostValues.gpu_indices if args.defaults else _probe_gpus(args.dev_root)
+    except ValueError as exc:
+        raise BuildError(f"{exc}", exit_code=2) from None
+    if args.defaults:
+        lib_dir = args.lib_dir or DEFAULT_LIB_DIR
+    else:
+        lib_dir = _checked_lib_dir(args.lib_dir or os.environ.get("NVIDIA_LIB_DIR") or DEFAULT_LIB_DIR)
     return HostValues(gpu_indices=gpus, lib_dir=lib_dir, model_dir=args.model_dir,
                       image=args.image, bind_address=args.bind, port=args.port)
 
@@ -117,17 +123,3 @@ def run(args: argparse.Namespace) -> int:
     print("\n".join(report))
     return 0
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="build.py units", description=__doc__.split("\n\n")[0])
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except BuildError as exc:
-        print(f"build.py units: {exc}", file=sys.stderr)
-        return exc.exit_code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,98 +7,91 @@ from pathlib import Path
 import docker
 from docker.errors import APIError
 
-from buildtool import buildkit
-from buildtool.base import add_base_options, add_common_build_options, base_tag, build_base, check_ca_cert
-from buildtool.engine import connect, image_or_none
+from buildtool.base.build import build_base
+from buildtool.docker import buildkit
+from buildtool.docker.engine import connect, image_or_none
 from buildtool.errors import BuildError
-from buildtool.fit_table import render_fit_summary
 from buildtool.hostconfig import git_revision, pip_mirror_args
-from buildtool.labels import base_digest, image_labels
-from buildtool.verify import read_build_reports, verify_image
+from buildtool.image.fit_table import fit_verdict_line, render_fit_summary
+from buildtool.image.labels import base_digest, image_labels
+from buildtool.image.verify import finding_line, read_build_reports, verify_image
+from buildtool.plan import BuildPlan, add_build_arguments, build_plan
 
-REPO = Path(__file__).resolve().parent.parent
-OFFICIAL_BASE = "vllm/vllm-openai:v{version}"
-EXTRAS = ("audio",)
+REPO = Path(__file__).resolve().parents[2]
 # The ID of the image before labelling: the same layers and config give the same ID, so a
 # no-op rebuild is recognised without comparing contents.
 BUILD_ID_LABEL = "io.vllm-turing.build.id"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--base", default=None, metavar="IMAGE|pypi",
-                        help="base image (default the official vllm/vllm-openai:v<vllm-version>); "
-                             "'pypi' builds or reuses vllm-turing-base:<vllm-version> from PyPI wheels")
-    parser.add_argument("--extras", choices=EXTRAS, default=None, help="extra Python stack: audio")
-    parser.add_argument("--tag", default=None, help="image tag (default vllm-turing:<vllm-version>)")
-    add_base_options(parser, when="with --base pypi: ")
-    add_common_build_options(parser)
+    add_build_arguments(parser)
 
 
 def run(args) -> int:
-    check_ca_cert(args.ca_cert)
+    plan = build_plan(args)
     client = connect()
-    tag = args.tag or f"vllm-turing:{args.vllm_version}"
-    base_ref = resolve_base(client, args)
-    image_id = build_verified(client, args, base_ref, tag)
-    print(f"{tag} is {image_id[7:19]}", flush=True)
+    ensure_base(client, plan)
+    image_id = build_verified(client, plan)
+    print(f"{plan.tag} is {image_id[7:19]}", flush=True)
     return 0
 
 
-def resolve_base(client: docker.DockerClient, args) -> str:
-    if args.base == "pypi":
-        ref = args.base_tag or base_tag(args.vllm_version)
+def ensure_base(client: docker.DockerClient, plan: BuildPlan) -> None:
+    """Makes plan.base present: built from PyPI, pulled, or the one here."""
+    ref = plan.base
+    if plan.pypi_base is not None:
         if image_or_none(client, ref) is None:
             print(f"{ref} is not here: building it from PyPI", flush=True)
-            build_base(client, args)
+            build_base(client, plan.pypi_base)
         else:
             print(f"using the PyPI base {ref} built earlier (`build.py base` rebuilds it)", flush=True)
-        return ref
-    ref = args.base or OFFICIAL_BASE.format(version=args.vllm_version)
-    if image_or_none(client, ref) is not None and not args.pull:
-        return ref
+        return
+    if image_or_none(client, ref) is not None and not plan.options.pull:
+        return
     try:
         print(f"pulling {ref}", flush=True)
         client.images.pull(ref)
     except APIError as exc:
         if image_or_none(client, ref) is not None:
             print(f"could not pull a newer {ref}; using the one here", flush=True)
-            return ref
+            return
         raise BuildError(f"cannot pull {ref} ({exc.explanation or exc}) and it is not here: "
                          "build the base from PyPI instead with --base pypi "
                          "(add --bootstrap where no OS image can be pulled either)") from None
-    return ref
 
 
-def build_verified(client: docker.DockerClient, args, base_ref: str, tag: str) -> str:
+def build_verified(client: docker.DockerClient, plan: BuildPlan) -> str:
     """Builds under temporary references; only a verified image moves the tag."""
+    tag = plan.tag
     scratch = f"vllm-turing-build:{uuid.uuid4().hex[:12]}"
     try:
         buildkit.build(buildkit.BuildRequest(
             context=REPO, dockerfile=REPO / "Dockerfile", tag=scratch,
-            build_args={"BASE_IMAGE": base_ref, "EXTRAS": args.extras or "", **pip_mirror_args()},
-            ca_cert=args.ca_cert, no_cache=args.no_cache, pull=False))
+            build_args={"BASE_IMAGE": plan.base, "EXTRAS": plan.extras or "", **pip_mirror_args()},
+            ca_cert=plan.options.ca_cert, no_cache=plan.options.no_cache, pull=False))
         unchanged = _holding_build(client, tag, client.images.get(scratch).id)
         if unchanged is not None:
             print(f"{tag} already holds this build (verified when it was tagged); nothing to do", flush=True)
             return unchanged
         reports = read_build_reports(client, scratch)
         labels = image_labels(
-            reports=reports, base_ref=base_ref, base_digest=base_digest(client.images.get(base_ref).attrs),
+            reports=reports, base_ref=plan.base, base_digest=base_digest(client.images.get(plan.base).attrs),
             revision=git_revision(REPO), created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
         labels[BUILD_ID_LABEL] = client.images.get(scratch).id
-        if args.extras:
-            labels["io.vllm-turing.extras"] = args.extras
+        if plan.extras:
+            labels["io.vllm-turing.extras"] = plan.extras
         with tempfile.TemporaryDirectory() as empty_context:
             labelled = buildkit.build(buildkit.BuildRequest(
                 context=Path(empty_context), dockerfile=Path("-"), tag=scratch + "-labelled",
                 labels=labels, stdin_dockerfile=f"FROM {scratch}\n"))
         print(render_fit_summary(reports["fit"]), flush=True)
+        print(fit_verdict_line(reports["fit_sm86"]), flush=True)
         findings = verify_image(client, labelled)
         for finding in findings:
-            print(f"verify: {'ok  ' if finding.ok else 'FAIL'} {finding.name}: {finding.detail}", flush=True)
-        failed = [f for f in findings if not f.ok]
+            print(f"verify: {finding_line(finding)}", flush=True)
+        failed = [f for f in findings if f.failed]
         if failed:
-            raise BuildError(f"verification failed ({failed[0].name}: {failed[0].detail}); {tag} left as it was")
+            raise BuildError(f"verification failed ({failed[0].name}: {failed[0].message}); {tag} left as it was")
         move_tag(client, labelled, tag)
         return labelled
     finally:

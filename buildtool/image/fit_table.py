@@ -11,11 +11,15 @@ def render_fit_summary(report: dict) -> str:
     header = list(COLUMNS) + ["verdict"]
     widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)] if rows else [len(h) for h in header]
     lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)) for line in [header] + rows]
-    device = report.get("device", {})
-    lines.append("%d launches, max shared %s of %s bytes on %s: %s" % (
-        len(launches), report.get("max_shared"), device.get("limit"), device.get("name", "?"),
-        "every launch fits" if report.get("all_fit") else "SOME DO NOT FIT"))
+    lines.append(fit_verdict_line(report))
     return "\n".join(lines)
+
+
+def fit_verdict_line(report: dict) -> str:
+    device = report.get("device", {})
+    return "%d launches, max shared %s of %s bytes on %s: %s" % (
+        len(report.get("launches", [])), report.get("max_shared"), device.get("limit"), device.get("name", "?"),
+        "every launch fits" if report.get("all_fit") else "SOME DO NOT FIT")
 
 
 def _cell(value) -> str:

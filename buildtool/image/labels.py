@@ -5,10 +5,12 @@ OURS = "io.vllm-turing."
 
 
 def image_labels(*, reports: dict, base_ref: str, base_digest: str, revision: str, created: str) -> dict:
-    """`reports` holds the JSON files the build left in /opt/vllm-turing (see read_build_reports)."""
+    """`reports` holds the JSON reports the build left in the image, by their keys in
+    contract.layout.BUILD_REPORTS (see read_build_reports)."""
     versions = reports["versions"]
     clamp = reports["clamp"]
     fit = reports["fit"]
+    fit_sm86 = reports["fit_sm86"]
     return {
         OCI + "title": "vllm-turing",
         OCI + "version": versions["vllm"],
@@ -23,6 +25,8 @@ def image_labels(*, reports: dict, base_ref: str, base_digest: str, revision: st
         OURS + "clamp.sha256": clamp["sha256_after"],
         OURS + "fit.max-shared": str(fit["max_shared"]),
         OURS + "fit.limit": str(fit["device"]["limit"]),
+        OURS + "fit.sm86.max-shared": str(fit_sm86["max_shared"]),
+        OURS + "fit.sm86.limit": str(fit_sm86["device"]["limit"]),
     }
 
 

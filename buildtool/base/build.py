@@ -1,0 +1,55 @@
+"""`build.py base`: a vLLM OpenAI base image from PyPI wheels."""
+from pathlib import Path
+
+import docker
+from docker.errors import APIError
+
+from buildtool.base.bootstrap import BOOTSTRAP_IMAGE, bootstrap_os_image
+from buildtool.docker import buildkit
+from buildtool.docker.engine import connect, image_or_none
+from buildtool.errors import BuildError
+from buildtool.hostconfig import pip_mirror_args
+from buildtool.plan import BasePlan, add_base_arguments, base_plan
+from contract.pins import OS_IMAGE
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def add_arguments(parser) -> None:
+    add_base_arguments(parser)
+
+
+def run(args) -> int:
+    plan = base_plan(args)
+    build_base(connect(), plan)
+    return 0
+
+
+def build_base(client: docker.DockerClient, plan: BasePlan) -> str:
+    os_image = _os_image(client, plan)
+    print(f"building {plan.tag}: vLLM {plan.vllm_version} from PyPI on {os_image} (about 4 GB of downloads)", flush=True)
+    buildkit.build(buildkit.BuildRequest(
+        context=REPO / "base", dockerfile=REPO / "base" / "Dockerfile", tag=plan.tag,
+        build_args={"OS_IMAGE": os_image, "VLLM_VERSION": plan.vllm_version, **pip_mirror_args()},
+        ca_cert=plan.options.ca_cert, no_cache=plan.options.no_cache, pull=plan.options.pull))
+    return plan.tag
+
+
+def _os_image(client: docker.DockerClient, plan: BasePlan) -> str:
+    if plan.bootstrap:
+        if image_or_none(client, BOOTSTRAP_IMAGE) is not None and not plan.options.no_cache:
+            print(f"using {BOOTSTRAP_IMAGE} bootstrapped earlier", flush=True)
+            return BOOTSTRAP_IMAGE
+        return bootstrap_os_image(client)
+    os_image = plan.os_image or OS_IMAGE
+    if image_or_none(client, os_image) is not None:
+        return os_image
+    if plan.os_image is None and image_or_none(client, BOOTSTRAP_IMAGE) is not None:
+        print(f"{OS_IMAGE} is not here; using {BOOTSTRAP_IMAGE} made earlier by --bootstrap", flush=True)
+        return BOOTSTRAP_IMAGE
+    try:
+        client.images.pull(os_image)
+    except APIError as exc:
+        raise BuildError(f"cannot pull {os_image} ({exc.explanation or exc}): pass --bootstrap to make an OS image "
+                         "with debootstrap, or --os-image of one you have") from None
+    return os_image

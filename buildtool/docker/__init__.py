@@ -1,0 +1,1 @@
+"""The Docker engine (SDK), BuildKit builds (CLI) and their progress display."""

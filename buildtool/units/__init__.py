@@ -1,0 +1,1 @@
+"""`build.py units`: one unit model (spec) rendered per format (compose, quadlet, ...)."""

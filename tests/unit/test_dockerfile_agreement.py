@@ -1,0 +1,35 @@
+"""The Dockerfiles agree with the host side: their ARG defaults with contract/pins.py, the
+image's HEALTHCHECK with the units' health check."""
+import re
+from pathlib import Path
+
+from buildtool.units.spec import HEALTH, HEALTH_CMD
+from contract import pins
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def instructions(dockerfile: Path) -> list[str]:
+    """The Dockerfile's instructions, continuation lines joined, comments dropped."""
+    lines = [line for line in dockerfile.read_text().splitlines() if not line.lstrip().startswith("#")]
+    return [" ".join(part.strip() for part in text.split("\\\n")) for text in
+            re.split(r"(?<!\\)\n", "\n".join(lines)) if text.strip()]
+
+
+def arg_defaults(dockerfile: Path) -> dict:
+    return dict(re.fullmatch(r"ARG (\w+)=(.*)", text).groups() for text in instructions(dockerfile)
+                if text.startswith("ARG ") and "=" in text)
+
+
+def test_the_dockerfiles_arg_defaults_are_the_pins():
+    assert arg_defaults(REPO / "Dockerfile")["BASE_IMAGE"] == pins.OFFICIAL_BASE_IMAGE
+    base = arg_defaults(REPO / "base" / "Dockerfile")
+    assert (base["OS_IMAGE"], base["VLLM_VERSION"]) == (pins.OS_IMAGE, pins.VLLM_VERSION)
+
+
+def test_the_images_healthcheck_is_the_units_health_check():
+    [healthcheck] = [text for text in instructions(REPO / "Dockerfile") if text.startswith("HEALTHCHECK ")]
+    options, command = re.fullmatch(r"HEALTHCHECK ((?:--[\w-]+=\S+ )+)CMD (.*)", healthcheck).groups()
+    assert dict(option[2:].split("=", 1) for option in options.split()) == \
+        {key.replace("_", "-"): str(value) for key, value in HEALTH.items()}
+    assert command == HEALTH_CMD
