@@ -12,6 +12,7 @@ import docker
 import pytest
 
 from contract import pins
+from tests.image.conftest import docker_client  # noqa: F401  (no engine: a failure, as in the image tier)
 from tests.support import serving_stack
 
 REPORTS = serving_stack.REPO / "reports" / "serving"
@@ -23,22 +24,11 @@ def pytest_addoption(parser):
 
 
 @pytest.fixture(scope="session")
-def engine():
-    try:
-        client = docker.from_env()
-        client.ping()
-    except docker.errors.DockerException as exc:
-        pytest.fail(f"the serving tier needs a Docker engine and none answered ({exc}); "
-                    "on Debian run scripts/install-test-host.sh", pytrace=False)
-    return client
-
-
-@pytest.fixture(scope="session")
-def vehicle(request, engine) -> str:
+def vehicle(request, docker_client) -> str:
     ref = request.config.getoption("--vehicle") or os.environ.get("VLLM_TURING_VEHICLE")
     if ref:
         try:
-            engine.images.get(ref)
+            docker_client.images.get(ref)
         except docker.errors.ImageNotFound:
             pytest.fail(f"--vehicle {ref}: no such image here; build it with `python3 build.py vehicle`", pytrace=False)
         return ref

@@ -18,13 +18,14 @@ import time
 
 import pytest
 import requests
+import yaml
 
 from tests.serving.conftest import FIGURES
 from tests.support import serving_stack
 from tests.support.deploy_units import seconds
 
 # The shipped healthcheck: the first probe runs one interval after the start, then one per interval.
-SHIPPED = serving_stack.yaml.safe_load(serving_stack.COMPOSE_FILE.read_text())["services"][serving_stack.SERVICE]
+SHIPPED = yaml.safe_load(serving_stack.COMPOSE_FILE.read_text())["services"][serving_stack.SERVICE]
 INTERVAL_S = seconds(SHIPPED["healthcheck"]["interval"])
 START_PERIOD_S = seconds(SHIPPED["healthcheck"]["start_period"])
 GRACE_S = seconds(SHIPPED["stop_grace_period"])
