@@ -92,13 +92,15 @@ def wanted_wheels(requirements: str, wheels: list[Path]) -> list[Path]:
 
 
 def stage_context(ctx: Path, find_links: list[Path]) -> None:
-    """Dockerfile, requirements and the wanted local wheels (hard links where the filesystem allows)."""
-    for name in ("Dockerfile", "requirements.txt"):
-        shutil.copy2(CPU_DIR / name, ctx / name)
-    (ctx / "wheels").mkdir()
+    """The Dockerfile, and pins/: the requirements and the wanted local wheels (hard links where the
+    filesystem allows). The install step mounts pins/ alone, so its cache outlives Dockerfile edits."""
+    shutil.copy2(CPU_DIR / "Dockerfile", ctx / "Dockerfile")
+    wheels = ctx / "pins" / "wheels"
+    wheels.mkdir(parents=True)
+    shutil.copy2(REQUIREMENTS, ctx / "pins" / "requirements.txt")
     local = [w for d in find_links if d.is_dir() for w in sorted(d.glob("*.whl"))]
     for wheel in wanted_wheels(REQUIREMENTS.read_text(), local):
         try:
-            os.link(wheel, ctx / "wheels" / wheel.name)
+            os.link(wheel, wheels / wheel.name)
         except OSError:
-            shutil.copy2(wheel, ctx / "wheels" / wheel.name)
+            shutil.copy2(wheel, wheels / wheel.name)

@@ -50,5 +50,6 @@ def test_stage_context_links_the_wanted_local_wheels(tmp_path):
     ctx = tmp_path / "ctx"
     ctx.mkdir()
     vehicle.stage_context(ctx, [links, tmp_path / "absent"])
-    assert sorted(p.name for p in ctx.iterdir()) == ["Dockerfile", "requirements.txt", "wheels"]
-    assert [p.name for p in (ctx / "wheels").iterdir()] == ["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
+    assert sorted(p.name for p in ctx.iterdir()) == ["Dockerfile", "pins"]
+    assert sorted(p.name for p in (ctx / "pins").iterdir()) == ["requirements.txt", "wheels"]
+    assert [p.name for p in (ctx / "pins" / "wheels").iterdir()] == ["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
