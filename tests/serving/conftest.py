@@ -8,11 +8,10 @@ to reports/serving/ and summarised at the end of the run.
 import json
 import os
 
-import docker
 import pytest
 
 from contract import pins
-from tests.image.conftest import docker_client  # noqa: F401  (no engine: a failure, as in the image tier)
+from tests.image.conftest import docker_client, require_image  # noqa: F401  (no engine: a failure, as in the image tier)
 from tests.support import serving_stack
 
 REPORTS = serving_stack.REPO / "reports" / "serving"
@@ -27,11 +26,7 @@ def pytest_addoption(parser):
 def vehicle(request, docker_client) -> str:
     ref = request.config.getoption("--vehicle") or os.environ.get("VLLM_TURING_VEHICLE")
     if ref:
-        try:
-            docker_client.images.get(ref)
-        except docker.errors.ImageNotFound:
-            pytest.fail(f"--vehicle {ref}: no such image here; build it with `python3 build.py vehicle`", pytrace=False)
-        return ref
+        return require_image(docker_client, ref, "--vehicle", "build it with `python3 build.py vehicle`")
     try:
         FIGURES["vehicle_build_s"] = round(serving_stack.build_vehicle(pins.CPU_VEHICLE_TAG), 1)
     except RuntimeError as exc:
