@@ -152,7 +152,9 @@ def test_compose_stop_ends_the_server_cleanly_with_a_stream_in_flight(served):
     FIGURES["shutdown_s"] = round(shutdown, 1)
     state = json.loads(subprocess.run(["docker", "inspect", container], capture_output=True, text=True,
                                       check=True).stdout)[0]["State"]
-    assert (state["Status"], state["ExitCode"], state["OOMKilled"]) == ("exited", 0, False), state
+    assert (state["Status"], state["ExitCode"], state["OOMKilled"]) == ("exited", 0, False), \
+        f"{state['ExitCode']=} after {shutdown:.1f} s; stream {record.get('ended')} after " \
+        f"{len(record.get('lines', []))} events; logs:\n{served.logs()[-4000:]}"
     assert shutdown < GRACE_S, f"stop took {shutdown:.1f} s, the grace period is {GRACE_S} s (then SIGKILL)"
     assert not client.is_alive(), "the streaming client still hangs after the server stopped"
     assert record["status"] == 200 and record["ended"] == "closed", record.get("ended")
