@@ -3,7 +3,9 @@
 For every seed configuration and the env file's defaults, the argv the entrypoint would exec is
 handed to `python3 -m vllm.entrypoints.openai.api_server` inside the image with the server's
 start replaced by a stop right after vLLM parsed and validated its arguments. A flag vLLM renames
-or drops then fails here, not at a user's first start. No GPU needed.
+or drops then fails here, not at a user's first start. No GPU needed: without one, vLLM 0.33 cannot
+infer its platform ("Failed to infer device type") and stops before parsing, so the probe names the
+CPU platform with VLLM_TARGET_DEVICE=cpu; the flags are EngineArgs' own on every platform.
 """
 import json
 import subprocess
@@ -63,7 +65,7 @@ def entrypoint_argvs() -> dict[str, list[str]]:
 @pytest.fixture(scope="module")
 def parsed(image) -> dict[str, str]:
     run = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "python3",
-                          "-e", "CUDA_VISIBLE_DEVICES=", image, "-c", PARSE_ONLY, json.dumps(entrypoint_argvs())],
+                          "-e", "VLLM_TARGET_DEVICE=cpu", image, "-c", PARSE_ONLY, json.dumps(entrypoint_argvs())],
                          capture_output=True, text=True, timeout=600)
     lines = [l for l in run.stdout.splitlines() if l.startswith("RESULTS ")]
     assert lines, f"exit {run.returncode}: {run.stderr[-3000:]}"
@@ -79,6 +81,6 @@ def test_a_dropped_flag_is_caught(image):
     """The probe can fail: a flag vLLM does not know ends in argparse's exit 2."""
     argv = entrypoint_argvs()["t4-e2b"] + ["--no-such-flag-vllm-turing"]
     run = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "python3",
-                          "-e", "CUDA_VISIBLE_DEVICES=", image, "-c", PARSE_ONLY, json.dumps({"bad": argv})],
+                          "-e", "VLLM_TARGET_DEVICE=cpu", image, "-c", PARSE_ONLY, json.dumps({"bad": argv})],
                          capture_output=True, text=True, timeout=600)
     assert '"bad": "exit 2"' in run.stdout, run.stdout[-1000:] + run.stderr[-2000:]
