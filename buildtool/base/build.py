@@ -26,7 +26,7 @@ def run(args) -> int:
 
 
 def build_base(client: docker.DockerClient, plan: BasePlan) -> str:
-    os_image = _os_image(client, plan)
+    os_image = os_image_for(client, plan)
     print(f"building {plan.tag}: vLLM {plan.vllm_version} from PyPI on {os_image} (about 4 GB of downloads)", flush=True)
     buildkit.build(buildkit.BuildRequest(
         context=REPO / "base", dockerfile=REPO / "base" / "Dockerfile", tag=plan.tag,
@@ -35,7 +35,7 @@ def build_base(client: docker.DockerClient, plan: BasePlan) -> str:
     return plan.tag
 
 
-def _os_image(client: docker.DockerClient, plan: BasePlan) -> str:
+def os_image_for(client: docker.DockerClient, plan: BasePlan) -> str:
     if plan.bootstrap:
         if image_or_none(client, BOOTSTRAP_IMAGE) is not None and not plan.options.no_cache:
             print(f"using {BOOTSTRAP_IMAGE} bootstrapped earlier", flush=True)

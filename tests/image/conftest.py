@@ -45,15 +45,20 @@ def build_command(tag: str, *extra: str, base: str = "pypi", ca_cert: Path | Non
     return argv
 
 
+def require_image(client, ref: str, option: str, hint: str) -> str:
+    """`ref` when the engine has it; otherwise the session fails naming the option and what to do."""
+    try:
+        client.images.get(ref)
+    except docker.errors.ImageNotFound:
+        pytest.fail(f"{option} {ref}: no such image here; {hint}", pytrace=False)
+    return ref
+
+
 @pytest.fixture(scope="session")
 def image(request, docker_client) -> str:
     ref = request.config.getoption("--image") or os.environ.get("VLLM_TURING_TEST_IMAGE")
     if ref:
-        try:
-            docker_client.images.get(ref)
-        except docker.errors.ImageNotFound:
-            pytest.fail(f"--image {ref}: no such image here; build it with build.py or pull it", pytrace=False)
-        return ref
+        return require_image(docker_client, ref, "--image", "build it with build.py or pull it")
     run = subprocess.run(build_command(TEST_TAG), cwd=REPO, capture_output=True, text=True)
     if run.returncode != 0:
         pytest.fail(f"build.py could not build {TEST_TAG}: {run.stderr.strip()[-2000:]}", pytrace=False)

