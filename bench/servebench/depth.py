@@ -21,6 +21,7 @@ SENTENCES = (
 )
 QUESTION = "\nIn one sentence, what is the text above about?"
 SEARCH_SLACK = 32   # characters tried around the binary search's answer when a step adds two tokens
+PADS = ("", ".", " .", ",", "\n")   # then one of these before the question, for a cut the merges skip
 
 
 class SizingError(ValueError):
@@ -65,10 +66,13 @@ def sized_prompt(encode: Callable[[str], int], depth: int, salt: str, chars_per_
             lo = mid
         else:
             hi = mid
-    for k in sorted(range(max(0, lo - SEARCH_SLACK), min(len(body), lo + SEARCH_SLACK) + 1), key=lambda k: abs(k - lo)):
-        got = count(k, body)
-        if got == depth:
-            return head + body[:k] + QUESTION, got
+    window = sorted(range(max(0, lo - SEARCH_SLACK), min(len(body), lo + SEARCH_SLACK) + 1), key=lambda k: abs(k - lo))
+    for pad in PADS:
+        for k in window:
+            prompt = head + body[:k] + pad + QUESTION
+            got = encode(prompt)
+            if got == depth:
+                return prompt, got
     raise SizingError(f"no filler prefix gives exactly {depth} tokens (closest {count(lo, body)}); "
                       "the tokenizer merges across every cut tried, ask for a depth one token away")
 

@@ -84,6 +84,7 @@ class Driver:
                 return proc.wait(timeout=cap_s)
             except subprocess.TimeoutExpired:
                 subprocess.run(["docker", "kill", container], capture_output=True)
+                proc.terminate()
                 proc.wait()
                 return None
             except KeyboardInterrupt:
