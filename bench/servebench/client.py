@@ -3,7 +3,6 @@ streamed completions (the side effects of the record and depth probes)."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -11,6 +10,7 @@ import urllib.request
 from . import prom
 from .depth import MetricPeaks, StreamTiming
 from .driver import EndpointError
+from .periodic import Periodic
 
 
 def post_json(url: str, body: dict, timeout: float = 600) -> dict:
@@ -107,7 +107,7 @@ def stream_completion(base_url: str, model: str, prompt: str, max_tokens: int, s
                         sent - (clock0 or sent))
 
 
-class MetricsWatch:
+class MetricsWatch(Periodic):
     """Scrapes /metrics every interval in a thread and keeps the peaks of the scheduler gauges."""
 
     def __init__(self, base_url: str, interval_s: float = 0.2):
@@ -116,10 +116,8 @@ class MetricsWatch:
         self.last: prom.Snapshot | None = None
         self.peak = {prom.RUNNING: 0.0, prom.WAITING: 0.0, prom.KV_USAGE: 0.0}
         self.scrapes = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def scrape(self) -> None:
+    def sample(self) -> None:
         snap = metrics(self.base_url)
         self.first = self.first or snap
         self.last = snap
@@ -127,22 +125,11 @@ class MetricsWatch:
         for name in self.peak:
             self.peak[name] = max(self.peak[name], snap.total(name))
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                self.scrape()
-            except EndpointError:
-                pass   # a missed scrape under load; the first and last ones are taken in the caller's thread
-
-    def __enter__(self) -> "MetricsWatch":
-        self.scrape()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.scrape()
+    def tick(self) -> None:
+        try:
+            self.sample()
+        except EndpointError:
+            pass   # a missed scrape under load; the first and last ones are taken in the caller's thread
 
     def peaks(self) -> MetricPeaks:
         return MetricPeaks(self.peak[prom.RUNNING], self.peak[prom.WAITING], self.peak[prom.KV_USAGE],

@@ -5,8 +5,9 @@ from __future__ import annotations
 import ctypes
 import re
 import subprocess
-import threading
 from typing import Callable
+
+from .periodic import Periodic
 
 UNITS = {"B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4,
          "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4}
@@ -59,33 +60,17 @@ def container_reader(container: str) -> Callable[[], int | None]:
     return used
 
 
-class PeakSampler:
+class PeakSampler(Periodic):
     """Calls a reader every interval in a thread; keeps the highest value."""
 
     def __init__(self, kind: str | None, where: str, reader: Callable[[], int | None] | None, interval_s: float = 1.0):
         self.kind, self.where, self.reader, self.interval_s = kind, where, reader, interval_s
         self.peak: int | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def sample(self) -> None:
         value = self.reader() if self.reader else None
         if value is not None and (self.peak is None or value > self.peak):
             self.peak = value
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.sample()
-
-    def __enter__(self) -> "PeakSampler":
-        self.sample()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.sample()
 
 
 def sampler(container: str | None) -> PeakSampler:
