@@ -4,9 +4,11 @@ and 200 tokens sized by the tiny model's own tokenizer (through the server's /to
 
 The server is the shipped compose.yaml on the CPU vehicle with the tiny Gemma 4 (fixtures
 `vehicle` and `models_dir` of tests/serving/conftest.py), started here with its own KV sizing:
-block size 16 and a block count for two 256-token sessions, not three. Per session the
-full-attention layer holds 256 / 16 = 16 blocks and the 64-token sliding-window layer at most
-64 / 16 + 1 = 5, so 21 blocks a session: 50 blocks hold two sessions (42) and not three (63).
+block size 16 and a block count for two 256-token sessions, not three. A decoding session holds
+256 / 16 = 16 blocks of the full-attention layer and at most 64 / 16 + 1 = 5 of the 64-token
+sliding-window layer: 21. Two take 42 and three 63; of 50 blocks (one is vLLM's null block) 49 are
+usable, so two sessions decode together and the third waits (a prefill may briefly hold up to
+224 / 16 = 14 sliding blocks, which can delay the second session's start, not make room for a third).
 """
 import json
 import os
@@ -53,7 +55,7 @@ def test_record_starts_the_server_and_times_readiness(small_kv, vehicle, models_
     done = bench("record", "--base-url", small_kv.url, "--out", out, "--image", vehicle,
                  "--tokenizer", models_dir / serving_stack.MODEL_NAME, "--dataset", "random", "--input-len", 64,
                  "--output-len", 16, "--concurrency", 2, "--num-prompts", 8, "--start", start_command(small_kv),
-                 "--container", f"{small_kv.project}-{serving_stack.SERVICE}-1", env=small_kv.env())
+                 "--container", small_kv.container(), env=small_kv.env())
     assert done.returncode == 0, done.stdout + done.stderr
     rec = json.loads((out / "record.json").read_text())
     assert (rec["completed"], rec["failed"], rec["stopped_at_cap"]) == (8, 0, False)
