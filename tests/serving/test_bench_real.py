@@ -81,8 +81,6 @@ def test_record_stopped_at_its_cap_reports_how_far_it_got(small_kv, vehicle, mod
     rec = json.loads((out / "record.json").read_text())
     assert rec["stopped_at_cap"] and 0 < rec["completed"] < PROMPTS_PAST_CAP and rec["failed"] is None
     assert f"after {rec['completed']} of {PROMPTS_PAST_CAP} requests completed" in (out / "record.md").read_text()
-    left = subprocess.run(["docker", "ps", "-q", "--filter", "label=io.vllm-turing.bench"], capture_output=True, text=True)
-    assert left.stdout.strip() == "", "the capped client container is still running"
 
 
 def test_depths_are_exact_and_the_third_full_context_session_queues(small_kv, tmp_path):
