@@ -134,3 +134,30 @@ class MetricsWatch(Periodic):
     def peaks(self) -> MetricPeaks:
         return MetricPeaks(self.peak[prom.RUNNING], self.peak[prom.WAITING], self.peak[prom.KV_USAGE],
                            self.last.total(prom.PREEMPTIONS) - self.first.total(prom.PREEMPTIONS), self.scrapes)
+
+
+class LoadStart(Periodic):
+    """Scrapes /metrics every interval until the server counts prompt tokens: the last scrape
+    before that marks where the load began (within one interval), so a capped run's rates leave
+    out the client container's start-up and its dataset generation."""
+
+    def __init__(self, base_url: str, interval_s: float = 1.0):
+        self.base_url, self.interval_s = base_url, interval_s
+        self.before: prom.Snapshot | None = None
+        self.began: float | None = None
+        self.started = False
+
+    def sample(self) -> None:
+        if self.started:
+            return
+        snap, now = metrics(self.base_url), time.monotonic()
+        if self.before is not None and snap.total(prom.PROMPT_TOKENS) > self.before.total(prom.PROMPT_TOKENS):
+            self.started = True
+        else:
+            self.before, self.began = snap, now
+
+    def tick(self) -> None:
+        try:
+            self.sample()
+        except EndpointError:
+            pass

@@ -79,5 +79,6 @@ def sampler(container: str | None) -> PeakSampler:
     if gpu is not None:
         return PeakSampler("gpu", "NVML, all GPUs", gpu)
     if container:
-        return PeakSampler("container", f"docker stats of {container}", container_reader(container))
+        shown = container[:12] if re.fullmatch(r"[0-9a-f]{64}", container) else container   # docker's short id
+        return PeakSampler("container", f"docker stats of {shown}", container_reader(container))
     return PeakSampler(None, "", None)

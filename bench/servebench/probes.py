@@ -59,21 +59,19 @@ def run_record(job: RecordJob, say=print) -> tuple[record.Record, int]:
                                 image=job.target_image, hf_home=job.hf_home)
         drv = Driver(job.sweep, target, job.out, dataset_path=job.dataset_path)
         argv, name = drv.argv(run, results.partial_name(run), run.name)
-        before = client.metrics(job.base_url)
         say(f"record {job.label}: {run.num_prompts} prompts at concurrency {run.concurrency}"
             + (f", cap {job.cap_s:g} s" if job.cap_s else ""))
-        began = time.monotonic()
-        rc = drv.execute(argv, name, job.out / results.LOGS / f"{run.name}.log", cap_s=job.cap_s)
-        elapsed = time.monotonic() - began
-        after = client.metrics(job.base_url)
+        with client.LoadStart(job.base_url) as load:
+            rc = drv.execute(argv, name, job.out / results.LOGS / f"{run.name}.log", cap_s=job.cap_s)
+            after, ended = client.metrics(job.base_url), time.monotonic()
     meaning = record.memory_meaning(mem.kind, after.labels(prom.CACHE_CONFIG), mem.where)
     workload = record.Workload(job.sweep.dataset, job.sweep.dataset_file, run.input_len, run.output_len,
-                               run.concurrency, run.num_prompts, run.seed, job.cap_s)
+                               run.concurrency, run.num_prompts, job.sweep.base_seed, job.cap_s)
     common = dict(label=job.label, model=model, workload=workload, readiness_s=readiness,
                   peak_memory_bytes=mem.peak, memory_meaning=meaning)
     partial = job.out / results.partial_name(run)
     if rc is None:
-        rec = record.from_server_counters(before, after, elapsed, **common)
+        rec = record.from_server_counters(load.before, after, ended - load.began, **common)
     else:
         result = results.load_json(partial)
         reason = results.incomplete_reason(result, run) if rc == 0 else f"vllm bench serve exited {rc}"

@@ -42,7 +42,7 @@ class Record:
     model: str
     workload: Workload
     source: str                        # FROM_CLIENT or FROM_SERVER
-    elapsed_s: float                   # the measured run's duration (to the cap when stopped)
+    elapsed_s: float                   # the measured run's duration (stopped: from the first load to the cap)
     stopped_at_cap: bool
     completed: int
     failed: int | None                 # None: not known (the client was stopped)
@@ -57,8 +57,8 @@ class Record:
 
     def progress(self) -> str:
         if self.stopped_at_cap:
-            return (f"stopped at the {self.elapsed_s:.0f} s cap after {self.completed} of "
-                    f"{self.workload.num_prompts} requests completed")
+            return (f"stopped at the {self.workload.cap_s:.0f} s cap after {self.completed} of "
+                    f"{self.workload.num_prompts} requests completed ({self.elapsed_s:.0f} s under load)")
         return f"complete in {self.elapsed_s:.0f} s"
 
     def to_json(self) -> str:

@@ -149,7 +149,7 @@ def test_record_of_a_run_stopped_at_its_cap_comes_from_the_server_counters():
     assert rec.median_ttft_ms == pytest.approx(212.5)
     assert rec.median_tpot_ms == pytest.approx(62.5)      # 0.05 + 0.025 * 300/600 s
     text = record.render([rec])
-    assert "| run | stopped at the 900 s cap after 600 of 1000 requests completed |" in text
+    assert "| run | stopped at the 900 s cap after 600 of 1000 requests completed (900 s under load) |" in text
     assert "| failed requests | — |" in text and "| time to readiness s | — |" in text
     assert "server's /metrics" in text and "not sampled" in text
 
