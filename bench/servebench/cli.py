@@ -1,7 +1,9 @@
-"""bench/serve: `run` a sweep against an endpoint, `report` one sweep folder or two (A/B)."""
+"""bench/serve: `run` a sweep against an endpoint, `report` one sweep folder or two (A/B);
+`record` one workload as a benchmark record, `compare` records side by side; `depth` probes."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import pathlib
 import shlex
 import shutil
@@ -9,7 +11,7 @@ import sys
 
 from contract import pins
 
-from . import command, driver, report
+from . import command, depth, driver, probes, prom, record, report
 from .plan import PlanError, Sweep, runs
 
 PROG = "bench/serve"
@@ -121,6 +123,93 @@ def cmd_report(args) -> int:
     return 0
 
 
+def add_endpoint_arguments(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--base-url", default="http://127.0.0.1:8000", help="endpoint (default %(default)s)")
+    p.add_argument("--out", required=True, type=pathlib.Path, help=f"folder for {what}")
+    p.add_argument("--label", help="endpoint name in the output (default: the folder name)")
+    p.add_argument("--model", help="served model name (default: the first of GET /v1/models)")
+    p.add_argument("--ready-timeout", type=float, default=600, help="seconds to wait for the server (default %(default)s)")
+
+
+def add_record_arguments(p: argparse.ArgumentParser) -> None:
+    add_endpoint_arguments(p, "record.md, record.json, the raw run JSON and its log")
+    image = next(f.default for f in dataclasses.fields(command.Target) if f.name == "image")
+    p.add_argument("--image", default=image, help="image whose `vllm bench serve` runs (default %(default)s)")
+    p.add_argument("--tokenizer", help="tokenizer folder (mounted read-only) or Hugging Face id (default: the model)")
+    p.add_argument("--hf-home", help="host folder mounted as HF_HOME for tokenizer downloads")
+    p.add_argument("--dataset", choices=("random", "sharegpt"), default="random")
+    p.add_argument("--dataset-file", type=pathlib.Path, help="local ShareGPT JSON (with --dataset sharegpt); nothing is downloaded")
+    p.add_argument("--input-len", type=int, default=512, help="random dataset prompt length in tokens (default %(default)s)")
+    p.add_argument("--output-len", type=output_len, default=128, metavar="N|dataset",
+                   help="output tokens (default %(default)s; 'dataset': ShareGPT's own lengths)")
+    p.add_argument("--concurrency", type=int, default=32, help="requests in flight (default %(default)s)")
+    p.add_argument("--num-prompts", type=int, default=1000, help="requests in the run (default %(default)s)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cap-minutes", type=float, help="stop the run after this long and record how far it got")
+    p.add_argument("--start", metavar="CMD", help="command that starts the server (e.g. 'docker compose up -d'); "
+                   "the time from it to /health 200 is the readiness time")
+    p.add_argument("--container", help="server container whose memory is sampled when the host has no GPU")
+
+
+def record_job(args) -> probes.RecordJob:
+    if args.dataset_file is not None and not args.dataset_file.is_file():
+        raise PlanError(f"--dataset-file {args.dataset_file}: no such file; give the ShareGPT JSON's local path")
+    if args.cap_minutes is not None and args.cap_minutes <= 0:
+        raise PlanError(f"--cap-minutes {args.cap_minutes:g}: expected a positive number of minutes")
+    sweep = Sweep(concurrencies=(args.concurrency,), input_lens=(args.input_len,), output_len=args.output_len,
+                  repeats=1, dataset=args.dataset, dataset_file=args.dataset_file.name if args.dataset_file else None,
+                  num_prompts=args.num_prompts, base_seed=args.seed)
+    return probes.RecordJob(base_url=args.base_url.rstrip("/"), out=args.out, label=args.label or args.out.name,
+                            model=args.model, target_image=args.image, tokenizer=args.tokenizer,
+                            hf_home=args.hf_home, sweep=sweep, dataset_path=args.dataset_file,
+                            cap_s=args.cap_minutes * 60 if args.cap_minutes else None, start=args.start,
+                            container=args.container, ready_timeout=args.ready_timeout)
+
+
+def cmd_record(args) -> int:
+    job = record_job(args)
+    if shutil.which("docker") is None:
+        raise PlanError("no docker command on PATH; bench/serve runs `vllm bench serve` from an image")
+    rec, rc = probes.run_record(job)
+    print(record.render([rec]), end="")
+    return rc
+
+
+def cmd_compare(args) -> int:
+    records = [probes.load_record(p) for p in args.records]
+    differs = record.workload_mismatch(records)
+    if differs:
+        raise PlanError(f"the records ran different workloads (differ in {', '.join(differs)}); "
+                        "record both with the same options")
+    text = record.render(records)
+    if args.output:
+        args.output.write_text(text)
+    print(text, end="")
+    return 0
+
+
+def add_depth_arguments(p: argparse.ArgumentParser) -> None:
+    add_endpoint_arguments(p, "depth.md and depth.json")
+    p.add_argument("--depths", type=int_list, required=True, metavar="12700,67000,213000",
+                   help="prompt depths in tokens of the served model's tokenizer")
+    p.add_argument("--decode-tokens", type=int, default=128, help="tokens generated per probe (default %(default)s)")
+    p.add_argument("--sessions", type=int, default=0, metavar="N",
+                   help="capacity probe: N full-context sessions at once (default: none)")
+    p.add_argument("--session-depth", type=int, help="tokens per session (default: max_model_len - decode tokens)")
+
+
+def cmd_depth(args) -> int:
+    if min(args.depths) < 1 or args.decode_tokens < 2 or args.sessions < 0:
+        raise PlanError("depths must be positive, --decode-tokens at least 2 (decode speed needs two tokens), "
+                        "--sessions zero or more")
+    job = probes.DepthJob(base_url=args.base_url.rstrip("/"), out=args.out, label=args.label or args.out.name,
+                          model=args.model, depths=args.depths, decode_tokens=args.decode_tokens,
+                          sessions=args.sessions, session_depth=args.session_depth, ready_timeout=args.ready_timeout)
+    _, _, text = probes.run_depth(job)
+    print(text, end="")
+    return 0
+
+
 class OneLineErrors(argparse.ArgumentParser):
     """Usage errors in one line (what was wrong, where to look), exit 2."""
 
@@ -138,16 +227,24 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--ceiling", type=float, action="append", metavar="TOK_S",
                    help="decode ceiling (bench/ceiling) per folder, in order; adds the %% of ceiling at c=1")
     r.add_argument("--output", type=pathlib.Path, help="also write the markdown here")
+    add_record_arguments(sub.add_parser("record", help="one workload as a benchmark record (markdown + JSON)"))
+    c = sub.add_parser("compare", help="benchmark records side by side")
+    c.add_argument("records", type=pathlib.Path, nargs="+", help="record.json files or their folders")
+    c.add_argument("--output", type=pathlib.Path, help="also write the markdown here")
+    add_depth_arguments(sub.add_parser("depth", help="prefill/decode at token depths, and a capacity probe"))
     return p
+
+
+COMMANDS = {"run": cmd_run, "report": cmd_report, "record": cmd_record, "compare": cmd_compare, "depth": cmd_depth}
 
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
-        return cmd_run(args) if args.command == "run" else cmd_report(args)
-    except PlanError as exc:
+        return COMMANDS[args.command](args)
+    except (PlanError, depth.SizingError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    except driver.EndpointError as exc:
+    except (driver.EndpointError, prom.MetricsError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1

