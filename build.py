@@ -5,6 +5,7 @@
   python3 build.py base               build a vLLM base image from PyPI wheels
   python3 build.py verify IMAGE       run the verification container on an image
   python3 build.py units              write compose and Quadlet units for this host
+  python3 build.py units --kubernetes write Kubernetes manifests (docs/fleet.md)
   python3 build.py smoke [URL]        check a running endpoint's client contract
 
 Exit codes: 0 ok, 1 a build or check failed, 2 bad input or usage.
@@ -18,7 +19,7 @@ SUBCOMMANDS = {
     "build": ("buildtool.image", "build the derived image, verify it, then move the tag (default)"),
     "base": ("buildtool.base", "build a vLLM OpenAI base image from PyPI wheels"),
     "verify": ("buildtool.verify_cli", "run the verification container on IMAGE"),
-    "units": ("buildtool.units", "generate compose and Quadlet units for this host"),
+    "units": ("buildtool.units", "generate compose and Quadlet units for this host, or Kubernetes manifests"),
     "smoke": ("buildtool.smoke", "wait for a running endpoint, then check its client contract"),
 }
 

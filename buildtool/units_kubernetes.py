@@ -19,7 +19,7 @@ from buildtool.units_spec import (CACHE_VOLUMES, CONTAINER_PORT, HEALTH, MODEL_M
 from entrypoint.checks.memory import staging_need
 from entrypoint.checks.model import ModelProblem, read_model_dir
 
-MANIFEST_PATH = f"kubernetes/{UNIT_NAME}.yaml"
+MANIFEST_PATH = f"kubernetes/base/{UNIT_NAME}.yaml"
 GPU_RESOURCE = "nvidia.com/gpu"
 MODEL_VOLUMES = ("pvc", "hostPath")
 CONFIG_MAP = f"{UNIT_NAME}-env"
