@@ -224,7 +224,7 @@ def _scalar(value) -> str:
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
-    if isinstance(value, dict) or isinstance(value, list):
+    if isinstance(value, (dict, list)):
         return "{}" if isinstance(value, dict) else "[]"
     text = str(value)
     return text if _PLAIN.match(text) and text.lower() not in _YAML_WORDS else json.dumps(text)
