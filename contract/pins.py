@@ -26,3 +26,5 @@ IMAGE_TAG = image_tag()
 CPU_VLLM_VERSION = "0.32.0"
 CPU_BASE_TAG = f"vllm-turing-cpu-base:{CPU_VLLM_VERSION}"
 CPU_VEHICLE_TAG = f"vllm-turing-cpu:{CPU_VLLM_VERSION}"
+# The Kubernetes API the rendered manifests are validated against (kubectl 1.32 on the test machines).
+KUBERNETES_VERSION = "1.32.0"

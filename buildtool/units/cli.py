@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from buildtool.units import kubernetes
 from buildtool.errors import BuildError
 from buildtool.units.compose import render_compose, render_toolkit_override
 from buildtool.units.quadlet import render_env_file, render_quadlet
@@ -56,6 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bind", default="127.0.0.1", help="host address to publish on (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="host port (default: 8000)")
     parser.add_argument("--dev-root", type=Path, default=Path("/dev"), help=argparse.SUPPRESS)
+    kubernetes.add_arguments(parser)
 
 
 def _probe_gpus(dev_root: Path) -> tuple[int, ...]:
@@ -110,16 +112,37 @@ def write(out: Path, files: list[Rendered]) -> list[str]:
     return report
 
 
+def kubernetes_files(args: argparse.Namespace) -> tuple[list[Rendered], str]:
+    """The manifests, their ConfigMap made from the env file in --out (the template where none is)."""
+    spec = kubernetes.spec_from_args(args)
+    env_path = args.out / ENV_FILE
+    try:
+        env_text, env_name = (env_path.read_text(), str(env_path)) if env_path.exists() else (render_env_file(), ENV_FILE)
+        text = kubernetes.render_kubernetes(spec, kubernetes.parse_env_file(env_text, env_name))
+    except OSError as exc:
+        raise BuildError(f"cannot read {env_path}: {exc.strerror}; fix its permissions", exit_code=2) from None
+    except ValueError as exc:
+        raise BuildError(f"{env_name}: {exc}; a secret goes in the Secret {kubernetes.HF_SECRET} "
+                         "(docs/fleet.md), never in the env file's ConfigMap", exit_code=2) from None
+    summary = (f"kubernetes: {spec.cluster.replicas} replica(s) of {len(spec.host.gpu_indices)} GPU(s), "
+               f"{kubernetes.memory_gib(spec)} GiB of memory each, settings from {env_name}")
+    return [Rendered(kubernetes.MANIFEST_PATH, text)], summary
+
+
 def run(args: argparse.Namespace) -> int:
-    host = host_values(args)
-    files = render_all(host, cdi=args.cdi)
+    if args.kubernetes:
+        files, summary = kubernetes_files(args)
+    else:
+        host = host_values(args)
+        files = render_all(host, cdi=args.cdi)
+        gpus = ",".join(f"/dev/nvidia{i}" for i in host.gpu_indices)
+        summary = f"units for {len(host.gpu_indices)} GPU(s) ({gpus}), driver libraries from {host.lib_dir}"
     try:
         report = write(args.out, files)
     except OSError as exc:
         raise BuildError(f"cannot write into {args.out}: {exc.strerror}; pass --out with a writable "
                          "directory", exit_code=2) from None
-    gpus = ",".join(f"/dev/nvidia{i}" for i in host.gpu_indices)
-    print(f"units for {len(host.gpu_indices)} GPU(s) ({gpus}), driver libraries from {host.lib_dir}")
+    print(summary)
     print("\n".join(report))
     return 0
 

@@ -84,9 +84,23 @@ class Mount:
 
 
 @dataclass(frozen=True)
+class ClusterValues:
+    """What only a Kubernetes rendering needs (buildtool/units/kubernetes.py); the GPUs of one
+    replica are `HostValues.gpu_indices` (one GPU, or one tensor-parallel group)."""
+
+    replicas: int = 1
+    weight_bytes: int = 0  # the model's weights on disk: sizes the memory request
+    model_volume: str = "pvc"  # "pvc" (model_claim) or "hostPath" (HostValues.model_dir on each node)
+    model_claim: str = "vllm-turing-models"
+    runtime_class: str | None = None
+    node_selector: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class UnitSpec:
     host: HostValues = field(default_factory=HostValues)
     toolkit: bool = False  # True: the container toolkit / CDI wires devices and libraries
+    cluster: ClusterValues = field(default_factory=ClusterValues)
 
     @property
     def devices(self) -> list[Device]:

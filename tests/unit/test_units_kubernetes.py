@@ -1,0 +1,277 @@
+"""`build.py units --kubernetes`: manifests from the UnitSpec, validated offline against the pinned
+Kubernetes version's OpenAPI schemas (kubernetes-validate, strict) and the service's own policy;
+`kubectl kustomize` over the shipped overlay; golden files for one and four replicas."""
+from __future__ import annotations
+
+import copy
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from buildtool.units.compose import render_compose
+from buildtool.units.kubernetes import (GPU_RESOURCE, MANIFEST_PATH, manifest_problems, manifests,
+                                        parse_env_file, to_yaml)
+from buildtool.units.quadlet import render_env_file
+from buildtool.units.spec import CACHE_VOLUMES, ClusterValues, HostValues, UnitSpec
+from contract.pins import KUBERNETES_VERSION
+from entrypoint.checks.memory import check_memory
+from contract.verdict import Status
+from tests.support.build_py import build_py
+from tests.support.deploy_units import interpolate_defaults, seconds, size_bytes
+from tests.support.model_files import write_model_dir
+
+REPO = Path(__file__).resolve().parents[2]
+GIB = 2**30
+OVERLAY = REPO / "kubernetes/overlays/gke-t4"
+# name -> (extra CLI arguments, the committed file it must equal). Regenerate with the command.
+GOLDEN = {
+    "one replica": ([], MANIFEST_PATH),
+    "four replicas": (["--replicas", "4"], f"tests/unit/golden/replicas-4/{MANIFEST_PATH}"),
+}
+GOLDEN_WEIGHTS = ["--weights-gib", "10"]
+ENV = parse_env_file(render_env_file(), "template")
+
+
+def schema_errors(docs: list[dict]) -> list[str]:
+    errors = []
+    for doc in docs:
+        try:
+            kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            errors.append(f"{doc['kind']}: {exc.message} at {'/'.join(map(str, exc.path))}")
+    return errors
+
+
+def load(text: str) -> list[dict]:
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def deployment(docs: list[dict]) -> dict:
+    return next(d for d in docs if d["kind"] == "Deployment")
+
+
+def container(docs: list[dict]) -> dict:
+    return deployment(docs)["spec"]["template"]["spec"]["containers"][0]
+
+
+def generate(out: Path, *args: str) -> int:
+    return build_py().main(["units", "--kubernetes", "--out", str(out), *args])
+
+
+def spec(**cluster) -> UnitSpec:
+    gpus = cluster.pop("gpus", 1)
+    return UnitSpec(HostValues(gpu_indices=tuple(range(gpus)), model_dir="/srv/models"),
+                    cluster=ClusterValues(**{"weight_bytes": 10 * GIB, **cluster}))
+
+
+VARIANTS = {
+    "default": spec(),
+    "four replicas": spec(replicas=4),
+    "hostPath model": spec(model_volume="hostPath"),
+    "tensor-parallel pair, runtime class, GPU pool": spec(
+        gpus=2, runtime_class="nvidia", node_selector=(("cloud.google.com/gke-accelerator", "nvidia-tesla-t4"),)),
+}
+
+
+@pytest.mark.parametrize("name", GOLDEN)
+def test_golden_files_are_exactly_what_the_generator_writes(tmp_path, name):
+    extra, committed = GOLDEN[name]
+    assert generate(tmp_path, *GOLDEN_WEIGHTS, *extra) == 0
+    command = " ".join(["python3 build.py units --kubernetes", *GOLDEN_WEIGHTS, *extra,
+                        "--out", str(Path(committed).parents[2]) if extra else "."])
+    assert (REPO / committed).read_text() == (tmp_path / MANIFEST_PATH).read_text(), \
+        f"{committed} differs from the generator: regenerate it with `{command}`"
+
+
+@pytest.mark.parametrize("name", GOLDEN)
+def test_golden_files_validate_against_the_pinned_kubernetes_schemas(name):
+    docs = load((REPO / GOLDEN[name][1]).read_text())
+    assert [d["kind"] for d in docs] == ["ConfigMap", "PersistentVolumeClaim", "Deployment", "Service"]
+    assert schema_errors(docs) == [] and manifest_problems(docs) == []
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_every_variant_validates_and_its_yaml_reads_back_as_the_objects(name):
+    objects = manifests(VARIANTS[name], ENV)
+    assert load(to_yaml(objects)) == objects
+    assert schema_errors(objects) == [] and manifest_problems(objects) == []
+
+
+def test_the_shipped_overlay_builds_with_kubectl_kustomize_and_validates():
+    kubectl = shutil.which("kubectl")
+    assert kubectl, "kubectl (with its built-in kustomize) is needed for this test: install kubectl 1.32"
+    built = subprocess.run([kubectl, "kustomize", str(OVERLAY)], capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr
+    docs = load(built.stdout)
+    assert schema_errors(docs) == [] and manifest_problems(docs) == []
+    pod = deployment(docs)["spec"]["template"]["spec"]
+    assert deployment(docs)["spec"]["replicas"] == 4
+    assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}
+    # the overlay's settings merge into the ConfigMap the pods read, under its unchanged name
+    config = next(d for d in docs if d["kind"] == "ConfigMap")
+    assert config["data"]["DTYPE"] == "float16" and config["data"]["MODEL"] == ENV["MODEL"]
+    assert pod["containers"][0]["envFrom"] == [{"configMapRef": {"name": config["metadata"]["name"]}}]
+
+
+def test_replicas_and_gpus_map_to_the_deployment_and_the_gpu_limit():
+    docs = manifests(spec(replicas=4, gpus=2), ENV)
+    assert deployment(docs)["spec"]["replicas"] == 4
+    assert container(docs)["resources"]["limits"][GPU_RESOURCE] == 2
+    assert container(docs)["resources"]["requests"][GPU_RESOURCE] == 2
+    pvc = next(d for d in docs if d["kind"] == "PersistentVolumeClaim")
+    assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]  # four nodes mount one cache claim
+    assert next(d for d in manifests(spec(), ENV) if d["kind"] == "PersistentVolumeClaim")[
+        "spec"]["accessModes"] == ["ReadWriteOnce"]
+
+
+def fake_cgroup(root: Path, limit: int, current: int) -> str:
+    root.mkdir()
+    (root / "memory.max").write_text(f"{limit}\n")
+    (root / "memory.current").write_text(f"{current}\n")
+    return str(root)
+
+
+@pytest.mark.parametrize("weights_gib", [2.5, 10, 31])
+def test_the_memory_limit_passes_the_entrypoints_memory_check_and_two_gib_less_would_not(tmp_path, weights_gib):
+    weights = int(weights_gib * GIB)
+    limits = container(manifests(spec(weight_bytes=weights), ENV))["resources"]["limits"]
+    limit = size_bytes(limits["memory"].removesuffix("i"))
+    meminfo = f"MemAvailable: {256 * 2**20} kB\nSwapFree: 0 kB\n"  # a big node: the cgroup limit decides
+    preflight_use = 500 * 2**20
+    inside = check_memory(weights, meminfo, fake_cgroup(tmp_path / "fits", limit, preflight_use))
+    assert inside.status is Status.PASS, inside.message
+    smaller = check_memory(weights, meminfo, fake_cgroup(tmp_path / "less", limit - 2 * GIB, preflight_use))
+    assert smaller.status is not Status.PASS
+
+
+def test_the_kubernetes_manifests_carry_what_compose_carries():
+    unit_spec = spec()
+    service = yaml.safe_load(interpolate_defaults(render_compose(unit_spec)))["services"]["vllm"]
+    docs = manifests(unit_spec, ENV)
+    main = container(docs)
+    pod = deployment(docs)["spec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in main["env"] if "value" in e}
+    assert env == {k: v for k, v in service["environment"].items() if k != "NVIDIA_VISIBLE_DEVICES"}
+    assert {m["mountPath"] for m in main["volumeMounts"] if m["name"] == "cache"} == set(CACHE_VOLUMES.values())
+    assert pod["terminationGracePeriodSeconds"] == seconds(service["stop_grace_period"])
+    assert main["livenessProbe"]["periodSeconds"] == seconds(service["healthcheck"]["interval"])
+    shm = next(v for v in pod["volumes"] if v["name"] == "dshm")["emptyDir"]
+    assert shm["medium"] == "Memory" and size_bytes(shm["sizeLimit"].removesuffix("i")) == size_bytes(service["shm_size"])
+    # the startup probe waits at least as long as compose's start period, and systemd's start timeout
+    startup = main["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= seconds(service["healthcheck"]["start_period"])
+    assert ENV == {k: str(v) for k, v in docs[0]["data"].items()}
+    assert not main["securityContext"]["privileged"]
+
+
+def test_hf_token_is_a_secret_reference_never_a_value():
+    main = container(manifests(spec(), ENV))
+    token = next(e for e in main["env"] if e["name"] == "HF_TOKEN")
+    assert "value" not in token and token["valueFrom"]["secretKeyRef"]["key"] == "HF_TOKEN"
+
+
+# The negative cases: each one broken copy of valid manifests, and what must catch it.
+def _break_probe_type(docs):
+    probe = container(docs)["livenessProbe"]
+    probe["httpGett"] = probe.pop("httpGet")
+
+
+def _probe_without_http(docs):
+    container(docs)["readinessProbe"] = {"tcpSocket": {"port": "http"}, "periodSeconds": 10}
+
+
+def _drop_gpu_limit(docs):
+    for side in ("limits", "requests"):
+        del container(docs)["resources"][side][GPU_RESOURCE]
+
+
+def _secret_in_env(docs):
+    container(docs)["env"].append({"name": "HF_TOKEN_FALLBACK", "value": "hf_" + "a1B2" * 9})
+
+
+def _secret_in_config_map(docs):
+    docs[0]["data"]["OPENAI_API_KEY"] = "not-empty"
+
+
+def _privileged(docs):
+    container(docs)["securityContext"]["privileged"] = True
+
+
+def _all_gpus_env(docs):
+    container(docs)["env"].append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"})
+
+
+@pytest.mark.parametrize("breaks, schema_catches, policy_says", [
+    (_break_probe_type, True, "livenessProbe is not an HTTP GET"),
+    (_probe_without_http, False, "readinessProbe is not an HTTP GET"),
+    (_drop_gpu_limit, False, f"no {GPU_RESOURCE} limit"),
+    (_secret_in_env, False, "HF_TOKEN_FALLBACK carries what looks like a token"),
+    (_secret_in_config_map, False, "OPENAI_API_KEY is a secret given in plain text"),
+    (_privileged, False, "privileged"),
+    (_all_gpus_env, False, "NVIDIA_VISIBLE_DEVICES"),
+])
+def test_broken_manifests_fail_validation(breaks, schema_catches, policy_says):
+    docs = copy.deepcopy(manifests(spec(), ENV))
+    breaks(docs)
+    assert bool(schema_errors(docs)) is schema_catches
+    problems = manifest_problems(docs)
+    assert len(problems) == 1 and policy_says in problems[0], problems
+
+
+def test_ordinary_settings_named_like_tokens_are_not_secrets():
+    docs = manifests(spec(), {**ENV, "TOKENIZER": "/models/tok", "MAX_NUM_BATCHED_TOKENS": "8192", "HF_TOKEN": ""})
+    assert manifest_problems(docs) == []
+
+
+def test_a_token_in_the_env_file_is_refused_without_being_printed_and_nothing_is_written(tmp_path, capsys):
+    token = "hf_" + "Zx9" * 12
+    env_file = tmp_path / "quadlet/vllm-turing.env"
+    env_file.parent.mkdir()
+    env_file.write_text(render_env_file() + f"HF_TOKEN={token}\n")
+    assert generate(tmp_path, *GOLDEN_WEIGHTS) == 2
+    err = capsys.readouterr().err
+    assert "HF_TOKEN" in err and "vllm-turing-hf" in err and token not in err
+    assert not (tmp_path / MANIFEST_PATH).exists()
+
+
+def test_the_env_file_in_out_becomes_the_config_map(tmp_path):
+    env_file = tmp_path / "quadlet/vllm-turing.env"
+    env_file.parent.mkdir()
+    env_file.write_text("# mine\nMODEL=/models/gemma-4-E4B-it\nDTYPE=float16\n")
+    assert generate(tmp_path, *GOLDEN_WEIGHTS) == 0
+    assert load((tmp_path / MANIFEST_PATH).read_text())[0]["data"] == {"MODEL": "/models/gemma-4-E4B-it",
+                                                                      "DTYPE": "float16"}
+
+
+def test_weights_from_a_model_directory_size_the_memory(tmp_path):
+    weights = write_model_dir(tmp_path / "model", shards=2)
+    assert generate(tmp_path / "out", "--weights-from", str(tmp_path / "model")) == 0
+    limits = container(load((tmp_path / "out" / MANIFEST_PATH).read_text()))["resources"]["limits"]
+    assert limits["memory"] == f"{math.ceil((2 * weights + 3 * GIB + GIB) / GIB)}Gi"
+
+
+@pytest.mark.parametrize("args, says", [
+    ([], "neither of --weights-gib and --weights-from"),
+    (["--weights-gib", "4", "--weights-from", "/x"], "both"),
+    (["--weights-gib", "0"], "--weights-gib 0"),
+    (["--weights-from", "/nonexistent/model"], "no config.json"),
+    (["--weights-gib", "4", "--replicas", "0"], "--replicas 0"),
+    (["--weights-gib", "4", "--gpus", "two"], "--gpus 'two'"),
+    (["--weights-gib", "4", "--node-selector", "pool"], "--node-selector 'pool'"),
+    (["--weights-gib", "4", "--model-volume", "hostPath"], "absolute path"),
+])
+def test_bad_input_is_refused_in_one_line(tmp_path, capsys, args, says):
+    assert generate(tmp_path, *args) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / MANIFEST_PATH).exists()
+
+
+def test_a_malformed_env_file_line_is_named():
+    with pytest.raises(ValueError, match="line 2"):
+        parse_env_file("A=1\nexport B=2\n", "env")
