@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-OWN_PACKAGES = {"buildtool", "contract"}
+# This repository's own packages: build.py imports them from the checkout (the Kubernetes renderer
+# sizes memory with the entrypoint's own staging_need), never from an index.
+OWN_PACKAGES = {path.name for path in REPO.iterdir() if (path / "__init__.py").is_file()}
 
 
 def requirement_names(path: Path) -> set:
