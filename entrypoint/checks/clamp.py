@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from contract import layout
-from contract.verdict import Result, failed, passed
+from contract.verdict import Result, failed, passed, warned
 
 CLAMP = "clamp"
 FIT = "fit"
@@ -132,6 +132,9 @@ def start_fit(model_config: str, cc: tuple[int, int], limit: int,
     found = lookup_fit(table, model_config, cc, limit)
     if found is not None and found.hit:
         return lambda: judge_lookup(found, cc, limit)
+    if found is not None and found.unproven:
+        return lambda: warned(FIT, f"not proven: {found.miss}", "the clamp covers only attention; watch the first "
+                              "request's log for OutOfResources on this device")
     fallback = found.miss if found is not None else "patches.fitcheck.lookup is not importable"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     command = fit_command(model_config, cc, limit, table if os.path.isfile(table) else None, module)

@@ -26,6 +26,7 @@ class Lookup:
     max_shared: int | None = None
     all_fit: bool = False
     worst: dict | None = None
+    unproven: bool = False  # the model has layers whose kernels no fit check proves (the miss says which)
 
 
 def installed_versions() -> dict | None:
@@ -63,6 +64,8 @@ def lookup(table_path: str | Path, config_path: str | Path, cc: int, limit: int)
     try:
         document = table_.read_table(Path(table_path), "--known-table")
         shapes = shapes_.load_model_config(config_path)
+    except shapes_.UnprovenLayers as error:
+        return Lookup(False, str(error), unproven=True)
     except (table_.TableError, shapes_.ConfigError) as error:
         return Lookup(False, str(error))
     if document is None:

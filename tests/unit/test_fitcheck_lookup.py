@@ -4,6 +4,7 @@ or version falls back to the full check, and the result says why."""
 import json
 
 import pytest
+import transformers
 
 from contract import layout
 from contract.verdict import Status
@@ -94,3 +95,22 @@ def test_the_entrypoint_falls_back_to_the_full_check_on_a_miss_and_says_why(tmp_
     result = start_fit(str(config_file(tmp_path, "gemma4-e4b")), (7, 5), 65536)()
     # The full check is the subprocess; without vLLM on this host it exits without a report.
     assert "[full check: no verdict in the fit table for gemma4-e4b/sliding" in result.message
+
+
+def test_a_hybrid_mamba_model_is_not_reported_as_fitting(tmp_path, monkeypatch, installed):
+
+    folder = tmp_path / "nemotron-h"
+    transformers.NemotronHConfig().save_pretrained(folder)
+    with pytest.raises(shapes.UnprovenLayers, match="hybrid model"):
+        shapes.load_model_config(folder / "config.json")
+    monkeypatch.setenv(layout.ENV_FIT_TABLE, str(written_table(tmp_path, {"sliding": 40000, "global": 61440})))
+    result = start_fit(str(folder / "config.json"), (7, 5), 65536)()
+    assert result.status is Status.WARN and "Mamba/SSM layers" in result.message
+
+
+@pytest.mark.parametrize("family", ["LlamaConfig", "MistralConfig", "Qwen2Config", "Qwen3Config", "NemotronConfig"])
+def test_attention_only_families_saved_by_transformers_read_as_attention_shapes(tmp_path, family):
+
+    getattr(transformers, family)().save_pretrained(tmp_path)
+    read = shapes.load_model_config(tmp_path / "config.json")
+    assert read and all(s.head_size == 128 and s.num_query_heads % s.num_kv_heads == 0 for s in read)
