@@ -32,6 +32,7 @@ RUN --mount=type=cache,id=vllm-turing-fitcheck-triton,target=/root/.triton-fitch
         --compare-unpatched --json > /opt/vllm-turing/fit-report.json; \
     python3 -m patches.fitcheck --device sm86 --write-table /opt/vllm-turing/fit-table.json \
         --json > /opt/vllm-turing/fit-report-sm86.json; \
+    python3 -m patches.fitcheck --device sm90 --write-table /opt/vllm-turing/fit-table.json --json >/dev/null; \
     python3 -c 'import importlib.metadata as m, json; json.dump({p: m.version(p) for p in ("vllm", "torch", "triton")}, open("/opt/vllm-turing/versions.json", "w"))'
 
 # Optional extra Python packages, installed without changing vLLM, torch or Triton (pinned

@@ -2,7 +2,8 @@
 model's attention shapes against this device's real shared-memory limit (a subprocess of
 patches.fitcheck). The image ships no Triton cache; the fit check takes each launch's need from
 the image's fit table (the compiler's numbers recorded at build, --known-table) and compiles only
-the launches the table lacks, so a model of the classes the build checked costs seconds."""
+the launches the table lacks. Before that, the build's recorded verdicts per layer shape answer
+without any subprocess when they cover every layer of this model on this device (lookup_fit)."""
 from __future__ import annotations
 
 import importlib
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from contract import layout
-from contract.verdict import Result, failed, passed
+from contract.verdict import Result, failed, passed, warned
 
 CLAMP = "clamp"
 FIT = "fit"
@@ -41,7 +42,29 @@ def check_clamp(module: str = "patches.turing_clamp") -> Result:
                   "vLLM was reinstalled over the patched one: do not pip install vllm into the image; rebuild it")
 
 
-def judge_fit(returncode: int, stdout: str, stderr: str, cc: tuple[int, int], limit: int) -> Result:
+def judge_fit(returncode: int, stdout: str, stderr: str, cc: tuple[int, int], limit: int,
+              fallback: str | None = None) -> Result:
+    """The subprocess's report judged; `fallback` is why the table's verdicts did not answer."""
+    result = _judge_report(returncode, stdout, stderr, cc, limit)
+    if fallback is None:
+        return result
+    return Result(result.name, result.status, f"{result.message} [full check: {fallback}]", result.fix,
+                  result.elapsed_s)
+
+
+def judge_lookup(found, cc: tuple[int, int], limit: int) -> Result:
+    """The fit check's answer from the fit table's verdicts (patches.fitcheck.lookup.Lookup, a hit)."""
+    if found.all_fit:
+        return passed(FIT, f"{found.launches} attention launches fit {limit} bytes on cc {cc[0]}.{cc[1]} "
+                           f"(largest {found.max_shared} bytes; from the fit table's verdicts, nothing compiled)")
+    worst = found.worst or {}
+    return failed(FIT, f"attention launches exceed {limit} bytes of shared memory, e.g. head "
+                       f"{worst.get('head_size')}: {worst.get('max_shared')} bytes (the fit table's verdict)",
+                  "the clamp does not cover this model on this device: rebuild with build.py and report the "
+                  "fit check's output")
+
+
+def _judge_report(returncode: int, stdout: str, stderr: str, cc: tuple[int, int], limit: int) -> Result:
     try:
         report = json.loads(stdout)
     except json.JSONDecodeError:
@@ -105,8 +128,15 @@ def start_fit(model_config: str, cc: tuple[int, int], limit: int,
     root = code_root(module)
     if root is None:
         return lambda: failed(FIT, f"{module} is not installed for {sys.executable}", REBUILD)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     table = _env(layout.ENV_FIT_TABLE) or layout.FIT_TABLE
+    found = lookup_fit(table, model_config, cc, limit)
+    if found is not None and found.hit:
+        return lambda: judge_lookup(found, cc, limit)
+    if found is not None and found.unproven:
+        return lambda: warned(FIT, f"not proven: {found.miss}", "the clamp covers only attention; watch the first "
+                              "request's log for OutOfResources on this device")
+    fallback = found.miss if found is not None else "patches.fitcheck.lookup is not importable"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     command = fit_command(model_config, cc, limit, table if os.path.isfile(table) else None, module)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
@@ -119,5 +149,14 @@ def start_fit(model_config: str, cc: tuple[int, int], limit: int,
             return failed(FIT, f"the fit check did not finish in {FIT_TIMEOUT_S} s", f"without the image's fit "
                           f"table (${layout.ENV_FIT_TABLE}, {layout.FIT_TABLE}) every launch is compiled: keep it, or "
                           "give the container more CPU")
-        return judge_fit(process.returncode, stdout, stderr, cc, limit)
+        return judge_fit(process.returncode, stdout, stderr, cc, limit, fallback)
     return collect
+
+
+def lookup_fit(table: str, model_config: str, cc: tuple[int, int], limit: int):
+    """The fit table's verdicts for the model (a Lookup), None when the lookup module is missing."""
+    try:
+        from patches.fitcheck.lookup import lookup
+    except ImportError:
+        return None
+    return lookup(table, model_config, cc[0] * 10 + cc[1], limit)

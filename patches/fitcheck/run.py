@@ -115,6 +115,15 @@ def _write_fit_table(path: Path, default_launches: list, device: dict, versions:
             "started_fresh_because": stale}
 
 
+def _write_verdicts(path: Path, rows: list[dict], shapes, device: dict, versions: dict) -> int:
+    """Records this run's verdict per layer shape in the table just written (lookup.py reads them)."""
+    from patches.fitcheck import table as table_
+
+    verdicts = table_.shape_verdicts(rows, shapes, device["cc"], device["limit"])
+    table_.write_table(path, table_.merge(table_.read_table(path), [], versions, verdicts))
+    return len(verdicts)
+
+
 def _known_table(options: FitOptions, versions: dict) -> tuple[dict | None, dict | None]:
     """The --known-table document when its numbers hold for these versions (else None), and the
     report's note on it (None without the option)."""
@@ -188,6 +197,9 @@ def run(fit: FitPlan) -> dict:
     launches = patched + compared
     rows = [report_.launch_row(launch, result, limit, source)
             for launch, (result, source) in zip(launches, _needs(launches, cc, known, options.workers))]
+    if options.write_table:
+        table["verdicts_written"] = _write_verdicts(Path(options.write_table), rows[:len(patched)], shapes,
+                                                    device, versions)
     report = report_.build_report(
         versions=versions, device=device, launches=rows[:len(patched)],
         unpatched=rows[len(patched):] if options.compare_unpatched else None,

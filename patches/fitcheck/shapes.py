@@ -19,6 +19,17 @@ class ConfigError(ValueError):
     """A model config that cannot be turned into attention shapes (exit 2)."""
 
 
+class UnprovenLayers(ConfigError):
+    """A model with layers that run kernels other than the attention launcher (Mamba/SSM mixers of
+    hybrid models): the fit check proves only attention, so it must not say the model fits."""
+
+
+# config.json fields that only hybrid state-space models carry (Nemotron-H, Jamba, Zamba, Falcon-H1,
+# Granite 4 hybrids, Qwen3-Next's linear attention ...).
+SSM_FIELDS = ("ssm_state_size", "mamba_d_state", "mamba_num_heads", "mamba_expand", "linear_num_value_heads",
+              "hybrid_override_pattern", "layers_block_type", "attn_layer_indices")
+
+
 @dataclass(frozen=True)
 class LayerShape:
     """One distinct attention layer kind of a model, as the attention launcher sees it."""
@@ -59,7 +70,8 @@ def model_shapes(model: str, layers: list[tuple], softcap: float = 0.0) -> list[
 
 
 def _positive_int(config: dict, key: str, where: str, default=None) -> int:
-    value = config.get(key, default)
+    value = config.get(key)
+    value = default if value is None else value  # transformers writes null for "derive it"
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ConfigError(f"{where}: '{key}' is {value!r}, expected a positive integer")
     return value
@@ -72,6 +84,11 @@ def shapes_from_config(config: object, model: str, where: str) -> list[LayerShap
     text = config.get("text_config", config)
     if not isinstance(text, dict):
         raise ConfigError(f"{where}: 'text_config' is {type(text).__name__}, expected a JSON object")
+    hybrid = [name for name in SSM_FIELDS if text.get(name) is not None]
+    if hybrid:
+        raise UnprovenLayers(
+            f"{where}: a hybrid model ({', '.join(hybrid)}): its Mamba/SSM layers run Triton kernels the fit "
+            "check does not prove for this device; only its attention layers would be checked")
     heads = _positive_int(text, "num_attention_heads", where)
     kv_heads = _positive_int(text, "num_key_value_heads", where, heads)
     head_dim = _positive_int(text, "head_dim", where, _derived_head_dim(text, heads, where))

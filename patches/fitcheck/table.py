@@ -1,7 +1,11 @@
 """The fit table the clamp reads at run time: candidate tiles per launch and their shared memory.
 
 Format (docs/architecture.md): {"format": 1, "vllm_version", "triton_version", "entries": [
-{cc, path, head_size_padded, dtype, block_m, num_warps, num_stages, tile_size, shared}]}.
+{cc, path, head_size_padded, dtype, block_m, num_warps, num_stages, tile_size, shared}],
+"verdicts": [{cc, limit, dtype, <SHAPE_FIELDS>, launches, max_shared, all_fit}]}.
+
+`verdicts` (optional) is the fit check's own judgement of every launch of one layer shape on one
+device, so the entrypoint can answer from config.json alone (patches/fitcheck/lookup.py).
 """
 from __future__ import annotations
 
@@ -14,6 +18,12 @@ FORMAT = 1
 SMALLEST_TILE = 16
 ENTRY_KEYS = ("cc", "path", "head_size_padded", "dtype", "block_m", "num_warps", "num_stages", "tile_size")
 ATTENTION_PATHS = ("2d", "3d")
+# A layer shape's fields that reach the launcher (everything but its names): equal fields, equal
+# launches, so a verdict recorded for them holds for any model with a layer of that shape.
+SHAPE_FIELDS = ("num_query_heads", "num_kv_heads", "head_size", "sliding_window", "softcap", "block_size",
+                "model_kv_heads")
+VERDICT_KEYS = ("cc", "limit", "dtype") + SHAPE_FIELDS
+CHECKED_DTYPE = "float16"  # the dtype the fit check's launches carry (recorder.case_arguments)
 
 
 class TableError(ValueError):
@@ -93,18 +103,46 @@ def read_table(path: Path, option: str = "--write-table") -> dict | None:
     return document
 
 
-def merge(existing: dict | None, entries: list[dict], versions: dict) -> dict:
-    """New entries replace existing ones with the same key; other existing entries stay when the
-    existing table was written by these vLLM and Triton versions. A table of other versions starts
-    fresh: its numbers were compiled from another kernel, and stamping them with these versions
-    would make the known-table check trust them."""
+def _merged(kept: list[dict], new: list[dict], keys: tuple) -> list[dict]:
+    merged = {tuple(e[k] for k in keys): e for e in kept}
+    merged.update((tuple(e[k] for k in keys), e) for e in new)
+    return sorted(merged.values(), key=lambda e: tuple(str(e[k]) for k in keys))
+
+
+def merge(existing: dict | None, entries: list[dict], versions: dict, verdicts: list[dict] = ()) -> dict:
+    """New entries (and verdicts) replace existing ones with the same key; other existing ones stay
+    when the existing table was written by these vLLM and Triton versions. A table of other versions
+    starts fresh: its numbers were compiled from another kernel, and stamping them with these
+    versions would make the known-table check and the lookup trust them."""
     kept = existing if existing is not None and table_mismatch(existing, versions) is None else {}
-    merged = {identity(e): e for e in kept.get("entries", [])}
-    for entry in entries:
-        merged[identity(entry)] = entry
-    ordered = sorted(merged.values(), key=lambda e: tuple(str(e[k]) for k in ENTRY_KEYS))
-    return {"format": FORMAT, "vllm_version": versions["vllm"], "triton_version": versions["triton"],
-            "entries": ordered}
+    document = {"format": FORMAT, "vllm_version": versions["vllm"], "triton_version": versions["triton"],
+                "entries": _merged(kept.get("entries", []), entries, ENTRY_KEYS)}
+    merged_verdicts = _merged(kept.get("verdicts", []), list(verdicts), VERDICT_KEYS)
+    if merged_verdicts:
+        document["verdicts"] = merged_verdicts
+    return document
+
+
+def shape_fields(shape) -> dict:
+    """A layer shape's SHAPE_FIELDS (model_kv_heads resolved to the layer's own when unset)."""
+    fields = {name: getattr(shape, name) for name in SHAPE_FIELDS}
+    fields["model_kv_heads"] = shape.model_kv_heads or shape.num_kv_heads
+    fields["softcap"] = float(shape.softcap)
+    return fields
+
+
+def shape_verdicts(rows: list[dict], shapes, cc: int, limit: int) -> list[dict]:
+    """One verdict per layer shape from the fit check's report rows of the patched launches."""
+    verdicts = []
+    for shape in shapes:
+        own = [row for row in rows if (row["model"], row["layer"]) == (shape.model, shape.layer)]
+        if not own:
+            continue
+        needs = [row["shared"] for row in own if row["shared"] is not None]
+        verdicts.append(dict({"cc": cc, "limit": limit, "dtype": CHECKED_DTYPE}, **shape_fields(shape),
+                             launches=len(own), max_shared=max(needs, default=None),
+                             all_fit=all(row["fits"] for row in own)))
+    return verdicts
 
 
 def write_table(path: Path, document: dict) -> None:

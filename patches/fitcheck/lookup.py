@@ -1,0 +1,73 @@
+"""The fit check answered from the build's fit table alone: config.json -> layer shapes -> the
+verdicts the build recorded for those shapes on this device (table.py, `verdicts`).
+
+Standard library only, and neither vLLM nor torch nor Triton is imported (their versions come
+from package metadata), so the entrypoint decides in milliseconds. A shape, device or version
+the table does not hold is a miss: the caller runs the full check and says why.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+from dataclasses import dataclass
+from pathlib import Path
+
+from patches.fitcheck import shapes as shapes_
+from patches.fitcheck import table as table_
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """hit: every layer shape has a verdict (then launches, max_shared, all_fit and the shape that
+    does not fit, if any); otherwise `miss` says why the full check must run."""
+
+    hit: bool
+    miss: str | None = None
+    launches: int = 0
+    max_shared: int | None = None
+    all_fit: bool = False
+    worst: dict | None = None
+    unproven: bool = False  # the model has layers whose kernels no fit check proves (the miss says which)
+
+
+def installed_versions() -> dict | None:
+    """{vllm, triton} from package metadata; None when either is not installed."""
+    try:
+        return {name: importlib.metadata.version(name) for name in ("vllm", "triton")}
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | None) -> Lookup:
+    """The verdicts of `document` for `shapes` on (cc, limit) under `versions` (pure)."""
+    if versions is None:
+        return Lookup(False, "vLLM or Triton is not installed as a package")
+    mismatch = table_.table_mismatch(document, versions)
+    if mismatch:
+        return Lookup(False, f"fit table {mismatch}")
+    recorded = {tuple(v.get(k) for k in table_.VERDICT_KEYS): v for v in document.get("verdicts") or []}
+    found = []
+    for shape in shapes:
+        key = dict({"cc": cc, "limit": limit, "dtype": table_.CHECKED_DTYPE}, **table_.shape_fields(shape))
+        verdict = recorded.get(tuple(key[k] for k in table_.VERDICT_KEYS))
+        if verdict is None:
+            return Lookup(False, f"no verdict in the fit table for {shape.label} (head {shape.head_size}, "
+                                 f"{shape.num_query_heads}/{shape.num_kv_heads} heads) on cc {cc} at {limit} bytes")
+        found.append(verdict)
+    needs = [v["max_shared"] for v in found if v.get("max_shared") is not None]
+    failing = [v for v in found if not v.get("all_fit")]
+    return Lookup(True, None, sum(v.get("launches", 0) for v in found), max(needs, default=None),
+                  not failing, max(failing, key=lambda v: v.get("max_shared") or 0) if failing else None)
+
+
+def lookup(table_path: str | Path, config_path: str | Path, cc: int, limit: int) -> Lookup:
+    """decide() over the files; an unreadable table or config is a miss (the full check reports it)."""
+    try:
+        document = table_.read_table(Path(table_path), "--known-table")
+        shapes = shapes_.load_model_config(config_path)
+    except shapes_.UnprovenLayers as error:
+        return Lookup(False, str(error), unproven=True)
+    except (table_.TableError, shapes_.ConfigError) as error:
+        return Lookup(False, str(error))
+    if document is None:
+        return Lookup(False, f"no fit table at {table_path}")
+    return decide(document, shapes, cc, limit, installed_versions())

@@ -1,0 +1,116 @@
+"""The fit check answered from the fit table's verdicts (patches.fitcheck.lookup): a model whose every
+layer shape the build judged on this device is answered without a subprocess; any other model, device
+or version falls back to the full check, and the result says why."""
+import json
+
+import pytest
+import transformers
+
+from contract import layout
+from contract.verdict import Status
+from entrypoint.checks.clamp import start_fit
+from patches.fitcheck import lookup, shapes, table
+
+VERSIONS = {"vllm": "0.33.0", "triton": "3.8.0"}
+E2B = shapes.BUILTIN_MODELS["gemma4-e2b"]
+
+
+def rows_for(model_shapes, shared_by_layer):
+    """Report rows of the patched launches, three per layer shape."""
+    return [{"model": s.model, "layer": s.layer, "shared": shared_by_layer[s.layer],
+             "fits": shared_by_layer[s.layer] <= 65536} for s in model_shapes for _ in range(3)]
+
+
+def written_table(tmp_path, shared_by_layer, versions=VERSIONS, cc=75, limit=65536):
+    verdicts = table.shape_verdicts(rows_for(E2B, shared_by_layer), E2B, cc, limit)
+    path = tmp_path / "fit-table.json"
+    table.write_table(path, table.merge(None, [], versions, verdicts))
+    return path
+
+
+def config_file(tmp_path, name="gemma4-e2b"):
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(shapes.BUILTIN_CONFIGS[name]))
+    return folder / "config.json"
+
+
+@pytest.fixture
+def installed(tmp_path, monkeypatch):
+    """vLLM 0.33.0 and Triton 3.8.0 as package metadata on sys.path (what lookup reads, not the code)."""
+    site = tmp_path / "site"
+    for name, version in VERSIONS.items():
+        info = site / f"{name}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    monkeypatch.syspath_prepend(str(site))
+
+
+def test_every_layer_judged_is_a_hit_with_the_recorded_needs(tmp_path):
+    document = table.read_table(written_table(tmp_path, {"sliding": 40000, "global": 61440}))
+    found = lookup.decide(document, shapes.load_model_config(config_file(tmp_path)), 75, 65536, VERSIONS)
+    assert (found.hit, found.all_fit, found.launches, found.max_shared) == (True, True, 6, 61440)
+
+
+def test_a_recorded_verdict_that_does_not_fit_is_a_hit_that_fails_naming_the_head(tmp_path):
+    document = table.read_table(written_table(tmp_path, {"sliding": 40000, "global": 98304}))
+    found = lookup.decide(document, E2B, 75, 65536, VERSIONS)
+    assert found.hit and not found.all_fit and found.worst["head_size"] == 512
+
+
+@pytest.mark.parametrize("cc, limit, model", [(86, 101376, "gemma4-e2b"), (75, 65536, "gemma4-e4b")])
+def test_another_device_or_a_shape_not_judged_is_a_miss_naming_it(tmp_path, cc, limit, model):
+    document = table.read_table(written_table(tmp_path, {"sliding": 40000, "global": 61440}))
+    found = lookup.decide(document, shapes.BUILTIN_MODELS[model], cc, limit, VERSIONS)
+    assert not found.hit and f"on cc {cc} at {limit} bytes" in found.miss
+
+
+@pytest.mark.parametrize("versions", [{"vllm": "0.32.0", "triton": "3.8.0"}, {"vllm": "0.33.0", "triton": "3.7.1"}])
+def test_a_table_of_another_vllm_or_triton_is_a_miss(tmp_path, versions):
+    document = table.read_table(written_table(tmp_path, {"sliding": 40000, "global": 61440}, versions))
+    found = lookup.decide(document, E2B, 75, 65536, VERSIONS)
+    assert not found.hit and found.miss.startswith("fit table written for vLLM")
+
+
+def test_without_vllm_installed_it_is_a_miss():
+    assert lookup.decide({}, E2B, 75, 65536, None).miss == "vLLM or Triton is not installed as a package"
+
+
+def test_merging_keeps_verdicts_of_these_versions_and_drops_those_of_others(tmp_path):
+    first = table.read_table(written_table(tmp_path, {"sliding": 40000, "global": 61440}))
+    sm86 = table.shape_verdicts(rows_for(E2B, {"sliding": 1, "global": 2}), E2B, 86, 101376)
+    assert len(table.merge(first, [], VERSIONS, sm86)["verdicts"]) == 4
+    assert len(table.merge(first, [], {"vllm": "0.34.0", "triton": "3.8.0"}, sm86)["verdicts"]) == 2
+
+
+def test_the_entrypoint_answers_a_hit_without_a_subprocess(tmp_path, monkeypatch, installed):
+    monkeypatch.setenv(layout.ENV_FIT_TABLE, str(written_table(tmp_path, {"sliding": 40000, "global": 61440})))
+    result = start_fit(str(config_file(tmp_path)), (7, 5), 65536)()
+    assert result.status is Status.PASS
+    assert "6 attention launches fit 65536 bytes" in result.message and "nothing compiled" in result.message
+
+
+def test_the_entrypoint_falls_back_to_the_full_check_on_a_miss_and_says_why(tmp_path, monkeypatch, installed):
+    monkeypatch.setenv(layout.ENV_FIT_TABLE, str(written_table(tmp_path, {"sliding": 40000, "global": 61440})))
+    result = start_fit(str(config_file(tmp_path, "gemma4-e4b")), (7, 5), 65536)()
+    # The full check is the subprocess; without vLLM on this host it exits without a report.
+    assert "[full check: no verdict in the fit table for gemma4-e4b/sliding" in result.message
+
+
+def test_a_hybrid_mamba_model_is_not_reported_as_fitting(tmp_path, monkeypatch, installed):
+
+    folder = tmp_path / "nemotron-h"
+    transformers.NemotronHConfig().save_pretrained(folder)
+    with pytest.raises(shapes.UnprovenLayers, match="hybrid model"):
+        shapes.load_model_config(folder / "config.json")
+    monkeypatch.setenv(layout.ENV_FIT_TABLE, str(written_table(tmp_path, {"sliding": 40000, "global": 61440})))
+    result = start_fit(str(folder / "config.json"), (7, 5), 65536)()
+    assert result.status is Status.WARN and "Mamba/SSM layers" in result.message
+
+
+@pytest.mark.parametrize("family", ["LlamaConfig", "MistralConfig", "Qwen2Config", "Qwen3Config", "NemotronConfig"])
+def test_attention_only_families_saved_by_transformers_read_as_attention_shapes(tmp_path, family):
+
+    getattr(transformers, family)().save_pretrained(tmp_path)
+    read = shapes.load_model_config(tmp_path / "config.json")
+    assert read and all(s.head_size == 128 and s.num_query_heads % s.num_kv_heads == 0 for s in read)
