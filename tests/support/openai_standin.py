@@ -181,12 +181,14 @@ class OpenAIStandIn:
 
     def __init__(self, *, model: str = "standin-model", loading_s: float = 0.0, broken=(),
                  modalities=("image", "audio"), first_token_delay_s: float = 0.0, max_model_len: int = 8192,
-                 audio_extras: bool = True):
+                 audio_extras: bool = True, loading_polls: int = 0):
         unknown = set(broken) - set(SCENARIOS)
         if unknown:
             raise ValueError(f"no such scenario {sorted(unknown)}; scenarios are {SCENARIOS}")
         self.model = model
         self.loading_s = loading_s
+        self.loading_polls = loading_polls  # /health answers 503 this many times first (no clock involved)
+        self._health_polls = 0
         self.broken = frozenset(broken)
         self.modalities = frozenset(modalities)
         self.first_token_delay_s = first_token_delay_s
@@ -209,7 +211,9 @@ class OpenAIStandIn:
     # --- handlers: body (decoded JSON or None) -> StandInResponse -----------------
 
     def health(self, body) -> StandInResponse:
-        loading = self._started is None or time.monotonic() - self._started < self.loading_s
+        self._health_polls += 1
+        loading = (self._started is None or time.monotonic() - self._started < self.loading_s
+                   or self._health_polls <= self.loading_polls)
         engine_died = "health" in self.broken and self._health_served
         if loading or engine_died:
             return StandInResponse(503)
