@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from contract.layout import TRITON_CACHE
+from contract.layout import STOP_GRACE_S, TRITON_CACHE  # noqa: F401  (STOP_GRACE_S: the units read it here)
 from contract.pins import IMAGE_TAG
 
 # Debian/Ubuntu's multiarch directory, where the driver packages put libcuda & co.
@@ -29,7 +29,6 @@ OPTIONAL_DEVICES = ("/dev/nvidia-uvm-tools",)
 CONTAINER_PORT = 8000
 MODEL_MOUNT = "/models"
 SHM_SIZE = "8g"  # NCCL and vLLM's multiprocessing use /dev/shm; tmpfs only takes what is used
-STOP_GRACE_S = 60  # vLLM drains in-flight requests on SIGTERM
 START_TIMEOUT_S = 900  # systemd: preflight + model load (100-230 s measured) + a cold compile cache
 RESTART_DELAY_S = 30
 # The health check, the same in compose, Quadlet and the Dockerfile's HEALTHCHECK (a unit test
