@@ -30,6 +30,9 @@ class Check:
     answer: tuple = ()                 # the model's side: only a model that answers correctly passes
     needs: str | None = None           # an input modality ("image", "audio") the model must take
     least_tokens: int = 8              # the fewest max_tokens that still test the claim
+    # True: what the row proves is the server's contract (its `answer` is a bonus); False: the row
+    # exists to judge the answer. Decides the row's verdict when answers are not judged.
+    proves_contract: bool = False
     stream: bool = field(init=False)
 
     def __post_init__(self):
@@ -73,7 +76,7 @@ CHECKS: tuple[Check, ...] = (
     # (the Triton JIT compile of the attention kernel lands on this request).
     Check("stream", "a streamed chat completion sends text deltas and ends with [DONE]",
           CHAT, ask("Count from 1 to 5.", max_tokens=32, stream=True),
-          expect=(Status(200), StreamCompleted()), answer=(StreamText(),)),
+          expect=(Status(200), StreamCompleted()), answer=(StreamText(),), proves_contract=True),
     Check("arithmetic", "17*23 is 391 at temperature 0",
           CHAT, ask("What is 17*23? Reply with the number only."),
           expect=SHAPED, answer=(ContentMatches(r"\b391\b"),)),
@@ -90,11 +93,12 @@ CHECKS: tuple[Check, ...] = (
     Check("reasoning", "thinking comes back in message.reasoning, the answer in content",
           CHAT, ask("What is 6 times 7? Reply with the number only.", max_tokens=1024,
                     chat_template_kwargs={"enable_thinking": True}),
-          expect=(Status(200), ReasoningField()), answer=(ReasoningSeparated(r"\b42\b"),), least_tokens=64),
+          expect=(Status(200), ReasoningField()), answer=(ReasoningSeparated(r"\b42\b"),), least_tokens=64,
+          proves_contract=True),
     Check("extra-body", "extra body keys (chat_template_kwargs, top_k, a vendor key) get 200, not 400",
           CHAT, ask("Reply with the word ready.", chat_template_kwargs={"enable_thinking": False},
                     top_k=1, vllm_turing_smoke_vendor_key={"ignored": True}),
-          expect=SHAPED, answer=(ContentMatches(r"\S"),)),
+          expect=SHAPED, answer=(ContentMatches(r"\S"),), proves_contract=True),
     Check("image", "a solid red PNG is described as red",
           CHAT, ask("What colour is this image? Answer with one word.", content_parts=(RED_SQUARE,)),
           expect=SHAPED, answer=(ContentMatches(r"\bred\b", re.I),), needs="image"),

@@ -78,7 +78,9 @@ def verdict(check: Check, reply: Reply, model: str | None, probing: bool, judge_
         if failure:
             return row(check, Status.FAIL, failure, reply=reply)
     if check.answer and not judge_answers:
-        return row(check, Status.NOT_JUDGED, NOT_JUDGED_ANSWER, reply=reply, answer=Status.NOT_JUDGED)
+        # A row that proves the contract passes on it; a row that exists to judge the answer is not judged.
+        status = Status.PASS if check.proves_contract else Status.NOT_JUDGED
+        return row(check, status, NOT_JUDGED_ANSWER, reply=reply, answer=Status.NOT_JUDGED)
     for expectation in check.answer:
         failure = expectation.judge(reply, model)
         if failure:

@@ -71,7 +71,7 @@ def test_compose_ps_reports_the_service_healthy(served):
 
 
 def test_smoke_passes_the_contract_and_does_not_judge_answers(served):
-    proc, report, wall = serving_stack.smoke(served.url, "--modalities", "text")
+    proc, report, wall = serving_stack.smoke(served.url, "--modalities", "text", "--contract-only")
     FIGURES["smoke_wall_s"] = round(wall, 1)
     assert report is not None, f"smoke printed no JSON report (exit {proc.returncode}): {proc.stderr[-2000:]}"
     assert "Traceback" not in proc.stderr
