@@ -58,6 +58,10 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     rm -f /tmp/keep.txt
 
 COPY entrypoint/ /opt/vllm-turing/entrypoint/
+# Python imports sitecustomize at every start; it acts only in the server process, where it bounds
+# the HTTP drain on SIGTERM and ends open streams once the engine has stopped (docs/deploy.md,
+# graceful stop).
+COPY entrypoint/sitecustomize.py /opt/vllm-turing/sitecustomize.py
 
 EXPOSE 8000
 # /health answers 503 until the model is loaded: the start period allows a 4-minute load.

@@ -40,3 +40,9 @@ DEPRECATED_ENV_NAMES = {
 # The entrypoint's program override for stand-in servers (tests); the entrypoint consumes it and
 # removes it from the server's environment.
 ENV_SERVER_CMD = "VLLM_TURING_SERVER_CMD"
+
+# The units' stop grace (compose stop_grace_period, Quadlet StopTimeout, Kubernetes
+# terminationGracePeriodSeconds): SIGTERM, then SIGKILL after this many seconds. The server's
+# HTTP drain after its engine has stopped is bounded well inside it (entrypoint/graceful_stop.py).
+STOP_GRACE_S = 60
+SERVER_HTTP_DRAIN_S = STOP_GRACE_S // 4

@@ -17,8 +17,8 @@ from buildtool.errors import BuildError
 from buildtool.units.compose import render_compose, render_toolkit_override
 from buildtool.units.quadlet import render_env_file, render_quadlet
 from buildtool.units.spec import (DEFAULT_IMAGE, DEFAULT_LIB_DIR, DEFAULT_MODEL_DIR, ENV_FILE_NAME,
-                                  UNIT_NAME, HostValues, UnitSpec, gpu_indices_from_names,
-                                  missing_libraries, parse_gpu_count)
+                                  UNIT_NAME, HostValues, UnitSpec, gpu_indices_from_names, missing_libraries,
+                                  parse_gpus)
 
 QUADLET_UNIT = f"quadlet/{UNIT_NAME}.container"
 ENV_FILE = f"quadlet/{ENV_FILE_NAME}"
@@ -48,7 +48,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cdi", action="store_true",
                         help="Quadlet unit for a host with nvidia-container-toolkit's CDI spec "
                              "(AddDevice=nvidia.com/gpu=all, no hand-wired devices or libraries)")
-    parser.add_argument("--gpus", help="number of GPUs (default: count of /dev/nvidia[0-9]* on this host)")
+    parser.add_argument("--gpus", help="all (every /dev/nvidiaN here), GPU indices such as 0,1, or a number N "
+                                       "(the first N); default: every GPU of this host")
+    parser.add_argument("--ipc-host", action="store_true",
+                        help="share the host's IPC namespace (/dev/shm) instead of a sized shm (podman-compose "
+                             "ignores ipc; compose and Quadlet honour it)")
     parser.add_argument("--lib-dir", help=f"host directory of libcuda.so.1 & co. "
                                           f"(default: $NVIDIA_LIB_DIR or {DEFAULT_LIB_DIR})")
     parser.add_argument("--model-dir", default=DEFAULT_MODEL_DIR,
@@ -85,16 +89,17 @@ def host_values(args: argparse.Namespace) -> HostValues:
         raise BuildError(f"--port {args.port}: expected a port from 1 to 65535", exit_code=2)
     try:
         if args.gpus is not None:
-            gpus = parse_gpu_count(args.gpus)
+            present = None if args.defaults or args.gpus != "all" else _probe_gpus(args.dev_root)
+            gpus, every_gpu = parse_gpus(args.gpus, present)
         else:
-            gpus = HostValues.gpu_indices if args.defaults else _probe_gpus(args.dev_root)
+            gpus, every_gpu = (HostValues.gpu_indices if args.defaults else _probe_gpus(args.dev_root)), True
     except ValueError as exc:
         raise BuildError(f"{exc}", exit_code=2) from None
     if args.defaults:
         lib_dir = args.lib_dir or DEFAULT_LIB_DIR
     else:
         lib_dir = _checked_lib_dir(args.lib_dir or os.environ.get("NVIDIA_LIB_DIR") or DEFAULT_LIB_DIR)
-    return HostValues(gpu_indices=gpus, lib_dir=lib_dir, model_dir=args.model_dir,
+    return HostValues(gpu_indices=gpus, every_gpu=every_gpu, host_ipc=args.ipc_host, lib_dir=lib_dir, model_dir=args.model_dir,
                       image=args.image, bind_address=args.bind, port=args.port)
 
 

@@ -59,7 +59,7 @@ def render_compose(spec: UnitSpec) -> str:
               f"      - {_q(f'${{VLLM_TURING_BIND:-{host.bind_address}}}:${{VLLM_TURING_PORT:-{host.port}}}:{CONTAINER_PORT}')}",
               "    ulimits:",
               "      memlock: -1",
-              f"    shm_size: {SHM_SIZE}",
+              *(["    ipc: host"] if host.host_ipc else [f"    shm_size: {SHM_SIZE}"]),
               "    healthcheck:",
               f"      test: [\"CMD-SHELL\", {_q(HEALTH_CMD)}]",
               f"      interval: {HEALTH['interval']}",
@@ -91,6 +91,7 @@ def render_toolkit_override(spec: UnitSpec) -> str:
               "        reservations:",
               "          devices:",
               "            - driver: nvidia",
-              "              count: all",
+              *(["              count: all"] if spec.host.every_gpu else
+                [f"              device_ids: [{', '.join(_q(str(i)) for i in spec.host.gpu_indices)}]"]),
               "              capabilities: [gpu]"]
     return "\n".join(lines) + "\n"

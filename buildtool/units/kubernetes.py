@@ -15,7 +15,7 @@ import re
 from buildtool.errors import BuildError
 from buildtool.units.spec import (CACHE_VOLUMES, CONTAINER_PORT, HEALTH, MODEL_MOUNT, SHM_SIZE,
                                   START_TIMEOUT_S, STOP_GRACE_S, UNIT_NAME, ClusterValues, HostValues,
-                                  UnitSpec, parse_gpu_count)
+                                  UnitSpec, parse_gpus)
 from entrypoint.checks.memory import staging_need
 from entrypoint.checks.model import ModelProblem, read_model_dir
 
@@ -313,7 +313,10 @@ def _node_selector(pairs: list[str]) -> tuple[tuple[str, str], ...]:
 def spec_from_args(args: argparse.Namespace) -> UnitSpec:
     """The spec for a cluster: nothing of this host is read but the --weights-from directory."""
     try:
-        gpus = parse_gpu_count(args.gpus) if args.gpus is not None else (0,)
+        if args.gpus is not None and not args.gpus.isdigit():
+            raise ValueError(f"--gpus {args.gpus!r}: in a cluster the device plugin picks the GPUs; "
+                             "give the number of GPUs per replica, e.g. --gpus 2")
+        gpus = parse_gpus(args.gpus)[0] if args.gpus is not None else (0,)
     except ValueError as exc:
         raise BuildError(f"{exc}", exit_code=2) from None
     if args.replicas < 1:

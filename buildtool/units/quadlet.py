@@ -5,7 +5,8 @@ from buildtool.units.spec import (CACHE_VOLUMES, CONTAINER_PORT, ENV_FILE_NAME, 
                                   RESTART_DELAY_S, SHM_SIZE, START_TIMEOUT_S, STOP_GRACE_S, UNIT_NAME,
                                   Mount, UnitSpec)
 
-CDI_ALL_GPUS = "nvidia.com/gpu=all"
+CDI_GPU_PREFIX = "nvidia.com/gpu="
+CDI_ALL_GPUS = f"{CDI_GPU_PREFIX}all"
 
 
 def podman_image_ref(image: str) -> str:
@@ -44,14 +45,16 @@ def render_quadlet(spec: UnitSpec) -> str:
              f"EnvironmentFile={ENV_FILE_NAME}"]
     lines += [f"Environment={key}={value}" for key, value in spec.environment.items()]
     if spec.toolkit:
-        lines.append(f"AddDevice={CDI_ALL_GPUS}")
+        lines += [f"AddDevice={CDI_ALL_GPUS}"] if host.every_gpu else [
+            f"AddDevice={CDI_GPU_PREFIX}{i}" for i in host.gpu_indices]
     lines += [f"AddDevice={'-' if d.optional else ''}{d.path}" for d in spec.devices]
     lines += [_volume(m) for m in spec.library_mounts]
     lines.append(_volume(spec.model_mount))
     lines += [f"Volume={UNIT_NAME}-{name}:{target}" for name, target in CACHE_VOLUMES.items()]
     lines += [f"PublishPort={host.bind_address}:{host.port}:{CONTAINER_PORT}",
               "Ulimit=memlock=-1:-1",
-              f"ShmSize={SHM_SIZE}",
+              # Quadlet has no Ipc= key (podman 5.4): host IPC goes through PodmanArgs
+              "PodmanArgs=--ipc=host" if host.host_ipc else f"ShmSize={SHM_SIZE}",
               f"HealthCmd={HEALTH_CMD}",
               f"HealthInterval={HEALTH['interval']}",
               f"HealthTimeout={HEALTH['timeout']}",
@@ -85,6 +88,9 @@ MAX_NUM_SEQS=8
 GPU_MEMORY_UTILIZATION=0.9
 # KV_CACHE_DTYPE=fp8
 # ENFORCE_EAGER=1
+# GPUs per server (tensor parallel) when the model does not fit one card; the units pass every GPU
+# `build.py units --gpus` chose. On T4s prefer one server per GPU (docs/fleet.md).
+# TENSOR_PARALLEL_SIZE=2
 # A speculative drafter (bf16; a quantized drafter is refused), or a full SPECULATIVE_CONFIG JSON.
 # DRAFTER=/models/gemma-4-12B-it-mtp
 # Gemma 4's parsers (tool calls, reasoning); another model needs its own or none (the preflight warns).

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from contract.layout import TRITON_CACHE
+from contract.layout import STOP_GRACE_S, TRITON_CACHE  # noqa: F401  (STOP_GRACE_S: the units read it here)
 from contract.pins import IMAGE_TAG
 
 # Debian/Ubuntu's multiarch directory, where the driver packages put libcuda & co.
@@ -29,7 +29,6 @@ OPTIONAL_DEVICES = ("/dev/nvidia-uvm-tools",)
 CONTAINER_PORT = 8000
 MODEL_MOUNT = "/models"
 SHM_SIZE = "8g"  # NCCL and vLLM's multiprocessing use /dev/shm; tmpfs only takes what is used
-STOP_GRACE_S = 60  # vLLM drains in-flight requests on SIGTERM
 START_TIMEOUT_S = 900  # systemd: preflight + model load (100-230 s measured) + a cold compile cache
 RESTART_DELAY_S = 30
 # The health check, the same in compose, Quadlet and the Dockerfile's HEALTHCHECK (a unit test
@@ -63,6 +62,8 @@ class HostValues:
     """What differs from one host to the next."""
 
     gpu_indices: tuple[int, ...] = (0,)
+    every_gpu: bool = True  # toolkit hosts: pass every GPU (True) or exactly gpu_indices
+    host_ipc: bool = False  # share the host's IPC namespace (and /dev/shm) instead of sizing shm
     lib_dir: str = DEFAULT_LIB_DIR
     model_dir: str = DEFAULT_MODEL_DIR
     image: str = DEFAULT_IMAGE
@@ -118,6 +119,11 @@ class UnitSpec:
                 for name in DRIVER_LIBRARIES]
 
     @property
+    def visible_devices(self) -> str:
+        """NVIDIA_VISIBLE_DEVICES as the container toolkit reads it."""
+        return "all" if self.host.every_gpu else ",".join(map(str, self.host.gpu_indices))
+
+    @property
     def model_mount(self) -> Mount:
         return Mount(self.host.model_dir, MODEL_MOUNT)
 
@@ -125,7 +131,7 @@ class UnitSpec:
     def environment(self) -> dict[str, str]:
         """Wiring the units own; user settings go in the env file, which these override."""
         return {
-            "NVIDIA_VISIBLE_DEVICES": "all",
+            "NVIDIA_VISIBLE_DEVICES": self.visible_devices,
             "HOST": "0.0.0.0",
             "PORT": str(CONTAINER_PORT),
             "HF_HOME": CACHE_VOLUMES["hf-cache"],
@@ -143,8 +149,19 @@ def missing_libraries(present: set[str]) -> list[str]:
     return [name for name in DRIVER_LIBRARIES if name not in present]
 
 
-def parse_gpu_count(text: str) -> tuple[int, ...]:
-    """`--gpus N` -> indices 0..N-1; ValueError with the reason for anything else."""
-    if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"--gpus {text!r}: expected a whole number of GPUs, 1 or more")
-    return tuple(range(int(text)))
+def parse_gpus(text: str, present: tuple[int, ...] | None = None) -> tuple[tuple[int, ...], bool]:
+    """`--gpus all|0,1|N` -> (GPU indices, every GPU?): `all` the `present` ones, `0,1` those
+    indices (as nvidia-smi numbers them), `N` the first N. ValueError with the reason otherwise."""
+    expected = "all, GPU indices such as 0,1, or a number of GPUs such as 2"
+    if text == "all":
+        if not present:
+            raise ValueError("--gpus all: no /dev/nvidiaN on this host; name the GPUs (--gpus 0,1) or a count")
+        return tuple(present), True
+    if text.isdigit():
+        if int(text) < 1:
+            raise ValueError(f"--gpus {text!r}: expected {expected}")
+        return tuple(range(int(text))), False
+    items = text.split(",")
+    if not all(item.isdigit() for item in items) or len(set(items)) != len(items):
+        raise ValueError(f"--gpus {text!r}: expected {expected}, each index once")
+    return tuple(sorted(int(item) for item in items)), False

@@ -88,20 +88,21 @@ WITHOUT_MKNOD = ("setpriv", "--bounding-set=-mknod")
 
 
 def without_device_node(node: str) -> str:
-    """Shell: mount a copy of /dev without `node` over /dev (inside the private namespace)."""
+    """Shell: mount a copy of /dev without `node` (a shell glob: nvidia[0-9]* hides every GPU node
+    of a host with several GPUs) over /dev, inside the private namespace."""
     return ("copy=$(mktemp -d); mount -t tmpfs -o mode=755 devcopy \"$copy\"; "
             "cp -a /dev/. \"$copy\"/ 2>/dev/null || true; "
-            f"rm -f \"$copy\"/{shlex.quote(node)}; mount --bind \"$copy\" /dev; "
-            f"test ! -e /dev/{shlex.quote(node)}")
+            f"rm -f \"$copy\"/{node}; mount --bind \"$copy\" /dev; "
+            f"! ls /dev/{node} >/dev/null 2>&1")
 
 
 @pytest.mark.parametrize("node,finding", [
-    ("nvidia0", "no /dev/nvidiaN GPU node"),
+    ("nvidia[0-9]*", "no /dev/nvidiaN GPU node"),
     ("nvidia-uvm", "/dev/nvidia-uvm is missing"),
 ])
 def test_hidden_device_node_fails_the_devices_check(check_env, figures, node, finding):
     report = run_check(check_env, without_device_node(node), prefix=WITHOUT_MKNOD)
-    figures[f"preflight_without_{node}"] = report
+    figures[f"preflight_without_{node.replace('[0-9]*', 'N')}"] = report
     devices = by_name(report)["devices"]
     assert devices["status"] == "fail", devices
     assert devices["message"] == finding

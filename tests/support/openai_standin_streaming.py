@@ -44,8 +44,14 @@ def salt_problem(salt) -> str | None:
 
 class StreamingCompletionsStandIn(OpenAIStandIn):
     def __init__(self, *, max_model_len: int = 4096, token_interval_s: float = 0.004,
-                 prefill_s_per_token: float = 0.0001, block_tokens: int = 16, **kwargs):
+                 prefill_s_per_token: float = 0.0001, block_tokens: int = 16, hold_after_salts: int | None = None,
+                 **kwargs):
+        """`hold_after_salts=N`: requests under an (N+1)-th distinct cache_salt wait until `release()`,
+        so a test can stop a sweep between runs without racing it."""
         super().__init__(**kwargs)
+        self.hold_after_salts = hold_after_salts
+        self._salts: list = []
+        self._released = threading.Event()
         self.max_model_len = max_model_len
         self.token_interval_s = token_interval_s
         self.prefill_s_per_token = prefill_s_per_token
@@ -82,10 +88,22 @@ class StreamingCompletionsStandIn(OpenAIStandIn):
         if problem:
             self._record(body, prompt_tokens, 400)
             return error(400, problem)
+        self._hold(body.get("cache_salt"))
         self._record(body, prompt_tokens, 200)
         usage = (body.get("stream_options") or {}).get("include_usage")
         return StandInResponse(200, events=self._events(max_tokens, prompt_tokens, usage),
                                delay_s=self.prefill_s_per_token * prompt_tokens)
+
+    def release(self) -> None:
+        self._released.set()
+
+    def _hold(self, salt) -> None:
+        with self._lock:
+            if salt not in self._salts:
+                self._salts.append(salt)
+            held = self.hold_after_salts is not None and self._salts.index(salt) >= self.hold_after_salts
+        if held:
+            self._released.wait()
 
     def _events(self, max_tokens: int, prompt_tokens: int, usage: bool):
         """Generated lazily, so each chunk leaves when a decoding engine would send it."""

@@ -18,7 +18,7 @@ from tooling import clamp_cycle
 
 TURING, H200, AMPERE_CONSUMER = 65_536, 232_448, 101_376
 # Shared-memory needs as the fit check would write them (2d figures measured on the real
-# vLLM 0.33.0 kernel for sm_75, see DESIGN.md; 3d ones are inputs of these tests).
+# vLLM 0.33.0 kernel for sm_75 with Triton 3.8, as docs/clamp.md lists them; 3d ones are inputs of these tests).
 NEEDS = {("2d", 32): 98_304, ("2d", 16): 65_536, ("3d", 16): 65_536, ("3d", 8): 40_960}
 
 
