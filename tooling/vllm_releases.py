@@ -26,12 +26,14 @@ import time
 import zipfile
 from pathlib import Path
 
+from contract import pins
+
 RELEASES = (
     "0.19.0", "0.19.1", "0.20.0", "0.20.2", "0.21.0", "0.22.1", "0.23.0",
     "0.24.0", "0.25.1", "0.26.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0",
     "0.31.0", "0.32.0", "0.33.0",
 )
-PINNED = "0.33.0"
+PINNED = pins.VLLM_VERSION
 LAUNCHER_MEMBER = "vllm/v1/attention/ops/triton_unified_attention.py"
 PARALLEL_DOWNLOADS = 3
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 
 # vLLM 0.33.0 names (vllm/v1/metrics/loggers.py); counters carry prometheus_client's `_total`.
 RUNNING = "vllm:num_requests_running"
@@ -17,41 +16,7 @@ TTFT = "vllm:time_to_first_token_seconds"
 TPOT = "vllm:request_time_per_output_token_seconds"
 CACHE_CONFIG = "vllm:cache_config_info"          # a gauge set to 1; the CacheConfig in its labels
 
-_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\S+)?$')
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*,?\s*')
-
-
-class MetricsError(ValueError):
-    """Text that is not Prometheus exposition, or lacks what a probe needs."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Sample:
-    name: str
-    labels: dict
-    value: float
-
-
-def _unescape(text: str) -> str:
-    return text.replace(r"\"", '"').replace(r"\n", "\n").replace("\\\\", "\\")
-
-
-def parse(text: str) -> list[Sample]:
-    samples = []
-    for number, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        m = _LINE.match(line)
-        if m is None:
-            raise MetricsError(f"line {number} is not a Prometheus sample: {line[:80]!r}")
-        labels = {k: _unescape(v) for k, v in _LABEL.findall(m.group(3) or "")}
-        try:
-            value = float(m.group(4))
-        except ValueError:
-            raise MetricsError(f"line {number}: value {m.group(4)!r} is not a number") from None
-        samples.append(Sample(m.group(1), labels, value))
-    return samples
+from tooling.prometheus import MetricsError, Sample, parse  # noqa: F401  (this module's readers use them)
 
 
 @dataclasses.dataclass(frozen=True)

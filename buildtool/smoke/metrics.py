@@ -12,10 +12,8 @@ vllm/v1/metrics/loggers.py):
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
 from contract.verdict import Result, Status
+from tooling.prometheus import Sample, parse
 
 DRAFTS = "vllm:spec_decode_num_drafts_total"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
@@ -29,32 +27,9 @@ NOT_DRAFTING_BELOW = 1.2
 NOT_DRAFTING_FIX = ("serve an unquantized (bf16) drafter: a quantized assistant such as a w4a16 one drafts "
                     "garbage (the seed deployments saw 1.00 with w4a16, 2.8 to 3.6 with bf16)")
 
-_SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\S+)?$')
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*,?\s*')
-_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
-
-
-@dataclass(frozen=True)
-class Sample:
-    name: str
-    labels: dict
-    value: float
-
-
 def parse_exposition(text: str) -> list[Sample]:
-    """The samples of a Prometheus text exposition (format 0.0.4); comments and bad lines dropped."""
-    samples = []
-    for line in text.splitlines():
-        match = _SAMPLE.match(line.strip())
-        if line.startswith("#") or not match:
-            continue
-        labels = {key: re.sub(r'\\[\\"n]', lambda m: _UNESCAPE[m.group(0)], value)
-                  for key, value in _LABEL.findall(match.group("labels") or "")}
-        try:
-            samples.append(Sample(match.group("name"), labels, float(match.group("value"))))
-        except ValueError:
-            continue
-    return samples
+    """The samples smoke can read; a malformed line is dropped, not fatal."""
+    return parse(text, strict=False)
 
 
 def _total(samples: list[Sample], name: str) -> float | None:

@@ -30,7 +30,8 @@ LAUNCHED_KERNELS = (
 NUM_PAR_SOFTMAX_SEGMENTS = 16  # vLLM's Triton backend
 # The clamp caches decisions and tables per process, keyed without the limit: a new
 # simulated device must start from nothing.
-CLAMP_CACHES = ("_vllm_turing_clamp_cache", "_vllm_turing_fit_tables")
+CLAMP_CACHES = ("_vllm_turing_clamp_cache", "_vllm_turing_fit_tables", "_vllm_turing_stepped",
+                "_vllm_turing_decode_tile")
 
 
 class LauncherError(RuntimeError):
@@ -166,11 +167,36 @@ def simulated_device(module, cc: int, limit: int, fit_table: str | None = None):
             getattr(module, name, {}).clear()
 
 
-class _Recorder:
-    """Stands where a launched kernel stands: `kernel[grid](...)` records instead of running."""
+def device_judge(cc: int, limit: int, fit_table: str | None):
+    """What the simulated device does at launch, as Triton does on a real one before the kernel
+    runs: raise OutOfResources when the compiled kernel needs more than `limit`. The need is the
+    fit table's (the one the clamp reads) where it holds the launch, else the compiler's for `cc`."""
+    from triton.runtime.errors import OutOfResources
 
-    def __init__(self, name: str, fn, sink: list):
-        self.name, self.fn, self.sink = name, fn, sink
+    from patches.fitcheck import table as table_
+    from patches.fitcheck.compiler import compile_launches
+
+    path = Path(fit_table or os.environ.get(layout.ENV_FIT_TABLE) or layout.FIT_TABLE)
+    document = table_.read_table(path, f"${layout.ENV_FIT_TABLE}")
+
+    def judge(launch: Launch) -> None:
+        shared = table_.known_needs([launch], cc, document)[0] if document else None
+        if shared is None:
+            shared = compile_launches([(launch.fn, launch.params, launch.options)], cc, 1)[0].shared
+        if shared is not None and shared > limit:
+            error = OutOfResources(shared, limit, "shared memory")
+            error.launch = launch
+            raise error
+
+    return judge
+
+
+class _Recorder:
+    """Stands where a launched kernel stands: `kernel[grid](...)` records instead of running
+    (and, with a judge, refuses what the simulated device would)."""
+
+    def __init__(self, name: str, fn, sink: list, judge=None):
+        self.name, self.fn, self.sink, self.judge = name, fn, sink, judge
         self.signature = inspect.signature(fn.fn)
         self.case = None
 
@@ -179,17 +205,22 @@ class _Recorder:
             options = {k: kwargs.pop(k) for k in list(kwargs) if k not in self.signature.parameters}
             bound = self.signature.bind(*args, **kwargs)
             bound.apply_defaults()
-            self.sink.append(Launch(self.case, self.name, self.fn, tuple(grid), dict(bound.arguments), options))
+            recorded = Launch(self.case, self.name, self.fn, tuple(grid), dict(bound.arguments), options)
+            if self.judge is not None:
+                self.judge(recorded)
+            self.sink.append(recorded)
 
         return launch
 
 
 @contextlib.contextmanager
-def recording(module):
+def recording(module, judge=None):
     """Swaps the module's launched kernels for recorders; yields (recorders, launches list)."""
     launches: list[Launch] = []
-    originals = {name: getattr(module, name) for name in LAUNCHED_KERNELS if hasattr(module, name)}
-    recorders = [_Recorder(name, fn, launches) for name, fn in originals.items()]
+    # The clamp routes kernels it guards through a wrapper that names the kernel it wraps.
+    originals = {name: getattr(getattr(module, name), "_vllm_turing_kernel", getattr(module, name))
+                 for name in LAUNCHED_KERNELS if hasattr(module, name)}
+    recorders = [_Recorder(name, fn, launches, judge) for name, fn in originals.items()]
     try:
         for recorder in recorders:
             setattr(module, recorder.name, recorder)
@@ -258,19 +289,33 @@ def case_arguments(case: Case, dtype_name: str = "float16") -> dict:
 
 
 def record_launches(module, cases: list[Case], cc: int, limit: int,
-                    fit_table: str | None = None) -> list[Launch]:
-    """Calls the module's unified_attention() once per case under the simulated device."""
+                    fit_table: str | None = None, device_errors: bool = False) -> list[Launch]:
+    """Calls the module's unified_attention() once per case under the simulated device. With
+    device_errors the device refuses a launch that needs more than `limit` (device_judge); a
+    refusal the launcher does not handle ends that case, its launch recorded for the verdict."""
+    from triton.runtime.errors import OutOfResources
+
     accepted = inspect.signature(module.unified_attention).parameters
-    with simulated_device(module, cc, limit, fit_table), recording(module) as (recorders, launches):
-        for case in cases:
-            for recorder in recorders:
-                recorder.case = case
-            arguments = {k: v for k, v in case_arguments(case).items() if k in accepted}
-            try:
-                module.unified_attention(**arguments)
-            except Exception as error:
-                raise LauncherError(
-                    f"{module.__name__}.unified_attention() failed on {case.shape.label} {case.kind} "
-                    f"(query_len {case.query_len}): {type(error).__name__}: {error}"
-                ) from None
+    with simulated_device(module, cc, limit, fit_table):
+        judge = device_judge(cc, limit, fit_table) if device_errors else None
+        with recording(module, judge) as (recorders, launches):
+            for case in cases:
+                _record_case(module, case, recorders, launches, accepted, OutOfResources)
     return launches
+
+
+def _record_case(module, case: Case, recorders, launches: list, accepted, refused) -> None:
+    for recorder in recorders:
+        recorder.case = case
+    arguments = {k: v for k, v in case_arguments(case).items() if k in accepted}
+    try:
+        module.unified_attention(**arguments)
+    except refused as error:
+        if not hasattr(error, "launch"):
+            raise
+        launches.append(error.launch)
+    except Exception as error:
+        raise LauncherError(
+            f"{module.__name__}.unified_attention() failed on {case.shape.label} {case.kind} "
+            f"(query_len {case.query_len}): {type(error).__name__}: {error}"
+        ) from None

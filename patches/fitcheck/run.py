@@ -191,7 +191,9 @@ def run(fit: FitPlan) -> dict:
     if options.write_table:
         # Before the patched launches are recorded: the clamp decides from this table.
         table = _write_fit_table(Path(options.write_table), defaults, device, versions, options.workers)
-    patched = record_launches(installed, cases, cc, limit, options.write_table)
+    # The patched launcher meets a device that refuses what does not fit, as a GPU does: a clamp
+    # without a table entry must step down on that refusal.
+    patched = record_launches(installed, cases, cc, limit, options.write_table, device_errors=True)
 
     compared = defaults if options.compare_unpatched else []
     launches = patched + compared

@@ -6,9 +6,16 @@ imported and tested without vLLM. Names start with `_vllm_turing_` so that they
 cannot collide with vLLM's own.
 """
 # >>> vllm-turing clamp: sizes attention tiles by the device's shared memory (patches/turing_clamp)
-_VLLM_TURING_CLAMP_VERSION = 2
+_VLLM_TURING_CLAMP_VERSION = 3
 _vllm_turing_clamp_cache = {}
 _vllm_turing_fit_tables = {}
+# Launches without a fit-table entry: {launch key: the tile Triton accepted}, and the 3D kernel's
+# last {vLLM's tile: tile used}, which its split-K reduction must repeat.
+_vllm_turing_stepped = {}
+_vllm_turing_decode_tile = {}
+_VLLM_TURING_KERNELS = ("kernel_unified_attention", "kernel_unified_attention_2d",
+                        "kernel_unified_attention_3d", "reduce_segments")
+_VLLM_TURING_SMALLEST_TILE = 16
 # (name, the name of the first release, still read when the name is unset); the image's default table
 _VLLM_TURING_ENV_SMEM_LIMIT = ("TURING_CLAMP_SMEM_LIMIT", "VLLM_TURING_SMEM_LIMIT")
 _VLLM_TURING_ENV_CC = ("TURING_CLAMP_CC", "VLLM_TURING_CC")
@@ -107,7 +114,7 @@ def _vllm_turing_fit_path(table, cc, limit, launch, default, stages, adjust_stag
     """(tile, num_stages) for one path (launch without num_stages); None when nothing fits."""
     needs = _vllm_turing_needs(table, cc, launch + (stages,))
     if default not in needs:
-        return default, stages, False  # no entry for this launch: unchanged, warned by caller
+        return default, stages, False  # no entry: the launch is judged by Triton (guarded)
     tile = _vllm_turing_pick(needs, default, limit)
     if tile is not None:
         return tile, stages, True
@@ -124,26 +131,19 @@ def _vllm_turing_fit_path(table, cc, limit, launch, default, stages, adjust_stag
 def _vllm_turing_decide(q, block_m, tile_prefill, tile_decode, num_warps, num_stages, adjust_stages):
     cc, limit = _vllm_turing_limit(q)
     if limit is None:
-        return tile_prefill, tile_decode, num_stages
+        return tile_prefill, tile_decode, num_stages, False
     table_path, table = _vllm_turing_fit_table()
     head = q.shape[2]
     head_padded = 1 << (head - 1).bit_length()
     dtype = str(q.dtype).replace("torch.", "")
-    chosen = {}
+    chosen, unknown = {}, []
     for path, default in (("2d", tile_prefill), ("3d", tile_decode)):
         launch = (path, head_padded, dtype, block_m, num_warps)
         tile, stages, known = _vllm_turing_fit_path(
             table, cc, limit, launch, default, num_stages, adjust_stages
         )
         if not known:
-            import logging
-
-            logging.getLogger(__name__).warning(
-                "vllm-turing clamp: no fit-table entry in %s for the %s launch (cc %s, head "
-                "size %s, %s, BLOCK_M %s, TILE_SIZE %s); keeping vLLM's tile size. Add one "
-                "with `python -m patches.fitcheck --write-table PATH`",
-                table_path, path, cc, head, dtype, block_m, default,
-            )
+            unknown.append(path)
         elif tile is None:
             smallest = min(_vllm_turing_needs(table, cc, launch + (num_stages,)).values())
             raise RuntimeError(
@@ -155,7 +155,81 @@ def _vllm_turing_decide(q, block_m, tile_prefill, tile_decode, num_warps, num_st
         chosen[path] = (tile, stages)
     # One launch-stage count serves both paths: the fewer stages one path needed.
     stages = min((s for _, s in chosen.values() if s is not None), default=num_stages)
-    return chosen["2d"][0], chosen["3d"][0], stages
+    if unknown:
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "vllm-turing clamp: no fit-table entry in %s for the %s launch (cc %s, head size %s, "
+            "%s, BLOCK_M %s); Triton judges its tile at first launch and a tile it refuses "
+            "(OutOfResources) steps down. Add the entry with `python -m patches.fitcheck "
+            "--write-table PATH`", table_path, "/".join(unknown), cc, head, dtype, block_m,
+        )
+    return chosen["2d"][0], chosen["3d"][0], stages, bool(unknown)
+
+
+def _vllm_turing_next_tile(tile):
+    """The tile to try after Triton refused tile; None below the smallest tile vLLM's kernels take."""
+    return tile // 2 if tile // 2 >= _VLLM_TURING_SMALLEST_TILE else None
+
+
+def _vllm_turing_launch_key(name, kwargs):
+    """What decides a launch's shared memory besides its tile: kernel, constexpr-style arguments
+    (vLLM spells them upper case), launch options and the dtypes of the tensors."""
+    fixed = tuple(sorted((k, v) for k, v in kwargs.items() if k != "TILE_SIZE" and (
+        k.isupper() or k in ("num_warps", "num_stages")) and isinstance(v, (bool, int, str, type(None)))))
+    dtypes = tuple(sorted({str(v.dtype) for v in kwargs.values() if hasattr(v, "dtype")}))
+    return (name,) + fixed + dtypes
+
+
+def _vllm_turing_guarded(name, kernel):
+    """kernel, launched through [grid](...) as vLLM does; a tile Triton refuses with OutOfResources
+    (raised before the kernel runs) is halved until one is accepted, remembered per launch key."""
+    from triton.runtime.errors import OutOfResources
+
+    def launch(grid, *args, **kwargs):
+        tile = kwargs.get("TILE_SIZE")
+        if not isinstance(tile, int):
+            return kernel[grid](*args, **kwargs)
+        if name == "reduce_segments":  # must repeat the tile its 3D kernel ran with
+            return kernel[grid](*args, **dict(kwargs, TILE_SIZE=_vllm_turing_decode_tile.get(tile, tile)))
+        key = _vllm_turing_launch_key(name, kwargs) + (tile,)
+        used = _vllm_turing_stepped.get(key, tile)
+        while True:
+            try:
+                result = kernel[grid](*args, **dict(kwargs, TILE_SIZE=used))
+                break
+            except OutOfResources:
+                used = _vllm_turing_next_tile(used)
+                if used is None:
+                    raise
+        if key not in _vllm_turing_stepped:
+            _vllm_turing_stepped[key] = used
+            if used != tile:
+                import logging
+
+                logging.getLogger(__name__).warning(
+                    "vllm-turing clamp: Triton refused TILE_SIZE %s for %s (OutOfResources); "
+                    "TILE_SIZE %s from now on for this launch", tile, name, used)
+        if name.endswith("_3d") or kwargs.get("IS_3D"):
+            _vllm_turing_decode_tile.clear()
+            _vllm_turing_decode_tile[tile] = used
+        return result
+
+    class Guarded:
+        _vllm_turing_kernel = kernel
+
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: launch(grid, *args, **kwargs)
+
+    return Guarded()
+
+
+def _vllm_turing_guard(namespace):
+    """Routes the launcher's kernels in namespace through _vllm_turing_guarded (once per object)."""
+    for name in _VLLM_TURING_KERNELS:
+        kernel = namespace.get(name)
+        if kernel is not None and not hasattr(kernel, "_vllm_turing_kernel"):
+            namespace[name] = _vllm_turing_guarded(name, kernel)
 
 
 def _vllm_turing_clamp(q, block_m, tile_prefill, tile_decode, num_warps=None, num_stages=None,
@@ -163,7 +237,8 @@ def _vllm_turing_clamp(q, block_m, tile_prefill, tile_decode, num_warps=None, nu
     """(TILE_SIZE_PREFILL, TILE_SIZE_DECODE, num_stages) that fit this device's shared memory.
 
     Unchanged without a limit (no CUDA device and no TURING_CLAMP_SMEM_LIMIT) and wherever
-    vLLM's own tiles fit; decided once per launch shape and device, then cached.
+    vLLM's own tiles fit; decided once per launch shape and device, then cached. A launch the fit
+    table lacks keeps vLLM's tile and is guarded: Triton's OutOfResources steps its tile down.
     """
     key = (q.device, q.shape[2], q.dtype, block_m, tile_prefill, tile_decode, num_warps, num_stages)
     decision = _vllm_turing_clamp_cache.get(key)
@@ -172,5 +247,7 @@ def _vllm_turing_clamp(q, block_m, tile_prefill, tile_decode, num_warps=None, nu
             q, block_m, tile_prefill, tile_decode, num_warps, num_stages, adjust_stages
         )
         _vllm_turing_clamp_cache[key] = decision
-    return decision
+    if decision[3]:
+        _vllm_turing_guard(globals())
+    return decision[:3]
 # <<< vllm-turing clamp

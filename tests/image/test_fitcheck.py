@@ -221,3 +221,33 @@ def test_the_12b_global_layer_runs_at_16_to_1_with_the_models_decode_threshold(r
     assert {(row["num_seqs"], row["path"]) for row in rows if row["kind"] == "decode-batch"} == {(17, "2d")}
     assert {row["path"] for row in rows if row["kind"] == "spec"} == {"3d"}
     assert report["all_fit"] is True
+
+
+# A clamped vLLM with no fit table (a host install patched by hand, a deleted table): the clamp
+# keeps vLLM's tiles for Triton to judge, and the simulated device refuses what does not fit.
+NO_TABLE = "export TURING_CLAMP_FIT_TABLE=/nowhere/fit-table.json"
+
+
+def test_without_a_table_every_launch_still_fits_sm75(run_in_image):
+    report, err = passing_report(run_in_image, f"{APPLY}\n{NO_TABLE}\n"
+                                               "python3 -m patches.fitcheck --device sm75 --compare-unpatched --json")
+    assert report["all_fit"] is True and report["max_shared"] <= SM75_LIMIT, err[-2000:]
+    assert {row["head_size"] for row in report["launches"]} == {256, 512}
+    assert {row["kind"] for row in report["launches"]} >= {"prefill", "decode", "spec", "mm-prefix"}
+    assert {row["source"] for row in report["launches"]} == {"compiled"}
+    # The same launches unclamped include the known failure: the step-down did the work.
+    assert max(row["shared"] for row in report["unpatched"]) == KNOWN_FAILURE
+    wide_prefill = {row["tile_size"] for row in report["launches"]
+                    if row["head_size"] == 512 and row["path"] == "2d"}
+    assert wide_prefill == {16}, wide_prefill
+
+
+def test_without_a_table_the_sm90_limit_changes_nothing(run_in_image):
+    report, _ = passing_report(run_in_image, (
+        f"{APPLY}\n{NO_TABLE}\npython3 -m patches.fitcheck --device sm90 "
+        "--model-config /models/gemma-4-e2b-like/config.json --compare-unpatched --json"))
+    assert report["inert"] is True and report["all_fit"] is True
+    keys = ("kernel", "path", "grid", "tile_size", "block_m", "launch_num_warps", "launch_num_stages")
+    patched = [tuple(str(row[k]) for k in keys) for row in report["launches"]]
+    assert patched == [tuple(str(row[k]) for k in keys) for row in report["unpatched"]]
+    assert any(row["head_size"] == 512 and row["tile_size"] == 32 for row in report["launches"])

@@ -118,17 +118,50 @@ def test_nothing_fits_names_head_size_limit_and_version(clamp, defaults, table, 
     assert "65536" in message, "names the smallest need"
 
 
-def test_a_launch_without_table_entry_keeps_defaults_and_warns_once(clamp, table, monkeypatch, caplog):
+def test_a_launch_without_table_entry_keeps_defaults_for_triton_to_judge_and_warns_once(
+        clamp, table, monkeypatch, caplog):
     monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
     with caplog.at_level(logging.WARNING):
         for _ in range(3):
             assert clamp(query(head=128), 16, 32, 16) == (32, 16, None)
     warnings = [r for r in caplog.records if "python -m patches.fitcheck" in r.getMessage()]
-    assert len(warnings) == 2, "one per path (2d, 3d), not one per call"
-    assert {"2d", "3d"} == {w.args[1] for w in warnings}
+    assert len(warnings) == 1, "one per launch shape, not one per call"
+    assert warnings[0].args[1] == "2d/3d" and "OutOfResources" in warnings[0].getMessage()
 
 
-def test_a_missing_table_keeps_defaults_with_a_warning(clamp, defaults, table, monkeypatch, caplog):
+@pytest.fixture
+def inserted(patched_sources):
+    """The namespace of the inserted code of the patched 0.33.0 (fresh per test)."""
+    namespace = {"__name__": "vllm.v1.attention.ops.triton_unified_attention"}
+    exec(compiled(patched_sources["0.33.0"], is_inserted), namespace)
+    return namespace
+
+
+def test_a_refused_tile_halves_down_to_the_smallest_tile_and_no_further(inserted):
+    next_tile = inserted["_vllm_turing_next_tile"]
+    assert [next_tile(t) for t in (128, 64, 32, 16)] == [64, 32, 16, None]
+
+
+def test_the_step_down_is_remembered_per_launch_shape_not_per_call(inserted):
+    key = inserted["_vllm_turing_launch_key"]
+    q16, q32 = torch.empty(2, 8, 512, dtype=torch.float16), torch.empty(2, 8, 512, dtype=torch.float32)
+    launch = dict(query_ptr=q16, num_seqs=3, HEAD_SIZE_PADDED=512, BLOCK_M=16, TILE_SIZE=32, num_warps=4)
+    same_shape_other_call = dict(launch, num_seqs=40, TILE_SIZE=16)
+    assert key("kernel_unified_attention", launch) == key("kernel_unified_attention", same_shape_other_call)
+    for other in (dict(launch, HEAD_SIZE_PADDED=256), dict(launch, num_warps=8), dict(launch, query_ptr=q32)):
+        assert key("kernel_unified_attention", launch) != key("kernel_unified_attention", other)
+    assert key("kernel_unified_attention", launch) != key("kernel_unified_attention_3d", launch)
+
+
+def test_launches_are_guarded_only_where_the_table_had_no_entry(clamp, table, monkeypatch):
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
+    clamp(query(), 16, 32, 16)
+    clamp(query(head=128), 16, 32, 16)
+    flags = {key[1]: decision[3] for key, decision in clamp.__globals__["_vllm_turing_clamp_cache"].items()}
+    assert flags == {512: False, 128: True}
+
+
+def test_a_missing_table_keeps_defaults_for_triton_to_judge_with_a_warning(clamp, defaults, table, monkeypatch, caplog):
     monkeypatch.setenv(layout.ENV_FIT_TABLE, str(table.parent / "absent.json"))
     monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
     with caplog.at_level(logging.WARNING):
