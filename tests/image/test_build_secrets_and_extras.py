@@ -9,6 +9,7 @@ import pytest
 from tests.image.conftest import REPO, SYSTEM_CA_BUNDLE, build_command
 from tests.image.containers import CPU_ENV, idle_container, run_json, run_to_end
 from tests.image.layers import find_in_image
+from tests.image.test_host_failures_image import audio_verdict
 
 AUDIO_TAG = "vllm-turing-test:0.33.0-audio"
 VERSIONS = "import importlib.metadata as m, json; print(json.dumps({p: m.version(p) for p in ('vllm', 'torch', 'triton')}))"
@@ -51,6 +52,12 @@ def test_audio_extras_import_and_leave_vllm_and_torch_as_the_base_had_them(docke
     with idle_container(docker_client, image_base) as base:
         theirs = run_json(base, VERSIONS)
     assert ours == theirs, f"EXTRAS=audio changed vLLM/torch/Triton: base {theirs}, image {ours}"
+
+
+def test_an_audio_model_passes_the_audio_check_in_the_extras_image(docker_client, audio_image, tmp_path):
+    """The other half of the audio check: the same model that fails in the plain image passes here."""
+    audio = audio_verdict(docker_client, AUDIO_TAG, tmp_path)
+    assert audio["status"] == "pass", audio
 
 
 def test_no_secret_in_history_labels_env_or_any_layer(docker_client, audio_image, marked_ca_bundle, hf_token):
