@@ -93,7 +93,7 @@ def parallel_check(settings: Settings, gpus: list[Device], models: Models, env) 
     if settings.world_size == 1:
         return lambda: parallel.decide(1, 1, gpus, None)
     planned = parallel.plan_parallel(settings.tensor_parallel_size, settings.pipeline_parallel_size, gpus,
-                                     models.model.config_file, env)
+                                     model_config(models.model), env)
     return Background(planned) if callable(planned) else (lambda: planned)
 
 

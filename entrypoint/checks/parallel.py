@@ -85,14 +85,15 @@ def nccl_defaults(cc: tuple[int, int], tp: int, env) -> dict[str, str]:
     return {}
 
 
-def plan_parallel(tp: int, pp: int, devices: list[Device], config_path: str | None, env):
-    """The check as preflight runs it: a verdict now, or a callable that starts the NCCL probe."""
-    from patches.fitcheck.shapes import ConfigError, load_model_config
+def plan_parallel(tp: int, pp: int, devices: list[Device], config: dict | None, env):
+    """The check as preflight runs it, over the model's config.json as the model check read it: a
+    verdict now, or a callable that starts the NCCL probe."""
+    from patches.fitcheck.shapes import ConfigError, shapes_from_config
 
     layers = None
-    if config_path and os.path.isfile(config_path):
+    if config is not None:
         try:
-            layers = layer_heads(load_model_config(config_path))
+            layers = layer_heads(shapes_from_config(config, "model", "config.json"))
         except ConfigError:
             layers = None  # the model check reports a bad config.json
     verdict = decide(tp, pp, devices, layers)

@@ -146,3 +146,13 @@ def test_sizes_reach_the_servers_argv_only_when_above_one():
     assert argv[argv.index("--tensor-parallel-size") + 1] == "2"
     assert argv[argv.index("--pipeline-parallel-size") + 1] == "2"
     assert split.world_size == 4
+
+
+def test_the_planned_check_judges_the_model_as_read_once():
+    config = {"model_type": "gemma4_text", "num_attention_heads": 12, "num_key_value_heads": 4,
+              "num_global_key_value_heads": 3, "head_dim": 256, "global_head_dim": 512,
+              "sliding_window": 512, "layer_types": ["sliding_attention", "full_attention"]}
+    refused = parallel.plan_parallel(2, 1, gpus((7, 5), (7, 5)), config, {})
+    assert refused.status is Status.FAIL and "global layers" in refused.message
+    probe = parallel.plan_parallel(2, 1, gpus((7, 5), (7, 5)), {**config, "num_global_key_value_heads": 2}, {})
+    assert callable(probe)  # every layer splits: the NCCL probe decides, started only when called
