@@ -51,7 +51,7 @@ def fit_check(resolved: model.Resolved) -> Callable[[Device], Check | Background
         config = resolved.config_file
         if config is None:
             return lambda: warned(clamp.FIT, "not run: the model's config.json is not present", "see the model check")
-        return Background(lambda: clamp.start_fit(config, device.cc, device.smem_optin))
+        return Background(lambda: clamp.start_fit(config, resolved.found.config, device.cc, device.smem_optin))
     return run
 
 

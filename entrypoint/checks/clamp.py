@@ -121,15 +121,17 @@ def code_root(module: str) -> str | None:
     return str(Path(spec.origin).resolve().parents[module.count(".") + (spec.submodule_search_locations is not None)])
 
 
-def start_fit(model_config: str, cc: tuple[int, int], limit: int,
+def start_fit(model_config: str, config: dict, cc: tuple[int, int], limit: int,
               module: str = FIT_MODULE) -> Callable[[], Result]:
-    """Starts the fit check in a subprocess (torch and vLLM imports take seconds, so it runs while the
-    other checks do); the returned callable waits for it and judges its report."""
+    """Answers from the fit table's verdicts for `config` (the parsed `model_config`, as the model
+    check read it) or starts the fit check on `model_config` in a subprocess (torch and vLLM imports
+    take seconds, so it runs while the other checks do); the returned callable waits for it and
+    judges its report."""
     root = code_root(module)
     if root is None:
         return lambda: failed(FIT, f"{module} is not installed for {sys.executable}", REBUILD)
     table = _env(layout.ENV_FIT_TABLE) or layout.FIT_TABLE
-    found = lookup_fit(table, model_config, cc, limit)
+    found = lookup_fit(table, config, model_config, cc, limit)
     if found is not None and found.hit:
         return lambda: judge_lookup(found, cc, limit)
     if found is not None and found.unproven:
@@ -153,10 +155,10 @@ def start_fit(model_config: str, cc: tuple[int, int], limit: int,
     return collect
 
 
-def lookup_fit(table: str, model_config: str, cc: tuple[int, int], limit: int):
+def lookup_fit(table: str, config: dict, model_config: str, cc: tuple[int, int], limit: int):
     """The fit table's verdicts for the model (a Lookup), None when the lookup module is missing."""
     try:
         from patches.fitcheck.lookup import lookup
     except ImportError:
         return None
-    return lookup(table, model_config, cc[0] * 10 + cc[1], limit)
+    return lookup(table, config, cc[0] * 10 + cc[1], limit, model_config)

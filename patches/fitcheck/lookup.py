@@ -59,11 +59,12 @@ def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | N
                   not failing, max(failing, key=lambda v: v.get("max_shared") or 0) if failing else None)
 
 
-def lookup(table_path: str | Path, config_path: str | Path, cc: int, limit: int) -> Lookup:
-    """decide() over the files; an unreadable table or config is a miss (the full check reports it)."""
+def lookup(table_path: str | Path, config: dict, cc: int, limit: int, where: str = "config.json") -> Lookup:
+    """decide() for a model's parsed config.json (as the entrypoint's model check read it) over the
+    table file; an unreadable table or an unusable config is a miss (the full check reports it)."""
     try:
         document = table_.read_table(Path(table_path), "--known-table")
-        shapes = shapes_.load_model_config(config_path)
+        shapes = shapes_.shapes_from_config(config, Path(where).parent.name or "model", where)
     except shapes_.UnprovenLayers as error:
         return Lookup(False, str(error), unproven=True)
     except (table_.TableError, shapes_.ConfigError) as error:

@@ -198,7 +198,9 @@ def test_a_missing_known_table_is_bad_input(run_in_image):
 PREFLIGHT_FIT = r"""
 python3 - <<'PY'
 from entrypoint.checks.clamp import start_fit
-result = start_fit("/models/gemma-4-e2b-like/config.json", (7, 5), 65536)()
+import json
+config = "/models/gemma-4-e2b-like/config.json"
+result = start_fit(config, json.load(open(config)), (7, 5), 65536)()
 print(result.status.value, result.message)
 PY
 """

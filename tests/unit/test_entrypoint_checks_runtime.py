@@ -51,7 +51,7 @@ def test_clamp_module_absent_fails_with_the_rebuild_fix():
 @pytest.mark.parametrize("module", ["patches.no_such_fitcheck", "no_such_patches.fitcheck"])
 def test_fit_check_absent_fails_with_the_rebuild_fix(tmp_path, module):
     (tmp_path / "config.json").write_text("{}")
-    result = start_fit(str(tmp_path / "config.json"), (7, 5), 65536, module=module)()
+    result = start_fit(str(tmp_path / "config.json"), {}, (7, 5), 65536, module=module)()
     assert result.status is Status.FAIL and f"{module} is not installed" in result.message
     assert "build.py" in result.fix
 

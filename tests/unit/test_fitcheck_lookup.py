@@ -35,6 +35,11 @@ def config_file(tmp_path, name="gemma4-e2b"):
     return folder / "config.json"
 
 
+def start_fit_on(config_path):
+    """The entrypoint's fit check for a config.json, parsed as the model check parses it."""
+    return start_fit(str(config_path), json.loads(config_path.read_text()), (7, 5), 65536)()
+
+
 @pytest.fixture
 def installed(tmp_path, monkeypatch):
     """vLLM 0.33.0 and Triton 3.8.0 as package metadata on sys.path (what lookup reads, not the code)."""
@@ -85,14 +90,22 @@ def test_merging_keeps_verdicts_of_these_versions_and_drops_those_of_others(tmp_
 
 def test_the_entrypoint_answers_a_hit_without_a_subprocess(tmp_path, monkeypatch, installed):
     monkeypatch.setenv(layout.ENV_FIT_TABLE, str(written_table(tmp_path, {"sliding": 40000, "global": 61440})))
-    result = start_fit(str(config_file(tmp_path)), (7, 5), 65536)()
+    result = start_fit_on(config_file(tmp_path))
     assert result.status is Status.PASS
     assert "6 attention launches fit 65536 bytes" in result.message and "nothing compiled" in result.message
 
 
+def test_the_entrypoint_judges_the_config_the_model_check_read_not_the_file_again(tmp_path, monkeypatch, installed):
+    # The model check parsed config.json once; the fit lookup takes that dict (here E2B's, which
+    # the table holds) and never re-reads the file (here E4B's, which the table lacks).
+    monkeypatch.setenv(layout.ENV_FIT_TABLE, str(written_table(tmp_path, {"sliding": 40000, "global": 61440})))
+    result = start_fit(str(config_file(tmp_path, "gemma4-e4b")), shapes.BUILTIN_CONFIGS["gemma4-e2b"], (7, 5), 65536)()
+    assert result.status is Status.PASS and "nothing compiled" in result.message
+
+
 def test_the_entrypoint_falls_back_to_the_full_check_on_a_miss_and_says_why(tmp_path, monkeypatch, installed):
     monkeypatch.setenv(layout.ENV_FIT_TABLE, str(written_table(tmp_path, {"sliding": 40000, "global": 61440})))
-    result = start_fit(str(config_file(tmp_path, "gemma4-e4b")), (7, 5), 65536)()
+    result = start_fit_on(config_file(tmp_path, "gemma4-e4b"))
     # The full check is the subprocess; without vLLM on this host it exits without a report.
     assert "[full check: no verdict in the fit table for gemma4-e4b/sliding" in result.message
 
@@ -104,7 +117,7 @@ def test_a_hybrid_mamba_model_is_not_reported_as_fitting(tmp_path, monkeypatch, 
     with pytest.raises(shapes.UnprovenLayers, match="hybrid model"):
         shapes.load_model_config(folder / "config.json")
     monkeypatch.setenv(layout.ENV_FIT_TABLE, str(written_table(tmp_path, {"sliding": 40000, "global": 61440})))
-    result = start_fit(str(folder / "config.json"), (7, 5), 65536)()
+    result = start_fit_on(folder / "config.json")
     assert result.status is Status.WARN and "Mamba/SSM layers" in result.message
 
 
