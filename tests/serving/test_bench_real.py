@@ -44,6 +44,13 @@ def small_kv(vehicle, models_dir, tmp_path_factory):
     s.down()
 
 
+def running(stack) -> None:
+    """The server up and healthy, whichever test of the module runs first (`compose start` of a
+    running service does nothing). The record test starts it itself, to time readiness."""
+    stack.compose("start")
+    stack.wait_healthy(600)
+
+
 def bench(*args, env=None, timeout=1800):
     return subprocess.run(BENCH + [str(a) for a in args], capture_output=True, text=True, timeout=timeout, env=env)
 
@@ -73,7 +80,7 @@ def test_record_starts_the_server_and_times_readiness(small_kv, vehicle, models_
 
 
 def test_record_stopped_at_its_cap_reports_how_far_it_got(small_kv, vehicle, models_dir, tmp_path):
-    small_kv.wait_healthy(600)
+    running(small_kv)
     out = tmp_path / "capped"
     done = bench("record", "--base-url", small_kv.url, "--out", out, "--image", vehicle,
                  "--tokenizer", models_dir / serving_stack.MODEL_NAME, "--input-len", 64, "--output-len", 64,
@@ -85,7 +92,7 @@ def test_record_stopped_at_its_cap_reports_how_far_it_got(small_kv, vehicle, mod
 
 
 def test_depths_are_exact_and_the_third_full_context_session_queues(small_kv, tmp_path):
-    small_kv.wait_healthy(600)
+    running(small_kv)
     out = tmp_path / "depth"
     done = bench("depth", "--base-url", small_kv.url, "--out", out, "--depths", "64,128,200",
                  "--decode-tokens", DECODE, "--sessions", 3)
@@ -102,3 +109,16 @@ def test_depths_are_exact_and_the_third_full_context_session_queues(small_kv, tm
     FIGURES.update({f"bench_depth_{d['depth']}_decode_tok_s": round(d["decode_tok_s"], 1) for d in data["depths"]})
     FIGURES["bench_capacity_slowdown"] = [None if s is None else round(s, 2) for s in cap["slowdown"]]
 
+
+
+def test_smoke_sizes_its_requests_to_the_served_context(small_kv):
+    """The reasoning row asks for 1024 tokens; this server allows 256 in all. A real vLLM answers
+    such a request with HTTP 400: smoke lowers max_tokens to what /v1/models and /tokenize say fits,
+    and the row is judged on the answer, not failed on the 400."""
+    running(small_kv)
+    proc, report, _ = serving_stack.smoke(small_kv.url, "--modalities", "text", "--contract-only")
+    assert report is not None, proc.stderr[-2000:]
+    reasoning = {row["name"]: row for row in report["checks"]}["reasoning"]
+    assert reasoning["status"] == "pass", reasoning
+    assert reasoning["http_status"] == 200 and "max_tokens 1024 lowered to" in reasoning["message"], reasoning
+    assert proc.returncode == 0, report["checks"]
