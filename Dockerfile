@@ -12,10 +12,12 @@ ENV PYTHONPATH=/opt/vllm-turing \
     TURING_CLAMP_FIT_TABLE=/opt/vllm-turing/fit-table.json
 
 # The clamp, applied to the vLLM that `python3` imports, then proven by compiling every
-# Gemma 4 launch for sm_75 (a misfit exits 1, naming the launch, and fails the build). The
-# sm_86 pass (RTX 30xx) adds that target's own numbers to the fit table, so the preflight on
-# those cards compiles only the small split-K reduction. CUDA_VISIBLE_DEVICES is empty so vLLM keeps Triton
-# enabled on a build host without a GPU driver.
+# launch of the built-in matrix for sm_75 (the Gemma 4 classes and the attention-only families'
+# head sizes 64-256 and query-per-KV ratios; a misfit exits 1, naming the launch, and fails the
+# build). The sm_86 pass (RTX 30xx) adds that target's own numbers to the fit table; the sm_90
+# pass (H100/H200, Gemma 4 only) serves the GPU tier. The preflight on those devices then answers
+# from the table's verdicts. CUDA_VISIBLE_DEVICES is empty so vLLM keeps Triton enabled on a build
+# host without a GPU driver.
 COPY contract/ /opt/vllm-turing/contract/
 COPY patches/ /opt/vllm-turing/patches/
 RUN set -e; \
@@ -32,7 +34,8 @@ RUN --mount=type=cache,id=vllm-turing-fitcheck-triton,target=/root/.triton-fitch
         --compare-unpatched --json > /opt/vllm-turing/fit-report.json; \
     python3 -m patches.fitcheck --device sm86 --write-table /opt/vllm-turing/fit-table.json \
         --json > /opt/vllm-turing/fit-report-sm86.json; \
-    python3 -m patches.fitcheck --device sm90 --write-table /opt/vllm-turing/fit-table.json --json >/dev/null; \
+    python3 -m patches.fitcheck --device sm90 --matrix gemma4 --write-table /opt/vllm-turing/fit-table.json \
+        --json >/dev/null; \
     python3 -c 'import importlib.metadata as m, json; json.dump({p: m.version(p) for p in ("vllm", "torch", "triton")}, open("/opt/vllm-turing/versions.json", "w"))'
 
 # Optional extra Python packages, installed without changing vLLM, torch or Triton (pinned

@@ -1,11 +1,12 @@
 """Build-time proof that every attention launch fits the GPU's shared memory.
 
     python -m patches.fitcheck --device sm75|sm70|sm86|sm90 [--cc N --limit BYTES]
-        [--model-config config.json] [--compare-unpatched] [--write-table PATH]
+        [--model-config config.json | --matrix all|gemma4] [--compare-unpatched] [--write-table PATH]
         [--known-table PATH] [--json]
 
 Calls vLLM's real unified_attention() with CPU tensors shaped like each layer (built-in
-Gemma 4 classes, or the model of --model-config), records the kernel launches it makes on
+Gemma 4 classes and the attention-only families' head sizes and query-per-KV ratios, or the model
+of --model-config), records the kernel launches it makes on
 the simulated device, cross-compiles each with the installed Triton for that compute
 capability and compares the compiled kernel's shared memory with the limit.
 

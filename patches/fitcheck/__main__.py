@@ -8,7 +8,7 @@ import sys
 import patches.fitcheck as fitcheck
 from patches.fitcheck import report as report_
 from patches.fitcheck.run import DEVICES, FitOptions, UsageError, plan, run
-from patches.fitcheck.shapes import ConfigError
+from patches.fitcheck.shapes import MATRICES, ConfigError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -19,7 +19,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cc", type=int, help="compute capability as an integer, e.g. 75")
     parser.add_argument("--limit", type=int, help="shared memory per block in bytes")
     parser.add_argument("--model-config", metavar="PATH", help="HF config.json of the model to check "
-                        "(default: the built-in Gemma 4 classes)")
+                        "(default: the built-in matrix, see --matrix)")
+    parser.add_argument("--matrix", choices=MATRICES, default="all", help="without --model-config: 'all' "
+                        "checks the Gemma 4 classes and the attention-only families' head sizes and "
+                        "query-per-KV ratios, 'gemma4' the Gemma 4 classes alone (default: all)")
     parser.add_argument("--compare-unpatched", action="store_true",
                         help="also record the launcher without the clamp; report inertness")
     parser.add_argument("--write-table", metavar="PATH", help="compile candidate tiles and merge them "
@@ -37,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     device = args.device or (None if args.cc is not None and args.limit is not None else "sm75")
     options = FitOptions(device, args.cc, args.limit, args.model_config, args.compare_unpatched,
-                         args.write_table, args.workers, args.launcher, args.known_table)
+                         args.write_table, args.workers, args.launcher, args.known_table, args.matrix)
     from patches.fitcheck.recorder import LauncherError
     from patches.fitcheck.table import TableError
 

@@ -33,6 +33,7 @@ class FitOptions:
     workers: int | None = None
     launcher: str | None = None  # another release's triton_unified_attention.py
     known_table: str | None = None  # a fit table whose entries stand in for compiles
+    matrix: str = "all"  # without model_config: shapes_.MATRICES
 
 
 def resolve_device(options: FitOptions) -> dict:
@@ -62,9 +63,11 @@ def check_combination(options: FitOptions) -> None:
 
 
 def resolve_shapes(options: FitOptions) -> list:
+    if options.matrix not in shapes_.MATRICES:
+        raise UsageError(f"--matrix {options.matrix!r} is unknown; use one of {', '.join(shapes_.MATRICES)}")
     if options.model_config:
         return shapes_.load_model_config(options.model_config)
-    return shapes_.builtin_shapes()
+    return shapes_.builtin_shapes(options.matrix)
 
 
 def _versions() -> dict:

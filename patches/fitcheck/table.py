@@ -18,10 +18,12 @@ FORMAT = 1
 SMALLEST_TILE = 16
 ENTRY_KEYS = ("cc", "path", "head_size_padded", "dtype", "block_m", "num_warps", "num_stages", "tile_size")
 ATTENTION_PATHS = ("2d", "3d")
-# A layer shape's fields that reach the launcher (everything but its names): equal fields, equal
-# launches, so a verdict recorded for them holds for any model with a layer of that shape.
-SHAPE_FIELDS = ("num_query_heads", "num_kv_heads", "head_size", "sliding_window", "softcap", "block_size",
-                "model_kv_heads")
+# The fields of a layer shape that size its kernels' shared memory: the tiles follow head size, the
+# query-per-KV ratio (BLOCK_M, BLOCK_Q), window, softcap and block size. Head counts only index the
+# grid, and the model's KV heads only move the split-K threshold (which path a batch takes; the
+# matrix runs both), so a verdict recorded for these fields holds for any model with such a layer
+# (tests/image/test_fitcheck.py compiles real family configs against it).
+SHAPE_FIELDS = ("head_size", "queries_per_kv", "sliding_window", "softcap", "block_size")
 VERDICT_KEYS = ("cc", "limit", "dtype") + SHAPE_FIELDS
 CHECKED_DTYPE = "float16"  # the dtype the fit check's launches carry (recorder.case_arguments)
 
@@ -124,25 +126,33 @@ def merge(existing: dict | None, entries: list[dict], versions: dict, verdicts: 
 
 
 def shape_fields(shape) -> dict:
-    """A layer shape's SHAPE_FIELDS (model_kv_heads resolved to the layer's own when unset)."""
+    """A layer shape's SHAPE_FIELDS."""
     fields = {name: getattr(shape, name) for name in SHAPE_FIELDS}
-    fields["model_kv_heads"] = shape.model_kv_heads or shape.num_kv_heads
     fields["softcap"] = float(shape.softcap)
     return fields
 
 
 def shape_verdicts(rows: list[dict], shapes, cc: int, limit: int) -> list[dict]:
-    """One verdict per layer shape from the fit check's report rows of the patched launches."""
-    verdicts = []
+    """One verdict per distinct SHAPE_FIELDS from the fit check's report rows of the patched
+    launches; layer shapes that share the fields share one verdict (the largest need, fits only
+    if every launch of each does)."""
+    verdicts: dict[tuple, dict] = {}
     for shape in shapes:
         own = [row for row in rows if (row["model"], row["layer"]) == (shape.model, shape.layer)]
         if not own:
             continue
-        needs = [row["shared"] for row in own if row["shared"] is not None]
-        verdicts.append(dict({"cc": cc, "limit": limit, "dtype": CHECKED_DTYPE}, **shape_fields(shape),
-                             launches=len(own), max_shared=max(needs, default=None),
-                             all_fit=all(row["fits"] for row in own)))
-    return verdicts
+        verdict = dict({"cc": cc, "limit": limit, "dtype": CHECKED_DTYPE}, **shape_fields(shape),
+                       launches=len(own), max_shared=max((row["shared"] for row in own if row["shared"] is not None),
+                                                         default=None),
+                       all_fit=all(row["fits"] for row in own))
+        key = tuple(verdict[k] for k in VERDICT_KEYS)
+        if key in verdicts:
+            earlier = verdicts[key]
+            needs = [n for n in (earlier["max_shared"], verdict["max_shared"]) if n is not None]
+            verdict.update(launches=max(earlier["launches"], verdict["launches"]), max_shared=max(needs, default=None),
+                           all_fit=earlier["all_fit"] and verdict["all_fit"])
+        verdicts[key] = verdict
+    return list(verdicts.values())
 
 
 def write_table(path: Path, document: dict) -> None:

@@ -1,0 +1,50 @@
+"""config.json files of attention-only model families, made by transformers' own configuration
+classes with the attention numbers of a published checkpoint of each (the rest are class defaults).
+
+Each entry also names the fit check's family layer (patches/fitcheck/shapes.py, FAMILY_LAYERS)
+whose verdict must answer for it: same head size, query-per-KV ratio and window, other head counts.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+# name: (transformers class, keyword arguments, fields the Hub file carries that the class drops,
+#        the family layer that covers it)
+MODELS = {
+    "llama-3.1-8b": ("LlamaConfig", dict(hidden_size=4096, num_attention_heads=32, num_key_value_heads=8,
+                                         num_hidden_layers=32), {}, "head128-r4"),
+    "llama-3.2-1b": ("LlamaConfig", dict(hidden_size=2048, num_attention_heads=32, num_key_value_heads=8,
+                                         head_dim=64, num_hidden_layers=16), {}, "head64-r4"),
+    # Qwen2.5's files name a window they do not use (use_sliding_window false); transformers 5 drops it.
+    "qwen2.5-7b": ("Qwen2Config", dict(hidden_size=3584, num_attention_heads=28, num_key_value_heads=4,
+                                       num_hidden_layers=28, use_sliding_window=False),
+                   {"sliding_window": 131072, "max_window_layers": 28}, "head128-r7"),
+    "qwen2.5-0.5b": ("Qwen2Config", dict(hidden_size=896, num_attention_heads=14, num_key_value_heads=2,
+                                         num_hidden_layers=24, use_sliding_window=False),
+                     {"sliding_window": 32768, "max_window_layers": 21}, "head64-r7"),
+    "qwen3-8b": ("Qwen3Config", dict(hidden_size=4096, num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+                                     num_hidden_layers=36), {}, "head128-r4"),
+    "mistral-7b-v0.1": ("MistralConfig", dict(hidden_size=4096, num_attention_heads=32, num_key_value_heads=8,
+                                              num_hidden_layers=32, sliding_window=4096), {},
+                        "head128-r4-window4096"),
+    "mistral-7b-v0.3": ("MistralConfig", dict(hidden_size=4096, num_attention_heads=32, num_key_value_heads=8,
+                                              num_hidden_layers=32, sliding_window=None), {}, "head128-r4"),
+    "nemotron-mini-4b": ("NemotronConfig", dict(hidden_size=3072, num_attention_heads=24, num_key_value_heads=8,
+                                                head_dim=128, num_hidden_layers=32), {}, "head128-r3"),
+}
+
+
+def config_dict(name: str) -> dict:
+    import transformers
+
+    cls, kwargs, hub_fields, _ = MODELS[name]
+    return dict(getattr(transformers, cls)(**kwargs).to_dict(), **hub_fields)
+
+
+def save_model_dir(name: str, folder: Path) -> Path:
+    """Writes the model's config.json into folder; returns its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "config.json"
+    path.write_text(json.dumps(config_dict(name), indent=1))
+    return path

@@ -1,0 +1,74 @@
+"""The fit check's family matrix: the build's fit table answers for Llama, Qwen, Mistral and
+Nemotron configs (transformers' classes, published numbers) from verdicts keyed by head size,
+query-per-KV ratio and window, whatever their head counts."""
+import pytest
+
+from patches.fitcheck import lookup, shapes, table
+from patches.fitcheck.run import FitOptions, UsageError, plan
+from tests.support import family_configs
+
+VERSIONS = {"vllm": "0.33.0", "triton": "3.8.0"}
+
+
+def family_table(shared_by_layer: dict | None = None) -> tuple[dict, dict]:
+    """A fit table whose verdicts come from report rows of the family matrix (3 launches per layer,
+    each layer's need distinct so a test can tell which verdict answered)."""
+    shared_by_layer = shared_by_layer or {}
+    needs = {shape.layer: shared_by_layer.get(shape.layer, 1000 + index)
+             for index, shape in enumerate(shapes.FAMILY_SHAPES)}
+    rows = [{"model": s.model, "layer": s.layer, "shared": needs[s.layer], "fits": needs[s.layer] <= 65536}
+            for s in shapes.FAMILY_SHAPES for _ in range(3)]
+    return table.merge(None, [], VERSIONS, table.shape_verdicts(rows, shapes.FAMILY_SHAPES, 75, 65536)), needs
+
+
+@pytest.mark.parametrize("name", sorted(family_configs.MODELS))
+def test_each_family_config_is_answered_by_its_family_layers_verdict(name):
+    document, needs = family_table()
+    read = shapes.shapes_from_config(family_configs.config_dict(name), name, "config.json")
+    found = lookup.decide(document, read, 75, 65536, VERSIONS)
+    assert found.hit, found.miss
+    assert found.all_fit and found.max_shared == needs[family_configs.MODELS[name][3]]
+
+
+def test_a_family_layer_that_does_not_fit_fails_the_model_that_has_it():
+    document, _ = family_table({"head128-r7": 70000})
+    read = shapes.shapes_from_config(family_configs.config_dict("qwen2.5-7b"), "qwen2.5-7b", "config.json")
+    found = lookup.decide(document, read, 75, 65536, VERSIONS)
+    assert found.hit and not found.all_fit and found.worst["max_shared"] == 70000
+
+
+def test_a_window_the_config_turns_off_is_not_read_as_sliding():
+    # Qwen2.5's config.json: sliding_window 131072 with use_sliding_window false; vLLM serves full
+    # attention, so the fit check must check (and look up) full attention.
+    config = family_configs.config_dict("qwen2.5-7b")
+    assert config["sliding_window"] == 131072 and config["use_sliding_window"] is False
+    [layer] = shapes.shapes_from_config(config, "qwen", "config.json")
+    assert layer.sliding_window is None and layer.queries_per_kv == 7
+
+
+def test_the_matrix_covers_the_families_head_sizes_and_ratios():
+    heads = {shape.head_size for shape in shapes.builtin_shapes("all")}
+    assert {64, 80, 96, 128, 256, 512} <= heads
+    assert {s.queries_per_kv for s in shapes.FAMILY_SHAPES if s.head_size == 128} == set(range(1, 9))
+    assert all(s.model == "family" for s in shapes.FAMILY_SHAPES)
+    assert not any(s.model == "family" for s in shapes.builtin_shapes("gemma4"))
+    cases = shapes.build_matrix(shapes.FAMILY_SHAPES, mm_prefix=False)
+    for shape in shapes.FAMILY_SHAPES:  # both paths: 2D prefill and 3D decode, per family layer
+        kinds = {c.kind for c in cases if c.shape == shape}
+        assert {"prefill", "decode", "decode-batch", "spec"} <= kinds
+
+
+def test_layers_with_equal_fields_share_one_verdict_that_holds_for_both():
+    small = shapes.LayerShape("a", "x", 8, 2, 128, None)
+    large = shapes.LayerShape("b", "y", 32, 8, 128, None)  # other head counts, same ratio
+    rows = [{"model": "a", "layer": "x", "shared": 40000, "fits": True},
+            {"model": "b", "layer": "y", "shared": 70000, "fits": False},
+            {"model": "b", "layer": "y", "shared": 30000, "fits": True}]
+    [verdict] = table.shape_verdicts(rows, [small, large], 75, 65536)
+    assert (verdict["queries_per_kv"], verdict["max_shared"], verdict["all_fit"], verdict["launches"]) == \
+        (4, 70000, False, 2)
+
+
+def test_an_unknown_matrix_is_refused_before_vllm_is_imported():
+    with pytest.raises(UsageError, match="--matrix 'llama' is unknown"):
+        plan(FitOptions(matrix="llama"))
