@@ -102,6 +102,9 @@ def shapes_from_config(config: object, model: str, where: str) -> list[LayerShap
     if window is not None:
         window = _positive_int(text, "sliding_window", where)
     layer_types = text.get("layer_types")
+    pattern = text.get("sliding_window_pattern")  # Gemma 3 configs before layer_types: every Nth is full
+    if layer_types is None and window and isinstance(pattern, int) and not isinstance(pattern, bool) and pattern > 1:
+        layer_types = ["sliding_attention"] * (pattern - 1) + ["full_attention"]
     if layer_types is None:
         layer_types = ["sliding_attention" if window else "full_attention"]
     if not isinstance(layer_types, list) or not layer_types or not all(

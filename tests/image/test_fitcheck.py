@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from tests.image.containers import run_to_end
-from tests.support import gemma4_configs
+from tests.support import family_configs, gemma4_configs
 
 REPO = Path(__file__).resolve().parents[2]
 SM75_LIMIT = 65536
 KNOWN_FAILURE = 98304  # head 512, TILE_SIZE 32, BLOCK_M 16 on sm_75 (vLLM 0.33.0, Triton 3.8)
 
+FAMILIES = "/models/families"  # one folder per tests/support/family_configs.py model
 APPLY = "python3 -m patches.turing_clamp apply >/dev/null"
 STRIP = ("python3 -c 'from patches.turing_clamp import find_target, strip_clamp; "
          "p = find_target(); p.write_text(strip_clamp(p.read_text()))'")
@@ -35,9 +36,13 @@ def mounts(tmp_path_factory):
     (model / "config.json").write_text(json.dumps(E2B_LIKE))
     twelve = tmp_path_factory.mktemp("model") / "gemma-4-12B-it"
     gemma4_configs.save_model_dir("gemma4-12b", twelve)
+    families = tmp_path_factory.mktemp("families")
+    for name in family_configs.MODELS:
+        family_configs.save_model_dir(name, families / name)
     return {str(REPO): {"bind": "/src", "mode": "ro"}, str(cache): {"bind": "/triton-cache", "mode": "rw"},
             str(model): {"bind": "/models/gemma-4-e2b-like", "mode": "ro"},
-            str(twelve): {"bind": "/models/gemma-4-12B-it", "mode": "ro"}}
+            str(twelve): {"bind": "/models/gemma-4-12B-it", "mode": "ro"},
+            str(families): {"bind": FAMILIES, "mode": "ro"}}
 
 
 @pytest.fixture
@@ -63,7 +68,7 @@ def not_fitting(stderr: str) -> list[str]:
 
 
 def test_unpatched_head_512_on_sm75_needs_98304_bytes_and_fails(run_in_image):
-    code, out, err = run_in_image(f"{STRIP}\npython3 -m patches.fitcheck --device sm75")
+    code, out, err = run_in_image(f"{STRIP}\npython3 -m patches.fitcheck --device sm75 --matrix gemma4")
     assert code == 1, err[-2000:]
     failures = not_fitting(err)
     assert failures, err[-2000:]
@@ -74,7 +79,7 @@ def test_unpatched_head_512_on_sm75_needs_98304_bytes_and_fails(run_in_image):
 
 def test_patched_every_launch_fits_sm75_and_the_table_is_written(run_in_image):
     report, err = passing_report(run_in_image, (
-        f"{APPLY}\npython3 -m patches.fitcheck --device sm75 --write-table /tmp/fit-table.json "
+        f"{APPLY}\npython3 -m patches.fitcheck --device sm75 --matrix gemma4 --write-table /tmp/fit-table.json "
         "--compare-unpatched --json\ncat /tmp/fit-table.json >&2"))
     assert report["all_fit"] is True and report["device"] == {"name": "sm75", "cc": 75, "limit": SM75_LIMIT}
     assert report["launches"] and all(row["shared"] <= SM75_LIMIT for row in report["launches"])
@@ -234,7 +239,8 @@ NO_TABLE = "export TURING_CLAMP_FIT_TABLE=/nowhere/fit-table.json"
 
 def test_without_a_table_every_launch_still_fits_sm75(run_in_image):
     report, err = passing_report(run_in_image, f"{APPLY}\n{NO_TABLE}\n"
-                                               "python3 -m patches.fitcheck --device sm75 --compare-unpatched --json")
+                                               "python3 -m patches.fitcheck --device sm75 --matrix gemma4 "
+                                               "--compare-unpatched --json")
     assert report["all_fit"] is True and report["max_shared"] <= SM75_LIMIT, err[-2000:]
     assert {row["head_size"] for row in report["launches"]} == {256, 512}
     assert {row["kind"] for row in report["launches"]} >= {"prefill", "decode", "spec", "mm-prefix"}
@@ -255,3 +261,73 @@ def test_without_a_table_the_sm90_limit_changes_nothing(run_in_image):
     patched = [tuple(str(row[k]) for k in keys) for row in report["launches"]]
     assert patched == [tuple(str(row[k]) for k in keys) for row in report["unpatched"]]
     assert any(row["head_size"] == 512 and row["tile_size"] == 32 for row in report["launches"])
+
+
+# The families' layers: proven by the build, answered at preflight from the build's verdicts.
+BUILD_REPORTS = "python3 -c 'import json; print(json.dumps([json.load(open(p)) for p in (\"/opt/vllm-turing/fit-report.json\", \"/opt/vllm-turing/fit-report-sm86.json\", \"/opt/vllm-turing/fit-table.json\")]))'"
+
+
+def test_the_build_proved_every_family_layer_on_sm75_and_sm86_on_both_paths(run_in_image):
+    from patches.fitcheck.shapes import FAMILY_SHAPES
+
+    code, out, err = run_in_image(BUILD_REPORTS)
+    assert code == 0, err[-2000:]
+    sm75, sm86, fit_table = json.loads(out)
+    for report, cc in ((sm75, 75), (sm86, 86)):
+        assert report["all_fit"] is True and report["device"]["cc"] == cc
+        for shape in FAMILY_SHAPES:
+            rows = [row for row in report["launches"] if (row["model"], row["layer"]) == ("family", shape.layer)]
+            assert {row["path"] for row in rows} >= {"2d", "3d"} and all(row["fits"] for row in rows), shape.layer
+            assert {row["head_size"] for row in rows} == {shape.head_size}
+    verdicts = {(v["cc"], v["head_size"], v["queries_per_kv"], v["sliding_window"]) for v in fit_table["verdicts"]}
+    assert {(cc, s.head_size, s.queries_per_kv, s.sliding_window) for s in FAMILY_SHAPES for cc in (75, 86)} <= verdicts
+
+
+FAMILY_PREFLIGHT = r"""
+python3 - <<'PY'
+import json, os
+from entrypoint.checks.clamp import start_fit
+for name in sorted(os.listdir("%s")):
+    path = f"%s/{name}/config.json"
+    result = start_fit(path, json.load(open(path)), (7, 5), 65536)()
+    print(json.dumps([name, result.status.value, result.message]))
+PY
+""" % (FAMILIES, FAMILIES)
+
+
+def test_llama_qwen_mistral_and_nemotron_configs_need_no_compile_at_preflight(run_in_image):
+    code, out, err = run_in_image(f"{EMPTY_CACHE}\n{FAMILY_PREFLIGHT}\n{COMPILED_KERNELS}")
+    assert code == 0, err[-2000:]
+    answers = {name: (status, message) for name, status, message in map(json.loads, out.splitlines())}
+    assert set(answers) == set(family_configs.MODELS)
+    for name, (status, message) in answers.items():
+        assert status == "pass" and "from the fit table's verdicts, nothing compiled" in message, (name, message)
+    assert cubins(err) == [], cubins(err)
+
+
+LOOKUP_VS_COMPILE = r"""
+python3 - <<'PY'
+import json, subprocess, sys
+from patches.fitcheck.lookup import lookup
+path = "%s/{name}/config.json"
+for name in sys.argv[1:] or %r:
+    config = path.format(name=name)
+    found = lookup("/opt/vllm-turing/fit-table.json", json.load(open(config)), 75, 65536, config)
+    full = subprocess.run([sys.executable, "-m", "patches.fitcheck", "--model-config", config, "--device", "sm75",
+                           "--json"], capture_output=True, text=True)
+    report = json.loads(full.stdout)
+    print(json.dumps([name, found.hit, found.max_shared, found.all_fit, report["max_shared"], report["all_fit"],
+                      sorted({row["source"] for row in report["launches"]})]))
+PY
+"""
+
+
+def test_a_family_verdict_equals_a_full_compile_of_a_model_with_other_head_counts(run_in_image):
+    # The verdicts were compiled with 2 KV heads per layer; these models have 8 or 4, and the
+    # full check compiles their own launches: the largest need must be the verdict's.
+    names = ["llama-3.1-8b", "qwen2.5-7b", "mistral-7b-v0.1"]
+    code, out, err = run_in_image(LOOKUP_VS_COMPILE % (FAMILIES, names))
+    assert code == 0, err[-2000:]
+    for name, hit, looked_up, fits, compiled, compiled_fits, sources in map(json.loads, out.splitlines()):
+        assert hit and sources == ["compiled"], name
+        assert (looked_up, fits) == (compiled, compiled_fits), name

@@ -72,3 +72,15 @@ def test_layers_with_equal_fields_share_one_verdict_that_holds_for_both():
 def test_an_unknown_matrix_is_refused_before_vllm_is_imported():
     with pytest.raises(UsageError, match="--matrix 'llama' is unknown"):
         plan(FitOptions(matrix="llama"))
+
+
+def test_a_gemma3_config_with_a_window_pattern_and_no_layer_types_has_its_full_layers():
+    # Gemma 3 checkpoints saved before layer_types existed: sliding_window_pattern 6 = five sliding
+    # layers, then one full-attention layer. Both kinds are checked, not the sliding one alone.
+    config = {"model_type": "gemma3_text", "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+              "sliding_window": 1024, "sliding_window_pattern": 6}
+    read = shapes.shapes_from_config(config, "gemma3", "config.json")
+    assert [(s.layer, s.sliding_window) for s in read] == [("sliding", 1024), ("global", None)]
+    document, needs = family_table()
+    found = lookup.decide(document, [read[1]], 75, 65536, VERSIONS)
+    assert found.hit and found.max_shared == needs["head256-r2"]
