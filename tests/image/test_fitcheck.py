@@ -134,7 +134,7 @@ def test_a_wrong_tile_choice_fails_naming_the_launch(run_in_image):
 IMAGE_TABLE = "/opt/vllm-turing/fit-table.json"
 EMPTY_CACHE = "export TRITON_CACHE_DIR=$(mktemp -d)"
 COMPILED_KERNELS = "find \"$TRITON_CACHE_DIR\" -name '*.cubin' -printf 'cubin %f\\n' >&2"
-HEAD_128_LIKE = dict(E2B_LIKE, head_dim=128, global_head_dim=256)  # head 128: not in the build's table
+HEAD_32_LIKE = dict(E2B_LIKE, head_dim=32, global_head_dim=256)  # head 32: below every family's, not in the table
 
 
 def known_table_check(config: str, cc: int = 75, limit: int = SM75_LIMIT, table: str = IMAGE_TABLE) -> str:
@@ -172,12 +172,12 @@ def test_with_the_images_fit_table_no_attention_kernel_is_compiled(run_in_image)
 
 
 def test_launches_the_table_lacks_are_compiled(run_in_image):
-    config = "/tmp/head-128-like/config.json"
-    write = f"mkdir -p /tmp/head-128-like\ncat > {config} <<'JSON'\n{json.dumps(HEAD_128_LIKE)}\nJSON"
+    config = "/tmp/head-32-like/config.json"
+    write = f"mkdir -p /tmp/head-32-like\ncat > {config} <<'JSON'\n{json.dumps(HEAD_32_LIKE)}\nJSON"
     report, err = passing_report(run_in_image, f"{EMPTY_CACHE}\n{write}\n{known_table_check(config)}\n{COMPILED_KERNELS}")
     attention = [row for row in report["launches"] if is_attention(row)]
-    assert {row["head_size"] for row in attention} == {128, 256}
-    assert {row["source"] for row in attention if row["head_size"] == 128} == {"compiled"}
+    assert {row["head_size"] for row in attention} == {32, 256}
+    assert {row["source"] for row in attention if row["head_size"] == 32} == {"compiled"}
     assert {row["source"] for row in attention if row["head_size"] == 256} == {"table"}
     assert "kernel_unified_attention.cubin" in cubins(err)
     assert report["known_table"]["used"] is True and report["known_table"]["compiled"] > 0
