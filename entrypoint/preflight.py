@@ -49,9 +49,10 @@ def torch_check(device: Device) -> Check:
 def fit_check(resolved: model.Resolved) -> Callable[[Device], Check | Background]:
     def run(device: Device) -> Check | Background:
         config = resolved.config_file
-        if config is None:
-            return lambda: warned(clamp.FIT, "not run: the model's config.json is not present", "see the model check")
-        return Background(lambda: clamp.start_fit(config, resolved.found.config, device.cc, device.smem_optin))
+        if config is None or resolved.config is None:
+            return lambda: warned(clamp.FIT, "not run: the model's config.json is not present or not readable",
+                                  "see the model check")
+        return Background(lambda: clamp.start_fit(config, resolved.config, device.cc, device.smem_optin))
     return run
 
 
@@ -81,8 +82,9 @@ def disk_targets(settings: Settings) -> list[disk.Target]:
 
 
 def model_config(resolved: model.Resolved) -> dict | None:
-    """The model's config.json as read once, or None when it was not read (the model check says why)."""
-    return resolved.found.config if resolved.found else None
+    """The model's config.json as read once (also when its weights are not whole), or None when it
+    could not be read (the model check says why)."""
+    return resolved.config
 
 
 def quantization_check(models: Models, argv: list[str]) -> Callable[[Device], Check]:

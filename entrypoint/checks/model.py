@@ -82,16 +82,26 @@ def safetensors_problem(path: str) -> str | None:
     return None
 
 
-def read_model_dir(path: str) -> ModelDir:
-    """The model directory's config and weights; raises ModelProblem with the fix."""
-    redownload = f"download the model again into {path} (huggingface-cli download, or copy it whole)"
+def _redownload(path: str) -> str:
+    return f"download the model again into {path} (huggingface-cli download, or copy it whole)"
+
+
+def read_config(path: str) -> dict:
+    """The model directory's config.json; raises ModelProblem with the fix."""
     try:
         with open(os.path.join(path, "config.json"), encoding="utf-8") as handle:
-            config = json.load(handle)
+            return json.load(handle)
     except FileNotFoundError:
-        raise ModelProblem(f"{path} has no config.json", redownload) from None
+        raise ModelProblem(f"{path} has no config.json", _redownload(path)) from None
     except (OSError, ValueError) as error:
-        raise ModelProblem(f"{path}/config.json is unreadable ({error})", redownload) from None
+        raise ModelProblem(f"{path}/config.json is unreadable ({error})", _redownload(path)) from None
+
+
+def read_model_dir(path: str, config: dict | None = None) -> ModelDir:
+    """The model directory's config (`config` when already read) and weights; raises ModelProblem
+    with the fix."""
+    redownload = _redownload(path)
+    config = read_config(path) if config is None else config
     files = sorted(name for name in os.listdir(path) if name.endswith(".safetensors"))
     if os.path.exists(os.path.join(path, INDEX)):
         try:
@@ -136,6 +146,8 @@ class Resolved:
     path: str | None
     found: ModelDir | None
     problem: Result | None
+    # config.json as read, also when the weights are not whole (the fit and parallel checks judge it)
+    config: dict | None = None
 
     @property
     def config_file(self) -> str | None:
@@ -150,9 +162,13 @@ def resolve(name: str, variable: str, model: str, hub_cache: str, offline: bool)
     if path is None:
         return Resolved(None, None, not_found(name, variable, model, hub_cache, offline))
     try:
-        return Resolved(path, read_model_dir(path), None)
+        config = read_config(path)
     except ModelProblem as problem:
         return Resolved(path, None, failed(name, str(problem), problem.fix))
+    try:
+        return Resolved(path, read_model_dir(path, config), None, config)
+    except ModelProblem as problem:
+        return Resolved(path, None, failed(name, str(problem), problem.fix), config)
 
 
 def check_model(model: Resolved) -> Result:

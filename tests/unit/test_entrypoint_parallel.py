@@ -156,3 +156,20 @@ def test_the_planned_check_judges_the_model_as_read_once():
     assert refused.status is Status.FAIL and "global layers" in refused.message
     probe = parallel.plan_parallel(2, 1, gpus((7, 5), (7, 5)), {**config, "num_global_key_value_heads": 2}, {})
     assert callable(probe)  # every layer splits: the NCCL probe decides, started only when called
+
+
+def test_a_model_without_whole_weights_is_still_judged_by_its_config(tmp_path):
+    # The model check fails on the missing weights; the parallel check must still read the heads
+    # (the GPU tier's model folder holds a config.json alone, as a half-copied model does).
+    from entrypoint import preflight
+    from entrypoint.checks import model
+
+    config = {"model_type": "gemma4_text", "num_attention_heads": 12, "num_key_value_heads": 4,
+              "num_global_key_value_heads": 3, "head_dim": 256, "global_head_dim": 512,
+              "sliding_window": 512, "layer_types": ["sliding_attention", "full_attention"]}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    resolved = model.resolve(model.MODEL, "MODEL", str(tmp_path), str(tmp_path / "hub"), True)
+    assert resolved.found is None and resolved.problem.status is Status.FAIL  # no .safetensors
+    assert preflight.model_config(resolved) == config
+    refused = parallel.plan_parallel(2, 1, gpus((7, 5), (7, 5)), preflight.model_config(resolved), {})
+    assert refused.status is Status.FAIL and "3 KV heads do not divide by 2" in refused.message
