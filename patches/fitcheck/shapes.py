@@ -30,6 +30,19 @@ SSM_FIELDS = ("ssm_state_size", "mamba_d_state", "mamba_num_heads", "mamba_expan
               "hybrid_override_pattern", "layers_block_type", "attn_layer_indices")
 
 
+# Attention fields that checkpoints of these model types may leave out of config.json, because
+# transformers fills them in from its configuration class (Google's gemma-3-4b-it names neither
+# its heads nor its head size). The class defaults of transformers 5.24, held equal to the classes
+# by tests/unit/test_fitcheck_families.py.
+CLASS_DEFAULTS = {
+    "gemma3_text": {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "sliding_window": 4096,
+                    "sliding_window_pattern": 6},
+    "gemma2": {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "sliding_window": 4096,
+               "sliding_window_pattern": 2, "attn_logit_softcapping": 50.0},
+}
+CLASS_DEFAULTS["gemma3"] = CLASS_DEFAULTS["gemma3_text"]  # a text_config saved without its model_type
+
+
 @dataclass(frozen=True)
 class LayerShape:
     """One distinct attention layer kind of a model, as the attention launcher sees it."""
@@ -88,6 +101,8 @@ def shapes_from_config(config: object, model: str, where: str) -> list[LayerShap
     text = config.get("text_config", config)
     if not isinstance(text, dict):
         raise ConfigError(f"{where}: 'text_config' is {type(text).__name__}, expected a JSON object")
+    defaults = CLASS_DEFAULTS.get(text.get("model_type") or config.get("model_type"), {})
+    text = {**defaults, **text}
     hybrid = [name for name in SSM_FIELDS if text.get(name) is not None]
     if hybrid:
         raise UnprovenLayers(

@@ -84,3 +84,31 @@ def test_a_gemma3_config_with_a_window_pattern_and_no_layer_types_has_its_full_l
     document, needs = family_table()
     found = lookup.decide(document, [read[1]], 75, 65536, VERSIONS)
     assert found.hit and found.max_shared == needs["head256-r2"]
+
+
+@pytest.mark.parametrize("model_type, cls", [("gemma3_text", "Gemma3TextConfig"), ("gemma2", "Gemma2Config")])
+def test_class_defaults_are_transformers_own(model_type, cls):
+    import transformers
+
+    made = getattr(transformers, cls)().to_dict()
+    defaults = shapes.CLASS_DEFAULTS[model_type]
+    for field in ("num_attention_heads", "num_key_value_heads", "head_dim", "sliding_window"):
+        assert defaults[field] == made[field], field
+    assert defaults.get("attn_logit_softcapping") == made.get("attn_logit_softcapping")
+    pattern = defaults["sliding_window_pattern"]
+    assert made["layer_types"][:pattern] == ["sliding_attention"] * (pattern - 1) + ["full_attention"]
+
+
+def test_a_gemma3_config_that_leaves_the_heads_to_the_class_is_answered_from_the_table():
+    # google/gemma-3-4b-it's config.json names neither heads nor head size in text_config (and issue
+    # 36802's Nemotron-Content-Safety-Reasoning-4B is built on it): before, exit 2 ("is None").
+    short_form = {"model_type": "gemma3", "text_config": {"model_type": "gemma3_text", "hidden_size": 2560,
+                                                          "num_hidden_layers": 34, "sliding_window": 1024}}
+    read = shapes.shapes_from_config(short_form, "gemma-3-4b-it", "config.json")
+    assert [(s.layer, s.num_query_heads, s.num_kv_heads, s.head_size, s.sliding_window) for s in read] == \
+        [("sliding", 8, 4, 256, 1024), ("global", 8, 4, 256, None)]
+    gemma4_12b_sliding = [s for s in shapes.BUILTIN_MODELS["gemma4-12b"] if s.layer == "sliding"]
+    verdict_shapes = gemma4_12b_sliding + list(shapes.FAMILY_SHAPES)
+    rows = [{"model": s.model, "layer": s.layer, "shared": 49152, "fits": True} for s in verdict_shapes]
+    document = table.merge(None, [], VERSIONS, table.shape_verdicts(rows, verdict_shapes, 75, 65536))
+    assert lookup.decide(document, read, 75, 65536, VERSIONS).hit
