@@ -43,6 +43,24 @@ CLASS_DEFAULTS = {
 CLASS_DEFAULTS["gemma3"] = CLASS_DEFAULTS["gemma3_text"]  # a text_config saved without its model_type
 
 
+# Models whose every attention layer is bidirectional (encoder-only): vLLM's Triton backend runs them
+# through context_attention_fwd, which the clamp does not cover.
+ENCODER_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "modernbert", "nomic_bert", "distilbert", "deberta-v2")
+
+
+def _encoder_attention(config: dict, text: dict) -> str | None:
+    """Why the model's attention is bidirectional (encoder-only), None when it is causal. Gemma 4's
+    `use_bidirectional_attention: "vision"` (image tokens only) runs in the launcher and is checked."""
+    if text.get("use_bidirectional_attention") is True:
+        return "bidirectional attention (use_bidirectional_attention: true, an embedding model)"
+    if text.get("is_causal") is False:
+        return "bidirectional attention (is_causal: false)"
+    model_type = text.get("model_type") or config.get("model_type")
+    if model_type in ENCODER_MODEL_TYPES:
+        return f"an encoder-only model ({model_type})"
+    return None
+
+
 @dataclass(frozen=True)
 class LayerShape:
     """One distinct attention layer kind of a model, as the attention launcher sees it."""
@@ -108,6 +126,12 @@ def shapes_from_config(config: object, model: str, where: str) -> list[LayerShap
         raise UnprovenLayers(
             f"{where}: a hybrid model ({', '.join(hybrid)}): its Mamba/SSM layers run Triton kernels the fit "
             "check does not prove for this device; only its attention layers would be checked")
+    encoder = _encoder_attention(config, text)
+    if encoder:
+        raise UnprovenLayers(
+            f"{where}: {encoder}: vLLM runs such attention through its Triton prefill kernel "
+            "(context_attention_fwd), not the attention launcher the clamp covers, and the fit check does not "
+            "prove it (vLLM 0.33 on sm_75 compiles it to 131,072 bytes at head 256: docs/clamp.md)")
     heads = _positive_int(text, "num_attention_heads", where)
     kv_heads = _positive_int(text, "num_key_value_heads", where, heads)
     head_dim = _positive_int(text, "head_dim", where, _derived_head_dim(text, heads, where))

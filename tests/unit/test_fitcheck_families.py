@@ -112,3 +112,22 @@ def test_a_gemma3_config_that_leaves_the_heads_to_the_class_is_answered_from_the
     rows = [{"model": s.model, "layer": s.layer, "shared": 49152, "fits": True} for s in verdict_shapes]
     document = table.merge(None, [], VERSIONS, table.shape_verdicts(rows, verdict_shapes, 75, 65536))
     assert lookup.decide(document, read, 75, 65536, VERSIONS).hit
+
+
+@pytest.mark.parametrize("config, reason", [
+    ({"model_type": "gemma3_text", "use_bidirectional_attention": True, "sliding_window": 512}, "use_bidirectional_attention"),
+    ({"model_type": "qwen3", "is_causal": False, "num_attention_heads": 16, "head_dim": 128}, "is_causal: false"),
+    ({"model_type": "bert", "num_attention_heads": 12, "hidden_size": 768}, "encoder-only model (bert)"),
+])
+def test_bidirectional_attention_is_not_proven_rather_than_reported_as_fitting(config, reason):
+    # vLLM runs encoder attention through context_attention_fwd (131,072 bytes at head 256 on sm_75,
+    # measured), a kernel the clamp does not cover: the fit check must not say such a model fits.
+    with pytest.raises(shapes.UnprovenLayers, match="context_attention_fwd") as raised:
+        shapes.shapes_from_config(config, "m", "config.json")
+    assert reason in str(raised.value)
+
+
+def test_gemma4_vision_bidirectional_attention_stays_in_the_checked_launcher():
+    config = dict(shapes.BUILTIN_CONFIGS["gemma4-e2b"], use_bidirectional_attention="vision")
+    assert shapes.shapes_from_config(config, "e2b", "config.json") == \
+        shapes.shapes_from_config(shapes.BUILTIN_CONFIGS["gemma4-e2b"], "e2b", "config.json")
