@@ -137,6 +137,11 @@ def start_fit(model_config: str, config: dict, cc: tuple[int, int], limit: int,
     if found is not None and found.unproven:
         return lambda: warned(FIT, f"not proven: {found.miss}", "the clamp covers only attention; watch the first "
                               "request's log for OutOfResources on this device")
+    if found is not None and found.unreadable:
+        # vLLM may still serve it (transformers fills what the file leaves out); the full check
+        # would stop on the same field, so it is not started
+        return lambda: warned(FIT, f"not judged: {found.miss}", "the fit check cannot tell this model's attention "
+                              "layers; watch the first request's log for OutOfResources and report the config.json")
     fallback = found.miss if found is not None else "patches.fitcheck.lookup is not importable"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     command = fit_command(model_config, cc, limit, table if os.path.isfile(table) else None, module)

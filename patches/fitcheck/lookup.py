@@ -27,6 +27,7 @@ class Lookup:
     all_fit: bool = False
     worst: dict | None = None
     unproven: bool = False  # the model has layers whose kernels no fit check proves (the miss says which)
+    unreadable: bool = False  # config.json lacks what the fit check needs to know its layers (the miss says what)
 
 
 def installed_versions() -> dict | None:
@@ -67,7 +68,9 @@ def lookup(table_path: str | Path, config: dict, cc: int, limit: int, where: str
         shapes = shapes_.shapes_from_config(config, Path(where).parent.name or "model", where)
     except shapes_.UnprovenLayers as error:
         return Lookup(False, str(error), unproven=True)
-    except (table_.TableError, shapes_.ConfigError) as error:
+    except shapes_.ConfigError as error:
+        return Lookup(False, str(error), unreadable=True)
+    except table_.TableError as error:
         return Lookup(False, str(error))
     if document is None:
         return Lookup(False, f"no fit table at {table_path}")

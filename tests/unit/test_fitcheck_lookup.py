@@ -127,3 +127,16 @@ def test_attention_only_families_saved_by_transformers_read_as_attention_shapes(
     getattr(transformers, family)().save_pretrained(tmp_path)
     read = shapes.load_model_config(tmp_path / "config.json")
     assert read and all(s.head_size == 128 and s.num_query_heads % s.num_kv_heads == 0 for s in read)
+
+
+def test_a_config_the_fit_check_cannot_read_is_not_judged_and_does_not_stop_the_server(tmp_path, monkeypatch,
+                                                                                         installed):
+    # No heads and no class defaults for this model type: before, the full check exited 2 and the
+    # preflight failed a model vLLM may serve. Now a warning names the missing field.
+    monkeypatch.setenv(layout.ENV_FIT_TABLE, str(written_table(tmp_path, {"sliding": 40000, "global": 61440})))
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "odd", "hidden_size": 1024}))
+    result = start_fit_on(folder / "config.json")
+    assert result.status is Status.WARN and result.message.startswith("not judged:")
+    assert "'num_attention_heads' is None" in result.message and "OutOfResources" in result.fix
