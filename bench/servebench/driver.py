@@ -88,8 +88,7 @@ class Driver:
                 proc.wait()
                 return None
             except KeyboardInterrupt:
-                subprocess.run(["docker", "kill", container], capture_output=True)
-                proc.wait()
+                stop_container(proc, lambda: subprocess.run(["docker", "kill", container], capture_output=True))
                 raise
 
     def warm_up(self, prompts: int) -> None:
@@ -159,6 +158,22 @@ def tail(path: pathlib.Path, lines: int) -> str:
     except OSError:
         return ""
     return "\n".join(text[-lines:])
+
+
+def stop_container(proc, kill, tries: int = 120) -> None:
+    """Kills the run's container until its `docker run` client exits. An interrupt can come while
+    the client is still creating the container: a kill then finds nothing, and the container would
+    start and run on (its requests held by nothing the sweep still waits for), so it is retried
+    each second; after `tries` the client itself is killed."""
+    for _ in range(tries):
+        kill()
+        try:
+            proc.wait(timeout=1)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+    proc.kill()
+    proc.wait()
 
 
 def sigterm_as_interrupt() -> None:

@@ -15,7 +15,9 @@ from contract.verdict import Result, Status, failed, passed
 TRITON_VOLUME = "vllm-turing-verify-triton-cache"
 CHECK_ENV = {"CUDA_VISIBLE_DEVICES": "", "TRITON_CACHE_DIR": "/triton-cache"}
 CLAMP_CHECK = ["python3", "-m", "patches.turing_clamp", "check", "--json"]
-FIT_CHECK = ["python3", "-m", "patches.fitcheck", "--device", "sm75", "--json"]
+# The Gemma 4 classes, whose head-512 layers are what the clamp exists for; the build's own fit
+# check proved the whole matrix (Gemma 4 and the families) and its report is in the image.
+FIT_CHECK = ["python3", "-m", "patches.fitcheck", "--device", "sm75", "--matrix", "gemma4", "--json"]
 
 
 def add_arguments(parser) -> None:
@@ -48,7 +50,7 @@ def verify_image(client: docker.DockerClient, image: str) -> list[Result]:
     clamp = _run(client, image, CLAMP_CHECK)
     findings = [clamp_finding(clamp.exit_code, clamp.text)]
     fit = _run(client, image, FIT_CHECK)
-    name = "every launch of the built-in matrix (Gemma 4, families) fits sm_75"
+    name = "every Gemma 4 launch fits sm_75"
     findings.append(passed(name, _fit_summary(fit.text)) if fit.exit_code == 0 else
                     failed(name, _fit_summary(fit.text), "a launch needs more shared memory than sm_75 has: "
                                                          "report it with the fit table"))

@@ -137,3 +137,29 @@ def test_dry_run_lists_every_run_with_its_seed(tmp_path):
     expected = runs(Sweep(concurrencies=(1, 2), input_lens=(16,), repeats=2))
     lines = done.stdout.strip().splitlines()
     assert [line.split(":")[0] for line in lines] == [f"{r.name} seed {r.seed}" for r in expected]
+
+
+def test_an_interrupt_before_the_container_exists_kills_it_once_it_does():
+    # The `docker run` client (here a real process) ends only when its container is killed, and
+    # the container exists only from the third kill on: the first two find nothing. Before, one
+    # kill was sent and the sweep then waited on the client for ever.
+    from bench.servebench.driver import stop_container
+
+    client = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    kills = []
+
+    def kill_standin():
+        kills.append(1)
+        if len(kills) == 3:
+            client.terminate()
+
+    stop_container(client, kill_standin)
+    assert len(kills) == 3 and client.returncode is not None
+
+
+def test_a_client_that_never_ends_is_killed_after_its_tries():
+    from bench.servebench.driver import stop_container
+
+    client = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    stop_container(client, lambda: None, tries=2)
+    assert client.returncode == -9
