@@ -51,3 +51,11 @@ def test_env_file_reader_takes_the_shipped_defaults():
     env = serving_stack.read_env_file()
     assert env["MODEL"].startswith("/models/") and env["HF_HUB_OFFLINE"] == "1"
     assert all(not key.startswith("#") for key in env)
+
+
+def test_the_parsers_of_the_served_stack_are_the_shipped_env_files():
+    # The serving tier's smoke contract (tools, reasoning) must prove the env file's defaults, so
+    # the test settings leave the parsers to it.
+    env = serving_stack.read_env_file()
+    assert env["TOOL_CALL_PARSER"] == "gemma4" and env["REASONING_PARSER"] == "gemma4"
+    assert not {"TOOL_CALL_PARSER", "REASONING_PARSER"} & set(serving_stack.CPU_SETTINGS)
