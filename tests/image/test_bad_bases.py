@@ -68,18 +68,19 @@ def test_a_base_that_is_neither_here_nor_pullable_offers_the_pypi_base(docker_cl
 def test_a_clamp_that_picks_too_large_a_tile_fails_the_build_naming_the_launch(docker_client, image_base,
                                                                                  kept_tag, tree_copy):
     runtime = tree_copy / "patches" / "turing_clamp" / "runtime.py"
-    # A clamp that launches the head-512 prefill at TILE_SIZE 64 and has lost its OutOfResources
-    # guard: the build's proof is what must catch it. Only the head-512 launches change, so the
-    # other launches of the matrix come from the Triton cache the good build filled.
+    # A clamp that keeps vLLM's own head-512 prefill tile (32, 98,304 bytes on sm_75) and has lost
+    # its OutOfResources guard: the build's proof is what must catch it. Every launch it makes is
+    # one the good build compiled (its unpatched comparison included), so nothing compiles anew.
     sabotaged = runtime.read_text().replace(
         "    if decision[3]:\n        _vllm_turing_guard(globals())\n    return decision[:3]\n# <<< vllm-turing clamp",
-        "    return ((64,) if q.shape[2] >= 512 else decision[:1]) + tuple(decision[1:3])\n# <<< vllm-turing clamp")
+        "    return ((tile_prefill,) if q.shape[2] >= 512 else decision[:1]) + tuple(decision[1:3])\n"
+        "# <<< vllm-turing clamp")
     assert sabotaged != runtime.read_text(), "the clamp's return statement moved: update this test"
     runtime.write_text(sabotaged)
     run = subprocess.run(build_command(KEEP_TAG, base=image_base, tree=tree_copy), cwd=tree_copy,
                          capture_output=True, text=True)
     message = run.stderr.strip().splitlines()[-1] if run.stderr.strip() else ""
-    assert run.returncode == 1, f"build.py accepted a clamp that launches TILE_SIZE 64: {message!r}"
-    assert "does not fit" in message and "TILE_SIZE 64" in message, \
+    assert run.returncode == 1, f"build.py accepted a clamp that launches TILE_SIZE 32 at head 512: {message!r}"
+    assert "does not fit" in message and "TILE_SIZE 32" in message and "98304" in message, \
         f"the misfit failed the build without naming the launch; last line: {message!r}"
     assert docker_client.images.get(KEEP_TAG).id == kept_tag, "the failed build moved the tag"

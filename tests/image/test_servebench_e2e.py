@@ -56,6 +56,13 @@ def tokenizer(tmp_path_factory):
     return folder
 
 
+def interruptible() -> None:
+    """In the sweep's process before it starts: SIGINT as at a terminal. A test run started in the
+    background by a non-interactive shell (`cmd &`) inherits SIGINT ignored, and Python then never
+    raises KeyboardInterrupt, so the interrupt this module sends would do nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture(scope="module")
 def sweep(image, tokenizer, tmp_path_factory):
     """Start a sweep, interrupt it after its first complete run, resume it to the end. The stand-in
@@ -65,7 +72,8 @@ def sweep(image, tokenizer, tmp_path_factory):
     with StreamingCompletionsStandIn(max_model_len=MAX_MODEL_LEN, token_interval_s=0.004,
                                      hold_after_salts=2) as standin:
         first = subprocess.Popen(serve_cmd(image, tokenizer, standin.url, out, *SWEEP_ARGS),
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(),
+                                 preexec_fn=interruptible)
         deadline = time.monotonic() + 300
         while not list((out / results.RUNS).glob("*.json")) and first.poll() is None and time.monotonic() < deadline:
             time.sleep(0.5)
