@@ -48,14 +48,13 @@ CLASS_DEFAULTS["gemma3"] = CLASS_DEFAULTS["gemma3_text"]  # a text_config saved 
 ENCODER_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "modernbert", "nomic_bert", "distilbert", "deberta-v2")
 
 
-def _encoder_attention(config: dict, text: dict) -> str | None:
+def _encoder_attention(text: dict, model_type: str | None) -> str | None:
     """Why the model's attention is bidirectional (encoder-only), None when it is causal. Gemma 4's
     `use_bidirectional_attention: "vision"` (image tokens only) runs in the launcher and is checked."""
     if text.get("use_bidirectional_attention") is True:
         return "bidirectional attention (use_bidirectional_attention: true, an embedding model)"
     if text.get("is_causal") is False:
         return "bidirectional attention (is_causal: false)"
-    model_type = text.get("model_type") or config.get("model_type")
     if model_type in ENCODER_MODEL_TYPES:
         return f"an encoder-only model ({model_type})"
     return None
@@ -119,14 +118,14 @@ def shapes_from_config(config: object, model: str, where: str) -> list[LayerShap
     text = config.get("text_config", config)
     if not isinstance(text, dict):
         raise ConfigError(f"{where}: 'text_config' is {type(text).__name__}, expected a JSON object")
-    defaults = CLASS_DEFAULTS.get(text.get("model_type") or config.get("model_type"), {})
-    text = {**defaults, **text}
+    model_type = text.get("model_type") or config.get("model_type")
+    text = {**CLASS_DEFAULTS.get(model_type, {}), **text}
     hybrid = [name for name in SSM_FIELDS if text.get(name) is not None]
     if hybrid:
         raise UnprovenLayers(
             f"{where}: a hybrid model ({', '.join(hybrid)}): its Mamba/SSM layers run Triton kernels the fit "
             "check does not prove for this device; only its attention layers would be checked")
-    encoder = _encoder_attention(config, text)
+    encoder = _encoder_attention(text, model_type)
     if encoder:
         raise UnprovenLayers(
             f"{where}: {encoder}: vLLM runs such attention through its Triton prefill kernel "

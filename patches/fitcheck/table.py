@@ -136,23 +136,19 @@ def shape_verdicts(rows: list[dict], shapes, cc: int, limit: int) -> list[dict]:
     """One verdict per distinct SHAPE_FIELDS from the fit check's report rows of the patched
     launches; layer shapes that share the fields share one verdict (the largest need, fits only
     if every launch of each does)."""
-    verdicts: dict[tuple, dict] = {}
+    fields_by_key: dict[tuple, dict] = {}
+    rows_by_key: dict[tuple, list[list[dict]]] = {}
     for shape in shapes:
         own = [row for row in rows if (row["model"], row["layer"]) == (shape.model, shape.layer)]
-        if not own:
-            continue
-        verdict = dict({"cc": cc, "limit": limit, "dtype": CHECKED_DTYPE}, **shape_fields(shape),
-                       launches=len(own), max_shared=max((row["shared"] for row in own if row["shared"] is not None),
-                                                         default=None),
-                       all_fit=all(row["fits"] for row in own))
-        key = tuple(verdict[k] for k in VERDICT_KEYS)
-        if key in verdicts:
-            earlier = verdicts[key]
-            needs = [n for n in (earlier["max_shared"], verdict["max_shared"]) if n is not None]
-            verdict.update(launches=max(earlier["launches"], verdict["launches"]), max_shared=max(needs, default=None),
-                           all_fit=earlier["all_fit"] and verdict["all_fit"])
-        verdicts[key] = verdict
-    return list(verdicts.values())
+        if own:
+            fields = dict({"cc": cc, "limit": limit, "dtype": CHECKED_DTYPE}, **shape_fields(shape))
+            key = tuple(fields[k] for k in VERDICT_KEYS)
+            fields_by_key.setdefault(key, fields)
+            rows_by_key.setdefault(key, []).append(own)
+    return [dict(fields_by_key[key], launches=max(len(own) for own in owns),
+                 max_shared=max((row["shared"] for own in owns for row in own if row["shared"] is not None), default=None),
+                 all_fit=all(row["fits"] for own in owns for row in own))
+            for key, owns in rows_by_key.items()]
 
 
 def write_table(path: Path, document: dict) -> None:
