@@ -16,6 +16,9 @@ FIT_REPORT_SM86 = in_install_dir("fit-report-sm86.json")
 CLAMP_REPORT = in_install_dir("clamp-report.json")
 VERSIONS_REPORT = in_install_dir("versions.json")
 TRITON_CACHE = in_install_dir("triton-cache")
+# What the build proved about the image's own stack (versions, torch's arch list, the vLLM
+# parser's option table, parser names), read by the preflight instead of importing torch/vLLM.
+IMAGE_FACTS = in_install_dir("image-facts.json")
 
 # The build reports build.py reads back from a finished image, by key.
 BUILD_REPORTS = {"clamp": CLAMP_REPORT, "fit": FIT_REPORT, "fit_sm86": FIT_REPORT_SM86,
@@ -40,6 +43,17 @@ DEPRECATED_ENV_NAMES = {
 # The entrypoint's program override for stand-in servers (tests); the entrypoint consumes it and
 # removes it from the server's environment.
 ENV_SERVER_CMD = "VLLM_TURING_SERVER_CMD"
+
+# The API key: a file (compose secret, Quadlet Secret=, Kubernetes Secret volume) named by
+# API_KEY_FILE, or vLLM's own VLLM_API_KEY. The entrypoint hands it to vLLM in the environment,
+# never in argv. The units mount the secret named API_KEY_SECRET at API_KEY_PATH.
+ENV_API_KEY_FILE = "API_KEY_FILE"
+ENV_API_KEY = "VLLM_API_KEY"
+API_KEY_SECRET = "vllm-api-key"
+API_KEY_PATH = "/run/secrets/vllm-api-key"
+
+# The stamp the entrypoint keeps in VLLM_CACHE_ROOT: which image filled the cache volume.
+CACHE_STAMP_NAME = "vllm-turing-image.json"
 
 # The units' stop grace (compose stop_grace_period, Quadlet StopTimeout, Kubernetes
 # terminationGracePeriodSeconds): SIGTERM, then SIGKILL after this many seconds. The server's
