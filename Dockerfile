@@ -41,11 +41,12 @@ RUN --mount=type=cache,id=vllm-turing-fitcheck-triton,target=/root/.triton-fitch
 # Optional extra Python packages, installed without changing vLLM, torch or Triton (pinned
 # to the versions the fit check proved; build.py's verification container checks again).
 #   EXTRAS=audio: the audio stack (av, scipy, soundfile, mistral_common[audio])
+# The host's index URLs arrive as BuildKit secrets, never build arguments (they may carry credentials).
 ARG EXTRAS=
-ARG PIP_INDEX_URL=
-ARG PIP_EXTRA_INDEX_URL=
 RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=secret,id=ca,target=/run/secrets/ca \
+    --mount=type=secret,id=pip-index-url,target=/run/secrets/pip-index-url \
+    --mount=type=secret,id=pip-extra-index-url,target=/run/secrets/pip-extra-index-url \
     set -e; \
     case "$EXTRAS" in \
       "") exit 0 ;; \
@@ -53,8 +54,8 @@ RUN --mount=type=cache,target=/root/.cache/pip \
       *) echo "EXTRAS=$EXTRAS is not known: use audio, or leave it empty" >&2; exit 2 ;; \
     esac; \
     if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
-    [ -n "$PIP_INDEX_URL" ] && export PIP_INDEX_URL || unset PIP_INDEX_URL; \
-    [ -n "$PIP_EXTRA_INDEX_URL" ] && export PIP_EXTRA_INDEX_URL || unset PIP_EXTRA_INDEX_URL; \
+    for v in PIP_INDEX_URL PIP_EXTRA_INDEX_URL; do \
+      f=/run/secrets/$(echo "$v" | tr A-Z_ a-z-); if [ -s "$f" ]; then export "$v=$(cat "$f")"; fi; done; \
     python3 -m pip list --format=freeze 2>/dev/null \
       | grep -iE '^(vllm|torch|torchaudio|torchvision|triton)==' > /tmp/keep.txt; \
     python3 -m pip install --disable-pip-version-check -c /tmp/keep.txt $pkgs; \
