@@ -116,7 +116,7 @@ def plan(settings: Settings, device: Device | None, models: Models, argv: list[s
         "drafter": lambda: model.check_drafter(models.drafter),
         "parsers": lambda: parsers.judge_parsers(parser_settings, models.model),
         "quantization": needs_device("quantization", device, quantization_check(models, argv)),
-        "audio": lambda: audio.check_audio(model_config(models.model)),
+        "audio": lambda: audio.check_audio(model_config(models.model), argv),
         "disk": lambda: disk.check_disk(disk_targets(settings)),
         "shm": lambda: shm.check_shm(parallel_sizes, parallel_sizes.executor(cuda=device is not None),
                                      shm.mq_chunk_mb(env)),

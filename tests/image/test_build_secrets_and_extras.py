@@ -9,9 +9,12 @@ import pytest
 from tests.image.conftest import REPO, SYSTEM_CA_BUNDLE, build_command
 from tests.image.containers import CPU_ENV, idle_container, run_json, run_to_end
 from tests.image.layers import find_in_image
-from tests.image.test_host_failures_image import audio_verdict
+from tests.image.test_host_failures_image import AUDIO_REQUESTED, audio_verdict
+from tests.support import gemma4_configs
 
 AUDIO_TAG = "vllm-turing-test:0.33.0-audio"
+# the lines that fail on a GPU-less host: no device nodes, no driver libraries
+DEVICE_LINES = {"devices", "driver"}
 VERSIONS = "import importlib.metadata as m, json; print(json.dumps({p: m.version(p) for p in ('vllm', 'torch', 'triton')}))"
 
 
@@ -56,8 +59,29 @@ def test_audio_extras_import_and_leave_vllm_and_torch_as_the_base_had_them(docke
 
 def test_an_audio_model_passes_the_audio_check_in_the_extras_image(docker_client, audio_image, tmp_path):
     """The other half of the audio check: the same model that fails in the plain image passes here."""
-    audio = audio_verdict(docker_client, AUDIO_TAG, tmp_path)
-    assert audio["status"] == "pass", audio
+    audio = audio_verdict(docker_client, AUDIO_TAG, tmp_path, AUDIO_REQUESTED)
+    assert audio["status"] == "pass" and "decode with" in audio["message"], audio
+
+
+@pytest.mark.parametrize("variant", sorted(gemma4_configs.VARIANTS))
+def test_the_default_images_preflight_passes_published_gemma4_configs_towers_and_all(docker_client, image,
+                                                                                  tmp_path, variant):
+    """The default build serves published Gemma 4 checkpoints: an audio tower loads without the audio
+    extra (entrypoint/checks/audio.py says what was measured); on this GPU-less host only the device
+    lines fail, as README's `check` line promises."""
+    folder = gemma4_configs.published_model_dir(variant, tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    assert config.get("vision_config"), "the published config has a vision tower"
+    assert bool(config.get("audio_config")) == ("audio" in gemma4_configs.TOWERS[variant])
+    _, out, _ = run_to_end(docker_client, image, ["check", "--json"], environment={**CPU_ENV, "MODEL": "/models/m"},
+                           volumes={str(folder): {"bind": "/models/m", "mode": "ro"}}, shm_size="8g")
+    checks = {c["name"]: c for c in json.loads(out)["checks"]}
+    assert checks["audio"]["status"] == "pass", checks["audio"]
+    if config.get("audio_config"):
+        assert "audio tower (audio_config)" in checks["audio"]["message"], checks["audio"]
+    refused = {name: c["message"] for name, c in checks.items() if c["status"] == "fail"}
+    assert set(refused) == DEVICE_LINES, f"the preflight refuses {variant}'s published config beyond the device lines: " \
+                                         f"{refused}"
 
 
 def test_no_secret_in_history_labels_env_or_any_layer(docker_client, audio_image, marked_ca_bundle, hf_token):

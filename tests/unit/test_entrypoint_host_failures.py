@@ -223,21 +223,42 @@ def test_quantization_flag_and_unknown_method():
 
 # 4. audio
 
-VLLM_REQUIRES = ['torch==2.14.0', 'av; extra == "audio"', 'scipy; extra == "audio"',
-                 "soundfile ; extra == 'audio'", 'mistral_common[audio]; extra == "audio"',
-                 'opencv-python-headless; extra == "video"']
+GEMMA4_AUDIO = {"model_type": "gemma4", "audio_config": {"hidden_size": 1536}}
 
 
-def test_the_audio_extra_is_read_from_vllms_metadata():
-    assert audio.audio_requirements(VLLM_REQUIRES) == ["av", "scipy", "soundfile", "mistral_common"]
+@pytest.mark.parametrize("argv, requested", [
+    ((), None),
+    (("--max-model-len", "4096"), None),
+    (("--limit-mm-per-prompt", '{"image": 2}'), None),
+    (("--limit-mm-per-prompt", '{"image": 2, "audio": 0}'), 0),
+    (('--limit-mm-per-prompt={"audio": 1}',), 1),
+    (("--limit_mm_per_prompt", '{"audio": {"count": 2, "length": 30}}'), 2),
+    (("--limit-mm-per-prompt.audio", "0"), 0),
+    (("--limit-mm-per-prompt.audio=3",), 3),
+    (("--limit-mm-per-prompt", '{"audio": 1}', "--language-model-only"), 0),
+    (("--limit-mm-per-prompt", '{"audio": 0}', "--limit-mm-per-prompt.audio", "1"), 1),
+    (("--limit-mm-per-prompt", "not json"), None),
+])
+def test_whether_audio_is_requested_is_read_from_the_servers_arguments(argv, requested):
+    assert audio.requested_audio(argv) == requested
 
 
-def test_an_audio_tower_without_the_extra_says_build_with_extras_audio():
-    config = {"model_type": "gemma4", "audio_config": {"hidden_size": 1536}}
-    result = audio.judge_audio(config, audio.audio_requirements(VLLM_REQUIRES), lambda name: name == "scipy")
-    assert result.status is Status.FAIL and "build with EXTRAS=audio" in result.fix and "av" in result.message
-    assert audio.judge_audio(config, ["av"], lambda name: True).status is Status.PASS
-    assert audio.judge_audio({"audio_config": None}, ["av"], lambda name: False).status is Status.PASS
+def test_an_audio_tower_fails_only_when_audio_is_requested_and_nothing_can_decode_it():
+    requested = audio.judge_audio(GEMMA4_AUDIO, [], 1)
+    assert requested.status is Status.FAIL and "--extras audio" in requested.fix
+    assert '"audio": 0' in requested.fix and "no audio decoder" in requested.message
+    unstated = audio.judge_audio(GEMMA4_AUDIO, [], None)
+    assert unstated.status is Status.PASS and "--extras audio" in unstated.message
+    assert audio.judge_audio(GEMMA4_AUDIO, [], 0).message.endswith("audio input is off")
+    assert audio.judge_audio(GEMMA4_AUDIO, ["soundfile"], 1).status is Status.PASS
+    assert audio.judge_audio({"audio_config": None}, [], 1).message == "the model has no audio tower"
+
+
+def test_torchcodec_decodes_only_with_ffmpegs_libraries():
+    everything = lambda name: True  # noqa: E731
+    assert audio.available_decoders(everything, lambda: True) == ["torchcodec", "soundfile", "av"]
+    assert audio.available_decoders(everything, lambda: False) == ["soundfile", "av"]
+    assert audio.available_decoders(lambda name: name == "torchcodec", lambda: False) == []
 
 
 # 5. two CUDA stacks
