@@ -170,3 +170,27 @@ def test_substitutions_replace_host_values_with_the_tiers():
     assert doc_blocks.substituted(block.body, block.marker, {"image": "img:1", "e2b": "/tmp/e"}) == \
         "docker run -v /tmp/e:/m img:1 check"
     assert json.dumps(block.marker.substitutions)
+
+
+def registered_parsers(kind: str) -> set[str]:
+    """The parser names vLLM 0.33.0 registers (`vllm/tool_parsers` or `vllm/reasoning`), read from
+    the pinned release's own files."""
+    import tarfile
+
+    from tooling.vllm_releases import package_tarball
+
+    member = {"tool": "vllm/tool_parsers/__init__.py", "reasoning": "vllm/reasoning/__init__.py"}[kind]
+    with tarfile.open(package_tarball()) as tar:
+        source = tar.extractfile(member).read().decode()
+    return set(re.findall(r'^\s+"([\w-]+)": \(', source, re.M))
+
+
+def test_every_parser_a_doc_names_is_one_vllm_registers_and_the_entrypoint_expects():
+    from entrypoint.checks.parsers import GEMMA4_PARSERS
+
+    text = "\n".join(path.read_text() for path in doc_blocks.doc_files())
+    tool = set(re.findall(r"\b(\w+) (?:reasoning and )?tool parsers?", text))
+    reasoning = set(re.findall(r"\b(\w+) reasoning (?:and tool )?parser", text))
+    assert tool, "no doc names a tool parser any more: drop this test"
+    assert tool <= registered_parsers("tool") and reasoning <= registered_parsers("reasoning"), (tool, reasoning)
+    assert (tool | reasoning) <= set(GEMMA4_PARSERS.values())
