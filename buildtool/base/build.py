@@ -41,28 +41,43 @@ def say_ca(options: BuildOptions) -> None:
         print(f"pip in the build trusts {options.ca_cert} (from {options.ca_source}; --ca-cert overrides)", flush=True)
 
 
-def os_image_for(client: docker.DockerClient, plan: BasePlan) -> str:
+# How a base gets its OS image: ("use", ref) one here, ("pull", ref), ("bootstrap", ref) with debootstrap
+def os_image_step(plan: BasePlan, here) -> tuple[str, str]:
+    """The first step towards the OS image, given `here(ref)`: whether the engine has it."""
     if plan.bootstrap:
-        if image_or_none(client, BOOTSTRAP_IMAGE) is not None and not plan.options.no_cache:
-            print(f"using {BOOTSTRAP_IMAGE} bootstrapped earlier", flush=True)
-            return BOOTSTRAP_IMAGE
-        return bootstrap_os_image(client)
+        fresh = plan.options.no_cache or not here(BOOTSTRAP_IMAGE)
+        return ("bootstrap" if fresh else "use", BOOTSTRAP_IMAGE)
     os_image = plan.os_image or OS_IMAGE
-    if image_or_none(client, os_image) is not None:
-        return os_image
-    if plan.os_image is None and image_or_none(client, BOOTSTRAP_IMAGE) is not None:
-        print(f"{OS_IMAGE} is not here; using {BOOTSTRAP_IMAGE} made earlier by --bootstrap", flush=True)
-        return BOOTSTRAP_IMAGE
-    try:
-        client.images.pull(os_image)
-    except APIError as exc:
-        reason = first_line(exc.explanation or exc)
-        if plan.os_image is not None:
-            raise BuildError(f"cannot pull --os-image {os_image} ({reason}): give one this engine has, "
-                             "or leave --os-image out to bootstrap one with debootstrap") from None
-        print(f"cannot pull {os_image} ({reason}): bootstrapping an OS image with debootstrap instead", flush=True)
+    if here(os_image):
+        return "use", os_image
+    if plan.os_image is None and here(BOOTSTRAP_IMAGE):
+        return "use", BOOTSTRAP_IMAGE
+    return "pull", os_image
+
+
+def after_failed_pull(plan: BasePlan, os_image: str, reason: str) -> str:
+    """A pull of the default OS image that failed becomes a bootstrap (the line to print); a named
+    --os-image that cannot be pulled is refused."""
+    if plan.os_image is not None:
+        raise BuildError(f"cannot pull --os-image {os_image} ({reason}): give one this engine has, "
+                         "or leave --os-image out to bootstrap one with debootstrap")
+    return f"cannot pull {os_image} ({reason}): bootstrapping an OS image with debootstrap instead"
+
+
+def os_image_for(client: docker.DockerClient, plan: BasePlan) -> str:
+    step, ref = os_image_step(plan, lambda name: image_or_none(client, name) is not None)
+    if step == "use":
+        if ref == BOOTSTRAP_IMAGE:
+            print(f"using {BOOTSTRAP_IMAGE}, bootstrapped earlier", flush=True)
+        return ref
+    if step == "bootstrap":
         return bootstrap_os_image(client)
-    return os_image
+    try:
+        client.images.pull(ref)
+    except APIError as exc:
+        print(after_failed_pull(plan, ref, first_line(exc.explanation or exc)), flush=True)
+        return bootstrap_os_image(client)
+    return ref
 
 
 def first_line(value) -> str:

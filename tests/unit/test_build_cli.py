@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from buildtool.base.bootstrap import BOOTSTRAP_IMAGE
+from buildtool.base.build import after_failed_pull, os_image_step
 from buildtool.docker.buildkit import BuildRequest, build_environment, buildx_argv
+from buildtool.errors import BuildError
 from buildtool.hostconfig import debian_mirror, host_ca_bundle, pip_index_secrets
-from buildtool.plan import build_plan
+from buildtool.plan import base_plan, build_plan
 from buildtool.image.fit_table import fit_verdict_line
 from buildtool.image.labels import base_digest, image_labels
 from buildtool.image.verify import clamp_finding, finding_line
@@ -180,6 +183,29 @@ def test_the_hosts_ca_bundle_is_pips_then_requests_then_openssls_then_the_system
                                   system=(tmp_path / "absent.pem", tmp_path / "system.pem"))
     assert (path.name, source) == found
     assert host_ca_bundle({}, lambda key: "", system=(tmp_path / "absent.pem",)) is None
+
+
+@pytest.mark.parametrize("argv, here, step", [
+    ((), {"debian:bookworm-slim"}, ("use", "debian:bookworm-slim")),
+    ((), {BOOTSTRAP_IMAGE}, ("use", BOOTSTRAP_IMAGE)),
+    ((), set(), ("pull", "debian:bookworm-slim")),
+    (("--os-image", "mine:1"), {BOOTSTRAP_IMAGE}, ("pull", "mine:1")),
+    (("--bootstrap",), {BOOTSTRAP_IMAGE}, ("use", BOOTSTRAP_IMAGE)),
+    (("--bootstrap", "--no-cache"), {BOOTSTRAP_IMAGE}, ("bootstrap", BOOTSTRAP_IMAGE)),
+    (("--bootstrap",), {"debian:bookworm-slim"}, ("bootstrap", BOOTSTRAP_IMAGE)),
+])
+def test_the_os_image_is_one_here_then_a_pull_and_bootstrap_needs_no_flag(argv, here, step):
+    plan = base_plan(build_module().parse(["base", *argv]))
+    assert os_image_step(plan, here.__contains__) == step
+
+
+def test_a_failed_pull_of_the_default_os_image_bootstraps_and_of_a_named_one_is_refused():
+    default = base_plan(build_module().parse(["base"]))
+    assert after_failed_pull(default, "debian:bookworm-slim", "no route").startswith(
+        "cannot pull debian:bookworm-slim (no route): bootstrapping")
+    named = base_plan(build_module().parse(["base", "--os-image", "mine:1"]))
+    with pytest.raises(BuildError, match=r"cannot pull --os-image mine:1 \(no route\): give one"):
+        after_failed_pull(named, "mine:1", "no route")
 
 
 def test_without_ca_cert_the_plan_takes_the_hosts_bundle_and_the_flag_overrides_it(tmp_path):
