@@ -7,6 +7,12 @@ from .device import Device
 from contract.verdict import Result, Status, any_failed
 
 
+def printable(text: str) -> str:
+    """The text with every non-printable character escaped (\\n, \\x1b, ...): a value that reached a
+    message can neither forge a report line nor drive the terminal."""
+    return text if text.isprintable() else "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 def counts(results: list[Result]) -> dict[str, int]:
     return {status.value: sum(result.status is status for result in results) for status in Status}
 
@@ -20,10 +26,11 @@ def device_line(device: Device | None, device_error: str) -> str:
 
 def render_text(results: list[Result], elapsed_s: float, device: Device | None, device_error: str) -> str:
     width = max(len(result.name) for result in results)
-    lines = [f"vllm-turing preflight, {device_line(device, device_error)}"]
+    lines = [f"vllm-turing preflight, {printable(device_line(device, device_error))}"]
     for result in results:
-        line = f"{result.status.value.upper():4}  {result.name:{width}}  {result.message}"
-        lines.append(line + (f" -> fix: {result.fix}" if result.fix and result.status is not Status.PASS else ""))
+        line = f"{result.status.value.upper():4}  {result.name:{width}}  {printable(result.message)}"
+        lines.append(line + (f" -> fix: {printable(result.fix)}" if result.fix and result.status is not Status.PASS
+                             else ""))
     tally = counts(results)
     lines.append(f"checks took {elapsed_s:.2f} s: {tally['fail']} failed, {tally['warn']} warned, "
                  f"{tally['pass']} passed")
