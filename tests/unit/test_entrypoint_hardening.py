@@ -109,3 +109,13 @@ def test_a_hub_model_on_a_host_without_network_fails_the_model_check(tmp_path):
                            "HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}", "SKIP_CHECKS": "port"}, "check")
     line = next(line for line in done.stdout.splitlines() if line.split()[1:2] == ["model"])
     assert line.startswith("FAIL") and "the Hub cannot be reached (127.0.0.1:" in line, done.stdout
+
+
+def test_the_driver_context_probe_reports_the_drivers_refusal(tmp_path):
+    from entrypoint.device import context_error
+    from tests.support.standin_driver import build_standin_driver
+
+    good = build_standin_driver(tmp_path / "good")
+    refused = build_standin_driver(tmp_path / "refused", context_code=100)
+    assert context_error(0, str(good / "libcuda.so.1")) is None
+    assert context_error(0, str(refused / "libcuda.so.1")) == "cuDevicePrimaryCtxRetain failed: CUDA_ERROR_NO_DEVICE (100)"
