@@ -15,9 +15,10 @@ from ..files import json_kind
 
 BIG = 2**40  # no head count, width or layer count comes near this; 10**30 is a typo or an attack
 # attention and size fields the fit, parallel and memory reasoning read: positive integers
-INT_FIELDS = ("num_attention_heads", "num_key_value_heads", "head_dim", "global_head_dim",
-              "num_global_key_value_heads", "hidden_size", "num_hidden_layers", "intermediate_size",
-              "vocab_size", "sliding_window", "sliding_window_pattern", "num_kv_shared_layers")
+INT_FIELDS = ("num_attention_heads", "num_key_value_heads", "hidden_size", "num_hidden_layers", "vocab_size")
+# integers where 0 means "derive it" or "none" in real configs (glm5_next head_dim, qwen2_moe sliding_window)
+COUNT_FIELDS = ("head_dim", "global_head_dim", "num_global_key_value_heads", "sliding_window",
+                "sliding_window_pattern", "num_kv_shared_layers")
 # vLLM's derive_max_model_len_and_key keys, in its order (transformers_utils/model_arch_config_convertor.py)
 MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
                 "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
@@ -55,14 +56,15 @@ def _wrong(where: str, value: object, expected: str) -> ConfigProblem:
     return ConfigProblem(f"'{where}' is {json_kind(value)}, expected {expected}")
 
 
-def _int_field(section: Mapping, key: str, prefix: str) -> None:
+def _int_field(section: Mapping, key: str, prefix: str, least: int = 1) -> None:
     value = section.get(key)
     if value is None:
         return
+    expected = "a positive integer" if least else "an integer >= 0"
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _wrong(prefix + key, value, "a positive integer")
-    if not 0 < value < BIG:
-        raise _wrong(prefix + key, value, "a positive integer below 2^40")
+        raise _wrong(prefix + key, value, expected)
+    if not least <= value < BIG:
+        raise _wrong(prefix + key, value, expected + " below 2^40")
 
 
 def _number(value: object, where: str, minimum_exclusive: float = 0.0) -> float:
@@ -119,6 +121,8 @@ def parse_config(config: object) -> ModelConfig:
         _objects(text, prefix)
     for key in INT_FIELDS:
         _int_field(text, key, prefix)
+    for key in COUNT_FIELDS:
+        _int_field(text, key, prefix, least=0)
     architectures = config.get("architectures")
     if architectures is None:
         architectures = []
