@@ -115,15 +115,16 @@ class _Duplicate(ValueError):
     pass
 
 
-def parse_json(data: bytes, name: str) -> object:
-    """`data` as strict UTF-8 JSON; a key given twice in one object is refused (readers disagree on
-    which one wins, and a hand edit above the original is silently lost)."""
+def parse_json(data: bytes, name: str, unique_keys: bool = True) -> object:
+    """`data` as strict UTF-8 JSON; with `unique_keys` a key given twice in one object is refused
+    (a hand edit above the original is silently lost). Machine-written files (safetensors headers,
+    indexes: thousands of objects on every start) skip that check, which costs a Python call per object."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise FileProblem(f"{name} is not UTF-8 text (byte {error.start} is invalid)") from None
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys)
+        return json.loads(text, object_pairs_hook=_unique_keys) if unique_keys else json.loads(text)
     except _Duplicate as error:
         raise FileProblem(f"{name} gives the key {shown(str(error))!r} twice in one object") from None
     except RecursionError:
@@ -132,13 +133,13 @@ def parse_json(data: bytes, name: str) -> object:
         raise FileProblem(f"{name} is not valid JSON ({shown(str(error).splitlines()[0])})") from None
 
 
-def read_json(path: str, name: str, cap: int = JSON_CAP) -> object:
-    return parse_json(read_bytes(path, name, cap), name)
+def read_json(path: str, name: str, cap: int = JSON_CAP, unique_keys: bool = True) -> object:
+    return parse_json(read_bytes(path, name, cap), name, unique_keys)
 
 
-def read_object(path: str, name: str, cap: int = JSON_CAP) -> dict:
+def read_object(path: str, name: str, cap: int = JSON_CAP, unique_keys: bool = True) -> dict:
     """A JSON file whose top level must be an object."""
-    found = read_json(path, name, cap)
+    found = read_json(path, name, cap, unique_keys)
     if not isinstance(found, dict):
         raise FileProblem(f"{name} holds {json_kind(found)}, not a JSON object")
     return found

@@ -29,6 +29,7 @@ ITEM_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0"
               "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8, "C64": 8}
 ZIP_START, ZIP_END, ZIP_TAIL = b"PK\x03\x04", b"PK\x05\x06", 22 + 65535  # end record + its longest comment
 PICKLE_START = b"\x80"
+INT = {int}
 REF_CAP = 4096
 REVISION = re.compile(r"[0-9A-Za-z._-]{1,255}")
 ALLOW_LONG = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
@@ -94,11 +95,6 @@ def _name(path: str, file: str) -> str:
     return f"{files.shown(path)}/{files.shown(file)}"
 
 
-def _nonnegative_ints(value: object, count: int | None = None) -> bool:
-    return isinstance(value, list) and (count is None or len(value) == count) and all(
-        isinstance(item, int) and not isinstance(item, bool) and 0 <= item < 2**63 for item in value)
-
-
 def header_problem(header: object, header_len: int, size: int, name: str) -> str | None:
     """What the safetensors library would refuse in a parsed header (vLLM loads with it): not an
     object, an entry that is not {dtype, shape, data_offsets}, offsets that do not tile the data
@@ -110,17 +106,20 @@ def header_problem(header: object, header_len: int, size: int, name: str) -> str
     if metadata is not None and not (isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())):
         return f"{name}: its safetensors __metadata__ is not an object of strings"
     spans = []
-    for key, entry in header.items():
+    for key, entry in header.items():  # the fast path of every start: C-level checks only
         if key == "__metadata__":
             continue
-        if not (isinstance(entry, dict) and isinstance(entry.get("dtype"), str) and _nonnegative_ints(entry.get("shape"))
-                and _nonnegative_ints(entry.get("data_offsets"), 2)):
+        try:
+            dtype, shape, (begin, end) = entry["dtype"], entry["shape"], entry["data_offsets"]
+            whole = (type(dtype) is str and type(shape) is list and type(begin) is int and type(end) is int
+                     and 0 <= begin and set(map(type, shape)) <= INT and (not shape or min(shape) >= 0))
+        except (TypeError, KeyError, ValueError):
+            whole = False
+        if not whole:
             return (f"{name}: tensor {files.shown(key[:80])!r} in its safetensors header is "
                     f"{files.json_kind(entry)[:60]}, not {{dtype, shape, data_offsets}}")
-        begin, end = entry["data_offsets"]
-        count = math.prod(entry["shape"])
-        width = ITEM_BYTES.get(entry["dtype"])
-        if end < begin or (width is not None and count * width != end - begin):
+        width = ITEM_BYTES.get(dtype)
+        if end < begin or (width is not None and math.prod(shape) * width != end - begin):
             return f"{name}: tensor {files.shown(key[:80])!r} has data_offsets {begin}..{end}, not its shape's size"
         spans.append((begin, end))
     spans.sort()
@@ -151,7 +150,8 @@ def safetensors_problem(path: str, name: str | None = None) -> str | None:
                         f"{files.HEADER_CAP // files.MiB} MiB a real one has")
             if header_len < 2:
                 return f"{name} has an empty safetensors header"
-            header = files.parse_json(files.read_at(fd, 8, header_len, name), f"{name}'s safetensors header")
+            header = files.parse_json(files.read_at(fd, 8, header_len, name), f"{name}'s safetensors header",
+                                      unique_keys=False)
     except files.FileProblem as problem:
         return str(problem)
     return header_problem(header, header_len, size, name)
@@ -204,7 +204,7 @@ def _index(path: str, index: str, present: list[str]) -> list[str] | None:
         return None
     name = _name(path, index)
     try:
-        weight_map = files.read_object(full, name, files.INDEX_CAP).get("weight_map")
+        weight_map = files.read_object(full, name, files.INDEX_CAP, unique_keys=False).get("weight_map")
     except files.FileProblem as problem:
         raise ModelProblem(str(problem), _redownload(path, index)) from None
     if not isinstance(weight_map, dict) or not all(isinstance(file, str) for file in weight_map.values()):
