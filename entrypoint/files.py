@@ -20,7 +20,8 @@ JSON_CAP = 4 * MiB        # config.json and the small text files around it
 INDEX_CAP = 16 * MiB      # a weight index lists every tensor: the largest MoE indexes are a few MiB
 HEADER_CAP = 16 * MiB     # a safetensors header (the safetensors library stops at 100 MB)
 OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
-KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+         (stat.S_ISSOCK, "a socket"),
          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 

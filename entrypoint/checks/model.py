@@ -286,10 +286,11 @@ def not_found(name: str, variable: str, model: str, hub_cache: str, offline: boo
     if os.path.isabs(model) or model.startswith("."):
         return failed(name, f"{variable} directory {shown} does not exist",
                       f"mount the model directory at {shown} (compose `volumes:`, Quadlet `Volume=`)")
+    hub = files.shown(hub_cache)
     if offline:
-        return failed(name, f"{shown} is not in the Hugging Face cache {files.shown(hub_cache)} and HF_HUB_OFFLINE is set",
+        return failed(name, f"{shown} is not in the Hugging Face cache {hub} and HF_HUB_OFFLINE is set",
                       f"download it first (huggingface-cli download {shown}) into the mounted HF_HOME")
-    return warned(name, f"{shown} is not in the Hugging Face cache {files.shown(hub_cache)}: it will be downloaded at start, "
+    return warned(name, f"{shown} is not in the Hugging Face cache {hub}: it will be downloaded at start, "
                         "its size is unknown to the disk and memory checks",
                   f"download it first (huggingface-cli download {shown}) into the mounted HF_HOME")
 
@@ -366,9 +367,11 @@ def check_drafter(drafter: Resolved | None) -> Result:
     if isinstance(found.config.get("quantization_config"), dict):
         method = found.typed.quant_method if found.typed and found.typed.quant_method else "unknown"
         if method == "compressed-tensors":
-            return failed(DRAFTER, f"{path} is quantized (compressed-tensors): " + QUANTIZED_DRAFTER.format(method=method),
+            return failed(DRAFTER, f"{path} is quantized (compressed-tensors): "
+                          + QUANTIZED_DRAFTER.format(method=method),
                           "use the bf16 drafter checkpoint (one without quantization_config)")
-        return warned(DRAFTER, f"{path} is quantized ({files.shown(method)}); only the bf16 drafter is known to draft well",
+        return warned(DRAFTER, f"{path} is quantized ({files.shown(method)}); only the bf16 drafter is known to "
+                               "draft well",
                       "prefer the bf16 drafter checkpoint")
     return passed(DRAFTER, f"{path}: not quantized, {gib(found.weight_bytes)}")
 

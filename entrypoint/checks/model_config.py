@@ -141,7 +141,7 @@ def parse_config(config: object) -> ModelConfig:
     model_max_length = text.get("model_max_length")
     return ModelConfig(
         raw=config, text=text, model_type=_string(config, "model_type", ""),
-        text_model_type=_string(text, "model_type", prefix) if text is not config else _string(config, "model_type", ""),
+        text_model_type=_string(text, "model_type", prefix),
         architectures=tuple(architectures), quant_method=quant_method, rope=_rope(text, prefix),
         max_len=min(limits, key=lambda item: item[1]) if limits else None,
         model_max_length=float(model_max_length) if model_max_length else None)

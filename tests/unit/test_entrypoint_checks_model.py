@@ -212,3 +212,16 @@ def test_no_config_transformers_writes_is_refused_but_for_vision_encoders_vllm_d
         except ConfigProblem:
             refused.add(model_type)
     assert read > 500 and refused <= NOT_SERVED, refused - NOT_SERVED
+
+
+def test_bin_weights_are_counted_for_the_memory_check_and_unindexed_safetensors_are_not(tmp_path):
+    # vLLM loads *.bin when a folder has no .safetensors, and only the indexed .safetensors when it has an index
+    from tests.support.bad_model_folders import BIN_SHARDS, BY_NAME
+
+    BY_NAME["bin-sharded"].build(tmp_path / "bin")
+    sizes = sum((tmp_path / "bin" / name).stat().st_size for name in BIN_SHARDS)
+    assert weight_bytes(str(tmp_path / "bin"), str(tmp_path / "hub")) == sizes > 0
+    size = write_model_dir(tmp_path / "st", shards=2)
+    (tmp_path / "st" / "consolidated-copy.bin").write_bytes(bytes(10_000))  # .bin beside .safetensors: not loaded
+    (tmp_path / "st" / "stray.safetensors").write_bytes(bytes(10_000))     # not in the index: not loaded
+    assert weight_bytes(str(tmp_path / "st"), str(tmp_path / "hub")) == size
