@@ -159,7 +159,7 @@ def plan(settings: Settings, device: Device | None, models: Models, argv: list[s
         "torch": needs_device("torch", device, torch_check(loaded)),
         "clamp": lambda: clamp.check_clamp(),
         "fit": needs_device("fit", device, fit_check(models.model)),
-        "model": lambda: model.check_model(models.model),
+        "model": lambda: model.check_model(models.model, settings.max_model_len, model.allow_long(env)),
         "drafter": lambda: model.check_drafter(models.drafter),
         "parsers": lambda: parsers.judge_parsers(parser_settings, models.model),
         "quantization": needs_device("quantization", device, quantization_check(models, extras, loaded)),
