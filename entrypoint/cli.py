@@ -13,7 +13,7 @@ from typing import Mapping
 from contract.layout import ENV_API_KEY
 from contract.verdict import any_failed
 
-from . import facts, identity, linker_cache, preflight, report
+from . import facts, files, identity, linker_cache, preflight, report
 from .argv import judge_extra
 from .checks import driver_floor, parallel, turing_settings
 from .command import server_argv
@@ -41,7 +41,7 @@ def parse_argv(argv: list[str]) -> tuple[str, bool, tuple[str, ...]]:
 
 
 def refuse(message: str, as_json: bool, **fields) -> int:
-    print(f"vllm-turing: {report.printable(message)}", file=sys.stderr)
+    print(f"vllm-turing: {files.shown(message)}", file=sys.stderr)
     if as_json:
         print(json.dumps({"ok": False, "error": message, **fields}))
     return 2

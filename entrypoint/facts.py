@@ -7,12 +7,11 @@ themselves and say so)."""
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import stat
 
 from contract import layout
 from contract.facts import PACKAGES, SCHEMA, installed
+
+from . import files
 
 MAX_FACTS_BYTES = 8 * 2**20
 
@@ -47,19 +46,6 @@ class Loaded:
     why_not: str | None = None
 
 
-def _read(path: str) -> str:
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError("not a regular file")
-        data = os.read(fd, MAX_FACTS_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_FACTS_BYTES:
-        raise ValueError(f"larger than {MAX_FACTS_BYTES} bytes")
-    return data.decode("utf-8")
-
-
 def judge(document, versions: dict[str, str | None]) -> str | None:
     """Why `document` cannot stand for the installed stack (pure); None when it can."""
     if not isinstance(document, dict) or document.get("schema") != SCHEMA:
@@ -74,11 +60,9 @@ def judge(document, versions: dict[str, str | None]) -> str | None:
 
 def load(path: str = layout.IMAGE_FACTS) -> Loaded:
     try:
-        document = json.loads(_read(path))
-    except FileNotFoundError:
-        return Loaded(None, f"{path} is missing")
-    except (OSError, ValueError, RecursionError) as error:
-        return Loaded(None, f"{path} is unreadable ({getattr(error, 'strerror', None) or error})")
+        document = files.read_json(path, path, MAX_FACTS_BYTES)
+    except files.FileProblem as problem:
+        return Loaded(None, str(problem))
     problem = judge(document, {name: installed(name) for name in PACKAGES})
     return Loaded(None, f"{path} is {problem}") if problem else Loaded(Facts(document))
 

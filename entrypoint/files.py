@@ -90,14 +90,18 @@ def read_at(fd: int, offset: int, length: int, name: str) -> bytes:
     return b"".join(chunks)
 
 
+def size_text(count: int) -> str:
+    return f"{count // MiB} MiB" if count >= MiB else f"{count // 1024} KiB"
+
+
 def read_bytes(path: str, name: str, cap: int = JSON_CAP) -> bytes:
     """The whole file, refused (FileProblem) when it is empty or larger than `cap`."""
     with opened(path, name) as (fd, size):
         if size > cap:
-            raise FileProblem(f"{name} is {size} bytes, more than the {cap // MiB} MiB such a file can be")
+            raise FileProblem(f"{name} is {size} bytes, more than the {size_text(cap)} such a file can be")
         data = read_at(fd, 0, cap + 1, name)
     if len(data) > cap:
-        raise FileProblem(f"{name} grew past {cap // MiB} MiB while it was read")
+        raise FileProblem(f"{name} grew past {size_text(cap)} while it was read")
     if not data.strip():
         raise FileProblem(f"{name} is empty")
     return data

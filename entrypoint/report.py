@@ -4,13 +4,8 @@ from __future__ import annotations
 import json
 
 from .device import Device
+from .files import shown
 from contract.verdict import Result, Status, any_failed
-
-
-def printable(text: str) -> str:
-    """The text with every non-printable character escaped (\\n, \\x1b, ...): a value that reached a
-    message can neither forge a report line nor drive the terminal."""
-    return text if text.isprintable() else "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 def counts(results: list[Result]) -> dict[str, int]:
@@ -26,10 +21,10 @@ def device_line(device: Device | None, device_error: str) -> str:
 
 def render_text(results: list[Result], elapsed_s: float, device: Device | None, device_error: str) -> str:
     width = max(len(result.name) for result in results)
-    lines = [f"vllm-turing preflight, {printable(device_line(device, device_error))}"]
+    lines = [f"vllm-turing preflight, {shown(device_line(device, device_error))}"]
     for result in results:
-        line = f"{result.status.value.upper():4}  {result.name:{width}}  {printable(result.message)}"
-        lines.append(line + (f" -> fix: {printable(result.fix)}" if result.fix and result.status is not Status.PASS
+        line = f"{result.status.value.upper():4}  {result.name:{width}}  {shown(result.message)}"
+        lines.append(line + (f" -> fix: {shown(result.fix)}" if result.fix and result.status is not Status.PASS
                              else ""))
     tally = counts(results)
     lines.append(f"checks took {elapsed_s:.2f} s: {tally['fail']} failed, {tally['warn']} warned, "
