@@ -25,7 +25,6 @@ NAME = "audio"
 AUDIO_CONFIG_KEYS = ("audio_config", "audio_encoder_config", "audio_tower_config")
 AUDIO_MODEL_TYPES = ("whisper", "qwen2_audio", "ultravox", "voxtral")
 LIMIT_FLAG = "--limit-mm-per-prompt"
-TEXT_ONLY_FLAG = "--language-model-only"
 # vLLM 0.33.0's audio decoders in the order it tries them (vllm/multimodal/media/audio.py)
 DECODERS = ("torchcodec", "soundfile", "av")
 FIX = "build with the audio extra (python3 build.py --extras audio), or turn audio input off: " \
@@ -42,36 +41,21 @@ def audio_tower(config: Mapping | None) -> str | None:
     return f"model_type {model_type}" if model_type in AUDIO_MODEL_TYPES else None
 
 
-def requested_audio(argv: Sequence[str]) -> int | None:
+def requested_audio(limit, text_only: bool = False) -> int | None:
     """The audio items per prompt the server's arguments ask for (0: audio off), or None when they
-    do not say (vLLM then accepts audio). The last spelling given wins, as in vLLM's parser:
-    `--limit-mm-per-prompt JSON`, `--limit-mm-per-prompt=JSON`, `--limit-mm-per-prompt.audio N`."""
-    found: int | None = None
-    for index, arg in enumerate(argv):
-        flag, _, inline = arg.partition("=")
-        flag = flag.replace("_", "-")
-        value = inline if "=" in arg else (argv[index + 1] if index + 1 < len(argv) else "")
-        if flag == TEXT_ONLY_FLAG:
-            found = 0
-        elif flag == LIMIT_FLAG:
-            try:
-                limits = json.loads(value)
-            except ValueError:
-                continue  # vLLM refuses it at startup, naming the flag
-            if isinstance(limits, dict) and "audio" in limits:
-                found = _count(limits["audio"])
-        elif flag == LIMIT_FLAG + ".audio":
-            found = _count(_number(value))
-        elif flag == LIMIT_FLAG + ".audio.count":
-            found = _count(_number(value))
-    return found
-
-
-def _number(text: str):
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
+    do not say (vLLM then accepts audio). `limit`: the value of `--limit-mm-per-prompt` as the
+    entrypoint's argv parser hands it over (JSON text; the dotted `--limit-mm-per-prompt.audio N`
+    form arrives as the same JSON), `text_only`: `--language-model-only`."""
+    if text_only:
+        return 0
+    if isinstance(limit, str):
+        try:
+            limit = json.loads(limit)
+        except (ValueError, RecursionError):
+            return None  # vLLM refuses it at startup, naming the flag
+    if isinstance(limit, dict) and "audio" in limit:
+        return _count(limit["audio"])
+    return None
 
 
 def _count(value) -> int | None:
@@ -110,7 +94,10 @@ def ffmpeg_present() -> bool:
     return ctypes.util.find_library("avcodec") is not None
 
 
-def check_audio(config: Mapping | None, argv: Sequence[str] = ()) -> Result:
+def check_audio(config: Mapping | None, extras=None) -> Result:
+    """`extras`: what the server's extra words set, by dest (entrypoint.argv.Extras), or None."""
     if audio_tower(config) is None:  # the common case answers without looking at the image
         return judge_audio(config, [], None)
-    return judge_audio(config, available_decoders(module_installed, ffmpeg_present), requested_audio(argv))
+    requested = requested_audio(extras.get("limit_mm_per_prompt"), bool(extras.get("language_model_only"))) \
+        if extras is not None else None
+    return judge_audio(config, available_decoders(module_installed, ffmpeg_present), requested)
