@@ -47,6 +47,7 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=secret,id=ca,target=/run/secrets/ca \
     --mount=type=secret,id=pip-index-url,target=/run/secrets/pip-index-url \
     --mount=type=secret,id=pip-extra-index-url,target=/run/secrets/pip-extra-index-url \
+    --mount=type=secret,id=pip-trusted-host,target=/run/secrets/pip-trusted-host \
     set -e; \
     case "$EXTRAS" in \
       "") exit 0 ;; \
@@ -54,7 +55,7 @@ RUN --mount=type=cache,target=/root/.cache/pip \
       *) echo "EXTRAS=$EXTRAS is not known: use audio, or leave it empty" >&2; exit 2 ;; \
     esac; \
     if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
-    for v in PIP_INDEX_URL PIP_EXTRA_INDEX_URL; do \
+    for v in PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_TRUSTED_HOST; do \
       f=/run/secrets/$(echo "$v" | tr A-Z_ a-z-); if [ -s "$f" ]; then export "$v=$(cat "$f")"; fi; done; \
     python3 -m pip list --format=freeze 2>/dev/null \
       | grep -iE '^(vllm|torch|torchaudio|torchvision|triton)==' > /tmp/keep.txt; \

@@ -5,9 +5,11 @@ from pathlib import Path
 from typing import Mapping
 
 
-# (pip's environment variable, its config key, the BuildKit secret the Dockerfiles read it from)
+# (pip's environment variable, its config key, the BuildKit secret the Dockerfiles read it from);
+# the trusted hosts travel with the indexes: pip ignores an http:// index on a host it does not trust
 PIP_INDEXES = (("PIP_INDEX_URL", "global.index-url", "pip-index-url"),
-               ("PIP_EXTRA_INDEX_URL", "global.extra-index-url", "pip-extra-index-url"))
+               ("PIP_EXTRA_INDEX_URL", "global.extra-index-url", "pip-extra-index-url"),
+               ("PIP_TRUSTED_HOST", "global.trusted-host", "pip-trusted-host"))
 # Where a CA bundle for pip is looked for, most specific first: pip's own setting (what pip on
 # this host verifies with), then the variables requests and OpenSSL read, then the system store.
 CA_VARIABLES = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
@@ -25,9 +27,12 @@ def pip_index_secrets(env: Mapping[str, str] = os.environ, config_get=None) -> d
     secrets = {}
     for variable, key, secret in PIP_INDEXES:
         value = env.get(variable) or config_get(key)
-        urls = [u for u in value.split() if u.startswith(("http://", "https://"))]
-        if urls:
-            secrets[secret] = " ".join(urls)
+        words = value.split() if variable == "PIP_TRUSTED_HOST" else \
+            [u for u in value.split() if u.startswith(("http://", "https://"))]
+        if words:
+            secrets[secret] = " ".join(words)
+    if not {"pip-index-url", "pip-extra-index-url"} & set(secrets):
+        secrets.pop("pip-trusted-host", None)  # trusted hosts of file:// indexes mean nothing in a build
     return secrets
 
 

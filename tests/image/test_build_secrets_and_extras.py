@@ -7,6 +7,7 @@ import json
 import os
 import secrets
 import subprocess
+import sys
 import threading
 
 import pytest
@@ -83,7 +84,8 @@ def credentialed_index(docker_client, index_password):
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     host, port = server.server_address[:2]
-    yield server, f"http://vllmturing:{index_password}@{host}:{port}/simple"
+    yield server, {"PIP_EXTRA_INDEX_URL": f"http://vllmturing:{index_password}@{host}:{port}/simple",
+                   "PIP_TRUSTED_HOST": host}
     server.shutdown()
     server.server_close()
 
@@ -95,13 +97,12 @@ def audio_tag(image):
 
 @pytest.fixture(scope="module")
 def audio_image(docker_client, image_base, audio_tag, marked_ca_bundle, hf_token, credentialed_index):
-    """EXTRAS=audio with every kind of secret a build can meet; --no-cache so that the pip step runs
-    (a secret is not part of a step's cache key) and meets the index each time."""
+    """EXTRAS=audio with every kind of secret a build can meet."""
     bundle, _ = marked_ca_bundle
-    _, index_url = credentialed_index
-    argv = build_command(audio_tag, "--extras", "audio", "--no-cache", base=image_base, ca_cert=bundle)
+    _, index_env = credentialed_index
+    argv = build_command(audio_tag, "--extras", "audio", base=image_base, ca_cert=bundle)
     run = subprocess.run(argv, cwd=REPO, capture_output=True, text=True,
-                         env={**os.environ, "HF_TOKEN": hf_token, "PIP_EXTRA_INDEX_URL": index_url})
+                         env={**os.environ, "HF_TOKEN": hf_token, **index_env})
     assert run.returncode == 0, f"the EXTRAS=audio build failed: {run.stderr.strip()[-1500:]}"
     yield docker_client.images.get(audio_tag)
     docker_client.images.remove(audio_tag, noprune=True)
@@ -180,9 +181,20 @@ def test_the_search_finds_a_planted_index_password(docker_client, planted, index
     assert find_in_image(docker_client.images.get(planted["layer"]).id, needle), "the layer search missed the file"
 
 
-def test_the_index_credentials_reached_pip_in_the_build_as_a_secret(audio_image, credentialed_index):
-    server, _ = credentialed_index
-    assert server.authorized, f"pip in the EXTRAS step never asked the credentialed index (refused: {server.refused})"
+def test_pip_in_the_base_build_meets_the_index_with_its_credentials(credentialed_index):
+    """The base's pip step, made to run (a vLLM version no index has: the step's cache key changes,
+    a secret's content is no part of it), asks the credentialed index with user:password, then fails
+    in one line naming the version."""
+    server, index_env = credentialed_index
+    version = "0.0.0.dev" + str(secrets.randbelow(10**9))
+    before = len(server.authorized)
+    run = subprocess.run([sys.executable, str(REPO / "build.py"), "base", "--vllm-version", version,
+                          "--base-tag", "vllm-turing-test-noindex:0"], cwd=REPO, capture_output=True, text=True,
+                         env={**os.environ, **index_env})
+    assert run.returncode == 1, f"exit {run.returncode}: {run.stderr.strip()[-500:]}"
+    assert f"vllm=={version}" in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr[-500:]
+    assert "/simple/vllm/" in server.authorized[before:], \
+        f"pip never asked the index with its credentials (authorized {server.authorized}, refused {server.refused})"
     assert not server.refused, f"requests reached the index without its credentials: {server.refused[:5]}"
 
 

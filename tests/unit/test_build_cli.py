@@ -158,6 +158,10 @@ def test_the_hosts_index_urls_come_from_the_environment_first_then_pip_config():
     assert pip_index_secrets({"PIP_INDEX_URL": "https://env.invalid/simple"}, lambda key: config(key, "")) == {
         "pip-index-url": "https://env.invalid/simple", "pip-extra-index-url": "http://c:d@more.invalid/simple"}
     assert pip_index_secrets({}, lambda key: "file:///opt/pypi/simple") == {}, "file:// indexes stay on the host"
+    trusted = {"global.extra-index-url": "http://c:d@more.invalid/simple", "global.trusted-host": "more.invalid"}.get
+    assert pip_index_secrets({}, lambda key: trusted(key, ""))["pip-trusted-host"] == "more.invalid"
+    assert pip_index_secrets({"PIP_TRUSTED_HOST": "a b"}, lambda key: config(key, ""))["pip-trusted-host"] == "a b"
+    assert pip_index_secrets({"PIP_TRUSTED_HOST": "a"}, lambda key: "") == {}, "trusted hosts alone do not travel"
 
 
 def test_every_dockerfile_reads_index_urls_from_secrets_and_declares_no_pip_build_argument():
@@ -165,7 +169,7 @@ def test_every_dockerfile_reads_index_urls_from_secrets_and_declares_no_pip_buil
         text = dockerfile.read_text()
         assert "ARG PIP_" not in text, f"{dockerfile.relative_to(REPO)} declares a PIP_ build argument"
         if "pip install" in text:
-            assert "id=pip-index-url" in text and "id=pip-extra-index-url" in text, dockerfile
+            assert all(f"id={i}," in text for i in ("pip-index-url", "pip-extra-index-url", "pip-trusted-host")), dockerfile
 
 
 @pytest.mark.parametrize("env, config, found", [
