@@ -284,6 +284,15 @@ def not_found(name: str, variable: str, model: str, hub_cache: str, offline: boo
         return failed(name, f"{variable} {shown} is {what}, not a model directory",
                       f"set {variable} to the directory that holds config.json and the weights")
     if os.path.isabs(model) or model.startswith("."):
+        try:
+            os.stat(model)
+        except PermissionError:  # a folder above it withholds search permission from this uid
+            return failed(name, f"{variable} directory {shown} cannot be reached by uid {os.geteuid()} "
+                                "(permission denied on a folder above it)",
+                          "make the model folder readable by the container's user (chmod -R a+rX on the host), "
+                          "or run the container as a user of its group")
+        except (OSError, ValueError):
+            pass
         return failed(name, f"{variable} directory {shown} does not exist",
                       f"mount the model directory at {shown} (compose `volumes:`, Quadlet `Volume=`)")
     hub = files.shown(hub_cache)

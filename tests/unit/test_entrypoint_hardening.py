@@ -12,6 +12,7 @@ from contract.verdict import Status, passed
 from entrypoint import hub, identity, preflight, report
 from entrypoint.settings import SettingsError, parse_settings
 from tests.support.entrypoint_cli import REPO, run_entrypoint
+from tests.support.model_files import write_model_dir
 
 
 @pytest.mark.parametrize("variable, value, expected", [
@@ -119,3 +120,15 @@ def test_the_driver_context_probe_reports_the_drivers_refusal(tmp_path):
     refused = build_standin_driver(tmp_path / "refused", context_code=100)
     assert context_error(0, str(good / "libcuda.so.1")) is None
     assert context_error(0, str(refused / "libcuda.so.1")) == "cuDevicePrimaryCtxRetain failed: CUDA_ERROR_NO_DEVICE (100)"
+
+
+def test_a_model_folder_this_uid_cannot_reach_is_named_so_not_missing(tmp_path):
+    locked = tmp_path / "locked"
+    write_model_dir(locked / "model")
+    locked.chmod(0o700)
+    done = subprocess.run(["setpriv", "--reuid=4242", "--regid=0", "--clear-groups", sys.executable, "-m", "entrypoint",
+                           "check"], env={"PATH": "/usr/bin:/bin", "HOME": "/", "PYTHONPATH": str(REPO),
+                                          "MODEL": str(locked / "model")},
+                          cwd="/", capture_output=True, text=True, timeout=120)
+    line = next(line for line in done.stdout.splitlines() if line.split()[1:2] == ["model"])
+    assert "cannot be reached by uid 4242 (permission denied" in line and "chmod -R a+rX" in line, done.stdout
