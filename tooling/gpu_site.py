@@ -21,6 +21,7 @@ from pathlib import Path
 
 from contract import layout
 from patches import turing_clamp
+from patches.turing_clamp.ranking import ENV_RANKED
 
 REPO = Path(__file__).resolve().parents[1]
 SITE_ENV = "VLLM_TURING_GPU_SITE"
@@ -135,7 +136,8 @@ OVERRIDE_ENV = "TRITON_OVERRIDE_ARCH"
 def run_attention(site: Path, table: Path, mode: str, out_dir: Path, timed: bool = False) -> dict:
     """Run every case in a fresh process in `mode` (see MODES); the launches it recorded."""
     limit, lowering = MODES[mode]
-    extra = {layout.ENV_SMEM_LIMIT: limit} if limit else {}
+    # default: vLLM's own launches (ranked configurations would apply at any limit, the device's too)
+    extra = {layout.ENV_SMEM_LIMIT: limit} if limit else {ENV_RANKED: ""}
     env = python_env(site, table, **extra)
     env.pop(OVERRIDE_ENV, None)
     if lowering:

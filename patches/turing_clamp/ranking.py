@@ -3,27 +3,28 @@ launch, ordered by time measured on a proxy of the GPU (bench/clamp_gpu --ranked
 
 The data file (RANKED_FILE in this package, beside the fit table's code; the image has it at
 /opt/vllm-turing/patches/turing_clamp/ranked-configs.json) holds, per capability and launch as
-vLLM makes it (cc, path, head_size_padded, dtype, block_m, num_warps, num_stages), the configurations
+vLLM makes it (LAUNCH_KEYS, vLLM's own tile included), the configurations
 that were timed there, best first, each with its shared memory under that lowering and its score:
 the largest, over the cases of that launch, of its time over the fastest time measured for the
 case. The clamp (runtime.py, `_vllm_turing_ranked_pick`) takes the best one that fits the limit,
 and keeps its fail-safe choice (vLLM's own launch where it fits) unless a fitting configuration is
 more than KEEP_MARGIN faster. `provenance` says which proxy ranked them, with what, and when.
 
-Standard library only: bench/clamp_gpu writes the file on the GPU machine, the unit tier reads it.
+Standard library only (and the fit table's writer): bench/clamp_gpu writes the file on the GPU
+machine, the unit tier reads it.
 """
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 FORMAT = 1
 RANKED_FILE = Path(__file__).with_name("ranked-configs.json")
 ENV_RANKED = "TURING_CLAMP_RANKED_CONFIGS"
 KEEP_MARGIN = 1.05  # the fail-safe choice stays unless a fitting configuration beats it by more
-LAUNCH_KEYS = ("cc", "path", "head_size_padded", "dtype", "block_m", "num_warps", "num_stages")
+# The launch as vLLM makes it, its own tile included: vLLM picks tile 32 or 16 by the layer's
+# window (its Gemma 3 rule), and the layers so told apart rank differently.
+LAUNCH_KEYS = ("cc", "path", "head_size_padded", "dtype", "block_m", "num_warps", "num_stages", "vllm_tile_size")
 CONFIG_KEYS = ("tile_size", "num_warps", "num_stages")
 # Triton's defaults for CUDA launches that name none; a configuration naming them is vLLM's own.
 TRITON_DEFAULTS = {"num_warps": 4, "num_stages": 3}
@@ -53,7 +54,8 @@ def _launch_of(sweep: dict, case: dict, cc: int) -> dict:
     default = case["default"]
     return {"cc": cc, "path": "3d" if default["IS_3D"] else "2d", "head_size_padded": default["HEAD_SIZE_PADDED"],
             "dtype": sweep.get("dtype", "float16"), "block_m": default["BLOCK_M"],
-            "num_warps": default["num_warps"], "num_stages": default["num_stages"]}
+            "num_warps": default["num_warps"], "num_stages": default["num_stages"],
+            "vllm_tile_size": default["TILE_SIZE"]}
 
 
 def rank(sweeps: dict, source: str, measured_at: str | None = None) -> dict:
@@ -118,15 +120,7 @@ def read(path: Path) -> dict:
 
 
 def write(path: Path, document: dict) -> None:
-    """Atomic replace, as the fit table is written."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(document, stream, indent=1)
-            stream.write("\n")
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    """Atomic replace, as the fit table is written (the same writer)."""
+    from patches.fitcheck.table import write_table
+
+    write_table(Path(path), document)

@@ -147,7 +147,7 @@ def _vllm_turing_fit_path(table, cc, limit, launch, default, stages, adjust_stag
 
 
 def _vllm_turing_ranked():
-    """{(cc, path, head_size_padded, dtype, block_m, num_warps, num_stages): [(tile, num_warps,
+    """{(cc, path, head_size_padded, dtype, block_m, num_warps, num_stages, vLLM's tile): [(tile, num_warps,
     num_stages, shared, score), ...] best first} from the ranked-configurations file; {} without
     one, for another vLLM release, or unreadable (then one warning): the fit table alone decides."""
     import json
@@ -165,7 +165,7 @@ def _vllm_turing_ranked():
             if document["vllm_version"] == _vllm_turing_release():
                 for e in document["launches"]:
                     key = (e["cc"], e["path"], e["head_size_padded"], e["dtype"],
-                           e["block_m"], e["num_warps"], e["num_stages"])
+                           e["block_m"], e["num_warps"], e["num_stages"], e["vllm_tile_size"])
                     ranked[key] = [(int(r["tile_size"]), r["num_warps"], r["num_stages"],
                                     int(r["shared"]), float(r["score"])) for r in e["ranked"]]
         except (OSError, ValueError, KeyError, TypeError, AssertionError) as exc:
@@ -180,15 +180,15 @@ def _vllm_turing_ranked():
     return ranked
 
 
-def _vllm_turing_ranked_pick(table, cc, limit, launch, stages, fail_safe):
+def _vllm_turing_ranked_pick(table, cc, limit, launch, stages, default, fail_safe):
     """(tile, num_stages, {launch options}, need known from the fit table) the ranked configurations
     choose for one path, or None when they rank nothing for it or nothing they rank fits.
-    launch = (path, head_size_padded, dtype, block_m, num_warps) and stages are vLLM's; fail_safe
+    launch = (path, head_size_padded, dtype, block_m, num_warps), stages and default (its tile) are vLLM's; fail_safe
     is the (tile, num_stages) the fit table alone chose, kept unless a fitting configuration's
     score is more than _VLLM_TURING_KEEP_MARGIN better. A configuration's need is the fit table's
     entry for it on cc, else the need the ranking measured (then the launch is guarded)."""
     fitting = []
-    for tile, warps, ranked_stages, shared, score in _vllm_turing_ranked().get((cc,) + launch + (stages,), ()):
+    for tile, warps, ranked_stages, shared, score in _vllm_turing_ranked().get((cc,) + launch + (stages, default), ()):
         key = launch[:4] + (launch[-1] if warps is None else warps, stages if ranked_stages is None else ranked_stages)
         known = table.get((cc,) + key, {}).get(tile)
         if (known if known is not None else shared) <= limit:
@@ -227,7 +227,7 @@ def _vllm_turing_decide(q, block_m, tile_prefill, tile_decode, num_warps, num_st
             table, cc, limit, launch, default, num_stages, adjust_stages
         )
         pick = _vllm_turing_ranked_pick(
-            table, cc, limit, launch, num_stages, (tile, stages) if known and tile is not None else None
+            table, cc, limit, launch, num_stages, default, (tile, stages) if known and tile is not None else None
         )
         if pick is not None:
             tile, stages, options[path == "3d"], pick_known = pick

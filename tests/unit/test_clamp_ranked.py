@@ -14,7 +14,7 @@ from tests.unit.test_clamp_runtime import TURING, clamp, patched_sources, query,
 
 AMPERE_CONSUMER = 101_376
 LAUNCH_2D = {"cc": 75, "path": "2d", "head_size_padded": 512, "dtype": "float16", "block_m": 16,
-             "num_warps": None, "num_stages": None}
+             "num_warps": None, "num_stages": None, "vllm_tile_size": 32}
 
 
 def config(tile, warps, stages, shared, score):
@@ -112,7 +112,7 @@ def sweep_of(times: dict, low="sm75") -> dict:
                     for (t, w, s), (ms, shared) in rows.items()]
         configs.append({"tile_size": 64, "num_warps": 4, "num_stages": None, "shared": 163_840})  # not timed
         cases[name] = {"default": {"TILE_SIZE": 32, "IS_3D": False, "BLOCK_M": 16, "HEAD_SIZE_PADDED": 512,
-                                   "num_warps": None, "num_stages": None}, "configs": configs}
+                                   "num_warps": None, "num_stages": None, "vllm_tile_size": 32}, "configs": configs}
     return {"gpu": "NVIDIA H200", "cc": "9.0", "triton": "3.6.0", "vllm": "0.33.0", "override": low,
             "device_limit": 65_536, "cases": cases}
 
@@ -129,3 +129,25 @@ def test_the_ranking_scores_by_the_worst_case_and_writes_vllms_own_options_as_no
     # 16/4 is vLLM's warps (written None): worst case 3.0/2.0 in b; 16/2: 1.1/1.0 in a; vLLM's own 32: 2.0/1.0
     assert scores == {(16, 2): 1.1, (16, None): 1.5, (32, None): 2.0}
     assert [r["tile_size"] for r in launch["ranked"]] == [16, 16, 32]
+
+
+def test_layers_whose_vllm_tile_differs_are_ranked_apart(clamp, table, ranked, monkeypatch):
+    """The key holds vLLM's own tile: a ranking for its tile-32 launch leaves a tile-16 one alone."""
+    ranked([config(16, 2, None, 65_536, 1.0), config(16, None, None, 65_536, 1.5)])
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(AMPERE_CONSUMER))
+    assert clamp(query(), 16, 16, 16) == (16, 16, None) and options(clamp) == {}
+
+
+def test_the_committed_ranking_names_its_proxy_and_ranks_the_pinned_release():
+    from contract import pins
+
+    document = ranking.read(ranking.RANKED_FILE)
+    assert document["vllm_version"] == pins.VLLM_VERSION, "re-rank with bench/clamp_gpu when the pin moves"
+    lowerings = document["provenance"]["lowerings"]
+    assert {low: p["override"] for low, p in lowerings.items()} == {"sm75": "sm75", "sm86": "sm86"}
+    assert "proxy" in document["provenance"]["ranked_by"] and document["provenance"]["measured_at"]
+    limits = {75: TURING, 86: AMPERE_CONSUMER}
+    for launch in document["launches"]:
+        scores = [r["score"] for r in launch["ranked"]]
+        assert scores == sorted(scores) and scores[0] == 1.0, launch
+        assert any(r["shared"] <= limits[launch["cc"]] for r in launch["ranked"]), launch
