@@ -21,6 +21,10 @@ REPO = Path(__file__).resolve().parents[1]
 TABLE_BEGIN = "<!-- clamp-releases:begin (bench/clamp_releases --write-doc) -->"
 TABLE_END = "<!-- clamp-releases:end -->"
 MEMBERS = {UNIFIED.name: vllm_releases.LAUNCHER_MEMBER, ENCODER.name: vllm_releases.ENCODER_LAUNCHER_MEMBER}
+# The generated table of each site in docs/clamp.md: (begin marker, end marker)
+TABLE_MARKERS = {UNIFIED.name: (TABLE_BEGIN, TABLE_END),
+                 ENCODER.name: ("<!-- clamp-releases-encoder:begin (bench/clamp_releases --write-doc) -->",
+                                "<!-- clamp-releases-encoder:end -->")}
 
 
 @dataclass
@@ -119,12 +123,14 @@ def markdown_table(cycles: list[Cycle]) -> str:
     return "\n".join(rows) + "\n"
 
 
-def doc_table(doc: str) -> str:
-    """The generated table currently in docs/clamp.md."""
-    start = doc.index(TABLE_BEGIN) + len(TABLE_BEGIN) + 1
-    return doc[start:doc.index(TABLE_END, start)]
+def doc_table(doc: str, site: Site = UNIFIED) -> str:
+    """The site's generated table currently in docs/clamp.md."""
+    begin, end = TABLE_MARKERS[site.name]
+    start = doc.index(begin) + len(begin) + 1
+    return doc[start:doc.index(end, start)]
 
 
-def with_table(doc: str, table: str) -> str:
-    start = doc.index(TABLE_BEGIN) + len(TABLE_BEGIN) + 1
-    return doc[:start] + table + doc[doc.index(TABLE_END, start):]
+def with_table(doc: str, table: str, site: Site = UNIFIED) -> str:
+    begin, end = TABLE_MARKERS[site.name]
+    start = doc.index(begin) + len(begin) + 1
+    return doc[:start] + table + doc[doc.index(end, start):]

@@ -45,6 +45,13 @@ def test_encoder_clamp_sits_after_blocks_last_assignment_and_before_the_grid_rea
     assert readers and "grid" in names(readers[0], ast.Store), "the grid is the first to read the clamped BLOCK"
 
 
+def test_docs_encoder_table_is_the_one_the_cycle_produces(tmp_path):
+    cycles = [clamp_cycle.run_cycle(v, tmp_path / v, ENCODER) for v in vllm_releases.RELEASES]
+    doc = (clamp_cycle.REPO / "docs" / "clamp.md").read_text()
+    assert clamp_cycle.doc_table(doc, ENCODER) == clamp_cycle.markdown_table(cycles), \
+        "regenerate with bench/clamp_releases --write-doc docs/clamp.md"
+
+
 def test_both_sites_of_one_release_carry_one_runtime_block_and_their_own_call(tmp_path):
     unified = clamp_cycle.copy_release("0.33.0", tmp_path, UNIFIED)
     encoder = clamp_cycle.copy_release("0.33.0", tmp_path, ENCODER)

@@ -22,25 +22,12 @@ def verdict_key(shape) -> tuple:
 MATRIX_KEYS = {verdict_key(s) for s in shapes.builtin_shapes("all")}
 
 
-def embeddinggemma() -> dict:
-    """EmbeddingGemma 300M's attention numbers (3 query / 1 KV heads of 256, window 512, bidirectional)."""
-    return transformers.Gemma3TextConfig(hidden_size=768, num_hidden_layers=24, num_attention_heads=3,
-                                         num_key_value_heads=1, head_dim=256, sliding_window=512,
-                                         use_bidirectional_attention=True).to_dict()
-
-
-def bert() -> dict:
-    return transformers.BertConfig().to_dict()  # bert-base: 12 heads of 64
-
-
-@pytest.mark.parametrize("config, expected", [
-    (embeddinggemma, {("encoder", 256, 3, 512), ("encoder", 256, 3, None)}),
-    (bert, {("encoder", 64, 1, None)}),
-])
-def test_embedding_and_bert_configs_are_encoder_layers_the_matrix_proves(config, expected):
-    read = shapes.shapes_from_config(config(), "m", "config.json")
-    assert {(s.attention, s.head_size, s.queries_per_kv, s.sliding_window) for s in read} == expected
-    assert {verdict_key(s) for s in read} <= MATRIX_KEYS
+@pytest.mark.parametrize("name", sorted(family_configs.ENCODER_MODELS))
+def test_embedding_and_bert_family_configs_are_encoder_layers_the_matrix_proves(name):
+    read = shapes.shapes_from_config(family_configs.config_dict(name), name, "config.json")
+    assert all(s.attention == shapes.ENCODER for s in read)
+    covering = {s.layer: verdict_key(s) for s in shapes.ENCODER_SHAPES}
+    assert {verdict_key(s) for s in read} == {covering[layer] for layer in family_configs.ENCODER_MODELS[name][3]}
 
 
 def test_the_matrix_holds_the_multimodal_towers_heads():
@@ -103,13 +90,11 @@ def versions(monkeypatch):
     monkeypatch.setattr(lookup, "installed_versions", lambda: VERSIONS)
 
 
-@pytest.mark.parametrize("config", [embeddinggemma, bert])
-def test_preflight_answers_fits_for_embeddinggemma_and_bert_from_the_table(tmp_path, monkeypatch, versions, config):
-    path = tmp_path / "model" / "config.json"
-    path.parent.mkdir()
-    path.write_text(json.dumps(config()))
+@pytest.mark.parametrize("name", sorted(family_configs.ENCODER_MODELS))
+def test_preflight_answers_fits_for_embeddinggemma_and_bert_from_the_table(tmp_path, monkeypatch, versions, name):
+    path = family_configs.save_model_dir(name, tmp_path / name)
     monkeypatch.setenv("TURING_CLAMP_FIT_TABLE", str(matrix_table(tmp_path)))
-    result = start_fit(str(path), config(), (7, 5), 65536)()
+    result = start_fit(str(path), json.loads(path.read_text()), (7, 5), 65536)()
     assert result.status is Status.PASS, result.message
     assert "from the fit table's verdicts" in result.message
 
