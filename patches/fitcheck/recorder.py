@@ -230,7 +230,8 @@ class _Recorder:
             options = {k: kwargs.pop(k) for k in list(kwargs) if k not in self.signature.parameters}
             bound = self.signature.bind(*args, **kwargs)
             bound.apply_defaults()
-            recorded = Launch(self.case, self.name, self.fn, tuple(grid), dict(bound.arguments), options)
+            grid_ = grid if callable(grid) else tuple(grid)  # a grid function (META) is kept as is
+            recorded = Launch(self.case, self.name, self.fn, grid_, dict(bound.arguments), options)
             if self.judge is not None:
                 self.judge(recorded)
             self.sink.append(recorded)
