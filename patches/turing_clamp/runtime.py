@@ -1,8 +1,8 @@
-"""The code the clamp inserts into vLLM's triton_unified_attention.py.
+"""The code the clamp inserts into vLLM's triton_unified_attention.py and triton_prefill_attention.py.
 
-Everything between the two marker lines is copied verbatim, before the launcher,
-by patches/turing_clamp (placement.py); this module exists so that the very same text can be
-imported and tested without vLLM. Names start with `_vllm_turing_` so that they
+Everything between the two marker lines is copied verbatim, before each launcher (unified_attention,
+context_attention_fwd), by patches/turing_clamp (placement.py); this module exists so that the very
+same text can be imported and tested without vLLM. Names start with `_vllm_turing_` so that they
 cannot collide with vLLM's own.
 """
 # >>> vllm-turing clamp: sizes attention tiles by the device's shared memory (patches/turing_clamp)
@@ -15,6 +15,9 @@ _vllm_turing_stepped = {}
 _vllm_turing_decode_tile = {}
 _VLLM_TURING_KERNELS = ("kernel_unified_attention", "kernel_unified_attention_2d",
                         "kernel_unified_attention_3d", "reduce_segments")
+# The encoder launcher's kernel (context_attention_fwd) and its fit-table path.
+_VLLM_TURING_ENCODER_KERNEL = "_fwd_kernel"
+_VLLM_TURING_ENCODER_PATH = "encoder"
 _VLLM_TURING_SMALLEST_TILE = 16
 # (name, the name of the first release, still read when the name is unset); the image's default table
 _VLLM_TURING_ENV_SMEM_LIMIT = ("TURING_CLAMP_SMEM_LIMIT", "VLLM_TURING_SMEM_LIMIT")
@@ -274,10 +277,37 @@ def _vllm_turing_launch_key(name, kwargs):
     return (name,) + fixed + dtypes
 
 
+def _vllm_turing_stepped_launch(name, kernel, grid, args, kwargs, tile, retile):
+    """kernel[grid](*args, **kwargs) launched with `tile`, halved while Triton refuses it with
+    OutOfResources (raised before the kernel runs); the tile accepted is remembered per launch key
+    and returned with the launch's result. retile(tile) -> (grid, kwargs) of the launch at that tile."""
+    from triton.runtime.errors import OutOfResources
+
+    key = _vllm_turing_launch_key(name, kwargs) + (tile,)
+    used = _vllm_turing_stepped.get(key, tile)
+    while True:
+        launch_grid, launch_kwargs = retile(used)
+        try:
+            result = kernel[launch_grid](*args, **launch_kwargs)
+            break
+        except OutOfResources:
+            used = _vllm_turing_next_tile(used)
+            if used is None:
+                raise
+    if key not in _vllm_turing_stepped:
+        _vllm_turing_stepped[key] = used
+        if used != tile:
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "vllm-turing clamp: Triton refused tile %s for %s (OutOfResources); "
+                "tile %s from now on for this launch", tile, name, used)
+    return result, used
+
+
 def _vllm_turing_guarded(name, kernel):
     """kernel, launched through [grid](...) as vLLM does; a tile Triton refuses with OutOfResources
     (raised before the kernel runs) is halved until one is accepted, remembered per launch key."""
-    from triton.runtime.errors import OutOfResources
 
     def launch(grid, *args, **kwargs):
         tile = kwargs.get("TILE_SIZE")
@@ -287,29 +317,38 @@ def _vllm_turing_guarded(name, kernel):
             kwargs = _vllm_turing_with_options(name, kwargs)
         if name == "reduce_segments":  # must repeat the tile its 3D kernel ran with
             return kernel[grid](*args, **dict(kwargs, TILE_SIZE=_vllm_turing_decode_tile.get(tile, tile)))
-        key = _vllm_turing_launch_key(name, kwargs) + (tile,)
-        used = _vllm_turing_stepped.get(key, tile)
-        while True:
-            try:
-                result = kernel[grid](*args, **dict(kwargs, TILE_SIZE=used))
-                break
-            except OutOfResources:
-                used = _vllm_turing_next_tile(used)
-                if used is None:
-                    raise
-        if key not in _vllm_turing_stepped:
-            _vllm_turing_stepped[key] = used
-            if used != tile:
-                import logging
-
-                logging.getLogger(__name__).warning(
-                    "vllm-turing clamp: Triton refused TILE_SIZE %s for %s (OutOfResources); "
-                    "TILE_SIZE %s from now on for this launch", tile, name, used)
+        result, used = _vllm_turing_stepped_launch(
+            name, kernel, grid, args, kwargs, tile, lambda t: (grid, dict(kwargs, TILE_SIZE=t)))
         if name.endswith("_3d") or kwargs.get("IS_3D"):
             _vllm_turing_decode_tile.clear()
             _vllm_turing_decode_tile[tile] = used
         return result
 
+    return _vllm_turing_wrapper(kernel, launch)
+
+
+def _vllm_turing_guarded_encoder(kernel):
+    """The encoder kernel, guarded as _vllm_turing_guarded does: a smaller BLOCK_M (and BLOCK_N, never
+    above it) launches proportionally more query blocks on the grid's last axis; the kernel masks rows
+    past each sequence, so the extra programs do nothing."""
+
+    def launch(grid, *args, **kwargs):
+        block = kwargs.get("BLOCK_M")
+        if not isinstance(block, int) or not isinstance(grid, tuple) or len(grid) != 3:
+            return kernel[grid](*args, **kwargs)
+
+        def retile(used):
+            block_n = kwargs.get("BLOCK_N", block)
+            return (grid[0], grid[1], grid[2] * (block // used)), dict(
+                kwargs, BLOCK_M=used, BLOCK_N=min(block_n, used) if isinstance(block_n, int) else block_n)
+
+        return _vllm_turing_stepped_launch(_VLLM_TURING_ENCODER_KERNEL, kernel, grid, args, kwargs, block,
+                                           retile)[0]
+
+    return _vllm_turing_wrapper(kernel, launch)
+
+
+def _vllm_turing_wrapper(kernel, launch):
     class Guarded:
         _vllm_turing_kernel = kernel
 
@@ -319,12 +358,13 @@ def _vllm_turing_guarded(name, kernel):
     return Guarded()
 
 
-def _vllm_turing_guard(namespace):
-    """Routes the launcher's kernels in namespace through _vllm_turing_guarded (once per object)."""
-    for name in _VLLM_TURING_KERNELS:
+def _vllm_turing_guard(namespace, names=_VLLM_TURING_KERNELS):
+    """Routes the launcher's kernels in namespace through their guard (once per object)."""
+    for name in names:
         kernel = namespace.get(name)
         if kernel is not None and not hasattr(kernel, "_vllm_turing_kernel"):
-            namespace[name] = _vllm_turing_guarded(name, kernel)
+            namespace[name] = (_vllm_turing_guarded_encoder(kernel) if name == _VLLM_TURING_ENCODER_KERNEL
+                               else _vllm_turing_guarded(name, kernel))
 
 
 def _vllm_turing_clamp(q, block_m, tile_prefill, tile_decode, num_warps=None, num_stages=None,
@@ -347,4 +387,62 @@ def _vllm_turing_clamp(q, block_m, tile_prefill, tile_decode, num_warps=None, nu
     if decision[3]:
         _vllm_turing_guard(globals())
     return decision[:3]
+
+
+def _vllm_turing_encoder_needs(table, cc, head_padded, dtype):
+    """{BLOCK: shared} of the encoder kernel (BLOCK_M = BLOCK_N = BLOCK) for one head size on cc, the
+    largest over the table's warps and stages; the largest over all cc when cc has none."""
+    for wanted in (cc, None):
+        needs = {}
+        for key, by_tile in table.items():
+            if key[1:4] == (_VLLM_TURING_ENCODER_PATH, head_padded, dtype) and wanted in (None, key[0]):
+                block = key[4]
+                if block in by_tile:
+                    needs[block] = max(by_tile[block], needs.get(block, 0))
+        if needs:
+            return needs
+    return {}
+
+
+def _vllm_turing_decide_encoder(q, block):
+    cc, limit = _vllm_turing_limit(q)
+    if limit is None:
+        return block, False
+    table_path, table = _vllm_turing_fit_table()
+    head = q.shape[-1]
+    head_padded = 1 << (head - 1).bit_length()
+    dtype = str(q.dtype).replace("torch.", "")
+    needs = _vllm_turing_encoder_needs(table, cc, head_padded, dtype)
+    if block not in needs:
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "vllm-turing clamp: no fit-table entry in %s for the encoder attention launch (cc %s, head "
+            "size %s, %s, BLOCK %s); Triton judges its tile at first launch and a tile it refuses "
+            "(OutOfResources) steps down. Add the entry with `python -m patches.fitcheck "
+            "--write-table PATH`", table_path, cc, head, dtype, block)
+        return block, True
+    chosen = _vllm_turing_pick(needs, block, limit)
+    if chosen is None:
+        raise RuntimeError(
+            f"vllm-turing clamp: no encoder attention tile fits for head size {head} ({dtype}): the "
+            f"smallest needs {min(needs.values())} bytes of shared memory, the limit is {limit} bytes "
+            f"(vLLM {_vllm_turing_release()}); use a GPU with more shared memory per block or a model "
+            "with a smaller head size"
+        )
+    return chosen, False
+
+
+def _vllm_turing_encoder_clamp(q, block):
+    """context_attention_fwd's BLOCK (BLOCK_M and BLOCK_N of _fwd_kernel) that fits this device's
+    shared memory: vLLM's own where it fits or no limit is known, else the largest smaller one the
+    fit table says fits; no table entry: vLLM's, guarded (OutOfResources halves it). Cached per shape."""
+    key = (_VLLM_TURING_ENCODER_PATH, q.device, q.shape[-1], q.dtype, block)
+    decision = _vllm_turing_clamp_cache.get(key)
+    if decision is None:
+        decision = _vllm_turing_decide_encoder(q, block)
+        _vllm_turing_clamp_cache[key] = decision
+    if decision[1]:
+        _vllm_turing_guard(globals(), (_VLLM_TURING_ENCODER_KERNEL,))
+    return decision[0]
 # <<< vllm-turing clamp
