@@ -21,8 +21,6 @@ import os
 import sys
 from pathlib import Path
 
-import torch
-
 ENCODER_MODULE = "vllm.v1.attention.ops.triton_prefill_attention"
 KERNEL = "_fwd_kernel"
 HEADS = (64, 72, 128, 256, 512)
@@ -35,8 +33,12 @@ TURING_CC, TURING_LIMIT = 75, 65536
 RECORDED = ("BLOCK_M", "BLOCK_N", "BLOCK_DMODEL", "IS_CAUSAL", "num_warps", "num_stages")
 
 
-def encoder_batch(head: int, device="cpu", dtype=torch.float16) -> dict:
-    """q, k, v [tokens, heads, head] and the per-sequence starts and lengths, from seed = head."""
+def encoder_batch(head: int, device="cpu", dtype=None) -> dict:
+    """q, k, v [tokens, heads, head] (fp16 unless dtype) and the per-sequence starts and lengths,
+    from seed = head. torch is imported here, so the tier collects on hosts without it."""
+    import torch
+
+    dtype = dtype or torch.float16
     gen = torch.Generator().manual_seed(head)
     tokens = sum(SEQ_LENS)
     q = torch.randn((tokens, QUERY_HEADS, head), generator=gen) * QUERY_GAIN
@@ -47,8 +49,10 @@ def encoder_batch(head: int, device="cpu", dtype=torch.float16) -> dict:
             "b_start_loc": starts.to(device), "b_seq_len": torch.tensor(SEQ_LENS, dtype=torch.int32).to(device)}
 
 
-def reference(batch: dict) -> torch.Tensor:
+def reference(batch: dict):
     """Float32 bidirectional attention per sequence, KV heads shared by their query-head group."""
+    import torch
+
     q, k, v = (batch[n].float() for n in ("q", "k", "v"))
     group = q.shape[1] // k.shape[1]
     out = torch.empty_like(q)
@@ -80,6 +84,8 @@ class Recorder:
 
 
 def run(heads, out_dir: Path, fit_table: str | None) -> dict:
+    import torch
+
     from patches.fitcheck.recorder import simulated_device
 
     module = importlib.import_module(ENCODER_MODULE)
