@@ -3,13 +3,15 @@ the committed units equal to the generator's defaults, and compose/Quadlet parit
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 
-from buildtool.units.spec import (CACHE_VOLUMES, CONTAINER_LIB_DIR, DRIVER_LIBRARIES, HostValues,
-                                  UnitSpec, gpu_indices_from_names)
+from buildtool.units.spec import (CONTAINER_LIB_DIR, DRIVER_LIBRARIES, HostValues, UnitSpec,
+                                  gpu_indices_from_names, image_version)
+from contract.layout import API_KEY_PATH, API_KEY_SECRET, ENV_API_KEY_FILE
 from buildtool.units.compose import render_compose, render_toolkit_override
 from buildtool.units.quadlet import podman_image_ref, render_env_file, render_quadlet
 from tests.support.build_py import build_py
@@ -155,7 +157,7 @@ def test_podman_image_reference_stays_local(image, ref):
 
 
 HOSTS = [HostValues(), HostValues(gpu_indices=(0, 1, 3), lib_dir="/usr/lib64/", model_dir="/srv/llm",
-                                  bind_address="0.0.0.0", port=8123)]
+                                  bind_address="0.0.0.0", port=8123, api_key_file="/etc/vllm-turing/key")]
 
 
 @pytest.mark.parametrize("host", HOSTS)
@@ -169,7 +171,7 @@ def test_compose_and_quadlet_carry_the_same_devices_mounts_and_settings(host):
     assert compose["devices"] == sorted([f"/dev/nvidia{i}" for i in host.gpu_indices]
                                         + ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"])
     assert all(ro for _, _, ro in compose["binds"])
-    assert compose["named_volume_targets"] == sorted(CACHE_VOLUMES.values())
+    assert compose["named_volume_targets"] == sorted(spec.cache_volumes.values())
     assert compose["port"] == (host.bind_address, host.port, 8000)
     assert compose["memlock"] == -1
 
@@ -190,6 +192,79 @@ def test_the_cdi_unit_asks_for_all_gpus_and_wires_nothing_by_hand(tmp_path, fake
     container = parse_unit((tmp_path / "quadlet/vllm-turing.container").read_text())["Container"]
     assert container["AddDevice"] == ["nvidia.com/gpu=all"]
     assert not [v for v in container["Volume"] if CONTAINER_LIB_DIR in v]
+
+
+def test_cdi_demands_no_driver_libraries_on_this_host(tmp_path, fake_host, monkeypatch):
+    """The CDI spec mounts the libraries: a host whose library directory lacks them (or with none at
+    the default path) still gets its units."""
+    dev, _ = fake_host
+    monkeypatch.setenv("NVIDIA_LIB_DIR", str(tmp_path / "no-such-dir"))
+    assert generate(tmp_path / "out", "--cdi", "--dev-root", str(dev)) == 0
+    assert generate(tmp_path / "without", "--dev-root", str(dev)) == 2  # without --cdi the check stands
+
+
+def test_compile_caches_are_keyed_by_the_image_version_and_downloads_are_not():
+    assert image_version("vllm-turing:0.33.0") == "0.33.0"
+    assert image_version("registry.example:5000/me/vllm-turing:0.33.0-b2") == "0.33.0-b2"
+    assert image_version("registry.example:5000/me/vllm-turing") == "0.33.0"  # untagged: the pinned vLLM
+    assert image_version("me/vllm-turing@sha256:" + "a" * 64) == "0.33.0"
+    volumes = UnitSpec(HostValues(image="me/vllm-turing:0.34.1")).cache_volumes
+    assert volumes == {"hf-cache": "/cache/huggingface", "triton-cache-0.34.1": "/opt/vllm-turing/triton-cache",
+                       "vllm-cache-0.34.1": "/cache/vllm"}
+    # every cache the environment points at lies on a compile volume
+    env = UnitSpec().environment
+    for key in ("TRITON_CACHE_DIR", "VLLM_CACHE_ROOT", "XDG_CACHE_HOME", "CUDA_CACHE_PATH"):
+        assert any(env[key] == target or env[key].startswith(target + "/")
+                   for target in UnitSpec().compile_volumes.values()), key
+    compose = load_compose(render_compose(UnitSpec(HostValues(image="me/vllm-turing:0.34.1"))))
+    assert set(compose["volumes"]) == set(volumes)
+    quadlet = parse_unit(render_quadlet(UnitSpec(HostValues(image="me/vllm-turing:0.34.1"))))["Container"]
+    assert "vllm-turing-vllm-cache-0.34.1:/cache/vllm" in quadlet["Volume"]
+
+
+WIRING = re.compile(r"^(\s*)# (\s*(?:secrets:|vllm-api-key:|file:|API_KEY_FILE:|Secret=|Environment=API_KEY_FILE=))",
+                    re.M)
+
+
+def uncommented(text: str) -> str:
+    """The text with the API key's wiring uncommented, as the comments tell a user to do."""
+    return WIRING.sub(r"\1\2", text)
+
+
+def test_the_api_key_wiring_is_commented_out_by_default_and_written_on_with_a_key_file(tmp_path):
+    off = load_compose(render_compose(UnitSpec()))
+    assert "secrets" not in off and "secrets" not in off["services"]["vllm"]
+    assert ENV_API_KEY_FILE not in off["services"]["vllm"]["environment"]
+    assert generate(tmp_path, "--defaults", "--api-key-file", "/etc/vllm-turing/key") == 0
+    text = (tmp_path / "compose.yaml").read_text()
+    on = load_compose(text)
+    assert on["secrets"] == {API_KEY_SECRET: {"file": "/etc/vllm-turing/key"}}
+    assert on["services"]["vllm"]["secrets"] == [API_KEY_SECRET]
+    assert on["services"]["vllm"]["environment"][ENV_API_KEY_FILE] == API_KEY_PATH
+    unit = parse_unit((tmp_path / "quadlet/vllm-turing.container").read_text())["Container"]
+    assert unit["Secret"] == [f"{API_KEY_SECRET},type=mount,target={API_KEY_PATH}"]
+    assert f"{ENV_API_KEY_FILE}={API_KEY_PATH}" in unit["Environment"]
+    assert "podman secret create vllm-api-key /etc/vllm-turing/key" in \
+        (tmp_path / "quadlet/vllm-turing.container").read_text()
+
+
+def test_uncommenting_the_shipped_wiring_gives_what_the_key_file_option_writes():
+    """The commented lines are the real wiring: uncommented, they equal the rendered-on service
+    but for the example path of the key's file."""
+    shipped = render_compose(UnitSpec())
+    by_hand = load_compose(uncommented(shipped))
+    written = load_compose(render_compose(UnitSpec(HostValues(api_key_file="./secrets/vllm-api-key"))))
+    assert by_hand == written
+    unit = render_quadlet(UnitSpec())
+    by_hand_unit = parse_unit(uncommented(unit))
+    assert by_hand_unit == parse_unit(render_quadlet(UnitSpec(HostValues(api_key_file="FILE"))))
+
+
+def test_the_units_drop_every_capability_and_privilege_gain():
+    service = load_compose(render_compose(UnitSpec()))["services"]["vllm"]
+    assert service["cap_drop"] == ["ALL"] and service["security_opt"] == ["no-new-privileges:true"]
+    unit = parse_unit(render_quadlet(UnitSpec()))["Container"]
+    assert unit["DropCapability"] == ["ALL"] and unit["NoNewPrivileges"] == ["true"]
 
 
 def test_the_env_file_is_plain_key_value_lines_both_tools_read_alike():
