@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from buildtool.units.spec import (API_KEY_PATH, API_KEY_SECRET, CONTAINER_PORT, DROP_CAPABILITIES,
-                                  ENV_API_KEY_FILE, ENV_FILE_NAME, HEALTH, HEALTH_CMD, SHM_SIZE,
+                                  ENV_API_KEY_FILE, ENV_FILE_NAME, HEALTH, HEALTH_CMD, READ_ONLY_NOTE, SHM_SIZE,
                                   STOP_GRACE_S, UNIT_NAME, Mount, UnitSpec)
 
 ENV_FILE_PATH = f"quadlet/{ENV_FILE_NAME}"
@@ -73,7 +73,7 @@ SECURITY_LINES = [
     "    # vLLM needs no capability, and nothing in the container gains privileges through setuid.",
     f"    cap_drop: [{', '.join(DROP_CAPABILITIES)}]",
     "    security_opt: [\"no-new-privileges:true\"]",
-    "    # No read_only root: READ_ONLY_REASON",
+    *[f"    # {line}" for line in READ_ONLY_NOTE],
 ]
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from buildtool.units.spec import (API_KEY_PATH, API_KEY_SECRET, CONTAINER_PORT, DROP_CAPABILITIES,
-                                  ENV_FILE_NAME, HEALTH, HEALTH_CMD, RESTART_DELAY_S, SHM_SIZE,
+                                  ENV_FILE_NAME, HEALTH, HEALTH_CMD, READ_ONLY_NOTE, RESTART_DELAY_S, SHM_SIZE,
                                   START_TIMEOUT_S, STOP_GRACE_S, UNIT_NAME, Mount, UnitSpec)
 
 CDI_GPU_PREFIX = "nvidia.com/gpu="
@@ -73,7 +73,7 @@ def render_quadlet(spec: UnitSpec) -> str:
               "# Least privilege, as compose.yaml (measured against the real CPU server in tests/serving).",
               *[f"DropCapability={cap}" for cap in DROP_CAPABILITIES],
               "NoNewPrivileges=true",
-              "# No ReadOnly=true: READ_ONLY_REASON",
+              *[f"# {line}" for line in READ_ONLY_NOTE],
               f"HealthCmd={HEALTH_CMD}",
               f"HealthInterval={HEALTH['interval']}",
               f"HealthTimeout={HEALTH['timeout']}",

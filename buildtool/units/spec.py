@@ -76,6 +76,13 @@ UNIT_NAME = "vllm-turing"
 # capability (the entrypoint's ldconfig refresh as root writes a root-owned file, which needs none)
 # and never gains privileges through a setuid file.
 DROP_CAPABILITIES = ("ALL",)
+# Why the root filesystem stays writable (a comment in compose and Quadlet; docs/deploy.md has the override).
+READ_ONLY_NOTE = (
+    "No read-only root filesystem: at start the entrypoint, as root, refreshes /etc/ld.so.cache for the",
+    "mounted driver libraries (Triton reads the linker cache before LD_LIBRARY_PATH, and a stale libcuda",
+    "there wins), and the toolkit's hook writes the same file. The server itself runs read-only with a",
+    "tmpfs /tmp (measured on the CPU server, tests/serving); docs/deploy.md shows the override.",
+)
 # The non-root uid the Kubernetes pods run as (Restricted Pod Security Standard), in group 0 as
 # OpenShift assigns: the image reads and writes what it needs as any uid of group 0.
 POD_UID = 2000
