@@ -50,8 +50,9 @@ HEALTH = {"interval": "30s", "timeout": "10s", "retries": 3, "start_period": "30
 # The image ships no Triton cache (40 MB, against a 2 MiB budget for the derived layers): the
 # volumes keep what the first start compiled, so a restart skips the JIT. Downloads (HF_HOME) are
 # the same for every image; compiled artifacts belong to one image, so their volumes carry its
-# version (`compile_volumes`): an upgrade starts on fresh volumes instead of a cache another
-# vLLM/torch/Triton wrote, and a rollback finds its own still there.
+# version (`compile_volumes`, from the image the units are rendered for): an upgrade regenerated
+# with `build.py units` starts on fresh volumes instead of a cache another vLLM/torch/Triton wrote.
+# Another image run on them (VLLM_TURING_IMAGE) is what the preflight's cache stamp reports.
 HF_CACHE = ("hf-cache", "/cache/huggingface")
 VLLM_CACHE_ROOT = "/cache/vllm"
 # What vLLM 0.33.0 and the libraries under it write at start, read from the release's

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -443,3 +444,37 @@ def test_out_elsewhere_writes_a_base_an_overlay_copied_beside_it_builds(tmp_path
     assert built.returncode == 0, built.stderr
     docs = load(built.stdout)
     assert schema_errors(docs) == [] and manifest_problems(docs) == [] and pod_security_violations(docs) == []
+
+
+def fenced_yaml(doc: Path, first_line: str) -> str:
+    """The ```yaml block of a doc that starts with `first_line`."""
+    blocks = re.findall(r"```yaml\n(.*?)```", doc.read_text(), re.S)
+    return next(b for b in blocks if b.startswith(first_line))
+
+
+def test_fleet_docs_widening_patch_builds_and_admits_the_ingress_namespace(tmp_path):
+    kubectl = shutil.which("kubectl")
+    assert kubectl, "kubectl (with its built-in kustomize) is needed for this test: install kubectl 1.32"
+    overlay = tmp_path / "kubernetes/overlays/mine"
+    shutil.copytree(REPO / "kubernetes/base", tmp_path / "kubernetes/base")
+    shutil.copytree(OVERLAY, overlay)
+    patch = yaml.safe_load(fenced_yaml(REPO / "docs/fleet.md", "patches:"))["patches"]
+    kustomization = yaml.safe_load((overlay / "kustomization.yaml").read_text())
+    kustomization["patches"] += patch
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    built = subprocess.run([kubectl, "kustomize", str(overlay)], capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stderr
+    docs = load(built.stdout)
+    assert schema_errors(docs) == []
+    rules = next(d for d in docs if d["kind"] == "NetworkPolicy")["spec"]["ingress"]
+    assert rules[0] == {"from": [{"podSelector": {}}], "ports": [{"port": "http", "protocol": "TCP"}]}
+    assert rules[1]["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress-nginx"}}}]
+
+
+def test_fleet_docs_ingress_validates_and_routes_v1_to_the_service():
+    ingress = yaml.safe_load(fenced_yaml(REPO / "docs/fleet.md", "apiVersion: networking.k8s.io/v1\nkind: Ingress"))
+    assert schema_errors([ingress]) == []
+    [path] = ingress["spec"]["rules"][0]["http"]["paths"]
+    service = next(d for d in manifests(spec(), ENV) if d["kind"] == "Service")
+    assert path["path"] == "/v1" and path["backend"]["service"]["name"] == service["metadata"]["name"]
+    assert path["backend"]["service"]["port"]["name"] == service["spec"]["ports"][0]["name"]
