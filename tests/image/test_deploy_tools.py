@@ -19,7 +19,7 @@ from tests.support.build_py import build_py
 
 CACHE_VOLUMES = UnitSpec().cache_volumes
 from tests.support.deploy_units import (compose_view, option_values, parse_unit, podman_run_argv,
-                                        quadlet_view)
+                                        quadlet_view, uncommented)
 
 REPO = Path(__file__).resolve().parents[2]
 QUADLET = Path(os.environ.get("VLLM_TURING_TOOLS_DIR", "/opt/vllm-turing-tools")) / "bin/quadlet"
@@ -199,6 +199,27 @@ def test_the_api_key_wiring_written_on_is_accepted_by_compose_and_quadlet(tmp_pa
     assert option_values(argv, "--secret") == [f"{API_KEY_SECRET},type=mount,target={API_KEY_PATH}"]
     assert f"{ENV_API_KEY_FILE}={API_KEY_PATH}" in option_values(argv, "--env")
     assert "not-a-real-key" not in run.stdout + (out / "compose.yaml").read_text()
+
+
+def test_the_shipped_api_key_wiring_uncommented_is_accepted_by_compose_and_quadlet(tmp_path):
+    """The commented lines of the committed units, uncommented as their comments say, are what the
+    tools accept: a file secret at ./secrets/vllm-api-key, and the podman secret."""
+    folder = tmp_path / "units"
+    (folder / "quadlet").mkdir(parents=True)
+    (folder / "compose.yaml").write_text(uncommented((REPO / "compose.yaml").read_text()))
+    shutil.copy(REPO / "quadlet/vllm-turing.env", folder / "quadlet/vllm-turing.env")
+    config = json.loads(compose("-f", str(folder / "compose.yaml"), "config", "--format", "json").stdout)
+    assert config["secrets"][API_KEY_SECRET]["file"] == str(folder / "secrets" / API_KEY_SECRET)
+    assert config["services"]["vllm"]["environment"][ENV_API_KEY_FILE] == API_KEY_PATH
+    units = tmp_path / "home/systemd"
+    units.mkdir(parents=True)
+    (units / "vllm-turing.container").write_text(uncommented((REPO / "quadlet/vllm-turing.container").read_text()))
+    shutil.copy(REPO / "quadlet/vllm-turing.env", units / "vllm-turing.env")
+    run = quadlet_dryrun(units, tmp_path / "home")
+    assert run.returncode == 0, run.stderr
+    argv = podman_run_argv(run.stdout)
+    assert option_values(argv, "--secret") == [f"{API_KEY_SECRET},type=mount,target={API_KEY_PATH}"]
+    assert f"{ENV_API_KEY_FILE}={API_KEY_PATH}" in option_values(argv, "--env")
 
 
 def test_compose_service_and_quadlet_unit_agree_as_the_tools_resolve_them(compose_service):

@@ -3,7 +3,6 @@ the committed units equal to the generator's defaults, and compose/Quadlet parit
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,8 @@ from contract.layout import API_KEY_PATH, API_KEY_SECRET, ENV_API_KEY_FILE
 from buildtool.units.compose import render_compose, render_toolkit_override
 from buildtool.units.quadlet import podman_image_ref, render_env_file, render_quadlet
 from tests.support.build_py import build_py
-from tests.support.deploy_units import compose_view, interpolate_defaults, parse_unit, quadlet_view
+from tests.support.deploy_units import (compose_view, interpolate_defaults, parse_unit, quadlet_view,
+                                        uncommented)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -220,15 +220,6 @@ def test_compile_caches_are_keyed_by_the_image_version_and_downloads_are_not():
     assert set(compose["volumes"]) == set(volumes)
     quadlet = parse_unit(render_quadlet(UnitSpec(HostValues(image="me/vllm-turing:0.34.1"))))["Container"]
     assert "vllm-turing-vllm-cache-0.34.1:/cache/vllm" in quadlet["Volume"]
-
-
-WIRING = re.compile(r"^(\s*)# (\s*(?:secrets:|vllm-api-key:|file:|API_KEY_FILE:|Secret=|Environment=API_KEY_FILE=))",
-                    re.M)
-
-
-def uncommented(text: str) -> str:
-    """The text with the API key's wiring uncommented, as the comments tell a user to do."""
-    return WIRING.sub(r"\1\2", text)
 
 
 def test_the_api_key_wiring_is_commented_out_by_default_and_written_on_with_a_key_file(tmp_path):
