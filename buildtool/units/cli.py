@@ -17,8 +17,8 @@ from buildtool.errors import BuildError
 from buildtool.units.compose import render_compose, render_toolkit_override
 from buildtool.units.quadlet import render_env_file, render_quadlet
 from buildtool.units.spec import (DEFAULT_IMAGE, DEFAULT_LIB_DIR, DEFAULT_MODEL_DIR, ENV_FILE_NAME,
-                                  UNIT_NAME, HostValues, UnitSpec, gpu_indices_from_names, missing_libraries,
-                                  parse_gpus)
+                                  UNIT_NAME, HostValues, UnitSpec, checked_key_file, gpu_indices_from_names,
+                                  missing_libraries, parse_gpus)
 
 QUADLET_UNIT = f"quadlet/{UNIT_NAME}.container"
 ENV_FILE = f"quadlet/{ENV_FILE_NAME}"
@@ -107,7 +107,8 @@ def host_values(args: argparse.Namespace) -> HostValues:
     else:
         lib_dir = _checked_lib_dir(args.lib_dir or os.environ.get("NVIDIA_LIB_DIR") or DEFAULT_LIB_DIR)
     return HostValues(gpu_indices=gpus, every_gpu=every_gpu, host_ipc=args.ipc_host, lib_dir=lib_dir, model_dir=args.model_dir,
-                      image=args.image, bind_address=args.bind, port=args.port, api_key_file=args.api_key_file)
+                      image=args.image, bind_address=args.bind, port=args.port,
+                      api_key_file=checked_key_file(args.api_key_file))
 
 
 def write(out: Path, files: list[Rendered]) -> list[str]:

@@ -19,7 +19,7 @@ from buildtool.errors import BuildError
 from buildtool.units.spec import (API_KEY_PATH, API_KEY_SECRET, CONTAINER_PORT, DROP_CAPABILITIES,
                                   ENV_API_KEY, HEALTH, MODEL_MOUNT, POD_GID, POD_HOME, POD_UID, SHM_SIZE,
                                   START_TIMEOUT_S, STOP_GRACE_S, UNIT_NAME, ClusterValues, HostValues,
-                                  UnitSpec, parse_gpus)
+                                  UnitSpec, checked_key_file, parse_gpus)
 from entrypoint.checks.memory import staging_need
 from entrypoint.checks.model import ModelProblem, read_model_dir
 
@@ -399,5 +399,5 @@ def spec_from_args(args: argparse.Namespace) -> UnitSpec:
                             model_volume=args.model_volume, model_claim=args.model_claim,
                             runtime_class=args.runtime_class, node_selector=_node_selector(args.node_selector))
     host = HostValues(gpu_indices=gpus, model_dir=args.model_dir, image=args.image, port=args.port,
-                      api_key_file=args.api_key_file)
+                      api_key_file=checked_key_file(args.api_key_file))
     return UnitSpec(host, cluster=cluster)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from buildtool.errors import BuildError
 from contract.layout import (API_KEY_PATH, API_KEY_SECRET, ENV_API_KEY, ENV_API_KEY_FILE,  # noqa: F401
                              STOP_GRACE_S, TRITON_CACHE)  # (API_KEY_SECRET, ENV_API_KEY, STOP_GRACE_S: the units read them here)
 from contract.pins import IMAGE_TAG, VLLM_VERSION
@@ -227,3 +228,10 @@ def parse_gpus(text: str, present: tuple[int, ...] | None = None) -> tuple[tuple
     if not all(item.isdigit() for item in items) or len(set(items)) != len(items):
         raise ValueError(f"--gpus {text!r}: expected {expected}, each index once")
     return tuple(sorted(int(item) for item in items)), False
+
+
+def checked_key_file(path: str | None) -> str | None:
+    """--api-key-file is written into the units (never read): one line of printable characters."""
+    if path is not None and (not path or not path.isprintable()):
+        raise BuildError(f"--api-key-file {path!r}: expected a file path on one line", exit_code=2)
+    return path

@@ -265,3 +265,11 @@ def test_the_env_file_is_plain_key_value_lines_both_tools_read_alike():
             assert key.isidentifier() and key.isupper(), line
             assert not any(c in value for c in "\"'#") and value == value.strip(), line
     assert "MODEL=" in render_env_file()
+
+
+@pytest.mark.parametrize("kubernetes", [(), ("--kubernetes", "--weights-gib", "4")])
+def test_a_key_file_path_over_two_lines_is_bad_input_and_nothing_is_written(tmp_path, capsys, kubernetes):
+    out = tmp_path / "out"
+    assert generate(out, "--defaults", *kubernetes, "--api-key-file", "/etc/key\nSecret=evil") == 2
+    err = capsys.readouterr().err
+    assert "--api-key-file" in err and err.count("\n") == 1 and not out.exists()

@@ -18,7 +18,7 @@ from policy_guard.models import PolicyLevel, Resource
 
 from buildtool.units.compose import render_compose
 from buildtool.units.kubernetes import (GPU_RESOURCE, KUSTOMIZATION_PATH, MANIFEST_PATH, manifest_problems,
-                                        manifests, parse_env_file, to_yaml)
+                                        manifests, parse_env_file, render_kubernetes, to_yaml)
 from buildtool.units.quadlet import render_env_file
 from buildtool.units.spec import ClusterValues, HostValues, UnitSpec
 from contract.layout import API_KEY_PATH, API_KEY_SECRET, ENV_API_KEY, ENV_API_KEY_FILE
@@ -316,6 +316,8 @@ def test_the_committed_manifests_pass_the_restricted_standard():
 
 
 def test_a_hostpath_model_is_baseline_only_and_the_render_says_so():
+    assert "Baseline Pod Security Standard, not Restricted" in render_kubernetes(VARIANTS["hostPath model"], ENV)
+    assert "Baseline" not in render_kubernetes(spec(), ENV)
     assert pod_security_violations(manifests(VARIANTS["hostPath model"], ENV)) == [
         "PG-PSS-005: Volume 'models' mounts hostPath '/srv/models'",
         "PG-PSS-016: Volume 'models' uses type 'hostPath' (not in restricted allow-list)"]
