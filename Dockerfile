@@ -60,6 +60,19 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     python3 -m pip install --disable-pip-version-check -c /tmp/keep.txt $pkgs; \
     rm -f /tmp/keep.txt
 
+# What the build knows about its own stack, read by the preflight at every start instead of
+# importing torch and vLLM (seconds): the versions, torch's CUDA and arch list, the option table of
+# the server's argument parser (so the exec'd argv is judged with vLLM's own options and aliases),
+# the parser names and the quantization methods' minimum capabilities (imagefacts/).
+COPY imagefacts/ /opt/vllm-turing/imagefacts/
+RUN PYTHONDONTWRITEBYTECODE=1 CUDA_VISIBLE_DEVICES= python3 -m imagefacts write /opt/vllm-turing/image-facts.json
+
+# The units' cache volumes mount here. A named volume starts as a copy of the folder it is mounted
+# on, so these folders, owned by group 0 and writable by it, let the server run as any uid in group
+# 0 (`docker run --user 4242:0`, OpenShift) and still keep its caches.
+RUN mkdir -p /cache/huggingface /cache/vllm /opt/vllm-turing/triton-cache \
+    && chgrp -R 0 /cache /opt/vllm-turing/triton-cache && chmod -R 0775 /cache /opt/vllm-turing/triton-cache
+
 COPY entrypoint/ /opt/vllm-turing/entrypoint/
 # Python imports sitecustomize at every start; it acts only in the server process, where it bounds
 # the HTTP drain on SIGTERM and ends open streams once the engine has stopped (docs/deploy.md,

@@ -82,9 +82,14 @@ def keyword(instruction: str) -> str:
     return instruction.split(None, 1)[0].upper()
 
 
+# The product's RUN steps that prove or extend the GPU stack; the others (the image facts, the cache
+# folders) run on the vehicle as in the product.
+GPU_STEPS = re.compile(r"turing_clamp|fitcheck|EXTRAS")
+
+
 def without_run_steps(dockerfile: str) -> str:
-    """The product Dockerfile less its RUN instructions; every other instruction verbatim."""
-    return "\n".join(i for i in instructions(dockerfile) if keyword(i) != "RUN") + "\n"
+    """The product Dockerfile less its GPU-proof RUN steps; every other instruction verbatim."""
+    return "\n".join(i for i in instructions(dockerfile) if keyword(i) != "RUN" or not GPU_STEPS.search(i)) + "\n"
 
 
 def _project(name: str) -> str:

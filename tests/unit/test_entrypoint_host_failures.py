@@ -7,6 +7,8 @@ import subprocess
 
 import pytest
 
+from entrypoint.argv import judge_extra
+
 from contract.verdict import Status
 from entrypoint import linker_cache
 from entrypoint.checks import audio, driver_floor, turing_settings
@@ -174,8 +176,13 @@ def test_one_mount_suffices_the_cache_then_lists_it_and_triton_agrees_with_the_l
 
 # 3. settings that break Turing
 
+def words(*args: str):
+    """The extra words as the checks see them where no option table is at hand (spelled out)."""
+    return judge_extra(args, (), None)
+
+
 def test_triton_override_arch_is_refused_on_any_device():
-    problem = turing_settings.settings_problem({"TRITON_OVERRIDE_ARCH": "sm89"}, (), None)
+    problem = turing_settings.settings_problem({"TRITON_OVERRIDE_ARCH": "sm89"}, words(), None)
     assert problem.variable == "TRITON_OVERRIDE_ARCH" and "Remove TRITON_OVERRIDE_ARCH" in str(problem)
 
 
@@ -185,13 +192,13 @@ def test_triton_override_arch_is_refused_on_any_device():
     ({}, ("--attention-backend=flashinfer",), "VLLM_EXTRA_ARGS --attention-backend"),
     ({}, ("--attention-config", '{"backend": "FLASH_ATTN"}'), "VLLM_EXTRA_ARGS --attention-config")])
 def test_an_attention_backend_turing_lacks_is_refused(env, args, where):
-    problem = turing_settings.settings_problem(env, args, (7, 5))
+    problem = turing_settings.settings_problem(env, words(*args), (7, 5))
     assert problem.variable == where and "8.0" in str(problem) and "TRITON_ATTN" in str(problem)
 
 
 def test_the_same_backend_passes_on_ampere_and_triton_attn_everywhere():
-    assert turing_settings.settings_problem({"VLLM_ATTENTION_BACKEND": "FLASH_ATTN"}, (), (8, 6)) is None
-    assert turing_settings.settings_problem({}, ("--attention-backend", "TRITON_ATTN"), (7, 5)) is None
+    assert turing_settings.settings_problem({"VLLM_ATTENTION_BACKEND": "FLASH_ATTN"}, words(), (8, 6)) is None
+    assert turing_settings.settings_problem({}, words("--attention-backend", "TRITON_ATTN"), (7, 5)) is None
 
 
 def test_cli_exits_2_naming_the_variable(capsys):
@@ -204,19 +211,19 @@ VLLM_033_MIN = {"fp8": 75, "awq": 75, "gptq": 60, "modelopt": 80, "mxfp4": 80}  
 
 def test_quantization_above_the_device_fails_naming_where_it_came_from():
     config = {"quantization_config": {"quant_method": "modelopt"}}
-    result = turing_settings.judge_quantization(turing_settings.quantization_methods(config, ()),
+    result = turing_settings.judge_quantization(turing_settings.quantization_methods(config, words()),
                                                 VLLM_033_MIN.get, (7, 5))
     assert result.status is Status.FAIL and "config.json" in result.message and "8.0" in result.message
 
 
 def test_quantization_flag_and_unknown_method():
-    methods = turing_settings.quantization_methods(None, ("-q", "mxfp4"))
+    methods = turing_settings.quantization_methods(None, words("-q", "mxfp4"))
     result = turing_settings.judge_quantization(methods, VLLM_033_MIN.get, (7, 5))
     assert result.status is Status.FAIL and "--quantization" in result.fix
     unknown = turing_settings.judge_quantization([("flag", "nope")], VLLM_033_MIN.get, (7, 5))
     assert unknown.status is Status.FAIL and "not a quantization method" in unknown.message
     assert turing_settings.judge_quantization(
-        turing_settings.quantization_methods({"quantization_config": {"quant_method": "awq"}}, ()),
+        turing_settings.quantization_methods({"quantization_config": {"quant_method": "awq"}}, words()),
         VLLM_033_MIN.get, (7, 5)).status is Status.PASS
     assert turing_settings.judge_quantization([], VLLM_033_MIN.get, (7, 5)).status is Status.PASS
 
