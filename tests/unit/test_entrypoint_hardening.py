@@ -1,9 +1,12 @@
 """Inputs a careless or hostile operator gives: each ends in one line naming the setting, never a
 traceback, a hang or a forged report line; a hung check fails saying so; SIGTERM ends the preflight."""
+import os
+import pathlib
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 
 import pytest
@@ -135,3 +138,17 @@ def test_a_model_folder_this_uid_cannot_reach_is_named_so_not_missing(tmp_path):
                           cwd="/", capture_output=True, text=True, timeout=120)
     line = next(line for line in done.stdout.splitlines() if line.split()[1:2] == ["model"])
     assert "cannot be reached by uid 4242 (permission denied" in line and "chmod -R a+rX" in line, done.stdout
+
+
+def test_a_weight_file_this_uid_cannot_read_asks_for_chmod_not_a_download():
+    with tempfile.TemporaryDirectory(dir="/tmp") as folder:  # pytest's own folders are 0700 root
+        model = pathlib.Path(folder, "model")
+        write_model_dir(model)
+        os.chmod(folder, 0o755)
+        (model / "config.json").chmod(0o600)
+        done = subprocess.run(["setpriv", "--reuid=4242", "--regid=0", "--clear-groups", sys.executable, "-m",
+                               "entrypoint", "check"], env={"PATH": "/usr/bin:/bin", "HOME": "/",
+                                                            "PYTHONPATH": str(REPO), "MODEL": str(model)},
+                              cwd="/", capture_output=True, text=True, timeout=120)
+    line = next(line for line in done.stdout.splitlines() if line.split()[1:2] == ["model"])
+    assert "Permission denied" in line and "chmod -R a+rX" in line and "download" not in line, done.stdout
