@@ -11,11 +11,13 @@ FROM ${BASE_IMAGE}
 ENV PYTHONPATH=/opt/vllm-turing \
     TURING_CLAMP_FIT_TABLE=/opt/vllm-turing/fit-table.json
 
-# The clamp, applied to the vLLM that `python3` imports, then proven by compiling every
-# launch of the built-in matrix for sm_75 (the Gemma 4 classes and the attention-only families'
-# head sizes 64-256 and query-per-KV ratios; a misfit exits 1, naming the launch, and fails the
-# build). The sm_86 pass (RTX 30xx) adds that target's own numbers to the fit table; the sm_90
-# pass (H100/H200, Gemma 4 only) serves the GPU tier. The preflight on those devices then answers
+# The clamp, applied to the vLLM that `python3` imports (the unified-attention launcher and the
+# encoder-attention launcher), then proven by compiling every launch of the built-in matrix for
+# sm_75 (the Gemma 4 classes at tensor parallel 1, 2 and 4, the attention-only families' head sizes
+# 64-256 and query-per-KV ratios, and the encoder layers of embedding models, BERT-family encoders
+# and multimodal towers; a misfit exits 1, naming the launch, and fails the build). The sm_86 pass
+# (RTX 30xx) adds that target's own numbers to the fit table; the sm_90 pass (H100/H200, Gemma 4
+# only) serves the GPU tier. The preflight on those devices then answers
 # from the table's verdicts. CUDA_VISIBLE_DEVICES is empty so vLLM keeps Triton enabled on a build
 # host without a GPU driver.
 COPY contract/ /opt/vllm-turing/contract/
@@ -23,8 +25,10 @@ COPY patches/ /opt/vllm-turing/patches/
 RUN set -e; \
     export PYTHONDONTWRITEBYTECODE=1; \
     python3 -m patches.turing_clamp apply --json > /opt/vllm-turing/clamp-report.json; \
+    python3 -m patches.turing_clamp apply --site encoder --json > /opt/vllm-turing/clamp-report-encoder.json; \
     python3 -m patches.turing_clamp check; \
-    python3 -m py_compile "$(python3 -c 'import patches.turing_clamp as c; print(c.find_target())')"
+    python3 -m patches.turing_clamp check --site encoder; \
+    python3 -c 'import patches.turing_clamp as c, py_compile; [py_compile.compile(str(c.find_target(s)), doraise=True) for s in c.SITES.values()]'
 # Triton's cache lives in a BuildKit cache mount: a rebuild recompiles only changed kernels,
 # and the 40 MB of compiled kernels stay out of the image.
 RUN --mount=type=cache,id=vllm-turing-fitcheck-triton,target=/root/.triton-fitcheck \

@@ -177,7 +177,10 @@ def pytorch_problem(path: str, name: str) -> str | None:
         return str(problem)
 
 
-def _redownload(path: str, file: str | None = None) -> str:
+def _redownload(path: str, file: str | None = None, problem: object = None) -> str:
+    if "Permission denied" in str(problem or ""):  # the file is there; this uid may not read it
+        return (f"make {files.shown(path)} readable by the container's user (uid {os.geteuid()}): chmod -R a+rX "
+                "on the host, or run the container as a user of its group")
     again = f"download the model again into {files.shown(path)} (huggingface-cli download, or copy it whole)"
     return f"replace {files.shown(file)} with the model's own file: {again}" if file else again
 
@@ -191,7 +194,7 @@ def read_config(path: str) -> tuple[dict, ModelConfig]:
         raw = files.read_object(os.path.join(path, "config.json"), name)
         return raw, parse_config(raw)
     except files.FileProblem as problem:
-        raise ModelProblem(str(problem), _redownload(path, "config.json")) from None
+        raise ModelProblem(str(problem), _redownload(path, "config.json", problem)) from None
     except ConfigProblem as problem:
         raise ModelProblem(f"{name}: {problem}", f"correct that field in config.json, or {_redownload(path)}") from None
 
@@ -206,7 +209,7 @@ def _index(path: str, index: str, present: list[str]) -> list[str] | None:
     try:
         weight_map = files.read_object(full, name, files.INDEX_CAP, unique_keys=False).get("weight_map")
     except files.FileProblem as problem:
-        raise ModelProblem(str(problem), _redownload(path, index)) from None
+        raise ModelProblem(str(problem), _redownload(path, index, problem)) from None
     if not isinstance(weight_map, dict) or not all(isinstance(file, str) for file in weight_map.values()):
         raise ModelProblem(f"{name}: 'weight_map' is {files.json_kind(weight_map)}, expected an object of file names",
                            _redownload(path, index))
@@ -258,7 +261,7 @@ def read_model_dir(path: str, config: dict | None = None, typed: ModelConfig | N
         full = os.path.join(path, file)
         problem = judge(full, _name(path, file))
         if problem:
-            raise ModelProblem(problem, _redownload(path, file))
+            raise ModelProblem(problem, _redownload(path, file, problem))
         total += _size(full)
     return ModelDir(path, config, tuple(loaded), total, typed, kind)
 
@@ -284,6 +287,15 @@ def not_found(name: str, variable: str, model: str, hub_cache: str, offline: boo
         return failed(name, f"{variable} {shown} is {what}, not a model directory",
                       f"set {variable} to the directory that holds config.json and the weights")
     if os.path.isabs(model) or model.startswith("."):
+        try:
+            os.stat(model)
+        except PermissionError:  # a folder above it withholds search permission from this uid
+            return failed(name, f"{variable} directory {shown} cannot be reached by uid {os.geteuid()} "
+                                "(permission denied on a folder above it)",
+                          "make the model folder readable by the container's user (chmod -R a+rX on the host), "
+                          "or run the container as a user of its group")
+        except (OSError, ValueError):
+            pass
         return failed(name, f"{variable} directory {shown} does not exist",
                       f"mount the model directory at {shown} (compose `volumes:`, Quadlet `Volume=`)")
     hub = files.shown(hub_cache)

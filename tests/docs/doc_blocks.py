@@ -31,6 +31,8 @@ CHECK_WHY = {"gpu", "cluster", "registry", "host", "long"}
 # Programs a doc may name that are shell builtins or tools every test host has
 BUILTINS = {"cd", "export", "set", "unset", "printf", "echo", "true", ":", "source", "."}
 SEPARATORS = {";", "&&", "||", "|", "&", ";;"}
+# Words before a command that run it (as another user, unhangable, timed): the command is checked
+PREFIXES = {"sudo", "exec", "nohup", "time"}
 REDIRECTS = re.compile(r"^\d*(>>?|<)&?\d*$")
 PARSED, NO_PARSER = 97, 98
 
@@ -149,6 +151,8 @@ def check_command(words: list[str], marker: Marker, repo: Path = REPO) -> str | 
     """None when the program exists and accepts these words as far as can be told here, else why not."""
     while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
         words = words[1:]  # VAR=value before a command, or a plain assignment
+    while words and words[0] in PREFIXES:
+        words = words[1:]  # `sudo cmd`: the command is what is checked (the test host runs as root)
     if not words:
         return None
     program = words[0]

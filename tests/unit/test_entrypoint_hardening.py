@@ -1,9 +1,12 @@
 """Inputs a careless or hostile operator gives: each ends in one line naming the setting, never a
 traceback, a hang or a forged report line; a hung check fails saying so; SIGTERM ends the preflight."""
+import os
+import pathlib
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 
 import pytest
@@ -12,6 +15,7 @@ from contract.verdict import Status, passed
 from entrypoint import hub, identity, preflight, report
 from entrypoint.settings import SettingsError, parse_settings
 from tests.support.entrypoint_cli import REPO, run_entrypoint
+from tests.support.model_files import write_model_dir
 
 
 @pytest.mark.parametrize("variable, value, expected", [
@@ -78,8 +82,11 @@ def test_sigterm_during_the_preflight_ends_it_with_143_and_kills_its_children():
     child = int(process.stdout.readline())
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=60) == 128 + signal.SIGTERM
-    with open(f"/proc/{child}/stat") as stat:  # killed: a zombie until init reaps it, or gone
-        assert stat.read().split()[2] in ("Z", "X")
+    try:  # killed: a zombie until init reaps it, or gone
+        with open(f"/proc/{child}/stat") as stat:
+            assert stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        pass
 
 
 def test_an_unknown_uid_gets_a_writable_home_and_a_user_name():
@@ -119,3 +126,29 @@ def test_the_driver_context_probe_reports_the_drivers_refusal(tmp_path):
     refused = build_standin_driver(tmp_path / "refused", context_code=100)
     assert context_error(0, str(good / "libcuda.so.1")) is None
     assert context_error(0, str(refused / "libcuda.so.1")) == "cuDevicePrimaryCtxRetain failed: CUDA_ERROR_NO_DEVICE (100)"
+
+
+def test_a_model_folder_this_uid_cannot_reach_is_named_so_not_missing(tmp_path):
+    locked = tmp_path / "locked"
+    write_model_dir(locked / "model")
+    locked.chmod(0o700)
+    done = subprocess.run(["setpriv", "--reuid=4242", "--regid=0", "--clear-groups", sys.executable, "-m", "entrypoint",
+                           "check"], env={"PATH": "/usr/bin:/bin", "HOME": "/", "PYTHONPATH": str(REPO),
+                                          "MODEL": str(locked / "model")},
+                          cwd="/", capture_output=True, text=True, timeout=120)
+    line = next(line for line in done.stdout.splitlines() if line.split()[1:2] == ["model"])
+    assert "cannot be reached by uid 4242 (permission denied" in line and "chmod -R a+rX" in line, done.stdout
+
+
+def test_a_weight_file_this_uid_cannot_read_asks_for_chmod_not_a_download():
+    with tempfile.TemporaryDirectory(dir="/tmp") as folder:  # pytest's own folders are 0700 root
+        model = pathlib.Path(folder, "model")
+        write_model_dir(model)
+        os.chmod(folder, 0o755)
+        (model / "config.json").chmod(0o600)
+        done = subprocess.run(["setpriv", "--reuid=4242", "--regid=0", "--clear-groups", sys.executable, "-m",
+                               "entrypoint", "check"], env={"PATH": "/usr/bin:/bin", "HOME": "/",
+                                                            "PYTHONPATH": str(REPO), "MODEL": str(model)},
+                              cwd="/", capture_output=True, text=True, timeout=120)
+    line = next(line for line in done.stdout.splitlines() if line.split()[1:2] == ["model"])
+    assert "Permission denied" in line and "chmod -R a+rX" in line and "download" not in line, done.stdout
