@@ -23,12 +23,26 @@ def installed(name: str) -> str | None:
         return None
 
 
+def flag_values(action: argparse.Action) -> dict[str, object]:
+    """What each spelling of a flag (an action taking no value) stores: `--x` True and `--no-x` False
+    for a BooleanOptionalAction, False for store_false, the constant of store_const."""
+    if isinstance(action, argparse._StoreFalseAction):
+        value = False
+    elif isinstance(action, argparse._StoreConstAction) and isinstance(action.const, (bool, int, float, str)):
+        value = action.const
+    else:
+        value = True
+    return {option: (False if option.startswith("--no-") and "--" + option[5:] in action.option_strings else value)
+            for option in action.option_strings}
+
+
 def option_table(parser: argparse.ArgumentParser) -> dict:
     options, positionals = [], []
     for action in parser._actions:
         entry = {"dest": action.dest, "nargs": action.nargs}
         if action.option_strings:
-            options.append({"options": list(action.option_strings), **entry})
+            options.append({"options": list(action.option_strings), **entry,
+                            **({"values": flag_values(action)} if action.nargs == 0 else {})})
         else:
             positionals.append(entry)
     return {"allow_abbrev": parser.allow_abbrev, "prefix_chars": parser.prefix_chars,
@@ -50,8 +64,10 @@ def rebuild_parser(table: dict) -> argparse.ArgumentParser:
                             prefix_chars=table["prefix_chars"], exit_on_error=False)
     for entry in table["options"]:
         if entry["nargs"] == 0:
-            parser.add_argument(*entry["options"], dest=entry["dest"], action="store_const", const=True,
-                                default=argparse.SUPPRESS)
+            values = entry.get("values") or dict.fromkeys(entry["options"], True)
+            for value in dict.fromkeys(values.values()):
+                parser.add_argument(*[o for o in entry["options"] if values.get(o, True) == value], dest=entry["dest"],
+                                    action="store_const", const=value, default=argparse.SUPPRESS)
         else:
             parser.add_argument(*entry["options"], dest=entry["dest"], nargs=entry["nargs"],
                                 default=argparse.SUPPRESS)
