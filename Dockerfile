@@ -45,11 +45,13 @@ RUN --mount=type=cache,id=vllm-turing-fitcheck-triton,target=/root/.triton-fitch
 # Optional extra Python packages, installed without changing vLLM, torch or Triton (pinned
 # to the versions the fit check proved; build.py's verification container checks again).
 #   EXTRAS=audio: the audio stack (av, scipy, soundfile, mistral_common[audio])
+# The host's index URLs arrive as BuildKit secrets, never build arguments (they may carry credentials).
 ARG EXTRAS=
-ARG PIP_INDEX_URL=
-ARG PIP_EXTRA_INDEX_URL=
 RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=secret,id=ca,target=/run/secrets/ca \
+    --mount=type=secret,id=pip-index-url,target=/run/secrets/pip-index-url \
+    --mount=type=secret,id=pip-extra-index-url,target=/run/secrets/pip-extra-index-url \
+    --mount=type=secret,id=pip-trusted-host,target=/run/secrets/pip-trusted-host \
     set -e; \
     case "$EXTRAS" in \
       "") exit 0 ;; \
@@ -57,12 +59,25 @@ RUN --mount=type=cache,target=/root/.cache/pip \
       *) echo "EXTRAS=$EXTRAS is not known: use audio, or leave it empty" >&2; exit 2 ;; \
     esac; \
     if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
-    [ -n "$PIP_INDEX_URL" ] && export PIP_INDEX_URL || unset PIP_INDEX_URL; \
-    [ -n "$PIP_EXTRA_INDEX_URL" ] && export PIP_EXTRA_INDEX_URL || unset PIP_EXTRA_INDEX_URL; \
+    for v in PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_TRUSTED_HOST; do \
+      f=/run/secrets/$(echo "$v" | tr A-Z_ a-z-); if [ -s "$f" ]; then export "$v=$(cat "$f")"; fi; done; \
     python3 -m pip list --format=freeze 2>/dev/null \
       | grep -iE '^(vllm|torch|torchaudio|torchvision|triton)==' > /tmp/keep.txt; \
     python3 -m pip install --disable-pip-version-check -c /tmp/keep.txt $pkgs; \
     rm -f /tmp/keep.txt
+
+# What the build knows about its own stack, read by the preflight at every start instead of
+# importing torch and vLLM (seconds): the versions, torch's CUDA and arch list, the option table of
+# the server's argument parser (so the exec'd argv is judged with vLLM's own options and aliases),
+# the parser names and the quantization methods' minimum capabilities (imagefacts/).
+COPY imagefacts/ /opt/vllm-turing/imagefacts/
+RUN PYTHONDONTWRITEBYTECODE=1 CUDA_VISIBLE_DEVICES= python3 -m imagefacts write /opt/vllm-turing/image-facts.json
+
+# The units' cache volumes mount here. A named volume starts as a copy of the folder it is mounted
+# on, so these folders, owned by group 0 and writable by it, let the server run as any uid in group
+# 0 (`docker run --user 4242:0`, OpenShift) and still keep its caches.
+RUN mkdir -p /cache/huggingface /cache/vllm /opt/vllm-turing/triton-cache \
+    && chgrp -R 0 /cache /opt/vllm-turing/triton-cache && chmod -R 0775 /cache /opt/vllm-turing/triton-cache
 
 COPY entrypoint/ /opt/vllm-turing/entrypoint/
 # Python imports sitecustomize at every start; it acts only in the server process, where it bounds

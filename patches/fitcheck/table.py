@@ -157,13 +157,15 @@ def shape_verdicts(rows: list[dict], shapes, cc: int, limit: int) -> list[dict]:
 
 
 def write_table(path: Path, document: dict) -> None:
-    """Atomic replace, so a reader never sees half a table."""
+    """Atomic replace, so a reader never sees half a table; readable by every uid (mkstemp makes 0600,
+    and the image runs its server as root or as any uid)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             json.dump(document, stream, indent=1)
             stream.write("\n")
+        os.chmod(temporary, 0o644)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

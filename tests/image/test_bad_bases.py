@@ -60,8 +60,10 @@ def test_bad_base_fails_with_the_patch_message_and_keeps_the_tag(docker_client, 
 def test_a_base_that_is_neither_here_nor_pullable_offers_the_pypi_base(docker_client, kept_tag):
     run = failing_build("vllm-turing-test-absent/base:0")
     assert run.returncode == 1, f"exit {run.returncode}: {run.stderr[-300:]}"
-    assert "cannot pull vllm-turing-test-absent/base:0" in run.stderr and "--base pypi" in run.stderr, \
-        f"the refusal does not offer the PyPI base: {run.stderr.strip()[-300:]}"
+    assert "cannot pull vllm-turing-test-absent/base:0" in run.stderr and \
+        run.stderr.rstrip().endswith("python3 build.py --base pypi"), \
+        f"the refusal does not offer the one command: {run.stderr.strip()[-300:]}"
+    assert len(run.stderr.strip().splitlines()) == 1, f"the refusal is not one line: {run.stderr.strip()[-300:]}"
     assert docker_client.images.get(KEEP_TAG).id == kept_tag, "the refused build moved the tag"
 
 
