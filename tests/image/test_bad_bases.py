@@ -67,43 +67,47 @@ def test_a_base_that_is_neither_here_nor_pullable_offers_the_pypi_base(docker_cl
     assert docker_client.images.get(KEEP_TAG).id == kept_tag, "the refused build moved the tag"
 
 
-def test_a_clamp_that_picks_too_large_a_tile_fails_the_build_naming_the_launch(docker_client, image_base,
-                                                                                 kept_tag, tree_copy):
+def sabotaged_build(tree_copy, image_base, old: str, new: str) -> tuple[int, str]:
+    """build.py of a tree whose clamp runtime has `old` replaced by `new`: (exit code, last stderr line)."""
     runtime = tree_copy / "patches" / "turing_clamp" / "runtime.py"
-    # A clamp that keeps vLLM's own head-512 prefill tile (32, 98,304 bytes on sm_75) and has lost
-    # its OutOfResources guard: the build's proof is what must catch it. Every launch it makes is
-    # one the good build compiled (its unpatched comparison included), so nothing compiles anew.
-    sabotaged = runtime.read_text().replace(
-        "    if decision[3]:\n        _vllm_turing_guard(globals())\n    return decision[:3]\n# <<< vllm-turing clamp",
-        "    return ((tile_prefill,) if q.shape[2] >= 512 else decision[:1]) + tuple(decision[1:3])\n"
-        "# <<< vllm-turing clamp")
+    sabotaged = runtime.read_text().replace(old, new)
     assert sabotaged != runtime.read_text(), "the clamp's return statement moved: update this test"
     runtime.write_text(sabotaged)
     run = subprocess.run(build_command(KEEP_TAG, base=image_base, tree=tree_copy), cwd=tree_copy,
                          capture_output=True, text=True)
-    message = run.stderr.strip().splitlines()[-1] if run.stderr.strip() else ""
-    assert run.returncode == 1, f"build.py accepted a clamp that launches TILE_SIZE 32 at head 512: {message!r}"
-    assert "does not fit" in message and "TILE_SIZE 32" in message and "98304" in message, \
-        f"the misfit failed the build without naming the launch; last line: {message!r}"
-    assert docker_client.images.get(KEEP_TAG).id == kept_tag, "the failed build moved the tag"
+    return run.returncode, run.stderr.strip().splitlines()[-1] if run.stderr.strip() else ""
+
+
+def assert_failed_naming(client, kept: str, code: int, message: str, what: str, *needles: str) -> None:
+    """The build exited 1 with a last line naming the misfit (`needles`), and the tag kept its image."""
+    assert code == 1, f"build.py accepted {what}: {message!r}"
+    assert "does not fit" in message and all(needle in message for needle in needles), \
+        f"{what} failed the build without naming the launch; last line: {message!r}"
+    assert client.images.get(KEEP_TAG).id == kept, "the failed build moved the tag"
+
+
+def test_a_clamp_that_picks_too_large_a_tile_fails_the_build_naming_the_launch(docker_client, image_base,
+                                                                                 kept_tag, tree_copy):
+    # A clamp that keeps vLLM's own head-512 prefill tile (32, 98,304 bytes on sm_75) and has lost
+    # its OutOfResources guard: the build's proof is what must catch it. Every launch it makes is
+    # one the good build compiled (its unpatched comparison included), so nothing compiles anew.
+    code, message = sabotaged_build(
+        tree_copy, image_base,
+        "    if decision[3]:\n        _vllm_turing_guard(globals())\n    return decision[:3]\n",
+        "    return ((tile_prefill,) if q.shape[2] >= 512 else decision[:1]) + tuple(decision[1:3])\n")
+    assert_failed_naming(docker_client, kept_tag, code, message, "a clamp that launches TILE_SIZE 32 at head 512",
+                         "TILE_SIZE 32", "98304")
 
 
 def test_an_unclamped_encoder_kernel_fails_the_build_naming_the_launch(docker_client, image_base, kept_tag,
                                                                        tree_copy):
-    runtime = tree_copy / "patches" / "turing_clamp" / "runtime.py"
     # An encoder clamp that keeps vLLM's BLOCK (64 at head 256 on sm_75: 131,072 bytes) and never
     # guards: the build's proof must catch it. Its launches are the good build's unpatched ones (the
     # sm_75 pass compares), so the build's Triton cache already holds them.
-    sabotaged = runtime.read_text().replace(
+    code, message = sabotaged_build(
+        tree_copy, image_base,
         "    if decision[1]:\n        _vllm_turing_guard(globals(), (_VLLM_TURING_ENCODER_KERNEL,))\n"
         "    return decision[0]\n# <<< vllm-turing clamp",
         "    return block\n# <<< vllm-turing clamp")
-    assert sabotaged != runtime.read_text(), "the encoder clamp's return statement moved: update this test"
-    runtime.write_text(sabotaged)
-    run = subprocess.run(build_command(KEEP_TAG, base=image_base, tree=tree_copy), cwd=tree_copy,
-                         capture_output=True, text=True)
-    message = run.stderr.strip().splitlines()[-1] if run.stderr.strip() else ""
-    assert run.returncode == 1, f"build.py accepted an unclamped encoder kernel: {message!r}"
-    assert "does not fit" in message and "_fwd_kernel encoder" in message and "131072" in message, \
-        f"the misfit failed the build without naming the encoder launch; last line: {message!r}"
-    assert docker_client.images.get(KEEP_TAG).id == kept_tag, "the failed build moved the tag"
+    assert_failed_naming(docker_client, kept_tag, code, message, "an unclamped encoder kernel",
+                         "_fwd_kernel encoder", "131072")

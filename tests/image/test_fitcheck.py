@@ -271,38 +271,61 @@ def test_without_a_table_the_sm90_limit_changes_nothing(run_in_image):
 BUILD_REPORTS = "python3 -c 'import json; print(json.dumps([json.load(open(p)) for p in (\"/opt/vllm-turing/fit-report.json\", \"/opt/vllm-turing/fit-report-sm86.json\", \"/opt/vllm-turing/fit-table.json\")]))'"
 
 
+def build_reports(run_in_image) -> tuple[dict, dict, dict]:
+    """The image's sm_75 and sm_86 fit reports and its fit table, as its build wrote them."""
+    code, out, err = run_in_image(BUILD_REPORTS)
+    assert code == 0, err[-2000:]
+    return tuple(json.loads(out))
+
+
+def proven_rows(reports, shape) -> list[list[dict]]:
+    """Per device report (sm_75, sm_86): the rows of the built-in shape, each report passing on its cc."""
+    rows = []
+    for report, cc in zip(reports, (75, 86)):
+        assert report["all_fit"] is True and report["device"]["cc"] == cc
+        own = [row for row in report["launches"] if (row["model"], row["layer"]) == (shape.model, shape.layer)]
+        assert own and all(row["fits"] for row in own) and {row["head_size"] for row in own} == {shape.head_size}, shape
+        rows.append(own)
+    return rows
+
+
 def test_the_build_proved_every_family_layer_on_sm75_and_sm86_on_both_paths(run_in_image):
     from patches.fitcheck.shapes import FAMILY_SHAPES
 
-    code, out, err = run_in_image(BUILD_REPORTS)
-    assert code == 0, err[-2000:]
-    sm75, sm86, fit_table = json.loads(out)
-    for report, cc in ((sm75, 75), (sm86, 86)):
-        assert report["all_fit"] is True and report["device"]["cc"] == cc
-        for shape in FAMILY_SHAPES:
-            rows = [row for row in report["launches"] if (row["model"], row["layer"]) == ("family", shape.layer)]
-            assert {row["path"] for row in rows} >= {"2d", "3d"} and all(row["fits"] for row in rows), shape.layer
-            assert {row["head_size"] for row in rows} == {shape.head_size}
+    sm75, sm86, fit_table = build_reports(run_in_image)
+    for shape in FAMILY_SHAPES:
+        for rows in proven_rows((sm75, sm86), shape):
+            assert {row["path"] for row in rows} >= {"2d", "3d"}, shape.layer
     verdicts = {(v["cc"], v["head_size"], v["queries_per_kv"], v["sliding_window"]) for v in fit_table["verdicts"]}
     assert {(cc, s.head_size, s.queries_per_kv, s.sliding_window) for s in FAMILY_SHAPES for cc in (75, 86)} <= verdicts
 
 
-FAMILY_PREFLIGHT = r"""
+PREFLIGHT_EACH = r"""
 python3 - <<'PY'
 import json, os
 from entrypoint.checks.clamp import start_fit
 for name in sorted(os.listdir("%s")):
     path = f"%s/{name}/config.json"
-    result = start_fit(path, json.load(open(path)), (7, 5), 65536)()
-    print(json.dumps([name, result.status.value, result.message]))
+    for cc, limit in %r:
+        result = start_fit(path, json.load(open(path)), tuple(cc), limit)()
+        print(json.dumps([name, cc, result.status.value, result.message]))
 PY
-""" % (FAMILIES, FAMILIES)
+"""
+
+
+def preflight_each(folder: str, devices=(((7, 5), SM75_LIMIT),)) -> str:
+    """A script printing the preflight fit check's answer for every model folder under `folder` on each
+    (compute capability, limit), one JSON line [name, cc, status, message] each."""
+    return PREFLIGHT_EACH % (folder, folder, devices)
+
+
+FAMILY_PREFLIGHT = preflight_each(FAMILIES)
 
 
 def test_llama_qwen_mistral_and_nemotron_configs_need_no_compile_at_preflight(run_in_image):
     code, out, err = run_in_image(f"{EMPTY_CACHE}\n{FAMILY_PREFLIGHT}\n{COMPILED_KERNELS}")
     assert code == 0, err[-2000:]
-    answers = {name: (status, message) for name, status, message in map(json.loads, out.splitlines())}
+    answers = {name: (status, message) for name, _, status, message in map(json.loads, out.splitlines())}
     assert set(answers) == set(family_configs.MODELS)
     for name, (status, message) in answers.items():
         assert status == "pass" and "from the fit table's verdicts, nothing compiled" in message, (name, message)
@@ -346,14 +369,10 @@ ENCODER_HEAD256_SM75 = 131072  # vLLM's BLOCK 64 at head 256 on sm_75 (Triton 3.
 def test_the_build_proved_every_encoder_layer_on_sm75_and_sm86_and_its_clamp_did_the_work(run_in_image):
     from patches.fitcheck.shapes import ENCODER_SHAPES
 
-    code, out, err = run_in_image(BUILD_REPORTS)
-    assert code == 0, err[-2000:]
-    sm75, sm86, fit_table = json.loads(out)
-    for report, cc in ((sm75, 75), (sm86, 86)):
-        assert report["all_fit"] is True and report["device"]["cc"] == cc
-        for shape in ENCODER_SHAPES:
-            rows = [row for row in report["launches"] if (row["model"], row["layer"]) == ("encoder", shape.layer)]
-            assert rows and {row["path"] for row in rows} == {"encoder"} and all(row["fits"] for row in rows), shape
+    sm75, sm86, fit_table = build_reports(run_in_image)
+    for shape in ENCODER_SHAPES:
+        for rows in proven_rows((sm75, sm86), shape):
+            assert {row["path"] for row in rows} == {"encoder"}, shape.layer
     # the same launches unclamped (the sm_75 pass compares): head 256 needs twice Turing's limit
     unclamped = {row["layer"]: row for row in sm75["unpatched"] if row["model"] == "encoder"}
     assert unclamped["encoder-head256-r3"]["shared"] == ENCODER_HEAD256_SM75
@@ -363,17 +382,7 @@ def test_the_build_proved_every_encoder_layer_on_sm75_and_sm86_and_its_clamp_did
     assert {(cc, s.attention, s.head_size, s.queries_per_kv) for s in ENCODER_SHAPES for cc in (75, 86)} <= verdicts
 
 
-ENCODER_PREFLIGHT = r"""
-python3 - <<'PY'
-import json, os
-from entrypoint.checks.clamp import start_fit
-for name in sorted(os.listdir("%s")):
-    path = f"%s/{name}/config.json"
-    for cc, limit in (((7, 5), 65536), ((8, 6), 101376)):
-        result = start_fit(path, json.load(open(path)), cc, limit)()
-        print(json.dumps([name, cc, result.status.value, result.message]))
-PY
-""" % (ENCODERS, ENCODERS)
+ENCODER_PREFLIGHT = preflight_each(ENCODERS, (((7, 5), SM75_LIMIT), ((8, 6), 101376)))
 
 
 def test_embeddinggemma_and_bert_configs_fit_at_preflight_from_the_table_on_sm75_and_sm86(run_in_image):
