@@ -15,6 +15,8 @@ from contract.verdict import Result, Status, failed, passed
 TRITON_VOLUME = "vllm-turing-verify-triton-cache"
 CHECK_ENV = {"CUDA_VISIBLE_DEVICES": "", "TRITON_CACHE_DIR": "/triton-cache"}
 CLAMP_CHECK = ["python3", "-m", "patches.turing_clamp", "check", "--json"]
+# The clamp's second site, vLLM's encoder attention (context_attention_fwd).
+ENCODER_CLAMP_CHECK = ["python3", "-m", "patches.turing_clamp", "check", "--site", "encoder", "--json"]
 # The Gemma 4 classes, whose head-512 layers are what the clamp exists for; the build's own fit
 # check proved the whole matrix (Gemma 4 and the families) and its report is in the image.
 FIT_CHECK = ["python3", "-m", "patches.fitcheck", "--device", "sm75", "--matrix", "gemma4", "--json"]
@@ -48,7 +50,8 @@ def read_build_reports(client: docker.DockerClient, image: str) -> dict:
 
 def verify_image(client: docker.DockerClient, image: str) -> list[Result]:
     clamp = _run(client, image, CLAMP_CHECK)
-    findings = [clamp_finding(clamp.exit_code, clamp.text)]
+    encoder = _run(client, image, ENCODER_CLAMP_CHECK)
+    findings = [clamp_finding(clamp.exit_code, clamp.text), clamp_finding(encoder.exit_code, encoder.text, "encoder ")]
     fit = _run(client, image, FIT_CHECK)
     name = "every Gemma 4 launch fits sm_75"
     findings.append(passed(name, _fit_summary(fit.text)) if fit.exit_code == 0 else
@@ -69,11 +72,12 @@ CLAMP_PASSES = {"present": "clamp present once",
                 "upstream": "vLLM sizes attention tiles from shared memory itself (no clamp needed)"}
 
 
-def clamp_finding(exit_code: int, text: str) -> Result:
+def clamp_finding(exit_code: int, text: str, site: str = "") -> Result:
+    """`site`: "" for the unified attention launcher, "encoder " for encoder attention's."""
     outcome = _json_field(text, "outcome")
     if exit_code == 0 and outcome in CLAMP_PASSES:
-        return passed(CLAMP_PASSES[outcome], outcome)
-    return failed(CLAMP_PASSES["present"], _json_summary(text, "outcome"),
+        return passed(site + CLAMP_PASSES[outcome], outcome)
+    return failed(site + CLAMP_PASSES["present"], _json_summary(text, "outcome"),
                   "rebuild the image with `python3 build.py`; the build applies the clamp")
 
 

@@ -118,6 +118,11 @@ def test_the_clamp_finding_names_what_the_check_proved(exit_code, outcome, statu
     assert finding_line(finding).startswith("ok   " if status is Status.PASS else "FAIL ")
 
 
+def test_the_encoder_sites_finding_is_named_for_its_site():
+    assert clamp_finding(0, clamp_check_output("present"), "encoder ").name == "encoder clamp present once"
+    assert clamp_finding(1, clamp_check_output("absent"), "encoder ").name == "encoder clamp present once"
+
+
 def test_a_clamp_check_that_printed_no_json_fails_with_its_last_line():
     finding = clamp_finding(2, "Traceback ...\nModuleNotFoundError: No module named 'vllm'\n")
     assert finding.failed and finding.message == "ModuleNotFoundError: No module named 'vllm'" and finding.fix
