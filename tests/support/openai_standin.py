@@ -36,6 +36,7 @@ class StandInResponse:
     done: bool = True               # end the events with `data: [DONE]`
     delay_s: float = 0.0            # wait before the first byte of the body (time to first token)
     text: str | None = None         # a plain-text body instead of JSON (/metrics)
+    burst: bool = False             # send every event in one write, as a server that coalesced its stream
 
 
 def error(status: int, message: str) -> StandInResponse:
@@ -353,14 +354,24 @@ def write_response(handler: BaseHTTPRequestHandler, reply: StandInResponse) -> N
         time.sleep(reply.delay_s)
         handler.wfile.write(payload)
         return
+    # chunked, one chunk per event, as uvicorn sends vLLM's StreamingResponse
     handler.send_response(reply.status)
     handler.send_header("Content-Type", "text/event-stream")
+    handler.send_header("Transfer-Encoding", "chunked")
     handler.send_header("Connection", "close")
     handler.end_headers()
     time.sleep(reply.delay_s)
-    for event in reply.events:
-        handler.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+
+    def chunk(data: bytes) -> None:
+        handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         handler.wfile.flush()
+    pieces = (f"data: {json.dumps(event)}\n\n".encode() for event in reply.events)
+    if reply.burst:
+        pieces = [b"".join(pieces)]
+    for piece in pieces:
+        chunk(piece)
     if reply.done:
-        handler.wfile.write(b"data: [DONE]\n\n")
+        chunk(b"data: [DONE]\n\n")
+    handler.wfile.write(b"0\r\n\r\n")
+    handler.wfile.flush()
     handler.close_connection = True
