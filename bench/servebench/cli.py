@@ -13,7 +13,7 @@ import sys
 from contract import pins
 from tooling import endpoint
 
-from . import client, command, depth, driver, probes, prom, record, report
+from . import client, command, depth, driver, plot, probes, prom, record, report
 from .plan import PlanError, Sweep, runs
 
 PROG = "bench/serve"
@@ -122,7 +122,11 @@ def cmd_report(args) -> int:
     text = report.render(endpoints, args.ceiling or [])
     if args.output:
         args.output.write_text(text)
+    png = args.output.with_suffix(".png") if args.output else folders[0] / (
+        "report.png" if len(folders) == 1 else f"report-vs-{endpoints[1].label}.png")
+    plot.sweep_png(endpoints, png)
     print(text, end="")
+    print(f"{PROG}: plot written to {png}", file=sys.stderr)
     return 0
 
 
@@ -188,7 +192,11 @@ def cmd_compare(args) -> int:
     text = record.render(records)
     if args.output:
         args.output.write_text(text)
+    first = args.records[0] if args.records[0].is_dir() else args.records[0].parent
+    png = args.output.with_suffix(".png") if args.output else first / "compare.png"
+    plot.records_png(records, png)
     print(text, end="")
+    print(f"{PROG}: plot written to {png}", file=sys.stderr)
     return 0
 
 

@@ -10,7 +10,7 @@ import shlex
 import subprocess
 import time
 
-from . import client, command, depth, memory, prom, record, results
+from . import client, command, depth, memory, plot, prom, record, results
 from .driver import Driver, EndpointError, served_models
 from .plan import PlanError, Sweep, runs
 
@@ -82,6 +82,7 @@ def run_record(job: RecordJob, say=print) -> tuple[record.Record, int]:
                                        server_mean_tpot_ms=record.server_mean_tpot_ms(after, load.before))
     (job.out / "record.json").write_text(rec.to_json())
     (job.out / "record.md").write_text(record.render([rec]))
+    plot.records_png([rec], job.out / "record.png")
     return rec, 1 if rec.failed else 0
 
 
@@ -168,4 +169,5 @@ def run_depth(job: DepthJob, say=print) -> tuple[list[depth.DepthRow], depth.Cap
     (job.out / "depth.json").write_text(depth.to_json(job.label, model, job.decode_tokens, rows, capacity))
     text = depth.render(job.label, model, job.decode_tokens, rows, capacity)
     (job.out / "depth.md").write_text(text)
+    plot.depth_png(job.label, rows, job.out / "depth.png")
     return rows, capacity, text
