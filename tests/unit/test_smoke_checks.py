@@ -186,3 +186,26 @@ def test_missing_audio_extras_fail_the_audio_row_only_for_a_model_that_takes_aud
     assert (code, audio["status"]) == ((1 if status == "fail" else 0), status)
     assert "Please install vllm[audio]" in audio["message"]
     assert ("EXTRAS=audio" in audio["fix"]) is (status == "fail")
+
+
+def test_the_docs_add_a_check_example_holds_under_contract_only(capsys, monkeypatch):
+    """docs/smoke.md's example Check, as written, against a model whose answers are not judged."""
+    import re as regex
+    from pathlib import Path
+    from buildtool.smoke import checks, cli
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "smoke.md").read_text()
+    code = regex.search(r"## Adding a check.*?```python\n(.*?)```", doc, regex.S).group(1)
+    (example,) = eval(code, vars(checks))
+    monkeypatch.setattr(cli, "CHECKS", checks.CHECKS + (example,))
+    with keyed() as standin:     # answers "OK." to a question it does not know: a wrong answer
+        code_only, report = smoke(capsys, standin.url, "--contract-only", "--only", example.name)
+        judged, judged_report = smoke(capsys, standin.url, "--only", example.name)
+    assert code_only == 0 and report["checks"][0]["status"] == "not judged", report["checks"]
+    assert judged == 1 and judged_report["checks"][0]["status"] == "fail"
+
+
+def test_modalities_text_is_named_text_in_the_skip_reason(capsys):
+    with keyed() as standin:
+        code, report = smoke(capsys, standin.url, "--modalities", "text", "--only", "image")
+    assert code == 0
+    assert report["checks"][0]["message"] == "the served model takes no image input (--modalities text)"
