@@ -10,12 +10,14 @@ import sys
 import time
 from typing import Mapping
 
+from contract.layout import ENV_API_KEY
 from contract.verdict import any_failed
 
 from . import linker_cache, preflight, report
 from .checks import driver_floor, parallel, turing_settings
 from .command import server_argv
 from .device import NoDevice, probe_devices, weakest
+from .api_key import server_api_key
 from .environment import server_env
 from .settings import SettingsError, parse_settings, validate_for_device
 
@@ -62,6 +64,7 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
                                                    device.cc if device else None)
         if problem:
             raise problem
+        api_key = server_api_key(env, settings.api_key_file)
     except SettingsError as error:
         return refuse(f"bad setting {error}", as_json, variable=error.variable)
     argv_out = server_argv(settings, device, container_args)
@@ -85,6 +88,8 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
     print("vllm-turing: exec " + shlex.join(argv_out), flush=True)
     sys.stderr.flush()
     exec_env = server_env(env)
+    if api_key is not None:
+        exec_env[ENV_API_KEY] = api_key
     if driver_floor.compat_applied(results):
         exec_env["LD_LIBRARY_PATH"] = driver_floor.with_compat(env.get("LD_LIBRARY_PATH"))
         print(f"vllm-turing: LD_LIBRARY_PATH={exec_env['LD_LIBRARY_PATH']}", flush=True)
