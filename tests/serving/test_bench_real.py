@@ -11,9 +11,10 @@ tokens per request: 2.00x" and three 224-token sessions ran 2 at once with the t
 usage peaking at 80%, no preemption (3 runs alike); 32 blocks (2.46x) already ran all three, since
 the sliding-window layer gives back blocks outside its window.
 
-The server requires an API key (VLLM_API_KEY, which vLLM reads itself): every client here, `vllm
-bench serve` in its container included, is given it by file (--api-key-file), and smoke's api-key
-row proves 401 without it and 200 with it.
+The server requires an API key, given as a deployment gives it: a file named by API_KEY_FILE (here in
+the read-only model volume, /models/vllm-api-key), which the entrypoint hands to vLLM as VLLM_API_KEY
+in its environment. Every client here, `vllm bench serve` in its container included, is given the
+same file (--api-key-file), and smoke's api-key row proves 401 without it and 200 with it.
 
 What the tests assert holds however the scheduler interleaves on a loaded machine: counts the
 server reports (prompt and completion tokens, its own time per output token), and the bound the
@@ -43,16 +44,20 @@ PROMPTS_PAST_CAP = 20000
 BENCH = [sys.executable, str(serving_stack.REPO / "bench" / "serve")]
 
 
+KEY_FILE_NAME = "vllm-api-key"
+
+
 @pytest.fixture(scope="module")
-def key_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("key") / "api-key"
+def key_file(models_dir):
+    path = models_dir / KEY_FILE_NAME    # beside the model, in the volume mounted at /models
     path.write_text(API_KEY + "\n")
-    return path
+    yield path
+    path.unlink()
 
 
 @pytest.fixture(scope="module")
-def small_kv(vehicle, models_dir, tmp_path_factory):
-    settings = {**serving_stack.CPU_SETTINGS, "VLLM_API_KEY": API_KEY,
+def small_kv(vehicle, models_dir, key_file, tmp_path_factory):
+    settings = {**serving_stack.CPU_SETTINGS, "API_KEY_FILE": f"/models/{KEY_FILE_NAME}",
                 "VLLM_EXTRA_ARGS": f"--max-model-len {MAX_MODEL_LEN} --block-size 32 "
                                    f"--num-gpu-blocks-override {KV_BLOCKS} --kv-cache-memory-bytes {64 * 2**20}"}
     s = serving_stack.Stack(project=f"vllm-turing-bench-{os.getpid()}", image=vehicle, models_dir=models_dir,
@@ -156,7 +161,7 @@ def test_smoke_sizes_its_requests_to_the_served_context(small_kv, key_file):
 
 
 def test_smoke_without_the_key_stops_in_one_line_and_with_it_the_api_key_row_passes(small_kv, key_file, tmp_path):
-    """vLLM started with VLLM_API_KEY in its environment: /health stays open (readiness passes),
+    """vLLM started with the key from API_KEY_FILE: /health stays open (readiness passes),
     /v1 answers 401 without the key; smoke says so in one line, and with the key its api-key row
     proves both answers. The key appears in nothing smoke prints."""
     running(small_kv)
@@ -180,3 +185,15 @@ def test_smoke_without_the_key_stops_in_one_line_and_with_it_the_api_key_row_pas
     [row] = report["checks"]
     assert (row["name"], row["status"], row["message"]) == ("api-key", "pass", "HTTP 401 without the key, 200 with it")
     assert API_KEY not in proc.stdout + proc.stderr
+
+
+def test_the_key_is_in_no_argv_log_or_inspect_output(small_kv):
+    """The key reached vLLM (the 401s above) by environment: not in the server's command line, its
+    log or the container's configuration. The search first finds the file's name where it is."""
+    running(small_kv)
+    inspect = json.dumps(small_kv.inspect())
+    cmdline = serving_stack.run(["docker", "exec", small_kv.container(), "sh", "-c",
+                                 "cat /proc/1/cmdline | tr '\\0' ' '"]).stdout
+    assert f"/models/{KEY_FILE_NAME}" in inspect and "vllm" in cmdline
+    for text in (inspect, cmdline, small_kv.logs()):
+        assert API_KEY not in text
