@@ -155,15 +155,20 @@ class Capacity:
     peaks: MetricPeaks | None
     server_tpot_s: float | None = None    # the sessions' mean time per output token, from the server
 
+    def observed(self) -> bool:
+        """A scrape saw the sessions in the server (running or waiting). When none did, they ran
+        between scrapes and the gauges say nothing: not measured, never "0 in parallel"."""
+        return self.peaks is not None and self.peaks.running + self.peaks.waiting > 0
+
     def parallel(self) -> int | None:
         """Most sessions the server ran at once: the peak of vllm:num_requests_running over the
-        scrapes (None: no /metrics). The client's token times cannot tell: a stream delivered in
-        a burst has no span to overlap another's."""
-        return None if self.peaks is None else min(round(self.peaks.running), len(self.sessions))
+        scrapes (None: not observed). The client's token times cannot tell: a stream delivered
+        in a burst has no span to overlap another's."""
+        return min(round(self.peaks.running), len(self.sessions)) if self.observed() else None
 
     def queued(self) -> int | None:
         """Most sessions waiting at once for KV blocks: the peak of vllm:num_requests_waiting."""
-        return None if self.peaks is None else min(round(self.peaks.waiting), len(self.sessions))
+        return min(round(self.peaks.waiting), len(self.sessions)) if self.observed() else None
 
     def slowdown(self, t: StreamTiming) -> float | None:
         """Solo decode speed over this stream's: 2.0 means each token took twice as long."""
@@ -206,6 +211,9 @@ def render(label: str, model: str, decode_tokens: int, rows: list[DepthRow], cap
         out += ["", f"### {n} full-context sessions at once ({c.depth} tokens each)", ""]
         if c.peaks is None:
             out += ["Parallel and queued sessions: not measured (no /metrics)."]
+        elif not c.observed():
+            out += [f"Parallel and queued sessions: not measured (none of {c.peaks.scrapes} scrapes of /metrics "
+                    "saw a session in the server: they ran between scrapes)."]
         else:
             p = c.peaks
             out += [f"{count(c.parallel())} ran in parallel, {count(c.queued())} queued, as the server's own gauges "

@@ -137,7 +137,8 @@ def test_depths_are_exact_and_the_server_never_runs_more_full_context_sessions_t
     # parallel and queued as the server's gauges showed them: never more running than the KV holds,
     # whatever the interleaving; each session the scrapes saw is either running or waiting
     assert cap["judged_from"] == "server gauges" and cap["metric_peaks"]["scrapes"] >= 2
-    assert 0 <= cap["parallel"] <= KV_HOLDS and cap["queued"] <= 3, cap
+    # (None: no scrape saw them; the tiny model finishes three sessions in well under a second)
+    assert cap["parallel"] is None or (1 <= cap["parallel"] <= KV_HOLDS and 0 <= cap["queued"] <= 3), cap
     assert cap["server_tpot_s"] > 0
     assert (out / "depth.png").read_bytes()[:4] == b"\x89PNG"
     FIGURES.update({f"bench_depth_{d['depth']}_prefill_tok_s": round(d["prefill_tok_s"], 1) for d in data["depths"]})

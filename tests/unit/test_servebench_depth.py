@@ -130,3 +130,11 @@ def test_failed_session_is_shown_and_not_counted():
     cap = depth.Capacity(200, timing(0, 0.5, 2.1), (timing(0, 0.6, 3.8), bad), depth.MetricPeaks(1, 0, 0.4, 0, 5))
     assert cap.parallel() == 1 and cap.queued() == 0 and cap.slowdown(bad) is None
     assert "error: HTTP 400 too long" in depth.render("t", "m", 33, [], cap)
+
+
+def test_sessions_no_scrape_saw_are_not_measured_never_zero_in_parallel():
+    cap = depth.Capacity(200, timing(0, 0.5, 2.1), (timing(0, 0.6, 3.8),) * 3, depth.MetricPeaks(0, 0, 0.0, 0, 3))
+    assert (cap.parallel(), cap.queued()) == (None, None)
+    text = depth.render("t", "m", 33, [], cap)
+    assert "not measured (none of 3 scrapes of /metrics saw a session in the server" in text
+    assert json.loads(depth.to_json("t", "m", 33, [], cap))["capacity"]["parallel"] is None
