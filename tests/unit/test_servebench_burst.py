@@ -103,3 +103,15 @@ def test_a_server_still_loading_is_not_ready_after_the_timeout(tmp_path):
     with wire_failures.status_server(503) as url:
         err = one_line(depth(url, tmp_path, "--ready-timeout", "0.5")[0])
     assert "not ready after 0.5 s (last answer: HTTP 503 (the engine is loading))" in err
+
+
+def test_the_bench_containers_get_the_key_by_name_only(tmp_path):
+    key_file = tmp_path / "key"
+    key_file.write_text("sk-bench-argv-77\n")
+    environ = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "serve"), "run", "--out", str(tmp_path / "s"),
+                           "--dry-run", "--concurrency", "1", "--input-len", "16", "--api-key-file", str(key_file)],
+                          capture_output=True, text=True, timeout=120, env=environ)
+    assert proc.returncode == 0, proc.stderr
+    assert "-e OPENAI_API_KEY " in proc.stdout            # the docker client passes the value from its env
+    assert "sk-bench-argv-77" not in proc.stdout + proc.stderr
