@@ -10,17 +10,16 @@ import json
 import sys
 from urllib.parse import urlsplit
 
-import requests
 
-from .checks import CHECKS, MODALITIES, takes_audio
 from buildtool.status_line import StatusLine
-from .readiness import wait_ready
-from .report import build_report, format_table
-from .metrics import METRIC_ROWS, metric_rows
-from .runner import metric_row, read_metrics, run_check, served_models
-from .readiness import Readiness
 from contract.verdict import Result, Status
 from tooling import endpoint
+
+from .checks import CHECKS, MODALITIES, takes_audio
+from .metrics import METRIC_ROWS, metric_rows
+from .readiness import Readiness, wait_ready
+from .report import build_report, format_table
+from .runner import metric_row, read_metrics, run_check, served_models
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
