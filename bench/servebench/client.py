@@ -182,8 +182,12 @@ class MetricsWatch(Periodic):
         self.first = self.first or snap
         self.last = snap
         self.scrapes += 1
+        running = snap.total(prom.RUNNING)
         for name in self.peak:
-            self.peak[name] = max(self.peak[name], snap.total(name))
+            # waiting counts only while a session runs: waiting for KV blocks another one holds, not
+            # for the scheduler's first step (a scrape before it sees every session waiting)
+            if name != prom.WAITING or running > 0:
+                self.peak[name] = max(self.peak[name], snap.total(name))
 
     def tick(self) -> None:
         try:

@@ -156,9 +156,9 @@ class Capacity:
     server_tpot_s: float | None = None    # the sessions' mean time per output token, from the server
 
     def observed(self) -> bool:
-        """A scrape saw the sessions in the server (running or waiting). When none did, they ran
-        between scrapes and the gauges say nothing: not measured, never "0 in parallel"."""
-        return self.peaks is not None and self.peaks.running + self.peaks.waiting > 0
+        """A scrape saw a session running. When none did, they ran between scrapes and the gauges
+        say nothing of parallel or queued: not measured, never "0 in parallel"."""
+        return self.peaks is not None and self.peaks.running > 0
 
     def parallel(self) -> int | None:
         """Most sessions the server ran at once: the peak of vllm:num_requests_running over the
@@ -167,7 +167,8 @@ class Capacity:
         return min(round(self.peaks.running), len(self.sessions)) if self.observed() else None
 
     def queued(self) -> int | None:
-        """Most sessions waiting at once for KV blocks: the peak of vllm:num_requests_waiting."""
+        """Most sessions waiting at once for KV blocks: the peak of vllm:num_requests_waiting over
+        the scrapes that saw a session running (client.MetricsWatch)."""
         return min(round(self.peaks.waiting), len(self.sessions)) if self.observed() else None
 
     def slowdown(self, t: StreamTiming) -> float | None:
@@ -213,12 +214,12 @@ def render(label: str, model: str, decode_tokens: int, rows: list[DepthRow], cap
             out += ["Parallel and queued sessions: not measured (no /metrics)."]
         elif not c.observed():
             out += [f"Parallel and queued sessions: not measured (none of {c.peaks.scrapes} scrapes of /metrics "
-                    "saw a session in the server: they ran between scrapes)."]
+                    "saw a session running: they ran between scrapes)."]
         else:
             p = c.peaks
             out += [f"{count(c.parallel())} ran in parallel, {count(c.queued())} queued, as the server's own gauges "
                     f"showed them: over {p.scrapes} scrapes of /metrics, peak vllm:num_requests_running "
-                    f"{p.running:g}, peak vllm:num_requests_waiting {p.waiting:g}, peak KV cache usage "
+                    f"{p.running:g}, peak vllm:num_requests_waiting while one ran {p.waiting:g}, peak KV cache usage "
                     f"{100 * p.kv_usage:.0f}%, {p.preemptions:g} preemption(s)."]
         if c.server_tpot_s:
             out += [f"Server time per output token: {1000 * c.server_tpot_s:.1f} ms mean over the sessions"

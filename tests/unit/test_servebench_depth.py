@@ -104,7 +104,7 @@ def test_parallel_and_queued_come_from_the_servers_gauges_not_the_token_times():
     text = depth.render("toy", "m", 33, [depth.DepthRow(64, timing(0, 0.2, 1.8, prompt=64))], cap)
     assert "| 64 | 64 | 0.20 | 320.0 | 20.0 (client) |" in text
     assert ("2 ran in parallel, 1 queued, as the server's own gauges showed them: over 40 scrapes of /metrics, "
-            "peak vllm:num_requests_running 2, peak vllm:num_requests_waiting 1, peak KV cache usage 98%") in text
+            "peak vllm:num_requests_running 2, peak vllm:num_requests_waiting while one ran 1, peak KV cache usage 98%") in text
     assert "| session 3 | 4.30 | not measured | — | done |" in text
     assert "Server time per output token: 100.0 ms mean over the sessions." in text
     data = json.loads(depth.to_json("toy", "m", 33, [], cap))
@@ -136,5 +136,8 @@ def test_sessions_no_scrape_saw_are_not_measured_never_zero_in_parallel():
     cap = depth.Capacity(200, timing(0, 0.5, 2.1), (timing(0, 0.6, 3.8),) * 3, depth.MetricPeaks(0, 0, 0.0, 0, 3))
     assert (cap.parallel(), cap.queued()) == (None, None)
     text = depth.render("t", "m", 33, [], cap)
-    assert "not measured (none of 3 scrapes of /metrics saw a session in the server" in text
+    assert "not measured (none of 3 scrapes of /metrics saw a session running" in text
     assert json.loads(depth.to_json("t", "m", 33, [], cap))["capacity"]["parallel"] is None
+    # seen waiting (before the scheduler's first step), never running: still not measured
+    waited = depth.Capacity(200, timing(0, 0.5, 2.1), (timing(0, 0.6, 3.8),) * 3, depth.MetricPeaks(0, 3, 0.0, 0, 4))
+    assert (waited.parallel(), waited.queued()) == (None, None)
