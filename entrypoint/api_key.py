@@ -4,11 +4,10 @@ handed to the server in its environment only, never in argv (where /proc/1/cmdli
 inspect`, the exec log line and `check --json` would show it). Refusals name the file, never the key."""
 from __future__ import annotations
 
-import os
-import stat
 from typing import Mapping
 
 from contract.layout import API_KEY_PATH, ENV_API_KEY, ENV_API_KEY_FILE
+from . import files
 from .settings import SettingsError
 
 MAX_KEY_FILE_BYTES = 64 * 1024
@@ -24,25 +23,13 @@ def read_key_file(path: str) -> str:
     """The key in `path`: a regular file (never blocks on a FIFO or a device), one line of printable
     characters without spaces, at most 64 KiB."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except OSError as error:
-        raise _refuse(path, f"a readable file ({error.strerror})") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _refuse(path, "a regular file (it is a directory, FIFO, socket or device)")
-        data = os.read(fd, MAX_KEY_FILE_BYTES + 1)
-    except OSError as error:
-        raise _refuse(path, f"a readable file ({error.strerror})") from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_KEY_FILE_BYTES:
-        raise _refuse(path, f"a key of at most {MAX_KEY_FILE_BYTES // 1024} KiB")
+        data = files.read_bytes(path, "the file", MAX_KEY_FILE_BYTES)
+    except files.FileProblem as problem:
+        raise _refuse(path, f"a usable key file ({problem})") from None
     try:
         key = data.decode("utf-8").rstrip("\r\n")
     except UnicodeDecodeError:
         raise _refuse(path, "UTF-8 text") from None
-    if not key:
-        raise _refuse(path, "a non-empty key (the file is empty)")
     if not key.isprintable() or any(char.isspace() for char in key):
         raise _refuse(path, "one key on one line (no spaces, tabs, control characters or second line)")
     return key

@@ -15,7 +15,7 @@ from contract.layout import ENV_API_KEY, ENV_API_KEY_FILE
 # The one program the entrypoint execs. Nothing in the environment replaces it: the test tiers
 # put a stand-in `vllm` package on PYTHONPATH instead (tests/support/standin_vllm.py).
 SERVER_CMD = ("python3", "-m", "vllm.entrypoints.openai.api_server")
-CHECK_NAMES = ("devices", "driver", "torch", "clamp", "fit", "model", "drafter", "parsers", "quantization", "audio",
+CHECK_NAMES = ("devices", "driver", "argv", "torch", "clamp", "fit", "model", "drafter", "parsers", "quantization", "audio",
                "disk", "shm", "memory", "port", "env", "parallel")
 CUDA_COMPAT_MODES = ("auto", "on", "off")
 # Names only this entrypoint reads, to build the server's argv: removed from the server's environment
@@ -103,7 +103,7 @@ def _bounded_int(env, name: str, low: int, high: int, example: str) -> int | Non
     if raw is None:
         return None
     if not ASCII_INT.fullmatch(raw) or not low <= int(raw) <= high:
-        raise SettingsError(name, raw, f"an integer from {low} to {high:,}".replace(",", " "),
+        raise SettingsError(name, raw, f"an integer from {low} to {high}",
                             f"Set {name} to e.g. {example}.")
     return int(raw)
 
@@ -306,3 +306,16 @@ def validate_for_device(settings: Settings, cc: tuple[int, int]) -> None:
     if kv.startswith("fp8") and cc < FP8_MIN_CC:
         raise SettingsError("KV_CACHE_DTYPE", kv, f"auto or float16 on compute capability {cc_text(cc)} "
                             "(an fp8 KV cache needs 8.9 or newer)", "Set KV_CACHE_DTYPE=auto.")
+
+
+def validate_parser_names(settings: Settings, registered: Mapping[str, list[str]], plugins: set[str]) -> None:
+    """TOOL_CALL_PARSER / REASONING_PARSER among the names the image's vLLM registers (`registered`:
+    tool_call and reasoning lists); a parser plugin given in VLLM_EXTRA_ARGS may add its own name."""
+    for variable, value, kind, plugin in (("TOOL_CALL_PARSER", settings.tool_call_parser, "tool_call", "tool_parser_plugin"),
+                                          ("REASONING_PARSER", settings.reasoning_parser, "reasoning",
+                                           "reasoning_parser_plugin")):
+        names = list(registered.get(kind) or [])
+        if value is None or not names or plugin in plugins or value in names:
+            continue
+        raise SettingsError(variable, value, "a parser this vLLM registers: " + ", ".join(names),
+                            f"Set {variable} to one of those, or leave it empty.")

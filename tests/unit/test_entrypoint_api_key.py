@@ -53,15 +53,15 @@ def make_fifo(path):
 
 
 @pytest.mark.parametrize("make, expected", [
-    (lambda p: None, "a readable file (No such file or directory)"),
+    (lambda p: None, "the file does not exist"),
     (lambda p: p.write_text(""), "the file is empty"),
     (lambda p: p.write_text("\n"), "the file is empty"),
-    (lambda p: p.mkdir(), "a regular file"),
-    (make_fifo, "a regular file"),  # opened without blocking: no writer ever comes
+    (lambda p: p.mkdir(), "a directory, not a regular file"),
+    (make_fifo, "a named pipe (FIFO), not a regular file"),  # opened without blocking: no writer ever comes
     (lambda p: p.write_text(KEY + "\nsecond line\n"), "one key on one line"),
     (lambda p: p.write_text(KEY + " trailing words"), "one key on one line"),
     (lambda p: p.write_bytes(b"\xff\xfe" + KEY.encode()), "UTF-8 text"),
-    (lambda p: p.write_text(KEY * 4000), "at most 64 KiB"),
+    (lambda p: p.write_text(KEY * 4000), "more than the 64 KiB such a file can be"),
 ])
 def test_a_key_file_that_cannot_be_used_is_refused_naming_the_setting_not_the_key(tmp_path, make, expected):
     key_file = tmp_path / "api-key"

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from contract.layout import DEPRECATED_ENV_NAMES, ENV_SMEM_LIMIT
+from entrypoint.settings import CHECK_NAMES
 
 from tests.support.entrypoint_cli import REPO, run_entrypoint
 from tests.support.model_files import write_model_dir
@@ -28,8 +29,7 @@ def test_check_without_gpu_fails_the_device_checks_with_fixes(tmp_path):
     lines = done.stdout.splitlines()
     assert lines[0].startswith("vllm-turing preflight, device: none")
     by_name = {line.split()[1]: line for line in lines[1:-1]}
-    assert list(by_name) == ["devices", "driver", "torch", "clamp", "fit", "model", "drafter", "parsers",
-                             "quantization", "audio", "disk", "shm", "memory", "port", "env", "parallel"]
+    assert list(by_name) == list(CHECK_NAMES)
     for name in ("devices", "driver"):
         assert by_name[name].startswith("FAIL") and " -> fix: " in by_name[name]
     assert by_name["model"].startswith("PASS")
