@@ -97,6 +97,7 @@ def depth_png(label: str, rows, path: pathlib.Path) -> pathlib.Path:
         right.set_title(f"{len(rows) - len(measured)} depth(s) not measured", fontsize="small")
     for ax in (left, right):
         ax.set_xlabel("prompt depth (tokens)")
+        ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
     fig.suptitle(f"Depth probes: {label}")
     return _save(fig, path)
