@@ -1,13 +1,11 @@
-"""Prometheus text exposition (format 0.0.4), as vLLM's /metrics serves it, read into samples.
-One parser for every host-side reader: `build.py smoke`'s /metrics rows and `bench/serve`."""
+"""Prometheus text exposition (format 0.0.4), as vLLM's /metrics serves it, read into samples with
+prometheus_client's own parser (the library vLLM writes the text with). One reader for every
+host-side tool: `build.py smoke`'s /metrics rows and `bench/serve`."""
 from __future__ import annotations
 
 import dataclasses
-import re
 
-_SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\S+)?$')
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*,?\s*')
-_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+from prometheus_client.parser import text_string_to_metric_families
 
 
 class MetricsError(ValueError):
@@ -21,26 +19,26 @@ class Sample:
     value: float
 
 
+def _samples(text: str) -> list[Sample]:
+    return [Sample(s.name, dict(s.labels), float(s.value))
+            for family in text_string_to_metric_families(text) for s in family.samples]
+
+
 def parse(text: str, strict: bool = True) -> list[Sample]:
-    """Every sample; comments skipped. A line that is not a sample raises MetricsError, or with
-    strict=False is dropped (a report that must say what it could read, not fail on one line)."""
+    """Every sample; comments skipped. Text the parser refuses raises MetricsError naming the
+    first line it refuses, or with strict=False that line is dropped and the rest read (a report
+    that must say what it could read, not fail on one line)."""
+    try:
+        return _samples(text)
+    except ValueError:
+        pass
     samples = []
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
             continue
-        match = _SAMPLE.match(line)
-        value = None
-        if match:
-            try:
-                value = float(match.group("value"))
-            except ValueError:
-                value = None
-        if value is None:
+        try:
+            samples += _samples(line + "\n")
+        except ValueError:
             if strict:
-                raise MetricsError(f"line {number} is not a Prometheus sample: {line[:80]!r}")
-            continue
-        labels = {key: re.sub(r'\\[\\"n]', lambda m: _UNESCAPE[m.group(0)], found)
-                  for key, found in _LABEL.findall(match.group("labels") or "")}
-        samples.append(Sample(match.group("name"), labels, value))
+                raise MetricsError(f"line {number} is not a Prometheus sample: {line.strip()[:80]!r}") from None
     return samples

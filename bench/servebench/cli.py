@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import pathlib
 import shlex
 import shutil
 import sys
 
 from contract import pins
+from tooling import endpoint
 
-from . import command, depth, driver, probes, prom, record, report
+from . import client, command, depth, driver, plot, probes, prom, record, report
 from .plan import PlanError, Sweep, runs
 
 PROG = "bench/serve"
@@ -60,6 +62,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup-prompts", type=int, help="warm-up requests before the first run (default: the largest concurrency; 0: none)")
     p.add_argument("--ready-timeout", type=float, default=600, help="seconds to wait for /v1/models (default %(default)s)")
     p.add_argument("--dry-run", action="store_true", help="print the runs and their commands, run nothing")
+    endpoint.add_key_argument(p)
 
 
 def sweep_of(args) -> Sweep:
@@ -119,7 +122,11 @@ def cmd_report(args) -> int:
     text = report.render(endpoints, args.ceiling or [])
     if args.output:
         args.output.write_text(text)
+    png = args.output.with_suffix(".png") if args.output else folders[0] / (
+        "report.png" if len(folders) == 1 else f"report-vs-{endpoints[1].label}.png")
+    plot.sweep_png(endpoints, png)
     print(text, end="")
+    print(f"{PROG}: plot written to {png}", file=sys.stderr)
     return 0
 
 
@@ -129,6 +136,7 @@ def add_endpoint_arguments(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--label", help="endpoint name in the output (default: the folder name)")
     p.add_argument("--model", help="served model name (default: the first of GET /v1/models)")
     p.add_argument("--ready-timeout", type=float, default=600, help="seconds to wait for the server (default %(default)s)")
+    endpoint.add_key_argument(p)
 
 
 def add_record_arguments(p: argparse.ArgumentParser) -> None:
@@ -184,7 +192,11 @@ def cmd_compare(args) -> int:
     text = record.render(records)
     if args.output:
         args.output.write_text(text)
+    first = args.records[0] if args.records[0].is_dir() else args.records[0].parent
+    png = args.output.with_suffix(".png") if args.output else first / "compare.png"
+    plot.records_png(records, png)
     print(text, end="")
+    print(f"{PROG}: plot written to {png}", file=sys.stderr)
     return 0
 
 
@@ -238,11 +250,23 @@ def parser() -> argparse.ArgumentParser:
 COMMANDS = {"run": cmd_run, "report": cmd_report, "record": cmd_record, "compare": cmd_compare, "depth": cmd_depth}
 
 
+def use_key(args) -> None:
+    """The API key for this run's own requests and for the `vllm bench serve` containers, which
+    read OPENAI_API_KEY (passed by name, so the key is in no argv)."""
+    if not hasattr(args, "api_key_file"):
+        return
+    key = endpoint.read_api_key(args.api_key_file)
+    client.use_key(key)
+    if key is not None:
+        os.environ[endpoint.KEY_ENV] = key
+
+
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
+        use_key(args)
         return COMMANDS[args.command](args)
-    except (PlanError, depth.SizingError) as exc:
+    except (PlanError, depth.SizingError, endpoint.ApiKeyError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
     except (driver.EndpointError, prom.MetricsError) as exc:

@@ -10,34 +10,13 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 
 from . import command, results
+from .client import EndpointError, served_models  # noqa: F401  (the sweep's and the probes' names)
+from .resolution import resolved_tpot_ms
 from .plan import PlanError, Run, Sweep, runs, warmup_seed
 
 INTERRUPTED = 130
-
-
-class EndpointError(RuntimeError):
-    """The endpoint does not answer as an OpenAI server; the message says what to check."""
-
-
-def served_models(base_url: str, timeout_s: float, poll_s: float = 2.0) -> list[str]:
-    """Model ids from GET /v1/models, waiting up to timeout_s while the server loads."""
-    deadline, last = time.monotonic() + timeout_s, "no answer"
-    while True:
-        try:
-            with urllib.request.urlopen(f"{base_url}/v1/models", timeout=10) as resp:
-                return [m["id"] for m in json.load(resp)["data"]]
-        except urllib.error.HTTPError as exc:
-            last = f"HTTP {exc.code}"
-        except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError) as exc:
-            last = str(getattr(exc, "reason", exc))
-        if time.monotonic() >= deadline:
-            raise EndpointError(f"{base_url}/v1/models: {last} after {timeout_s:g} s; "
-                                "start the server (or raise --ready-timeout) and run again")
-        time.sleep(poll_s)
 
 
 def prepare_folder(folder: pathlib.Path, sweep: Sweep, endpoint: dict) -> None:
@@ -123,10 +102,11 @@ class Driver:
             return False
         os.replace(partial, results.run_path(self.folder, run))
         results.error_path(self.folder, run).unlink(missing_ok=True)
-        tpot = result["median_tpot_ms"]
+        tpot = resolved_tpot_ms(result["median_tpot_ms"])
         self.say(f"{run.name}: {result['completed']}/{run.num_prompts} ok, failed {result['failed']}, "
                  f"{result['output_throughput']:.1f} out tok/s, "
-                 f"{1000 / tpot if tpot else 0:.1f} tok/s per stream, TTFT {result['median_ttft_ms']:.0f} ms "
+                 + (f"{1000 / tpot:.1f} tok/s per stream" if tpot else "per-stream tok/s not measured (burst)")
+                 + f", TTFT {result['median_ttft_ms']:.0f} ms "
                  f"({time.monotonic() - started:.0f} s)")
         return result["failed"] == 0
 

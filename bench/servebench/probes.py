@@ -10,7 +10,7 @@ import shlex
 import subprocess
 import time
 
-from . import client, command, depth, memory, prom, record, results
+from . import client, command, depth, memory, plot, prom, record, results
 from .driver import Driver, EndpointError, served_models
 from .plan import PlanError, Sweep, runs
 
@@ -78,9 +78,11 @@ def run_record(job: RecordJob, say=print) -> tuple[record.Record, int]:
         if reason is not None:
             raise EndpointError(f"the run {reason}; see {job.out / results.LOGS / (run.name + '.log')}")
         os.replace(partial, results.run_path(job.out, run))
-        rec = record.from_bench_result(result, **common)
+        rec = record.from_bench_result(result, **common,
+                                       server_mean_tpot_ms=record.server_mean_tpot_ms(after, load.before))
     (job.out / "record.json").write_text(rec.to_json())
     (job.out / "record.md").write_text(record.render([rec]))
+    plot.records_png([rec], job.out / "record.png")
     return rec, 1 if rec.failed else 0
 
 
@@ -106,11 +108,21 @@ class DepthJob:
     ready_timeout: float
 
 
+def server_tpot(after: prom.Snapshot, before: prom.Snapshot, requests: int) -> float | None:
+    """The mean time per output token the server itself measured for the `requests` that finished
+    between two scrapes (engine-side step times, whatever the stream's delivery did); None when
+    it counted another number of requests (other traffic) or exports no such histogram."""
+    n, mean = prom.histogram_mean(after, before, prom.TPOT)
+    return mean if n == requests else None
+
+
 def probe(base_url: str, model: str, tok: client.Tokenizer, depth_tokens: int, decode_tokens: int,
           clock0: float | None = None) -> depth.StreamTiming:
     salt = secrets.token_hex(6)
     prompt, _ = depth.sized_prompt(tok.count, depth_tokens, salt)
-    return client.stream_completion(base_url, model, prompt, decode_tokens, salt, clock0)
+    before = client.metrics(base_url)
+    t = client.stream_completion(base_url, model, prompt, decode_tokens, salt, clock0)
+    return dataclasses.replace(t, server_tpot_s=server_tpot(client.metrics(base_url), before, 1))
 
 
 def checked(t: depth.StreamTiming, depth_tokens: int) -> depth.StreamTiming:
@@ -135,7 +147,7 @@ def run_depth(job: DepthJob, say=print) -> tuple[list[depth.DepthRow], depth.Cap
     for d in job.depths:
         t = checked(probe(job.base_url, model, tok, d, job.decode_tokens), d)
         say(f"depth {d}: TTFT {t.ttft_s:.2f} s, prefill {t.prefill_tok_s:.1f} tok/s, "
-            f"decode {depth.fmt(t.decode_tok_s, 1)} tok/s")
+            f"decode {depth.fmt_decode(t)} tok/s")
         rows.append(depth.DepthRow(d, t))
     capacity = None
     if job.sessions:
@@ -149,11 +161,13 @@ def run_depth(job: DepthJob, say=print) -> tuple[list[depth.DepthRow], depth.Cap
             futures = [pool.submit(client.stream_completion, job.base_url, model, p, job.decode_tokens, s, clock0)
                        for p, s in zip(prompts, salts)]
             sessions = tuple(f.result() for f in futures)
-        capacity = depth.Capacity(full, solo, sessions, watch.peaks())
-        say(f"{job.sessions} sessions of {full} tokens: {capacity.parallel()} in parallel, "
-            f"{len(capacity.queued())} queued")
+        capacity = depth.Capacity(full, solo, sessions, watch.peaks(),
+                                  server_tpot(watch.last, watch.first, job.sessions))
+        say(f"{job.sessions} sessions of {full} tokens: {depth.count(capacity.parallel())} in parallel, "
+            f"{depth.count(capacity.queued())} queued (the server's gauges)")
     job.out.mkdir(parents=True, exist_ok=True)
     (job.out / "depth.json").write_text(depth.to_json(job.label, model, job.decode_tokens, rows, capacity))
     text = depth.render(job.label, model, job.decode_tokens, rows, capacity)
     (job.out / "depth.md").write_text(text)
+    plot.depth_png(job.label, rows, job.out / "depth.png")
     return rows, capacity, text

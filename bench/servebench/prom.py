@@ -51,6 +51,16 @@ class Snapshot:
         return sorted(counts.items())
 
 
+def histogram_mean(after: Snapshot, before: Snapshot, name: str) -> tuple[float, float | None]:
+    """(observations, their mean) of a histogram between two scrapes; mean None when none, or
+    when the server does not export it."""
+    if not (after.has(f"{name}_count") and before.has(f"{name}_count")):
+        return 0.0, None
+    n = after.total(f"{name}_count") - before.total(f"{name}_count")
+    total = after.total(f"{name}_sum") - before.total(f"{name}_sum")
+    return n, (total / n if n > 0 else None)
+
+
 def bucket_delta(after: Snapshot, before: Snapshot, name: str) -> list[tuple[float, float]]:
     prior = dict(before.buckets(name))
     return [(le, n - prior.get(le, 0.0)) for le, n in after.buckets(name)]

@@ -6,6 +6,7 @@ import dataclasses
 import json
 
 from . import prom
+from .resolution import resolved_tpot_ms
 from .plan import PlanError
 from .report import table
 
@@ -54,6 +55,7 @@ class Record:
     readiness_s: float | None          # None: the server was already running
     peak_memory_bytes: int | None
     memory_meaning: str
+    server_mean_tpot_ms: float | None = None   # the server's own mean over the run (its TPOT histogram)
 
     def progress(self) -> str:
         if self.stopped_at_cap:
@@ -76,16 +78,18 @@ class Record:
 
 
 def from_bench_result(result: dict, *, label: str, model: str, workload: Workload, readiness_s: float | None,
-                      peak_memory_bytes: int | None, memory_meaning: str) -> Record:
+                      peak_memory_bytes: int | None, memory_meaning: str,
+                      server_mean_tpot_ms: float | None = None) -> Record:
     """A record from a finished `vllm bench serve --save-result` JSON. Prefill tok/s is
     prompt tokens over the run's duration, decode tok/s output tokens over it (vLLM's
-    output_throughput): both are throughput over all streams, not one stream's speed."""
+    output_throughput): both are throughput over all streams, not one stream's speed. The client's
+    median TPOT is kept only when it is a decode step, not a burst (depth.resolved_tpot_ms)."""
     duration = result["duration"]
     return Record(label, model, workload, FROM_CLIENT, duration, False, result["completed"], result["failed"],
                   result["total_input_tokens"] / duration if duration else None,
                   result["output_throughput"], result["request_throughput"],
-                  result["median_ttft_ms"], result["median_tpot_ms"],
-                  readiness_s, peak_memory_bytes, memory_meaning)
+                  result["median_ttft_ms"], resolved_tpot_ms(result["median_tpot_ms"]),
+                  readiness_s, peak_memory_bytes, memory_meaning, server_mean_tpot_ms)
 
 
 def from_server_counters(before: prom.Snapshot, after: prom.Snapshot, elapsed_s: float, *, label: str, model: str,
@@ -104,7 +108,14 @@ def from_server_counters(before: prom.Snapshot, after: prom.Snapshot, elapsed_s:
     return Record(label, model, workload, FROM_SERVER, elapsed_s, True, completed, None,
                   per_s(prom.PROMPT_TOKENS), per_s(prom.GENERATION_TOKENS),
                   completed / elapsed_s if elapsed_s > 0 else None,
-                  median_ms(prom.TTFT), median_ms(prom.TPOT), readiness_s, peak_memory_bytes, memory_meaning)
+                  median_ms(prom.TTFT), median_ms(prom.TPOT), readiness_s, peak_memory_bytes, memory_meaning,
+                  server_mean_tpot_ms(after, before))
+
+
+def server_mean_tpot_ms(after: prom.Snapshot, before: prom.Snapshot) -> float | None:
+    """The server's own mean time per output token over the requests finished in between."""
+    _, mean = prom.histogram_mean(after, before, prom.TPOT)
+    return None if mean is None else mean * 1000
 
 
 def memory_meaning(kind: str | None, cache_config: dict, where: str = "") -> str:
@@ -133,6 +144,7 @@ ROWS = (  # (row title, attribute, digits): numeric rows that get a change colum
     ("decode tok/s", "decode_tok_s", 1),
     ("median TTFT ms", "median_ttft_ms", 0),
     ("median TPOT ms", "median_tpot_ms", 1),
+    ("mean TPOT ms (server)", "server_mean_tpot_ms", 1),
     ("request throughput req/s", "request_throughput", 2),
 )
 
@@ -173,7 +185,8 @@ def render(records: list[Record]) -> str:
     out += ["", "What the rows mean: prefill tok/s = prompt tokens processed per second and decode tok/s = "
             "output tokens per second, both over the whole run and all streams together; median TTFT = "
             "time to first token; median TPOT = time per output token after the first (1000 / TPOT is one "
-            "stream's decode speed); time to readiness = container start until /health answers 200 "
+            "stream's decode speed; — when below a millisecond, a burst the client's clock cannot time); "
+            "mean TPOT (server) = the same from the server's own histogram on /metrics; time to readiness = container start until /health answers 200 "
             "(— when the server was already running); completed/failed = requests the client finished "
             "or got an error for.", ""]
     for r in records:

@@ -6,6 +6,7 @@ import pathlib
 import statistics
 
 from . import results
+from .resolution import resolved_tpot_ms
 from .plan import Run, Sweep, runs
 
 
@@ -58,7 +59,7 @@ def summarize(label: str, sweep: Sweep, loaded: dict[Run, dict | None]) -> Endpo
         cells.append(Cell(
             c, inp,
             Spread.of([d["output_throughput"] for d in served]),
-            Spread.of([1000 / d["median_tpot_ms"] for d in served if d["median_tpot_ms"]]),
+            Spread.of([1000 / d["median_tpot_ms"] for d in served if resolved_tpot_ms(d["median_tpot_ms"])]),
             Spread.of([d["median_ttft_ms"] for d in served]),
             sum(d["failed"] for d in done), sum(d["completed"] + d["failed"] for d in done),
             len(done), len(cell_runs), tuple(r.seed for r in cell_runs)))
@@ -155,7 +156,8 @@ def render(endpoints: list[Endpoint], ceilings: list[float]) -> str:
            f"output {sw.output_len if sw.output_len is not None else 'from the dataset'} tokens, "
            f"{sw.repeats} repeat(s) per cell, base seed {sw.base_seed}. "
            "Each figure: mean over repeats (lowest–highest run). total tok/s: output tokens per second "
-           "over all streams; per-stream tok/s: 1000 / median TPOT; TTFT: median time to first token; "
+           "over all streams; per-stream tok/s: 1000 / median TPOT (— where the median TPOT is below a "
+           "millisecond: the tokens came back to back, a burst the client's clock cannot time); TTFT: median time to first token; "
            "failed: failed/sent requests over all repeats.", ""]
     if len(endpoints) == 1:
         out += single_tables(first)

@@ -5,7 +5,8 @@ request (path, and a JSON body for a POST; the runner adds "model"), the expecta
 (buildtool/smoke/expect.py) split in two: `expect`, what the server must do whatever the
 weights (status, field shapes, streaming), and `answer`, what only a model that answers
 correctly does (`--contract-only` reports those as not judged). For media input, the
-modality it needs. The runner, the table and the JSON report pick it up unchanged.
+modality it needs; `without_key=True` sends it without the API key (and then once more with it).
+The runner, the table and the JSON report pick it up unchanged.
 """
 from __future__ import annotations
 
@@ -33,6 +34,9 @@ class Check:
     # True: what the row proves is the server's contract (its `answer` is a bonus); False: the row
     # exists to judge the answer. Decides the row's verdict when answers are not judged.
     proves_contract: bool = False
+    # True: sent without the API key, expecting `expect` (a 401), then with it, expecting 200. Runs
+    # only when a key is given (OPENAI_API_KEY or --api-key-file).
+    without_key: bool = False
     stream: bool = field(init=False)
 
     def __post_init__(self):
@@ -72,6 +76,9 @@ CHECKS: tuple[Check, ...] = (
           "/health"),
     Check("models", "GET /v1/models lists the served model",
           "/v1/models", expect=(Status(200), ModelListed())),
+    # vLLM's key (--api-key / VLLM_API_KEY) guards the /v1 routes only; /health and /metrics stay open.
+    Check("api-key", "without the API key GET /v1/models answers 401, with it 200 (runs when a key is given)",
+          "/v1/models", expect=(Status(401),), without_key=True),
     # The first generation streams, so the report shows time to first token
     # (the Triton JIT compile of the attention kernel lands on this request).
     Check("stream", "a streamed chat completion sends text deltas and ends with [DONE]",

@@ -10,13 +10,15 @@ import json
 import sys
 from urllib.parse import urlsplit
 
-import requests
+
+from buildtool.status_line import StatusLine
+from contract.verdict import Result, Status
+from tooling import endpoint
 
 from .checks import CHECKS, MODALITIES, takes_audio
-from buildtool.status_line import StatusLine
-from .readiness import wait_ready
-from .report import build_report, format_table
 from .metrics import METRIC_ROWS, metric_rows
+from .readiness import Readiness, wait_ready
+from .report import build_report, format_table
 from .runner import metric_row, read_metrics, run_check, served_models
 
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -38,9 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"run only this check (repeatable): {', '.join([c.name for c in CHECKS] + list(METRIC_ROWS))}")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds to wait for /health to answer 200 (default 600)")
-    parser.add_argument("--connect-grace", type=float, default=120.0,
+    parser.add_argument("--connect-grace", type=float, default=5.0,
                         help="seconds a refused connection counts as 'still starting', before the server "
-                             "first answers (default 120)")
+                             "first answers (default 5: a published container port accepts connections "
+                             "from the start; raise it for a server that binds its port late)")
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between /health polls (default 2)")
     parser.add_argument("--request-timeout", type=float, default=300.0,
                         help="seconds one check may wait for its reply (default 300)")
@@ -48,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="judge only the server's side of the contract (status codes, field shapes, "
                              "streaming, tools and extra keys accepted); report the answers' correctness as "
                              "'not judged' (for a model with random or untrained weights)")
+    endpoint.add_key_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
 
 
@@ -91,13 +95,17 @@ def run(args: argparse.Namespace) -> int:
         if min(args.timeout, args.connect_grace, args.interval, args.request_timeout) <= 0:
             raise UsageError("--timeout, --connect-grace, --interval and --request-timeout must be "
                              "positive seconds")
-    except UsageError as exc:
+        api_key = endpoint.read_api_key(args.api_key_file)
+    except (UsageError, endpoint.ApiKeyError) as exc:
         print(f"smoke: {exc}", file=sys.stderr)
         return 2
-    with requests.Session() as session:
+    with endpoint.session(api_key) as session:
         readiness = wait_ready(session, url, timeout_s=args.timeout, interval_s=args.interval,
                                connect_grace_s=args.connect_grace, status=StatusLine())
-        cards = served_models(session, url, args.request_timeout) if readiness.ready else []
+        cards = []
+        if readiness.ready:
+            status, cards = served_models(session, url, args.request_timeout)
+            readiness = access(status, url, readiness, key_given=api_key is not None)
         model = args.model or (cards[0]["id"] if cards else None)
         max_model_len = next((card.get("max_model_len") for card in cards if card["id"] == model), None)
         max_model_len = max_model_len if isinstance(max_model_len, int) else None
@@ -108,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
                                       max_model_len,
                                       judge_answers=not args.contract_only,
                                       served=[card["id"] for card in cards],
-                                      audio_capable=any(takes_audio(c) for c in cards if c["id"] == model)))
+                                      audio_capable=any(takes_audio(c) for c in cards if c["id"] == model),
+                                      key_given=api_key is not None))
             if metric_names:
                 text, why_not = read_metrics(session, url, args.request_timeout)
                 rows += [metric_row(result) for result in metric_rows(text, why_not, max_model_len, not args.contract_only)
@@ -116,6 +125,15 @@ def run(args: argparse.Namespace) -> int:
     report = build_report(url, model, readiness, rows)
     print(json.dumps(report, indent=2) if args.json else format_table(report))
     return 0 if report["ok"] else 1
+
+
+def access(status: int | None, url: str, readiness: Readiness, key_given: bool) -> Readiness:
+    """/health is open; the API behind a key is not: a 401/403 on GET /v1/models ends the run in
+    one line (every check would fail the same way), naming the key to set or to check."""
+    if status not in (401, 403):
+        return readiness
+    cause = endpoint.status_cause(status, url + "/v1/models", key_given)
+    return Readiness(Result("access", Status.FAIL, cause), readiness.elapsed_s, str(status), readiness.polls)
 
 
 def main(argv: list[str] | None = None) -> int:

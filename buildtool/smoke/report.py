@@ -18,6 +18,8 @@ def build_report(url: str, model: str | None, readiness: Readiness, rows: list[R
         "model": model,
         "ready": readiness.ready,
         "readiness_error": readiness.error,
+        # "ready" when /health never answered 200 in time; "access" when the API behind it refused us
+        "stopped_at": None if readiness.ready else readiness.verdict.name,
         # measured from the start of this command, so it is a lower bound of the load
         "time_to_ready_s": readiness.elapsed_s if readiness.ready else None,
         "first_token": None if first is None else {
@@ -37,7 +39,8 @@ def _detail(check: dict) -> str:
 def format_table(report: dict) -> str:
     lines = [f"smoke test of {report['url']}  model: {report['model'] or '(none listed)'}"]
     if not report["ready"]:
-        lines.append(f"NOT READY: {report['readiness_error']}")
+        lines.append(f"{'NOT READY' if report.get('stopped_at') == 'ready' else 'STOPPED'}: "
+                     f"{report['readiness_error']}")
         return "\n".join(lines)
     lines.append(f"ready after {report['time_to_ready_s']:.1f} s")
     if report["first_token"]:

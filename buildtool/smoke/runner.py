@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import requests
 
 from contract.verdict import Result, Status
+from tooling import endpoint
 
 from .checks import MISSING_AUDIO_EXTRAS, Check
 from .expect import Reply, unsupported_input
@@ -55,11 +56,16 @@ def row(check: Check, status: Status, message: str, fix: str = "", reply: Reply 
 NOT_JUDGED_ANSWER = "the server honours the contract; the answer is not judged (--contract-only)"
 
 
-def applicability(check: Check, modalities: frozenset[str] | None) -> str | None:
+NO_KEY = "no API key given (set $OPENAI_API_KEY or pass --api-key-file): the row runs when one is"
+
+
+def applicability(check: Check, modalities: frozenset[str] | None, key_given: bool = False) -> str | None:
     """Why a check does not apply (a skip reason), or None. None modalities: probe."""
+    if check.without_key and not key_given:
+        return NO_KEY
     if check.needs is None or modalities is None or check.needs in modalities:
         return None
-    listed = ",".join(sorted(modalities)) or "none"
+    listed = ",".join(sorted(modalities)) or "text"
     return f"the served model takes no {check.needs} input (--modalities {listed})"
 
 
@@ -114,13 +120,16 @@ def _read_stream(response: requests.Response, started: float, reply: Reply) -> N
 
 
 def exchange(session: requests.Session, url: str, check: Check, body: dict | None,
-             timeout_s: float) -> Reply:
-    """Send the check's request (`body` as sized); raises requests exceptions on the wire."""
+             timeout_s: float, with_key: bool = True) -> Reply:
+    """Send the check's request (`body` as sized); raises requests exceptions on the wire.
+    with_key=False drops the session's Authorization header for this request."""
     started = time.monotonic()
+    headers = None if with_key else {"Authorization": None}   # requests drops a header set to None
     if body is None:
-        response = session.get(url + check.path, timeout=timeout_s)
+        response = session.get(url + check.path, timeout=timeout_s, headers=headers)
     else:
-        response = session.post(url + check.path, json=body, timeout=timeout_s, stream=check.stream)
+        response = session.post(url + check.path, json=body, timeout=timeout_s, stream=check.stream,
+                                headers=headers)
     reply = Reply(status=response.status_code)
     if check.stream and response.ok:
         _read_stream(response, started, reply)
@@ -149,8 +158,8 @@ def prompt_tokens(session: requests.Session, url: str, body: dict, timeout_s: fl
 def run_check(session: requests.Session, url: str, check: Check, model: str | None,
               modalities: frozenset[str] | None, timeout_s: float,
               max_model_len: int | None = None, judge_answers: bool = True,
-              served: list[str] | None = None, audio_capable: bool = False) -> Row:
-    reason = applicability(check, modalities)
+              served: list[str] | None = None, audio_capable: bool = False, key_given: bool = False) -> Row:
+    reason = applicability(check, modalities, key_given)
     if reason:
         return row(check, Status.SKIP, reason)
     if check.body is not None and served and model not in served:
@@ -165,16 +174,35 @@ def run_check(session: requests.Session, url: str, check: Check, model: str | No
             if sizing.max_tokens is None:
                 return row(check, Status.SKIP, sizing.note, RAISE_CONTEXT)
             body["max_tokens"] = sizing.max_tokens
-        reply = exchange(session, url, check, body, timeout_s)
-    except requests.ConnectionError as exc:
-        what = "connection refused" if "refused" in str(exc).lower() else "connection lost"
-        return row(check, Status.FAIL, f"{what}: the server exited", LOGS_HINT)
+        reply = exchange(session, url, check, body, timeout_s, with_key=not check.without_key)
+        if check.without_key:
+            return key_verdict(check, reply, exchange(session, url, check, body, timeout_s))
     except requests.Timeout:
         return row(check, Status.FAIL, f"no reply within {timeout_s:.0f} s",
                    f"raise --request-timeout, or {LOGS_HINT}")
+    except requests.RequestException as exc:
+        failure = endpoint.wire_failure(exc, url, timeout_s)
+        if failure.final:
+            return row(check, Status.FAIL, failure.message, failure.fix)
+        what = "connection refused" if failure.kind == endpoint.REFUSED else "connection lost"
+        return row(check, Status.FAIL, f"{what}: the server exited", LOGS_HINT)
     judged = verdict(check, reply, model, probing=modalities is None, judge_answers=judge_answers,
                      audio_capable=audio_capable)
     return noted(judged, sizing.note)
+
+
+def key_verdict(check: Check, without: Reply, with_key: Reply) -> Row:
+    """The API key row: the check's expectations (401) on the reply without the key, 200 with it."""
+    for expectation in check.expect:
+        failure = expectation.judge(without, None)
+        if failure:
+            return row(check, Status.FAIL, f"without the key: {failure}",
+                       "start the server with the key (API_KEY_FILE or VLLM_API_KEY)", reply=without)
+    if with_key.status != 200:
+        return row(check, Status.FAIL, f"with the key: HTTP {with_key.status} where 200 was expected",
+                   "check the key in --api-key-file or $OPENAI_API_KEY against the server's", reply=with_key)
+    return row(check, Status.PASS, f"HTTP {without.status} without the key, {with_key.status} with it",
+               reply=with_key)
 
 
 def noted(judged: Row, note: str) -> Row:
@@ -184,13 +212,16 @@ def noted(judged: Row, note: str) -> Row:
     return dataclasses.replace(judged, verdict=dataclasses.replace(judged.verdict, message=message))
 
 
-def served_models(session: requests.Session, url: str, timeout_s: float) -> list[dict]:
-    """The model cards /v1/models lists (id, max_model_len, ...); [] when it lists none or fails."""
+def served_models(session: requests.Session, url: str, timeout_s: float) -> tuple[int | None, list[dict]]:
+    """(GET /v1/models' status, None when the wire failed; the model cards it lists, [] when none)."""
     try:
-        data = session.get(url + "/v1/models", timeout=timeout_s).json().get("data") or []
-    except (requests.RequestException, ValueError, AttributeError):
-        return []
-    return [card for card in data if isinstance(card, dict) and isinstance(card.get("id"), str)]
+        response = session.get(url + "/v1/models", timeout=timeout_s)
+        data = response.json().get("data") or []
+    except requests.RequestException:
+        return None, []
+    except (ValueError, AttributeError):
+        return response.status_code, []
+    return response.status_code, [card for card in data if isinstance(card, dict) and isinstance(card.get("id"), str)]
 
 
 METRIC_PROVES = {"spec-decode": "with a drafter, it drafts: mean acceptance length well above 1.0 (/metrics)",

@@ -34,7 +34,7 @@ def standin_replies() -> list[dict]:
             if reply.events is not None:
                 replies += [{"name": f"{name}:{i}", "model": "chunk", "json": e} for i, e in enumerate(reply.events)]
             elif reply.json is not None:
-                model = "error" if reply.status >= 400 else "models" if check.name == "models" else "chat"
+                model = "error" if reply.status >= 400 else "models" if check.path == "/v1/models" else "chat"
                 replies.append({"name": name, "model": model, "json": reply.json})
     return replies
 

@@ -4,7 +4,9 @@ It runs no model: it answers /health with 503 for `loading_s` seconds (as vLLM d
 while the engine loads), then serves canned, schema-valid replies chosen by what the
 request asks (the smoke test's prompts). `broken={"arithmetic", ...}` makes the reply
 of each named scenario wrong in the way a misconfigured server would be, so every
-smoke check can be seen failing.
+smoke check can be seen failing. `api_key="..."` guards the /v1 routes as vLLM's --api-key does
+(401 without `Authorization: Bearer KEY`; /health, /metrics and /tokenize stay open);
+broken={"api-key"} then lets every request through.
 
 Routes live in a table, `(method, path) -> handler(body) -> StandInResponse`; add one
 with `standin.route("POST", "/v1/completions", handler)`. A StandInResponse with
@@ -20,7 +22,7 @@ import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-SCENARIOS = ("health", "models", "stream", "arithmetic", "fact-capital", "fact-gold",
+SCENARIOS = ("health", "models", "api-key", "stream", "arithmetic", "fact-capital", "fact-gold",
              "tool-calls", "reasoning", "extra-body", "image", "audio")
 KNOWN_CHAT_KEYS = {"model", "messages", "temperature", "max_tokens", "stream", "tools",
                    "tool_choice", "chat_template_kwargs"}
@@ -34,6 +36,7 @@ class StandInResponse:
     done: bool = True               # end the events with `data: [DONE]`
     delay_s: float = 0.0            # wait before the first byte of the body (time to first token)
     text: str | None = None         # a plain-text body instead of JSON (/metrics)
+    burst: bool = False             # send every event in one write, as a server that coalesced its stream
 
 
 def error(status: int, message: str) -> StandInResponse:
@@ -181,7 +184,7 @@ class OpenAIStandIn:
 
     def __init__(self, *, model: str = "standin-model", loading_s: float = 0.0, broken=(),
                  modalities=("image", "audio"), first_token_delay_s: float = 0.0, max_model_len: int = 8192,
-                 audio_extras: bool = True, loading_polls: int = 0):
+                 audio_extras: bool = True, loading_polls: int = 0, api_key: str | None = None):
         unknown = set(broken) - set(SCENARIOS)
         if unknown:
             raise ValueError(f"no such scenario {sorted(unknown)}; scenarios are {SCENARIOS}")
@@ -194,6 +197,8 @@ class OpenAIStandIn:
         self.first_token_delay_s = first_token_delay_s
         self.max_model_len = max_model_len
         self.audio_extras = audio_extras
+        self.api_key = api_key
+        self.authorizations: list[str | None] = []   # each request's Authorization header, as received
         self.requests: list[tuple[str, str, object]] = []   # (method, path, JSON body) as received
         self.routes = {("GET", "/health"): self.health, ("GET", "/v1/models"): self.models,
                        ("POST", "/v1/chat/completions"): self.chat_completions,
@@ -265,8 +270,12 @@ class OpenAIStandIn:
         events.append(chat_chunk(self.model, {}, "stop"))
         return StandInResponse(200, events=events, done=not broken, delay_s=self.first_token_delay_s)
 
-    def handle(self, method: str, path: str, body) -> StandInResponse:
+    def handle(self, method: str, path: str, body, headers=None) -> StandInResponse:
         self.requests.append((method, path, body))
+        self.authorizations.append((headers or {}).get("Authorization"))
+        if self.api_key and path.startswith("/v1") and "api-key" not in self.broken \
+                and (headers or {}).get("Authorization") != f"Bearer {self.api_key}":
+            return StandInResponse(401, {"error": "Unauthorized"})    # vLLM's body for a missing or wrong key
         handler = self.routes.get((method, path))
         if handler is None:
             return error(404, f"no route {method} {path} in the stand-in")
@@ -299,7 +308,7 @@ class OpenAIStandIn:
                     body = json.loads(raw) if raw else None
                 except ValueError:
                     body = raw.decode("utf-8", "replace")
-                standin_reply = standin.handle(method, self.path, body)
+                standin_reply = standin.handle(method, self.path, body, self.headers)
                 write_response(self, standin_reply)
 
             def do_GET(self):
@@ -345,14 +354,24 @@ def write_response(handler: BaseHTTPRequestHandler, reply: StandInResponse) -> N
         time.sleep(reply.delay_s)
         handler.wfile.write(payload)
         return
+    # chunked, one chunk per event, as uvicorn sends vLLM's StreamingResponse
     handler.send_response(reply.status)
     handler.send_header("Content-Type", "text/event-stream")
+    handler.send_header("Transfer-Encoding", "chunked")
     handler.send_header("Connection", "close")
     handler.end_headers()
     time.sleep(reply.delay_s)
-    for event in reply.events:
-        handler.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+
+    def chunk(data: bytes) -> None:
+        handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         handler.wfile.flush()
+    pieces = (f"data: {json.dumps(event)}\n\n".encode() for event in reply.events)
+    if reply.burst:
+        pieces = [b"".join(pieces)]
+    for piece in pieces:
+        chunk(piece)
     if reply.done:
-        handler.wfile.write(b"data: [DONE]\n\n")
+        chunk(b"data: [DONE]\n\n")
+    handler.wfile.write(b"0\r\n\r\n")
+    handler.wfile.flush()
     handler.close_connection = True

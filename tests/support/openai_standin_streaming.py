@@ -6,6 +6,12 @@ engine (a prefill delay per prompt token, then one token every `token_interval_s
 closing usage chunk (`stream_options.include_usage`). Prompt tokens are counted by
 splitting on whitespace, which is exactly what tests/support/word_tokenizer.py produces.
 
+`burst=True` sends every event of a completion in one write, after the decode time has passed:
+what a client sees when the server coalesced its stream (vLLM's API process merges the tokens it
+has not sent yet). `server_tpot_s=T` adds the server's own histogram to /metrics,
+vllm:request_time_per_output_token_seconds, observing T per finished completion, as vLLM does
+from its engine's step times. /tokenize counts a completion prompt's words.
+
 Like vLLM it refuses a request whose prompt plus max_tokens exceed `max_model_len`
 (HTTP 400) and a malformed `cache_salt`; it records every completion request, and counts
 "cache hits": a request whose salt and leading `block_tokens` tokens repeat an earlier
@@ -17,7 +23,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from tests.support.openai_standin import OpenAIStandIn, StandInResponse, error
+from tests.support.openai_standin import OpenAIStandIn, StandInResponse, error, vllm_metrics_text
 
 CACHE_SALT_FORBIDDEN = ("@", "/", "\\", "\0")
 
@@ -45,7 +51,7 @@ def salt_problem(salt) -> str | None:
 class StreamingCompletionsStandIn(OpenAIStandIn):
     def __init__(self, *, max_model_len: int = 4096, token_interval_s: float = 0.004,
                  prefill_s_per_token: float = 0.0001, block_tokens: int = 16, hold_after_salts: int | None = None,
-                 **kwargs):
+                 burst: bool = False, server_tpot_s: float | None = None, **kwargs):
         """`hold_after_salts=N`: requests under an (N+1)-th distinct cache_salt wait until `release()`,
         so a test can stop a sweep between runs without racing it."""
         super().__init__(**kwargs)
@@ -60,7 +66,30 @@ class StreamingCompletionsStandIn(OpenAIStandIn):
         self.cache_hits = 0
         self._seen_blocks: set = set()
         self._lock = threading.Lock()
+        self.burst, self.server_tpot_s = burst, server_tpot_s
+        self.finished = 0
         self.route("POST", "/v1/completions", self.stream_completion)
+        self.route("GET", "/metrics", self.metrics)
+        chat_tokenize = self.routes[("POST", "/tokenize")]
+        self.route("POST", "/tokenize", lambda body: self.tokenize_prompt(body) if isinstance(body, dict)
+                   and isinstance(body.get("prompt"), str) else chat_tokenize(body))
+
+    def tokenize_prompt(self, body) -> StandInResponse:
+        count = len(body["prompt"].split())
+        return StandInResponse(200, {"count": count, "max_model_len": self.max_model_len,
+                                     "tokens": list(range(count)), "token_strs": None})
+
+    def metrics(self, body) -> StandInResponse:
+        text = vllm_metrics_text(self.model)
+        if self.server_tpot_s is not None:
+            name, labels = "vllm:request_time_per_output_token_seconds", f'engine="0",model_name="{self.model}"'
+            with self._lock:
+                n = self.finished
+            text += (f"# HELP {name} Histogram of time_per_output_token_seconds per request.\n"
+                     f"# TYPE {name} histogram\n"
+                     f'{name}_bucket{{{labels},le="+Inf"}} {float(n)}\n'
+                     f"{name}_count{{{labels}}} {float(n)}\n{name}_sum{{{labels}}} {n * self.server_tpot_s}\n")
+        return StandInResponse(200, text=text)
 
     def _record(self, body: dict, prompt_tokens: int, status: int) -> None:
         record = CompletionRecord(body.get("prompt"), prompt_tokens, body.get("max_tokens"),
@@ -91,6 +120,9 @@ class StreamingCompletionsStandIn(OpenAIStandIn):
         self._hold(body.get("cache_salt"))
         self._record(body, prompt_tokens, 200)
         usage = (body.get("stream_options") or {}).get("include_usage")
+        if self.burst:   # decoded first, then delivered at once
+            events = list(self._events(max_tokens, prompt_tokens, usage))
+            return StandInResponse(200, events=events, delay_s=self.prefill_s_per_token * prompt_tokens, burst=True)
         return StandInResponse(200, events=self._events(max_tokens, prompt_tokens, usage),
                                delay_s=self.prefill_s_per_token * prompt_tokens)
 
@@ -115,6 +147,8 @@ class StreamingCompletionsStandIn(OpenAIStandIn):
                    "choices": [{"index": 0, "text": f" w{i % 97}", "logprobs": None,
                                 "finish_reason": "length" if i == max_tokens - 1 else None,
                                 "stop_reason": None}]}
+        with self._lock:
+            self.finished += 1
         if usage:
             yield {"id": "cmpl-standin", "object": "text_completion", "created": created, "model": self.model,
                    "choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": max_tokens,

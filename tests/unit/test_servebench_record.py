@@ -169,6 +169,7 @@ def test_two_records_side_by_side_and_unlike_workloads_refused(tmp_path):
     done = serve("compare", tmp_path / "a", tmp_path / "b.json", "--output", tmp_path / "ab.md")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "ab.md").read_text() == done.stdout == text
+    assert (tmp_path / "ab.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "ab.png" in done.stderr
     other = record.Record.from_dict({**json.loads(b.to_json()),
                                      "workload": {**json.loads(b.to_json())["workload"], "concurrency": 16}})
     (tmp_path / "c.json").write_text(other.to_json())
@@ -221,3 +222,13 @@ def test_a_run_past_its_cap_is_stopped(tmp_path):
                      tmp_path / "log", cap_s=0.5)
     assert rc is None and time.monotonic() - began < 60
     assert drv.execute([sys.executable, "-c", "pass"], "unused", tmp_path / "log", cap_s=60) == 0
+
+
+def test_a_client_tpot_below_a_decode_step_is_not_a_per_stream_rate():
+    """vllm bench serve's TPOT of a burst-delivered stream is microseconds: not a decode step."""
+    burst = record.from_bench_result(bench_result(median_tpot_ms=0.007), label="x", model="m", workload=WORKLOAD,
+                                     readiness_s=None, peak_memory_bytes=None, memory_meaning="m",
+                                     server_mean_tpot_ms=21.5)
+    assert burst.median_tpot_ms is None and burst.server_mean_tpot_ms == 21.5
+    text = record.render([burst])
+    assert "| median TPOT ms | — |" in text and "| mean TPOT ms (server) | 21.5 |" in text

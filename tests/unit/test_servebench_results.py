@@ -105,3 +105,35 @@ def test_report_cli_needs_one_ceiling_per_folder(tmp_path):
     done = serve_report(a, b, "--ceiling", "148.8", "--ceiling", "60.3", "--output", tmp_path / "r.md")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "r.md").read_text() == done.stdout
+
+
+PLOT_SWEEP = Sweep(concurrencies=(1, 2, 4, 8), input_lens=(512, 4096), output_len=128, repeats=2)
+
+
+def plot_folder(tmp_path, name, scale):
+    values = {run: {"out_tok_s": scale * 40 * run.concurrency ** 0.8 * (1 if run.input_len == 512 else 0.6)
+                            * (1 + 0.05 * run.repeat),
+                    "ttft_ms": 80 * run.concurrency * (1 if run.input_len == 512 else 5) / scale}
+              for run in runs(PLOT_SWEEP)}
+    return sweep_folder(tmp_path, name, PLOT_SWEEP, values=values)
+
+
+def test_report_writes_the_ab_plot_beside_the_markdown(tmp_path):
+    a, b = plot_folder(tmp_path, "qat", 1.0), plot_folder(tmp_path, "bf16", 0.7)
+    out = tmp_path / "ab.md"
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "serve"), "report", str(a), str(b), "--output", str(out)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    png = tmp_path / "ab.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"plot written to {png}" in run.stderr
+    single = subprocess.run([sys.executable, str(REPO / "bench" / "serve"), "report", str(a)],
+                            capture_output=True, text=True, timeout=120)
+    assert single.returncode == 0 and (a / "report.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_burst_tpot_gives_no_per_stream_rate(tmp_path):
+    one = Sweep(concurrencies=(1,), input_lens=(512,), output_len=128, repeats=1)
+    folder = sweep_folder(tmp_path, "burst", one, values={r: {"tpot_ms": 0.004} for r in runs(one)})
+    ep = report.load_endpoint(folder)
+    assert ep.cells[0].stream_tok_s is None and ep.cells[0].total_tok_s.mean == 50.0
+    assert "| 1 | 512 | 50.0 | — | 100 | 0/" in report.render([ep], [])

@@ -11,6 +11,16 @@ NAMES = [check.name for check in CHECKS]
 # /metrics rows after the requests: the stand-in serves vLLM's text with no drafter configured
 METRIC_OUTCOMES = {"spec-decode": "skip", "kv-cache": "pass"}
 FAST = ["--interval", "0.05", "--timeout", "10", "--json"]
+KEY = "sk-standin-key-7c1e"   # the stand-ins of this module guard /v1 with it, as `vllm serve --api-key`
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+
+
+def keyed(**kwargs) -> OpenAIStandIn:
+    return OpenAIStandIn(api_key=KEY, **kwargs)
 
 
 def smoke(capsys, url, *args):
@@ -23,13 +33,13 @@ def outcomes(report):
 
 
 def test_the_checks_cover_the_contract():
-    assert NAMES == ["health", "models", "stream", "arithmetic", "fact-capital", "fact-gold",
+    assert NAMES == ["health", "models", "api-key", "stream", "arithmetic", "fact-capital", "fact-gold",
                      "tool-calls", "reasoning", "extra-body", "image", "audio"]
     assert len(set(NAMES)) == len(NAMES)
 
 
 def test_every_check_passes_against_a_correct_server(capsys):
-    with OpenAIStandIn() as standin:
+    with keyed() as standin:
         code, report = smoke(capsys, standin.url)
     assert code == 0 and report["ok"]
     assert outcomes(report) == {**{name: "pass" for name in NAMES}, **METRIC_OUTCOMES}
@@ -37,7 +47,7 @@ def test_every_check_passes_against_a_correct_server(capsys):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_each_check_fails_alone_on_its_broken_reply(capsys, name):
-    with OpenAIStandIn(broken={name}) as standin:
+    with keyed(broken={name}) as standin:
         code, report = smoke(capsys, standin.url)
     assert code == 1 and not report["ok"]
     failed = {n for n, outcome in outcomes(report).items() if outcome == "fail"}
@@ -56,17 +66,18 @@ def test_each_check_fails_alone_on_its_broken_reply(capsys, name):
     ("models", "lists no model"),
     ("stream", "without `data: [DONE]`"),
     ("health", "HTTP 503"),
+    ("api-key", "without the key: HTTP 200 where 401 was expected"),
     ("image", "'Blue.' does not match"),
 ])
 def test_a_failure_says_what_was_found(capsys, name, expected_detail):
-    with OpenAIStandIn(broken={name}) as standin:
+    with keyed(broken={name}) as standin:
         _, report = smoke(capsys, standin.url)
     detail = next(c["message"] for c in report["checks"] if c["name"] == name)
     assert expected_detail in detail
 
 
 def test_media_checks_are_skipped_with_the_servers_reason_when_it_takes_no_such_input(capsys):
-    with OpenAIStandIn(modalities=()) as standin:
+    with keyed(modalities=()) as standin:
         code, report = smoke(capsys, standin.url)
     assert code == 0
     skipped = {c["name"]: c["message"] for c in report["checks"] if c["status"] == "skip"}
@@ -75,7 +86,7 @@ def test_media_checks_are_skipped_with_the_servers_reason_when_it_takes_no_such_
 
 
 def test_named_modalities_skip_without_asking_and_require_what_they_name(capsys):
-    with OpenAIStandIn(modalities=()) as standin:
+    with keyed(modalities=()) as standin:
         code, report = smoke(capsys, standin.url, "--modalities", "text,image")
         sent = [body for _, path, body in standin.requests if path == "/v1/chat/completions"]
     assert code == 1
@@ -84,14 +95,14 @@ def test_named_modalities_skip_without_asking_and_require_what_they_name(capsys)
     assert not any("input_audio" in json.dumps(body) for body in sent)
 
 
-CONTRACT_ONLY = {"health", "models"}
+CONTRACT_ONLY = {"health", "models", "api-key"}
 ANSWERED = [name for name in NAMES if name not in CONTRACT_ONLY]
 
 
 def test_contract_only_reports_wrong_answers_as_not_judged_never_passed(capsys):
     # every answer wrong, as from random weights; the server's side of the contract intact
     wrong = set(ANSWERED) - {"stream", "extra-body"}
-    with OpenAIStandIn(broken=wrong) as standin:
+    with keyed(broken=wrong) as standin:
         code, report = smoke(capsys, standin.url, "--contract-only")
     assert code == 0 and report["ok"]
     rows = {c["name"]: c for c in report["checks"]}
@@ -104,19 +115,19 @@ def test_contract_only_reports_wrong_answers_as_not_judged_never_passed(capsys):
         assert rows[name]["status"] == expected and rows[name]["answer"] == "not judged"
         assert "the answer is not judged (--contract-only)" in rows[name]["message"]
     judged_out = len(ANSWERED) - len(contract_rows)
-    assert report["counts"] == {"pass": 3 + len(contract_rows), "fail": 0, "not judged": judged_out, "skip": 1}
+    assert report["counts"] == {"pass": 4 + len(contract_rows), "fail": 0, "not judged": judged_out, "skip": 1}
 
 
-@pytest.mark.parametrize("name", ["stream", "extra-body", "health", "models"])
+@pytest.mark.parametrize("name", ["stream", "extra-body", "health", "models", "api-key"])
 def test_contract_only_still_fails_a_server_that_breaks_the_contract(capsys, name):
-    with OpenAIStandIn(broken={name}) as standin:
+    with keyed(broken={name}) as standin:
         code, report = smoke(capsys, standin.url, "--contract-only")
     assert code == 1
     assert {n for n, outcome in outcomes(report).items() if outcome == "fail"} == {name}
 
 
 def test_a_reply_without_the_reasoning_field_breaks_the_contract(capsys):
-    with OpenAIStandIn() as standin:
+    with keyed() as standin:
         standin_reply = standin.chat_completions
         def without_reasoning(body):
             reply = standin_reply(body)
@@ -129,7 +140,7 @@ def test_a_reply_without_the_reasoning_field_breaks_the_contract(capsys):
 
 
 def test_a_wrong_model_name_fails_naming_the_served_models_without_sending(capsys):
-    with OpenAIStandIn(model="google/gemma-4-E2B-it") as standin:
+    with keyed(model="google/gemma-4-E2B-it") as standin:
         code, report = smoke(capsys, standin.url, "--model", "gemma-4")
         sent = [path for _, path, _ in standin.requests if path != "/health"]
     assert code == 1
@@ -139,11 +150,11 @@ def test_a_wrong_model_name_fails_naming_the_served_models_without_sending(capsy
         assert rows[name]["status"] == "fail"
         assert "not sent: model 'gemma-4' is not served; the server serves ['google/gemma-4-E2B-it']" \
             in rows[name]["message"]
-    assert sent == ["/v1/models", "/v1/models", "/metrics"]
+    assert sent == ["/v1/models"] * 4 + ["/metrics"]   # the cards, the models row, the api-key row twice
 
 
 def test_the_named_model_must_be_listed_and_is_sent(capsys):
-    with OpenAIStandIn(model="google/gemma-4-E4B-it") as standin:
+    with keyed(model="google/gemma-4-E4B-it") as standin:
         code, report = smoke(capsys, standin.url, "--model", "other/model", "--only", "models")
         assert code == 1
         assert "'other/model' is not listed" in report["checks"][0]["message"]
@@ -154,7 +165,7 @@ def test_the_named_model_must_be_listed_and_is_sent(capsys):
 
 
 def test_a_server_gone_during_the_checks_fails_them_pointing_at_the_logs(capsys):
-    standin = OpenAIStandIn().start()
+    standin = keyed().start()
     standin.route("GET", "/v1/models", lambda body: (standin.stop(), standin.models(body))[1])
     code, report = smoke(capsys, standin.url, "--only", "models", "--only", "arithmetic")
     assert code == 1
@@ -169,9 +180,32 @@ def test_a_server_gone_during_the_checks_fails_them_pointing_at_the_logs(capsys)
 ])
 def test_missing_audio_extras_fail_the_audio_row_only_for_a_model_that_takes_audio(capsys, model, modalities,
                                                                                   status):
-    with OpenAIStandIn(model=model, modalities=modalities, audio_extras=False) as standin:
+    with keyed(model=model, modalities=modalities, audio_extras=False) as standin:
         code, report = smoke(capsys, standin.url, "--only", "audio")
     audio = report["checks"][0]
     assert (code, audio["status"]) == ((1 if status == "fail" else 0), status)
     assert "Please install vllm[audio]" in audio["message"]
     assert ("EXTRAS=audio" in audio["fix"]) is (status == "fail")
+
+
+def test_the_docs_add_a_check_example_holds_under_contract_only(capsys, monkeypatch):
+    """docs/smoke.md's example Check, as written, against a model whose answers are not judged."""
+    import re as regex
+    from pathlib import Path
+    from buildtool.smoke import checks, cli
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "smoke.md").read_text()
+    code = regex.search(r"## Adding a check.*?```python\n(.*?)```", doc, regex.S).group(1)
+    (example,) = eval(code, vars(checks))
+    monkeypatch.setattr(cli, "CHECKS", checks.CHECKS + (example,))
+    with keyed() as standin:     # answers "OK." to a question it does not know: a wrong answer
+        code_only, report = smoke(capsys, standin.url, "--contract-only", "--only", example.name)
+        judged, judged_report = smoke(capsys, standin.url, "--only", example.name)
+    assert code_only == 0 and report["checks"][0]["status"] == "not judged", report["checks"]
+    assert judged == 1 and judged_report["checks"][0]["status"] == "fail"
+
+
+def test_modalities_text_is_named_text_in_the_skip_reason(capsys):
+    with keyed() as standin:
+        code, report = smoke(capsys, standin.url, "--modalities", "text", "--only", "image")
+    assert code == 0
+    assert report["checks"][0]["message"] == "the served model takes no image input (--modalities text)"

@@ -53,7 +53,7 @@ def test_nothing_listening_fails_after_the_connect_grace():
     standin.stop()
     result = wait(url, connect_grace_s=0.3)
     assert not result.ready
-    assert result.error.startswith(f"nothing listens on {url}") and LOGS_HINT in result.error
+    assert result.error.startswith(f"connection refused: nothing listens on {url}") and LOGS_HINT in result.error
 
 
 def test_decide_is_a_pure_judgement_of_the_latest_poll():

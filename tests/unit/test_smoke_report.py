@@ -16,6 +16,11 @@ REPO = Path(__file__).resolve().parents[2]
 FAST = ["--interval", "0.05", "--timeout", "10"]
 
 
+@pytest.fixture(autouse=True)
+def no_api_key(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)   # these servers want none: the api-key row skips
+
+
 def test_json_report_records_time_to_ready_and_first_token(capsys):
     with OpenAIStandIn(loading_s=0.5, first_token_delay_s=0.3) as standin:
         code = main([standin.url, *FAST, "--json"])
@@ -27,7 +32,7 @@ def test_json_report_records_time_to_ready_and_first_token(capsys):
     first = report["first_token"]
     assert first["check"] == "stream"
     assert 0.3 <= first["time_to_first_token_s"] <= first["total_s"]
-    assert report["counts"] == {"pass": len(CHECKS) + 1, "fail": 0, "not judged": 0, "skip": 1}
+    assert report["counts"] == {"pass": len(CHECKS), "fail": 0, "not judged": 0, "skip": 2}
     assert [c["name"] for c in report["checks"]] == [c.name for c in CHECKS] + ["spec-decode", "kv-cache"]
     assert set(report["checks"][0]) == {"name", "status", "message", "fix", "proves", "answer",
                                         "http_status", "elapsed_s", "first_token_s"}
@@ -41,7 +46,7 @@ def test_table_lists_every_check_and_the_verdict(capsys):
     for check in CHECKS:
         assert check.name in table
     assert re.search(r"^fact-gold +FAIL ", table, re.M) and re.search(r"^audio +SKIP ", table, re.M)
-    assert table.rstrip().endswith(f"{len(CHECKS) - 1} passed, 1 failed, 0 not judged, 2 skipped: FAILED")
+    assert table.rstrip().endswith(f"{len(CHECKS) - 2} passed, 1 failed, 0 not judged, 3 skipped: FAILED")
 
 
 def test_a_server_that_never_gets_ready_gives_a_report_without_checks(capsys):
@@ -58,6 +63,8 @@ def test_a_server_that_never_gets_ready_gives_a_report_without_checks(capsys):
     (["--only", "nonsense"], "--only names unknown check(s) ['nonsense']"),
     (["--modalities", "image,video"], "--modalities names ['video']"),
     (["--timeout", "0"], "must be positive seconds"),
+    (["--api-key-file", "/nonexistent/key"], "--api-key-file /nonexistent/key: no such file"),
+    (["--api-key-file", "/dev/null"], "--api-key-file /dev/null: the file is empty"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message):
     run = subprocess.run([sys.executable, "-m", "buildtool.smoke", *args], cwd=REPO,
