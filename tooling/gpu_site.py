@@ -53,7 +53,8 @@ def add_compiled_extension_standins(site: Path) -> list[Path]:
 
 
 def prepare_site(tarball: Path, site: Path) -> dict:
-    """Unpack the package tarball into `site`, add the stand-ins, apply the clamp; the clamp's report."""
+    """Unpack the package tarball into `site`, add the stand-ins, apply the clamp at both its sites
+    (unified attention, encoder attention) as the image's build does; the unified site's report."""
     site.mkdir(parents=True, exist_ok=True)
     if not (site / LAUNCHER).is_file():
         with tarfile.open(tarball) as tar:
@@ -62,10 +63,13 @@ def prepare_site(tarball: Path, site: Path) -> dict:
         raise SiteError(f"{tarball} holds no {LAUNCHER}; expected the vllm package's Python files "
                         "(tooling.vllm_releases.package_tarball)")
     add_compiled_extension_standins(site)
-    report = turing_clamp.apply(site / LAUNCHER).to_dict()
-    if report["outcome"] not in ("applied", "already"):
-        raise SiteError(f"the clamp was not placed in {site / LAUNCHER}: {report['outcome']}: {report['message']}")
-    return report
+    reports = {}
+    for clamp_site in turing_clamp.SITES.values():
+        target = site / "vllm" / clamp_site.target_in_package
+        report = reports[clamp_site.name] = turing_clamp.apply(target, clamp_site).to_dict()
+        if report["outcome"] not in ("applied", "already"):
+            raise SiteError(f"the clamp was not placed in {target}: {report['outcome']}: {report['message']}")
+    return reports["unified"]
 
 
 def python_env(site: Path, fit_table: Path | None = None, **extra: str) -> dict:
