@@ -12,8 +12,8 @@ from typing import Mapping
 
 from contract.verdict import any_failed
 
-from . import linker_cache, preflight, report
-from .checks import driver_floor, parallel, turing_settings
+from . import linker_cache, preflight, report, start_report
+from .checks import cache, driver_floor, parallel, turing_settings
 from .command import server_argv
 from .device import NoDevice, probe_devices, weakest
 from .environment import server_env
@@ -82,9 +82,12 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
         return 1
     if mode == "check":
         return 0
+    stamp_problem = cache.stamp_before_start(settings.vllm_cache_root, settings.skip_checks)
+    if stamp_problem:
+        print(f"vllm-turing: WARN cache: {stamp_problem}", file=sys.stderr)
     print("vllm-turing: exec " + shlex.join(argv_out), flush=True)
     sys.stderr.flush()
-    exec_env = server_env(env)
+    exec_env = {**server_env(env), **start_report.exec_env(elapsed)}
     if driver_floor.compat_applied(results):
         exec_env["LD_LIBRARY_PATH"] = driver_floor.with_compat(env.get("LD_LIBRARY_PATH"))
         print(f"vllm-turing: LD_LIBRARY_PATH={exec_env['LD_LIBRARY_PATH']}", flush=True)

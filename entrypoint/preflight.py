@@ -9,7 +9,7 @@ from typing import Callable, Mapping
 from contract.verdict import Result, warned
 
 from . import environment
-from .checks import (audio, clamp, devices, disk, driver, memory, model, parallel, parsers, port, shm,
+from .checks import (audio, cache, clamp, devices, disk, driver, memory, model, parallel, parsers, port, shm,
                      turing_settings)
 from .device import Device
 from .settings import CHECK_NAMES, Settings
@@ -118,6 +118,7 @@ def plan(settings: Settings, device: Device | None, models: Models, argv: list[s
         "quantization": needs_device("quantization", device, quantization_check(models, argv)),
         "audio": lambda: audio.check_audio(model_config(models.model)),
         "disk": lambda: disk.check_disk(disk_targets(settings)),
+        "cache": lambda: cache.check_cache(settings.vllm_cache_root),
         "shm": lambda: shm.check_shm(parallel_sizes, parallel_sizes.executor(cuda=device is not None),
                                      shm.mq_chunk_mb(env)),
         "memory": lambda: memory.check_memory(model.staged_bytes(models.loaded), read_text(memory.MEMINFO)),

@@ -27,7 +27,7 @@ def test_check_without_gpu_fails_the_device_checks_with_fixes(tmp_path):
     assert lines[0].startswith("vllm-turing preflight, device: none")
     by_name = {line.split()[1]: line for line in lines[1:-1]}
     assert list(by_name) == ["devices", "driver", "torch", "clamp", "fit", "model", "drafter", "parsers",
-                             "quantization", "audio", "disk", "shm", "memory", "port", "env", "parallel"]
+                             "quantization", "audio", "disk", "cache", "shm", "memory", "port", "env", "parallel"]
     for name in ("devices", "driver"):
         assert by_name[name].startswith("FAIL") and " -> fix: " in by_name[name]
     assert by_name["model"].startswith("PASS")
@@ -57,7 +57,7 @@ def serve(tmp_path, env):
     process = subprocess.Popen(
         [sys.executable, "-m", "entrypoint", "--max-lora-rank", "8"], cwd=REPO, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={"PATH": "/usr/bin:/bin", "HOME": "/root", "PYTHONPATH": str(REPO), "STANDIN_RECORD": str(record),
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO), "STANDIN_RECORD": str(record),
              ENV_SERVER_CMD: f"{sys.executable} {tmp_path / 'standin_server.py'}", **env})
     out, err = process.communicate(timeout=60)
     return process, record, out, err
