@@ -10,7 +10,7 @@ import pytest
 from contract.layout import CACHE_STAMP_NAME
 from contract.verdict import Status
 from entrypoint.checks import cache
-from tests.support.entrypoint_cli import REPO, run_entrypoint
+from tests.support.entrypoint_cli import run_entrypoint
 from tests.support.model_files import write_model_dir
 
 OURS = cache.Identity({"vllm": "0.33.0", "torch": "2.14.0", "triton": "3.8.0"}, "a" * 64)
