@@ -1,7 +1,7 @@
 """Where a start's time goes: one line when the server is ready, e.g.
 
-    vllm-turing: started in 135.2 s: preflight 1.2 s, weights 40.3 s, compile 60.1 s, CUDA graphs 20.0 s,
-    other 13.6 s (imports, engine start, memory profiling, KV cache)
+    vllm-turing: started in 135.2 s: preflight 1.2 s, model load 45.3 s (weights 40.3 s), compile 60.1 s, CUDA graphs 20.0 s,
+    other 8.6 s (imports, engine start, memory profiling, KV cache)
 
 The entrypoint passes the preflight's seconds and the container process's start time to the server
 in START_ENV (execve keeps the PID, so the server is the process the container started). The
@@ -93,21 +93,20 @@ def event_of(message: str, at: float, pid: int) -> Event | None:
 class Summary:
     total_s: float
     phases: Mapping[str, float]  # in report order, "preflight" first, "other" last
-    compile_source: str  # "cache", "compiled", or ""
+    notes: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def compile_source(self) -> str:
+        return {COMPILE_NOTES["cache"]: "cache", COMPILE_NOTES["compiled"]: "compiled"}.get(
+            self.notes.get("compile", ""), "")
 
     def line(self) -> str:
-        parts = []
-        for phase, seconds in self.phases.items():
-            label = LABELS.get(phase, phase)
-            note = ""
-            if phase == "compile" and self.compile_source == "cache":
-                note = " (from the cache)"
-            elif phase == "compile" and self.compile_source == "compiled":
-                note = " (compiled, saved to the cache)"
-            elif phase == OTHER:
-                note = f" ({OTHER_NOTE})"
-            parts.append(f"{label} {seconds:.1f} s{note}")
+        parts = [f"{LABELS.get(phase, phase)} {seconds:.1f} s" + (f" ({self.notes[phase]})" if phase in self.notes else "")
+                 for phase, seconds in self.phases.items()]
         return f"vllm-turing: started in {self.total_s:.1f} s: " + ", ".join(parts)
+
+
+COMPILE_NOTES = {"cache": "from the cache", "compiled": "compiled, saved to the cache"}
 
 
 def _per_process_max(values: dict[int, float]) -> float:
@@ -136,24 +135,31 @@ def summarize(events: Iterable[Event], started_at: float, preflight_s: float | N
         elif event.kind == "save":
             saves += 1
     phases: dict[str, float] = {}
+    notes: dict[str, str] = {}
     if preflight_s is not None:
         phases["preflight"] = preflight_s
     # "Model loading" includes the weights: the weights alone where vLLM states no model load (CPU).
-    load = _per_process_max(durations.get("load", {})) or _per_process_max(durations.get("weights", {}))
+    load, weights = _per_process_max(durations.get("load", {})), _per_process_max(durations.get("weights", {}))
     if load:
-        phases["load" if durations.get("load") else "weights"] = load
+        phases["load"] = load
+        if weights:
+            notes["load"] = f"weights {weights:.1f} s"
+    elif weights:
+        phases["weights"] = weights
     # vLLM times its torch.compile where it compiles piecewise (CUDA); on CPU the compile runs
     # inside the warm-up vLLM marks, so the warm-up is the compile phase there.
     compile_s = _per_process_max(durations.get("compile", {})) or _per_process_max(durations.get("warmup", {}))
     if compile_s:
         phases["compile"] = compile_s
+        if hits or saves:
+            notes["compile"] = COMPILE_NOTES["cache" if hits else "compiled"]
     graphs = _per_process_max(durations.get("graphs", {}))
     if graphs:
         phases["graphs"] = graphs
     total = max(ready_at - started_at, 0.0)
     phases[OTHER] = max(total - sum(phases.values()), 0.0)
-    source = "cache" if hits else "compiled" if saves else ""
-    return Summary(total, phases, source)
+    notes[OTHER] = OTHER_NOTE
+    return Summary(total, phases, notes)
 
 
 # --- effects: the entrypoint's side --------------------------------------------------------------

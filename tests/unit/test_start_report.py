@@ -133,8 +133,9 @@ def test_tensor_parallel_workers_count_once_and_a_drafter_adds_to_its_process():
     summary = summarize(events, 0.0, 1.2, 135.0)
     assert summary.phases == {"preflight": 1.2, "load": 45.0, "compile": 60.0, "graphs": 20.0,
                               "other": pytest.approx(8.8)}
-    assert summary.line() == ("vllm-turing: started in 135.0 s: preflight 1.2 s, model load 45.0 s, compile 60.0 s, "
-                              "CUDA graphs 20.0 s, other 8.8 s (imports, engine start, memory profiling, KV cache)")
+    assert summary.line() == ("vllm-turing: started in 135.0 s: preflight 1.2 s, model load 45.0 s (weights 30.0 s), "
+                              "compile 60.0 s, CUDA graphs 20.0 s, "
+                              "other 8.8 s (imports, engine start, memory profiling, KV cache)")
 
 
 def test_other_is_never_negative_and_an_unended_span_counts_nothing():
