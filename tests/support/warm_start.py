@@ -27,7 +27,7 @@ LOADED = re.compile(r"Directly load AOT compilation from path (/\S+)")
 UNLOADABLE = re.compile(r"Compiling model again due to a load failure from (/\S+), reason: (.*)$", re.M)
 REPORT = re.compile(r"vllm-turing: started in (\d+\.\d) s: (.*)$", re.M)
 PHASE = re.compile(r"([A-Za-z][A-Za-z ]*?) (\d+\.\d) s(?: \(([^()]*)\))?(?:, |$)")
-PREFLIGHT = re.compile(r"^checks took (\d+\.\d\d) s", re.M)
+PREFLIGHT = re.compile(r"\bchecks took (\d+\.\d\d) s")
 POLL_S = 0.5
 
 
