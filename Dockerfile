@@ -11,11 +11,13 @@ FROM ${BASE_IMAGE}
 ENV PYTHONPATH=/opt/vllm-turing \
     TURING_CLAMP_FIT_TABLE=/opt/vllm-turing/fit-table.json
 
-# The clamp, applied to the vLLM that `python3` imports, then proven by compiling every
-# launch of the built-in matrix for sm_75 (the Gemma 4 classes and the attention-only families'
-# head sizes 64-256 and query-per-KV ratios; a misfit exits 1, naming the launch, and fails the
-# build). The sm_86 pass (RTX 30xx) adds that target's own numbers to the fit table; the sm_90
-# pass (H100/H200, Gemma 4 only) serves the GPU tier. The preflight on those devices then answers
+# The clamp, applied to the vLLM that `python3` imports (the unified-attention launcher and the
+# encoder-attention launcher), then proven by compiling every launch of the built-in matrix for
+# sm_75 (the Gemma 4 classes at tensor parallel 1, 2 and 4, the attention-only families' head sizes
+# 64-256 and query-per-KV ratios, and the encoder layers of embedding models, BERT-family encoders
+# and multimodal towers; a misfit exits 1, naming the launch, and fails the build). The sm_86 pass
+# (RTX 30xx) adds that target's own numbers to the fit table; the sm_90 pass (H100/H200, Gemma 4
+# only) serves the GPU tier. The preflight on those devices then answers
 # from the table's verdicts. CUDA_VISIBLE_DEVICES is empty so vLLM keeps Triton enabled on a build
 # host without a GPU driver.
 COPY contract/ /opt/vllm-turing/contract/
@@ -23,8 +25,10 @@ COPY patches/ /opt/vllm-turing/patches/
 RUN set -e; \
     export PYTHONDONTWRITEBYTECODE=1; \
     python3 -m patches.turing_clamp apply --json > /opt/vllm-turing/clamp-report.json; \
+    python3 -m patches.turing_clamp apply --site encoder --json > /opt/vllm-turing/clamp-report-encoder.json; \
     python3 -m patches.turing_clamp check; \
-    python3 -m py_compile "$(python3 -c 'import patches.turing_clamp as c; print(c.find_target())')"
+    python3 -m patches.turing_clamp check --site encoder; \
+    python3 -c 'import patches.turing_clamp as c, py_compile; [py_compile.compile(str(c.find_target(s)), doraise=True) for s in c.SITES.values()]'
 # Triton's cache lives in a BuildKit cache mount: a rebuild recompiles only changed kernels,
 # and the 40 MB of compiled kernels stay out of the image.
 RUN --mount=type=cache,id=vllm-turing-fitcheck-triton,target=/root/.triton-fitcheck \
@@ -41,11 +45,13 @@ RUN --mount=type=cache,id=vllm-turing-fitcheck-triton,target=/root/.triton-fitch
 # Optional extra Python packages, installed without changing vLLM, torch or Triton (pinned
 # to the versions the fit check proved; build.py's verification container checks again).
 #   EXTRAS=audio: the audio stack (av, scipy, soundfile, mistral_common[audio])
+# The host's index URLs arrive as BuildKit secrets, never build arguments (they may carry credentials).
 ARG EXTRAS=
-ARG PIP_INDEX_URL=
-ARG PIP_EXTRA_INDEX_URL=
 RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=secret,id=ca,target=/run/secrets/ca \
+    --mount=type=secret,id=pip-index-url,target=/run/secrets/pip-index-url \
+    --mount=type=secret,id=pip-extra-index-url,target=/run/secrets/pip-extra-index-url \
+    --mount=type=secret,id=pip-trusted-host,target=/run/secrets/pip-trusted-host \
     set -e; \
     case "$EXTRAS" in \
       "") exit 0 ;; \
@@ -53,12 +59,25 @@ RUN --mount=type=cache,target=/root/.cache/pip \
       *) echo "EXTRAS=$EXTRAS is not known: use audio, or leave it empty" >&2; exit 2 ;; \
     esac; \
     if [ -s /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi; \
-    [ -n "$PIP_INDEX_URL" ] && export PIP_INDEX_URL || unset PIP_INDEX_URL; \
-    [ -n "$PIP_EXTRA_INDEX_URL" ] && export PIP_EXTRA_INDEX_URL || unset PIP_EXTRA_INDEX_URL; \
+    for v in PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_TRUSTED_HOST; do \
+      f=/run/secrets/$(echo "$v" | tr A-Z_ a-z-); if [ -s "$f" ]; then export "$v=$(cat "$f")"; fi; done; \
     python3 -m pip list --format=freeze 2>/dev/null \
       | grep -iE '^(vllm|torch|torchaudio|torchvision|triton)==' > /tmp/keep.txt; \
     python3 -m pip install --disable-pip-version-check -c /tmp/keep.txt $pkgs; \
     rm -f /tmp/keep.txt
+
+# What the build knows about its own stack, read by the preflight at every start instead of
+# importing torch and vLLM (seconds): the versions, torch's CUDA and arch list, the option table of
+# the server's argument parser (so the exec'd argv is judged with vLLM's own options and aliases),
+# the parser names and the quantization methods' minimum capabilities (imagefacts/).
+COPY imagefacts/ /opt/vllm-turing/imagefacts/
+RUN PYTHONDONTWRITEBYTECODE=1 CUDA_VISIBLE_DEVICES= python3 -m imagefacts write /opt/vllm-turing/image-facts.json
+
+# The units' cache volumes mount here. A named volume starts as a copy of the folder it is mounted
+# on, so these folders, owned by group 0 and writable by it, let the server run as any uid in group
+# 0 (`docker run --user 4242:0`, OpenShift) and still keep its caches.
+RUN mkdir -p /cache/huggingface /cache/vllm /opt/vllm-turing/triton-cache \
+    && chgrp -R 0 /cache /opt/vllm-turing/triton-cache && chmod -R 0775 /cache /opt/vllm-turing/triton-cache
 
 COPY entrypoint/ /opt/vllm-turing/entrypoint/
 # Python imports sitecustomize at every start; it acts only in the server process, where it bounds

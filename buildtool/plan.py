@@ -17,6 +17,7 @@ VERSION = "<vllm-version>"  # the version in help texts
 class BuildOptions:
     """What every build takes from the command line besides its images."""
     ca_cert: Path | None = None  # checked to exist
+    ca_source: str = "--ca-cert"  # where ca_cert came from: the flag, or the host setting that named it
     no_cache: bool = False
     pull: bool = False
 
@@ -68,27 +69,29 @@ def add_os_options(parser, when: str = "") -> None:
     parser.add_argument("--os-image", default=None,
                         help=f"{when}Debian/Ubuntu image with Python >= 3.10 to install vLLM on (default {pins.OS_IMAGE})")
     parser.add_argument("--bootstrap", action="store_true",
-                        help=f"{when}make the OS image with debootstrap + docker import (root, Debian host), "
-                             "for hosts that can pull nothing")
+                        help=f"{when}make the OS image with debootstrap + docker import (root, Debian host) "
+                             "without trying to pull one first (done anyway when the pull fails)")
 
 
 def add_common_options(parser) -> None:
     parser.add_argument("--ca-cert", type=Path, default=None,
-                        help="CA bundle for a TLS-intercepting proxy; reaches pip as a BuildKit secret, never a layer")
+                        help="CA bundle for pip in the build (a TLS-intercepting proxy's); reaches pip as a BuildKit "
+                             "secret, never a layer (default: the host's, from PIP_CERT, pip's cert config, "
+                             "REQUESTS_CA_BUNDLE, SSL_CERT_FILE or the system store)")
     parser.add_argument("--no-cache", action="store_true", help="build every layer anew")
     parser.add_argument("--pull", action="store_true", help="pull a newer base before building")
 
 
-def build_plan(args) -> BuildPlan:
-    options = build_options(args)
+def build_plan(args, host_ca: tuple[Path, str] | None = None) -> BuildPlan:
+    options = build_options(args, host_ca)
     pypi_base = _base_plan(args, options) if args.base == "pypi" else None
     base = pypi_base.tag if pypi_base else args.base or pins.official_base_image(args.vllm_version)
     return BuildPlan(tag=args.tag or pins.image_tag(args.vllm_version), base=base, pypi_base=pypi_base,
                      extras=args.extras, options=options)
 
 
-def base_plan(args) -> BasePlan:
-    return _base_plan(args, build_options(args))
+def base_plan(args, host_ca: tuple[Path, str] | None = None) -> BasePlan:
+    return _base_plan(args, build_options(args, host_ca))
 
 
 def _base_plan(args, options: BuildOptions) -> BasePlan:
@@ -96,8 +99,10 @@ def _base_plan(args, options: BuildOptions) -> BasePlan:
                     os_image=args.os_image, bootstrap=args.bootstrap, options=options)
 
 
-def build_options(args) -> BuildOptions:
-    """A missing CA bundle is bad input, refused before anything is built."""
+def build_options(args, host_ca: tuple[Path, str] | None = None) -> BuildOptions:
+    """A missing CA bundle is bad input, refused before anything is built; without --ca-cert the
+    host's own bundle (`host_ca`, from hostconfig.host_ca_bundle) is the one pip trusts."""
     if args.ca_cert is not None and not args.ca_cert.is_file():
         raise BuildError(f"--ca-cert {args.ca_cert}: no such file; give the PEM bundle your proxy's CA is in", 2)
-    return BuildOptions(ca_cert=args.ca_cert, no_cache=args.no_cache, pull=args.pull)
+    ca_cert, ca_source = (args.ca_cert, "--ca-cert") if args.ca_cert is not None else host_ca or (None, "")
+    return BuildOptions(ca_cert=ca_cert, ca_source=ca_source, no_cache=args.no_cache, pull=args.pull)

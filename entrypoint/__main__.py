@@ -1,6 +1,10 @@
 import os
 import sys
 
-from .cli import main
+from .stop_signals import end_on_stop_signals
+
+end_on_stop_signals()  # before anything slow: `docker stop` during the preflight ends it at once
+
+from .cli import main  # noqa: E402
 
 sys.exit(main(sys.argv[1:], os.environ))

@@ -10,14 +10,17 @@ import sys
 import time
 from typing import Mapping
 
+from contract.layout import ENV_API_KEY
 from contract.verdict import any_failed
 
-from . import linker_cache, preflight, report, start_report
+from . import facts, files, identity, linker_cache, preflight, report, start_report
+from .argv import judge_extra
 from .checks import cache, driver_floor, parallel, turing_settings
 from .command import server_argv
 from .device import NoDevice, probe_devices, weakest
+from .api_key import server_api_key
 from .environment import server_env
-from .settings import SettingsError, parse_settings, validate_for_device
+from .settings import SettingsError, parse_settings, validate_for_device, validate_parser_names
 
 MODES = ("check", "print-command")
 USAGE = "usage: entrypoint check [--json] | print-command [--json] | [extra server args...]"
@@ -38,7 +41,7 @@ def parse_argv(argv: list[str]) -> tuple[str, bool, tuple[str, ...]]:
 
 
 def refuse(message: str, as_json: bool, **fields) -> int:
-    print(f"vllm-turing: {message}", file=sys.stderr)
+    print(f"vllm-turing: {files.shown(message)}", file=sys.stderr)
     if as_json:
         print(json.dumps({"ok": False, "error": message, **fields}))
     return 2
@@ -50,7 +53,17 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
     except UsageError as error:
         return refuse(str(error), "--json" in argv)
     try:
+        env = identity.with_identity(env)
+    except OSError as error:
+        return refuse(f"cannot make a writable HOME under /tmp for uid {os.geteuid()}: {error.strerror}", as_json)
+    try:
         settings = parse_settings(env)
+        loaded = facts.load()
+        server_facts, argv_source = facts.for_argv(loaded)
+        extras = judge_extra(settings.extra_args, container_args,
+                             server_facts.server_parser if server_facts else None)
+        if server_facts is not None:
+            validate_parser_names(settings, server_facts.document["parsers"], set(extras.values))
         try:
             gpus, device_error = probe_devices(), ""
         except NoDevice as error:
@@ -58,10 +71,10 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
         device = weakest(gpus) if gpus else None
         if device is not None:
             validate_for_device(settings, device.cc)
-        problem = turing_settings.settings_problem(env, settings.extra_args + container_args,
-                                                   device.cc if device else None)
+        problem = turing_settings.settings_problem(env, extras, device.cc if device else None)
         if problem:
             raise problem
+        api_key = server_api_key(env, settings.api_key_file)
     except SettingsError as error:
         return refuse(f"bad setting {error}", as_json, variable=error.variable)
     argv_out = server_argv(settings, device, container_args)
@@ -71,7 +84,8 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
     linker_cache.refresh(os.geteuid())
     started = time.perf_counter()
     results = preflight.run_checks(
-        preflight.plan(settings, device, preflight.resolve_models(settings), argv_out, env, gpus),
+        preflight.plan(settings, device, preflight.resolve_models(settings, env), argv_out, env, gpus, extras, loaded,
+                       argv_source),
         settings.skip_checks)
     elapsed = time.perf_counter() - started
     if as_json:
@@ -88,6 +102,8 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
     print("vllm-turing: exec " + shlex.join(argv_out), flush=True)
     sys.stderr.flush()
     exec_env = {**server_env(env), **start_report.exec_env(elapsed)}
+    if api_key is not None:
+        exec_env[ENV_API_KEY] = api_key
     if driver_floor.compat_applied(results):
         exec_env["LD_LIBRARY_PATH"] = driver_floor.with_compat(env.get("LD_LIBRARY_PATH"))
         print(f"vllm-turing: LD_LIBRARY_PATH={exec_env['LD_LIBRARY_PATH']}", flush=True)

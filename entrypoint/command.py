@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from .device import Device
-from .settings import Settings, resolve_dtype
+from .settings import SERVER_CMD, Settings, resolve_dtype
 
 
 def option(flag: str, value) -> list[str]:
@@ -12,7 +12,7 @@ def option(flag: str, value) -> list[str]:
 
 
 def server_argv(settings: Settings, device: Device | None, container_args: tuple[str, ...] = ()) -> list[str]:
-    argv = [*settings.server_cmd, "--model", settings.model]
+    argv = [*SERVER_CMD, "--model", settings.model]
     argv += option("--served-model-name", settings.served_model_name)
     argv += ["--host", settings.host, "--port", str(settings.port)]
     argv += ["--dtype", resolve_dtype(settings.dtype, device.cc if device else None)]

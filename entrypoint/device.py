@@ -76,3 +76,20 @@ def probe_devices(libcuda: str = LIBCUDA) -> list[Device]:
         devices.append(Device(name.value.decode(errors="replace"), (values[0], values[1]), values[2], count.value,
                               ordinal))
     return devices
+
+
+def context_error(ordinal: int = 0, libcuda: str = LIBCUDA) -> str | None:
+    """Whether the driver makes a CUDA context on the device (what torch's first CUDA call does):
+    None when it does, else the driver's error. The device's primary context is retained and released."""
+    try:
+        lib = load_libcuda(libcuda)
+    except NoDevice as error:
+        return str(error)
+    handle, context = ctypes.c_int(), ctypes.c_void_p()
+    for call, args in (("cuInit", (0,)), ("cuDeviceGet", (ctypes.byref(handle), ordinal)),
+                       ("cuDevicePrimaryCtxRetain", (ctypes.byref(context), handle))):
+        code = getattr(lib, call)(*args)
+        if code:
+            return f"{call} failed: {cuda_error(lib, code)}"
+    lib.cuDevicePrimaryCtxRelease(handle)
+    return None

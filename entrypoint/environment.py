@@ -6,6 +6,7 @@ from typing import Mapping
 
 from contract.layout import DEPRECATED_ENV_NAMES
 from contract.verdict import Result, passed, warned
+from .api_key import key_source
 from .settings import ENTRYPOINT_ONLY
 
 NAME = "env"
@@ -30,8 +31,10 @@ def server_env(env: Mapping[str, str]) -> dict[str, str]:
 
 def check_env(env: Mapping[str, str]) -> Result:
     old_names = renamed(env)
+    source = key_source(env)
+    guarded = f"; the /v1 routes require the API key ({source})" if source else "; no API key: /v1 is open to whoever reaches the port"
     if not old_names:
-        return passed(NAME, f"the server starts without the entrypoint's {len(ENTRYPOINT_ONLY)} own settings")
+        return passed(NAME, f"the server starts without the entrypoint's {len(ENTRYPOINT_ONLY)} own settings{guarded}")
     ignored = [old for old, new in old_names if env.get(new, "").strip()]
     return warned(NAME, "deprecated name(s), passed on under the new name for this release only: "
                         + ", ".join(f"{old} is now {new}" for old, new in old_names)

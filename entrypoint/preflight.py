@@ -2,13 +2,18 @@
 (skipped by SKIP_CHECKS with a warning, each timed)."""
 from __future__ import annotations
 
+import os
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from contract.verdict import Result, warned
+from contract.verdict import Result, failed, warned
 
-from . import environment
+from . import environment, hub
+from .argv import Extras, argv_result
+from .device import context_error
+from .facts import Loaded
 from .checks import (audio, cache, clamp, devices, disk, driver, memory, model, parallel, parsers, port, shm,
                      turing_settings)
 from .device import Device
@@ -38,21 +43,26 @@ def needs_device(name: str, device: Device | None, run: Callable[[Device], Check
     return run(device)
 
 
-def torch_check(device: Device) -> Check:
-    def run() -> Result:
-        from .checks.torch_runtime import check_torch  # torch is imported here only
+def torch_check(loaded: Loaded) -> Callable[[Device], Check]:
+    def run(device: Device) -> Result:
+        from .checks import torch_runtime
 
-        return check_torch(device.cc)
-    return run
+        if loaded.facts is not None:
+            return torch_runtime.check_torch_from_facts(loaded.facts.torch, device.cc, context_error(device.ordinal))
+        result = torch_runtime.check_torch(device.cc)  # imports torch: seconds
+        return Result(result.name, result.status, f"{result.message} (torch imported: {loaded.why_not})", result.fix)
+    return lambda device: lambda: run(device)
 
 
-def fit_check(resolved: model.Resolved) -> Callable[[Device], Check | Background]:
+def fit_check(resolved: model.Resolved, tensor_parallel_size: int = 1) -> Callable[[Device], Check | Background]:
+    """The fit check of one rank's attention shapes (TENSOR_PARALLEL_SIZE ranks split the heads)."""
     def run(device: Device) -> Check | Background:
         config = resolved.config_file
         if config is None or resolved.config is None:
             return lambda: warned(clamp.FIT, "not run: the model's config.json is not present or not readable",
                                   "see the model check")
-        return Background(lambda: clamp.start_fit(config, resolved.config, device.cc, device.smem_optin))
+        return Background(lambda: clamp.start_fit(config, resolved.config, device.cc, device.smem_optin,
+                                                  tensor_parallel=tensor_parallel_size))
     return run
 
 
@@ -67,9 +77,38 @@ class Models:
         return [self.model] + ([self.drafter] if self.drafter else [])
 
 
-def resolve_models(settings: Settings) -> Models:
+def hub_problem(name: str, variable: str, value: str, settings: Settings,
+                env: Mapping[str, str]) -> model.Resolved | None:
+    """A model id that is not in the cache, on a host that cannot reach the Hub: refused now, not
+    after the server's download retries."""
+    if settings.hf_offline or os.path.isabs(value) or value.startswith("."):
+        return None
+    down = hub.unreachable(env)
+    if down is None:
+        return None
+    probed, why = down
+    return model.Resolved(None, None, failed(
+        name, f"{variable}={value} is not in the Hugging Face cache {settings.hf_hub_cache} and the Hub cannot be "
+              f"reached ({probed}: {why})",
+        "download the model on a host with network into the mounted HF cache or model directory, or give the "
+        "container network access (HTTPS_PROXY where a proxy is needed)"))
+
+
+def resolve_models(settings: Settings, env: Mapping[str, str] | None = None) -> Models:
     def resolve(name: str, variable: str, value: str) -> model.Resolved:
-        return model.resolve(name, variable, value, settings.hf_hub_cache, settings.hf_offline)
+        def read() -> model.Resolved:
+            found = model.resolve(name, variable, value, settings.hf_hub_cache, settings.hf_offline)
+            if found.path is None and env is not None:
+                return hub_problem(name, variable, value, settings, env) or found
+            return found
+        try:
+            return within(CHECK_DEADLINE_S, read)
+        except Overdue:
+            return model.Resolved(None, None, failed(name, f"{variable}={value}: reading it did not finish in "
+                                                           f"{CHECK_DEADLINE_S:.0f} s", "find what hangs there (a "
+                                                           "network mount, a FIFO)"))
+        except Exception as error:
+            return model.Resolved(None, None, could_not_run(name, error))
     return Models(resolve(model.MODEL, "MODEL", settings.model),
                   resolve(model.DRAFTER, "DRAFTER", settings.drafter) if settings.drafter else None)
 
@@ -87,8 +126,10 @@ def model_config(resolved: model.Resolved) -> dict | None:
     return resolved.config
 
 
-def quantization_check(models: Models, argv: list[str]) -> Callable[[Device], Check]:
-    return lambda device: lambda: turing_settings.check_quantization(model_config(models.model), tuple(argv), device.cc)
+def quantization_check(models: Models, extras: Extras, loaded: Loaded) -> Callable[[Device], Check]:
+    minimum = turing_settings.minimum_from(loaded.facts.quantization if loaded.facts else None)
+    return lambda device: lambda: turing_settings.check_quantization(model_config(models.model), extras, device.cc,
+                                                                     minimum)
 
 
 def parallel_check(settings: Settings, gpus: list[Device], models: Models, env) -> Check | Background:
@@ -99,24 +140,32 @@ def parallel_check(settings: Settings, gpus: list[Device], models: Models, env) 
     return Background(planned) if callable(planned) else (lambda: planned)
 
 
+NOT_JUDGED = Extras({}, judged=False)
+NO_FACTS = Loaded(None, "not read")
+
+
 def plan(settings: Settings, device: Device | None, models: Models, argv: list[str],
-         env: Mapping[str, str], gpus: list[Device] | None = None) -> dict[str, Check | Background]:
+         env: Mapping[str, str], gpus: list[Device] | None = None, extras: Extras = NOT_JUDGED,
+         loaded: Loaded = NO_FACTS, argv_source: str | None = None) -> dict[str, Check | Background]:
     """Every check by name, in report order; `argv` is the server's, `env` the entrypoint's, `gpus`
-    every visible device (default: the one `device`)."""
-    parallel_sizes = shm.parallel_from_argv(argv)
+    every visible device (default: the one `device`); `extras` what the extra words set, judged with
+    the option table from `argv_source`; `loaded` the image facts."""
+    parallel_sizes = shm.Parallel(settings.tensor_parallel_size, settings.pipeline_parallel_size,
+                                  extras.get("distributed_executor_backend"))
     parser_settings = {"TOOL_CALL_PARSER": settings.tool_call_parser, "REASONING_PARSER": settings.reasoning_parser}
     checks = {
         "devices": lambda: devices.check_devices("/dev"),
         "driver": lambda: driver.check_driver(gpu_name=device.name if device else None,
                                               compat_mode=settings.cuda_compat),
-        "torch": needs_device("torch", device, torch_check),
+        "argv": lambda: argv_result(extras, argv_source),
+        "torch": needs_device("torch", device, torch_check(loaded)),
         "clamp": lambda: clamp.check_clamp(),
-        "fit": needs_device("fit", device, fit_check(models.model)),
-        "model": lambda: model.check_model(models.model),
+        "fit": needs_device("fit", device, fit_check(models.model, settings.tensor_parallel_size)),
+        "model": lambda: model.check_model(models.model, settings.max_model_len, model.allow_long(env)),
         "drafter": lambda: model.check_drafter(models.drafter),
         "parsers": lambda: parsers.judge_parsers(parser_settings, models.model),
-        "quantization": needs_device("quantization", device, quantization_check(models, argv)),
-        "audio": lambda: audio.check_audio(model_config(models.model)),
+        "quantization": needs_device("quantization", device, quantization_check(models, extras, loaded)),
+        "audio": lambda: audio.check_audio(model_config(models.model), extras),
         "disk": lambda: disk.check_disk(disk_targets(settings)),
         "cache": lambda: cache.check_cache(settings.vllm_cache_root),
         "shm": lambda: shm.check_shm(parallel_sizes, parallel_sizes.executor(cuda=device is not None),
@@ -130,20 +179,80 @@ def plan(settings: Settings, device: Device | None, models: Models, argv: list[s
     return checks
 
 
+# A check that has not answered by then (a hung network file system, a device that blocks) fails
+# saying so, and the preflight goes on. The torch check imports torch where the image facts are
+# missing (seconds, more on a loaded host); background checks (the fit check's compile, the NCCL
+# probe) keep their own, longer timeouts.
+CHECK_DEADLINE_S = 15.0
+DEADLINES_S = {"torch": 120.0}
+
+
+class Overdue(Exception):
+    pass
+
+
+def within(deadline_s: float, work: Callable[[], object]):
+    """work()'s value, or Overdue when it has not returned within deadline_s (it runs on in a daemon
+    thread, which neither the exec nor the exit waits for)."""
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as error:  # handed to the caller's thread
+            box["error"] = error
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(deadline_s)
+    if thread.is_alive():
+        raise Overdue()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def could_not_run(name: str, error: Exception) -> Result:
+    detail = " ".join(str(error).split())[:200]
+    return failed(name, f"the check could not run: {type(error).__name__}: {detail}",
+                  "report this line with the model's config.json")
+
+
+def guarded(name: str, work: Callable[[], Result], deadline_s: float) -> Result:
+    """The check's result; a check that hangs or raises fails with one line instead."""
+    try:
+        return within(deadline_s, work)
+    except Overdue:
+        return failed(name, f"did not finish in {deadline_s:g} s", f"find what hangs (a network mount, a device "
+                      f"node); SKIP_CHECKS={name} skips it")
+    except Exception as error:
+        return could_not_run(name, error)
+
+
+def collect(name: str, collector: Callable[[], Result]) -> Result:
+    try:
+        return collector()
+    except Exception as error:
+        return could_not_run(name, error)
+
+
 def run_checks(checks: dict[str, Check | Background], skip: tuple[str, ...]) -> list[Result]:
     """Background checks start first; results come in report order, each timed from its start."""
     started_at, collectors = {}, {}
     for name, check in checks.items():
         if isinstance(check, Background) and name not in skip:
             started_at[name] = time.perf_counter()
-            collectors[name] = check.start()
+            try:
+                collectors[name] = check.start()
+            except Exception as error:
+                collectors[name] = lambda result=could_not_run(name, error): result
     results = []
     for name, check in checks.items():
         if name in skip:
             results.append(warned(name, "skipped by SKIP_CHECKS", f"remove {name} from SKIP_CHECKS to run it"))
             continue
         started = started_at.get(name, time.perf_counter())
-        result = collectors[name]() if name in collectors else check()
+        result = (collect(name, collectors[name]) if name in collectors
+                  else guarded(name, check, DEADLINES_S.get(name, CHECK_DEADLINE_S)))
         results.append(Result(result.name, result.status, result.message, result.fix,
-                                   time.perf_counter() - started))
+                              time.perf_counter() - started))
     return results

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from .device import Device
+from .files import shown
 from contract.verdict import Result, Status, any_failed
 
 
@@ -20,10 +21,11 @@ def device_line(device: Device | None, device_error: str) -> str:
 
 def render_text(results: list[Result], elapsed_s: float, device: Device | None, device_error: str) -> str:
     width = max(len(result.name) for result in results)
-    lines = [f"vllm-turing preflight, {device_line(device, device_error)}"]
+    lines = [f"vllm-turing preflight, {shown(device_line(device, device_error))}"]
     for result in results:
-        line = f"{result.status.value.upper():4}  {result.name:{width}}  {result.message}"
-        lines.append(line + (f" -> fix: {result.fix}" if result.fix and result.status is not Status.PASS else ""))
+        line = f"{result.status.value.upper():4}  {result.name:{width}}  {shown(result.message)}"
+        lines.append(line + (f" -> fix: {shown(result.fix)}" if result.fix and result.status is not Status.PASS
+                             else ""))
     tally = counts(results)
     lines.append(f"checks took {elapsed_s:.2f} s: {tally['fail']} failed, {tally['warn']} warned, "
                  f"{tally['pass']} passed")

@@ -10,10 +10,12 @@ import re
 import shlex
 from typing import Mapping
 
-from contract.layout import ENV_SERVER_CMD
+from contract.layout import ENV_API_KEY, ENV_API_KEY_FILE
 
-DEFAULT_SERVER_CMD = ("python3", "-m", "vllm.entrypoints.openai.api_server")
-CHECK_NAMES = ("devices", "driver", "torch", "clamp", "fit", "model", "drafter", "parsers", "quantization", "audio",
+# The one program the entrypoint execs. Nothing in the environment replaces it: the test tiers
+# put a stand-in `vllm` package on PYTHONPATH instead (tests/support/standin_vllm.py).
+SERVER_CMD = ("python3", "-m", "vllm.entrypoints.openai.api_server")
+CHECK_NAMES = ("devices", "driver", "argv", "torch", "clamp", "fit", "model", "drafter", "parsers", "quantization", "audio",
                "disk", "cache", "shm", "memory", "port", "env", "parallel")
 CUDA_COMPAT_MODES = ("auto", "on", "off")
 # Names only this entrypoint reads, to build the server's argv: removed from the server's environment
@@ -21,10 +23,9 @@ CUDA_COMPAT_MODES = ("auto", "on", "off")
 ENTRYPOINT_ONLY = ("MODEL", "SERVED_MODEL_NAME", "HOST", "PORT", "DTYPE", "MAX_MODEL_LEN", "MAX_NUM_SEQS",
                    "GPU_MEMORY_UTILIZATION", "KV_CACHE_DTYPE", "ENFORCE_EAGER", "SPECULATIVE_CONFIG", "DRAFTER",
                    "REASONING_PARSER", "TOOL_CALL_PARSER", "VLLM_EXTRA_ARGS", "SKIP_CHECKS", "CUDA_COMPAT",
-                   "TENSOR_PARALLEL_SIZE", "PIPELINE_PARALLEL_SIZE",
-                   ENV_SERVER_CMD)
+                   "TENSOR_PARALLEL_SIZE", "PIPELINE_PARALLEL_SIZE", ENV_API_KEY_FILE)
 # Names the entrypoint reads that the server (vLLM, huggingface_hub, Triton) reads too: passed on.
-SHARED_WITH_SERVER = ("HOME", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TMPDIR",
+SHARED_WITH_SERVER = (ENV_API_KEY, "HOME", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TMPDIR",
                       "TRITON_CACHE_DIR", "VLLM_CACHE_ROOT", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 
 DTYPES = {"auto": "auto", "half": "float16", "float16": "float16", "bfloat16": "bfloat16",
@@ -33,6 +34,12 @@ DTYPES = {"auto": "auto", "half": "float16", "float16": "float16", "bfloat16": "
 KV_CACHE_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")
+
+# Upper bounds that no real deployment reaches, so a typo (10^30) is refused here; a MAX_MODEL_LEN
+# above the model's own limit is the model check's finding.
+MAX_CONTEXT = 16 * 2**20
+MAX_SEQS = 65536
+MAX_GPUS = 64
 
 BF16_MIN_CC = (8, 0)
 FP8_MIN_CC = (8, 9)
@@ -68,10 +75,10 @@ class Settings:
     vllm_cache_root: str
     extra_args: tuple[str, ...]
     skip_checks: tuple[str, ...]
-    server_cmd: tuple[str, ...]
     cuda_compat: str = "auto"
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
+    api_key_file: str | None = None
 
     @property
     def world_size(self) -> int:
@@ -88,24 +95,21 @@ def _get(env: Mapping[str, str], name: str) -> str | None:
     return value or None
 
 
-def _positive_int(env, name: str, example: str) -> int | None:
+ASCII_INT = re.compile(r"[0-9]{1,12}")  # str.isdigit() and int() take '²' and '١', which vLLM's parser does not
+
+
+def _bounded_int(env, name: str, low: int, high: int, example: str) -> int | None:
     raw = _get(env, name)
     if raw is None:
         return None
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise SettingsError(name, raw, "a positive integer", f"Set {name} to e.g. {example}.")
-    return value
+    if not ASCII_INT.fullmatch(raw) or not low <= int(raw) <= high:
+        raise SettingsError(name, raw, f"an integer from {low} to {high}",
+                            f"Set {name} to e.g. {example}.")
+    return int(raw)
 
 
 def _port(env) -> int:
-    raw = _get(env, "PORT") or "8000"
-    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
-        raise SettingsError("PORT", raw, "an integer from 1 to 65535", "Set PORT to e.g. 8000.")
-    return int(raw)
+    return _bounded_int(env, "PORT", 1, 65535, "8000") or 8000
 
 
 def _utilization(env) -> float | None:
@@ -141,8 +145,18 @@ def _flag(env, name: str) -> bool:
     raise SettingsError(name, raw, "true or false (1/0, yes/no, on/off)", f"Set {name}=true or remove it.")
 
 
-def _absolute_path(env, name: str, default: str) -> str:
+def _text(env, name: str) -> str | None:
+    """A name or path: printable characters only, so no setting can forge a line of the report or
+    a log (a newline, a carriage return, a terminal escape)."""
     raw = _get(env, name)
+    if raw is not None and not raw.isprintable():
+        raise SettingsError(name, raw, "printable characters only (no newline, tab or control character)",
+                            f"Remove the control characters from {name}.")
+    return raw
+
+
+def _absolute_path(env, name: str, default: str | None) -> str | None:
+    raw = _text(env, name)
     if raw is None:
         return default
     if not os.path.isabs(raw):
@@ -150,8 +164,32 @@ def _absolute_path(env, name: str, default: str) -> str:
     return raw
 
 
+HOST_NAME = re.compile(r"[0-9A-Za-z.:_%\[\]-]{1,253}")
+
+
+def _host(env) -> str:
+    raw = _text(env, "HOST") or "0.0.0.0"
+    if not HOST_NAME.fullmatch(raw):
+        raise SettingsError("HOST", raw, "an IP address or host name", "Set HOST to 0.0.0.0 (all addresses) or 127.0.0.1.")
+    return raw
+
+
+PARSER_NAME = re.compile(r"[0-9A-Za-z_.-]{1,64}")
+
+
+def _parser_name(env, name: str) -> str | None:
+    raw = _text(env, name)
+    if raw is not None and not PARSER_NAME.fullmatch(raw):
+        raise SettingsError(name, raw, "a parser name such as gemma4 (letters, digits, _ . -)",
+                            f"Set {name} to one of the names `vllm serve --help=Frontend` lists.")
+    return raw
+
+
 def _argv_words(env, name: str) -> tuple[str, ...]:
     raw = _get(env, name)
+    if raw is not None and not raw.replace("\t", " ").isprintable():
+        raise SettingsError(name, raw, "words on one line (no newline or control character)",
+                            f"Put {name} on one line.")
     if raw is None:
         return ()
     try:
@@ -166,13 +204,16 @@ def _speculative_config(env) -> dict | None:
     if raw is not None:
         try:
             config = json.loads(raw)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser's stack
             config = None
         if not isinstance(config, dict):
             raise SettingsError("SPECULATIVE_CONFIG", raw, "a JSON object such as "
                                 '{"model": "/models/drafter", "num_speculative_tokens": 4}',
                                 "Fix the JSON in SPECULATIVE_CONFIG.")
-    drafter = _get(env, "DRAFTER")
+    if not isinstance(config.get("model", ""), str) or not str(config.get("model", "")).isprintable():
+        raise SettingsError("SPECULATIVE_CONFIG", raw, 'a "model" that is a path or model id (printable text)',
+                            "Fix the model in SPECULATIVE_CONFIG, or set DRAFTER instead.")
+    drafter = _text(env, "DRAFTER")
     if drafter is not None:
         if config.get("model") not in (None, drafter):
             raise SettingsError("DRAFTER", drafter, f"the same model as SPECULATIVE_CONFIG's {config['model']!r}",
@@ -188,7 +229,7 @@ def _device_list(env, name: str, words: tuple[str, ...]) -> None:
     if raw is None or raw.lower() in words:
         return
     items = [item.strip() for item in raw.split(",")]
-    bad = [item for item in items if not (item.isdigit() or re.fullmatch(r"(GPU|MIG)-[0-9A-Za-z/-]+", item))]
+    bad = [item for item in items if not re.fullmatch(r"[0-9]{1,3}|(GPU|MIG)-[0-9A-Za-z/-]+", item)]
     if bad or len(set(items)) != len(items):
         expected = "comma-separated GPU indices or UUIDs, each once" + (f", or {'/'.join(words)}" if words else "")
         raise SettingsError(name, raw, expected, f"Set {name} to e.g. 0,1 (see nvidia-smi -L).")
@@ -207,27 +248,27 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
     """All settings from `env`; raises SettingsError on the first bad value."""
     _device_list(env, "CUDA_VISIBLE_DEVICES", ())
     _device_list(env, "NVIDIA_VISIBLE_DEVICES", ("all", "none", "void"))
-    model = _get(env, "MODEL")
+    model = _text(env, "MODEL")
     if model is None:
         raise SettingsError("MODEL", "", "a local model directory or a Hugging Face model id",
                             "Set MODEL in the env file, e.g. MODEL=/models/gemma-4-E2B-it.")
-    home = _get(env, "HOME") or "/root"
+    home = _absolute_path(env, "HOME", "/root")
     cache_home = _absolute_path(env, "XDG_CACHE_HOME", os.path.join(home, ".cache"))
     hf_home = _absolute_path(env, "HF_HOME", os.path.join(cache_home, "huggingface"))
     return Settings(
         model=model,
-        served_model_name=_get(env, "SERVED_MODEL_NAME"),
-        host=_get(env, "HOST") or "0.0.0.0",
+        served_model_name=_text(env, "SERVED_MODEL_NAME"),
+        host=_host(env),
         port=_port(env),
         dtype=_choice(env, "DTYPE", DTYPES, "auto"),
-        max_model_len=_positive_int(env, "MAX_MODEL_LEN", "16384"),
-        max_num_seqs=_positive_int(env, "MAX_NUM_SEQS", "8"),
+        max_model_len=_bounded_int(env, "MAX_MODEL_LEN", 1, MAX_CONTEXT, "16384"),
+        max_num_seqs=_bounded_int(env, "MAX_NUM_SEQS", 1, MAX_SEQS, "8"),
         gpu_memory_utilization=_utilization(env),
         kv_cache_dtype=_choice(env, "KV_CACHE_DTYPE", KV_CACHE_DTYPES, None),
         enforce_eager=_flag(env, "ENFORCE_EAGER"),
         speculative_config=_speculative_config(env),
-        reasoning_parser=_get(env, "REASONING_PARSER"),
-        tool_call_parser=_get(env, "TOOL_CALL_PARSER"),
+        reasoning_parser=_parser_name(env, "REASONING_PARSER"),
+        tool_call_parser=_parser_name(env, "TOOL_CALL_PARSER"),
         hf_hub_cache=_absolute_path(env, "HF_HUB_CACHE", os.path.join(hf_home, "hub")),
         hf_offline=_flag(env, "HF_HUB_OFFLINE"),
         tmpdir=_absolute_path(env, "TMPDIR", "/tmp"),
@@ -235,10 +276,10 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
         vllm_cache_root=_absolute_path(env, "VLLM_CACHE_ROOT", os.path.join(cache_home, "vllm")),
         extra_args=_argv_words(env, "VLLM_EXTRA_ARGS"),
         skip_checks=_skip_checks(env),
-        server_cmd=_argv_words(env, ENV_SERVER_CMD) or DEFAULT_SERVER_CMD,
         cuda_compat=_choice(env, "CUDA_COMPAT", CUDA_COMPAT_MODES, "auto"),
-        tensor_parallel_size=_positive_int(env, "TENSOR_PARALLEL_SIZE", "2") or 1,
-        pipeline_parallel_size=_positive_int(env, "PIPELINE_PARALLEL_SIZE", "1") or 1,
+        tensor_parallel_size=_bounded_int(env, "TENSOR_PARALLEL_SIZE", 1, MAX_GPUS, "2") or 1,
+        pipeline_parallel_size=_bounded_int(env, "PIPELINE_PARALLEL_SIZE", 1, MAX_GPUS, "1") or 1,
+        api_key_file=_absolute_path(env, ENV_API_KEY_FILE, None),
     )
 
 
@@ -265,3 +306,16 @@ def validate_for_device(settings: Settings, cc: tuple[int, int]) -> None:
     if kv.startswith("fp8") and cc < FP8_MIN_CC:
         raise SettingsError("KV_CACHE_DTYPE", kv, f"auto or float16 on compute capability {cc_text(cc)} "
                             "(an fp8 KV cache needs 8.9 or newer)", "Set KV_CACHE_DTYPE=auto.")
+
+
+def validate_parser_names(settings: Settings, registered: Mapping[str, list[str]], plugins: set[str]) -> None:
+    """TOOL_CALL_PARSER / REASONING_PARSER among the names the image's vLLM registers (`registered`:
+    tool_call and reasoning lists); a parser plugin given in VLLM_EXTRA_ARGS may add its own name."""
+    for variable, value, kind, plugin in (("TOOL_CALL_PARSER", settings.tool_call_parser, "tool_call", "tool_parser_plugin"),
+                                          ("REASONING_PARSER", settings.reasoning_parser, "reasoning",
+                                           "reasoning_parser_plugin")):
+        names = list(registered.get(kind) or [])
+        if value is None or not names or plugin in plugins or value in names:
+            continue
+        raise SettingsError(variable, value, "a parser this vLLM registers: " + ", ".join(names),
+                            f"Set {variable} to one of those, or leave it empty.")

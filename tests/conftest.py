@@ -3,7 +3,7 @@ import pathlib
 
 import pytest
 
-TIERS = {"unit", "image", "serving", "gpu"}
+TIERS = {"unit", "docs", "image", "serving", "gpu"}
 
 
 def pytest_collection_modifyitems(config, items):

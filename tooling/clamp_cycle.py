@@ -14,12 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patches import turing_clamp
-from patches.turing_clamp.placement import plan
+from patches.turing_clamp.placement import ENCODER, UNIFIED, Site, plan
 from tooling import vllm_releases
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE_BEGIN = "<!-- clamp-releases:begin (bench/clamp_releases --write-doc) -->"
 TABLE_END = "<!-- clamp-releases:end -->"
+MEMBERS = {UNIFIED.name: vllm_releases.LAUNCHER_MEMBER, ENCODER.name: vllm_releases.ENCODER_LAUNCHER_MEMBER}
+# The generated table of each site in docs/clamp.md: (begin marker, end marker)
+TABLE_MARKERS = {UNIFIED.name: (TABLE_BEGIN, TABLE_END),
+                 ENCODER.name: ("<!-- clamp-releases-encoder:begin (bench/clamp_releases --write-doc) -->",
+                                "<!-- clamp-releases-encoder:end -->")}
 
 
 @dataclass
@@ -55,23 +60,27 @@ def names(node: ast.AST, ctx: type) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)}
 
 
-def launcher_of(source) -> ast.FunctionDef:
+LAUNCHER_FUNCTIONS = {UNIFIED.name: "unified_attention", ENCODER.name: "context_attention_fwd"}
+
+
+def launcher_of(source, site: Site = UNIFIED) -> ast.FunctionDef:
     tree = ast.parse(source)
-    return next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "unified_attention")
+    return next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == LAUNCHER_FUNCTIONS[site.name])
 
 
-def copy_release(version: str, into: Path) -> Path:
-    """A writable copy of the release's site layout; returns the launcher file in it."""
+def copy_release(version: str, into: Path, site: Site = UNIFIED) -> Path:
+    """A writable copy of the release's site layout; returns the site's launcher file in it."""
     vllm_releases.ensure_release(version)
-    site = into / f"site-{version}"
-    shutil.copytree(vllm_releases.site_dir(version), site)
-    return site / vllm_releases.LAUNCHER_MEMBER
+    copy = into / f"site-{version}"
+    if not copy.exists():
+        shutil.copytree(vllm_releases.site_dir(version), copy)
+    return copy / MEMBERS[site.name]
 
 
-def run_cycle(version: str, workdir: Path) -> Cycle:
-    target = copy_release(version, workdir)
+def run_cycle(version: str, workdir: Path, site: Site = UNIFIED) -> Cycle:
+    target = copy_release(version, workdir, site)
     original = target.read_bytes()
-    placement = plan(original.decode("utf-8"))
+    placement = plan(original.decode("utf-8"), site)
     first = turing_clamp.apply(target)
     patched = target.read_bytes()
     try:
@@ -114,12 +123,14 @@ def markdown_table(cycles: list[Cycle]) -> str:
     return "\n".join(rows) + "\n"
 
 
-def doc_table(doc: str) -> str:
-    """The generated table currently in docs/clamp.md."""
-    start = doc.index(TABLE_BEGIN) + len(TABLE_BEGIN) + 1
-    return doc[start:doc.index(TABLE_END, start)]
+def doc_table(doc: str, site: Site = UNIFIED) -> str:
+    """The site's generated table currently in docs/clamp.md."""
+    begin, end = TABLE_MARKERS[site.name]
+    start = doc.index(begin) + len(begin) + 1
+    return doc[start:doc.index(end, start)]
 
 
-def with_table(doc: str, table: str) -> str:
-    start = doc.index(TABLE_BEGIN) + len(TABLE_BEGIN) + 1
-    return doc[:start] + table + doc[doc.index(TABLE_END, start):]
+def with_table(doc: str, table: str, site: Site = UNIFIED) -> str:
+    begin, end = TABLE_MARKERS[site.name]
+    start = doc.index(begin) + len(begin) + 1
+    return doc[:start] + table + doc[doc.index(end, start):]

@@ -21,10 +21,14 @@ from pathlib import Path
 
 from contract import layout
 from patches import turing_clamp
+from patches.turing_clamp.ranking import ENV_RANKED
 
 REPO = Path(__file__).resolve().parents[1]
 SITE_ENV = "VLLM_TURING_GPU_SITE"
 TABLE_ENV = layout.ENV_FIT_TABLE
+# The fit table compiled for sm_86 (Ampere's limit), kept apart from the sm_75 one: on a GPU of
+# another capability the clamp takes the largest need over every capability a table holds.
+AMPERE_TABLE_ENV = "VLLM_TURING_GPU_FIT_TABLE_SM86"
 LAUNCHER = Path("vllm/v1/attention/ops/triton_unified_attention.py")
 COMPILED_EXTENSIONS = ("_C", "_C_stable_libtorch")
 # The clamp is forced to a Turing GPU's opt-in shared memory; the fit table holds what the
@@ -76,9 +80,9 @@ def python_env(site: Path, fit_table: Path | None = None, **extra: str) -> dict:
     return env
 
 
-def write_fit_table(site: Path, table: Path) -> dict:
-    """Run the fit check for sm_75 on the site's launcher; its JSON report (the table is at `table`)."""
-    command = [sys.executable, "-m", "patches.fitcheck", "--device", "sm75", "--write-table", str(table), "--json"]
+def write_fit_table(site: Path, table: Path, device: str = "sm75") -> dict:
+    """Run the fit check for `device` on the site's launcher; its JSON report (the table is at `table`)."""
+    command = [sys.executable, "-m", "patches.fitcheck", "--device", device, "--write-table", str(table), "--json"]
     done = subprocess.run(command, cwd=REPO, env=python_env(site), capture_output=True, text=True)
     if done.returncode not in (0, 1) or not table.is_file():
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -100,13 +104,14 @@ def ensure_site(scratch: Path) -> Path:
     return site
 
 
-def ensure_fit_table(site: Path, scratch: Path) -> Path:
-    """The fit table: $TURING_CLAMP_FIT_TABLE when it exists, else one written under `scratch`."""
-    given = os.environ.get(TABLE_ENV)
+def ensure_fit_table(site: Path, scratch: Path, device: str = "sm75") -> Path:
+    """The fit table for `device` (sm75: $TURING_CLAMP_FIT_TABLE, sm86: $VLLM_TURING_GPU_FIT_TABLE_SM86)
+    when it exists, else one written under `scratch`."""
+    given = os.environ.get(TABLE_ENV if device == "sm75" else AMPERE_TABLE_ENV)
     if given and Path(given).is_file():
         return Path(given)
-    table = scratch / "fit-table.json"
-    write_fit_table(site, table)
+    table = scratch / ("fit-table.json" if device == "sm75" else f"fit-table-{device}.json")
+    write_fit_table(site, table, device)
     return table
 
 
@@ -121,16 +126,25 @@ def turing_needs(table: Path) -> dict[tuple, dict[int, int]]:
     return needs
 
 
-MODES = {"clamped": str(TURING_LIMIT), "default": None}
+# mode -> (the clamp's forced limit or None, Triton's lowering: None = the GPU's own, "sm75" = Turing's
+# on this GPU, TRITON_OVERRIDE_ARCH: a proxy of Turing code, its shared memory exactly Turing's)
+MODES = {"clamped": (str(TURING_LIMIT), None), "default": (None, None),
+         "clamped-sm75": (str(TURING_LIMIT), "sm75"), "default-sm75": (None, "sm75")}
+OVERRIDE_ENV = "TRITON_OVERRIDE_ARCH"
 
 
 def run_attention(site: Path, table: Path, mode: str, out_dir: Path, timed: bool = False) -> dict:
     """Run every case in a fresh process in `mode` (see MODES); the launches it recorded."""
-    limit = MODES[mode]
-    extra = {layout.ENV_SMEM_LIMIT: limit} if limit else {}
+    limit, lowering = MODES[mode]
+    # default: vLLM's own launches (ranked configurations would apply at any limit, the device's too)
+    extra = {layout.ENV_SMEM_LIMIT: limit} if limit else {ENV_RANKED: ""}
+    env = python_env(site, table, **extra)
+    env.pop(OVERRIDE_ENV, None)
+    if lowering:
+        env[OVERRIDE_ENV] = lowering
     command = [sys.executable, "-m", "tooling.unified_attention_run", "--out", str(out_dir)]
     done = subprocess.run(command + (["--time"] if timed else []), cwd=REPO,
-                          env=python_env(site, table, **extra), capture_output=True, text=True)
+                          env=env, capture_output=True, text=True)
     if done.returncode:
         tail = "\n".join(done.stderr.strip().splitlines()[-15:])
         raise SiteError(f"unified_attention ({mode}) exited {done.returncode}:\n{tail}")

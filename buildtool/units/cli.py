@@ -17,8 +17,8 @@ from buildtool.errors import BuildError
 from buildtool.units.compose import render_compose, render_toolkit_override
 from buildtool.units.quadlet import render_env_file, render_quadlet
 from buildtool.units.spec import (DEFAULT_IMAGE, DEFAULT_LIB_DIR, DEFAULT_MODEL_DIR, ENV_FILE_NAME,
-                                  UNIT_NAME, HostValues, UnitSpec, gpu_indices_from_names, missing_libraries,
-                                  parse_gpus)
+                                  UNIT_NAME, HostValues, UnitSpec, checked_key_file, gpu_indices_from_names,
+                                  missing_libraries, parse_gpus)
 
 QUADLET_UNIT = f"quadlet/{UNIT_NAME}.container"
 ENV_FILE = f"quadlet/{ENV_FILE_NAME}"
@@ -60,6 +60,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image", default=DEFAULT_IMAGE, help=f"image to run (default: {DEFAULT_IMAGE})")
     parser.add_argument("--bind", default="127.0.0.1", help="host address to publish on (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="host port (default: 8000)")
+    parser.add_argument("--api-key-file", metavar="FILE",
+                        help="require an API key: compose mounts FILE as the secret vllm-api-key, Quadlet the podman "
+                             "secret vllm-api-key (podman secret create vllm-api-key FILE), Kubernetes the Secret of "
+                             "that name; API_KEY_FILE names it in the container. FILE is never read: the key is in "
+                             "no unit (default: the wiring is written commented out)")
     parser.add_argument("--dev-root", type=Path, default=Path("/dev"), help=argparse.SUPPRESS)
     kubernetes.add_arguments(parser)
 
@@ -95,12 +100,15 @@ def host_values(args: argparse.Namespace) -> HostValues:
             gpus, every_gpu = (HostValues.gpu_indices if args.defaults else _probe_gpus(args.dev_root)), True
     except ValueError as exc:
         raise BuildError(f"{exc}", exit_code=2) from None
-    if args.defaults:
+    if args.defaults or args.cdi:
+        # --cdi: the Quadlet unit mounts no library (the CDI spec does), and compose's library
+        # directory is read at `up` (NVIDIA_LIB_DIR), not now; nothing to check on this host.
         lib_dir = args.lib_dir or DEFAULT_LIB_DIR
     else:
         lib_dir = _checked_lib_dir(args.lib_dir or os.environ.get("NVIDIA_LIB_DIR") or DEFAULT_LIB_DIR)
     return HostValues(gpu_indices=gpus, every_gpu=every_gpu, host_ipc=args.ipc_host, lib_dir=lib_dir, model_dir=args.model_dir,
-                      image=args.image, bind_address=args.bind, port=args.port)
+                      image=args.image, bind_address=args.bind, port=args.port,
+                      api_key_file=checked_key_file(args.api_key_file))
 
 
 def write(out: Path, files: list[Rendered]) -> list[str]:
@@ -127,11 +135,13 @@ def kubernetes_files(args: argparse.Namespace) -> tuple[list[Rendered], str]:
     except OSError as exc:
         raise BuildError(f"cannot read {env_path}: {exc.strerror}; fix its permissions", exit_code=2) from None
     except ValueError as exc:
-        raise BuildError(f"{env_name}: {exc}; a secret goes in the Secret {kubernetes.HF_SECRET} "
-                         "(docs/fleet.md), never in the env file's ConfigMap", exit_code=2) from None
+        secrets = ", ".join(f"{name} in the Secret {secret}" for name, (secret, _) in kubernetes.SECRET_REFERENCES.items())
+        raise BuildError(f"{env_name}: {exc}; a secret goes in a Secret ({secrets}; docs/fleet.md), "
+                         "never in the env file's ConfigMap", exit_code=2) from None
     summary = (f"kubernetes: {spec.cluster.replicas} replica(s) of {len(spec.host.gpu_indices)} GPU(s), "
                f"{kubernetes.memory_gib(spec)} GiB of memory each, settings from {env_name}")
-    return [Rendered(kubernetes.MANIFEST_PATH, text)], summary
+    return [Rendered(kubernetes.MANIFEST_PATH, text),
+            Rendered(kubernetes.KUSTOMIZATION_PATH, kubernetes.KUSTOMIZATION_TEXT)], summary
 
 
 def run(args: argparse.Namespace) -> int:

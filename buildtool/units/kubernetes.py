@@ -1,8 +1,11 @@
 """Renders the Kubernetes manifests from the same UnitSpec as compose and Quadlet.
 
 One multi-document YAML file: a ConfigMap made from the env file, the cache claim, a Deployment
-(one GPU or one tensor-parallel group per replica) and a Service. The policy the schema cannot
-express (a GPU limit, probes on /health, no secret in plain text, no privileged pod) is
+(one GPU or one tensor-parallel group per replica), a Service and a NetworkPolicy that admits only
+the namespace's own pods. The pods meet the Restricted Pod Security Standard (non-root uid in group
+0, no privilege escalation, every capability dropped, the runtime's default seccomp profile) except
+with `--model-volume hostPath`, which the standard forbids (Baseline then). The policy the schema
+cannot express (a GPU limit, probes on /health, no secret in plain text, no privileged pod) is
 `manifest_problems`, which the renderer applies to its own output and the tests to broken copies.
 """
 from __future__ import annotations
@@ -13,13 +16,24 @@ import math
 import re
 
 from buildtool.errors import BuildError
-from buildtool.units.spec import (CACHE_VOLUMES, CONTAINER_PORT, HEALTH, MODEL_MOUNT, SHM_SIZE,
+from buildtool.units.spec import (API_KEY_PATH, API_KEY_SECRET, CONTAINER_PORT, DROP_CAPABILITIES,
+                                  ENV_API_KEY, HEALTH, MODEL_MOUNT, POD_GID, POD_HOME, POD_UID, SHM_SIZE,
                                   START_TIMEOUT_S, STOP_GRACE_S, UNIT_NAME, ClusterValues, HostValues,
-                                  UnitSpec, parse_gpus)
+                                  UnitSpec, checked_key_file, parse_gpus)
 from entrypoint.checks.memory import staging_need
 from entrypoint.checks.model import ModelProblem, read_model_dir
 
 MANIFEST_PATH = f"kubernetes/base/{UNIT_NAME}.yaml"
+# The base's kustomization, written beside the manifests so that an overlay's `../../base` builds
+# wherever --out puts them.
+KUSTOMIZATION_PATH = "kubernetes/base/kustomization.yaml"
+KUSTOMIZATION_TEXT = f"""\
+# The base: the rendered manifests as they are. Site changes go in an overlay (overlays/gke-t4).
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - {UNIT_NAME}.yaml
+"""
 GPU_RESOURCE = "nvidia.com/gpu"
 MODEL_VOLUMES = ("pvc", "hostPath")
 CONFIG_MAP = f"{UNIT_NAME}-env"
@@ -27,10 +41,14 @@ CACHE_CLAIM = f"{UNIT_NAME}-cache"
 CACHE_CLAIM_SIZE = "20Gi"  # Triton and vLLM caches (tens to hundreds of MB), Hub downloads when not offline
 HF_SECRET = f"{UNIT_NAME}-hf"
 HF_TOKEN = "HF_TOKEN"
+# The Secrets the pods read, by variable: only references are in the manifests, never a value.
+SECRET_REFERENCES = {HF_TOKEN: (HF_SECRET, HF_TOKEN), ENV_API_KEY: (API_KEY_SECRET, API_KEY_SECRET)}
+API_KEY_VOLUME = "api-key"
 HEALTH_PATH = "/health"
 PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
 STARTUP_PERIOD_S = 10
 READINESS_PERIOD_S = 10
+HOME_SIZE = "1Gi"
 PRE_STOP_S = 5  # the Service drops the pod from its endpoints before the server stops taking requests
 # /dev/shm is tmpfs: what the server writes there counts against the pod's memory limit.
 SHM_ALLOWANCE_PER_GPU = 2**30
@@ -103,15 +121,32 @@ def _model_volume(spec: UnitSpec) -> dict:
     return {"name": "models", "persistentVolumeClaim": {"claimName": spec.cluster.model_claim, "readOnly": True}}
 
 
+def _secret_env(spec: UnitSpec) -> list[dict]:
+    """HF_TOKEN, and vLLM's own VLLM_API_KEY unless the key comes as a file: each from its Secret,
+    optional, so a cluster without that Secret starts the server without it."""
+    names = [HF_TOKEN] + ([] if spec.host.api_key_file else [ENV_API_KEY])
+    return [{"name": name, "valueFrom": {"secretKeyRef": {"name": SECRET_REFERENCES[name][0],
+                                                          "key": SECRET_REFERENCES[name][1], "optional": True}}}
+            for name in names]
+
+
 def _container(spec: UnitSpec, memory: str) -> dict:
     gpus = gpus_per_replica(spec)
-    env = [{"name": key, "value": value} for key, value in spec.environment.items()
-           if key not in DEVICE_PLUGIN_OWNS]
-    env.append({"name": HF_TOKEN, "valueFrom": {"secretKeyRef": {"name": HF_SECRET, "key": HF_TOKEN,
-                                                                 "optional": True}}})
+    environment = {**spec.environment, "HOME": POD_HOME,
+                   **(spec.api_key_environment if spec.host.api_key_file else {})}
+    env = [{"name": key, "value": value} for key, value in environment.items() if key not in DEVICE_PLUGIN_OWNS]
+    env += _secret_env(spec)
     mounts = [{"name": "models", "mountPath": MODEL_MOUNT, "readOnly": True}]
-    mounts += [{"name": "cache", "mountPath": target, "subPath": name} for name, target in CACHE_VOLUMES.items()]
+    # One claim, a subPath per cache; the compile caches' subPaths carry the image's version.
+    mounts += [{"name": "cache", "mountPath": target, "subPath": name} for name, target in spec.cache_volumes.items()]
     mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+    mounts.append({"name": "home", "mountPath": POD_HOME})
+    if spec.host.api_key_file:
+        # A Secret volume is a directory of one file per key: subPath makes API_KEY_FILE the file
+        # itself (a subPath is not updated when the Secret changes; vLLM reads the key at start only,
+        # so a new key takes a restart either way: `kubectl rollout restart`).
+        mounts.append({"name": API_KEY_VOLUME, "mountPath": API_KEY_PATH, "subPath": API_KEY_SECRET,
+                       "readOnly": True})
     return {
         "name": "vllm",
         "image": spec.host.image,
@@ -124,7 +159,8 @@ def _container(spec: UnitSpec, memory: str) -> dict:
         "volumeMounts": mounts,
         **_probes(),
         "lifecycle": {"preStop": {"sleep": {"seconds": PRE_STOP_S}}},
-        "securityContext": {"privileged": False, "allowPrivilegeEscalation": False},
+        "securityContext": {"privileged": False, "allowPrivilegeEscalation": False, "runAsNonRoot": True,
+                            "capabilities": {"drop": list(DROP_CAPABILITIES)}},
     }
 
 
@@ -141,15 +177,36 @@ def _pod_spec(spec: UnitSpec, memory: str) -> dict:
         # A Service named vllm-turing would otherwise inject VLLM_TURING_PORT=tcp://... and its
         # siblings, names vLLM warns about (and VLLM_PORT-style names it misreads).
         "enableServiceLinks": False,
+        # The server talks to no Kubernetes API: no token in the pod.
+        "automountServiceAccountToken": False,
+        # Restricted Pod Security Standard: a numeric non-root uid (runAsNonRoot cannot judge a
+        # named USER), group 0 as OpenShift assigns, which owns the claim's files (fsGroup).
+        "securityContext": {"runAsNonRoot": True, "runAsUser": POD_UID, "runAsGroup": POD_GID,
+                            "fsGroup": POD_GID, "fsGroupChangePolicy": "OnRootMismatch",
+                            "seccompProfile": {"type": "RuntimeDefault"}},
         "terminationGracePeriodSeconds": STOP_GRACE_S,
         "containers": [_container(spec, memory)],
         "volumes": [
             _model_volume(spec),
             {"name": "cache", "persistentVolumeClaim": {"claimName": CACHE_CLAIM}},
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": kube_quantity(SHM_SIZE)}},
+            # HOME for the non-root uid: what writes under ~ outside the caches (~/.config/vllm)
+            {"name": "home", "emptyDir": {"sizeLimit": HOME_SIZE}},
+            *([{"name": API_KEY_VOLUME, "secret": {"secretName": API_KEY_SECRET, "defaultMode": 0o440}}]
+              if spec.host.api_key_file else []),
         ],
     })
     return pod
+
+
+def _network_policy() -> dict:
+    """Ingress to the server from pods of its own namespace only (podSelector {} without a
+    namespaceSelector); the kubelet's probes come from the node, which policies always admit."""
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": UNIT_NAME, "labels": LABELS},
+            "spec": {"podSelector": {"matchLabels": LABELS}, "policyTypes": ["Ingress"],
+                     "ingress": [{"from": [{"podSelector": {}}],
+                                  "ports": [{"port": "http", "protocol": "TCP"}]}]}}
 
 
 def manifests(spec: UnitSpec, env: dict[str, str]) -> list[dict]:
@@ -173,13 +230,15 @@ def manifests(spec: UnitSpec, env: dict[str, str]) -> list[dict]:
         {"apiVersion": "v1", "kind": "Service", "metadata": meta,
          "spec": {"type": "ClusterIP", "selector": LABELS,
                   "ports": [{"name": "http", "port": spec.host.port, "targetPort": "http", "protocol": "TCP"}]}},
+        _network_policy(),
     ]
 
 
 def _secret_problems(where: str, name: str, value: str) -> list[str]:
     if SECRET_VALUE.search(value):
         return [f"{where}: {name} carries what looks like a token"]
-    if value and SECRET_NAME.search(name):
+    # NAME_FILE is Docker's convention for the path of a secret's file (API_KEY_FILE): a path, not a secret
+    if value and SECRET_NAME.search(name) and not name.endswith("_FILE"):
         return [f"{where}: {name} is a secret given in plain text"]
     return []
 
@@ -258,7 +317,16 @@ def render_kubernetes(spec: UnitSpec, env: dict[str, str]) -> str:
     if problems := manifest_problems(docs):
         raise ValueError("; ".join(problems))
     cluster = spec.cluster
-    sizing = (f"# memory per replica: {memory_gib(spec)} GiB = staging {cluster.weight_bytes / 2**30:.2f} GiB of "
+    key = (f"# API key: the Secret {API_KEY_SECRET} mounted at {API_KEY_PATH} (API_KEY_FILE); create it with\n"
+           f"#   kubectl create secret generic {API_KEY_SECRET} --from-file={API_KEY_SECRET}={spec.host.api_key_file}\n"
+           if spec.host.api_key_file else
+           f"# API key: VLLM_API_KEY from the Secret {API_KEY_SECRET} when it exists (optional); create it with\n"
+           f"#   kubectl create secret generic {API_KEY_SECRET} --from-file={API_KEY_SECRET}=FILE\n"
+           "# or render with --api-key-file FILE to mount it as a file instead (docs/fleet.md).\n")
+    baseline = ("# hostPath model volume: the pods meet the Baseline Pod Security Standard, not Restricted\n"
+                "# (which forbids hostPath); use a claim (--model-volume pvc) for a Restricted namespace.\n"
+                if cluster.model_volume == "hostPath" else "")
+    sizing = key + baseline + (f"# memory per replica: {memory_gib(spec)} GiB = staging {cluster.weight_bytes / 2**30:.2f} GiB of "
               f"weights (entrypoint/checks/memory.py)\n# plus {SHM_ALLOWANCE_PER_GPU // 2**30} GiB of /dev/shm per GPU; "
               f"{cluster.replicas} replica(s) of {gpus_per_replica(spec)} GPU(s)\n")
     return HEADER + sizing + to_yaml(docs)
@@ -269,7 +337,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Kubernetes", f"--kubernetes writes {MANIFEST_PATH} instead of compose and Quadlet; this host is not "
                       "read, --gpus is the GPUs of one replica (default 1), --image, --port and --model-dir apply")
     group.add_argument("--kubernetes", action="store_true",
-                       help="write Kubernetes manifests (ConfigMap from the env file, cache claim, Deployment, Service)")
+                       help="write Kubernetes manifests (ConfigMap from the env file, cache claim, Deployment, Service, "
+                            "NetworkPolicy) and the base's kustomization.yaml")
     group.add_argument("--replicas", type=int, default=1, help="pods, each with its own GPU(s) (default: 1)")
     group.add_argument("--weights-gib", type=float, metavar="GIB",
                        help="size of the model's .safetensors files; sizes the memory request")
@@ -329,5 +398,6 @@ def spec_from_args(args: argparse.Namespace) -> UnitSpec:
     cluster = ClusterValues(replicas=args.replicas, weight_bytes=_weight_bytes(args),
                             model_volume=args.model_volume, model_claim=args.model_claim,
                             runtime_class=args.runtime_class, node_selector=_node_selector(args.node_selector))
-    host = HostValues(gpu_indices=gpus, model_dir=args.model_dir, image=args.image, port=args.port)
+    host = HostValues(gpu_indices=gpus, model_dir=args.model_dir, image=args.image, port=args.port,
+                      api_key_file=checked_key_file(args.api_key_file))
     return UnitSpec(host, cluster=cluster)

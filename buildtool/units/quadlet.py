@@ -1,9 +1,9 @@
 """Renders the rootless podman Quadlet unit and the env file shared with compose."""
 from __future__ import annotations
 
-from buildtool.units.spec import (CACHE_VOLUMES, CONTAINER_PORT, ENV_FILE_NAME, HEALTH, HEALTH_CMD,
-                                  RESTART_DELAY_S, SHM_SIZE, START_TIMEOUT_S, STOP_GRACE_S, UNIT_NAME,
-                                  Mount, UnitSpec)
+from buildtool.units.spec import (API_KEY_PATH, API_KEY_SECRET, CONTAINER_PORT, DROP_CAPABILITIES,
+                                  ENV_FILE_NAME, HEALTH, HEALTH_CMD, READ_ONLY_NOTE, RESTART_DELAY_S, SHM_SIZE,
+                                  START_TIMEOUT_S, STOP_GRACE_S, UNIT_NAME, Mount, UnitSpec)
 
 CDI_GPU_PREFIX = "nvidia.com/gpu="
 CDI_ALL_GPUS = f"{CDI_GPU_PREFIX}all"
@@ -24,6 +24,20 @@ def podman_path(path: str) -> str:
 
 def _volume(mount: Mount) -> str:
     return f"Volume={podman_path(mount.source)}:{mount.target}{':ro' if mount.read_only else ''}"
+
+
+def _api_key_lines(spec: UnitSpec) -> list[str]:
+    """The podman secret mounted where API_KEY_FILE says; commented out unless a key file was given."""
+    source = spec.host.api_key_file
+    wiring = [f"Secret={API_KEY_SECRET},type=mount,target={API_KEY_PATH}"]
+    wiring += [f"Environment={key}={value}" for key, value in spec.api_key_environment.items()]
+    lines = ["# API key (docs/deploy.md, \"Exposing the server\"): podman mounts the secret where API_KEY_FILE",
+             "# says; the entrypoint hands the key to vLLM in its environment, never in argv; it guards /v1 only.",
+             f"# Create it once: podman secret create {API_KEY_SECRET} {source or 'FILE'}"]
+    if source is None:
+        return lines + ["# then uncomment these two lines (or regenerate with `python3 build.py units --api-key-file FILE`):",
+                        *[f"# {line}" for line in wiring]]
+    return lines + wiring
 
 
 def render_quadlet(spec: UnitSpec) -> str:
@@ -50,11 +64,16 @@ def render_quadlet(spec: UnitSpec) -> str:
     lines += [f"AddDevice={'-' if d.optional else ''}{d.path}" for d in spec.devices]
     lines += [_volume(m) for m in spec.library_mounts]
     lines.append(_volume(spec.model_mount))
-    lines += [f"Volume={UNIT_NAME}-{name}:{target}" for name, target in CACHE_VOLUMES.items()]
+    lines += [f"Volume={UNIT_NAME}-{name}:{target}" for name, target in spec.cache_volumes.items()]
     lines += [f"PublishPort={host.bind_address}:{host.port}:{CONTAINER_PORT}",
+              *_api_key_lines(spec),
               "Ulimit=memlock=-1:-1",
               # Quadlet has no Ipc= key (podman 5.4): host IPC goes through PodmanArgs
               "PodmanArgs=--ipc=host" if host.host_ipc else f"ShmSize={SHM_SIZE}",
+              "# Least privilege, as compose.yaml (measured against the real CPU server in tests/serving).",
+              *[f"DropCapability={cap}" for cap in DROP_CAPABILITIES],
+              "NoNewPrivileges=true",
+              *[f"# {line}" for line in READ_ONLY_NOTE],
               f"HealthCmd={HEALTH_CMD}",
               f"HealthInterval={HEALTH['interval']}",
               f"HealthTimeout={HEALTH['timeout']}",

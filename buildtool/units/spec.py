@@ -10,8 +10,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from contract.layout import STOP_GRACE_S, TRITON_CACHE  # noqa: F401  (STOP_GRACE_S: the units read it here)
-from contract.pins import IMAGE_TAG
+from buildtool.errors import BuildError
+from contract.layout import (API_KEY_PATH, API_KEY_SECRET, ENV_API_KEY, ENV_API_KEY_FILE,  # noqa: F401
+                             STOP_GRACE_S, TRITON_CACHE)  # (API_KEY_SECRET, ENV_API_KEY, STOP_GRACE_S: the units read them here)
+from contract.pins import IMAGE_TAG, VLLM_VERSION
 
 # Debian/Ubuntu's multiarch directory, where the driver packages put libcuda & co.
 DEFAULT_LIB_DIR = "/usr/lib/x86_64-linux-gnu"
@@ -45,16 +47,59 @@ HEALTH_CMD = ("python3 -c 'import os, urllib.request; urllib.request.urlopen("
               f"timeout={HEALTH_PROBE_TIMEOUT_S})'")
 HEALTH = {"interval": "30s", "timeout": "10s", "retries": 3, "start_period": "300s"}
 
-# name -> mount point. The image ships no Triton cache (40 MB, against a 2 MiB budget for the
-# derived layers): the volume keeps the kernels compiled at the first start, so a restart skips the JIT.
-CACHE_VOLUMES = {
-    "hf-cache": "/cache/huggingface",
-    "triton-cache": TRITON_CACHE,
-    "vllm-cache": "/cache/vllm",
+# The caches, each on a named volume (compose, Quadlet) or a subPath of one claim (Kubernetes).
+# The image ships no Triton cache (40 MB, against a 2 MiB budget for the derived layers): the
+# volumes keep what the first start compiled, so a restart skips the JIT. Downloads (HF_HOME) are
+# the same for every image; compiled artifacts belong to one image, so their volumes carry its
+# version (`compile_volumes`, from the image the units are rendered for): an upgrade regenerated
+# with `build.py units` starts on fresh volumes instead of a cache another vLLM/torch/Triton wrote.
+# Another image run on them (VLLM_TURING_IMAGE) is what the preflight's cache stamp reports.
+HF_CACHE = ("hf-cache", "/cache/huggingface")
+VLLM_CACHE_ROOT = "/cache/vllm"
+# What vLLM 0.33.0 and the libraries under it write at start, read from the release's
+# vllm/envs.py: VLLM_CACHE_ROOT holds torch.compile's AOT graphs (torch_compile_cache) and
+# inductor's cache (vLLM points TORCHINDUCTOR_CACHE_DIR under it); VLLM_ASSETS_CACHE and
+# VLLM_XLA_CACHE_PATH default under $XDG_CACHE_HOME/vllm, not under VLLM_CACHE_ROOT, and
+# FlashInfer's JIT, outlines and torch hub default under $XDG_CACHE_HOME too, so XDG_CACHE_HOME
+# goes on the compile volume; CUDA's PTX JIT cache (CUDA_CACHE_PATH, default ~/.nv) likewise;
+# Triton's JIT cache is TRITON_CACHE_DIR (default ~/.triton/cache).
+COMPILE_CACHES = {"triton-cache": TRITON_CACHE, "vllm-cache": VLLM_CACHE_ROOT}
+COMPILE_ENVIRONMENT = {
+    "TRITON_CACHE_DIR": TRITON_CACHE,
+    "VLLM_CACHE_ROOT": VLLM_CACHE_ROOT,
+    "XDG_CACHE_HOME": f"{VLLM_CACHE_ROOT}/xdg",
+    "CUDA_CACHE_PATH": f"{VLLM_CACHE_ROOT}/cuda-jit",
 }
 
 ENV_FILE_NAME = "vllm-turing.env"
 UNIT_NAME = "vllm-turing"
+
+# Least privilege, measured against the real CPU server in the serving tier: vLLM needs no
+# capability (the entrypoint's ldconfig refresh as root writes a root-owned file, which needs none)
+# and never gains privileges through a setuid file.
+DROP_CAPABILITIES = ("ALL",)
+# Why the root filesystem stays writable (a comment in compose and Quadlet; docs/deploy.md has the override).
+READ_ONLY_NOTE = (
+    "No read-only root filesystem: at start the entrypoint, as root, refreshes /etc/ld.so.cache for the",
+    "mounted driver libraries (Triton reads the linker cache before LD_LIBRARY_PATH, and a stale libcuda",
+    "there wins), and the toolkit's hook writes the same file. The server itself runs read-only with a",
+    "tmpfs /tmp (measured on the CPU server, tests/serving); docs/deploy.md shows the override.",
+)
+# The non-root uid the Kubernetes pods run as (Restricted Pod Security Standard), in group 0 as
+# OpenShift assigns: the image reads and writes what it needs as any uid of group 0.
+POD_UID = 2000
+POD_GID = 0
+POD_HOME = "/home/vllm"
+_VERSION_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def image_version(image: str) -> str:
+    """The tag of an image reference (`me/vllm-turing:0.33.0-b2` -> `0.33.0-b2`), the pinned vLLM
+    version for an untagged one or a digest, made safe for a volume name."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    tag = last.rsplit(":", 1)[1] if ":" in last and "@" not in image else VLLM_VERSION
+    return _VERSION_CHARS.sub("-", tag) or VLLM_VERSION
 
 
 @dataclass(frozen=True)
@@ -69,6 +114,10 @@ class HostValues:
     image: str = DEFAULT_IMAGE
     bind_address: str = "127.0.0.1"
     port: int = CONTAINER_PORT
+    # The API key's file on this host (compose secret source; Quadlet: `podman secret create
+    # vllm-api-key FILE`; Kubernetes: the Secret made from it). Never read: the key is in no unit.
+    # None: the wiring is written commented out and the server takes no key.
+    api_key_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -128,16 +177,30 @@ class UnitSpec:
         return Mount(self.host.model_dir, MODEL_MOUNT)
 
     @property
+    def compile_volumes(self) -> dict[str, str]:
+        """name -> mount point of the caches that belong to one image: the name carries its version."""
+        version = image_version(self.host.image)
+        return {f"{name}-{version}": target for name, target in COMPILE_CACHES.items()}
+
+    @property
+    def cache_volumes(self) -> dict[str, str]:
+        return {HF_CACHE[0]: HF_CACHE[1], **self.compile_volumes}
+
+    @property
     def environment(self) -> dict[str, str]:
         """Wiring the units own; user settings go in the env file, which these override."""
         return {
             "NVIDIA_VISIBLE_DEVICES": self.visible_devices,
             "HOST": "0.0.0.0",
             "PORT": str(CONTAINER_PORT),
-            "HF_HOME": CACHE_VOLUMES["hf-cache"],
-            "TRITON_CACHE_DIR": CACHE_VOLUMES["triton-cache"],
-            "VLLM_CACHE_ROOT": CACHE_VOLUMES["vllm-cache"],
+            "HF_HOME": HF_CACHE[1],
+            **COMPILE_ENVIRONMENT,
         }
+
+    @property
+    def api_key_environment(self) -> dict[str, str]:
+        """What the API key's wiring adds: the entrypoint reads the key from this file."""
+        return {ENV_API_KEY_FILE: API_KEY_PATH}
 
 
 def gpu_indices_from_names(names: list[str]) -> tuple[int, ...]:
@@ -165,3 +228,10 @@ def parse_gpus(text: str, present: tuple[int, ...] | None = None) -> tuple[tuple
     if not all(item.isdigit() for item in items) or len(set(items)) != len(items):
         raise ValueError(f"--gpus {text!r}: expected {expected}, each index once")
     return tuple(sorted(int(item) for item in items)), False
+
+
+def checked_key_file(path: str | None) -> str | None:
+    """--api-key-file is written into the units (never read): one line of printable characters."""
+    if path is not None and (not path or not path.isprintable()):
+        raise BuildError(f"--api-key-file {path!r}: expected a file path on one line", exit_code=2)
+    return path

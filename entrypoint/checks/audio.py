@@ -1,18 +1,34 @@
-"""A model with an audio tower needs vLLM's audio extra (av, soundfile, scipy, ...); an image built
-without EXTRAS=audio serves text and then answers every audio request "install vllm[audio]".
-The packages are vLLM's own `audio` extra as its installed metadata lists them."""
+"""A model's audio tower against what the image can do with audio.
+
+Measured in the PyPI base of vLLM 0.33.0 without vLLM's `audio` extra (av, scipy, soundfile, soxr,
+mistral_common[audio]): Gemma 4's multimodal model class imports, transformers' Gemma 4 audio
+feature extractor turns the 30 s of silence vLLM's memory profiling feeds it into features
+(numpy only), and vLLM resamples with torchaudio, a hard dependency. So the tower loads and is
+profiled without the extra. What the extra adds is decoding an audio *file* at request time:
+vLLM tries torchcodec (a hard dependency, but it needs a system FFmpeg), then soundfile, then
+PyAV, and without any of them each audio request answers "Please install vllm[audio]".
+
+Hence the verdict turns on whether the operator asks for audio: `--limit-mm-per-prompt` with an
+audio count above 0 and no decoder fails (every audio request would fail); audio off (count 0,
+or `--language-model-only`) passes; not stated passes, saying that audio input needs the extra.
+"""
 from __future__ import annotations
 
-import importlib.metadata
-import re
-from typing import Callable, Mapping
+import ctypes.util
+import importlib.util
+import json
+from typing import Callable, Mapping, Sequence
 
 from contract.verdict import Result, failed, passed
 
 NAME = "audio"
 AUDIO_CONFIG_KEYS = ("audio_config", "audio_encoder_config", "audio_tower_config")
 AUDIO_MODEL_TYPES = ("whisper", "qwen2_audio", "ultravox", "voxtral")
-EXTRA = re.compile(r"""^\s*([A-Za-z0-9][A-Za-z0-9._-]*).*;.*\bextra\s*==\s*["']audio["']""")
+LIMIT_FLAG = "--limit-mm-per-prompt"
+# vLLM 0.33.0's audio decoders in the order it tries them (vllm/multimodal/media/audio.py)
+DECODERS = ("torchcodec", "soundfile", "av")
+FIX = "build with the audio extra (python3 build.py --extras audio), or turn audio input off: " \
+      "--limit-mm-per-prompt '{\"audio\": 0}' in VLLM_EXTRA_ARGS"
 
 
 def audio_tower(config: Mapping | None) -> str | None:
@@ -25,34 +41,63 @@ def audio_tower(config: Mapping | None) -> str | None:
     return f"model_type {model_type}" if model_type in AUDIO_MODEL_TYPES else None
 
 
-def audio_requirements(requires: list[str] | None) -> list[str]:
-    """The distribution names of vLLM's `audio` extra from its Requires-Dist lines."""
-    return [match.group(1) for match in map(EXTRA.match, requires or []) if match]
+def requested_audio(limit, text_only: bool = False) -> int | None:
+    """The audio items per prompt the server's arguments ask for (0: audio off), or None when they
+    do not say (vLLM then accepts audio). `limit`: the value of `--limit-mm-per-prompt` as the
+    entrypoint's argv parser hands it over (JSON text; the dotted `--limit-mm-per-prompt.audio N`
+    form arrives as the same JSON), `text_only`: `--language-model-only`."""
+    if text_only:
+        return 0
+    if isinstance(limit, str):
+        try:
+            limit = json.loads(limit)
+        except (ValueError, RecursionError):
+            return None  # vLLM refuses it at startup, naming the flag
+    if isinstance(limit, dict) and "audio" in limit:
+        return _count(limit["audio"])
+    return None
 
 
-def judge_audio(config: Mapping | None, required: list[str], installed: Callable[[str], bool]) -> Result:
+def _count(value) -> int | None:
+    if isinstance(value, dict):
+        value = value.get("count")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def judge_audio(config: Mapping | None, decoders: Sequence[str], requested: int | None) -> Result:
+    """`decoders`: the audio decoders this image has, in vLLM's order; `requested`: requested_audio()."""
     tower = audio_tower(config)
     if tower is None:
         return passed(NAME, "the model has no audio tower")
-    missing = [name for name in required if not installed(name)]
-    if missing:
-        return failed(NAME, f"the model has an audio tower ({tower}) but this image lacks vLLM's audio extra "
-                            f"({', '.join(missing)} not installed): audio requests would fail",
-                      "build with EXTRAS=audio (python3 build.py --extras audio)")
-    return passed(NAME, f"the model has an audio tower ({tower}); the audio extra is installed")
+    if requested == 0:
+        return passed(NAME, f"the model has an audio tower ({tower}); audio input is off")
+    if decoders:
+        return passed(NAME, f"the model has an audio tower ({tower}); audio files decode with {decoders[0]}")
+    if requested is not None:
+        return failed(NAME, f"the model has an audio tower ({tower}) and {LIMIT_FLAG} asks for {requested} audio "
+                            "item(s), but this image has no audio decoder (soundfile, PyAV, or torchcodec with a "
+                            "system FFmpeg): every audio request would fail", FIX)
+    return passed(NAME, f"the model has an audio tower ({tower}); vLLM loads it without the audio extra, so text "
+                        "and images serve; audio input needs an image built with --extras audio")
 
 
-def distribution_installed(name: str) -> bool:
-    try:
-        importlib.metadata.distribution(name)
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
+def available_decoders(installed: Callable[[str], bool], ffmpeg: Callable[[], bool]) -> list[str]:
+    """vLLM's audio decoders this image can run: torchcodec only with FFmpeg's libraries."""
+    return [name for name in DECODERS if installed(name) and (name != "torchcodec" or ffmpeg())]
 
 
-def check_audio(config: Mapping | None) -> Result:
-    try:
-        requires = importlib.metadata.requires("vllm")
-    except importlib.metadata.PackageNotFoundError:
-        requires = None
-    return judge_audio(config, audio_requirements(requires), distribution_installed)
+def module_installed(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def ffmpeg_present() -> bool:
+    return ctypes.util.find_library("avcodec") is not None
+
+
+def check_audio(config: Mapping | None, extras=None) -> Result:
+    """`extras`: what the server's extra words set, by dest (entrypoint.argv.Extras), or None."""
+    if audio_tower(config) is None:  # the common case answers without looking at the image
+        return judge_audio(config, [], None)
+    requested = requested_audio(extras.get("limit_mm_per_prompt"), bool(extras.get("language_model_only"))) \
+        if extras is not None else None
+    return judge_audio(config, available_decoders(module_installed, ffmpeg_present), requested)

@@ -15,20 +15,20 @@ import os
 import stat
 from typing import Callable, Mapping
 
+from contract.facts import PACKAGES, installed
 from contract.layout import CACHE_STAMP_NAME, CLAMP_REPORT, FIT_TABLE, IMAGE_FACTS, VERSIONS_REPORT
 from contract.verdict import Result, passed, warned
+from .. import files
 from .disk import existing_ancestor
 
 NAME = "cache"
 STAMP_FORMAT = 1
-PACKAGES = ("vllm", "torch", "triton")
 # Build outputs whose bytes change with the image (the clamp, its proof, the stack's versions).
 IDENTITY_FILES = (VERSIONS_REPORT, FIT_TABLE, CLAMP_REPORT, IMAGE_FACTS)
+IDENTITY_CAP = 16 * files.MiB
 STAMP_MAX_BYTES = 64 * 1024
 PER_IMAGE = ("give each image version its own cache volume, or empty this one "
              "(docker compose down -v drops the volumes)")
-_KINDS = {stat.S_IFREG: "a regular file", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
-          stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFLNK: "a symlink"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,37 +64,24 @@ class CacheState:
     stamp_problem: str = ""  # set when a stamp exists but cannot be read as one
 
 
-def _read_small(path: str) -> bytes | None:
-    """A regular file's bytes (None if absent, not regular or large); never blocks on a FIFO."""
+def _content(path: str) -> bytes | None:
+    """A build report's bytes, None where it is absent or not a readable regular file."""
     try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > 16 * 2**20:
-            return None
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as handle:
-            return handle.read()
-    except OSError:
+        return files.read_bytes(path, path, IDENTITY_CAP)
+    except files.FileProblem:
         return None
 
 
 def installed_versions() -> dict[str, str | None]:
     """vllm/torch/triton from the installed distributions' metadata (no import of the packages)."""
-    from importlib import metadata
-
-    out = {}
-    for package in PACKAGES:
-        try:
-            out[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            out[package] = None
-    return out
+    return {package: installed(package) for package in PACKAGES}
 
 
 def image_identity(files=IDENTITY_FILES, versions_file: str = VERSIONS_REPORT,
                    fallback: Callable[[], dict] = installed_versions) -> Identity:
     """The versions the build recorded (versions.json; the installed metadata where the build wrote
     none, as in the CPU vehicle) and a digest of the versions and of every identity file present."""
-    raw = _read_small(versions_file)
+    raw = _content(versions_file)
     try:
         recorded = json.loads(raw) if raw is not None else None
     except ValueError:
@@ -102,7 +89,7 @@ def image_identity(files=IDENTITY_FILES, versions_file: str = VERSIONS_REPORT,
     versions = {p: recorded.get(p) for p in PACKAGES} if isinstance(recorded, dict) else fallback()
     digest = hashlib.sha256(json.dumps(versions, sort_keys=True).encode())
     for path in files:
-        content = _read_small(path)
+        content = _content(path)
         if content is not None:
             digest.update(f"\0{os.path.basename(path)}\0{len(content)}\0".encode())
             digest.update(content)
@@ -114,26 +101,16 @@ def stamp_path(root: str) -> str:
 
 
 def _read_stamp(root: str) -> tuple[Identity | None, str]:
+    """The stamp's identity, or why it is unreadable ("" with None: no stamp)."""
     path = stamp_path(root)
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None, ""
-    except OSError as error:
-        return None, error.strerror or str(error)
-    if not stat.S_ISREG(info.st_mode):
-        return None, f"it is {_KINDS.get(stat.S_IFMT(info.st_mode), 'not a regular file')}"
-    if info.st_size > STAMP_MAX_BYTES:
-        return None, f"{info.st_size} bytes, not a stamp"
-    raw = _read_small(path)
-    if raw is None:
-        return None, "cannot be read"
     try:
-        data = json.loads(raw)
-    except ValueError:
-        return None, "not JSON"
-    identity = Identity.from_dict(data.get("image") if isinstance(data, dict) else None)
-    return (identity, "") if identity else (None, "not a stamp of this format")
+        data = files.read_object(path, CACHE_STAMP_NAME, STAMP_MAX_BYTES)
+    except files.FileProblem as problem:
+        return None, str(problem)
+    identity = Identity.from_dict(data.get("image"))
+    return (identity, "") if identity else (None, f"{CACHE_STAMP_NAME} is not a stamp of this format")
 
 
 def _unwritable_why(path: str) -> str:
@@ -155,7 +132,7 @@ def inspect(root: str) -> CacheState:
     except OSError as error:
         return CacheState(error.strerror or "unreadable", False, error.strerror or str(error))
     if not stat.S_ISDIR(info.st_mode):
-        return CacheState(_KINDS.get(stat.S_IFMT(info.st_mode), "not a directory"), False, "not a directory")
+        return CacheState(files.kind(info.st_mode), False, "not a directory")
     why = _unwritable_why(root)
     try:
         with os.scandir(root) as entries:
@@ -175,7 +152,7 @@ def judge(root: str, state: CacheState, ours: Identity) -> Result:
         return warned(NAME, f"{where} is not writable ({state.unwritable_why}): every start compiles afresh",
                       "mount a writable volume at VLLM_CACHE_ROOT")
     if state.stamp_problem:
-        return warned(NAME, f"{where}: its stamp {CACHE_STAMP_NAME} is unreadable ({state.stamp_problem}); "
+        return warned(NAME, f"{where}: its stamp is unreadable ({state.stamp_problem}); "
                             f"the server stamps it for this image at start ({ours.describe()})",
                       f"nothing, unless it stays: then remove {stamp_path(root)}")
     if state.stamp is None and state.has_files:

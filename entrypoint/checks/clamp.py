@@ -31,13 +31,17 @@ def check_clamp(module: str = "patches.turing_clamp") -> Result:
         clamp = importlib.import_module(module)
     except ImportError as error:
         return failed(CLAMP, f"{module} is not importable ({error})", REBUILD)
-    try:
-        report = clamp.check(clamp.find_target()).to_dict()
+    try:  # both launchers: unified attention and encoder attention
+        reports = [clamp.check(clamp.find_target(site), site).to_dict() for site in clamp.SITES.values()]
     except Exception as error:  # the clamp's own refusals (no vLLM, unknown launcher) are the finding
         return failed(CLAMP, f"the clamp check could not run: {error}".splitlines()[0], REBUILD)
+    wrong = [report for report in reports if report.get("outcome") not in CLAMP_OK]
+    if not wrong:
+        where = ", ".join(Path(str(report.get("file"))).name for report in reports)
+        return passed(CLAMP, f"clamp {'/'.join(sorted({r['outcome'] for r in reports}))} in {where} "
+                             f"(vLLM {reports[0].get('vllm_version')})")
+    report = wrong[0]
     where = f"{report.get('file')} (vLLM {report.get('vllm_version')})"
-    if report.get("outcome") in CLAMP_OK:
-        return passed(CLAMP, f"clamp {report['outcome']} in {where}")
     return failed(CLAMP, f"clamp {report.get('outcome')} in {where}: {report.get('message', '')}".rstrip(": "),
                   "vLLM was reinstalled over the patched one: do not pip install vllm into the image; rebuild it")
 
@@ -96,10 +100,12 @@ def _sources(known_table: dict | None) -> str:
 
 
 def fit_command(model_config: str, cc: tuple[int, int], limit: int, fit_table: str | None,
-                module: str = FIT_MODULE) -> list[str]:
+                module: str = FIT_MODULE, tensor_parallel: int = 1) -> list[str]:
     """The fit check's argv; `fit_table` is the image's fit table when it exists, else None."""
     command = [sys.executable, "-m", module, "--model-config", model_config,
                "--cc", str(cc[0] * 10 + cc[1]), "--limit", str(limit), "--json"]
+    if tensor_parallel != 1:
+        command += ["--tensor-parallel-size", str(tensor_parallel)]
     return command + (["--known-table", fit_table] if fit_table else [])
 
 
@@ -122,21 +128,21 @@ def code_root(module: str) -> str | None:
 
 
 def start_fit(model_config: str, config: dict, cc: tuple[int, int], limit: int,
-              module: str = FIT_MODULE) -> Callable[[], Result]:
+              module: str = FIT_MODULE, tensor_parallel: int = 1) -> Callable[[], Result]:
     """Answers from the fit table's verdicts for `config` (the parsed `model_config`, as the model
-    check read it) or starts the fit check on `model_config` in a subprocess (torch and vLLM imports
-    take seconds, so it runs while the other checks do); the returned callable waits for it and
-    judges its report."""
+    check read it; one rank's shapes of `tensor_parallel` ranks) or starts the fit check on
+    `model_config` in a subprocess (torch and vLLM imports take seconds, so it runs while the other
+    checks do); the returned callable waits for it and judges its report."""
     root = code_root(module)
     if root is None:
         return lambda: failed(FIT, f"{module} is not installed for {sys.executable}", REBUILD)
     table = _env(layout.ENV_FIT_TABLE) or layout.FIT_TABLE
-    found = lookup_fit(table, config, model_config, cc, limit)
+    found = lookup_fit(table, config, model_config, cc, limit, tensor_parallel)
     if found is not None and found.hit:
         return lambda: judge_lookup(found, cc, limit)
     if found is not None and found.unproven:
-        return lambda: warned(FIT, f"not proven: {found.miss}", "the clamp covers only attention; watch the first "
-                              "request's log for OutOfResources on this device")
+        return lambda: warned(FIT, f"not proven: {found.miss}", "the clamp covers vLLM's Triton attention "
+                              "kernels only; watch the first request's log for OutOfResources on this device")
     if found is not None and found.unreadable:
         # vLLM may still serve it (transformers fills what the file leaves out); the full check
         # would stop on the same field, so it is not started
@@ -144,7 +150,7 @@ def start_fit(model_config: str, config: dict, cc: tuple[int, int], limit: int,
                               "layers; watch the first request's log for OutOfResources and report the config.json")
     fallback = found.miss if found is not None else "patches.fitcheck.lookup is not importable"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-    command = fit_command(model_config, cc, limit, table if os.path.isfile(table) else None, module)
+    command = fit_command(model_config, cc, limit, table if os.path.isfile(table) else None, module, tensor_parallel)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
     def collect() -> Result:
@@ -160,10 +166,11 @@ def start_fit(model_config: str, config: dict, cc: tuple[int, int], limit: int,
     return collect
 
 
-def lookup_fit(table: str, config: dict, model_config: str, cc: tuple[int, int], limit: int):
+def lookup_fit(table: str, config: dict, model_config: str, cc: tuple[int, int], limit: int,
+               tensor_parallel: int = 1):
     """The fit table's verdicts for the model (a Lookup), None when the lookup module is missing."""
     try:
         from patches.fitcheck.lookup import lookup
     except ImportError:
         return None
-    return lookup(table, config, cc[0] * 10 + cc[1], limit, model_config)
+    return lookup(table, config, cc[0] * 10 + cc[1], limit, model_config, tensor_parallel)

@@ -1,18 +1,38 @@
 """Model and drafter: weights present (a local directory, or the Hugging Face cache already holding
-them), config.json readable, every safetensors file complete, total bytes known; a drafter that is
-not quantized."""
+them), config.json readable and of the types the checks read, every weight file complete (each
+safetensors header, each PyTorch checkpoint's end), total bytes known; MAX_MODEL_LEN within the
+model's limit; a drafter that is not quantized. Every file is read through entrypoint.files
+(capped, never blocking, regular files only)."""
 from __future__ import annotations
 
 import dataclasses
-import json
+import math
 import os
+import re
 import struct
+from typing import Mapping
 
 from contract.verdict import Result, failed, passed, warned
+
+from .. import files
+from .model_config import ConfigProblem, ModelConfig, max_len_problem, parse_config
 
 MODEL = "model"
 DRAFTER = "drafter"
 INDEX = "model.safetensors.index.json"
+BIN_INDEX = "pytorch_model.bin.index.json"
+SAFETENSORS = "safetensors"
+# vLLM's filter_files_not_needed_for_inference (model_loader/weight_utils.py)
+NOT_WEIGHTS = ("training_args.bin", "optimizer.bin", "optimizer.pt", "scheduler.pt", "scaler.pt")
+# bytes per element of the safetensors dtypes whose size is whole bytes (others are not size-checked)
+ITEM_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I16": 2, "U16": 2,
+              "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8, "C64": 8}
+ZIP_START, ZIP_END, ZIP_TAIL = b"PK\x03\x04", b"PK\x05\x06", 22 + 65535  # end record + its longest comment
+PICKLE_START = b"\x80"
+INT = {int}
+REF_CAP = 4096
+REVISION = re.compile(r"[0-9A-Za-z._-]{1,255}")
+ALLOW_LONG = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
 QUANTIZED_DRAFTER = ("a {method} drafter loads without the Marlin kernel on these GPUs and drafts garbage: "
                      "acceptance stays at 1.00 (the bf16 drafter reaches 2.8 to 3.6)")
 
@@ -31,6 +51,8 @@ class ModelDir:
     config: dict
     weight_files: tuple[str, ...]
     weight_bytes: int
+    typed: ModelConfig | None = None
+    weight_format: str = SAFETENSORS  # which of vLLM's weight formats the files are
 
 
 def hf_cache_snapshot(model_id: str, hub_cache: str) -> str | None:
@@ -38,18 +60,26 @@ def hf_cache_snapshot(model_id: str, hub_cache: str) -> str | None:
     repo = os.path.join(hub_cache, "models--" + model_id.replace("/", "--"))
     snapshots = os.path.join(repo, "snapshots")
     try:
-        with open(os.path.join(repo, "refs", "main"), encoding="utf-8") as handle:
-            candidate = os.path.join(snapshots, handle.read().strip())
+        revision = files.read_bytes(os.path.join(repo, "refs", "main"), "refs/main", REF_CAP).decode("ascii").strip()
+    except (files.FileProblem, UnicodeDecodeError):
+        revision = ""
+    if REVISION.fullmatch(revision) and revision not in (".", ".."):
+        candidate = os.path.join(snapshots, revision)
         if os.path.isdir(candidate):
             return candidate
-    except OSError:
-        pass
     try:
         entries = [os.path.join(snapshots, name) for name in os.listdir(snapshots)]
-    except OSError:
+    except (OSError, ValueError):
         return None
     entries = [entry for entry in entries if os.path.isdir(entry)]
-    return max(entries, key=os.path.getmtime) if entries else None
+    return max(entries, key=_mtime) if entries else None
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
 
 
 def locate(model: str, hub_cache: str) -> str | None:
@@ -61,66 +91,186 @@ def locate(model: str, hub_cache: str) -> str | None:
     return hf_cache_snapshot(model, hub_cache)
 
 
-def safetensors_problem(path: str) -> str | None:
-    """Why a .safetensors file is unusable (truncated download, bad header), or None."""
-    try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as handle:
-            raw = handle.read(8)
-            if len(raw) < 8:
-                return f"{path} is {size} bytes, shorter than a safetensors header"
-            (header_len,) = struct.unpack("<Q", raw)
-            if 8 + header_len > size:
-                return f"{path} is truncated: its header alone claims {8 + header_len} bytes, the file has {size}"
-            header = json.loads(handle.read(header_len))
-    except (OSError, ValueError, UnicodeDecodeError) as error:
-        return f"{path} is not a readable safetensors file ({error})"
-    ends = [entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__"]
-    expected = 8 + header_len + max(ends, default=0)
+def _name(path: str, file: str) -> str:
+    return f"{files.shown(path)}/{files.shown(file)}"
+
+
+def header_problem(header: object, header_len: int, size: int, name: str) -> str | None:
+    """What the safetensors library would refuse in a parsed header (vLLM loads with it): not an
+    object, an entry that is not {dtype, shape, data_offsets}, offsets that do not tile the data
+    contiguously from 0, a tensor whose bytes disagree with its shape, data that ends before or
+    after the file does."""
+    if not isinstance(header, dict):
+        return f"{name}: its safetensors header holds {files.json_kind(header)}, not an object of tensors"
+    metadata = header.get("__metadata__")
+    if metadata is not None and not (isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())):
+        return f"{name}: its safetensors __metadata__ is not an object of strings"
+    spans = []
+    for key, entry in header.items():  # the fast path of every start: C-level checks only
+        if key == "__metadata__":
+            continue
+        try:
+            dtype, shape, (begin, end) = entry["dtype"], entry["shape"], entry["data_offsets"]
+            whole = (type(dtype) is str and type(shape) is list and type(begin) is int and type(end) is int
+                     and 0 <= begin and set(map(type, shape)) <= INT and (not shape or min(shape) >= 0))
+        except (TypeError, KeyError, ValueError):
+            whole = False
+        if not whole:
+            return (f"{name}: tensor {files.shown(key[:80])!r} in its safetensors header is "
+                    f"{files.json_kind(entry)[:60]}, not {{dtype, shape, data_offsets}}")
+        width = ITEM_BYTES.get(dtype)
+        if end < begin or (width is not None and math.prod(shape) * width != end - begin):
+            return f"{name}: tensor {files.shown(key[:80])!r} has data_offsets {begin}..{end}, not its shape's size"
+        spans.append((begin, end))
+    spans.sort()
+    position = 0
+    for begin, end in spans:
+        if begin != position:
+            return f"{name}: its tensors' data_offsets leave a gap or overlap at byte {position}"
+        position = end
+    expected = 8 + header_len + position
     if size != expected:
-        return f"{path} is truncated or corrupt: {size} bytes on disk, its header describes {expected}"
+        return f"{name} is truncated or corrupt: {size} bytes on disk, its header describes {expected}"
     return None
 
 
-def _redownload(path: str) -> str:
-    return f"download the model again into {path} (huggingface-cli download, or copy it whole)"
-
-
-def read_config(path: str) -> dict:
-    """The model directory's config.json; raises ModelProblem with the fix."""
+def safetensors_problem(path: str, name: str | None = None) -> str | None:
+    """Why a .safetensors file is unusable (truncated download, bad header), or None."""
+    name = name or files.shown(path)
     try:
-        with open(os.path.join(path, "config.json"), encoding="utf-8") as handle:
-            return json.load(handle)
-    except FileNotFoundError:
-        raise ModelProblem(f"{path} has no config.json", _redownload(path)) from None
-    except (OSError, ValueError) as error:
-        raise ModelProblem(f"{path}/config.json is unreadable ({error})", _redownload(path)) from None
+        with files.opened(path, name) as (fd, size):
+            raw = files.read_at(fd, 0, 8, name)
+            if len(raw) < 8:
+                return f"{name} is {size} bytes, shorter than a safetensors header"
+            (header_len,) = struct.unpack("<Q", raw)
+            if 8 + header_len > size:
+                return f"{name} is truncated: its header alone claims {8 + header_len} bytes, the file has {size}"
+            if header_len > files.HEADER_CAP:
+                return (f"{name} claims a safetensors header of {header_len} bytes, more than the "
+                        f"{files.HEADER_CAP // files.MiB} MiB a real one has")
+            if header_len < 2:
+                return f"{name} has an empty safetensors header"
+            header = files.parse_json(files.read_at(fd, 8, header_len, name), f"{name}'s safetensors header",
+                                      unique_keys=False)
+    except files.FileProblem as problem:
+        return str(problem)
+    return header_problem(header, header_len, size, name)
 
 
-def read_model_dir(path: str, config: dict | None = None) -> ModelDir:
+def pytorch_problem(path: str, name: str) -> str | None:
+    """Why a .bin/.pt checkpoint cannot be whole: empty, neither torch.save's zip (whose end
+    record a torn download lacks) nor its legacy pickle."""
+    try:
+        with files.opened(path, name) as (fd, size):
+            if size == 0:
+                return f"{name} is empty"
+            start = files.read_at(fd, 0, 4, name)
+            if start.startswith(ZIP_START):
+                tail = files.read_at(fd, max(0, size - ZIP_TAIL), ZIP_TAIL, name)
+                if ZIP_END not in tail:
+                    return f"{name} is truncated: a PyTorch zip checkpoint without its end record ({size} bytes)"
+                return None
+            if start[:1] == PICKLE_START and len(start) >= 2:
+                return None  # torch.save's legacy format: nothing tells a whole one from a torn one cheaply
+            return f"{name} is not a PyTorch checkpoint (neither torch.save's zip nor its pickle format)"
+    except files.FileProblem as problem:
+        return str(problem)
+
+
+def _redownload(path: str, file: str | None = None, problem: object = None) -> str:
+    if "Permission denied" in str(problem or ""):  # the file is there; this uid may not read it
+        return (f"make {files.shown(path)} readable by the container's user (uid {os.geteuid()}): chmod -R a+rX "
+                "on the host, or run the container as a user of its group")
+    again = f"download the model again into {files.shown(path)} (huggingface-cli download, or copy it whole)"
+    return f"replace {files.shown(file)} with the model's own file: {again}" if file else again
+
+
+def read_config(path: str) -> tuple[dict, ModelConfig]:
+    """The model directory's config.json, parsed and typed; raises ModelProblem with the fix."""
+    name = _name(path, "config.json")
+    if not os.path.lexists(os.path.join(path, "config.json")):
+        raise ModelProblem(f"{files.shown(path)} has no config.json", _redownload(path))
+    try:
+        raw = files.read_object(os.path.join(path, "config.json"), name)
+        return raw, parse_config(raw)
+    except files.FileProblem as problem:
+        raise ModelProblem(str(problem), _redownload(path, "config.json", problem)) from None
+    except ConfigProblem as problem:
+        raise ModelProblem(f"{name}: {problem}", f"correct that field in config.json, or {_redownload(path)}") from None
+
+
+def _index(path: str, index: str, present: list[str]) -> list[str] | None:
+    """The files a weight index lists (None when there is no index); ModelProblem when it is unusable
+    or lists a file that is not there."""
+    full = os.path.join(path, index)
+    if not os.path.lexists(full):
+        return None
+    name = _name(path, index)
+    try:
+        weight_map = files.read_object(full, name, files.INDEX_CAP, unique_keys=False).get("weight_map")
+    except files.FileProblem as problem:
+        raise ModelProblem(str(problem), _redownload(path, index, problem)) from None
+    if not isinstance(weight_map, dict) or not all(isinstance(file, str) for file in weight_map.values()):
+        raise ModelProblem(f"{name}: 'weight_map' is {files.json_kind(weight_map)}, expected an object of file names",
+                           _redownload(path, index))
+    listed = sorted(set(weight_map.values()))
+    missing = [file for file in listed if file not in present]
+    if missing:
+        raise ModelProblem(f"{files.shown(path)} lacks {len(missing)} shard(s) listed in {index}: "
+                           f"{', '.join(files.shown(file) for file in missing[:3])}", _redownload(path))
+    return listed
+
+
+def weight_files(path: str, names: list[str]) -> tuple[str, list[str]]:
+    """(format, files) that vLLM 0.33.0's default loader would load from the folder
+    (model_loader/default_loader.py _prepare_weights, load_format auto): consolidated*.safetensors
+    (the Mistral layout) first, else *.safetensors filtered by their index, else *.bin, else *.pt,
+    without the training files it skips. Hidden names are not matched (glob)."""
+    visible = [name for name in names if not name.startswith(".")]
+    consolidated = [name for name in visible if name.startswith("consolidated") and name.endswith(".safetensors")]
+    if consolidated:
+        listed = _index(path, "consolidated.safetensors.index.json", consolidated)
+        return SAFETENSORS, [name for name in consolidated if listed is None or name in listed]
+    tensors = [name for name in visible if name.endswith(".safetensors")]
+    if tensors:
+        listed = _index(path, INDEX, tensors)
+        return SAFETENSORS, [name for name in tensors if listed is None or name in listed]
+    for suffix in (".bin", ".pt"):
+        found = [name for name in visible if name.endswith(suffix) and name not in NOT_WEIGHTS]
+        if found:
+            if suffix == ".bin":
+                _index(path, BIN_INDEX, found)
+            return suffix[1:], found
+    raise ModelProblem(f"{files.shown(path)} has no weights (.safetensors, or PyTorch .bin)", _redownload(path))
+
+
+def read_model_dir(path: str, config: dict | None = None, typed: ModelConfig | None = None) -> ModelDir:
     """The model directory's config (`config` when already read) and weights; raises ModelProblem
     with the fix."""
-    redownload = _redownload(path)
-    config = read_config(path) if config is None else config
-    files = sorted(name for name in os.listdir(path) if name.endswith(".safetensors"))
-    if os.path.exists(os.path.join(path, INDEX)):
-        try:
-            with open(os.path.join(path, INDEX), encoding="utf-8") as handle:
-                listed = set(json.load(handle)["weight_map"].values())
-        except (OSError, ValueError, KeyError, AttributeError) as error:
-            raise ModelProblem(f"{path}/{INDEX} is unreadable ({error})", redownload) from None
-        missing = sorted(listed - set(files))
-        if missing:
-            raise ModelProblem(f"{path} lacks {len(missing)} shard(s) listed in {INDEX}: {', '.join(missing[:3])}",
-                               redownload)
-    if not files:
-        raise ModelProblem(f"{path} has no .safetensors weights", redownload)
-    for name in files:
-        problem = safetensors_problem(os.path.join(path, name))
+    if config is None or typed is None:
+        config, typed = read_config(path)
+    try:
+        names = sorted(os.listdir(path))
+    except (OSError, ValueError) as error:
+        raise ModelProblem(f"{files.shown(path)} cannot be listed ({getattr(error, 'strerror', None) or error})",
+                           "make the model directory readable by the container's user") from None
+    kind, loaded = weight_files(path, names)
+    judge = safetensors_problem if kind == SAFETENSORS else pytorch_problem
+    total = 0
+    for file in loaded:
+        full = os.path.join(path, file)
+        problem = judge(full, _name(path, file))
         if problem:
-            raise ModelProblem(problem, redownload)
-    total = sum(os.path.getsize(os.path.join(path, name)) for name in files)
-    return ModelDir(path, config, tuple(files), total)
+            raise ModelProblem(problem, _redownload(path, file, problem))
+        total += _size(full)
+    return ModelDir(path, config, tuple(loaded), total, typed, kind)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 def gib(count: float) -> str:
@@ -128,15 +278,33 @@ def gib(count: float) -> str:
 
 
 def not_found(name: str, variable: str, model: str, hub_cache: str, offline: bool) -> Result:
+    shown = files.shown(model)
+    if (os.path.isabs(model) or model.startswith(".")) and os.path.lexists(model):
+        try:
+            what = files.kind(os.stat(model).st_mode)
+        except (OSError, ValueError) as error:
+            what = f"unusable ({getattr(error, 'strerror', None) or error})"
+        return failed(name, f"{variable} {shown} is {what}, not a model directory",
+                      f"set {variable} to the directory that holds config.json and the weights")
     if os.path.isabs(model) or model.startswith("."):
-        return failed(name, f"{variable} directory {model} does not exist",
-                      f"mount the model directory at {model} (compose `volumes:`, Quadlet `Volume=`)")
+        try:
+            os.stat(model)
+        except PermissionError:  # a folder above it withholds search permission from this uid
+            return failed(name, f"{variable} directory {shown} cannot be reached by uid {os.geteuid()} "
+                                "(permission denied on a folder above it)",
+                          "make the model folder readable by the container's user (chmod -R a+rX on the host), "
+                          "or run the container as a user of its group")
+        except (OSError, ValueError):
+            pass
+        return failed(name, f"{variable} directory {shown} does not exist",
+                      f"mount the model directory at {shown} (compose `volumes:`, Quadlet `Volume=`)")
+    hub = files.shown(hub_cache)
     if offline:
-        return failed(name, f"{model} is not in the Hugging Face cache {hub_cache} and HF_HUB_OFFLINE is set",
-                      f"download it first (huggingface-cli download {model}) into the mounted HF_HOME")
-    return warned(name, f"{model} is not in the Hugging Face cache {hub_cache}: it will be downloaded at start, "
+        return failed(name, f"{shown} is not in the Hugging Face cache {hub} and HF_HUB_OFFLINE is set",
+                      f"download it first (huggingface-cli download {shown}) into the mounted HF_HOME")
+    return warned(name, f"{shown} is not in the Hugging Face cache {hub}: it will be downloaded at start, "
                         "its size is unknown to the disk and memory checks",
-                  f"download it first (huggingface-cli download {model}) into the mounted HF_HOME")
+                  f"download it first (huggingface-cli download {shown}) into the mounted HF_HOME")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,8 +314,10 @@ class Resolved:
     path: str | None
     found: ModelDir | None
     problem: Result | None
-    # config.json as read, also when the weights are not whole (the fit and parallel checks judge it)
+    # config.json as read, also when the weights are not whole (the fit and parallel checks judge
+    # it); None unless it is an object whose fields the checks read have their types (model_config)
     config: dict | None = None
+    typed: ModelConfig | None = None
 
     @property
     def config_file(self) -> str | None:
@@ -157,25 +327,46 @@ class Resolved:
 
 
 def resolve(name: str, variable: str, model: str, hub_cache: str, offline: bool) -> Resolved:
-    """Finds the model directory and reads it (config.json, each safetensors header) once."""
-    path = locate(model, hub_cache)
-    if path is None:
-        return Resolved(None, None, not_found(name, variable, model, hub_cache, offline))
+    """Finds the model directory and reads it (config.json, each weight file's header) once; every
+    failure, expected or not, ends in the Result that names it."""
+    path = None
     try:
-        config = read_config(path)
-    except ModelProblem as problem:
-        return Resolved(path, None, failed(name, str(problem), problem.fix))
-    try:
-        return Resolved(path, read_model_dir(path, config), None, config)
-    except ModelProblem as problem:
-        return Resolved(path, None, failed(name, str(problem), problem.fix), config)
+        path = locate(model, hub_cache)
+        if path is None:
+            return Resolved(None, None, not_found(name, variable, model, hub_cache, offline))
+        try:
+            config, typed = read_config(path)
+        except ModelProblem as problem:
+            return Resolved(path, None, failed(name, str(problem), problem.fix))
+        try:
+            return Resolved(path, read_model_dir(path, config, typed), None, config, typed)
+        except ModelProblem as problem:
+            return Resolved(path, None, failed(name, str(problem), problem.fix), config, typed)
+    except Exception as error:  # a shape no branch above foresaw: a line, not a traceback
+        where = files.shown(path or model)
+        return Resolved(path, None, failed(name, f"{variable} {where} could not be read "
+                                                 f"({type(error).__name__}: {files.shown(str(error))[:200]})",
+                                           "check the model folder's files, or download the model again"))
 
 
-def check_model(model: Resolved) -> Result:
+def allow_long(env: Mapping[str, str]) -> bool:
+    """vLLM's own reading of VLLM_ALLOW_LONG_MAX_MODEL_LEN (vllm/envs.py)."""
+    return env.get(ALLOW_LONG, "0").strip().lower() in ("1", "true")
+
+
+def check_model(model: Resolved, max_model_len: int | None = None, long_allowed: bool = False) -> Result:
     if model.found is None:
         return model.problem
     found = model.found
-    return passed(MODEL, f"{found.path}: {len(found.weight_files)} safetensors file(s), {gib(found.weight_bytes)}")
+    where = files.shown(found.path)
+    too_long = max_len_problem(found.typed, max_model_len)
+    if too_long and long_allowed:
+        return warned(MODEL, f"{where}: {too_long[0]}; "
+                             f"{ALLOW_LONG} is set, so vLLM serves it and positions past the limit may give NaN",
+                      too_long[1])
+    if too_long:
+        return failed(MODEL, f"{where}: {too_long[0]}; vLLM refuses it after loading the weights", too_long[1])
+    return passed(MODEL, f"{where}: {len(found.weight_files)} {found.weight_format} file(s), {gib(found.weight_bytes)}")
 
 
 def check_drafter(drafter: Resolved | None) -> Result:
@@ -184,20 +375,21 @@ def check_drafter(drafter: Resolved | None) -> Result:
     if drafter.found is None:
         return drafter.problem
     found = drafter.found
-    path = found.path
-    quantization = found.config.get("quantization_config")
-    if isinstance(quantization, dict):
-        method = quantization.get("quant_method", "unknown")
+    path = files.shown(found.path)
+    if isinstance(found.config.get("quantization_config"), dict):
+        method = found.typed.quant_method if found.typed and found.typed.quant_method else "unknown"
         if method == "compressed-tensors":
-            return failed(DRAFTER, f"{path} is quantized (compressed-tensors): " + QUANTIZED_DRAFTER.format(method=method),
+            return failed(DRAFTER, f"{path} is quantized (compressed-tensors): "
+                          + QUANTIZED_DRAFTER.format(method=method),
                           "use the bf16 drafter checkpoint (one without quantization_config)")
-        return warned(DRAFTER, f"{path} is quantized ({method}); only the bf16 drafter is known to draft well",
+        return warned(DRAFTER, f"{path} is quantized ({files.shown(method)}); only the bf16 drafter is known to "
+                               "draft well",
                       "prefer the bf16 drafter checkpoint")
     return passed(DRAFTER, f"{path}: not quantized, {gib(found.weight_bytes)}")
 
 
 def staged_bytes(models: list[Resolved]) -> int | None:
-    """Total safetensors bytes of the models to load; None when one of them is not present and readable."""
+    """Total weight bytes of the models to load; None when one of them is not present and readable."""
     if any(model.found is None for model in models):
         return None
     return sum(model.found.weight_bytes for model in models)

@@ -31,9 +31,6 @@ RESPONSE_CHUNKS = 10
 TP_CHUNK_BYTES = 4 * MIB
 TP_CHUNKS = 6
 IN_PROCESS = ("uni", "external_launcher")  # executors without worker processes; "mp" and "ray" have queues
-FLAGS = {"--tensor-parallel-size": "tensor", "-tp": "tensor", "--pipeline-parallel-size": "pipeline",
-         "-pp": "pipeline", "--distributed-executor-backend": "backend"}
-
 
 @dataclasses.dataclass(frozen=True)
 class Parallel:
@@ -49,20 +46,6 @@ class Parallel:
         """The executor vLLM picks (config/parallel.py; platforms/cpu.py turns "uni" into "mp")."""
         chosen = self.backend or ("uni" if self.workers == 1 else "mp")
         return "mp" if chosen == "uni" and not cuda else chosen
-
-
-def parallel_from_argv(argv: list[str]) -> Parallel:
-    """Tensor/pipeline sizes and executor backend from the server's argv (the last one given wins)."""
-    found: dict[str, str] = {}
-    for index, word in enumerate(argv):
-        flag, equals, value = word.partition("=")
-        if flag in FLAGS:
-            if not equals:
-                value = argv[index + 1] if index + 1 < len(argv) else ""
-            found[FLAGS[flag]] = value
-    sizes = {key: int(found[key]) for key in ("tensor", "pipeline") if found.get(key, "").isdigit()
-             and int(found[key]) > 0}
-    return Parallel(**sizes, backend=found.get("backend") or None)
 
 
 def ring_bytes(chunk_bytes: int, chunks: int, readers: int) -> int:

@@ -44,6 +44,21 @@ def fp16_matmul_error(torch) -> str | None:
     return None if product == 64 * 64 * 64 else f"wrong result {product}"
 
 
+def check_torch_from_facts(torch_facts: dict, cc: tuple[int, int], context_error: str | None) -> Result:
+    """The same judgement from what the build recorded about torch (the image facts) and what the
+    driver says about the device: no torch import, so the preflight does not pay its seconds."""
+    sm = f"sm_{cc[0]}{cc[1]}"
+    result = judge_torch(str(torch_facts.get("version")), torch_facts.get("cuda"), list(torch_facts.get("arch_list") or []),
+                         sm, True, None)
+    if result.failed:
+        return result
+    if context_error:
+        return failed(NAME, f"the driver makes no CUDA context on the device ({context_error})",
+                      "pass the device nodes and the host driver's libraries (see the devices and driver checks)")
+    return passed(NAME, f"torch {torch_facts.get('version')}, CUDA {torch_facts.get('cuda')}, {sm} in its arch list "
+                        "(the image's facts, as built); the driver makes a CUDA context on the device")
+
+
 def check_torch(cc: tuple[int, int], module: str = "torch") -> Result:
     stack = stack_problem(NAME, module)
     if stack is not None:

@@ -9,6 +9,7 @@ from typing import Callable, Mapping
 
 from contract.verdict import Result, failed, passed
 
+from ..argv import Extras
 from ..settings import SettingsError, cc_text
 
 QUANTIZATION = "quantization"
@@ -23,44 +24,32 @@ BACKEND_MIN_CC = {
 BACKEND_VARIABLE = "VLLM_ATTENTION_BACKEND"
 
 
-def flag_value(args: tuple[str, ...] | list[str], *flags: str) -> str | None:
-    """The last value given to any of `flags` (`--flag value` or `--flag=value`)."""
-    found = None
-    for index, arg in enumerate(args):
-        for flag in flags:
-            if arg == flag and index + 1 < len(args):
-                found = args[index + 1]
-            elif arg.startswith(flag + "="):
-                found = arg[len(flag) + 1:]
-    return found
-
-
-def forced_backends(env: Mapping[str, str], args) -> list[tuple[str, str]]:
+def forced_backends(env: Mapping[str, str], extras: Extras) -> list[tuple[str, str]]:
     """(where it was set, backend name) for each attention backend the user forces."""
     forced = []
     if env.get(BACKEND_VARIABLE, "").strip():
         forced.append((BACKEND_VARIABLE, env[BACKEND_VARIABLE].strip()))
-    flag = flag_value(args, "--attention-backend", "--attention-config.backend")
-    if flag:
+    flag = extras.get("attention_backend")
+    if isinstance(flag, str) and flag:
         forced.append((EXTRA_ARGS + " --attention-backend", flag))
-    config = flag_value(args, "--attention-config")
+    config = extras.get("attention_config")
     try:
-        backend = json.loads(config).get("backend") if config else None
-    except (ValueError, AttributeError):
+        backend = json.loads(config).get("backend") if isinstance(config, str) else None
+    except (ValueError, AttributeError, RecursionError):
         backend = None
     if backend:
         forced.append((EXTRA_ARGS + " --attention-config", str(backend)))
     return forced
 
 
-def settings_problem(env: Mapping[str, str], args, cc: tuple[int, int] | None) -> SettingsError | None:
+def settings_problem(env: Mapping[str, str], extras: Extras, cc: tuple[int, int] | None) -> SettingsError | None:
     """The first setting that breaks this device (cc None: only what breaks any device here)."""
     override = env.get("TRITON_OVERRIDE_ARCH", "").strip()
     if override:
         return SettingsError("TRITON_OVERRIDE_ARCH", override, "unset: Triton must compile for the GPU it runs on "
                              "(a stale override gives sm_89 errors on Turing)",
                              "Remove TRITON_OVERRIDE_ARCH from the environment.")
-    for where, backend in forced_backends(env, args) if cc else ():
+    for where, backend in forced_backends(env, extras) if cc else ():
         needed = BACKEND_MIN_CC.get(backend.upper())
         if needed and cc < needed:
             return SettingsError(where, backend, f"a backend that compute capability {cc_text(cc)} has "
@@ -69,11 +58,11 @@ def settings_problem(env: Mapping[str, str], args, cc: tuple[int, int] | None) -
     return None
 
 
-def quantization_methods(config: Mapping | None, args) -> list[tuple[str, str]]:
+def quantization_methods(config: Mapping | None, extras: Extras) -> list[tuple[str, str]]:
     """(where it comes from, method): the --quantization flag, the checkpoint's quantization_config."""
     methods = []
-    flag = flag_value(args, "--quantization", "-q")
-    if flag:
+    flag = extras.get("quantization")
+    if isinstance(flag, str) and flag:
         methods.append((EXTRA_ARGS + " --quantization", flag))
     quant = (config or {}).get("quantization_config")
     if isinstance(quant, dict) and quant.get("quant_method"):
@@ -112,9 +101,14 @@ def vllm_min_capability(method: str) -> int | None:
         return None
 
 
-def check_quantization(config: Mapping | None, args, cc: tuple[int, int],
+def minimum_from(known: Mapping[str, int] | None) -> Callable[[str], int | None]:
+    """The image facts' minimum capabilities, vLLM's own answer for a method they lack."""
+    return lambda method: known[method] if known and method in known else vllm_min_capability(method)
+
+
+def check_quantization(config: Mapping | None, extras: Extras, cc: tuple[int, int],
                        minimum: Callable[[str], int | None] = vllm_min_capability) -> Result:
-    methods = quantization_methods(config, args)
+    methods = quantization_methods(config, extras)
     try:
         return judge_quantization(methods, minimum, cc)
     except Exception as error:  # vLLM itself does not import: the torch check names why

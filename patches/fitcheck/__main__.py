@@ -20,6 +20,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--limit", type=int, help="shared memory per block in bytes")
     parser.add_argument("--model-config", metavar="PATH", help="HF config.json of the model to check "
                         "(default: the built-in matrix, see --matrix)")
+    parser.add_argument("--tensor-parallel-size", type=int, default=1, metavar="N", help="with --model-config: "
+                        "check the shapes one of N tensor-parallel ranks runs (default 1)")
     parser.add_argument("--matrix", choices=MATRICES, default="all", help="without --model-config: 'all' "
                         "checks the Gemma 4 classes and the attention-only families' head sizes and "
                         "query-per-KV ratios, 'gemma4' the Gemma 4 classes alone (default: all)")
@@ -40,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     device = args.device or (None if args.cc is not None and args.limit is not None else "sm75")
     options = FitOptions(device, args.cc, args.limit, args.model_config, args.compare_unpatched,
-                         args.write_table, args.workers, args.launcher, args.known_table, args.matrix)
+                         args.write_table, args.workers, args.launcher, args.known_table, args.matrix,
+                         args.tensor_parallel_size)
     from patches.fitcheck.recorder import LauncherError
     from patches.fitcheck.table import TableError
 

@@ -51,8 +51,10 @@ def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | N
         key = dict({"cc": cc, "limit": limit, "dtype": table_.CHECKED_DTYPE}, **table_.shape_fields(shape))
         verdict = recorded.get(tuple(key[k] for k in table_.VERDICT_KEYS))
         if verdict is None:
-            return Lookup(False, f"no verdict in the fit table for {shape.label} (head {shape.head_size}, "
-                                 f"{shape.num_query_heads}/{shape.num_kv_heads} heads) on cc {cc} at {limit} bytes")
+            rank = f" per rank at tensor parallel {shape.tensor_parallel}" if shape.tensor_parallel > 1 else ""
+            kind = "" if shape.attention == shapes_.DECODER else f"{shape.attention} attention, "
+            return Lookup(False, f"no verdict in the fit table for {shape.label} ({kind}head {shape.head_size}, "
+                                 f"{shape.num_query_heads}/{shape.num_kv_heads} heads{rank}) on cc {cc} at {limit} bytes")
         found.append(verdict)
     needs = [v["max_shared"] for v in found if v.get("max_shared") is not None]
     failing = [v for v in found if not v.get("all_fit")]
@@ -60,12 +62,14 @@ def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | N
                   not failing, max(failing, key=lambda v: v.get("max_shared") or 0) if failing else None)
 
 
-def lookup(table_path: str | Path, config: dict, cc: int, limit: int, where: str = "config.json") -> Lookup:
-    """decide() for a model's parsed config.json (as the entrypoint's model check read it) over the
-    table file; an unreadable table or an unusable config is a miss (the full check reports it)."""
+def lookup(table_path: str | Path, config: dict, cc: int, limit: int, where: str = "config.json",
+           tensor_parallel: int = 1) -> Lookup:
+    """decide() for one rank's shapes of a model's parsed config.json (as the entrypoint's model check
+    read it) under `tensor_parallel` ranks, over the table file; an unreadable table or an unusable
+    config is a miss (the full check reports it)."""
     try:
         document = table_.read_table(Path(table_path), "--known-table")
-        shapes = shapes_.shapes_from_config(config, Path(where).parent.name or "model", where)
+        shapes = shapes_.shapes_from_config(config, Path(where).parent.name or "model", where, tensor_parallel)
     except shapes_.UnprovenLayers as error:
         return Lookup(False, str(error), unproven=True)
     except shapes_.ConfigError as error:

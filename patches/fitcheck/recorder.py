@@ -1,4 +1,5 @@
-"""Runs vLLM's real attention launcher on CPU tensors and records the kernel launches it makes.
+"""Runs vLLM's real attention launchers on CPU tensors and records the kernel launches they make:
+unified_attention() for decoder layers, context_attention_fwd() for encoder (bidirectional) layers.
 
 Nothing runs on a GPU: the launched kernel objects are swapped for recorders, and the device
 the launcher consults (capability, shared-memory limit) is simulated at the edge.
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contract import layout
-from patches.fitcheck.shapes import CONTEXT_LEN, Case
+from patches.fitcheck.shapes import CONTEXT_LEN, ENCODER, ENCODER_KINDS, Case
 
 LAUNCHER_MODULE = "vllm.v1.attention.ops.triton_unified_attention"
 # Kernel objects the launcher indexes with a grid, across releases 0.19 to 0.33.
@@ -27,6 +28,8 @@ LAUNCHED_KERNELS = (
     "kernel_unified_attention_3d",
     "reduce_segments",
 )
+ENCODER_MODULE = "vllm.v1.attention.ops.triton_prefill_attention"
+ENCODER_KERNELS = ("_fwd_kernel",)  # what context_attention_fwd launches, releases 0.19 to 0.33
 NUM_PAR_SOFTMAX_SEGMENTS = 16  # vLLM's Triton backend
 # The clamp caches decisions and tables per process, keyed without the limit: a new
 # simulated device must start from nothing.
@@ -51,11 +54,25 @@ class Launch:
 
     @property
     def path(self) -> str:
+        if self.kernel_name in ENCODER_KERNELS:
+            return "encoder"
         if self.kernel_name == "reduce_segments":
             return "reduce"
         if self.kernel_name.endswith("_3d") or self.params.get("IS_3D"):
             return "3d"
         return "2d"
+
+    @property
+    def tile(self):
+        """The tile the clamp sizes: TILE_SIZE of the unified kernels; BLOCK_N of the encoder kernel,
+        whose BLOCK_M the clamp sets to the same value (vLLM's BLOCK)."""
+        return self.param("BLOCK_N" if self.path == "encoder" else "TILE_SIZE")
+
+    def retiled(self, tile: int) -> dict:
+        """The launch's arguments at another tile (for the encoder kernel, BLOCK_M and BLOCK_N)."""
+        if self.path == "encoder":
+            return dict(self.params, BLOCK_M=tile, BLOCK_N=tile)
+        return dict(self.params, TILE_SIZE=tile)
 
     def param(self, name):
         value = self.params.get(name)
@@ -68,14 +85,14 @@ def prepare_cpu_host() -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
 
-def installed_launcher():
-    """The launcher module vLLM serves with (patched or not)."""
+def installed_launcher(name: str = LAUNCHER_MODULE):
+    """The launcher module vLLM serves with (patched or not): the unified one, or ENCODER_MODULE."""
     prepare_cpu_host()
     try:
-        module = importlib.import_module(LAUNCHER_MODULE)
+        module = importlib.import_module(name)
     except Exception as error:  # any import failure of vLLM is one line for the user
         raise LauncherError(
-            f"cannot import {LAUNCHER_MODULE} ({type(error).__name__}: {error}); "
+            f"cannot import {name} ({type(error).__name__}: {error}); "
             "run the fit check inside the vLLM image"
         ) from None
     _require_real_triton(module)
@@ -107,8 +124,12 @@ def launcher_from_source(source: str, name: str = "vllm_turing_unpatched_attenti
     return module
 
 
+def _kernel_names(module) -> tuple:
+    return ENCODER_KERNELS if hasattr(module, "context_attention_fwd") else LAUNCHED_KERNELS
+
+
 def _require_real_triton(module) -> None:
-    kernels = [getattr(module, name) for name in LAUNCHED_KERNELS if hasattr(module, name)]
+    kernels = [getattr(module, name) for name in _kernel_names(module) if hasattr(module, name)]
     if not kernels or not all(hasattr(k, "arg_names") for k in kernels):
         raise LauncherError(
             f"{module.__name__} has no Triton kernels (vLLM disabled Triton on this host); "
@@ -133,17 +154,21 @@ def _environment(values: dict):
 @contextlib.contextmanager
 def simulated_device(module, cc: int, limit: int, fit_table: str | None = None):
     """The launcher in `module` sees compute capability `cc` and `limit` bytes of shared
-    memory per block (and the clamp, if present, the fit table at `fit_table`).
+    memory per block (and the clamp, if present, the fit table at `fit_table`), on a CUDA device.
 
     vLLM's platform object answers capability questions; its class methods are replaced for
-    the duration (subclass overrides that would ask NVML included) and restored afterwards.
+    the duration (subclass overrides that would ask NVML included) and restored afterwards. On a
+    build host without a GPU it is vLLM's UnspecifiedPlatform, so the device is also made CUDA
+    (`is_cuda_alike`, `is_cuda`: the encoder launcher's tile follows them) and not ROCm.
     """
     from vllm.platforms import current_platform
     from vllm.platforms.interface import DeviceCapability, Platform
 
     platform_cls = type(current_platform)
     capability = DeviceCapability(cc // 10, cc % 10)
-    replacements = {"get_device_capability": classmethod(lambda cls, device_id=0: capability)}
+    replacements = {"get_device_capability": classmethod(lambda cls, device_id=0: capability),
+                    "is_cuda_alike": lambda self: True, "is_cuda": lambda self: True,
+                    "is_rocm": lambda self: False}
     for name in ("has_device_capability", "is_device_capability", "is_device_capability_family"):
         if name in Platform.__dict__:
             replacements[name] = Platform.__dict__[name]
@@ -205,7 +230,8 @@ class _Recorder:
             options = {k: kwargs.pop(k) for k in list(kwargs) if k not in self.signature.parameters}
             bound = self.signature.bind(*args, **kwargs)
             bound.apply_defaults()
-            recorded = Launch(self.case, self.name, self.fn, tuple(grid), dict(bound.arguments), options)
+            grid_ = grid if callable(grid) else tuple(grid)  # a grid function (META) is kept as is
+            recorded = Launch(self.case, self.name, self.fn, grid_, dict(bound.arguments), options)
             if self.judge is not None:
                 self.judge(recorded)
             self.sink.append(recorded)
@@ -219,7 +245,7 @@ def recording(module, judge=None):
     launches: list[Launch] = []
     # The clamp routes kernels it guards through a wrapper that names the kernel it wraps.
     originals = {name: getattr(getattr(module, name), "_vllm_turing_kernel", getattr(module, name))
-                 for name in LAUNCHED_KERNELS if hasattr(module, name)}
+                 for name in _kernel_names(module) if hasattr(module, name)}
     recorders = [_Recorder(name, fn, launches, judge) for name, fn in originals.items()]
     try:
         for recorder in recorders:
@@ -288,34 +314,70 @@ def case_arguments(case: Case, dtype_name: str = "float16") -> dict:
     return arguments
 
 
+def encoder_arguments(case: Case, dtype_name: str = "float16") -> dict:
+    """context_attention_fwd() keyword arguments for an encoder case, as vLLM's callers pass them:
+    the Triton backend's encoder path (window (w - 1, w - 1), or (-1, -1) without one) for ENCODER
+    layers, the multimodal wrapper (vit_attn_wrappers: no window) for MM_ENCODER ones."""
+    import torch
+
+    shape = case.shape
+    dtype = getattr(torch, dtype_name)
+    tokens = case.num_seqs * case.query_len
+    q = torch.empty(tokens, shape.num_query_heads, shape.head_size, dtype=dtype)
+    k = torch.empty(tokens, shape.num_kv_heads, shape.head_size, dtype=dtype)
+    starts = torch.arange(case.num_seqs + 1, dtype=torch.int32) * case.query_len
+    if shape.attention == ENCODER:
+        window = shape.sliding_window
+        windows = (window - 1, window - 1) if window else (-1, -1)
+    else:
+        windows = (None, None)
+    return dict(q=q, k=k, v=torch.empty_like(k), o=torch.empty_like(q), b_start_loc=starts[:-1],
+                b_seq_len=starts[1:] - starts[:-1], max_input_len=case.query_len, is_causal=False,
+                softmax_scale=shape.head_size**-0.5, sliding_window_q=windows[0], sliding_window_k=windows[1],
+                sinks=None)
+
+
 def record_launches(module, cases: list[Case], cc: int, limit: int,
-                    fit_table: str | None = None, device_errors: bool = False) -> list[Launch]:
-    """Calls the module's unified_attention() once per case under the simulated device. With
-    device_errors the device refuses a launch that needs more than `limit` (device_judge); a
-    refusal the launcher does not handle ends that case, its launch recorded for the verdict."""
+                    fit_table: str | None = None, device_errors: bool = False, encoder=None) -> list[Launch]:
+    """Calls the module's unified_attention() once per decoder case, and the `encoder` module's
+    context_attention_fwd() once per encoder case, under the simulated device (decoder launches
+    first). With device_errors the device refuses a launch that needs more than `limit`
+    (device_judge); a refusal the launcher does not handle ends that case, its launch recorded for
+    the verdict."""
     from triton.runtime.errors import OutOfResources
 
-    accepted = inspect.signature(module.unified_attention).parameters
-    with simulated_device(module, cc, limit, fit_table):
-        judge = device_judge(cc, limit, fit_table) if device_errors else None
-        with recording(module, judge) as (recorders, launches):
-            for case in cases:
-                _record_case(module, case, recorders, launches, accepted, OutOfResources)
+    judge = device_judge(cc, limit, fit_table) if device_errors else None
+    decoder_cases = [case for case in cases if case.kind not in ENCODER_KINDS]
+    encoder_cases = [case for case in cases if case.kind in ENCODER_KINDS]
+    launches: list[Launch] = []
+    for launcher, entry, own_cases in ((module, "unified_attention", decoder_cases),
+                                       (encoder, "context_attention_fwd", encoder_cases)):
+        if not own_cases:
+            continue
+        if launcher is None:
+            raise LauncherError(f"encoder cases need {ENCODER_MODULE}; none was loaded")
+        accepted = inspect.signature(getattr(launcher, entry)).parameters
+        with simulated_device(launcher, cc, limit, fit_table):
+            with recording(launcher, judge) as (recorders, recorded):
+                for case in own_cases:
+                    _record_case(launcher, entry, case, recorders, recorded, accepted, OutOfResources)
+        launches += recorded
     return launches
 
 
-def _record_case(module, case: Case, recorders, launches: list, accepted, refused) -> None:
+def _record_case(module, entry: str, case: Case, recorders, launches: list, accepted, refused) -> None:
     for recorder in recorders:
         recorder.case = case
-    arguments = {k: v for k, v in case_arguments(case).items() if k in accepted}
+    build = encoder_arguments if case.kind in ENCODER_KINDS else case_arguments
+    arguments = {k: v for k, v in build(case).items() if k in accepted}
     try:
-        module.unified_attention(**arguments)
+        getattr(module, entry)(**arguments)
     except refused as error:
         if not hasattr(error, "launch"):
             raise
         launches.append(error.launch)
     except Exception as error:
         raise LauncherError(
-            f"{module.__name__}.unified_attention() failed on {case.shape.label} {case.kind} "
+            f"{module.__name__}.{entry}() failed on {case.shape.label} {case.kind} "
             f"(query_len {case.query_len}): {type(error).__name__}: {error}"
         ) from None

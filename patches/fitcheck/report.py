@@ -23,7 +23,7 @@ def launch_row(launch, result, limit: int, source: str = COMPILED) -> dict:
         "kernel": launch.kernel_name,
         "path": launch.path,
         "grid": list(launch.grid),
-        "tile_size": launch.param("TILE_SIZE"),
+        "tile_size": launch.tile,
         "block_m": launch.param("BLOCK_M"),
         "block_q": launch.param("BLOCK_Q"),
         "launch_num_warps": launch.options.get("num_warps"),
@@ -76,8 +76,9 @@ def failures(report: dict) -> list[str]:
     for row in report["launches"]:
         if row["fits"]:
             continue
+        tile = "BLOCK_N" if row["path"] == "encoder" else "TILE_SIZE"
         what = (f"{row['model']}/{row['layer']} {row['kind']} (query_len {row['query_len']}, "
-                f"head {row['head_size']}, {row['kernel']} {row['path']}, TILE_SIZE {row['tile_size']}, "
+                f"head {row['head_size']}, {row['kernel']} {row['path']}, {tile} {row['tile_size']}, "
                 f"BLOCK_M {row['block_m']})")
         if row["shared"] is None:
             lines.append(f"{what} did not compile: {row['error']}")

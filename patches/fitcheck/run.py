@@ -34,6 +34,7 @@ class FitOptions:
     launcher: str | None = None  # another release's triton_unified_attention.py
     known_table: str | None = None  # a fit table whose entries stand in for compiles
     matrix: str = "all"  # without model_config: shapes_.MATRICES
+    tensor_parallel: int = 1  # with model_config: check one rank's shapes of this tensor-parallel size
 
 
 def resolve_device(options: FitOptions) -> dict:
@@ -65,8 +66,13 @@ def check_combination(options: FitOptions) -> None:
 def resolve_shapes(options: FitOptions) -> list:
     if options.matrix not in shapes_.MATRICES:
         raise UsageError(f"--matrix {options.matrix!r} is unknown; use one of {', '.join(shapes_.MATRICES)}")
+    if options.tensor_parallel < 1:
+        raise UsageError(f"--tensor-parallel-size {options.tensor_parallel}: expected a positive integer")
     if options.model_config:
-        return shapes_.load_model_config(options.model_config)
+        return shapes_.load_model_config(options.model_config, options.tensor_parallel)
+    if options.tensor_parallel != 1:
+        raise UsageError("--tensor-parallel-size goes with --model-config; the built-in matrix already holds "
+                         f"tensor parallel {', '.join(map(str, shapes_.TENSOR_PARALLEL_SIZES))}")
     return shapes_.builtin_shapes(options.matrix)
 
 
@@ -80,14 +86,23 @@ def _versions() -> dict:
     return {"vllm": vllm_version, "triton": triton.__version__}
 
 
-def _unpatched_launcher(launcher):
+def _unpatched_launcher(launcher, name: str = "vllm_turing_unpatched_attention"):
     """The launcher with the clamp taken out (itself when it carries none)."""
     from patches.fitcheck.recorder import launcher_from_source
     from patches.turing_clamp import strip_clamp
 
     source = Path(launcher.__file__).read_text(encoding="utf-8")
     unpatched = strip_clamp(source)
-    return launcher if unpatched == source else launcher_from_source(unpatched)
+    return launcher if unpatched == source else launcher_from_source(unpatched, name)
+
+
+def _encoder_launcher(shapes) -> object | None:
+    """The installed encoder launcher (context_attention_fwd) when a shape is an encoder layer."""
+    from patches.fitcheck.recorder import ENCODER_MODULE, installed_launcher
+
+    if not any(shape.attention in shapes_.ENCODER_KINDS for shape in shapes):
+        return None
+    return installed_launcher(ENCODER_MODULE)
 
 
 def _launcher(options: FitOptions):
@@ -183,20 +198,22 @@ def run(fit: FitPlan) -> dict:
     options, device, shapes = fit.options, fit.device, fit.shapes
     cc, limit = device["cc"], device["limit"]
     installed = _launcher(options)
+    encoder = _encoder_launcher(shapes)
     versions = _versions()
     known, known_note = _known_table(options, versions)
     cases = shapes_.build_matrix(shapes, release_features(installed)["mm_prefix"])
 
     defaults = None
     if options.compare_unpatched or options.write_table:
-        defaults = record_launches(_unpatched_launcher(installed), cases, cc, limit)
+        unpatched_encoder = encoder and _unpatched_launcher(encoder, "vllm_turing_unpatched_prefill_attention")
+        defaults = record_launches(_unpatched_launcher(installed), cases, cc, limit, encoder=unpatched_encoder)
     table = None
     if options.write_table:
         # Before the patched launches are recorded: the clamp decides from this table.
         table = _write_fit_table(Path(options.write_table), defaults, device, versions, options.workers)
     # The patched launcher meets a device that refuses what does not fit, as a GPU does: a clamp
     # without a table entry must step down on that refusal.
-    patched = record_launches(installed, cases, cc, limit, options.write_table, device_errors=True)
+    patched = record_launches(installed, cases, cc, limit, options.write_table, device_errors=True, encoder=encoder)
 
     compared = defaults if options.compare_unpatched else []
     launches = patched + compared
@@ -211,4 +228,6 @@ def run(fit: FitPlan) -> dict:
         elapsed_s=time.monotonic() - started, table=table, known_table=known_note,
     )
     report["launcher"] = options.launcher or installed.__file__
+    if encoder is not None:
+        report["encoder_launcher"] = encoder.__file__
     return report

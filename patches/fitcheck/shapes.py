@@ -44,8 +44,22 @@ CLASS_DEFAULTS["gemma3"] = CLASS_DEFAULTS["gemma3_text"]  # a text_config saved 
 
 
 # Models whose every attention layer is bidirectional (encoder-only): vLLM's Triton backend runs them
-# through context_attention_fwd, which the clamp does not cover.
-ENCODER_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "modernbert", "nomic_bert", "distilbert", "deberta-v2")
+# through context_attention_fwd (the clamp's encoder site). These carry the standard attention fields.
+ENCODER_MODEL_TYPES = ("bert", "roberta", "xlm-roberta")
+# Encoder-only types whose attention the fit check does not read (yet): their configs name heads and
+# windows in fields of their own, so their shapes are not known here. Each is "not proven", named.
+UNREAD_ENCODER_TYPES = {
+    "modernbert": "ModernBERT's local attention (local_attention, global_attn_every_n_layers) is not modelled",
+    "nomic_bert": "NomicBERT names its heads n_head / n_embd, which the fit check does not read",
+    "distilbert": "DistilBERT names its heads n_heads / dim, which the fit check does not read",
+    "deberta-v2": "DeBERTa-v2's relative-position attention is not one vLLM's Triton kernels run",
+}
+# How a layer's attention reaches vLLM's Triton kernels (LayerShape.attention):
+DECODER = "decoder"  # causal, paged KV cache: the unified-attention launcher
+ENCODER = "encoder"  # bidirectional, encoder-only layers: context_attention_fwd via the Triton backend
+MM_ENCODER = "mm-encoder"  # a multimodal tower under --mm-encoder-attn-backend TRITON_ATTN (vit wrapper)
+ENCODER_KINDS = (ENCODER, MM_ENCODER)
+TENSOR_PARALLEL_SIZES = (1, 2, 4)  # the per-rank shapes the built-in matrix proves
 
 
 def _encoder_attention(text: dict, model_type: str | None) -> str | None:
@@ -55,7 +69,7 @@ def _encoder_attention(text: dict, model_type: str | None) -> str | None:
         return "bidirectional attention (use_bidirectional_attention: true, an embedding model)"
     if text.get("is_causal") is False:
         return "bidirectional attention (is_causal: false)"
-    if model_type in ENCODER_MODEL_TYPES:
+    if model_type in ENCODER_MODEL_TYPES or model_type in UNREAD_ENCODER_TYPES:
         return f"an encoder-only model ({model_type})"
     return None
 
@@ -76,6 +90,8 @@ class LayerShape:
     # not the layer's: the split-K threshold of a 16:1 global layer is that of its 8-head
     # sliding layers. 0 = this layer's own.
     model_kv_heads: int = 0
+    attention: str = DECODER  # DECODER, ENCODER or MM_ENCODER: which kernel runs the layer
+    tensor_parallel: int = 1  # the heads are one rank's of this tensor-parallel size
 
     @property
     def label(self) -> str:
@@ -90,16 +106,34 @@ class LayerShape:
         return seq_threshold_3d(self.model_kv_heads or self.num_kv_heads)
 
 
-def model_shapes(model: str, layers: list[tuple], softcap: float = 0.0) -> list[LayerShape]:
-    """Layer kinds (layer, heads, kv_heads, head_size, window) -> shapes with unified page size."""
+def rank_heads(heads: int, kv_heads: int, tensor_parallel: int, where: str = "the model") -> tuple[int, int]:
+    """(query heads, KV heads) one rank holds under tensor parallelism, as vLLM splits them: the query
+    heads evenly, the KV heads evenly when there are at least as many as ranks, else each rank holds
+    one replicated KV head (vLLM's QKVParallelLinear). ConfigError where vLLM refuses the split."""
+    if heads % tensor_parallel:
+        raise ConfigError(f"{where}: {heads} attention heads do not split over tensor parallel size "
+                          f"{tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE that divides {heads}")
+    if kv_heads >= tensor_parallel and kv_heads % tensor_parallel:
+        raise ConfigError(f"{where}: {kv_heads} KV heads do not split over tensor parallel size "
+                          f"{tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE that divides {kv_heads}")
+    return heads // tensor_parallel, max(1, kv_heads // tensor_parallel)
+
+
+def model_shapes(model: str, layers: list[tuple], softcap: float = 0.0, attention: str = DECODER,
+                 tensor_parallel: int = 1, where: str = "the model") -> list[LayerShape]:
+    """Layer kinds (layer, heads, kv_heads, head_size, window) -> one rank's shapes with unified
+    page size (the page is sized by the rank's KV heads, as vLLM's KV cache of that rank is)."""
+    layers = [(layer, *rank_heads(heads, kv_heads, tensor_parallel, where), head, window)
+              for layer, heads, kv_heads, head, window in layers]
     per_token = [kv_heads * head for _, _, kv_heads, head, _ in layers]
     largest = max(per_token)
     model_kv_heads = max(kv_heads for _, _, kv_heads, _, _ in layers)
+    encoder = attention in ENCODER_KINDS  # no KV cache pages, no softcap in context_attention_fwd
     shapes = []
     for (layer, heads, kv_heads, head, window), size in zip(layers, per_token):
-        scale = largest // size if largest % size == 0 else 1
-        shapes.append(LayerShape(model, layer, heads, kv_heads, head, window, softcap,
-                                 BASE_BLOCK_SIZE * scale, model_kv_heads))
+        scale = largest // size if largest % size == 0 and not encoder else 1
+        shapes.append(LayerShape(model, layer, heads, kv_heads, head, window, 0.0 if encoder else softcap,
+                                 BASE_BLOCK_SIZE * scale, model_kv_heads, attention, tensor_parallel))
     return shapes
 
 
@@ -111,8 +145,9 @@ def _positive_int(config: dict, key: str, where: str, default=None) -> int:
     return value
 
 
-def shapes_from_config(config: object, model: str, where: str) -> list[LayerShape]:
-    """The distinct attention layer kinds of a HF config dict (text_config honoured)."""
+def shapes_from_config(config: object, model: str, where: str, tensor_parallel: int = 1) -> list[LayerShape]:
+    """The distinct attention layer kinds of a HF config dict (text_config honoured), as one rank of
+    `tensor_parallel` ranks holds them."""
     if not isinstance(config, dict):
         raise ConfigError(f"{where}: top level is {type(config).__name__}, expected a JSON object")
     text = config.get("text_config", config)
@@ -126,11 +161,10 @@ def shapes_from_config(config: object, model: str, where: str) -> list[LayerShap
             f"{where}: a hybrid model ({', '.join(hybrid)}): its Mamba/SSM layers run Triton kernels the fit "
             "check does not prove for this device; only its attention layers would be checked")
     encoder = _encoder_attention(text, model_type)
-    if encoder:
+    if model_type in UNREAD_ENCODER_TYPES:
         raise UnprovenLayers(
-            f"{where}: {encoder}: vLLM runs such attention through its Triton prefill kernel "
-            "(context_attention_fwd), not the attention launcher the clamp covers, and the fit check does not "
-            "prove it (vLLM 0.33 on sm_75 compiles it to 131,072 bytes at head 256: docs/clamp.md)")
+            f"{where}: {encoder}: {UNREAD_ENCODER_TYPES[model_type]}, so its encoder attention launches "
+            "(context_attention_fwd) are not known to the fit check")
     heads = _positive_int(text, "num_attention_heads", where)
     kv_heads = _positive_int(text, "num_key_value_heads", where, heads)
     head_dim = _positive_int(text, "head_dim", where, _derived_head_dim(text, heads, where))
@@ -168,7 +202,7 @@ def shapes_from_config(config: object, model: str, where: str) -> list[LayerShap
             raise ConfigError(
                 f"{where}: {layer_heads} attention heads are not a multiple of {layer_kv} KV heads"
             )
-    return model_shapes(model, layers, float(softcap))
+    return model_shapes(model, layers, float(softcap), ENCODER if encoder else DECODER, tensor_parallel, where)
 
 
 def _global_field_kinds(text: dict, layer_types: list, base: dict, window, where: str) -> list[tuple]:
@@ -247,6 +281,13 @@ BUILTIN_CONFIGS = {
 BUILTIN_MODELS: dict[str, list[LayerShape]] = {
     name: shapes_from_config(config, name, f"built-in {name}") for name, config in BUILTIN_CONFIGS.items()
 }
+# One rank's shapes under tensor parallelism 2 and 4 (vLLM issue 36802 is TP 4 on four T4s): the
+# query heads split, the KV heads split or, fewer than ranks, are replicated, so the query-per-KV
+# ratio (BLOCK_M, BLOCK_Q) and the unified page size change per rank.
+BUILTIN_TP_MODELS: dict[str, list[LayerShape]] = {
+    f"{name}-tp{tp}": shapes_from_config(config, f"{name}-tp{tp}", f"built-in {name}", tp)
+    for tp in TENSOR_PARALLEL_SIZES[1:] for name, config in BUILTIN_CONFIGS.items()
+}
 
 
 # The attention-only families vLLM serves through this launcher. vLLM's Triton backend lists no head
@@ -276,17 +317,41 @@ FAMILY_LAYERS = (
 FAMILY_KV_HEADS = 2  # any count: the verdict is keyed by the ratio (table.SHAPE_FIELDS)
 FAMILY_SHAPES = [LayerShape("family", name, ratio * FAMILY_KV_HEADS, FAMILY_KV_HEADS, head, window)
                  for name, head, ratio, window in FAMILY_LAYERS]
+
+# Encoder (bidirectional) attention: what reaches vLLM's context_attention_fwd. ENCODER layers are
+# encoder-only and embedding models through the Triton backend (TritonAttentionImpl: window
+# (w - 1, w - 1) or none); MM_ENCODER layers are multimodal towers under
+# `--mm-encoder-attn-backend TRITON_ATTN` (vit_attn_wrappers: no window, one KV head per query head).
+# (layer name, head size, query heads per KV head, sliding window, attention): examples
+ENCODER_LAYERS = (
+    ("encoder-head64-r1", 64, 1, None, ENCODER),  # BERT base / large, RoBERTa, XLM-R, MiniLM, BGE, E5
+    ("encoder-head256-r3-window512", 256, 3, 512, ENCODER),  # EmbeddingGemma 300M sliding layers (3 / 1 heads)
+    ("encoder-head256-r3", 256, 3, None, ENCODER),  # EmbeddingGemma 300M full-attention layers
+    # no checkpoint we know; the largest head the kernel takes here, so the clamp's head-512 tile is proven
+    ("encoder-head512-r8", 512, 8, None, ENCODER),  # a bidirectional Gemma 4 global layer (E2B-like 8 / 1)
+    ("mm-encoder-head64", 64, 1, None, MM_ENCODER),  # Gemma 4 E2B / E4B vision tower, SigLIP base
+    ("mm-encoder-head72", 72, 1, None, MM_ENCODER),  # Gemma 4 26B / 31B vision tower (SigLIP so400m)
+    ("mm-encoder-head80", 80, 1, None, MM_ENCODER),  # Qwen2-VL / Qwen2.5-VL vision tower
+    ("mm-encoder-head128", 128, 1, None, MM_ENCODER),  # Gemma 4 audio tower (8 heads of 128)
+)
+ENCODER_KV_HEADS = 2  # any count: the verdict is keyed by the ratio, as for the families
+ENCODER_SHAPES = [LayerShape("encoder", name, ratio * ENCODER_KV_HEADS, ENCODER_KV_HEADS, head, window,
+                             attention=attention)
+                  for name, head, ratio, window, attention in ENCODER_LAYERS]
 MATRICES = ("all", "gemma4")  # what the fit check runs without --model-config
 
 
 def builtin_shapes(matrix: str = "all") -> list[LayerShape]:
-    """The Gemma 4 classes, and with "all" the attention-only families' layers too."""
-    gemma4 = [shape for shapes in BUILTIN_MODELS.values() for shape in shapes]
-    return gemma4 + FAMILY_SHAPES if matrix == "all" else gemma4
+    """The Gemma 4 classes at tensor parallel 1, 2 and 4, and with "all" the attention-only families'
+    layers and the encoder layers too."""
+    gemma4 = [shape for models in (BUILTIN_MODELS, BUILTIN_TP_MODELS) for shapes in models.values()
+              for shape in shapes]
+    return gemma4 + FAMILY_SHAPES + ENCODER_SHAPES if matrix == "all" else gemma4
 
 
-def load_model_config(path: str | Path) -> list[LayerShape]:
-    """Shapes of the model whose config.json is at `path` (ConfigError: one-line reason)."""
+def load_model_config(path: str | Path, tensor_parallel: int = 1) -> list[LayerShape]:
+    """One rank's shapes of the model whose config.json is at `path` under `tensor_parallel` ranks
+    (ConfigError: one-line reason)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -299,7 +364,7 @@ def load_model_config(path: str | Path) -> list[LayerShape]:
             f"{path}: not JSON ({error.msg} at line {error.lineno}); pass the model's HF config.json"
         ) from None
     model = path.parent.name or path.stem
-    return shapes_from_config(config, model, str(path))
+    return shapes_from_config(config, model, str(path), tensor_parallel)
 
 
 # The matrix: which batches the fit check feeds the attention launcher for each layer shape.
@@ -328,11 +393,18 @@ def seq_threshold_3d(num_kv_heads: int) -> int:
     return max(1, MIN_LAUNCH_GRID_SIZE_2D // num_kv_heads)
 
 
+ENCODER_QUERY_LEN = 64  # tokens per sequence of an encoder batch; only the grid follows it
+
+
 def build_matrix(shapes: list[LayerShape], mm_prefix: bool) -> list[Case]:
     """Every call the check makes: prefill, decode (single and over the 3D threshold),
-    speculative verify lengths and, where the release supports it, a multimodal prefix."""
+    speculative verify lengths and, where the release supports it, a multimodal prefix; an
+    encoder layer is one bidirectional batch (its kernel has no decode path)."""
     cases = []
     for shape in shapes:
+        if shape.attention in ENCODER_KINDS:
+            cases.append(Case(shape, shape.attention, ENCODER_QUERY_LEN, num_seqs=2))
+            continue
         cases.append(Case(shape, "prefill", PREFILL_QUERY_LEN))
         cases.append(Case(shape, "decode", 1))
         cases.append(Case(shape, "decode-batch", 1, num_seqs=shape.seq_threshold_3d + 1))

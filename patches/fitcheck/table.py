@@ -17,13 +17,15 @@ from pathlib import Path
 FORMAT = 1
 SMALLEST_TILE = 16
 ENTRY_KEYS = ("cc", "path", "head_size_padded", "dtype", "block_m", "num_warps", "num_stages", "tile_size")
-ATTENTION_PATHS = ("2d", "3d")
-# The fields of a layer shape that size its kernels' shared memory: the tiles follow head size, the
-# query-per-KV ratio (BLOCK_M, BLOCK_Q), window, softcap and block size. Head counts only index the
-# grid, and the model's KV heads only move the split-K threshold (which path a batch takes; the
+ATTENTION_PATHS = ("2d", "3d", "encoder")  # "encoder": context_attention_fwd's _fwd_kernel
+# The fields of a layer shape that size its kernels' shared memory: which kernel runs it (attention:
+# decoder, encoder, mm-encoder), and the tiles follow head size, the query-per-KV ratio (BLOCK_M,
+# BLOCK_Q; the encoder kernel's kv_group_num), window, softcap and block size. Head counts only index
+# the grid, and the model's KV heads only move the split-K threshold (which path a batch takes; the
 # matrix runs both), so a verdict recorded for these fields holds for any model with such a layer
-# (tests/image/test_fitcheck.py compiles real family configs against it).
-SHAPE_FIELDS = ("head_size", "queries_per_kv", "sliding_window", "softcap", "block_size")
+# (tests/image/test_fitcheck.py compiles real family configs against it). One rank of a tensor-parallel
+# model is a model with that rank's heads (shapes.rank_heads).
+SHAPE_FIELDS = ("attention", "head_size", "queries_per_kv", "sliding_window", "softcap", "block_size")
 VERDICT_KEYS = ("cc", "limit", "dtype") + SHAPE_FIELDS
 CHECKED_DTYPE = "float16"  # the dtype the fit check's launches carry (recorder.case_arguments)
 
@@ -32,16 +34,19 @@ class TableError(ValueError):
     """An existing fit table that cannot be merged with (exit 2, nothing written)."""
 
 
-def launch_key(launch, cc: int) -> dict:
-    """The table fields of an attention launch, tile and shared left out."""
-    query = launch.params.get("query_ptr")
+def launch_key(launch, cc: int, tile: int | None = None) -> dict:
+    """The table fields of an attention launch at `tile` (its own by default), tile and shared left
+    out. An encoder launch's head size is BLOCK_DMODEL and its block_m the BLOCK_M that goes with the
+    tile (BLOCK_N): the clamp sets both to vLLM's BLOCK."""
+    encoder = launch.path == "encoder"
+    query = launch.params.get("Q" if encoder else "query_ptr")
     dtype = str(getattr(query, "dtype", "unknown")).replace("torch.", "")
     return {
         "cc": cc,
         "path": launch.path,
-        "head_size_padded": launch.param("HEAD_SIZE_PADDED"),
+        "head_size_padded": launch.param("BLOCK_DMODEL" if encoder else "HEAD_SIZE_PADDED"),
         "dtype": dtype,
-        "block_m": launch.param("BLOCK_M"),
+        "block_m": tile if encoder and tile is not None else launch.param("BLOCK_M"),
         "num_warps": launch.options.get("num_warps"),
         "num_stages": launch.options.get("num_stages"),
     }
@@ -59,16 +64,16 @@ def tile_search(launches: list, cc: int, limit: int, compile_requests) -> list[d
     compile_requests([(fn, params, options)]) -> [CompileResult]. Launches that share a table
     key keep the largest need, so the entry holds for every one of them.
     """
-    pending = [(launch, launch.param("TILE_SIZE")) for launch in launches if launch.path in ATTENTION_PATHS]
+    pending = [(launch, launch.tile) for launch in launches if launch.path in ATTENTION_PATHS]
     needs: dict[tuple, dict] = {}
     while pending:
         results = compile_requests(
-            [(launch.fn, dict(launch.params, TILE_SIZE=tile), launch.options) for launch, tile in pending])
+            [(launch.fn, launch.retiled(tile), launch.options) for launch, tile in pending])
         smaller = []
         for (launch, tile), result in zip(pending, results):
             if result.shared is None:
                 continue
-            entry = dict(launch_key(launch, cc), tile_size=tile, shared=result.shared)
+            entry = dict(launch_key(launch, cc, tile), tile_size=tile, shared=result.shared)
             key = identity(entry)
             if key not in needs or needs[key]["shared"] < entry["shared"]:
                 needs[key] = entry
@@ -152,13 +157,15 @@ def shape_verdicts(rows: list[dict], shapes, cc: int, limit: int) -> list[dict]:
 
 
 def write_table(path: Path, document: dict) -> None:
-    """Atomic replace, so a reader never sees half a table."""
+    """Atomic replace, so a reader never sees half a table; readable by every uid (mkstemp makes 0600,
+    and the image runs its server as root or as any uid)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             json.dump(document, stream, indent=1)
             stream.write("\n")
+        os.chmod(temporary, 0o644)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -185,7 +192,7 @@ def table_mismatch(document: dict, versions: dict) -> str | None:
 
 def table_key(launch, cc: int) -> tuple:
     """The launch's identity in the table, its own tile included."""
-    return identity(dict(launch_key(launch, cc), tile_size=launch.param("TILE_SIZE")))
+    return identity(dict(launch_key(launch, cc), tile_size=launch.tile))
 
 
 def known_needs(launches: list, cc: int, document: dict) -> list[int | None]:

@@ -1,6 +1,10 @@
-"""The Turing clamp: places a shared-memory-sized tile choice into vLLM's attention launcher.
+"""The Turing clamp: places a shared-memory-sized tile choice into vLLM's attention launchers.
 
-    python -m patches.turing_clamp apply|check|show [--target PATH] [--json]
+    python -m patches.turing_clamp apply|check|show [--site unified|encoder] [--target PATH] [--json]
+
+--site picks the launcher of the installed vLLM: `unified` (default) is triton_unified_attention.py,
+`encoder` is triton_prefill_attention.py (encoder / bidirectional attention); a --target PATH is
+judged by its file name.
 
 apply: 0 applied / already / skipped (upstream), 2 refused (nothing written).
 check: 0 present once (or upstream), 1 absent or outdated, 2 error.
@@ -22,18 +26,22 @@ from pathlib import Path
 
 from patches.turing_clamp.placement import (
     PATCH_VERSION,
+    SITES,
+    UNIFIED,
     PlacementError,
+    Site,
     count_clamp,
     insert_clamp,
     parse,
+    site_of,
     sizes_from_shared_memory,
     strip_clamp,
 )
 
-TARGET_IN_PACKAGE = Path("v1/attention/ops/triton_unified_attention.py")
+TARGET_IN_PACKAGE = UNIFIED.target_in_package
 REINSTALL = "reinstall vLLM (`pip install --force-reinstall --no-deps vllm==VERSION`)"
 
-__all__ = ["ClampError", "ClampReport", "Outcome", "apply", "check", "find_target", "show", "strip_clamp"]
+__all__ = ["SITES", "ClampError", "ClampReport", "Outcome", "apply", "check", "find_target", "show", "strip_clamp"]
 
 
 APPLY_CLI = "run `python -m patches.turing_clamp apply`"
@@ -85,21 +93,21 @@ class ClampReport:
         return dict(asdict(self), outcome=self.outcome.label)
 
 
-def find_target() -> Path:
-    """vLLM's launcher file in the Python running this, found without importing vLLM."""
+def find_target(site: Site = UNIFIED) -> Path:
+    """vLLM's launcher file of `site` in the Python running this, found without importing vLLM."""
     spec = importlib.util.find_spec("vllm")
     if spec is None or not spec.submodule_search_locations:
         raise ClampError(
             f"vLLM is not installed for {sys.executable}; expected the vllm package; "
             "install it or pass --target PATH"
         )
-    return Path(list(spec.submodule_search_locations)[0]) / TARGET_IN_PACKAGE
+    return Path(list(spec.submodule_search_locations)[0]) / site.target_in_package
 
 
 def vllm_version_of(path: Path) -> str:
     """The release from the dist-info METADATA next to the vllm package, else 'unknown'."""
     parts = Path(path).resolve().parts
-    tail = ("vllm",) + TARGET_IN_PACKAGE.parts
+    tail = ("vllm",) + site_of(path).target_in_package.parts
     if parts[-len(tail):] != tail:
         return "unknown"
     site = Path(*parts[:-len(tail)])
@@ -126,6 +134,7 @@ class _State:
     version: str
     data: bytes
     source: str
+    site: Site = UNIFIED
 
     def report(self, outcome: Outcome, found: str = "", after: bytes | None = None) -> ClampReport:
         return ClampReport(str(self.path), self.version, outcome, _sha256(self.data),
@@ -137,21 +146,22 @@ class _State:
         return ClampError(f"{self.path} (vLLM {self.version}): {what}; nothing was written; {todo}")
 
 
-def _read(path: Path | str) -> _State:
+def _read(path: Path | str, site: Site | None = None) -> _State:
     path = Path(path)
+    site = site or site_of(path)
     version = vllm_version_of(path)
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise ClampError(
             f"{path} (vLLM {version}): cannot read it ({exc.strerror}); expected vLLM's "
-            f"{TARGET_IN_PACKAGE.name}; pass --target PATH to the right file"
+            f"{site.target_in_package.name}; pass --target PATH to the right file"
         ) from None
     try:
         source = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise _State(path, version, data, "").refusal("the file is not UTF-8 text") from None
-    return _State(path, version, data, source)
+        raise _State(path, version, data, "", site).refusal("the file is not UTF-8 text") from None
+    return _State(path, version, data, source, site)
 
 
 def _planned(state: _State) -> tuple[Outcome, str]:
@@ -160,7 +170,7 @@ def _planned(state: _State) -> tuple[Outcome, str]:
         tree = parse(state.source)
         if sizes_from_shared_memory(tree):
             return Outcome.SKIPPED, state.source
-        count = count_clamp(tree)
+        count = count_clamp(tree, state.site)
         if count.present_once and count.version == PATCH_VERSION:
             return Outcome.ALREADY, state.source
         if not (count.present_once or count.absent):
@@ -168,7 +178,7 @@ def _planned(state: _State) -> tuple[Outcome, str]:
                 f"found {count.definitions} clamp definitions and {count.calls} clamp calls; "
                 "expected none or one of each"
             )
-        return Outcome.APPLIED, insert_clamp(strip_clamp(state.source))
+        return Outcome.APPLIED, insert_clamp(strip_clamp(state.source), state.site)
     except PlacementError as exc:
         raise state.refusal(str(exc)) from None
 
@@ -195,10 +205,11 @@ def _write(state: _State, text: str) -> bytes:
     return data
 
 
-def apply(path: Path | str) -> ClampReport:
-    """Place the clamp in path; a refusal comes back as Outcome.REFUSED."""
+def apply(path: Path | str, site: Site | None = None) -> ClampReport:
+    """Place the clamp in path (the launcher of `site`, by default the one its file name says);
+    a refusal comes back as Outcome.REFUSED."""
     try:
-        state = _read(path)
+        state = _read(path, site)
         outcome, text = _planned(state)
         if outcome is not Outcome.APPLIED:
             return state.report(outcome)
@@ -220,14 +231,14 @@ def _sha256_of(path: Path | str) -> str | None:
         return None
 
 
-def check(path: Path | str) -> ClampReport:
+def check(path: Path | str, site: Site | None = None) -> ClampReport:
     """Structural check: Outcome PRESENT / UPSTREAM / ABSENT / OUTDATED / ERROR."""
     try:
-        state = _read(path)
+        state = _read(path, site)
         tree = parse(state.source)
     except (ClampError, PlacementError) as exc:
         return _unread_report(path, Outcome.ERROR, str(exc))
-    count = count_clamp(tree)
+    count = count_clamp(tree, state.site)
     if sizes_from_shared_memory(tree):
         return state.report(Outcome.UPSTREAM)
     if count.present_once and count.version == PATCH_VERSION:
@@ -241,9 +252,9 @@ def check(path: Path | str) -> ClampReport:
                                        f"clamp calls, expected one each; {REINSTALL}")
 
 
-def show(path: Path | str) -> str:
+def show(path: Path | str, site: Site | None = None) -> str:
     """The unified diff apply would make; empty when there is nothing to do."""
-    state = _read(path)
+    state = _read(path, site)
     _, text = _planned(state)
     return "".join(difflib.unified_diff(
         state.source.splitlines(keepends=True), text.splitlines(keepends=True),

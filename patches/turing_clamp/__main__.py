@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import patches.turing_clamp as turing_clamp
-from patches.turing_clamp import ClampError, ClampReport, apply, check, find_target, show
+from patches.turing_clamp import SITES, ClampError, ClampReport, apply, check, find_target, show
 
 
 def _emit(report: ClampReport, as_json: bool) -> None:
@@ -24,21 +24,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m patches.turing_clamp", description=turing_clamp.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=("apply", "check", "show"))
-    parser.add_argument("--target", type=Path, help="the triton_unified_attention.py to patch "
-                        "(default: the one of the vLLM installed for this Python)")
+    parser.add_argument("--site", choices=sorted(SITES), help="which launcher of the "
+                        "installed vLLM: unified (triton_unified_attention.py, the default) or encoder "
+                        "(triton_prefill_attention.py); with --target, the site its file name says unless given")
+    parser.add_argument("--target", type=Path, help="the launcher file to patch (default: the --site one of "
+                        "the vLLM installed for this Python; its site follows from its file name)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
     try:
-        target = args.target or find_target()
+        site = SITES[args.site] if args.site else None
+        target = args.target or find_target(site or SITES["unified"])
         if args.command == "show":
-            diff = show(target)
+            diff = show(target, site)
             if args.json or diff:
                 print(json.dumps({"file": str(target), "diff": diff}) + "\n" if args.json else diff, end="")
             return 0
     except ClampError as exc:
         print(exc, file=sys.stderr)
         return 2
-    report = apply(target) if args.command == "apply" else check(target)
+    report = apply(target, site) if args.command == "apply" else check(target, site)
     _emit(report, args.json)
     return report.outcome.exit_code
 

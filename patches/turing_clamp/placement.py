@@ -1,4 +1,9 @@
-"""Where the clamp goes in a triton_unified_attention.py, decided from its syntax tree.
+"""Where the clamp goes in vLLM's Triton attention launchers, decided from their syntax trees.
+
+Two sites (`SITES`): the unified-attention launcher (triton_unified_attention.py,
+`unified_attention()`, tiles TILE_SIZE_PREFILL / TILE_SIZE_DECODE) and the encoder-attention
+launcher (triton_prefill_attention.py, `context_attention_fwd()`, tile BLOCK). Both files get the
+same runtime block; each gets the one call of its own clamp function.
 
 Pure functions on source text: nothing here reads or writes files. The rest of the
 file stays byte-identical because text is spliced in at statement boundaries
@@ -13,6 +18,8 @@ from pathlib import Path
 
 TILE_NAMES = ("TILE_SIZE_PREFILL", "TILE_SIZE_DECODE")
 CLAMP_FUNCTION = "_vllm_turing_clamp"
+ENCODER_TILE_NAMES = ("BLOCK",)
+ENCODER_CLAMP_FUNCTION = "_vllm_turing_encoder_clamp"
 VERSION_NAME = "_VLLM_TURING_CLAMP_VERSION"
 BEGIN_MARKER = "# >>> vllm-turing clamp"
 END_MARKER = "# <<< vllm-turing clamp"
@@ -42,6 +49,32 @@ PATCH_VERSION = next(
 
 
 @dataclass(frozen=True)
+class Site:
+    """One launcher the clamp is placed in: its file in the vllm package, the variables holding
+    its tiles, its clamp function and the names that must be assigned before the tiles' last
+    assignment (the call passes them)."""
+
+    name: str
+    target_in_package: Path
+    tile_names: tuple
+    clamp_function: str
+    assigned_before: tuple
+
+
+UNIFIED = Site("unified", Path("v1/attention/ops/triton_unified_attention.py"), TILE_NAMES, CLAMP_FUNCTION,
+               ("BLOCK_M",))
+ENCODER = Site("encoder", Path("v1/attention/ops/triton_prefill_attention.py"), ENCODER_TILE_NAMES,
+               ENCODER_CLAMP_FUNCTION, ())
+SITES = {site.name: site for site in (UNIFIED, ENCODER)}
+CLAMP_FUNCTIONS = tuple(site.clamp_function for site in SITES.values())
+
+
+def site_of(path) -> Site:
+    """The site a launcher file belongs to, by its file name (the unified launcher otherwise)."""
+    return ENCODER if Path(path).name == ENCODER.target_in_package.name else UNIFIED
+
+
+@dataclass(frozen=True)
 class Placement:
     """Where the two pieces go (0-based line indices, insertion before that line)."""
 
@@ -51,6 +84,7 @@ class Placement:
     indent: str
     has_warps: bool
     has_stages: bool
+    site: Site = UNIFIED
 
 
 @dataclass(frozen=True)
@@ -87,39 +121,40 @@ def _is_own(node: ast.stmt) -> bool:
     return False
 
 
-def _is_clamp_call(node: ast.AST) -> bool:
+def _is_clamp_call(node: ast.AST, functions: tuple = CLAMP_FUNCTIONS) -> bool:
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-            and node.func.id == CLAMP_FUNCTION)
+            and node.func.id in functions)
 
 
-def _is_clamp_statement(stmt: ast.stmt) -> bool:
-    return isinstance(stmt, ast.Assign) and any(_is_clamp_call(n) for n in ast.walk(stmt.value))
+def _is_clamp_statement(stmt: ast.stmt, functions: tuple = CLAMP_FUNCTIONS) -> bool:
+    return isinstance(stmt, ast.Assign) and any(_is_clamp_call(n, functions) for n in ast.walk(stmt.value))
 
 
-def find_launcher(tree: ast.Module) -> ast.FunctionDef:
+def find_launcher(tree: ast.Module, site: Site = UNIFIED) -> ast.FunctionDef:
+    tile_names = site.tile_names
     candidates = [
         node for node in tree.body
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-        and _names(node, ast.Store) & set(TILE_NAMES)
+        and _names(node, ast.Store) & set(tile_names)
     ]
     if not candidates:
-        raise PlacementError(f"no function assigns {' or '.join(TILE_NAMES)}")
+        raise PlacementError(f"no function assigns {' or '.join(tile_names)}")
     if len(candidates) > 1:
         names = ", ".join(f"{c.name} (line {c.lineno})" for c in candidates)
         raise PlacementError(f"several functions assign the tile sizes: {names}; expected one launcher")
     launcher = candidates[0]
-    missing = [name for name in TILE_NAMES if name not in _names(launcher, ast.Store)]
+    missing = [name for name in tile_names if name not in _names(launcher, ast.Store)]
     if missing:
         raise PlacementError(f"the launcher {launcher.name}() never assigns {', '.join(missing)}")
     return launcher
 
 
-def plan(source: str) -> Placement:
+def plan(source: str, site: Site = UNIFIED) -> Placement:
     """Where the clamp goes in an unpatched source; PlacementError when unrecognised."""
     tree = parse(source)
-    launcher = find_launcher(tree)
+    launcher = find_launcher(tree, site)
     body = launcher.body
-    tiles = set(TILE_NAMES)
+    tiles = set(site.tile_names)
     assigning = [i for i, stmt in enumerate(body) if _names(stmt, ast.Store) & tiles]
     last = assigning[-1]
     for stmt in body[:last]:
@@ -135,8 +170,9 @@ def plan(source: str) -> Placement:
     if body[last + 1].lineno <= body[last].end_lineno:
         raise PlacementError(f"line {body[last].end_lineno} holds more than one statement")
     before = set().union(*(_names(stmt, ast.Store) for stmt in body[:last + 1]))
-    if "BLOCK_M" not in before:
-        raise PlacementError(f"BLOCK_M is not assigned before the tile sizes in {launcher.name}()")
+    for name in site.assigned_before:
+        if name not in before:
+            raise PlacementError(f"{name} is not assigned before the tile sizes in {launcher.name}()")
     if "q" not in {a.arg for a in launcher.args.args + launcher.args.kwonlyargs}:
         raise PlacementError(f"the launcher {launcher.name}() has no parameter q")
     lines = source.splitlines(keepends=True)
@@ -151,6 +187,7 @@ def plan(source: str) -> Placement:
         indent=body_line[:len(body_line) - len(body_line.lstrip())],
         has_warps="launch_num_warps" in before,
         has_stages="launch_num_stages" in before,
+        site=site,
     )
 
 
@@ -160,6 +197,9 @@ def _newline(source: str) -> str:
 
 def call_text(placement: Placement, newline: str = "\n") -> str:
     ind, arg_ind = placement.indent, placement.indent * 2 if placement.indent else "    "
+    if placement.site is ENCODER:
+        # BLOCK is BLOCK_M and, on CUDA, BLOCK_N of _fwd_kernel; the grid is computed from it below.
+        return f"{ind}BLOCK = {ENCODER_CLAMP_FUNCTION}(q, BLOCK){newline}"
     args = "q, BLOCK_M, TILE_SIZE_PREFILL, TILE_SIZE_DECODE"
     if placement.has_stages:
         warps = "launch_num_warps" if placement.has_warps else "None"
@@ -171,9 +211,9 @@ def call_text(placement: Placement, newline: str = "\n") -> str:
     return newline.join(lines) + newline
 
 
-def insert_clamp(source: str) -> str:
+def insert_clamp(source: str, site: Site = UNIFIED) -> str:
     """The source with the clamp placed; the source must not carry the clamp yet."""
-    placement = plan(source)
+    placement = plan(source, site)
     newline = _newline(source)
     lines = source.splitlines(keepends=True)
     lines.insert(placement.call_at, call_text(placement, newline))
@@ -181,12 +221,13 @@ def insert_clamp(source: str) -> str:
     return "".join(lines)
 
 
-def count_clamp(tree: ast.Module) -> ClampCount:
+def count_clamp(tree: ast.Module, site: Site = UNIFIED) -> ClampCount:
     definitions = [
         node for node in ast.walk(tree)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == CLAMP_FUNCTION
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == site.clamp_function
     ]
-    calls = [node for node in ast.walk(tree) if isinstance(node, ast.stmt) and _is_clamp_statement(node)]
+    calls = [node for node in ast.walk(tree)
+             if isinstance(node, ast.stmt) and _is_clamp_statement(node, (site.clamp_function,))]
     versions = [
         node.value.value for node in tree.body
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and any(

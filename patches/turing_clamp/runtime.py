@@ -1,12 +1,12 @@
-"""The code the clamp inserts into vLLM's triton_unified_attention.py.
+"""The code the clamp inserts into vLLM's triton_unified_attention.py and triton_prefill_attention.py.
 
-Everything between the two marker lines is copied verbatim, before the launcher,
-by patches/turing_clamp (placement.py); this module exists so that the very same text can be
-imported and tested without vLLM. Names start with `_vllm_turing_` so that they
+Everything between the two marker lines is copied verbatim, before each launcher (unified_attention,
+context_attention_fwd), by patches/turing_clamp (placement.py); this module exists so that the very
+same text can be imported and tested without vLLM. Names start with `_vllm_turing_` so that they
 cannot collide with vLLM's own.
 """
 # >>> vllm-turing clamp: sizes attention tiles by the device's shared memory (patches/turing_clamp)
-_VLLM_TURING_CLAMP_VERSION = 3
+_VLLM_TURING_CLAMP_VERSION = 4
 _vllm_turing_clamp_cache = {}
 _vllm_turing_fit_tables = {}
 # Launches without a fit-table entry: {launch key: the tile Triton accepted}, and the 3D kernel's
@@ -15,12 +15,22 @@ _vllm_turing_stepped = {}
 _vllm_turing_decode_tile = {}
 _VLLM_TURING_KERNELS = ("kernel_unified_attention", "kernel_unified_attention_2d",
                         "kernel_unified_attention_3d", "reduce_segments")
+# The encoder launcher's kernel (context_attention_fwd) and its fit-table path.
+_VLLM_TURING_ENCODER_KERNEL = "_fwd_kernel"
+_VLLM_TURING_ENCODER_PATH = "encoder"
 _VLLM_TURING_SMALLEST_TILE = 16
 # (name, the name of the first release, still read when the name is unset); the image's default table
 _VLLM_TURING_ENV_SMEM_LIMIT = ("TURING_CLAMP_SMEM_LIMIT", "VLLM_TURING_SMEM_LIMIT")
 _VLLM_TURING_ENV_CC = ("TURING_CLAMP_CC", "VLLM_TURING_CC")
 _VLLM_TURING_ENV_FIT_TABLE = ("TURING_CLAMP_FIT_TABLE", "VLLM_TURING_FIT_TABLE")
 _VLLM_TURING_DEFAULT_FIT_TABLE = "/opt/vllm-turing/fit-table.json"
+# Ranked launch configurations (patches/turing_clamp/ranking.py; the image copies patches/ here)
+_VLLM_TURING_ENV_RANKED = ("TURING_CLAMP_RANKED_CONFIGS",)
+_VLLM_TURING_DEFAULT_RANKED = "/opt/vllm-turing/patches/turing_clamp/ranked-configs.json"
+_VLLM_TURING_KEEP_MARGIN = 1.05
+_vllm_turing_ranked_tables = {}
+# {IS_3D: {"num_warps": ..., "num_stages": ...}} of the launch being made, set by each clamp call
+_vllm_turing_path_options = {}
 
 
 def _vllm_turing_env(names, default=None):
@@ -59,9 +69,20 @@ def _vllm_turing_limit(q):
         import torch
 
         props = torch.cuda.get_device_properties(q.device)
-        cc = props.major * 10 + props.minor
+        cc = _vllm_turing_lowering_cc(props.major * 10 + props.minor)
         return cc, limit if limit is not None else props.shared_memory_per_block_optin
     return int(_vllm_turing_env(_VLLM_TURING_ENV_CC, "75")[1]), limit
+
+
+def _vllm_turing_lowering_cc(cc):
+    """The capability Triton lowers for: TRITON_OVERRIDE_ARCH's (smNN) when set, else the device's.
+    Triton then sizes shared memory as on that GPU, so its fit-table entries hold (a measuring
+    tool on a larger GPU: the preflight refuses the override in the product)."""
+    import os
+    import re
+
+    match = re.fullmatch(r"sm(\d+)", os.environ.get("TRITON_OVERRIDE_ARCH", "").strip())
+    return int(match.group(1)) if match else cc
 
 
 def _vllm_turing_fit_table():
@@ -128,21 +149,93 @@ def _vllm_turing_fit_path(table, cc, limit, launch, default, stages, adjust_stag
     return None, stages, True
 
 
+def _vllm_turing_ranked():
+    """{(cc, path, head_size_padded, dtype, block_m, num_warps, num_stages, vLLM's tile): [(tile, num_warps,
+    num_stages, shared, score), ...] best first} from the ranked-configurations file; {} without
+    one, for another vLLM release, or unreadable (then one warning): the fit table alone decides."""
+    import json
+    import os
+
+    path = _vllm_turing_env(_VLLM_TURING_ENV_RANKED, _VLLM_TURING_DEFAULT_RANKED)[1]
+    if path in _vllm_turing_ranked_tables:
+        return _vllm_turing_ranked_tables[path]
+    ranked = {}
+    if path and os.path.exists(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                document = json.load(f)
+            assert document["format"] == 1, f"format {document['format']!r}, expected 1"
+            if document["vllm_version"] == _vllm_turing_release():
+                for e in document["launches"]:
+                    key = (e["cc"], e["path"], e["head_size_padded"], e["dtype"],
+                           e["block_m"], e["num_warps"], e["num_stages"], e["vllm_tile_size"])
+                    ranked[key] = [(int(r["tile_size"]), r["num_warps"], r["num_stages"],
+                                    int(r["shared"]), float(r["score"])) for r in e["ranked"]]
+        except (OSError, ValueError, KeyError, TypeError, AssertionError) as exc:
+            import logging
+
+            ranked = {}
+            logging.getLogger(__name__).warning(
+                "vllm-turing clamp: ranked configurations %s are unreadable (%r); the fit table "
+                "alone decides. Restore the file from patches/turing_clamp or unset %s",
+                path, exc, _VLLM_TURING_ENV_RANKED[0])
+    _vllm_turing_ranked_tables[path] = ranked
+    return ranked
+
+
+def _vllm_turing_ranked_pick(table, cc, limit, launch, stages, default, fail_safe):
+    """(tile, num_stages, {launch options}, need known from the fit table) the ranked configurations
+    choose for one path, or None when they rank nothing for it or nothing they rank fits.
+    launch = (path, head_size_padded, dtype, block_m, num_warps), stages and default (its tile) are vLLM's; fail_safe
+    is the (tile, num_stages) the fit table alone chose, kept unless a fitting configuration's
+    score is more than _VLLM_TURING_KEEP_MARGIN better. A configuration's need is the fit table's
+    entry for it on cc, else the need the ranking measured (then the launch is guarded)."""
+    fitting = []
+    for tile, warps, ranked_stages, shared, score in _vllm_turing_ranked().get((cc,) + launch + (stages, default), ()):
+        key = launch[:4] + (launch[-1] if warps is None else warps, stages if ranked_stages is None else ranked_stages)
+        known = table.get((cc,) + key, {}).get(tile)
+        if (known if known is not None else shared) <= limit:
+            fitting.append((score, tile, warps, ranked_stages, known is not None))
+    if not fitting:
+        return None
+    best = fitting[0]
+    if fail_safe is not None:
+        own = [f for f in fitting if f[1:4] == (fail_safe[0], launch[-1], fail_safe[1])]
+        if own and own[0][0] <= best[0] * _VLLM_TURING_KEEP_MARGIN:
+            best = own[0]
+    _, tile, warps, ranked_stages, known = best
+    chosen = {name: value for name, value in (("num_warps", warps), ("num_stages", ranked_stages))
+              if value is not None and value != {"num_warps": launch[-1], "num_stages": stages}[name]}
+    return tile, ranked_stages if ranked_stages is not None else stages, chosen, known
+
+
+def _vllm_turing_with_options(name, kwargs):
+    """kwargs with the ranked num_warps / num_stages of this launch's path, if it has any."""
+    options = _vllm_turing_path_options.get(bool(kwargs.get("IS_3D")) or name.endswith("_3d"))
+    return dict(kwargs, **options) if options else kwargs
+
+
 def _vllm_turing_decide(q, block_m, tile_prefill, tile_decode, num_warps, num_stages, adjust_stages):
     cc, limit = _vllm_turing_limit(q)
     if limit is None:
-        return tile_prefill, tile_decode, num_stages, False
+        return tile_prefill, tile_decode, num_stages, False, {}
     table_path, table = _vllm_turing_fit_table()
     head = q.shape[2]
     head_padded = 1 << (head - 1).bit_length()
     dtype = str(q.dtype).replace("torch.", "")
-    chosen, unknown = {}, []
+    chosen, unknown, guarded, options = {}, [], False, {}
     for path, default in (("2d", tile_prefill), ("3d", tile_decode)):
         launch = (path, head_padded, dtype, block_m, num_warps)
         tile, stages, known = _vllm_turing_fit_path(
             table, cc, limit, launch, default, num_stages, adjust_stages
         )
-        if not known:
+        pick = _vllm_turing_ranked_pick(
+            table, cc, limit, launch, num_stages, default, (tile, stages) if known and tile is not None else None
+        )
+        if pick is not None:
+            tile, stages, options[path == "3d"], pick_known = pick
+            guarded = guarded or not pick_known
+        elif not known:
             unknown.append(path)
         elif tile is None:
             smallest = min(_vllm_turing_needs(table, cc, launch + (num_stages,)).values())
@@ -153,8 +246,11 @@ def _vllm_turing_decide(q, block_m, tile_prefill, tile_decode, num_warps, num_st
                 "more shared memory per block or a model with a smaller head size"
             )
         chosen[path] = (tile, stages)
-    # One launch-stage count serves both paths: the fewer stages one path needed.
-    stages = min((s for _, s in chosen.values() if s is not None), default=num_stages)
+    # One launch-stage count serves both paths: the fewer stages a path the fit table decided
+    # needed (a ranked choice sets its own per path, through the launch options).
+    stages = min((s for path, (_, s) in chosen.items() if s is not None and (path == "3d") not in options),
+                 default=num_stages)
+    options = {is_3d: o for is_3d, o in options.items() if o}
     if unknown:
         import logging
 
@@ -164,7 +260,7 @@ def _vllm_turing_decide(q, block_m, tile_prefill, tile_decode, num_warps, num_st
             "(OutOfResources) steps down. Add the entry with `python -m patches.fitcheck "
             "--write-table PATH`", table_path, "/".join(unknown), cc, head, dtype, block_m,
         )
-    return chosen["2d"][0], chosen["3d"][0], stages, bool(unknown)
+    return chosen["2d"][0], chosen["3d"][0], stages, bool(unknown) or guarded or bool(options), options
 
 
 def _vllm_turing_next_tile(tile):
@@ -181,40 +277,78 @@ def _vllm_turing_launch_key(name, kwargs):
     return (name,) + fixed + dtypes
 
 
+def _vllm_turing_stepped_launch(name, kernel, grid, args, kwargs, tile, retile):
+    """kernel[grid](*args, **kwargs) launched with `tile`, halved while Triton refuses it with
+    OutOfResources (raised before the kernel runs); the tile accepted is remembered per launch key
+    and returned with the launch's result. retile(tile) -> (grid, kwargs) of the launch at that tile."""
+    from triton.runtime.errors import OutOfResources
+
+    key = _vllm_turing_launch_key(name, kwargs) + (tile,)
+    used = _vllm_turing_stepped.get(key, tile)
+    while True:
+        launch_grid, launch_kwargs = retile(used)
+        try:
+            result = kernel[launch_grid](*args, **launch_kwargs)
+            break
+        except OutOfResources:
+            used = _vllm_turing_next_tile(used)
+            if used is None:
+                raise
+    if key not in _vllm_turing_stepped:
+        _vllm_turing_stepped[key] = used
+        if used != tile:
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "vllm-turing clamp: Triton refused tile %s for %s (OutOfResources); "
+                "tile %s from now on for this launch", tile, name, used)
+    return result, used
+
+
 def _vllm_turing_guarded(name, kernel):
     """kernel, launched through [grid](...) as vLLM does; a tile Triton refuses with OutOfResources
     (raised before the kernel runs) is halved until one is accepted, remembered per launch key."""
-    from triton.runtime.errors import OutOfResources
 
     def launch(grid, *args, **kwargs):
         tile = kwargs.get("TILE_SIZE")
         if not isinstance(tile, int):
             return kernel[grid](*args, **kwargs)
+        if name != "reduce_segments" and _vllm_turing_path_options:
+            kwargs = _vllm_turing_with_options(name, kwargs)
         if name == "reduce_segments":  # must repeat the tile its 3D kernel ran with
             return kernel[grid](*args, **dict(kwargs, TILE_SIZE=_vllm_turing_decode_tile.get(tile, tile)))
-        key = _vllm_turing_launch_key(name, kwargs) + (tile,)
-        used = _vllm_turing_stepped.get(key, tile)
-        while True:
-            try:
-                result = kernel[grid](*args, **dict(kwargs, TILE_SIZE=used))
-                break
-            except OutOfResources:
-                used = _vllm_turing_next_tile(used)
-                if used is None:
-                    raise
-        if key not in _vllm_turing_stepped:
-            _vllm_turing_stepped[key] = used
-            if used != tile:
-                import logging
-
-                logging.getLogger(__name__).warning(
-                    "vllm-turing clamp: Triton refused TILE_SIZE %s for %s (OutOfResources); "
-                    "TILE_SIZE %s from now on for this launch", tile, name, used)
+        result, used = _vllm_turing_stepped_launch(
+            name, kernel, grid, args, kwargs, tile, lambda t: (grid, dict(kwargs, TILE_SIZE=t)))
         if name.endswith("_3d") or kwargs.get("IS_3D"):
             _vllm_turing_decode_tile.clear()
             _vllm_turing_decode_tile[tile] = used
         return result
 
+    return _vllm_turing_wrapper(kernel, launch)
+
+
+def _vllm_turing_guarded_encoder(kernel):
+    """The encoder kernel, guarded as _vllm_turing_guarded does: a smaller BLOCK_M (and BLOCK_N, never
+    above it) launches proportionally more query blocks on the grid's last axis; the kernel masks rows
+    past each sequence, so the extra programs do nothing."""
+
+    def launch(grid, *args, **kwargs):
+        block = kwargs.get("BLOCK_M")
+        if not isinstance(block, int) or not isinstance(grid, tuple) or len(grid) != 3:
+            return kernel[grid](*args, **kwargs)
+
+        def retile(used):
+            block_n = kwargs.get("BLOCK_N", block)
+            return (grid[0], grid[1], grid[2] * (block // used)), dict(
+                kwargs, BLOCK_M=used, BLOCK_N=min(block_n, used) if isinstance(block_n, int) else block_n)
+
+        return _vllm_turing_stepped_launch(_VLLM_TURING_ENCODER_KERNEL, kernel, grid, args, kwargs, block,
+                                           retile)[0]
+
+    return _vllm_turing_wrapper(kernel, launch)
+
+
+def _vllm_turing_wrapper(kernel, launch):
     class Guarded:
         _vllm_turing_kernel = kernel
 
@@ -224,12 +358,13 @@ def _vllm_turing_guarded(name, kernel):
     return Guarded()
 
 
-def _vllm_turing_guard(namespace):
-    """Routes the launcher's kernels in namespace through _vllm_turing_guarded (once per object)."""
-    for name in _VLLM_TURING_KERNELS:
+def _vllm_turing_guard(namespace, names=_VLLM_TURING_KERNELS):
+    """Routes the launcher's kernels in namespace through their guard (once per object)."""
+    for name in names:
         kernel = namespace.get(name)
         if kernel is not None and not hasattr(kernel, "_vllm_turing_kernel"):
-            namespace[name] = _vllm_turing_guarded(name, kernel)
+            namespace[name] = (_vllm_turing_guarded_encoder(kernel) if name == _VLLM_TURING_ENCODER_KERNEL
+                               else _vllm_turing_guarded(name, kernel))
 
 
 def _vllm_turing_clamp(q, block_m, tile_prefill, tile_decode, num_warps=None, num_stages=None,
@@ -247,7 +382,67 @@ def _vllm_turing_clamp(q, block_m, tile_prefill, tile_decode, num_warps=None, nu
             q, block_m, tile_prefill, tile_decode, num_warps, num_stages, adjust_stages
         )
         _vllm_turing_clamp_cache[key] = decision
+    _vllm_turing_path_options.clear()
+    _vllm_turing_path_options.update(decision[4])
     if decision[3]:
         _vllm_turing_guard(globals())
     return decision[:3]
+
+
+def _vllm_turing_encoder_needs(table, cc, head_padded, dtype):
+    """{BLOCK: shared} of the encoder kernel (BLOCK_M = BLOCK_N = BLOCK) for one head size on cc, the
+    largest over the table's warps and stages; the largest over all cc when cc has none."""
+    for wanted in (cc, None):
+        needs = {}
+        for key, by_tile in table.items():
+            if key[1:4] == (_VLLM_TURING_ENCODER_PATH, head_padded, dtype) and wanted in (None, key[0]):
+                block = key[4]
+                if block in by_tile:
+                    needs[block] = max(by_tile[block], needs.get(block, 0))
+        if needs:
+            return needs
+    return {}
+
+
+def _vllm_turing_decide_encoder(q, block):
+    cc, limit = _vllm_turing_limit(q)
+    if limit is None:
+        return block, False
+    table_path, table = _vllm_turing_fit_table()
+    head = q.shape[-1]
+    head_padded = 1 << (head - 1).bit_length()
+    dtype = str(q.dtype).replace("torch.", "")
+    needs = _vllm_turing_encoder_needs(table, cc, head_padded, dtype)
+    if block not in needs:
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "vllm-turing clamp: no fit-table entry in %s for the encoder attention launch (cc %s, head "
+            "size %s, %s, BLOCK %s); Triton judges its tile at first launch and a tile it refuses "
+            "(OutOfResources) steps down. Add the entry with `python -m patches.fitcheck "
+            "--write-table PATH`", table_path, cc, head, dtype, block)
+        return block, True
+    chosen = _vllm_turing_pick(needs, block, limit)
+    if chosen is None:
+        raise RuntimeError(
+            f"vllm-turing clamp: no encoder attention tile fits for head size {head} ({dtype}): the "
+            f"smallest needs {min(needs.values())} bytes of shared memory, the limit is {limit} bytes "
+            f"(vLLM {_vllm_turing_release()}); use a GPU with more shared memory per block or a model "
+            "with a smaller head size"
+        )
+    return chosen, False
+
+
+def _vllm_turing_encoder_clamp(q, block):
+    """context_attention_fwd's BLOCK (BLOCK_M and BLOCK_N of _fwd_kernel) that fits this device's
+    shared memory: vLLM's own where it fits or no limit is known, else the largest smaller one the
+    fit table says fits; no table entry: vLLM's, guarded (OutOfResources halves it). Cached per shape."""
+    key = (_VLLM_TURING_ENCODER_PATH, q.device, q.shape[-1], q.dtype, block)
+    decision = _vllm_turing_clamp_cache.get(key)
+    if decision is None:
+        decision = _vllm_turing_decide_encoder(q, block)
+        _vllm_turing_clamp_cache[key] = decision
+    if decision[1]:
+        _vllm_turing_guard(globals(), (_VLLM_TURING_ENCODER_KERNEL,))
+    return decision[0]
 # <<< vllm-turing clamp

@@ -1,10 +1,13 @@
 """The clamped tile configuration computes the same attention as vLLM's default one.
 
-vLLM 0.33.0's patched unified_attention runs twice on every Gemma 4 case, each in its
+vLLM 0.33.0's patched unified_attention runs on every Gemma 4 case in four modes, each in its
 own process: clamped (TURING_CLAMP_SMEM_LIMIT=65536 with a fit table compiled for sm_75,
 so the tiles are those a Turing GPU launches) and default (no limit: the H200's own
-232,448 bytes, where vLLM's tiles fit unchanged). Both are compared with a float32
-reference of paged attention computed from the same fp16 inputs.
+232,448 bytes, where vLLM's tiles fit unchanged), each natively and under Turing's lowering
+(TRITON_OVERRIDE_ARCH=sm75: Triton compiles as for sm_75, so the clamp takes the sm_75 entries
+of the fit table and, where $TURING_CLAMP_RANKED_CONFIGS names them, the ranked configurations
+for cc 75, and the compiled kernel's shared memory is what a Turing GPU would need). All are
+compared with a float32 reference of paged attention computed from the same fp16 inputs.
 """
 from __future__ import annotations
 
@@ -19,7 +22,9 @@ from tooling.attention_cases import CASE_NAMES, case_named
 # Measured on the H200 (docs/gpu-validation.md): max 1.95e-3, mean <= 6.3e-5 in both modes.
 MAX_ABS_TOLERANCE = 1e-2
 MEAN_ABS_TOLERANCE = 2e-4
-MODES = ("clamped", "default")
+MODES = ("clamped", "default", "clamped-sm75", "default-sm75")
+# (clamped mode, its default mode) per lowering
+PAIRS = (("clamped", "default"), ("clamped-sm75", "default-sm75"))
 
 
 @pytest.fixture(scope="module")
@@ -67,10 +72,11 @@ def test_launch_takes_the_phase_kernel_path(runs, case_name):
         assert [r["TILE_SIZE"] for r in reductions] == ([launch["TILE_SIZE"]] if expect_3d else [])
 
 
-def test_clamp_shrinks_the_head_512_prefill_tile(runs):
+@pytest.mark.parametrize("clamped_mode,default_mode", PAIRS)
+def test_clamp_shrinks_the_head_512_prefill_tile(runs, clamped_mode, default_mode):
     """The launch users report (head 512, 2D, TILE_SIZE 32: 98,304 bytes on sm_75) is clamped."""
-    default = attention_launch(runs, "default", "global-h512-prefill")["TILE_SIZE"]
-    clamped = attention_launch(runs, "clamped", "global-h512-prefill")["TILE_SIZE"]
+    default = attention_launch(runs, default_mode, "global-h512-prefill")["TILE_SIZE"]
+    clamped = attention_launch(runs, clamped_mode, "global-h512-prefill")["TILE_SIZE"]
     assert clamped < default, f"TILE_SIZE {clamped} clamped vs {default} default: the clamp changed nothing"
 
 
@@ -82,7 +88,7 @@ def test_clamped_tiles_fit_turing_shared_memory(runs, fit_table, figures, case_n
 
     needs = turing_needs(fit_table)
     rows = {}
-    for mode in MODES:
+    for mode in ("clamped", "default"):
         launch = attention_launch(runs, mode, case_name)
         key = ("3d" if launch["IS_3D"] else "2d", launch["HEAD_SIZE_PADDED"], "float16", launch["BLOCK_M"],
                launch["num_warps"], launch["num_stages"])
@@ -93,6 +99,19 @@ def test_clamped_tiles_fit_turing_shared_memory(runs, fit_table, figures, case_n
         f"{case_name}: fit table {fit_table} has no sm_75 entry for {rows['clamped']}")
     assert rows["clamped"]["sm75_shared"] <= TURING_LIMIT
     assert rows["clamped"]["tile_size"] <= rows["default"]["tile_size"]
+
+
+@pytest.mark.parametrize("case_name", CASE_NAMES)
+def test_clamped_launches_fit_turing_under_its_lowering(runs, figures, case_name):
+    """Under TRITON_OVERRIDE_ARCH=sm75 the compiled kernel's own shared memory is Turing's: every
+    launch the clamp makes there (fit table and ranked configurations) needs at most 65,536 bytes."""
+    from tooling.gpu_site import TURING_LIMIT
+
+    launches = runs["clamped-sm75"][1][case_name]
+    figures.setdefault("sm75_launches", {})[case_name] = launches
+    assert launches and all(l["shared"] is not None for l in launches), launches
+    too_large = [l for l in launches if l["shared"] > TURING_LIMIT]
+    assert not too_large, f"{case_name}: launches above {TURING_LIMIT} bytes on sm_75: {too_large}"
 
 
 @pytest.mark.parametrize("case_name,mode", [(c, m) for c in CASE_NAMES for m in MODES])
@@ -107,10 +126,10 @@ def test_output_matches_float32_reference(runs, figures, case_name, mode):
     assert errors["mean_abs"] <= MEAN_ABS_TOLERANCE, f"{case_name} ({mode}): {errors}"
 
 
-@pytest.mark.parametrize("case_name", CASE_NAMES)
-def test_clamped_and_default_outputs_agree(runs, figures, case_name):
+@pytest.mark.parametrize("case_name,pair", [(c, p) for c in CASE_NAMES for p in PAIRS])
+def test_clamped_and_default_outputs_agree(runs, figures, case_name, pair):
     from tooling.paged_attention import error_figures
 
-    differences = error_figures(output(runs, "clamped", case_name), output(runs, "default", case_name))
-    figures.setdefault("clamped_vs_default", {})[case_name] = differences
+    differences = error_figures(output(runs, pair[0], case_name), output(runs, pair[1], case_name))
+    figures.setdefault("clamped_vs_default", {}).setdefault(case_name, {})[pair[0]] = differences
     assert differences["max_abs"] <= MAX_ABS_TOLERANCE, f"{case_name}: {differences}"

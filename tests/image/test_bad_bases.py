@@ -60,8 +60,10 @@ def test_bad_base_fails_with_the_patch_message_and_keeps_the_tag(docker_client, 
 def test_a_base_that_is_neither_here_nor_pullable_offers_the_pypi_base(docker_client, kept_tag):
     run = failing_build("vllm-turing-test-absent/base:0")
     assert run.returncode == 1, f"exit {run.returncode}: {run.stderr[-300:]}"
-    assert "cannot pull vllm-turing-test-absent/base:0" in run.stderr and "--base pypi" in run.stderr, \
-        f"the refusal does not offer the PyPI base: {run.stderr.strip()[-300:]}"
+    assert "cannot pull vllm-turing-test-absent/base:0" in run.stderr and \
+        run.stderr.rstrip().endswith("python3 build.py --base pypi"), \
+        f"the refusal does not offer the one command: {run.stderr.strip()[-300:]}"
+    assert len(run.stderr.strip().splitlines()) == 1, f"the refusal is not one line: {run.stderr.strip()[-300:]}"
     assert docker_client.images.get(KEEP_TAG).id == kept_tag, "the refused build moved the tag"
 
 
@@ -83,4 +85,25 @@ def test_a_clamp_that_picks_too_large_a_tile_fails_the_build_naming_the_launch(d
     assert run.returncode == 1, f"build.py accepted a clamp that launches TILE_SIZE 32 at head 512: {message!r}"
     assert "does not fit" in message and "TILE_SIZE 32" in message and "98304" in message, \
         f"the misfit failed the build without naming the launch; last line: {message!r}"
+    assert docker_client.images.get(KEEP_TAG).id == kept_tag, "the failed build moved the tag"
+
+
+def test_an_unclamped_encoder_kernel_fails_the_build_naming_the_launch(docker_client, image_base, kept_tag,
+                                                                       tree_copy):
+    runtime = tree_copy / "patches" / "turing_clamp" / "runtime.py"
+    # An encoder clamp that keeps vLLM's BLOCK (64 at head 256 on sm_75: 131,072 bytes) and never
+    # guards: the build's proof must catch it. Its launches are the good build's unpatched ones (the
+    # sm_75 pass compares), so the build's Triton cache already holds them.
+    sabotaged = runtime.read_text().replace(
+        "    if decision[1]:\n        _vllm_turing_guard(globals(), (_VLLM_TURING_ENCODER_KERNEL,))\n"
+        "    return decision[0]\n# <<< vllm-turing clamp",
+        "    return block\n# <<< vllm-turing clamp")
+    assert sabotaged != runtime.read_text(), "the encoder clamp's return statement moved: update this test"
+    runtime.write_text(sabotaged)
+    run = subprocess.run(build_command(KEEP_TAG, base=image_base, tree=tree_copy), cwd=tree_copy,
+                         capture_output=True, text=True)
+    message = run.stderr.strip().splitlines()[-1] if run.stderr.strip() else ""
+    assert run.returncode == 1, f"build.py accepted an unclamped encoder kernel: {message!r}"
+    assert "does not fit" in message and "_fwd_kernel encoder" in message and "131072" in message, \
+        f"the misfit failed the build without naming the encoder launch; last line: {message!r}"
     assert docker_client.images.get(KEEP_TAG).id == kept_tag, "the failed build moved the tag"

@@ -12,10 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from buildtool.units.spec import (CACHE_VOLUMES, CONTAINER_LIB_DIR, DEFAULT_IMAGE, DEFAULT_LIB_DIR,
-                                  DRIVER_LIBRARIES, HEALTH_CMD, UnitSpec)
+from buildtool.units.spec import (CONTAINER_LIB_DIR, DEFAULT_IMAGE, DEFAULT_LIB_DIR, DRIVER_LIBRARIES,
+                                  HEALTH_CMD, UnitSpec)
+from contract.layout import API_KEY_PATH, API_KEY_SECRET, ENV_API_KEY_FILE
+from tests.support.build_py import build_py
+
+CACHE_VOLUMES = UnitSpec().cache_volumes
 from tests.support.deploy_units import (compose_view, option_values, parse_unit, podman_run_argv,
-                                        quadlet_view)
+                                        quadlet_view, uncommented)
 
 REPO = Path(__file__).resolve().parents[2]
 QUADLET = Path(os.environ.get("VLLM_TURING_TOOLS_DIR", "/opt/vllm-turing-tools")) / "bin/quadlet"
@@ -153,6 +157,69 @@ def test_quadlet_rejects_an_unknown_key(unit_dir, tmp_path):
     unit.write_text(unit.read_text().replace("ShmSize=", "ShmSizeTypo="))
     run = quadlet_dryrun(unit_dir, tmp_path)
     assert run.returncode != 0 and "ShmSizeTypo" in run.stderr
+
+
+def test_compose_runs_the_service_with_no_capability_and_no_privilege_gain(compose_service):
+    assert compose_service["cap_drop"] == ["ALL"]
+    assert compose_service["security_opt"] == ["no-new-privileges:true"]
+    assert "secrets" not in compose_service and ENV_API_KEY_FILE not in compose_service["environment"]
+
+
+def test_quadlet_runs_the_service_with_no_capability_and_no_privilege_gain(unit_dir, tmp_path):
+    run = quadlet_dryrun(unit_dir, tmp_path)
+    assert run.returncode == 0, run.stderr
+    argv = podman_run_argv(run.stdout)
+    assert option_values(argv, "--cap-drop") == ["all"]
+    assert "--security-opt=no-new-privileges" in argv
+    assert not option_values(argv, "--secret")
+
+
+def test_the_api_key_wiring_written_on_is_accepted_by_compose_and_quadlet(tmp_path):
+    """`build.py units --api-key-file` as compose and podman's quadlet resolve it: the secret is a
+    file mounted at API_KEY_PATH, and API_KEY_FILE names that path."""
+    key = tmp_path / "vllm-api-key"
+    key.write_text("not-a-real-key\n")
+    out = tmp_path / "units"
+    assert build_py().main(["units", "--defaults", "--out", str(out), "--api-key-file", str(key)]) == 0
+    shutil.copy(REPO / "quadlet/vllm-turing.env", out / "quadlet/vllm-turing.env")
+    config = json.loads(compose("-f", str(out / "compose.yaml"), "config", "--format", "json").stdout)
+    assert config["secrets"][API_KEY_SECRET]["file"] == str(key)
+    service = config["services"]["vllm"]
+    assert [s["source"] for s in service["secrets"]] == [API_KEY_SECRET]
+    assert service["environment"][ENV_API_KEY_FILE] == API_KEY_PATH == f"/run/secrets/{API_KEY_SECRET}"
+    # compose mounts a file secret at /run/secrets/<source> (no target given)
+    assert service["secrets"][0].get("target") in (None, API_KEY_PATH)
+    units = tmp_path / "home/systemd"
+    units.mkdir(parents=True)
+    for name in ("vllm-turing.container", "vllm-turing.env"):
+        shutil.copy(out / "quadlet" / name, units / name)
+    run = quadlet_dryrun(units, tmp_path / "home")
+    assert run.returncode == 0, run.stderr
+    argv = podman_run_argv(run.stdout)
+    assert option_values(argv, "--secret") == [f"{API_KEY_SECRET},type=mount,target={API_KEY_PATH}"]
+    assert f"{ENV_API_KEY_FILE}={API_KEY_PATH}" in option_values(argv, "--env")
+    assert "not-a-real-key" not in run.stdout + (out / "compose.yaml").read_text()
+
+
+def test_the_shipped_api_key_wiring_uncommented_is_accepted_by_compose_and_quadlet(tmp_path):
+    """The commented lines of the committed units, uncommented as their comments say, are what the
+    tools accept: a file secret at ./secrets/vllm-api-key, and the podman secret."""
+    folder = tmp_path / "units"
+    (folder / "quadlet").mkdir(parents=True)
+    (folder / "compose.yaml").write_text(uncommented((REPO / "compose.yaml").read_text()))
+    shutil.copy(REPO / "quadlet/vllm-turing.env", folder / "quadlet/vllm-turing.env")
+    config = json.loads(compose("-f", str(folder / "compose.yaml"), "config", "--format", "json").stdout)
+    assert config["secrets"][API_KEY_SECRET]["file"] == str(folder / "secrets" / API_KEY_SECRET)
+    assert config["services"]["vllm"]["environment"][ENV_API_KEY_FILE] == API_KEY_PATH
+    units = tmp_path / "home/systemd"
+    units.mkdir(parents=True)
+    (units / "vllm-turing.container").write_text(uncommented((REPO / "quadlet/vllm-turing.container").read_text()))
+    shutil.copy(REPO / "quadlet/vllm-turing.env", units / "vllm-turing.env")
+    run = quadlet_dryrun(units, tmp_path / "home")
+    assert run.returncode == 0, run.stderr
+    argv = podman_run_argv(run.stdout)
+    assert option_values(argv, "--secret") == [f"{API_KEY_SECRET},type=mount,target={API_KEY_PATH}"]
+    assert f"{ENV_API_KEY_FILE}={API_KEY_PATH}" in option_values(argv, "--env")
 
 
 def test_compose_service_and_quadlet_unit_agree_as_the_tools_resolve_them(compose_service):

@@ -8,12 +8,13 @@ import time
 
 import pytest
 
-from contract.layout import DEPRECATED_ENV_NAMES, ENV_FIT_TABLE, ENV_SERVER_CMD, FIT_TABLE
+from contract.layout import DEPRECATED_ENV_NAMES, ENV_FIT_TABLE, FIT_TABLE
 from entrypoint.settings import ENTRYPOINT_ONLY
 
 from tests.image.containers import run_to_end
 from tests.support.model_files import write_model_dir
 from tests.support.standin_driver import build_standin_driver
+from tests.support.standin_vllm import write_standin_vllm
 from tests.support.seed_configs import T4_E2B_ARGV, T4_E2B_ENV
 
 NVIDIA_LIBS = "/usr/local/nvidia/lib64"
@@ -102,14 +103,16 @@ def test_torch_without_its_nvidia_libraries_is_caught(docker_client, image):
 
 def test_server_is_exec_d_as_pid_1_and_receives_docker_stops_sigterm(docker_client, image, tmp_path):
     write_model_dir(tmp_path / "model")
-    (tmp_path / "server").mkdir()
-    (tmp_path / "server" / "standin_server.py").write_text(STANDIN_SERVER)
+    write_standin_vllm(tmp_path / "server", STANDIN_SERVER)
     (tmp_path / "record").mkdir()
     record = tmp_path / "record" / "standin.json"
     container = docker_client.containers.run(
         image, ["--max-lora-rank", "8"], detach=True, shm_size="1g",
         environment={"MODEL": "/models/e2b", "SKIP_CHECKS": "devices,driver,torch,fit",
-                     ENV_SERVER_CMD: "python3 /standin/standin_server.py"},
+                     # a stand-in vllm package first on the path: the entrypoint execs the one
+                     # server command it has, which then runs the stand-in
+                     "PYTHONPATH": "/standin:/opt/vllm-turing",
+                     "VLLM_TURING_SERVER_CMD": "python3 -c 'print(1)'"},  # the old switch: ignored
         volumes={str(tmp_path / "model"): {"bind": "/models/e2b", "mode": "ro"},
                  str(tmp_path / "server"): {"bind": "/standin", "mode": "ro"},
                  str(tmp_path / "record"): {"bind": "/record", "mode": "rw"}})
@@ -130,7 +133,7 @@ def test_server_is_exec_d_as_pid_1_and_receives_docker_stops_sigterm(docker_clie
         container.reload()
         assert container.attrs["State"]["ExitCode"] == 0
         logs = container.logs(stderr=False).decode()
-        assert "exec python3 /standin/standin_server.py" in logs and "PASS  env" in logs
+        assert "exec python3 -m vllm.entrypoints.openai.api_server --model /models/e2b" in logs and "PASS  env" in logs
     finally:
         container.remove(force=True)
 

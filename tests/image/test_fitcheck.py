@@ -18,6 +18,7 @@ SM75_LIMIT = 65536
 KNOWN_FAILURE = 98304  # head 512, TILE_SIZE 32, BLOCK_M 16 on sm_75 (vLLM 0.33.0, Triton 3.8)
 
 FAMILIES = "/models/families"  # one folder per tests/support/family_configs.py model
+ENCODERS = "/models/encoders"  # one folder per tests/support/family_configs.py ENCODER_MODELS entry
 APPLY = "python3 -m patches.turing_clamp apply >/dev/null"
 STRIP = ("python3 -c 'from patches.turing_clamp import find_target, strip_clamp; "
          "p = find_target(); p.write_text(strip_clamp(p.read_text()))'")
@@ -39,7 +40,10 @@ def mounts(tmp_path_factory):
     families = tmp_path_factory.mktemp("families")
     for name in family_configs.MODELS:
         family_configs.save_model_dir(name, families / name)
-    return {str(REPO): {"bind": "/src", "mode": "ro"}, str(cache): {"bind": "/triton-cache", "mode": "rw"},
+    encoders = tmp_path_factory.mktemp("encoders")
+    for name in family_configs.ENCODER_MODELS:
+        family_configs.save_model_dir(name, encoders / name)
+    return {str(encoders): {"bind": ENCODERS, "mode": "ro"},str(REPO): {"bind": "/src", "mode": "ro"}, str(cache): {"bind": "/triton-cache", "mode": "rw"},
             str(model): {"bind": "/models/gemma-4-e2b-like", "mode": "ro"},
             str(twelve): {"bind": "/models/gemma-4-12B-it", "mode": "ro"},
             str(families): {"bind": FAMILIES, "mode": "ro"}}
@@ -331,3 +335,83 @@ def test_a_family_verdict_equals_a_full_compile_of_a_model_with_other_head_count
     for name, hit, looked_up, fits, compiled, compiled_fits, sources in map(json.loads, out.splitlines()):
         assert hit and sources == ["compiled"], name
         assert (looked_up, fits) == (compiled, compiled_fits), name
+
+
+# Encoder (bidirectional) attention: vLLM's context_attention_fwd, the clamp's second site.
+STRIP_ENCODER = ("python3 -c 'from patches.turing_clamp import SITES, find_target, strip_clamp; "
+                 "p = find_target(SITES[\"encoder\"]); p.write_text(strip_clamp(p.read_text()))'")
+ENCODER_HEAD256_SM75 = 131072  # vLLM's BLOCK 64 at head 256 on sm_75 (Triton 3.8.0)
+
+
+def test_the_build_proved_every_encoder_layer_on_sm75_and_sm86_and_its_clamp_did_the_work(run_in_image):
+    from patches.fitcheck.shapes import ENCODER_SHAPES
+
+    code, out, err = run_in_image(BUILD_REPORTS)
+    assert code == 0, err[-2000:]
+    sm75, sm86, fit_table = json.loads(out)
+    for report, cc in ((sm75, 75), (sm86, 86)):
+        assert report["all_fit"] is True and report["device"]["cc"] == cc
+        for shape in ENCODER_SHAPES:
+            rows = [row for row in report["launches"] if (row["model"], row["layer"]) == ("encoder", shape.layer)]
+            assert rows and {row["path"] for row in rows} == {"encoder"} and all(row["fits"] for row in rows), shape
+    # the same launches unclamped (the sm_75 pass compares): head 256 needs twice Turing's limit
+    unclamped = {row["layer"]: row for row in sm75["unpatched"] if row["model"] == "encoder"}
+    assert unclamped["encoder-head256-r3"]["shared"] == ENCODER_HEAD256_SM75
+    clamped = {row["layer"]: row for row in sm75["launches"] if row["model"] == "encoder"}
+    assert clamped["encoder-head256-r3"]["tile_size"] == 32 and clamped["encoder-head64-r1"]["tile_size"] == 64
+    verdicts = {(v["cc"], v["attention"], v["head_size"], v["queries_per_kv"]) for v in fit_table["verdicts"]}
+    assert {(cc, s.attention, s.head_size, s.queries_per_kv) for s in ENCODER_SHAPES for cc in (75, 86)} <= verdicts
+
+
+ENCODER_PREFLIGHT = r"""
+python3 - <<'PY'
+import json, os
+from entrypoint.checks.clamp import start_fit
+for name in sorted(os.listdir("%s")):
+    path = f"%s/{name}/config.json"
+    for cc, limit in (((7, 5), 65536), ((8, 6), 101376)):
+        result = start_fit(path, json.load(open(path)), cc, limit)()
+        print(json.dumps([name, cc, result.status.value, result.message]))
+PY
+""" % (ENCODERS, ENCODERS)
+
+
+def test_embeddinggemma_and_bert_configs_fit_at_preflight_from_the_table_on_sm75_and_sm86(run_in_image):
+    code, out, err = run_in_image(f"{EMPTY_CACHE}\n{ENCODER_PREFLIGHT}\n{COMPILED_KERNELS}")
+    assert code == 0, err[-2000:]
+    answers = [json.loads(line) for line in out.splitlines()]
+    assert {name for name, *_ in answers} == set(family_configs.ENCODER_MODELS) and len(answers) == 6
+    for name, cc, status, message in answers:
+        assert status == "pass" and "from the fit table's verdicts, nothing compiled" in message, (name, cc, message)
+    assert cubins(err) == [], cubins(err)
+
+
+def test_an_unclamped_encoder_kernel_fails_the_check_naming_the_launch(run_in_image):
+    config = f"{ENCODERS}/embeddinggemma-300m/config.json"
+    code, out, err = run_in_image(f"{STRIP_ENCODER}\npython3 -m patches.fitcheck --device sm75 --model-config {config}")
+    assert code == 1, err[-2000:]
+    failures = not_fitting(err)
+    assert failures and all("_fwd_kernel encoder, BLOCK_N 64" in line and f"needs {ENCODER_HEAD256_SM75} bytes" in line
+                            for line in failures), failures
+
+
+TP_PREFLIGHT = r"""
+python3 - <<'PY'
+import json
+from entrypoint.checks.clamp import start_fit
+config = "/models/gemma-4-12B-it/config.json"
+for tp in (1, 2, 4):
+    result = start_fit(config, json.load(open(config)), (7, 5), 65536, tensor_parallel=tp)()
+    print(json.dumps([tp, result.status.value, result.message]))
+PY
+"""
+
+
+def test_the_preflight_answers_each_tensor_parallel_size_from_the_table(run_in_image):
+    # The 12B's one global KV head is replicated at TP 2 and 4 (16:1 per model, 8:1 and 4:1 per rank):
+    # the build proved those per-rank shapes, so the preflight answers every size without compiling.
+    code, out, err = run_in_image(f"{EMPTY_CACHE}\n{TP_PREFLIGHT}\n{COMPILED_KERNELS}")
+    assert code == 0, err[-2000:]
+    for tp, status, message in map(json.loads, out.splitlines()):
+        assert status == "pass" and "nothing compiled" in message, (tp, message)
+    assert cubins(err) == [], cubins(err)

@@ -45,18 +45,22 @@ def test_a_535_driver_under_the_images_cuda_13_torch_fails_the_floor(docker_clie
     assert "PyPI base" in result["message"] or "upgrade the host driver" in result["fix"]
 
 
-def audio_verdict(docker_client, image, tmp_path) -> dict:
+AUDIO_REQUESTED = {"VLLM_EXTRA_ARGS": """--limit-mm-per-prompt '{"audio": 1}'"""}
+
+
+def audio_verdict(docker_client, image, tmp_path, environment=None) -> dict:
     """The preflight's audio check for a model with an audio tower, in `image`."""
     write_model_dir(tmp_path / "model", {"model_type": "gemma4", "audio_config": {"hidden_size": 8}})
-    code, out, err = run_to_end(docker_client, image, ["check", "--json"], environment={"MODEL": "/models/a"},
+    code, out, err = run_to_end(docker_client, image, ["check", "--json"],
+                                environment={"MODEL": "/models/a", **(environment or {})},
                                 volumes={str(tmp_path / "model"): {"bind": "/models/a", "mode": "ro"}})
     return {c["name"]: c for c in json.loads(out)["checks"]}["audio"]
 
 
-def test_an_audio_model_in_an_image_without_the_audio_extra_fails(docker_client, image, tmp_path):
-    audio = audio_verdict(docker_client, image, tmp_path)
-    has_extra = python_json(docker_client, image, "import importlib.util, json; "
-                            "print(json.dumps(importlib.util.find_spec('av') is not None))")
-    assert audio["status"] == ("pass" if has_extra else "fail"), audio
-    if not has_extra:
-        assert "build with EXTRAS=audio" in audio["fix"]
+def test_audio_requested_of_an_image_that_cannot_decode_audio_fails(docker_client, image, tmp_path):
+    audio = audio_verdict(docker_client, image, tmp_path, AUDIO_REQUESTED)
+    decodes = python_json(docker_client, image, "import json; from entrypoint.checks import audio as a; "
+                          "print(json.dumps(a.available_decoders(a.module_installed, a.ffmpeg_present)))")
+    assert audio["status"] == ("pass" if decodes else "fail"), audio
+    if not decodes:
+        assert "--extras audio" in audio["fix"] and '"audio": 0' in audio["fix"]

@@ -15,13 +15,16 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 import pytest
 import requests
 import yaml
 
+from contract.layout import API_KEY_PATH
 from tests.serving.conftest import FIGURES
 from tests.support import serving_stack
+from tests.support.build_py import build_py
 from tests.support.deploy_units import seconds
 
 # The shipped healthcheck: the first probe runs one interval after the start, then one per interval.
@@ -68,6 +71,18 @@ def test_compose_ps_reports_the_service_healthy(served):
         assert re.search(rf"\bPASS\s+{check}\s", logs), f"the {check} check did not pass:\n{logs[-3000:]}"
     for check in ("devices", "driver", "torch", "clamp", "fit"):
         assert re.search(rf"\bWARN\s+{check}\s+skipped by SKIP_CHECKS", logs), f"{check}:\n{logs[-3000:]}"
+
+
+def test_the_shipped_service_serves_with_no_capability_and_no_privilege_gain(served):
+    """compose.yaml's cap_drop: [ALL] and no-new-privileges, measured: the server that passes the
+    tests below runs with an empty effective and bounding capability set."""
+    host = served.inspect()["HostConfig"]
+    assert [c.upper() for c in host["CapDrop"]] == ["ALL"] and "no-new-privileges:true" in host["SecurityOpt"]
+    status = subprocess.run(["docker", "exec", served.container(), "cat", "/proc/1/status"],
+                            capture_output=True, text=True, check=True).stdout
+    fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+    assert int(fields["CapEff"], 16) == 0 and int(fields["CapBnd"], 16) == 0, status
+    assert fields["NoNewPrivs"].strip() == "1", status
 
 
 def test_smoke_passes_the_contract_and_does_not_judge_answers(served):
@@ -178,3 +193,78 @@ def test_restart_on_the_same_volumes_is_healthy_again(served):
     assert {m["Name"] for m in served.inspect()["Mounts"] if m["Type"] == "volume"} == volumes_before
     assert len(volumes_before) == 3
     assert served.ps_health() == "healthy"
+
+
+# ---- the API key and a read-only root, on a second compose project -------------------------------
+# `build.py units --api-key-file` renders the units with the key's wiring on; the test override adds
+# read_only: true and a tmpfs /tmp, the measurement behind compose.yaml's read-only note.
+
+API_KEY = f"sk-serving-tier-{uuid.uuid4().hex}"
+READ_ONLY_LINES = ("read_only: true", 'tmpfs: ["/tmp"]')
+
+
+@pytest.fixture(scope="module")
+def keyed(stack, vehicle, models_dir, tmp_path_factory):
+    stack.down()  # the shipped stack's tests are done: one server at a time on this machine
+    work = tmp_path_factory.mktemp("keyed")
+    key_file = work / "vllm-api-key"
+    key_file.write_text(API_KEY + "\n")
+    key_file.chmod(0o640)  # as docs/deploy.md says: root's, readable by group 0
+    assert build_py().main(["units", "--defaults", "--out", str(work / "units"),
+                            "--api-key-file", str(key_file)]) == 0
+    s = serving_stack.Stack(project=f"vllm-turing-keyed-{os.getpid()}", image=vehicle, models_dir=models_dir,
+                            workdir=work, compose_file=work / "units" / "compose.yaml", service_lines=READ_ONLY_LINES)
+    try:
+        FIGURES["time_to_healthy_keyed_read_only_s"] = round(s.up(timeout=START_PERIOD_S + 4 * INTERVAL_S), 1)
+        yield s
+    finally:
+        s.down()
+
+
+def _model(url: str) -> str:
+    return requests.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {API_KEY}"},
+                        timeout=30).json()["data"][0]["id"]
+
+
+def test_with_api_key_file_v1_answers_401_without_the_key_and_200_with_it(keyed):
+    assert keyed.inspect()["Config"]["Env"].count(f"API_KEY_FILE={API_KEY_PATH}") == 1
+    assert requests.get(f"{keyed.url}/v1/models", timeout=30).status_code == 401
+    assert requests.get(f"{keyed.url}/v1/models", headers={"Authorization": "Bearer wrong"},
+                        timeout=30).status_code == 401
+    assert requests.get(f"{keyed.url}/v1/models", headers={"Authorization": f"Bearer {API_KEY}"},
+                        timeout=30).status_code == 200
+    body = {"model": _model(keyed.url), "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
+    assert requests.post(f"{keyed.url}/v1/chat/completions", json=body, timeout=120).status_code == 401
+    assert requests.post(f"{keyed.url}/v1/chat/completions", json=body, timeout=120,
+                         headers={"Authorization": f"Bearer {API_KEY}"}).status_code == 200
+    # what the key does not guard (docs/deploy.md says so): vLLM's own routes outside /v1
+    assert requests.get(f"{keyed.url}/health", timeout=30).status_code == 200
+    assert requests.get(f"{keyed.url}/metrics", timeout=30).status_code == 200
+
+
+def test_the_key_is_in_no_argv_inspect_output_or_log_but_in_the_servers_environment(keyed):
+    container = keyed.container()
+    environ = subprocess.run(["docker", "exec", container, "cat", "/proc/1/environ"],
+                             capture_output=True, check=True).stdout.decode().split("\0")
+    # the search finds the key where it is: vLLM's own environment, handed over by the entrypoint
+    assert f"VLLM_API_KEY={API_KEY}" in environ
+    cmdline = subprocess.run(["docker", "exec", container, "cat", "/proc/1/cmdline"],
+                             capture_output=True, check=True).stdout.decode()
+    inspect = subprocess.run(["docker", "inspect", container], capture_output=True, text=True, check=True).stdout
+    config = keyed.compose("config").stdout
+    for where, text in (("/proc/1/cmdline", cmdline), ("docker inspect", inspect), ("logs", keyed.logs()),
+                        ("docker compose config", config)):
+        assert API_KEY not in text, f"the key is in {where}"
+    assert "python3" in cmdline and "vllm" in inspect and "exec" in keyed.logs()
+
+
+def test_the_server_runs_on_a_read_only_root_with_a_tmpfs_tmp(keyed):
+    assert keyed.inspect()["HostConfig"]["ReadonlyRootfs"] is True
+    container = keyed.container()
+    denied = subprocess.run(["docker", "exec", container, "touch", "/etc/vllm-turing-probe"],
+                            capture_output=True, text=True)
+    assert denied.returncode != 0 and "Read-only file system" in denied.stderr, denied
+    writable = subprocess.run(["docker", "exec", container, "touch", "/tmp/probe", "/cache/vllm/probe"],
+                              capture_output=True, text=True)
+    assert writable.returncode == 0, writable.stderr
+    assert keyed.ps_health() == "healthy"

@@ -116,4 +116,4 @@ def test_a_cache_root_that_is_a_fifo_is_a_warning_and_check_does_not_hang(vehicl
     checks = check_json(vehicle, models_dir, "-e", "VLLM_CACHE_ROOT=/tmp/fifo",
                         shell="mkfifo /tmp/fifo && exec python3 -m entrypoint check --json")
     assert checks["cache"]["status"] == "warn", checks["cache"]
-    assert "is a FIFO, not a directory" in checks["cache"]["message"]
+    assert "is a named pipe (FIFO), not a directory" in checks["cache"]["message"]

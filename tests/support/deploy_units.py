@@ -10,6 +10,16 @@ _DURATION = re.compile(r"(\d+)(h|m|s)")
 _SIZE = re.compile(r"(\d+)([kmg]?)b?", re.I)
 
 
+# The API key's wiring, written commented out in compose.yaml and the Quadlet unit.
+_KEY_WIRING = re.compile(
+    r"^(\s*)# (\s*(?:secrets:|vllm-api-key:|file:|API_KEY_FILE:|Secret=|Environment=API_KEY_FILE=))", re.M)
+
+
+def uncommented(text: str) -> str:
+    """The unit with the API key's wiring uncommented, as its comments tell a user to do."""
+    return _KEY_WIRING.sub(r"\1\2", text)
+
+
 def seconds(text: str | int) -> int:
     if isinstance(text, int):
         return text

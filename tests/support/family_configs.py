@@ -35,10 +35,25 @@ MODELS = {
 }
 
 
+# Encoder (bidirectional) models vLLM runs through context_attention_fwd: name -> (class, keyword
+# arguments, Hub-only fields, the matrix's encoder layers that cover it; patches/fitcheck/shapes.py ENCODER_LAYERS)
+ENCODER_MODELS = {
+    # google/embeddinggemma-300m: 3 query / 1 KV heads of 256, 512-token window, bidirectional
+    "embeddinggemma-300m": ("Gemma3TextConfig", dict(hidden_size=768, num_hidden_layers=24, num_attention_heads=3,
+                                                     num_key_value_heads=1, head_dim=256, sliding_window=512,
+                                                     use_bidirectional_attention=True), {},
+                            ("encoder-head256-r3-window512", "encoder-head256-r3")),
+    "bert-base-uncased": ("BertConfig", dict(hidden_size=768, num_attention_heads=12, num_hidden_layers=12), {},
+                          ("encoder-head64-r1",)),
+    "xlm-roberta-large": ("XLMRobertaConfig", dict(hidden_size=1024, num_attention_heads=16, num_hidden_layers=24),
+                          {}, ("encoder-head64-r1",)),
+}
+
+
 def config_dict(name: str) -> dict:
     import transformers
 
-    cls, kwargs, hub_fields, _ = MODELS[name]
+    cls, kwargs, hub_fields, _ = MODELS.get(name) or ENCODER_MODELS[name]
     return dict(getattr(transformers, cls)(**kwargs).to_dict(), **hub_fields)
 
 

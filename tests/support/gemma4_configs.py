@@ -34,16 +34,31 @@ VARIANTS = {
                                attention_k_eq_v=True, num_kv_shared_layers=0, sliding_window=1024)),
 }
 FORMS = ("per_layer_config", "old")
+CHECKPOINTS = {"gemma4-e2b": "gemma-4-E2B-it", "gemma4-e4b": "gemma-4-E4B-it", "gemma4-12b": "gemma-4-12B-it",
+               "gemma4-26b-a4b": "gemma-4-26B-A4B-it", "gemma4-31b": "gemma-4-31B-it"}
+# The towers a published checkpoint carries (`towers=True`): the small models an audio and a vision
+# tower, the large ones a vision tower (head 64 in the small models, 72 in the large); the other
+# tower fields are the classes' defaults.
+TOWERS = {
+    "gemma4-e2b": {"audio": {}, "vision": {}},
+    "gemma4-e4b": {"audio": {}, "vision": {}},
+    "gemma4-12b": {"vision": dict(hidden_size=1152, num_attention_heads=16, head_dim=72)},
+    "gemma4-26b-a4b": {"vision": dict(hidden_size=1152, num_attention_heads=16, head_dim=72)},
+    "gemma4-31b": {"vision": dict(hidden_size=1152, num_attention_heads=16, head_dim=72)},
+}
 
 
-def config_object(variant: str):
-    """The multimodal config object (Gemma4Config, or Gemma4UnifiedConfig for the 12B)."""
+def config_object(variant: str, towers: bool = False):
+    """The multimodal config object (Gemma4Config, or Gemma4UnifiedConfig for the 12B); with
+    `towers`, the audio and vision configs the published checkpoint carries."""
     import transformers
 
     unified, text = VARIANTS[variant]
     prefix = "Gemma4Unified" if unified else "Gemma4"
     text_config = getattr(transformers, f"{prefix}TextConfig")(**text)
-    return getattr(transformers, f"{prefix}Config")(text_config=text_config)
+    kwargs = {f"{kind}_config": getattr(transformers, f"{prefix}{kind.title()}Config")(**fields)
+              for kind, fields in (TOWERS[variant].items() if towers else ())}
+    return getattr(transformers, f"{prefix}Config")(text_config=text_config, **kwargs)
 
 
 def old_form(config: dict) -> dict:
@@ -63,10 +78,22 @@ def config_dict(variant: str, form: str = "per_layer_config") -> dict:
     return config if form == "per_layer_config" else old_form(config)
 
 
-def save_model_dir(variant: str, folder: Path, form: str = "per_layer_config") -> Path:
+def save_model_dir(variant: str, folder: Path, form: str = "per_layer_config", towers: bool = False) -> Path:
     """A model folder whose config.json save_pretrained wrote (then rewritten into `form`)."""
-    config_object(variant).save_pretrained(folder)
+    config_object(variant, towers).save_pretrained(folder)
     path = folder / "config.json"
     if form != "per_layer_config":
         path.write_text(json.dumps(old_form(json.loads(path.read_text())), indent=2))
     return path
+
+
+def published_model_dir(variant: str, root: Path) -> Path:
+    """What a doc's or a test's model folder stands for: the variant's published config.json (towers
+    included) and one small real safetensors shard, in root/<checkpoint name>."""
+    from tests.support.model_files import write_tensors
+
+    folder = root / CHECKPOINTS[variant]
+    folder.mkdir(parents=True)
+    save_model_dir(variant, folder, towers=True)
+    write_tensors(folder / "model.safetensors", {"model.language_model.embed_tokens.weight": ("BF16", [1024, 64])})
+    return folder

@@ -4,6 +4,7 @@ huggingface_hub cache."""
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import struct
 
@@ -62,8 +63,8 @@ def write_hf_cache_model(hub_cache: pathlib.Path, model_id: str, **model_dir) ->
     snapshot = repo / "snapshots" / revision
     write_model_dir(snapshot, **model_dir)
     (repo / "blobs").mkdir(exist_ok=True)
-    for number, file in enumerate(sorted(snapshot.iterdir())):  # snapshots hold links to blobs
-        blob = repo / "blobs" / f"blob{number:04d}"
-        file.rename(blob)
-        file.symlink_to(blob)
+    for number, file in enumerate(sorted(snapshot.iterdir())):  # snapshots hold relative links to blobs,
+        blob = repo / "blobs" / f"blob{number:04d}"               # as huggingface_hub makes them (so the
+        file.rename(blob)                                         # cache works mounted anywhere)
+        file.symlink_to(os.path.relpath(blob, snapshot))
     return snapshot

@@ -51,7 +51,7 @@ def read_env_file(path: Path = ENV_FILE) -> dict[str, str]:
     return pairs
 
 
-def override_text(compose: dict, environment: dict[str, str]) -> str:
+def override_text(compose: dict, environment: dict[str, str], service_lines: tuple[str, ...] = ()) -> str:
     """The test override of the shipped service: no device nodes, no driver library mounts and no
     memlock limit (containers here cannot raise RLIMIT_MEMLOCK: CAP_SYS_RESOURCE is withheld), plus
     the user's settings. Everything else (env file, other volumes, port, healthcheck, restart,
@@ -67,6 +67,7 @@ def override_text(compose: dict, environment: dict[str, str]) -> str:
         f"    volumes: !override {json.dumps(kept)}",
         f"    ulimits: !override {json.dumps(ulimits)}" if ulimits else "    ulimits: !reset {}",
         f"    environment: {json.dumps(environment)}",
+        *(f"    {line}" for line in service_lines),
         ""])
 
 
@@ -111,10 +112,13 @@ class Stack:
     workdir: Path
     port: int = field(default_factory=free_port)
     settings: dict = field(default_factory=lambda: dict(CPU_SETTINGS))
+    compose_file: Path = COMPOSE_FILE  # the shipped file, or one `build.py units` rendered
+    service_lines: tuple[str, ...] = ()  # more of the test override's service keys, one YAML line each
 
     def __post_init__(self):
         self.override = self.workdir / "compose.cpu-override.yaml"
-        self.override.write_text(override_text(yaml.safe_load(COMPOSE_FILE.read_text()), self.settings))
+        self.override.write_text(override_text(yaml.safe_load(self.compose_file.read_text()), self.settings,
+                                               self.service_lines))
 
     @property
     def url(self) -> str:
@@ -126,7 +130,7 @@ class Stack:
 
     def compose(self, *args: str, timeout: float = 300, check: bool = True) -> subprocess.CompletedProcess:
         return run(["docker", "compose", "-p", self.project, "--project-directory", str(REPO),
-                    "-f", str(COMPOSE_FILE), "-f", str(self.override), *args],
+                    "-f", str(self.compose_file), "-f", str(self.override), *args],
                    timeout=timeout, env=self.env(), check=check)
 
     def container(self) -> str:

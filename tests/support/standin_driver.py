@@ -18,6 +18,9 @@ int cuDeviceGetAttribute(int *value, int attribute, int device) {
     return 0;
 }
 int cuDeviceGetName(char *name, int length, int device) { strncpy(name, DEVICE_NAME, length); return 0; }
+static int context_token;
+int cuDevicePrimaryCtxRetain(void **context, int device) { *context = &context_token; return CTX_CODE; }
+int cuDevicePrimaryCtxRelease(int device) { return 0; }
 """
 
 STANDIN_NVML_C = r"""
@@ -40,12 +43,12 @@ def _compile(source: str, target: pathlib.Path, defines: dict[str, object]) -> N
 
 def build_standin_driver(directory: pathlib.Path, driver_version: str = "535.104.05", cc: tuple[int, int] = (7, 5),
                          smem_optin: int = 65536, name: str = "StandIn Tesla T4", cu_init_code: int = 0,
-                         nvml_init_code: int = 0) -> pathlib.Path:
+                         nvml_init_code: int = 0, context_code: int = 0) -> pathlib.Path:
     """Writes libcuda.so.1 and libnvidia-ml.so.1 into `directory`; returns it (for LD_LIBRARY_PATH)."""
     directory.mkdir(parents=True, exist_ok=True)
     _compile(STANDIN_LIBCUDA_C, directory / "libcuda.so.1",
              {"CU_INIT_CODE": cu_init_code, "CC_MAJOR": cc[0], "CC_MINOR": cc[1], "SMEM_OPTIN": smem_optin,
-              "DEVICE_NAME": f'"{name}"'})
+              "DEVICE_NAME": f'"{name}"', "CTX_CODE": context_code})
     _compile(STANDIN_NVML_C, directory / "libnvidia-ml.so.1",
              {"NVML_INIT_CODE": nvml_init_code, "DRIVER_VERSION": f'"{driver_version}"'})
     return directory

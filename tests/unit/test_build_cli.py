@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from buildtool.docker.buildkit import BuildRequest, buildx_argv
-from buildtool.hostconfig import debian_mirror
-from buildtool.plan import build_plan
+from buildtool.base.bootstrap import BOOTSTRAP_IMAGE
+from buildtool.base.build import after_failed_pull, os_image_step
+from buildtool.docker.buildkit import BuildRequest, build_environment, buildx_argv
+from buildtool.errors import BuildError
+from buildtool.hostconfig import debian_mirror, host_ca_bundle, pip_index_secrets
+from buildtool.plan import base_plan, build_plan
 from buildtool.image.fit_table import fit_verdict_line
 from buildtool.image.labels import base_digest, image_labels
 from buildtool.image.verify import clamp_finding, finding_line
@@ -133,6 +136,93 @@ def test_the_ca_bundle_travels_as_a_secret_file_never_as_an_argument(tmp_path):
     assert f"id=ca,src={bundle}" in argv
     assert not any("secretbody" in a for a in argv)
     assert argv[:5] == ["docker", "buildx", "build", "--load", "--progress=plain"]
+
+
+def test_index_urls_travel_as_secrets_read_from_the_environment_never_as_arguments(tmp_path):
+    secret = "http://user:s3cretpass@127.0.0.1:9/simple"
+    req = BuildRequest(context=tmp_path, dockerfile=tmp_path / "Dockerfile", tag="t:1",
+                       build_args={"EXTRAS": ""}, secrets={"pip-index-url": secret})
+    argv = buildx_argv(req, tmp_path / "iid")
+    assert not any("s3cretpass" in a for a in argv), "an index URL is in the build's argv"
+    assert "id=pip-index-url,env=VLLM_TURING_SECRET_PIP_INDEX_URL" in argv
+    assert build_environment(req, base={})["VLLM_TURING_SECRET_PIP_INDEX_URL"] == secret
+    build_args = [argv[i + 1] for i, a in enumerate(argv) if a == "--build-arg"]
+    assert build_args == ["EXTRAS="]
+
+
+def test_the_hosts_index_urls_come_from_the_environment_first_then_pip_config():
+    config = {"global.index-url": "http://a:b@mirror.invalid/simple",
+              "global.extra-index-url": "file:///opt/local/simple http://c:d@more.invalid/simple"}.get
+    assert pip_index_secrets({}, lambda key: config(key, "")) == {
+        "pip-index-url": "http://a:b@mirror.invalid/simple", "pip-extra-index-url": "http://c:d@more.invalid/simple"}
+    assert pip_index_secrets({"PIP_INDEX_URL": "https://env.invalid/simple"}, lambda key: config(key, "")) == {
+        "pip-index-url": "https://env.invalid/simple", "pip-extra-index-url": "http://c:d@more.invalid/simple"}
+    assert pip_index_secrets({}, lambda key: "file:///opt/pypi/simple") == {}, "file:// indexes stay on the host"
+    trusted = {"global.extra-index-url": "http://c:d@more.invalid/simple", "global.trusted-host": "more.invalid"}.get
+    assert pip_index_secrets({}, lambda key: trusted(key, ""))["pip-trusted-host"] == "more.invalid"
+    assert pip_index_secrets({"PIP_TRUSTED_HOST": "a b"}, lambda key: config(key, ""))["pip-trusted-host"] == "a b"
+    assert pip_index_secrets({"PIP_TRUSTED_HOST": "a"}, lambda key: "") == {}, "trusted hosts alone do not travel"
+
+
+def test_every_dockerfile_reads_index_urls_from_secrets_and_declares_no_pip_build_argument():
+    for dockerfile in (REPO / "Dockerfile", REPO / "base" / "Dockerfile", REPO / "base" / "cpu" / "Dockerfile"):
+        text = dockerfile.read_text()
+        assert "ARG PIP_" not in text, f"{dockerfile.relative_to(REPO)} declares a PIP_ build argument"
+        if "pip install" in text:
+            assert all(f"id={i}," in text for i in ("pip-index-url", "pip-extra-index-url", "pip-trusted-host")), dockerfile
+
+
+@pytest.mark.parametrize("env, config, found", [
+    ({"PIP_CERT": "pip.pem", "REQUESTS_CA_BUNDLE": "req.pem", "SSL_CERT_FILE": "ssl.pem"}, "cfg.pem", ("pip.pem", "PIP_CERT")),
+    ({"REQUESTS_CA_BUNDLE": "req.pem", "SSL_CERT_FILE": "ssl.pem"}, "cfg.pem", ("cfg.pem", "pip's cert config")),
+    ({"REQUESTS_CA_BUNDLE": "req.pem", "SSL_CERT_FILE": "ssl.pem"}, "", ("req.pem", "REQUESTS_CA_BUNDLE")),
+    ({"REQUESTS_CA_BUNDLE": "missing.pem", "SSL_CERT_FILE": "ssl.pem"}, "", ("ssl.pem", "SSL_CERT_FILE")),
+    ({"SSL_CERT_FILE": "."}, "", ("system.pem", "the system store")),
+])
+def test_the_hosts_ca_bundle_is_pips_then_requests_then_openssls_then_the_system_store(tmp_path, env, config, found):
+    for name in ("pip.pem", "req.pem", "ssl.pem", "cfg.pem", "system.pem"):
+        (tmp_path / name).write_text("-----BEGIN CERTIFICATE-----\n")
+    env = {k: str(tmp_path / v) for k, v in env.items()}
+    path, source = host_ca_bundle(env, lambda key: str(tmp_path / config) if config else "",
+                                  system=(tmp_path / "absent.pem", tmp_path / "system.pem"))
+    assert (path.name, source) == found
+    assert host_ca_bundle({}, lambda key: "", system=(tmp_path / "absent.pem",)) is None
+
+
+@pytest.mark.parametrize("argv, here, step", [
+    ((), {"debian:bookworm-slim"}, ("use", "debian:bookworm-slim")),
+    ((), {BOOTSTRAP_IMAGE}, ("use", BOOTSTRAP_IMAGE)),
+    ((), set(), ("pull", "debian:bookworm-slim")),
+    (("--os-image", "mine:1"), {BOOTSTRAP_IMAGE}, ("pull", "mine:1")),
+    (("--bootstrap",), {BOOTSTRAP_IMAGE}, ("use", BOOTSTRAP_IMAGE)),
+    (("--bootstrap", "--no-cache"), {BOOTSTRAP_IMAGE}, ("bootstrap", BOOTSTRAP_IMAGE)),
+    (("--bootstrap",), {"debian:bookworm-slim"}, ("bootstrap", BOOTSTRAP_IMAGE)),
+])
+def test_the_os_image_is_one_here_then_a_pull_and_bootstrap_needs_no_flag(argv, here, step):
+    plan = base_plan(build_module().parse(["base", *argv]))
+    assert os_image_step(plan, here.__contains__) == step
+
+
+def test_a_failed_pull_of_the_default_os_image_bootstraps_and_of_a_named_one_is_refused():
+    default = base_plan(build_module().parse(["base"]))
+    assert after_failed_pull(default, "debian:bookworm-slim", "no route").startswith(
+        "cannot pull debian:bookworm-slim (no route): bootstrapping")
+    named = base_plan(build_module().parse(["base", "--os-image", "mine:1"]))
+    with pytest.raises(BuildError, match=r"cannot pull --os-image mine:1 \(no route\): give one"):
+        after_failed_pull(named, "mine:1", "no route")
+
+
+def test_without_ca_cert_the_plan_takes_the_hosts_bundle_and_the_flag_overrides_it(tmp_path):
+    host, mine = tmp_path / "host.pem", tmp_path / "mine.pem"
+    for bundle in (host, mine):
+        bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    args = build_module().parse(["--base", "pypi"])
+    plan = build_plan(args, (host, "SSL_CERT_FILE"))
+    assert (plan.options.ca_cert, plan.options.ca_source) == (host, "SSL_CERT_FILE")
+    assert plan.pypi_base.options.ca_cert == host
+    plan = build_plan(build_module().parse(["--base", "pypi", "--ca-cert", str(mine)]), (host, "SSL_CERT_FILE"))
+    assert (plan.options.ca_cert, plan.options.ca_source) == (mine, "--ca-cert")
+    assert build_plan(args, None).options.ca_cert is None
 
 
 @pytest.mark.parametrize("lines, expected", [

@@ -4,14 +4,16 @@ failure; `check` only reports, the serve path stamps."""
 import json
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
 from contract.layout import CACHE_STAMP_NAME
 from contract.verdict import Status
 from entrypoint.checks import cache
-from tests.support.entrypoint_cli import run_entrypoint
+from tests.support.entrypoint_cli import REPO, run_entrypoint
 from tests.support.model_files import write_model_dir
+from tests.support.standin_vllm import write_standin_vllm
 
 OURS = cache.Identity({"vllm": "0.33.0", "torch": "2.14.0", "triton": "3.8.0"}, "a" * 64)
 THEIRS = cache.Identity({"vllm": "0.32.0", "torch": "2.13.0", "triton": "3.7.0"}, "b" * 64)
@@ -54,8 +56,9 @@ def test_a_cache_without_a_stamp_is_a_warning_and_an_empty_one_is_not(tmp_path):
     assert result.status is Status.WARN and "without a stamp" in result.message
 
 
-@pytest.mark.parametrize("content, why", [("{not json", "not JSON"), ('{"image": 3}', "not a stamp"),
-                                          ("x" * (cache.STAMP_MAX_BYTES + 1), "not a stamp")])
+@pytest.mark.parametrize("content, why", [("{not json", "is not valid JSON"), ('{"image": 3}', "not a stamp of this format"),
+                                          ("x" * (cache.STAMP_MAX_BYTES + 1), "more than the 64 KiB"),
+                                          ("[]", "not a JSON object")])
 def test_a_garbled_stamp_is_a_warning_and_is_rewritten_at_start(tmp_path, content, why):
     (tmp_path / CACHE_STAMP_NAME).write_text(content)
     result = one_line(cache.check_cache(str(tmp_path), OURS))
@@ -67,11 +70,11 @@ def test_a_garbled_stamp_is_a_warning_and_is_rewritten_at_start(tmp_path, conten
 def test_a_stamp_that_is_a_fifo_is_never_opened(tmp_path):
     os.mkfifo(tmp_path / CACHE_STAMP_NAME)  # opening it for reading would wait for a writer forever
     result = one_line(cache.check_cache(str(tmp_path), OURS))
-    assert result.status is Status.WARN and "it is a FIFO" in result.message
+    assert result.status is Status.WARN and f"{CACHE_STAMP_NAME} is a named pipe (FIFO)" in result.message
 
 
 @pytest.mark.parametrize("make, kind", [(lambda p: p.write_text("x"), "a regular file"),
-                                        (os.mkfifo, "a FIFO")])
+                                        (os.mkfifo, "a named pipe (FIFO)")])
 def test_a_cache_root_that_is_no_directory_is_a_warning_and_is_left_alone(tmp_path, make, kind):
     root = tmp_path / "vllm"
     make(root)
@@ -126,8 +129,9 @@ def test_check_mode_reports_and_serve_mode_stamps_before_exec(tmp_path):
     report = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
     assert report["cache"]["status"] == "pass" and "empty" in report["cache"]["message"]
     assert not root.exists()
-    (tmp_path / "server.py").write_text("import os, sys; print('served', os.listdir(sys.argv[1]))")
-    done = run_entrypoint({**env, "VLLM_TURING_SERVER_CMD": f"{sys.executable} {tmp_path / 'server.py'} {root}"})
+    standin = write_standin_vllm(tmp_path / "standin", "import os; print('served', os.listdir(os.environ['VLLM_CACHE_ROOT']))")
+    done = run_entrypoint({**env, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+                           "PYTHONPATH": f"{standin}:{REPO}"})
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"served ['{CACHE_STAMP_NAME}']" in done.stdout  # stamped before the server started
     done = run_entrypoint(env, "check", "--json")

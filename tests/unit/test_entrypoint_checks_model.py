@@ -122,3 +122,106 @@ def test_staged_bytes_are_unknown_when_one_model_is_not_readable(tmp_path):
     model = resolve(MODEL, "MODEL", str(tmp_path / "m"), str(tmp_path / "hub"), False)
     absent = resolve(DRAFTER, "DRAFTER", str(tmp_path / "absent"), str(tmp_path / "hub"), True)
     assert absent.problem.status is Status.FAIL and staged_bytes([model, absent]) is None
+
+
+# MAX_MODEL_LEN against the limit vLLM 0.33.0 derives (config/model.py _get_and_verify_max_len)
+
+def typed(config):
+    from entrypoint.checks.model_config import parse_config
+    return parse_config(config)
+
+
+@pytest.mark.parametrize("variant", ["gemma4-e2b", "gemma4-12b"])
+def test_a_real_gemma4_config_limits_max_model_len_from_its_text_config(variant):
+    from entrypoint.checks.model_config import max_len_problem
+    from tests.support.gemma4_configs import config_dict
+
+    config = typed(config_dict(variant))
+    limit = config_dict(variant)["text_config"]["max_position_embeddings"]
+    assert max_len_problem(config, limit) is None and max_len_problem(config, None) is None
+    message, fix = max_len_problem(config, limit + 1)
+    assert f"MAX_MODEL_LEN={limit + 1}" in message and f"limit of {limit} tokens" in message
+    assert f"set MAX_MODEL_LEN to {limit} or less" in fix
+
+
+@pytest.mark.parametrize("rope, limit", [
+    ({"rope_type": "linear", "factor": 4.0}, 16384),            # factor applied
+    ({"type": "dynamic", "factor": 2}, 8192),                   # legacy "type" key, int factor
+    ({"rope_type": "yarn", "factor": 4.0}, 4096),               # YaRN's limit is already scaled
+    ({"rope_type": "llama3", "factor": 8.0}, 4096),
+    ({"rope_type": "linear", "factor": None}, 4096),            # null factor: vLLM falls back to 1.0
+    ({"rope_type": "default"}, 4096),
+])
+def test_rope_scaling_changes_the_limit_as_vllm_derives_it(rope, limit):
+    from entrypoint.checks.model_config import derived_max_len
+
+    config = typed({"model_type": "llama", "max_position_embeddings": 4096, "rope_scaling": rope})
+    assert derived_max_len(config)[1] == limit
+
+
+def test_the_smallest_limit_key_wins_and_model_max_length_overrides_it():
+    from entrypoint.checks.model_config import derived_max_len, max_len_problem
+
+    assert derived_max_len(typed({"max_position_embeddings": 4096, "seq_length": 2048})) == ("seq_length", 2048)
+    assert derived_max_len(typed({"max_position_embeddings": 4096, "model_max_length": 8192}))[1] == 8192
+    assert derived_max_len(typed({"model_type": "llama"})) is None
+    assert max_len_problem(typed({"model_type": "llama"}), 10**6) is None  # vLLM takes MAX_MODEL_LEN then
+
+
+def test_reads_refuse_what_is_not_a_regular_file_without_blocking(tmp_path):
+    import os
+
+    from entrypoint import files
+
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "loop").symlink_to("loop")
+    for name, says in (("fifo", "named pipe"), ("loop", "cannot be read"), (".", "a directory")):
+        with pytest.raises(files.FileProblem, match=says):
+            files.read_bytes(str(tmp_path / name), name)
+    (tmp_path / "big").touch()
+    os.truncate(tmp_path / "big", 2**33)
+    with pytest.raises(files.FileProblem, match="8589934592 bytes, more than the 4 MiB"):
+        files.read_bytes(str(tmp_path / "big"), "big")
+
+
+# per-stage vision encoders (lists of heads per stage); vLLM 0.33.0's model registry holds none of them
+NOT_SERVED = {"clap_audio_model", "glpn", "levit", "lxmert", "pvt", "pvt_v2", "segformer"}
+
+
+def test_no_config_transformers_writes_is_refused_but_for_vision_encoders_vllm_does_not_serve():
+    # Every configuration class of the installed transformers, with its defaults, as a checkpoint's
+    # config.json holds it: the typing refuses wrong shapes, never a real model's.
+    import json
+    import warnings
+
+    import transformers
+    from entrypoint.checks.model_config import ConfigProblem, derived_max_len, parse_config
+
+    transformers.logging.set_verbosity_error()
+    refused, read = set(), 0
+    for model_type, config_class in transformers.CONFIG_MAPPING.items():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                written = json.loads(config_class().to_json_string())
+        except Exception:  # a class that needs arguments: not a config any checkpoint holds as is
+            continue
+        read += 1
+        try:
+            derived_max_len(parse_config(written))
+        except ConfigProblem:
+            refused.add(model_type)
+    assert read > 500 and refused <= NOT_SERVED, refused - NOT_SERVED
+
+
+def test_bin_weights_are_counted_for_the_memory_check_and_unindexed_safetensors_are_not(tmp_path):
+    # vLLM loads *.bin when a folder has no .safetensors, and only the indexed .safetensors when it has an index
+    from tests.support.bad_model_folders import BIN_SHARDS, BY_NAME
+
+    BY_NAME["bin-sharded"].build(tmp_path / "bin")
+    sizes = sum((tmp_path / "bin" / name).stat().st_size for name in BIN_SHARDS)
+    assert weight_bytes(str(tmp_path / "bin"), str(tmp_path / "hub")) == sizes > 0
+    size = write_model_dir(tmp_path / "st", shards=2)
+    (tmp_path / "st" / "consolidated-copy.bin").write_bytes(bytes(10_000))  # .bin beside .safetensors: not loaded
+    (tmp_path / "st" / "stray.safetensors").write_bytes(bytes(10_000))     # not in the index: not loaded
+    assert weight_bytes(str(tmp_path / "st"), str(tmp_path / "hub")) == size

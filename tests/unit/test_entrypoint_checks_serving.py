@@ -8,7 +8,7 @@ import pytest
 from contract.verdict import Status
 from entrypoint.checks.model import MODEL, resolve
 from entrypoint.checks.parsers import judge_parsers
-from entrypoint.checks.shm import MIB, Parallel, check_shm, mq_chunk_mb, parallel_from_argv, shm_need
+from entrypoint.checks.shm import MIB, Parallel, check_shm, mq_chunk_mb, shm_need
 from entrypoint.settings import parse_settings
 
 from tests.support.model_files import write_model_dir
@@ -55,17 +55,6 @@ def test_another_model_with_its_own_parsers_or_none_passes_and_an_unread_model_i
     assert judge_parsers({"TOOL_CALL_PARSER": None, "REASONING_PARSER": None}, model).status is Status.PASS
     absent = resolve(MODEL, "MODEL", str(tmp_path / "absent"), str(tmp_path / "hub"), True)
     assert judge_parsers(GEMMA4, absent).status is Status.SKIP
-
-
-@pytest.mark.parametrize("argv, parallel", [
-    (["--model", "m"], Parallel()),
-    (["--model", "m", "-tp", "2"], Parallel(tensor=2)),
-    (["--tensor-parallel-size=4", "--pipeline-parallel-size", "2"], Parallel(tensor=4, pipeline=2)),
-    (["--distributed-executor-backend", "mp", "--tensor-parallel-size", "x"], Parallel(backend="mp")),
-    (["-tp", "2", "-tp", "1"], Parallel()),
-])
-def test_the_parallel_layout_is_read_from_the_servers_argv(argv, parallel):
-    assert parallel_from_argv(argv) == parallel
 
 
 def test_one_cuda_worker_runs_in_process_and_needs_no_queue_a_cpu_build_or_mp_does():

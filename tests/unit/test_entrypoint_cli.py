@@ -3,12 +3,15 @@ how long the checks took), --json, SKIP_CHECKS, and exec of the server in place 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
-from contract.layout import DEPRECATED_ENV_NAMES, ENV_SERVER_CMD, ENV_SMEM_LIMIT
+from contract.layout import DEPRECATED_ENV_NAMES, ENV_SMEM_LIMIT
+from entrypoint.settings import CHECK_NAMES
 
 from tests.support.entrypoint_cli import REPO, run_entrypoint
 from tests.support.model_files import write_model_dir
 from tests.support.standin_driver import build_standin_driver
+from tests.support.standin_vllm import write_standin_vllm
 
 DEVICE_CHECKS = "devices,driver,torch,clamp,fit"
 OLD_SMEM_LIMIT = next(old for old, new in DEPRECATED_ENV_NAMES.items() if new == ENV_SMEM_LIMIT)
@@ -26,8 +29,7 @@ def test_check_without_gpu_fails_the_device_checks_with_fixes(tmp_path):
     lines = done.stdout.splitlines()
     assert lines[0].startswith("vllm-turing preflight, device: none")
     by_name = {line.split()[1]: line for line in lines[1:-1]}
-    assert list(by_name) == ["devices", "driver", "torch", "clamp", "fit", "model", "drafter", "parsers",
-                             "quantization", "audio", "disk", "cache", "shm", "memory", "port", "env", "parallel"]
+    assert list(by_name) == list(CHECK_NAMES)
     for name in ("devices", "driver"):
         assert by_name[name].startswith("FAIL") and " -> fix: " in by_name[name]
     assert by_name["model"].startswith("PASS")
@@ -52,13 +54,13 @@ def test_standin_t4_is_the_reported_device(tmp_path):
 
 
 def serve(tmp_path, env):
-    (tmp_path / "standin_server.py").write_text(STANDIN_SERVER)
+    standin = write_standin_vllm(tmp_path / "standin", STANDIN_SERVER)
     record = tmp_path / "record.json"
     process = subprocess.Popen(
         [sys.executable, "-m", "entrypoint", "--max-lora-rank", "8"], cwd=REPO, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO), "STANDIN_RECORD": str(record),
-             ENV_SERVER_CMD: f"{sys.executable} {tmp_path / 'standin_server.py'}", **env})
+        env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path / "home"),
+             "PYTHONPATH": f"{standin}:{REPO}", "STANDIN_RECORD": str(record), **env})
     out, err = process.communicate(timeout=60)
     return process, record, out, err
 
@@ -75,7 +77,7 @@ def test_default_mode_execs_the_server_in_its_own_process(tmp_path):
                                                                          "from SKIP_CHECKS to run it")
                for line in out.splitlines()), out
     # the entrypoint's own settings stay behind: vLLM warns about every VLLM_* name it does not own
-    assert not {"MODEL", "PORT", "SKIP_CHECKS", ENV_SERVER_CMD} & set(seen["env"])
+    assert not {"MODEL", "PORT", "SKIP_CHECKS"} & set(seen["env"])
     assert seen["env"]["STANDIN_RECORD"] == str(record)
 
 

@@ -2,9 +2,8 @@
 import json
 import shlex
 
-from contract.layout import ENV_SERVER_CMD
 from entrypoint.command import server_argv
-from entrypoint.settings import parse_settings
+from entrypoint.settings import SERVER_CMD, parse_settings
 
 from tests.support.entrypoint_cli import run_entrypoint
 from tests.support.seed_configs import (RTX_3090, RTX_3090_12B_ARGV, RTX_3090_12B_ENV, SERVER, T4,
@@ -38,6 +37,8 @@ def test_extra_args_then_container_args_come_last():
     assert argv[argv.index("--port") + 1] == "9000" and argv[argv.index("--dtype") + 1] == "auto"
 
 
-def test_server_command_can_be_replaced_for_standins():
-    settings = parse_settings({"MODEL": "m", ENV_SERVER_CMD: "python3 /srv/standin_server.py"})
-    assert server_argv(settings, None)[:3] == ["python3", "/srv/standin_server.py", "--model"]
+def test_no_environment_variable_replaces_the_server_program():
+    # the first release's switch for stand-in servers (VLLM_TURING_SERVER_CMD) is gone: it made the
+    # shipped entrypoint exec any program as root
+    settings = parse_settings({"MODEL": "m", "VLLM_TURING_SERVER_CMD": "python3 /srv/standin_server.py"})
+    assert server_argv(settings, None)[:4] == [*SERVER_CMD, "--model"]

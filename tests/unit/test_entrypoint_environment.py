@@ -1,6 +1,6 @@
 """The server's environment: the entrypoint's own settings stay behind, the clamp's old names reach
 the server under their new names for one release, with a warning in the report."""
-from contract.layout import DEPRECATED_ENV_NAMES, ENV_FIT_TABLE, ENV_SERVER_CMD, ENV_SMEM_LIMIT
+from contract.layout import DEPRECATED_ENV_NAMES, ENV_FIT_TABLE, ENV_SMEM_LIMIT
 from contract.verdict import Status
 from entrypoint.environment import check_env, server_env
 from entrypoint.settings import ENTRYPOINT_ONLY, SHARED_WITH_SERVER, parse_settings
@@ -27,7 +27,7 @@ def test_entrypoint_only_names_are_exactly_what_the_settings_read_and_the_server
 
 
 def test_server_env_drops_the_entrypoints_settings_and_keeps_the_rest():
-    env = {**T4_E2B_ENV, "VLLM_EXTRA_ARGS": "--seed 1", "SKIP_CHECKS": "port", ENV_SERVER_CMD: "python3 s.py",
+    env = {**T4_E2B_ENV, "VLLM_EXTRA_ARGS": "--seed 1", "SKIP_CHECKS": "port",
            "HF_HOME": "/cache/hf", "PATH": "/usr/bin", "VLLM_LOGGING_LEVEL": "DEBUG"}
     out = server_env(env)
     assert not set(ENTRYPOINT_ONLY) & set(out)

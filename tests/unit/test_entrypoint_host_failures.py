@@ -7,6 +7,8 @@ import subprocess
 
 import pytest
 
+from entrypoint.argv import judge_extra
+
 from contract.verdict import Status
 from entrypoint import linker_cache
 from entrypoint.checks import audio, driver_floor, turing_settings
@@ -174,8 +176,13 @@ def test_one_mount_suffices_the_cache_then_lists_it_and_triton_agrees_with_the_l
 
 # 3. settings that break Turing
 
+def words(*args: str):
+    """The extra words as the checks see them where no option table is at hand (spelled out)."""
+    return judge_extra(args, (), None)
+
+
 def test_triton_override_arch_is_refused_on_any_device():
-    problem = turing_settings.settings_problem({"TRITON_OVERRIDE_ARCH": "sm89"}, (), None)
+    problem = turing_settings.settings_problem({"TRITON_OVERRIDE_ARCH": "sm89"}, words(), None)
     assert problem.variable == "TRITON_OVERRIDE_ARCH" and "Remove TRITON_OVERRIDE_ARCH" in str(problem)
 
 
@@ -185,13 +192,13 @@ def test_triton_override_arch_is_refused_on_any_device():
     ({}, ("--attention-backend=flashinfer",), "VLLM_EXTRA_ARGS --attention-backend"),
     ({}, ("--attention-config", '{"backend": "FLASH_ATTN"}'), "VLLM_EXTRA_ARGS --attention-config")])
 def test_an_attention_backend_turing_lacks_is_refused(env, args, where):
-    problem = turing_settings.settings_problem(env, args, (7, 5))
+    problem = turing_settings.settings_problem(env, words(*args), (7, 5))
     assert problem.variable == where and "8.0" in str(problem) and "TRITON_ATTN" in str(problem)
 
 
 def test_the_same_backend_passes_on_ampere_and_triton_attn_everywhere():
-    assert turing_settings.settings_problem({"VLLM_ATTENTION_BACKEND": "FLASH_ATTN"}, (), (8, 6)) is None
-    assert turing_settings.settings_problem({}, ("--attention-backend", "TRITON_ATTN"), (7, 5)) is None
+    assert turing_settings.settings_problem({"VLLM_ATTENTION_BACKEND": "FLASH_ATTN"}, words(), (8, 6)) is None
+    assert turing_settings.settings_problem({}, words("--attention-backend", "TRITON_ATTN"), (7, 5)) is None
 
 
 def test_cli_exits_2_naming_the_variable(capsys):
@@ -204,40 +211,85 @@ VLLM_033_MIN = {"fp8": 75, "awq": 75, "gptq": 60, "modelopt": 80, "mxfp4": 80}  
 
 def test_quantization_above_the_device_fails_naming_where_it_came_from():
     config = {"quantization_config": {"quant_method": "modelopt"}}
-    result = turing_settings.judge_quantization(turing_settings.quantization_methods(config, ()),
+    result = turing_settings.judge_quantization(turing_settings.quantization_methods(config, words()),
                                                 VLLM_033_MIN.get, (7, 5))
     assert result.status is Status.FAIL and "config.json" in result.message and "8.0" in result.message
 
 
 def test_quantization_flag_and_unknown_method():
-    methods = turing_settings.quantization_methods(None, ("-q", "mxfp4"))
+    methods = turing_settings.quantization_methods(None, words("-q", "mxfp4"))
     result = turing_settings.judge_quantization(methods, VLLM_033_MIN.get, (7, 5))
     assert result.status is Status.FAIL and "--quantization" in result.fix
     unknown = turing_settings.judge_quantization([("flag", "nope")], VLLM_033_MIN.get, (7, 5))
     assert unknown.status is Status.FAIL and "not a quantization method" in unknown.message
     assert turing_settings.judge_quantization(
-        turing_settings.quantization_methods({"quantization_config": {"quant_method": "awq"}}, ()),
+        turing_settings.quantization_methods({"quantization_config": {"quant_method": "awq"}}, words()),
         VLLM_033_MIN.get, (7, 5)).status is Status.PASS
     assert turing_settings.judge_quantization([], VLLM_033_MIN.get, (7, 5)).status is Status.PASS
 
 
 # 4. audio
 
-VLLM_REQUIRES = ['torch==2.14.0', 'av; extra == "audio"', 'scipy; extra == "audio"',
-                 "soundfile ; extra == 'audio'", 'mistral_common[audio]; extra == "audio"',
-                 'opencv-python-headless; extra == "video"']
+GEMMA4_AUDIO = {"model_type": "gemma4", "audio_config": {"hidden_size": 1536}}
 
 
-def test_the_audio_extra_is_read_from_vllms_metadata():
-    assert audio.audio_requirements(VLLM_REQUIRES) == ["av", "scipy", "soundfile", "mistral_common"]
+def audio_option_table() -> dict:
+    """The two options of vLLM's server parser that say whether audio is asked for, as argparse
+    options of the kinds vLLM uses (a JSON value; a boolean flag)."""
+    import argparse
+
+    from contract.facts import option_table
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--limit-mm-per-prompt")
+    parser.add_argument("--language-model-only", action="store_true")
+    parser.add_argument("--seed")
+    return option_table(parser)
 
 
-def test_an_audio_tower_without_the_extra_says_build_with_extras_audio():
-    config = {"model_type": "gemma4", "audio_config": {"hidden_size": 1536}}
-    result = audio.judge_audio(config, audio.audio_requirements(VLLM_REQUIRES), lambda name: name == "scipy")
-    assert result.status is Status.FAIL and "build with EXTRAS=audio" in result.fix and "av" in result.message
-    assert audio.judge_audio(config, ["av"], lambda name: True).status is Status.PASS
-    assert audio.judge_audio({"audio_config": None}, ["av"], lambda name: False).status is Status.PASS
+AUDIO_OPTION_TABLE = audio_option_table()
+
+
+@pytest.mark.parametrize("words, requested", [
+    ((), None),
+    (("--seed", "4096"), None),
+    (("--limit-mm-per-prompt", '{"image": 2}'), None),
+    (("--limit-mm-per-prompt", '{"image": 2, "audio": 0}'), 0),
+    (('--limit-mm-per-prompt={"audio": 1}',), 1),
+    (("--limit_mm_per_prompt", '{"audio": {"count": 2, "length": 30}}'), 2),
+    (("--limit-mm-per-prompt.audio", "0"), 0),
+    (("--limit-mm-per-prompt.audio=3",), 3),
+    (("--limit-mm-per-prompt", '{"audio": 1}', "--language-model-only"), 0),
+])
+def test_whether_audio_is_requested_is_read_from_the_servers_arguments(words, requested):
+    """As the entrypoint's argv parser hands the words over (vLLM 0.33.0's option table)."""
+    from entrypoint.argv import judge_extra
+
+    extras = judge_extra(words, (), AUDIO_OPTION_TABLE)
+    assert audio.requested_audio(extras.get("limit_mm_per_prompt"), bool(extras.get("language_model_only"))) \
+        == requested
+
+
+def test_an_audio_limit_that_is_not_json_is_left_to_vllm():
+    assert audio.requested_audio("not json") is None and audio.requested_audio(None) is None
+
+
+def test_an_audio_tower_fails_only_when_audio_is_requested_and_nothing_can_decode_it():
+    requested = audio.judge_audio(GEMMA4_AUDIO, [], 1)
+    assert requested.status is Status.FAIL and "--extras audio" in requested.fix
+    assert '"audio": 0' in requested.fix and "no audio decoder" in requested.message
+    unstated = audio.judge_audio(GEMMA4_AUDIO, [], None)
+    assert unstated.status is Status.PASS and "--extras audio" in unstated.message
+    assert audio.judge_audio(GEMMA4_AUDIO, [], 0).message.endswith("audio input is off")
+    assert audio.judge_audio(GEMMA4_AUDIO, ["soundfile"], 1).status is Status.PASS
+    assert audio.judge_audio({"audio_config": None}, [], 1).message == "the model has no audio tower"
+
+
+def test_torchcodec_decodes_only_with_ffmpegs_libraries():
+    everything = lambda name: True  # noqa: E731
+    assert audio.available_decoders(everything, lambda: True) == ["torchcodec", "soundfile", "av"]
+    assert audio.available_decoders(everything, lambda: False) == ["soundfile", "av"]
+    assert audio.available_decoders(lambda name: name == "torchcodec", lambda: False) == []
 
 
 # 5. two CUDA stacks

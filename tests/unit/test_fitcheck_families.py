@@ -114,17 +114,25 @@ def test_a_gemma3_config_that_leaves_the_heads_to_the_class_is_answered_from_the
     assert lookup.decide(document, read, 75, 65536, VERSIONS).hit
 
 
-@pytest.mark.parametrize("config, reason", [
-    ({"model_type": "gemma3_text", "use_bidirectional_attention": True, "sliding_window": 512}, "use_bidirectional_attention"),
-    ({"model_type": "qwen3", "is_causal": False, "num_attention_heads": 16, "head_dim": 128}, "is_causal: false"),
-    ({"model_type": "bert", "num_attention_heads": 12, "hidden_size": 768}, "encoder-only model (bert)"),
+@pytest.mark.parametrize("config", [
+    {"model_type": "gemma3_text", "use_bidirectional_attention": True, "sliding_window": 512},
+    {"model_type": "qwen3", "is_causal": False, "num_attention_heads": 16, "head_dim": 128},
+    {"model_type": "bert", "num_attention_heads": 12, "hidden_size": 768},
 ])
-def test_bidirectional_attention_is_not_proven_rather_than_reported_as_fitting(config, reason):
-    # vLLM runs encoder attention through context_attention_fwd (131,072 bytes at head 256 on sm_75,
-    # measured), a kernel the clamp does not cover: the fit check must not say such a model fits.
+def test_bidirectional_attention_is_read_as_encoder_layers(config):
+    # vLLM runs encoder attention through context_attention_fwd (the clamp's encoder site), so its layers
+    # are judged by that kernel's verdicts, never by the decoder launcher's.
+    read = shapes.shapes_from_config(config, "m", "config.json")
+    assert read and all(s.attention == shapes.ENCODER for s in read)
+    assert all(s.block_size == shapes.BASE_BLOCK_SIZE and s.softcap == 0.0 for s in read), "no pages, no softcap"
+
+
+@pytest.mark.parametrize("model_type", sorted(shapes.UNREAD_ENCODER_TYPES))
+def test_encoders_whose_attention_fields_are_not_read_stay_not_proven_naming_why(model_type):
     with pytest.raises(shapes.UnprovenLayers, match="context_attention_fwd") as raised:
-        shapes.shapes_from_config(config, "m", "config.json")
-    assert reason in str(raised.value)
+        shapes.shapes_from_config({"model_type": model_type, "num_attention_heads": 12, "hidden_size": 768},
+                                  "m", "config.json")
+    assert shapes.UNREAD_ENCODER_TYPES[model_type] in str(raised.value)
 
 
 def test_gemma4_vision_bidirectional_attention_stays_in_the_checked_launcher():

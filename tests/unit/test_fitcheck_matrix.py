@@ -1,7 +1,7 @@
 """Which calls the fit check makes per layer shape, and the built-in Gemma 4 classes."""
 from patches.fitcheck import DEVICES, FitOptions, UsageError, resolve_device
-from patches.fitcheck.shapes import (BUILTIN_MODELS, MAX_3D_QUERY_LEN_UPSTREAM, PREFILL_QUERY_LEN, SPEC_QUERY_LENS,
-                                     LayerShape, build_matrix, builtin_shapes, seq_threshold_3d)
+from patches.fitcheck.shapes import (BUILTIN_MODELS, ENCODER_KINDS, MAX_3D_QUERY_LEN_UPSTREAM, PREFILL_QUERY_LEN,
+                                     SPEC_QUERY_LENS, LayerShape, build_matrix, builtin_shapes, seq_threshold_3d)
 
 import pytest
 
@@ -50,7 +50,11 @@ def test_matrix_without_mm_prefix_and_over_all_builtins():
     shapes = builtin_shapes()
     cases = build_matrix(shapes, mm_prefix=False)
     assert not any(c.mm_prefix for c in cases)
-    assert len(cases) == len(shapes) * (3 + len(SPEC_QUERY_LENS))
+    encoders = [s for s in shapes if s.attention in ENCODER_KINDS]
+    assert encoders, "the built-in matrix holds encoder layers"
+    # a decoder layer: prefill, decode, decode-batch and the speculative lengths; an encoder layer: one batch
+    assert len(cases) == (len(shapes) - len(encoders)) * (3 + len(SPEC_QUERY_LENS)) + len(encoders)
+    assert [c.kind for c in cases if c.shape in encoders] == [s.attention for s in encoders]
     assert {c.shape for c in cases} == set(shapes)
     assert PREFILL_QUERY_LEN in {c.query_len for c in cases}
 

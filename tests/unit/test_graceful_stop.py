@@ -13,12 +13,12 @@ from buildtool.units import spec
 from buildtool.vehicle import instructions, without_run_steps
 from contract.layout import SERVER_HTTP_DRAIN_S, STOP_GRACE_S, in_install_dir
 from entrypoint import graceful_stop
-from entrypoint.settings import DEFAULT_SERVER_CMD
+from entrypoint.settings import SERVER_CMD
 from tests.unit.test_dockerfile_agreement import REPO
 
 
 @pytest.mark.parametrize("argv", [
-    ["python3", *DEFAULT_SERVER_CMD[1:], "--model", "/models/m"],
+    ["python3", *SERVER_CMD[1:], "--model", "/models/m"],
     ["/usr/bin/python3", "-u", "-m", graceful_stop.SERVER_MODULE],
     ["python3", "/usr/local/bin/vllm", "serve", "/models/m"],
 ])

@@ -8,12 +8,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from buildtool.units.spec import (CACHE_VOLUMES, CONTAINER_LIB_DIR, DRIVER_LIBRARIES, HostValues,
-                                  UnitSpec, gpu_indices_from_names)
+from buildtool.units.spec import (CONTAINER_LIB_DIR, DRIVER_LIBRARIES, HostValues, UnitSpec,
+                                  gpu_indices_from_names, image_version)
+from contract.layout import API_KEY_PATH, API_KEY_SECRET, ENV_API_KEY_FILE
 from buildtool.units.compose import render_compose, render_toolkit_override
 from buildtool.units.quadlet import podman_image_ref, render_env_file, render_quadlet
 from tests.support.build_py import build_py
-from tests.support.deploy_units import compose_view, interpolate_defaults, parse_unit, quadlet_view
+from tests.support.deploy_units import (compose_view, interpolate_defaults, parse_unit, quadlet_view,
+                                        uncommented)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -155,7 +157,7 @@ def test_podman_image_reference_stays_local(image, ref):
 
 
 HOSTS = [HostValues(), HostValues(gpu_indices=(0, 1, 3), lib_dir="/usr/lib64/", model_dir="/srv/llm",
-                                  bind_address="0.0.0.0", port=8123)]
+                                  bind_address="0.0.0.0", port=8123, api_key_file="/etc/vllm-turing/key")]
 
 
 @pytest.mark.parametrize("host", HOSTS)
@@ -169,7 +171,7 @@ def test_compose_and_quadlet_carry_the_same_devices_mounts_and_settings(host):
     assert compose["devices"] == sorted([f"/dev/nvidia{i}" for i in host.gpu_indices]
                                         + ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"])
     assert all(ro for _, _, ro in compose["binds"])
-    assert compose["named_volume_targets"] == sorted(CACHE_VOLUMES.values())
+    assert compose["named_volume_targets"] == sorted(spec.cache_volumes.values())
     assert compose["port"] == (host.bind_address, host.port, 8000)
     assert compose["memlock"] == -1
 
@@ -192,6 +194,70 @@ def test_the_cdi_unit_asks_for_all_gpus_and_wires_nothing_by_hand(tmp_path, fake
     assert not [v for v in container["Volume"] if CONTAINER_LIB_DIR in v]
 
 
+def test_cdi_demands_no_driver_libraries_on_this_host(tmp_path, fake_host, monkeypatch):
+    """The CDI spec mounts the libraries: a host whose library directory lacks them (or with none at
+    the default path) still gets its units."""
+    dev, _ = fake_host
+    monkeypatch.setenv("NVIDIA_LIB_DIR", str(tmp_path / "no-such-dir"))
+    assert generate(tmp_path / "out", "--cdi", "--dev-root", str(dev)) == 0
+    assert generate(tmp_path / "without", "--dev-root", str(dev)) == 2  # without --cdi the check stands
+
+
+def test_compile_caches_are_keyed_by_the_image_version_and_downloads_are_not():
+    assert image_version("vllm-turing:0.33.0") == "0.33.0"
+    assert image_version("registry.example:5000/me/vllm-turing:0.33.0-b2") == "0.33.0-b2"
+    assert image_version("registry.example:5000/me/vllm-turing") == "0.33.0"  # untagged: the pinned vLLM
+    assert image_version("me/vllm-turing@sha256:" + "a" * 64) == "0.33.0"
+    volumes = UnitSpec(HostValues(image="me/vllm-turing:0.34.1")).cache_volumes
+    assert volumes == {"hf-cache": "/cache/huggingface", "triton-cache-0.34.1": "/opt/vllm-turing/triton-cache",
+                       "vllm-cache-0.34.1": "/cache/vllm"}
+    # every cache the environment points at lies on a compile volume
+    env = UnitSpec().environment
+    for key in ("TRITON_CACHE_DIR", "VLLM_CACHE_ROOT", "XDG_CACHE_HOME", "CUDA_CACHE_PATH"):
+        assert any(env[key] == target or env[key].startswith(target + "/")
+                   for target in UnitSpec().compile_volumes.values()), key
+    compose = load_compose(render_compose(UnitSpec(HostValues(image="me/vllm-turing:0.34.1"))))
+    assert set(compose["volumes"]) == set(volumes)
+    quadlet = parse_unit(render_quadlet(UnitSpec(HostValues(image="me/vllm-turing:0.34.1"))))["Container"]
+    assert "vllm-turing-vllm-cache-0.34.1:/cache/vllm" in quadlet["Volume"]
+
+
+def test_the_api_key_wiring_is_commented_out_by_default_and_written_on_with_a_key_file(tmp_path):
+    off = load_compose(render_compose(UnitSpec()))
+    assert "secrets" not in off and "secrets" not in off["services"]["vllm"]
+    assert ENV_API_KEY_FILE not in off["services"]["vllm"]["environment"]
+    assert generate(tmp_path, "--defaults", "--api-key-file", "/etc/vllm-turing/key") == 0
+    text = (tmp_path / "compose.yaml").read_text()
+    on = load_compose(text)
+    assert on["secrets"] == {API_KEY_SECRET: {"file": "/etc/vllm-turing/key"}}
+    assert on["services"]["vllm"]["secrets"] == [API_KEY_SECRET]
+    assert on["services"]["vllm"]["environment"][ENV_API_KEY_FILE] == API_KEY_PATH
+    unit = parse_unit((tmp_path / "quadlet/vllm-turing.container").read_text())["Container"]
+    assert unit["Secret"] == [f"{API_KEY_SECRET},type=mount,target={API_KEY_PATH}"]
+    assert f"{ENV_API_KEY_FILE}={API_KEY_PATH}" in unit["Environment"]
+    assert "podman secret create vllm-api-key /etc/vllm-turing/key" in \
+        (tmp_path / "quadlet/vllm-turing.container").read_text()
+
+
+def test_uncommenting_the_shipped_wiring_gives_what_the_key_file_option_writes():
+    """The commented lines are the real wiring: uncommented, they equal the rendered-on service
+    but for the example path of the key's file."""
+    shipped = render_compose(UnitSpec())
+    by_hand = load_compose(uncommented(shipped))
+    written = load_compose(render_compose(UnitSpec(HostValues(api_key_file="./secrets/vllm-api-key"))))
+    assert by_hand == written
+    unit = render_quadlet(UnitSpec())
+    by_hand_unit = parse_unit(uncommented(unit))
+    assert by_hand_unit == parse_unit(render_quadlet(UnitSpec(HostValues(api_key_file="FILE"))))
+
+
+def test_the_units_drop_every_capability_and_privilege_gain():
+    service = load_compose(render_compose(UnitSpec()))["services"]["vllm"]
+    assert service["cap_drop"] == ["ALL"] and service["security_opt"] == ["no-new-privileges:true"]
+    unit = parse_unit(render_quadlet(UnitSpec()))["Container"]
+    assert unit["DropCapability"] == ["ALL"] and unit["NoNewPrivileges"] == ["true"]
+
+
 def test_the_env_file_is_plain_key_value_lines_both_tools_read_alike():
     for line in render_env_file().splitlines():
         if line and not line.startswith("#"):
@@ -199,3 +265,11 @@ def test_the_env_file_is_plain_key_value_lines_both_tools_read_alike():
             assert key.isidentifier() and key.isupper(), line
             assert not any(c in value for c in "\"'#") and value == value.strip(), line
     assert "MODEL=" in render_env_file()
+
+
+@pytest.mark.parametrize("kubernetes", [(), ("--kubernetes", "--weights-gib", "4")])
+def test_a_key_file_path_over_two_lines_is_bad_input_and_nothing_is_written(tmp_path, capsys, kubernetes):
+    out = tmp_path / "out"
+    assert generate(out, "--defaults", *kubernetes, "--api-key-file", "/etc/key\nSecret=evil") == 2
+    err = capsys.readouterr().err
+    assert "--api-key-file" in err and err.count("\n") == 1 and not out.exists()

@@ -1,0 +1,200 @@
+"""The words the entrypoint appends to the server's argv (VLLM_EXTRA_ARGS, then the container's
+arguments), parsed as vLLM's own parser will parse them, and judged before anything starts.
+
+vLLM's FlexibleArgumentParser first rewrites the words (underscores to dashes in option names,
+`-O3` to `--optimization-level 3`, dotted `--a.b v` to `--a '{"b": v}'`), then hands them to
+argparse, which takes unambiguous prefixes (`--dt` is `--dtype`). `parse_extra` does the same with
+the image's option table (contract/facts.py), so every spelling vLLM accepts lands on its dest.
+A dest that one of the entrypoint's settings owns is refused naming that setting: the preflight
+checked the setting, and the last word would win in vLLM. What the checks re-judge from here
+(quantization, attention backend, executor backend) they read from `Extras.values`."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+
+from contract.facts import ArgvError, long_option, rebuild_parser
+from contract.verdict import Result, passed, warned
+from .settings import SettingsError
+
+EXTRA_ARGS = "VLLM_EXTRA_ARGS"
+CONTAINER_ARGS = "the container's arguments"
+
+# dest -> the setting that owns it (vLLM 0.33.0's dest names; a test holds them to the image's parser).
+OWNED = {
+    "model": "MODEL", "model_tag": "MODEL", "served_model_name": "SERVED_MODEL_NAME",
+    "host": "HOST", "port": "PORT", "uds": "HOST and PORT", "dtype": "DTYPE", "kv_cache_dtype": "KV_CACHE_DTYPE",
+    "tensor_parallel_size": "TENSOR_PARALLEL_SIZE", "pipeline_parallel_size": "PIPELINE_PARALLEL_SIZE",
+    "max_model_len": "MAX_MODEL_LEN", "max_num_seqs": "MAX_NUM_SEQS",
+    "gpu_memory_utilization": "GPU_MEMORY_UTILIZATION", "enforce_eager": "ENFORCE_EAGER",
+    "speculative_config": "SPECULATIVE_CONFIG or DRAFTER", "reasoning_parser": "REASONING_PARSER",
+    "tool_call_parser": "TOOL_CALL_PARSER", "enable_auto_tool_choice": "TOOL_CALL_PARSER",
+    "api_key": "API_KEY_FILE",
+}
+# dest -> why it cannot be given at all, and what to do instead.
+REFUSED = {
+    "config": ("a config file sets options the preflight never sees",
+               "put its options in the env file's settings and VLLM_EXTRA_ARGS"),
+    "hf_token": ("a token in argv shows in /proc/1/cmdline, `docker inspect` and the logs",
+                 "pass HF_TOKEN in the environment from a secret"),
+    "help": ("the server would print its help and exit", "run `docker run --rm --entrypoint vllm IMAGE serve --help`"),
+    "data_parallel_size": ("data parallel servers are not checked by the preflight",
+                           "run one server per GPU group (docs/fleet.md) or set TENSOR_PARALLEL_SIZE"),
+}
+# Inside a JSON option: keys that one of the settings owns.
+OWNED_KEYS = {("structured_outputs_config", "reasoning_parser"): "REASONING_PARSER"}
+OPTION_NAME = re.compile(r"(?<=--)[^.]*")
+
+
+@dataclasses.dataclass(frozen=True)
+class Extras:
+    """What the extra words set, by dest (each value as given: a string, True for a flag, a list for
+    nargs '+'/'*'); `judged` is False when no option table was at hand to parse them."""
+    values: dict
+    judged: bool = True
+    words: int = 0
+
+    def get(self, dest: str, default=None):
+        return self.values.get(dest, default)
+
+
+def flexible_words(words: list[str]) -> list[str]:
+    """The words as vLLM's FlexibleArgumentParser.parse_args hands them to argparse (vLLM 0.33.0,
+    utils/argparse_utils.py)."""
+    processed: list[str] = []
+    for index, word in enumerate(words):
+        if word.startswith("--"):
+            key, equals, value = word.partition("=")
+            processed.append(OPTION_NAME.sub(lambda m: m.group(0).replace("_", "-"), key, count=1) + equals + value)
+        elif word.startswith("-O") and word != "-O":
+            processed += ["--optimization-level", word[3:] if word[2] == "=" else word[2:]]
+        elif word == "-O" and index + 1 < len(words) and words[index + 1] in {"0", "1", "2", "3"}:
+            processed.append("--optimization-level")
+        else:
+            processed.append(word)
+    out, dotted, skip = [], {}, set()
+    for index, word in enumerate(processed):
+        if index in skip:
+            continue
+        if not (word.startswith("-") and "." in word.partition("=")[0]):
+            out.append(word)
+            continue
+        name, equals, value = word.partition("=")
+        if not equals:
+            if index + 1 >= len(processed):
+                raise ArgvError(f"argument {name}: expected one argument")
+            value = processed[index + 1]
+            skip.add(index + 1)
+        if name.endswith("+"):
+            name, value = name[:-1], json.dumps(value.split(","))
+        key, *path = name.split(".")
+        try:
+            parsed = json.loads(value)
+        except (ValueError, RecursionError):
+            parsed = value
+        node = dotted.setdefault(key, {})
+        for part in path[:-1]:
+            node = node.setdefault(part, {}) if isinstance(node.get(part, {}), dict) else node
+        node[path[-1]] = parsed
+    for key, value in dotted.items():
+        out += [key, json.dumps(value)]
+    return out
+
+
+def parse_extra(words: list[str], table: dict) -> dict:
+    """dest -> value for each option the words set; ArgvError for what vLLM's parser would refuse."""
+    try:
+        namespace, unknown = rebuild_parser(table).parse_known_args(flexible_words(words))
+    except argparse.ArgumentError as error:
+        raise ArgvError(str(error)) from None
+    if unknown:
+        raise ArgvError(f"unrecognized arguments: {' '.join(unknown)}")
+    return vars(namespace)
+
+
+def _json_keys(value) -> dict:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError):
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def owner_problem(values: dict, table: dict, where: str, raw: str) -> SettingsError | None:
+    for dest in values:
+        option = long_option(table, dest) if dest not in ("model_tag",) else "a positional model"
+        if dest in OWNED:
+            return SettingsError(where, raw, f"no {option}: the entrypoint sets it from {OWNED[dest]}, "
+                                 "which the preflight checked", f"Set {OWNED[dest]} instead and remove {option}.")
+        if dest in REFUSED:
+            why, fix = REFUSED[dest]
+            return SettingsError(where, raw, f"no {option}: {why}", f"Remove {option}; {fix}.")
+    for (dest, key), setting in OWNED_KEYS.items():
+        if key in _json_keys(values.get(dest)):
+            return SettingsError(where, raw, f"no {key} in {long_option(table, dest)}: the entrypoint sets it from "
+                                 f"{setting}", f"Set {setting} instead.")
+    return None
+
+
+# Without an option table (no image facts and no vLLM to ask), the checks still see these options
+# when spelled out in full, as the first releases of the entrypoint did.
+RECHECKED = {"attention_backend": ("--attention-backend",), "attention_config": ("--attention-config",),
+             "quantization": ("--quantization", "-q"),
+             "distributed_executor_backend": ("--distributed-executor-backend",)}
+
+
+def spelled_out(words: list[str]) -> dict:
+    """The re-checked options given with their full names (the last one wins)."""
+    try:
+        words = flexible_words(words)
+    except ArgvError:
+        pass
+    found = {}
+    for index, word in enumerate(words):
+        for dest, flags in RECHECKED.items():
+            for flag in flags:
+                if word == flag and index + 1 < len(words):
+                    found[dest] = words[index + 1]
+                elif word.startswith(flag + "="):
+                    found[dest] = word[len(flag) + 1:]
+    return found
+
+
+def judge_extra(extra_args: tuple[str, ...], container_args: tuple[str, ...], table: dict | None) -> Extras:
+    """Both word lists judged against `table` (None: not judged, only the re-checked options spelled
+    out are seen). Raises SettingsError naming where the word came from and the setting to use instead."""
+    if table is None:
+        return Extras(spelled_out(list(extra_args) + list(container_args)), judged=False,
+                      words=len(extra_args) + len(container_args))
+    values: dict = {}
+    for where, words in ((EXTRA_ARGS, extra_args), (CONTAINER_ARGS, container_args)):
+        if not words:
+            continue
+        raw = " ".join(words)
+        try:
+            parsed = parse_extra(list(words), table)
+        except ArgvError as error:
+            raise SettingsError(where, raw, f"options of this vLLM's server ({error})",
+                                "Fix or remove that word; `vllm serve --help=all` lists the options.") from None
+        problem = owner_problem(parsed, table, where, raw)
+        if problem:
+            raise problem
+        values.update(parsed)
+    return Extras(values, words=len(extra_args) + len(container_args))
+
+
+NAME = "argv"
+
+
+def argv_result(extras: Extras, source: str | None) -> Result:
+    """What the report says about the extra words (they were refused before the checks if owned)."""
+    if not extras.judged:
+        return warned(NAME, f"{extras.words} extra word(s) not judged: no option table of the server's parser "
+                            "(no image facts, and vLLM does not import here)",
+                      "run the image as built; vLLM itself still refuses unknown options at start")
+    given = ", ".join(sorted(extras.values)) or "nothing"
+    return passed(NAME, f"{extras.words} extra word(s) parsed with {source}: they set {given}; "
+                        "none is owned by a setting")

@@ -1,0 +1,16 @@
+"""What the build proves about the image's own stack, written once into IMAGE_FACTS
+(contract/layout.py) by `python3 -m imagefacts write PATH` inside the image, after vLLM, torch,
+Triton and the extras are in place. The entrypoint reads the file (entrypoint/facts.py) instead of
+importing torch or vLLM at every start:
+
+- packages: the versions of vllm, torch and triton the facts were read from (a mismatch at start,
+  say after a `pip install -U` in a derived image, sends the preflight back to importing them);
+- torch: its CUDA version and compiled arch list;
+- server_parser: the option table of the argument parser `python3 -m vllm.entrypoints.openai.api_server`
+  builds (every option string, its dest, whether it takes a value, its choices), so the entrypoint
+  judges the argv it will exec with vLLM's own options and aliases;
+- parsers: the tool-call and reasoning parser names vLLM registers;
+- quantization: each quantization method's minimum compute capability (vLLM's get_min_capability).
+
+This package imports torch and vLLM; it runs at build time only.
+"""

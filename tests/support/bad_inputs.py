@@ -1,0 +1,193 @@
+"""The corpus of bad (and rightly accepted) inputs the built image's entrypoint is tried with
+(tests/image/test_bad_inputs_corpus.py): settings, argv, parsers, the API key, model names. Model
+folders and weights come from tests/support/bad_model_folders.py. Each bug found later adds a row.
+
+A case: the environment on top of a good model (MODEL=/corpus/good unless given), the container's
+arguments, the mode, and what must come out: `exit` 2 with one stderr line holding every `says`
+(the setting named, the fix), or exit 0/1 with the `check` line (status, `says`)."""
+from __future__ import annotations
+
+import dataclasses
+
+GOOD_MODEL = "/corpus/good"
+# The key in /corpus/key. No output may show it; one case puts it in an ordinary option on purpose,
+# so the search that proves its absence elsewhere is shown to find it.
+PLANTED_KEY = "sk-planted-corpus-7c1d"
+PLANTED_ECHO = "planted-key-echo"
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    id: str
+    kind: str
+    env: dict
+    args: tuple = ()
+    mode: str = "check"
+    exit: int = 2
+    says: tuple = ()
+    check: str | None = None      # for exit 0/1: the check whose line is judged
+    status: str | None = None     # that check's status
+
+
+def refused(id, kind, env=None, args=(), says=(), mode="print-command"):
+    return Case(id, kind, env or {}, tuple(args), mode, 2, tuple(says))
+
+
+def extra(id, words, setting):
+    """An owned option smuggled in through VLLM_EXTRA_ARGS: refused naming the setting to use."""
+    return refused(id, "argv", {"VLLM_EXTRA_ARGS": words}, says=("VLLM_EXTRA_ARGS", f"Set {setting} instead"))
+
+
+def container(id, args, setting):
+    return refused(id, "argv", args=args, says=("the container's arguments", f"Set {setting} instead"))
+
+
+def accepted(id, kind, env=None, args=(), says=()):
+    """Rightly accepted: print-command exits 0 and its argv holds each of `says`."""
+    return Case(id, kind, env or {}, tuple(args), "print-command", 0, tuple(says))
+
+
+def value(id, variable, raw, expected):
+    return refused(id, "settings", {variable: raw}, says=(f"bad setting {variable}=", expected))
+
+
+INT_RANGE = "an integer from 1 to"
+PRINTABLE = "printable characters only"
+
+CASES = [
+    # settings: numbers (ASCII only, in range)
+    value("port-superscript", "PORT", "²", "an integer from 1 to 65535"),
+    value("port-arabic-digits", "PORT", "٨٠٠٠", "an integer from 1 to 65535"),
+    value("port-zero", "PORT", "0", "an integer from 1 to 65535"),
+    value("port-too-big", "PORT", "65536", "an integer from 1 to 65535"),
+    value("port-float", "PORT", "8000.0", "an integer from 1 to 65535"),
+    value("port-negative", "PORT", "-1", "an integer from 1 to 65535"),
+    value("port-words", "PORT", "eighty", "an integer from 1 to 65535"),
+    value("port-underscore", "PORT", "8_000", "an integer from 1 to 65535"),
+    value("max-model-len-1e30", "MAX_MODEL_LEN", "1" + "0" * 30, INT_RANGE),
+    value("max-model-len-zero", "MAX_MODEL_LEN", "0", INT_RANGE),
+    value("max-model-len-k-suffix", "MAX_MODEL_LEN", "16k", INT_RANGE),
+    value("max-num-seqs-huge", "MAX_NUM_SEQS", "99999999", INT_RANGE),
+    value("tp-zero", "TENSOR_PARALLEL_SIZE", "0", INT_RANGE),
+    value("tp-superscript", "TENSOR_PARALLEL_SIZE", "²", INT_RANGE),
+    value("pp-huge", "PIPELINE_PARALLEL_SIZE", "1000", INT_RANGE),
+    value("gpu-util-nan", "GPU_MEMORY_UTILIZATION", "nan", "a fraction in (0, 1]"),
+    value("gpu-util-above-one", "GPU_MEMORY_UTILIZATION", "1.5", "a fraction in (0, 1]"),
+    value("gpu-util-zero", "GPU_MEMORY_UTILIZATION", "0", "a fraction in (0, 1]"),
+    value("gpu-util-percent", "GPU_MEMORY_UTILIZATION", "90%", "a fraction in (0, 1]"),
+    # settings: choices and flags
+    value("dtype-unknown", "DTYPE", "bf16", "one of auto, half"),
+    value("kv-dtype-unknown", "KV_CACHE_DTYPE", "int4", "one of auto"),
+    value("enforce-eager-maybe", "ENFORCE_EAGER", "maybe", "true or false"),
+    value("cuda-compat-unknown", "CUDA_COMPAT", "sometimes", "one of auto, on, off"),
+    value("skip-checks-unknown", "SKIP_CHECKS", "fit,everything", "check names from"),
+    value("hf-offline-word", "HF_HUB_OFFLINE", "perhaps", "true or false"),
+    value("cuda-devices-superscript", "CUDA_VISIBLE_DEVICES", "²", "comma-separated GPU indices"),
+    value("cuda-devices-repeated", "CUDA_VISIBLE_DEVICES", "0,0", "each once"),
+    value("nvidia-devices-garbage", "NVIDIA_VISIBLE_DEVICES", "gpu zero", "comma-separated GPU indices"),
+    # settings: JSON
+    value("spec-config-not-json", "SPECULATIVE_CONFIG", "{model: x}", "a JSON object"),
+    value("spec-config-list", "SPECULATIVE_CONFIG", "[]", "a JSON object"),
+    value("spec-config-null", "SPECULATIVE_CONFIG", "null", "a JSON object"),
+    value("spec-config-deep", "SPECULATIVE_CONFIG", "[" * 100000, "a JSON object"),
+    value("spec-config-model-list", "SPECULATIVE_CONFIG", '{"model": ["/m"]}', 'a "model" that is a path'),
+    value("spec-config-model-newline", "SPECULATIVE_CONFIG", '{"model": "/m\\nPASS x"}', 'a "model" that is a path'),
+    refused("drafter-conflict", "settings", {"DRAFTER": "/a", "SPECULATIVE_CONFIG": '{"model": "/b"}'},
+            says=("bad setting DRAFTER=", "not both")),
+    # settings: text that could forge a report line or drive a terminal
+    value("model-newline", "MODEL", "/corpus/good\nPASS  fit  forged", PRINTABLE),
+    value("model-escape", "MODEL", "/corpus/\x1b[2Jgood", PRINTABLE),
+    value("model-carriage-return", "MODEL", "/corpus/good\rFAIL", PRINTABLE),
+    value("served-name-tab", "SERVED_MODEL_NAME", "gemma\t4", PRINTABLE),
+    value("served-name-bell", "SERVED_MODEL_NAME", "gemma\x07", PRINTABLE),
+    value("host-with-flag", "HOST", "0.0.0.0 --port 9", "an IP address or host name"),
+    value("host-newline", "HOST", "0.0.0.0\n", PRINTABLE),
+    value("hf-home-relative", "HF_HOME", "cache/hf", "an absolute path"),
+    value("tmpdir-newline", "TMPDIR", "/tmp/\nx", PRINTABLE),
+    value("triton-cache-relative", "TRITON_CACHE_DIR", "triton", "an absolute path"),
+    value("home-relative", "HOME", "home", "an absolute path"),
+    value("extra-args-newline", "VLLM_EXTRA_ARGS", "--seed 1\n--dtype bfloat16", "words on one line"),
+    value("extra-args-unbalanced-quote", "VLLM_EXTRA_ARGS", "--chat-template 'a b", "shell-style words"),
+    refused("model-unset", "settings", {"MODEL": ""}, says=("bad setting MODEL=", "Set MODEL in the env file")),
+    # parsers: names this vLLM registers
+    refused("tool-parser-unknown", "parsers", {"TOOL_CALL_PARSER": "gemma5"},
+            says=("bad setting TOOL_CALL_PARSER='gemma5'", "a parser this vLLM registers:", "gemma4")),
+    refused("reasoning-parser-unknown", "parsers", {"REASONING_PARSER": "gemma-4"},
+            says=("bad setting REASONING_PARSER='gemma-4'", "a parser this vLLM registers:", "deepseek_r1")),
+    value("tool-parser-path", "TOOL_CALL_PARSER", "../../x", "a parser name"),
+    value("reasoning-parser-spaces", "REASONING_PARSER", "gemma4 --x", "a parser name"),
+    # the API key
+    refused("api-key-file-missing", "secrets", {"API_KEY_FILE": "/run/secrets/none"},
+            says=("bad setting API_KEY_FILE='/run/secrets/none'", "the file does not exist")),
+    refused("api-key-file-relative", "secrets", {"API_KEY_FILE": "key.txt"}, says=("API_KEY_FILE", "an absolute path")),
+    refused("api-key-file-directory", "secrets", {"API_KEY_FILE": "/corpus"}, says=("API_KEY_FILE", "a regular file")),
+    refused("api-key-file-device", "secrets", {"API_KEY_FILE": "/dev/zero"}, says=("API_KEY_FILE", "a regular file")),
+    refused("api-key-two-sources", "secrets", {"API_KEY_FILE": "/corpus/key", "VLLM_API_KEY": "other"},
+            says=("API_KEY_FILE", "VLLM_API_KEY is set too")),
+    # argv: every spelling of an option a setting owns, in VLLM_EXTRA_ARGS
+    extra("dtype-extra", "--dtype bfloat16", "DTYPE"),
+    extra("dtype-equals", "--dtype=bfloat16", "DTYPE"),
+    extra("dtype-abbreviated", "--dt bfloat16", "DTYPE"),
+    extra("port-extra", "--port 9000", "PORT"),
+    extra("port-equals", "--port=9000", "PORT"),
+    extra("host-extra", "--host 127.0.0.1", "HOST"),
+    extra("uds-extra", "--uds /tmp/s", "HOST and PORT"),
+    extra("model-extra", "--model /other", "MODEL"),
+    extra("model-positional", "/other/model", "MODEL"),
+    extra("served-name-underscore", "--served_model_name x", "SERVED_MODEL_NAME"),
+    extra("tp-short", "-tp 2", "TENSOR_PARALLEL_SIZE"),
+    extra("tp-short-equals", "-tp=2", "TENSOR_PARALLEL_SIZE"),
+    extra("tp-underscore-equals", "--tensor_parallel_size=2", "TENSOR_PARALLEL_SIZE"),
+    extra("pp-short", "-pp 2", "PIPELINE_PARALLEL_SIZE"),
+    extra("max-model-len-abbreviated", "--max-model 99", "MAX_MODEL_LEN"),
+    extra("max-num-seqs-extra", "--max-num-seqs 256", "MAX_NUM_SEQS"),
+    extra("gpu-util-abbreviated", "--gpu-memory-util 0.99", "GPU_MEMORY_UTILIZATION"),
+    extra("kv-dtype-extra", "--kv-cache-dtype fp8", "KV_CACHE_DTYPE"),
+    extra("enforce-eager-extra", "--enforce-eager", "ENFORCE_EAGER"),
+    extra("spec-config-extra", "--speculative-config {\"model\":\"/d\"}", "SPECULATIVE_CONFIG or DRAFTER"),
+    extra("spec-config-dotted", "--speculative-config.model /d", "SPECULATIVE_CONFIG or DRAFTER"),
+    extra("tool-parser-extra", "--tool-call-parser hermes", "TOOL_CALL_PARSER"),
+    extra("auto-tool-choice-extra", "--enable-auto-tool-choice", "TOOL_CALL_PARSER"),
+    extra("reasoning-parser-extra", "--reasoning-parser deepseek_r1", "REASONING_PARSER"),
+    extra("reasoning-parser-in-json", "--structured-outputs-config.reasoning_parser deepseek_r1", "REASONING_PARSER"),
+    extra("api-key-extra", "--api-key sk-other", "API_KEY_FILE"),
+    extra("api-key-underscore", "--api_key=sk-other", "API_KEY_FILE"),
+    container("dtype-container", ("--dtype", "bfloat16"), "DTYPE"),
+    container("port-container", ("--port=9000",), "PORT"),
+    container("model-container", ("--model", "/other"), "MODEL"),
+    container("api-key-container", ("--api-key", "sk-other"), "API_KEY_FILE"),
+    # argv: what cannot be judged or would not serve
+    refused("config-file", "argv", {"VLLM_EXTRA_ARGS": "--config /serve.yaml"},
+            says=("VLLM_EXTRA_ARGS", "a config file sets options the preflight never sees")),
+    refused("hf-token-extra", "argv", {"VLLM_EXTRA_ARGS": "--hf-token hf_planted"},
+            says=("VLLM_EXTRA_ARGS", "pass HF_TOKEN in the environment")),
+    refused("help-extra", "argv", {"VLLM_EXTRA_ARGS": "--help"}, says=("VLLM_EXTRA_ARGS", "print its help and exit")),
+    refused("help-container", "argv", args=("-h",), says=("the container's arguments", "print its help")),
+    refused("data-parallel", "argv", {"VLLM_EXTRA_ARGS": "-dp 2"}, says=("VLLM_EXTRA_ARGS", "data parallel")),
+    refused("unknown-option", "argv", {"VLLM_EXTRA_ARGS": "--no-such-option 1"},
+            says=("VLLM_EXTRA_ARGS", "unrecognized arguments: --no-such-option")),
+    refused("missing-value", "argv", {"VLLM_EXTRA_ARGS": "--seed"}, says=("VLLM_EXTRA_ARGS", "expected one argument")),
+    refused("ambiguous-abbreviation", "argv", {"VLLM_EXTRA_ARGS": "--max-lo 1"},
+            says=("VLLM_EXTRA_ARGS", "ambiguous option: --max-lo")),
+    # rightly accepted: options no setting owns reach the argv as given
+    accepted("seed", "argv", {"VLLM_EXTRA_ARGS": "--seed 1"}, says=("--seed", "1")),
+    accepted("prefix-caching", "argv", {"VLLM_EXTRA_ARGS": "--enable-prefix-caching"}, says=("--enable-prefix-caching",)),
+    accepted("lora-rank-container", "argv", args=("--max-lora-rank", "8"), says=("--max-lora-rank", "8")),
+    accepted("chat-template-spaces", "argv", {"VLLM_EXTRA_ARGS": "--chat-template '/t/a b.jinja'"},
+             says=("/t/a b.jinja",)),
+    accepted("optimization-level", "argv", {"VLLM_EXTRA_ARGS": "-O3"}, says=("-O3",)),
+    accepted("triton-backend", "argv", {"VLLM_EXTRA_ARGS": "--attention-backend TRITON_ATTN"}, says=("TRITON_ATTN",)),
+    accepted("api-key-file-good", "secrets", {"API_KEY_FILE": "/corpus/key"}, says=("--model",)),
+    accepted(PLANTED_ECHO, "secrets", {"VLLM_EXTRA_ARGS": f"--chat-template {PLANTED_KEY}"}, says=(PLANTED_KEY,)),
+    Case("api-key-file-check", "secrets", {"API_KEY_FILE": "/corpus/key"}, exit=1, check="env", status="pass",
+         says=("the /v1 routes require the API key (API_KEY_FILE)",)),
+    accepted("gemma4-parsers", "parsers", {"TOOL_CALL_PARSER": "gemma4", "REASONING_PARSER": "gemma4"},
+             says=("--tool-call-parser", "gemma4")),
+    # model names
+    Case("model-relative-missing", "model", {"MODEL": "./nowhere"}, exit=1, check="model", status="fail",
+         says=("does not exist",)),
+    Case("hub-id-offline", "model", {"MODEL": "google/gemma-4-E2B-it", "HF_HUB_OFFLINE": "1"}, exit=1,
+         check="model", status="fail", says=("HF_HUB_OFFLINE is set",)),
+    Case("hub-id-no-network", "model", {"MODEL": "google/gemma-4-E2B-it", "HF_ENDPOINT": "http://127.0.0.1:9"},
+         exit=1, check="model", status="fail", says=("the Hub cannot be reached", "127.0.0.1:9")),
+]

@@ -1,0 +1,153 @@
+"""The clamp's choice from ranked launch configurations (patches/turing_clamp/ranking.py), run from
+the code inserted into a patched real release, and the ranking built from a benchmark sweep.
+
+No vLLM, GPU or Triton here: as tests/unit/test_clamp_runtime.py, the inserted statements run on
+CPU tensors with TURING_CLAMP_SMEM_LIMIT (cc 75 without a CUDA device)."""
+import json
+import logging
+
+import pytest
+
+from contract import layout
+from patches.turing_clamp import ranking
+from tests.unit.test_clamp_runtime import TURING, clamp, patched_sources, query, table  # noqa: F401 (fixtures)
+
+AMPERE_CONSUMER = 101_376
+LAUNCH_2D = {"cc": 75, "path": "2d", "head_size_padded": 512, "dtype": "float16", "block_m": 16,
+             "num_warps": None, "num_stages": None, "vllm_tile_size": 32}
+
+
+def config(tile, warps, stages, shared, score):
+    return {"tile_size": tile, "num_warps": warps, "num_stages": stages, "shared": shared, "score": score}
+
+
+def write_ranked(path, ranked_2d, vllm_version="0.33.0"):
+    path.write_text(json.dumps({"format": 1, "vllm_version": vllm_version, "provenance": {},
+                                "launches": [dict(LAUNCH_2D, cases=["c"], ranked=ranked_2d)]}))
+    return path
+
+
+@pytest.fixture
+def ranked(tmp_path, monkeypatch, clamp):
+    """Writes a ranked file the clamp reads; the inserted code sees vLLM 0.33.0."""
+    monkeypatch.setitem(clamp.__globals__, "_vllm_turing_release", lambda: "0.33.0")
+    path = tmp_path / "ranked-configs.json"
+    monkeypatch.setenv(ranking.ENV_RANKED, str(path))
+    return lambda *args, **kwargs: write_ranked(path, *args, **kwargs)
+
+
+def options(clamp):
+    return dict(clamp.__globals__["_vllm_turing_path_options"])
+
+
+def test_a_faster_fitting_configuration_replaces_the_fail_safe_one(clamp, table, ranked, monkeypatch):
+    ranked([config(16, 2, None, 65_536, 1.0), config(16, None, None, 65_536, 1.2)])
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
+    assert clamp(query(), 16, 32, 16) == (16, 16, None)
+    assert options(clamp) == {False: {"num_warps": 2}}, "the 2D launch gets 2 warps, the 3D one vLLM's"
+    assert clamp.__globals__["_vllm_turing_clamp_cache"], "decided once per launch shape"
+    assert clamp.__globals__["_vllm_turing_with_options"]("kernel_unified_attention", {"IS_3D": False}) == \
+        {"IS_3D": False, "num_warps": 2}
+    assert clamp.__globals__["_vllm_turing_with_options"]("kernel_unified_attention", {"IS_3D": True}) == \
+        {"IS_3D": True}
+
+
+def test_the_fail_safe_choice_stays_when_nothing_beats_it_by_more_than_the_margin(clamp, table, ranked, monkeypatch):
+    ranked([config(16, 2, None, 65_536, 1.0), config(16, None, None, 65_536, 1.04)])
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
+    assert clamp(query(), 16, 32, 16) == (16, 16, None)
+    assert options(clamp) == {}
+
+
+def test_where_vllms_own_launch_fits_and_is_fastest_it_stays(clamp, table, ranked, monkeypatch):
+    ranked([config(32, None, None, 98_304, 1.0), config(16, 2, None, 65_536, 1.3)])
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(AMPERE_CONSUMER))
+    assert clamp(query(), 16, 32, 16) == (32, 16, None) and options(clamp) == {}
+
+
+def test_a_ranked_configuration_that_does_not_fit_is_passed_over(clamp, table, ranked, monkeypatch):
+    ranked([config(32, 2, 1, 98_304, 1.0), config(16, 8, None, 65_536, 1.1), config(16, None, None, 65_536, 1.5)])
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
+    assert clamp(query(), 16, 32, 16) == (16, 16, None)
+    assert options(clamp) == {False: {"num_warps": 8}}
+
+
+def test_a_larger_limit_takes_the_best_and_its_own_stage_count(clamp, table, ranked, monkeypatch):
+    ranked([config(32, 2, 1, 98_304, 1.0), config(16, None, None, 65_536, 1.5)])
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(AMPERE_CONSUMER))
+    assert clamp(query(), 16, 32, 16) == (32, 16, None), "the launcher's own stage count for both paths"
+    assert options(clamp) == {False: {"num_warps": 2, "num_stages": 1}}
+
+
+@pytest.mark.parametrize("release", ["0.32.0", "unknown"])
+def test_a_ranking_of_another_release_is_ignored(clamp, table, ranked, monkeypatch, release):
+    ranked([config(16, 2, None, 65_536, 1.0), config(16, None, None, 65_536, 1.5)], vllm_version=release)
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
+    assert clamp(query(), 16, 32, 16) == (16, 16, None) and options(clamp) == {}
+
+
+def test_without_a_ranking_the_fail_safe_choice_is_unchanged(clamp, table, monkeypatch, tmp_path):
+    monkeypatch.setenv(ranking.ENV_RANKED, str(tmp_path / "absent.json"))
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
+    assert clamp(query(), 16, 32, 16) == (16, 16, None) and options(clamp) == {}
+
+
+def test_an_unreadable_ranking_warns_once_and_the_fit_table_decides(clamp, table, ranked, monkeypatch, caplog):
+    ranked([]).write_text("{ not json")
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
+    with caplog.at_level(logging.WARNING):
+        assert clamp(query(), 16, 32, 16) == (16, 16, None)
+        assert clamp(query(head=256), 16, 32, 16)[:2] == (32, 16)
+    warnings = [r for r in caplog.records if "ranked configurations" in r.getMessage()]
+    assert len(warnings) == 1 and ranking.ENV_RANKED in warnings[0].getMessage()
+
+
+def sweep_of(times: dict, low="sm75") -> dict:
+    """A bench sweep: one 2D head-512 case per name, {name: {(tile, warps, stages): (ms, shared)}}."""
+    cases = {}
+    for name, rows in times.items():
+        configs = [{"tile_size": 32, "num_warps": None, "num_stages": None, "vllm_default": True,
+                    "shared": 98_304, "ms": 2.0}]
+        configs += [{"tile_size": t, "num_warps": w, "num_stages": s, "shared": shared, "ms": ms}
+                    for (t, w, s), (ms, shared) in rows.items()]
+        configs.append({"tile_size": 64, "num_warps": 4, "num_stages": None, "shared": 163_840})  # not timed
+        cases[name] = {"default": {"TILE_SIZE": 32, "IS_3D": False, "BLOCK_M": 16, "HEAD_SIZE_PADDED": 512,
+                                   "num_warps": None, "num_stages": None, "vllm_tile_size": 32}, "configs": configs}
+    return {"gpu": "NVIDIA H200", "cc": "9.0", "triton": "3.6.0", "vllm": "0.33.0", "override": low,
+            "device_limit": 65_536, "cases": cases}
+
+
+def test_the_ranking_scores_by_the_worst_case_and_writes_vllms_own_options_as_none():
+    sweeps = {"sm75": sweep_of({"a": {(16, 4, None): (1.0, 65_536), (16, 2, None): (1.1, 65_536)},
+                                "b": {(16, 4, None): (3.0, 65_536), (16, 2, None): (2.0, 65_536)}}),
+              "native": sweep_of({"a": {}, "b": {}}, low=None)}
+    document = ranking.rank(sweeps, source="test", measured_at="2026-12-01T00:00Z")
+    assert document["vllm_version"] == "0.33.0" and document["provenance"]["lowerings"]["sm75"]["override"] == "sm75"
+    (launch,) = document["launches"]
+    assert {k: launch[k] for k in LAUNCH_2D} == LAUNCH_2D, "ranked for cc 75 only: native is not a proxy"
+    scores = {(r["tile_size"], r["num_warps"]): r["score"] for r in launch["ranked"]}
+    # 16/4 is vLLM's warps (written None): worst case 3.0/2.0 in b; 16/2: 1.1/1.0 in a; vLLM's own 32: 2.0/1.0
+    assert scores == {(16, 2): 1.1, (16, None): 1.5, (32, None): 2.0}
+    assert [r["tile_size"] for r in launch["ranked"]] == [16, 16, 32]
+
+
+def test_layers_whose_vllm_tile_differs_are_ranked_apart(clamp, table, ranked, monkeypatch):
+    """The key holds vLLM's own tile: a ranking for its tile-32 launch leaves a tile-16 one alone."""
+    ranked([config(16, 2, None, 65_536, 1.0), config(16, None, None, 65_536, 1.5)])
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(AMPERE_CONSUMER))
+    assert clamp(query(), 16, 16, 16) == (16, 16, None) and options(clamp) == {}
+
+
+def test_the_committed_ranking_names_its_proxy_and_ranks_the_pinned_release():
+    from contract import pins
+
+    document = ranking.read(ranking.RANKED_FILE)
+    assert document["vllm_version"] == pins.VLLM_VERSION, "re-rank with bench/clamp_gpu when the pin moves"
+    lowerings = document["provenance"]["lowerings"]
+    assert {low: p["override"] for low, p in lowerings.items()} == {"sm75": "sm75", "sm86": "sm86"}
+    assert "proxy" in document["provenance"]["ranked_by"] and document["provenance"]["measured_at"]
+    limits = {75: TURING, 86: AMPERE_CONSUMER}
+    for launch in document["launches"]:
+        scores = [r["score"] for r in launch["ranked"]]
+        assert scores == sorted(scores) and scores[0] == 1.0, launch
+        assert any(r["shared"] <= limits[launch["cc"]] for r in launch["ranked"]), launch

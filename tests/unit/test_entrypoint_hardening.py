@@ -1,0 +1,154 @@
+"""Inputs a careless or hostile operator gives: each ends in one line naming the setting, never a
+traceback, a hang or a forged report line; a hung check fails saying so; SIGTERM ends the preflight."""
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+import pytest
+
+from contract.verdict import Status, passed
+from entrypoint import hub, identity, preflight, report
+from entrypoint.settings import SettingsError, parse_settings
+from tests.support.entrypoint_cli import REPO, run_entrypoint
+from tests.support.model_files import write_model_dir
+
+
+@pytest.mark.parametrize("variable, value, expected", [
+    ("PORT", "²", "an integer from 1 to 65535"), ("PORT", "٨٠٠٠", "an integer from 1 to 65535"),
+    ("PORT", "0", "an integer from 1 to 65535"), ("PORT", "65536", "an integer from 1 to 65535"),
+    ("PORT", "8000.0", "an integer from 1 to 65535"), ("PORT", "-1", "an integer from 1 to 65535"),
+    ("MAX_MODEL_LEN", "1" + "0" * 30, "an integer from 1 to"), ("MAX_MODEL_LEN", "1_000", "an integer from 1 to"),
+    ("MAX_NUM_SEQS", "99999999", "an integer from 1 to"), ("TENSOR_PARALLEL_SIZE", "²", "an integer from 1 to"),
+    ("MODEL", "/models/a\nPASS  fit  forged", "printable characters only"),
+    ("MODEL", "/models/\x1b[2Jx", "printable characters only"),
+    ("SERVED_MODEL_NAME", "gemma\r4", "printable characters only"),
+    ("HOST", "0.0.0.0 --port 9", "an IP address or host name"),
+    ("TOOL_CALL_PARSER", "gemma4 --x", "a parser name"), ("REASONING_PARSER", "../x", "a parser name"),
+    ("HF_HOME", "/cache/\nx", "printable characters only"),
+    ("VLLM_EXTRA_ARGS", "--seed 1\n--dtype bfloat16", "words on one line"),
+    ("SPECULATIVE_CONFIG", "[" * 100000, "a JSON object"),
+    ("SPECULATIVE_CONFIG", '{"model": ["x"]}', 'a "model" that is a path or model id'),
+    ("CUDA_VISIBLE_DEVICES", "²", "comma-separated GPU indices"),
+])
+def test_a_bad_value_is_refused_naming_the_setting(variable, value, expected):
+    with pytest.raises(SettingsError) as raised:
+        parse_settings({"MODEL": "/models/m", variable: value})
+    assert raised.value.variable == variable and expected in str(raised.value)
+    assert "\n" not in str(raised.value) and "\x1b" not in str(raised.value)  # the value is shown escaped
+
+
+def test_the_cli_refuses_in_one_escaped_line_and_exits_2():
+    done = run_entrypoint({"MODEL": "/models/a\nPASS  fit  forged"}, "check")
+    assert done.returncode == 2 and done.stdout == "" and len(done.stderr.splitlines()) == 1, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_report_text_escapes_what_could_forge_a_line():
+    assert report.shown("a\nb\x1b[31m") == "a\\nb\\x1b[31m"
+    assert report.shown("Tesla T4 é") == "Tesla T4 é"
+
+
+def test_a_check_that_never_returns_fails_at_its_deadline_and_the_rest_run():
+    never = threading.Event()
+    checks = {"slow": lambda: never.wait(), "next": lambda: passed("next", "ran")}
+    old = preflight.CHECK_DEADLINE_S
+    preflight.CHECK_DEADLINE_S = 0.2
+    try:
+        results = preflight.run_checks(checks, ())
+    finally:
+        preflight.CHECK_DEADLINE_S = old
+    assert results[0].status is Status.FAIL and "did not finish in 0.2 s" in results[0].message
+    assert "SKIP_CHECKS=slow" in results[0].fix and results[1].status is Status.PASS
+
+
+def test_a_check_that_raises_fails_in_one_line_instead_of_a_traceback():
+    results = preflight.run_checks({"broken": lambda: {}["missing"]}, ())
+    assert results[0].status is Status.FAIL and results[0].message == "the check could not run: KeyError: 'missing'"
+
+
+def test_sigterm_during_the_preflight_ends_it_with_143_and_kills_its_children():
+    code = ("import subprocess, sys, time\n"
+            "from entrypoint.stop_signals import end_on_stop_signals\n"
+            "end_on_stop_signals()\n"
+            "child = subprocess.Popen(['sleep', '600'])\n"
+            "print(child.pid, flush=True)\n"
+            "time.sleep(600)\n")
+    process = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    child = int(process.stdout.readline())
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 128 + signal.SIGTERM
+    try:  # killed: a zombie until init reaps it, or gone
+        with open(f"/proc/{child}/stat") as stat:
+            assert stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        pass
+
+
+def test_an_unknown_uid_gets_a_writable_home_and_a_user_name():
+    added = identity.fallback_env({"HOME": "/"}, 4242, home_writable=False, user_known=False)
+    assert added == {"HOME": "/tmp/vllm-turing-home-4242", "USER": "uid4242", "LOGNAME": "uid4242"}
+    assert identity.fallback_env({"HOME": "/root"}, 0, home_writable=True, user_known=True) == {}
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_an_unreachable_hub_is_told_in_seconds_naming_what_failed():
+    refused = hub.unreachable({"HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}"})
+    assert refused is not None and "no connection" in refused[1]
+    unknown = hub.unreachable({"HF_ENDPOINT": "https://nonexistent.invalid"})
+    assert unknown == ("nonexistent.invalid", unknown[1]) and "does not resolve" in unknown[1]
+    via_proxy = hub.unreachable({"HF_ENDPOINT": "https://nonexistent.invalid",
+                                 "HTTPS_PROXY": f"http://127.0.0.1:{closed_port()}"})
+    assert via_proxy[0].startswith("127.0.0.1:")
+
+
+def test_a_hub_model_on_a_host_without_network_fails_the_model_check(tmp_path):
+    done = run_entrypoint({"MODEL": "google/gemma-4-E2B-it", "HF_HUB_CACHE": str(tmp_path),
+                           "HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}", "SKIP_CHECKS": "port"}, "check")
+    line = next(line for line in done.stdout.splitlines() if line.split()[1:2] == ["model"])
+    assert line.startswith("FAIL") and "the Hub cannot be reached (127.0.0.1:" in line, done.stdout
+
+
+def test_the_driver_context_probe_reports_the_drivers_refusal(tmp_path):
+    from entrypoint.device import context_error
+    from tests.support.standin_driver import build_standin_driver
+
+    good = build_standin_driver(tmp_path / "good")
+    refused = build_standin_driver(tmp_path / "refused", context_code=100)
+    assert context_error(0, str(good / "libcuda.so.1")) is None
+    assert context_error(0, str(refused / "libcuda.so.1")) == "cuDevicePrimaryCtxRetain failed: CUDA_ERROR_NO_DEVICE (100)"
+
+
+def test_a_model_folder_this_uid_cannot_reach_is_named_so_not_missing(tmp_path):
+    locked = tmp_path / "locked"
+    write_model_dir(locked / "model")
+    locked.chmod(0o700)
+    done = subprocess.run(["setpriv", "--reuid=4242", "--regid=0", "--clear-groups", sys.executable, "-m", "entrypoint",
+                           "check"], env={"PATH": "/usr/bin:/bin", "HOME": "/", "PYTHONPATH": str(REPO),
+                                          "MODEL": str(locked / "model")},
+                          cwd="/", capture_output=True, text=True, timeout=120)
+    line = next(line for line in done.stdout.splitlines() if line.split()[1:2] == ["model"])
+    assert "cannot be reached by uid 4242 (permission denied" in line and "chmod -R a+rX" in line, done.stdout
+
+
+def test_a_weight_file_this_uid_cannot_read_asks_for_chmod_not_a_download():
+    with tempfile.TemporaryDirectory(dir="/tmp") as folder:  # pytest's own folders are 0700 root
+        model = pathlib.Path(folder, "model")
+        write_model_dir(model)
+        os.chmod(folder, 0o755)
+        (model / "config.json").chmod(0o600)
+        done = subprocess.run(["setpriv", "--reuid=4242", "--regid=0", "--clear-groups", sys.executable, "-m",
+                               "entrypoint", "check"], env={"PATH": "/usr/bin:/bin", "HOME": "/",
+                                                            "PYTHONPATH": str(REPO), "MODEL": str(model)},
+                              cwd="/", capture_output=True, text=True, timeout=120)
+    line = next(line for line in done.stdout.splitlines() if line.split()[1:2] == ["model"])
+    assert "Permission denied" in line and "chmod -R a+rX" in line and "download" not in line, done.stdout

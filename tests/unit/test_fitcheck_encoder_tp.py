@@ -1,0 +1,126 @@
+"""Encoder layers and tensor-parallel ranks in the fit check: the built-in matrix holds the layer shapes of
+embedding models, BERT-family encoders and multimodal towers (context_attention_fwd) and one rank's shapes
+at tensor parallel 1, 2 and 4; configs made by transformers' own classes map onto those verdicts, and the
+preflight looks up the shapes of the configured TENSOR_PARALLEL_SIZE."""
+import json
+
+import pytest
+import transformers
+
+from entrypoint.checks.clamp import fit_command, start_fit
+from contract.verdict import Status
+from patches.fitcheck import FitOptions, UsageError, lookup, plan, shapes, table
+from tests.support import family_configs
+
+VERSIONS = {"vllm": "0.33.0", "triton": "3.8.0"}
+
+
+def verdict_key(shape) -> tuple:
+    return tuple(table.shape_fields(shape)[k] for k in table.SHAPE_FIELDS)
+
+
+MATRIX_KEYS = {verdict_key(s) for s in shapes.builtin_shapes("all")}
+
+
+@pytest.mark.parametrize("name", sorted(family_configs.ENCODER_MODELS))
+def test_embedding_and_bert_family_configs_are_encoder_layers_the_matrix_proves(name):
+    read = shapes.shapes_from_config(family_configs.config_dict(name), name, "config.json")
+    assert all(s.attention == shapes.ENCODER for s in read)
+    covering = {s.layer: verdict_key(s) for s in shapes.ENCODER_SHAPES}
+    assert {verdict_key(s) for s in read} == {covering[layer] for layer in family_configs.ENCODER_MODELS[name][3]}
+
+
+def test_the_matrix_holds_the_multimodal_towers_heads():
+    towers = {s.head_size for s in shapes.ENCODER_SHAPES if s.attention == shapes.MM_ENCODER}
+    assert {64, 72, 128} <= towers  # Gemma 4's vision towers (64, 72) and audio tower (128)
+
+
+@pytest.mark.parametrize("heads, kv_heads, ranks, expected", [
+    (8, 1, 2, (4, 1)), (8, 1, 4, (2, 1)),  # Gemma 4 E2B: one KV head, replicated on every rank
+    (8, 2, 4, (2, 1)), (16, 8, 4, (4, 2)), (32, 16, 2, (16, 8)), (8, 4, 4, (2, 1)),  # 36802: Gemma-3-4B at TP 4
+])
+def test_one_rank_holds_its_share_of_query_heads_and_at_least_one_kv_head(heads, kv_heads, ranks, expected):
+    assert shapes.rank_heads(heads, kv_heads, ranks) == expected
+
+
+@pytest.mark.parametrize("heads, kv_heads, ranks, field", [(3, 1, 2, "3 attention heads"), (12, 6, 4, "6 KV heads")])
+def test_a_split_vllm_refuses_is_a_config_error_naming_the_size(heads, kv_heads, ranks, field):
+    with pytest.raises(shapes.ConfigError, match=f"{field} do not split over tensor parallel size {ranks}"):
+        shapes.rank_heads(heads, kv_heads, ranks, "config.json")
+
+
+def test_the_e2b_global_layers_ratio_falls_with_the_ranks():
+    ratios = {tp: {s.layer: s.queries_per_kv for s in shapes.shapes_from_config(
+        shapes.BUILTIN_CONFIGS["gemma4-e2b"], "e2b", "built-in", tp)} for tp in shapes.TENSOR_PARALLEL_SIZES}
+    assert ratios == {1: {"sliding": 8, "global": 8}, 2: {"sliding": 4, "global": 4}, 4: {"sliding": 2, "global": 2}}
+
+
+def test_the_12b_pages_follow_the_ranks_kv_heads():
+    # 40 sliding layers of 8 KV heads x 256 and 8 global of 1 x 512: the page of the global layers is
+    # 4x the sliding one's at TP 1 (block 64), 2x at TP 2 (block 32: 4 x 256 against 1 x 512), 1x at TP 4.
+    blocks = {tp: next(s.block_size for s in shapes.shapes_from_config(
+        shapes.BUILTIN_CONFIGS["gemma4-12b"], "12b", "built-in", tp) if s.layer == "global") for tp in (1, 2, 4)}
+    assert blocks == {1: 64, 2: 32, 4: 16}
+
+
+@pytest.mark.parametrize("ranks", shapes.TENSOR_PARALLEL_SIZES)
+@pytest.mark.parametrize("name", sorted(shapes.BUILTIN_CONFIGS) + sorted(family_configs.MODELS))
+def test_every_rank_shape_of_the_gemma4_classes_and_families_is_in_the_matrix(name, ranks):
+    config = shapes.BUILTIN_CONFIGS.get(name) or family_configs.config_dict(name)
+    try:
+        read = shapes.shapes_from_config(config, name, "config.json", ranks)
+    except shapes.ConfigError as error:
+        assert "do not split" in str(error), error  # vLLM refuses that split: nothing to prove
+        return
+    missing = {verdict_key(s) for s in read} - MATRIX_KEYS
+    assert not missing, f"{name} at tensor parallel {ranks}: no matrix shape for {missing}"
+
+
+def matrix_table(tmp_path, keep=lambda shape: True):
+    """A fit table with verdicts for the built-in matrix's shapes that `keep` selects (all fit)."""
+    matrix = [s for s in shapes.builtin_shapes("all") if keep(s)]
+    rows = [{"model": s.model, "layer": s.layer, "shared": 65536, "fits": True} for s in matrix]
+    path = tmp_path / "fit-table.json"
+    table.write_table(path, table.merge(None, [], VERSIONS, table.shape_verdicts(rows, matrix, 75, 65536)))
+    return path
+
+
+@pytest.fixture
+def versions(monkeypatch):
+    monkeypatch.setattr(lookup, "installed_versions", lambda: VERSIONS)
+
+
+@pytest.mark.parametrize("name", sorted(family_configs.ENCODER_MODELS))
+def test_preflight_answers_fits_for_embeddinggemma_and_bert_from_the_table(tmp_path, monkeypatch, versions, name):
+    path = family_configs.save_model_dir(name, tmp_path / name)
+    monkeypatch.setenv("TURING_CLAMP_FIT_TABLE", str(matrix_table(tmp_path)))
+    result = start_fit(str(path), json.loads(path.read_text()), (7, 5), 65536)()
+    assert result.status is Status.PASS, result.message
+    assert "from the fit table's verdicts" in result.message
+
+
+def test_preflight_looks_up_the_shapes_of_the_configured_tensor_parallel_size(tmp_path, versions):
+    config = shapes.BUILTIN_CONFIGS["gemma4-e2b"]
+    whole = matrix_table(tmp_path)
+    assert lookup.lookup(whole, config, 75, 65536, "e2b/config.json", 4).hit
+    only_tp1 = matrix_table(tmp_path, keep=lambda s: s.tensor_parallel == 1 and s.model.startswith("gemma4-e2b"))
+    assert lookup.lookup(only_tp1, config, 75, 65536, "e2b/config.json", 1).hit
+    missed = lookup.lookup(only_tp1, config, 75, 65536, "e2b/config.json", 4)
+    assert not missed.hit and "per rank at tensor parallel 4" in missed.miss
+    assert "2/1 heads" in missed.miss
+
+
+def test_the_full_check_gets_the_tensor_parallel_size():
+    assert fit_command("/m/config.json", (7, 5), 65536, None, tensor_parallel=4)[-2:] == ["--tensor-parallel-size", "4"]
+    assert "--tensor-parallel-size" not in fit_command("/m/config.json", (7, 5), 65536, None)
+
+
+def test_tensor_parallel_goes_with_a_model_config(tmp_path):
+    with pytest.raises(UsageError, match="--tensor-parallel-size goes with --model-config"):
+        plan(FitOptions(tensor_parallel=2))
+    with pytest.raises(UsageError, match="positive integer"):
+        plan(FitOptions(tensor_parallel=0))
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(shapes.BUILTIN_CONFIGS["gemma4-e2b"]))
+    fit = plan(FitOptions(model_config=str(path), tensor_parallel=2))
+    assert {s.tensor_parallel for s in fit.shapes} == {2}
