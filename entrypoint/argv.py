@@ -4,7 +4,7 @@ arguments), parsed as vLLM's own parser will parse them, and judged before anyth
 vLLM's FlexibleArgumentParser first rewrites the words (underscores to dashes in option names,
 `-O3` to `--optimization-level 3`, dotted `--a.b v` to `--a '{"b": v}'`), then hands them to
 argparse, which takes unambiguous prefixes (`--dt` is `--dtype`). `parse_extra` does the same with
-the image's option table (contract/facts.py), so every spelling vLLM accepts lands on its dest.
+the image's option table (imagefacts/shape.py), so every spelling vLLM accepts lands on its dest.
 A dest that one of the entrypoint's settings owns is refused naming that setting: the preflight
 checked the setting, and the last word would win in vLLM. What the checks re-judge from here
 (quantization, attention backend, executor backend) they read from `Extras.values`."""
@@ -15,7 +15,7 @@ import dataclasses
 import json
 import re
 
-from contract.facts import ArgvError, long_option, rebuild_parser
+from imagefacts.shape import ArgvError, long_option, rebuild_parser
 from contract.verdict import Result, passed, warned
 from .settings import SettingsError
 

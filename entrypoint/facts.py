@@ -1,4 +1,4 @@
-"""The image facts file (contract/facts.py, written by imagefacts/ at build time), read at start so
+"""The image facts file (imagefacts/shape.py, written by imagefacts/ at build time), read at start so
 the preflight needs neither torch nor vLLM: one JSON read and three package-metadata lookups.
 
 `load` answers the facts when the file is there, well formed and matches the installed vllm, torch
@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from contract import layout
-from contract.facts import PACKAGES, SCHEMA, installed
+from imagefacts.shape import PACKAGES, SCHEMA, installed
 
 from . import files
 

@@ -12,5 +12,8 @@ importing torch or vLLM at every start:
 - parsers: the tool-call and reasoning parser names vLLM registers;
 - quantization: each quantization method's minimum compute capability (vLLM's get_min_capability).
 
-This package imports torch and vLLM; it runs at build time only.
+read.py imports torch and vLLM and runs at build time only; shape.py (the file's shape, the option
+table and the parser rebuilt from it) is standard library, imported by the entrypoint at every start.
+It lives here, not in contract/, because the Dockerfile copies contract/ before the fit check: a
+change to the facts must not re-run the fit check.
 """

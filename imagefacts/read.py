@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from contract.facts import PACKAGES, SCHEMA, installed, option_table
+from imagefacts.shape import PACKAGES, SCHEMA, installed, option_table
 
 
 def torch_facts() -> dict:

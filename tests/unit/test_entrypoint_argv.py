@@ -5,7 +5,7 @@ import argparse
 
 import pytest
 
-from contract.facts import ArgvError, option_table
+from imagefacts.shape import ArgvError, option_table
 from entrypoint.argv import OWNED, flexible_words, judge_extra, parse_extra
 from entrypoint.settings import SettingsError
 

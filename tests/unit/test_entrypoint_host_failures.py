@@ -238,7 +238,7 @@ def audio_option_table() -> dict:
     options of the kinds vLLM uses (a JSON value; a boolean flag)."""
     import argparse
 
-    from contract.facts import option_table
+    from imagefacts.shape import option_table
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--limit-mm-per-prompt")

@@ -1,4 +1,4 @@
-"""The image facts file's shape, shared by its writer (imagefacts/, build time, imports vLLM) and its
+"""The image facts file's shape, shared by its writer (imagefacts/read.py, build time, imports vLLM) and its
 reader (entrypoint/facts.py, every start, standard library only).
 
 The server parser's option table is argparse's own view of vLLM's parser: per action its option

@@ -1,0 +1,49 @@
+"""Runs inside the image: for each list of words (JSON on argv[1]), which dests the entrypoint's
+judge (entrypoint/argv.py with the image facts' option table) says the words set, and which dests
+vLLM's own parser sets when it parses the same words after `--model m` (those whose values differ
+from a parse of `--model m` alone); "refused" where either stops on them. Prints one JSON object."""
+import argparse
+import contextlib
+import io
+import json
+import os
+import sys
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+
+from imagefacts.shape import ArgvError, option_table  # noqa: E402
+from entrypoint import facts  # noqa: E402
+from entrypoint.argv import parse_extra  # noqa: E402
+from imagefacts.read import server_parser  # noqa: E402
+
+
+def vllm_dests(words: list[str]):
+    parser = server_parser()
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            base = vars(parser.parse_args(["--model", "m"]))
+            given = vars(server_parser().parse_args(["--model", "m", *words]))
+    except (SystemExit, ValueError, argparse.ArgumentError):
+        return "refused"
+    return sorted(dest for dest in given if given[dest] != base.get(dest))
+
+
+def judge_dests(words: list[str], table: dict):
+    try:
+        return sorted(parse_extra(words, table))
+    except ArgvError:
+        return "refused"
+
+
+def main() -> None:
+    loaded = facts.load()
+    assert loaded.facts is not None, loaded.why_not
+    table = loaded.facts.server_parser
+    samples = json.loads(sys.argv[1])
+    print(json.dumps({"table_equals_parser": option_table(server_parser()) == table,
+                      "results": {" ".join(words): {"judge": judge_dests(words, table), "vllm": vllm_dests(words)}
+                                  for words in samples}}))
+
+
+if __name__ == "__main__":
+    main()
