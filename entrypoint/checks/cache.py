@@ -15,7 +15,7 @@ import os
 import stat
 from typing import Callable, Mapping
 
-from contract.facts import PACKAGES, installed
+from imagefacts.shape import PACKAGES, installed
 from contract.layout import CACHE_STAMP_NAME, CLAMP_REPORT, FIT_TABLE, IMAGE_FACTS, VERSIONS_REPORT
 from contract.verdict import Result, passed, warned
 from .. import files
