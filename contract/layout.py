@@ -56,3 +56,8 @@ CACHE_STAMP_NAME = "vllm-turing-image.json"
 # HTTP drain after its engine has stopped is bounded well inside it (entrypoint/graceful_stop.py).
 STOP_GRACE_S = 60
 SERVER_HTTP_DRAIN_S = STOP_GRACE_S // 4
+
+# The start report (entrypoint/start_report.py): the entrypoint hands the preflight's seconds and the
+# process start time to the server in this variable; the server adds its phases file for the engine
+# processes it starts. Not VLLM_*: vLLM warns about every VLLM_* name it does not own.
+ENV_START_REPORT = "TURING_START_REPORT"

@@ -13,9 +13,9 @@ from typing import Mapping
 from contract.layout import ENV_API_KEY
 from contract.verdict import any_failed
 
-from . import facts, files, identity, linker_cache, preflight, report
+from . import facts, files, identity, linker_cache, preflight, report, start_report
 from .argv import judge_extra
-from .checks import driver_floor, parallel, turing_settings
+from .checks import cache, driver_floor, parallel, turing_settings
 from .command import server_argv
 from .device import NoDevice, probe_devices, weakest
 from .api_key import server_api_key
@@ -96,9 +96,12 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
         return 1
     if mode == "check":
         return 0
+    stamp_problem = cache.stamp_before_start(settings.vllm_cache_root, settings.skip_checks)
+    if stamp_problem:
+        print(f"vllm-turing: WARN cache: {stamp_problem}", file=sys.stderr)
     print("vllm-turing: exec " + shlex.join(argv_out), flush=True)
     sys.stderr.flush()
-    exec_env = server_env(env)
+    exec_env = {**server_env(env), **start_report.exec_env(elapsed)}
     if api_key is not None:
         exec_env[ENV_API_KEY] = api_key
     if driver_floor.compat_applied(results):

@@ -14,7 +14,7 @@ from . import environment, hub
 from .argv import Extras, argv_result
 from .device import context_error
 from .facts import Loaded
-from .checks import (audio, clamp, devices, disk, driver, memory, model, parallel, parsers, port, shm,
+from .checks import (audio, cache, clamp, devices, disk, driver, memory, model, parallel, parsers, port, shm,
                      turing_settings)
 from .device import Device
 from .settings import CHECK_NAMES, Settings
@@ -167,6 +167,7 @@ def plan(settings: Settings, device: Device | None, models: Models, argv: list[s
         "quantization": needs_device("quantization", device, quantization_check(models, extras, loaded)),
         "audio": lambda: audio.check_audio(model_config(models.model), extras),
         "disk": lambda: disk.check_disk(disk_targets(settings)),
+        "cache": lambda: cache.check_cache(settings.vllm_cache_root),
         "shm": lambda: shm.check_shm(parallel_sizes, parallel_sizes.executor(cuda=device is not None),
                                      shm.mq_chunk_mb(env)),
         "memory": lambda: memory.check_memory(model.staged_bytes(models.loaded), read_text(memory.MEMINFO)),

@@ -16,7 +16,7 @@ from contract.layout import ENV_API_KEY, ENV_API_KEY_FILE
 # put a stand-in `vllm` package on PYTHONPATH instead (tests/support/standin_vllm.py).
 SERVER_CMD = ("python3", "-m", "vllm.entrypoints.openai.api_server")
 CHECK_NAMES = ("devices", "driver", "argv", "torch", "clamp", "fit", "model", "drafter", "parsers", "quantization", "audio",
-               "disk", "shm", "memory", "port", "env", "parallel")
+               "disk", "cache", "shm", "memory", "port", "env", "parallel")
 CUDA_COMPAT_MODES = ("auto", "on", "off")
 # Names only this entrypoint reads, to build the server's argv: removed from the server's environment
 # (vLLM warns about every VLLM_* name it does not own). A unit test holds this list to parse_settings.

