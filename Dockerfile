@@ -20,7 +20,9 @@ ENV PYTHONPATH=/opt/vllm-turing \
 # only) serves the GPU tier. The preflight on those devices then answers
 # from the table's verdicts. CUDA_VISIBLE_DEVICES is empty so vLLM keeps Triton enabled on a build
 # host without a GPU driver.
-COPY contract/ /opt/vllm-turing/contract/
+# Of the contract, the fit check needs only its own names: the rest of contract/ comes later, so an
+# edit there does not re-run the fit check.
+COPY contract/__init__.py contract/clamp_paths.py /opt/vllm-turing/contract/
 COPY patches/ /opt/vllm-turing/patches/
 RUN set -e; \
     export PYTHONDONTWRITEBYTECODE=1; \
@@ -70,6 +72,7 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 # importing torch and vLLM (seconds): the versions, torch's CUDA and arch list, the option table of
 # the server's argument parser (so the exec'd argv is judged with vLLM's own options and aliases),
 # the parser names and the quantization methods' minimum capabilities (imagefacts/).
+COPY contract/ /opt/vllm-turing/contract/
 COPY imagefacts/ /opt/vllm-turing/imagefacts/
 RUN PYTHONDONTWRITEBYTECODE=1 CUDA_VISIBLE_DEVICES= python3 -m imagefacts write /opt/vllm-turing/image-facts.json
 

@@ -1,16 +1,10 @@
 """Where our files live inside the image, the report names, and the environment names."""
 from __future__ import annotations
 
-import posixpath
+# The fit check's own names live in clamp_paths.py (the Dockerfile copies that file alone before the
+# fit check, so an edit here does not re-run it); they are part of this module's names too.
+from .clamp_paths import ENV_CC, ENV_FIT_TABLE, ENV_SMEM_LIMIT, FIT_TABLE, INSTALL_DIR, in_install_dir  # noqa: F401
 
-INSTALL_DIR = "/opt/vllm-turing"
-
-
-def in_install_dir(name: str) -> str:
-    return posixpath.join(INSTALL_DIR, name)
-
-
-FIT_TABLE = in_install_dir("fit-table.json")
 FIT_REPORT = in_install_dir("fit-report.json")
 FIT_REPORT_SM86 = in_install_dir("fit-report-sm86.json")
 CLAMP_REPORT = in_install_dir("clamp-report.json")
@@ -23,15 +17,6 @@ IMAGE_FACTS = in_install_dir("image-facts.json")
 # The build reports build.py reads back from a finished image, by key.
 BUILD_REPORTS = {"clamp": CLAMP_REPORT, "fit": FIT_REPORT, "fit_sm86": FIT_REPORT_SM86,
                  "versions": VERSIONS_REPORT}
-
-# Environment names the clamp reads inside the server process. They must not start with VLLM_:
-# vLLM warns about every VLLM_* name it does not own ("Unknown vLLM environment variable").
-# The clamp's inserted code cannot import this package (a host install patched by
-# `python -m patches.turing_clamp apply` has no contract/ on its path), so it spells them out;
-# a unit test holds the two equal.
-ENV_FIT_TABLE = "TURING_CLAMP_FIT_TABLE"
-ENV_SMEM_LIMIT = "TURING_CLAMP_SMEM_LIMIT"
-ENV_CC = "TURING_CLAMP_CC"
 
 # The names of the first release, still read for one release; the preflight report says to rename.
 DEPRECATED_ENV_NAMES = {

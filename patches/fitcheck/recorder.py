@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from contract import layout
+from contract import clamp_paths as layout
 from patches.fitcheck.shapes import CONTEXT_LEN, ENCODER, ENCODER_KINDS, Case
 
 LAUNCHER_MODULE = "vllm.v1.attention.ops.triton_unified_attention"

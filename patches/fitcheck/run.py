@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from contract import layout
+from contract import clamp_paths as layout
 from patches.fitcheck import report as report_
 from patches.fitcheck import shapes as shapes_
 

@@ -1,0 +1,24 @@
+"""The names the fit check (patches/fitcheck) needs from the contract: where the image keeps the fit
+table, and the environment names the clamp reads. Kept apart from layout.py, which re-exports them,
+because the Dockerfile copies this file alone before the fit check's long build step."""
+from __future__ import annotations
+
+import posixpath
+
+INSTALL_DIR = "/opt/vllm-turing"
+
+
+def in_install_dir(name: str) -> str:
+    return posixpath.join(INSTALL_DIR, name)
+
+
+FIT_TABLE = in_install_dir("fit-table.json")
+
+# Environment names the clamp reads inside the server process. They must not start with VLLM_:
+# vLLM warns about every VLLM_* name it does not own ("Unknown vLLM environment variable").
+# The clamp's inserted code cannot import this package (a host install patched by
+# `python -m patches.turing_clamp apply` has no contract/ on its path), so it spells them out;
+# a unit test holds the two equal.
+ENV_FIT_TABLE = "TURING_CLAMP_FIT_TABLE"
+ENV_SMEM_LIMIT = "TURING_CLAMP_SMEM_LIMIT"
+ENV_CC = "TURING_CLAMP_CC"
