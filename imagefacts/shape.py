@@ -23,26 +23,35 @@ def installed(name: str) -> str | None:
         return None
 
 
-def flag_values(action: argparse.Action) -> dict[str, object]:
-    """What each spelling of a flag (an action taking no value) stores: `--x` True and `--no-x` False
-    for a BooleanOptionalAction, False for store_false, the constant of store_const."""
+def flag_values(action: argparse.Action, options: list[str]) -> dict[str, object]:
+    """What each spelling of a flag (an action taking no value) stores: False for the negative
+    spellings of a BooleanOptionalAction (`--no-x`; vLLM's EnableDisableAction also `--disable-x`
+    and the hidden `--no-enable-x`), False for store_false, the constant of store_const, else True."""
+    negative = set(getattr(action, "negative_option_strings", None) or ())
+    if isinstance(action, argparse.BooleanOptionalAction) and not negative:
+        negative = {option for option in options if option.startswith("--no-")}
     if isinstance(action, argparse._StoreFalseAction):
         value = False
     elif isinstance(action, argparse._StoreConstAction) and isinstance(action.const, (bool, int, float, str)):
         value = action.const
     else:
         value = True
-    return {option: (False if option.startswith("--no-") and "--" + option[5:] in action.option_strings else value)
-            for option in action.option_strings}
+    return {option: False if option in negative else value for option in options}
 
 
 def option_table(parser: argparse.ArgumentParser) -> dict:
+    """Every option string the parser has registered for each action (help-hidden spellings included,
+    which vLLM's EnableDisableAction leaves out of `option_strings`), its dest and nargs."""
+    registered: dict[int, list[str]] = {}
+    for option, action in parser._option_string_actions.items():
+        registered.setdefault(id(action), []).append(option)
     options, positionals = [], []
     for action in parser._actions:
         entry = {"dest": action.dest, "nargs": action.nargs}
         if action.option_strings:
-            options.append({"options": list(action.option_strings), **entry,
-                            **({"values": flag_values(action)} if action.nargs == 0 else {})})
+            strings = registered.get(id(action), list(action.option_strings))
+            options.append({"options": strings, **entry,
+                            **({"values": flag_values(action, strings)} if action.nargs == 0 else {})})
         else:
             positionals.append(entry)
     return {"allow_abbrev": parser.allow_abbrev, "prefix_chars": parser.prefix_chars,

@@ -17,15 +17,21 @@ from entrypoint.argv import parse_extra  # noqa: E402
 from imagefacts.read import server_parser  # noqa: E402
 
 
+UNSET = object()
+
+
 def vllm_dests(words: list[str]):
+    """The dests vLLM's parser sets from `words`: argparse fills in a default only for a dest the
+    namespace lacks, so every dest starts as UNSET and those the words set end otherwise."""
     parser = server_parser()
+    namespace = argparse.Namespace(**{action.dest: UNSET for action in parser._actions})
     try:
         with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-            base = vars(parser.parse_args(["--model", "m"]))
-            given = vars(server_parser().parse_args(["--model", "m", *words]))
+            given = vars(parser.parse_args(["--model", "m", *words], namespace))
     except (SystemExit, ValueError, argparse.ArgumentError):
         return "refused"
-    return sorted(dest for dest in given if given[dest] != base.get(dest))
+    # a positional left out still gets its default (None) from argparse: only values given count
+    return sorted(dest for dest, value in given.items() if value is not UNSET and value is not None and dest != "model")
 
 
 def judge_dests(words: list[str], table: dict):

@@ -39,7 +39,9 @@ def extra(id, words, setting):
 
 
 def container(id, args, setting):
-    return refused(id, "argv", args=args, says=("the container's arguments", f"Set {setting} instead"))
+    """Container arguments exist in the serve mode only (`check` and `print-command` take none);
+    a refusal there ends before anything is exec'd."""
+    return refused(id, "argv", args=args, says=("the container's arguments", f"Set {setting} instead"), mode="serve")
 
 
 def accepted(id, kind, env=None, args=(), says=()):
@@ -101,7 +103,7 @@ CASES = [
     value("served-name-tab", "SERVED_MODEL_NAME", "gemma\t4", PRINTABLE),
     value("served-name-bell", "SERVED_MODEL_NAME", "gemma\x07", PRINTABLE),
     value("host-with-flag", "HOST", "0.0.0.0 --port 9", "an IP address or host name"),
-    value("host-newline", "HOST", "0.0.0.0\n", PRINTABLE),
+    value("host-newline", "HOST", "0.0.0.0\nx", PRINTABLE),
     value("hf-home-relative", "HF_HOME", "cache/hf", "an absolute path"),
     value("tmpdir-newline", "TMPDIR", "/tmp/\nx", PRINTABLE),
     value("triton-cache-relative", "TRITON_CACHE_DIR", "triton", "an absolute path"),
@@ -162,7 +164,8 @@ CASES = [
     refused("hf-token-extra", "argv", {"VLLM_EXTRA_ARGS": "--hf-token hf_planted"},
             says=("VLLM_EXTRA_ARGS", "pass HF_TOKEN in the environment")),
     refused("help-extra", "argv", {"VLLM_EXTRA_ARGS": "--help"}, says=("VLLM_EXTRA_ARGS", "print its help and exit")),
-    refused("help-container", "argv", args=("-h",), says=("the container's arguments", "print its help")),
+    refused("help-container", "argv", args=("-h",), says=("the container's arguments", "print its help"),
+            mode="serve"),
     refused("data-parallel", "argv", {"VLLM_EXTRA_ARGS": "-dp 2"}, says=("VLLM_EXTRA_ARGS", "data parallel")),
     refused("unknown-option", "argv", {"VLLM_EXTRA_ARGS": "--no-such-option 1"},
             says=("VLLM_EXTRA_ARGS", "unrecognized arguments: --no-such-option")),
@@ -172,7 +175,10 @@ CASES = [
     # rightly accepted: options no setting owns reach the argv as given
     accepted("seed", "argv", {"VLLM_EXTRA_ARGS": "--seed 1"}, says=("--seed", "1")),
     accepted("prefix-caching", "argv", {"VLLM_EXTRA_ARGS": "--enable-prefix-caching"}, says=("--enable-prefix-caching",)),
-    accepted("lora-rank-container", "argv", args=("--max-lora-rank", "8"), says=("--max-lora-rank", "8")),
+    Case("lora-rank-container", "argv", {}, ("--max-lora-rank", "8"), "serve", exit=1, check="argv", status="pass",
+         says=("they set max_lora_rank",)),  # serve mode: the device checks fail here, so nothing is exec'd
+    accepted("no-prefix-caching-hidden-spelling", "argv", {"VLLM_EXTRA_ARGS": "--no-enable-prefix-caching"},
+             says=("--no-enable-prefix-caching",)),
     accepted("chat-template-spaces", "argv", {"VLLM_EXTRA_ARGS": "--chat-template '/t/a b.jinja'"},
              says=("/t/a b.jinja",)),
     accepted("optimization-level", "argv", {"VLLM_EXTRA_ARGS": "-O3"}, says=("-O3",)),
