@@ -341,9 +341,18 @@ def checked_problems(blocks: list[Block], values: dict[str, str], repo: Path = R
     return problems
 
 
+def tracked_tops(repo: Path) -> set[str]:
+    """The repository's own top-level entries: what git tracks, not what runs leave beside it
+    (reports/, written by the test command, is git-ignored and names outputs, not sources)."""
+    listed = subprocess.run(["git", "-C", str(repo), "ls-files"], capture_output=True, text=True)
+    if listed.returncode == 0 and listed.stdout:
+        return {line.split("/", 1)[0] for line in listed.stdout.splitlines()}
+    return {p.name for p in repo.iterdir()}
+
+
 # tokens a doc writes as a path of this repository: a top-level entry, then at least one more part
 def repo_paths(text: str, repo: Path = REPO) -> set[str]:
-    tops = {p.name for p in repo.iterdir() if not p.name.startswith(".")} - {"README.md"}
+    tops = {name for name in tracked_tops(repo) if not name.startswith(".")} - {"README.md"}
     found = set()
     for token in re.findall(r"(?<![\w/.~$:-])([A-Za-z_][\w.-]*/[\w.*/-]*[\w*])", text):
         if token.split("/")[0] in tops:
