@@ -57,9 +57,11 @@ def key_file(models_dir):
 
 @pytest.fixture(scope="module")
 def small_kv(vehicle, models_dir, key_file, tmp_path_factory):
+    # the context length through its setting: the entrypoint refuses --max-model-len in VLLM_EXTRA_ARGS
     settings = {**serving_stack.CPU_SETTINGS, "API_KEY_FILE": f"/models/{KEY_FILE_NAME}",
-                "VLLM_EXTRA_ARGS": f"--max-model-len {MAX_MODEL_LEN} --block-size 32 "
-                                   f"--num-gpu-blocks-override {KV_BLOCKS} --kv-cache-memory-bytes {64 * 2**20}"}
+                "MAX_MODEL_LEN": str(MAX_MODEL_LEN),
+                "VLLM_EXTRA_ARGS": f"--block-size 32 --num-gpu-blocks-override {KV_BLOCKS} "
+                                   f"--kv-cache-memory-bytes {64 * 2**20}"}
     s = serving_stack.Stack(project=f"vllm-turing-bench-{os.getpid()}", image=vehicle, models_dir=models_dir,
                             workdir=tmp_path_factory.mktemp("compose"), settings=settings)
     s.compose("create", "--no-build", "--pull", "never")
