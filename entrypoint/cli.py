@@ -84,7 +84,7 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
     linker_cache.refresh(os.geteuid())
     started = time.perf_counter()
     results = preflight.run_checks(
-        preflight.plan(settings, device, preflight.resolve_models(settings, env), argv_out, env, gpus, extras, loaded,
+        preflight.plan(settings, device, preflight.resolve_models(settings, env), env, gpus, extras, loaded,
                        argv_source),
         settings.skip_checks)
     elapsed = time.perf_counter() - started

@@ -12,11 +12,10 @@ from contract.verdict import Result, failed, warned
 
 from . import environment, hub
 from .argv import Extras, argv_result
-from .device import context_error
 from .facts import Loaded
 from .checks import (audio, cache, clamp, devices, disk, driver, memory, model, parallel, parsers, port, shm,
                      turing_settings)
-from .device import Device
+from .device import Device, context_error
 from .settings import CHECK_NAMES, Settings
 
 Check = Callable[[], Result]
@@ -144,12 +143,12 @@ NOT_JUDGED = Extras({}, judged=False)
 NO_FACTS = Loaded(None, "not read")
 
 
-def plan(settings: Settings, device: Device | None, models: Models, argv: list[str],
-         env: Mapping[str, str], gpus: list[Device] | None = None, extras: Extras = NOT_JUDGED,
-         loaded: Loaded = NO_FACTS, argv_source: str | None = None) -> dict[str, Check | Background]:
-    """Every check by name, in report order; `argv` is the server's, `env` the entrypoint's, `gpus`
-    every visible device (default: the one `device`); `extras` what the extra words set, judged with
-    the option table from `argv_source`; `loaded` the image facts."""
+def plan(settings: Settings, device: Device | None, models: Models, env: Mapping[str, str],
+         gpus: list[Device] | None = None, extras: Extras = NOT_JUDGED, loaded: Loaded = NO_FACTS,
+         argv_source: str | None = None) -> dict[str, Check | Background]:
+    """Every check by name, in report order; `env` the entrypoint's, `gpus` every visible device
+    (default: the one `device`); `extras` what the extra words set, judged with the option table
+    from `argv_source` (what the server's argv holds beyond the settings); `loaded` the image facts."""
     parallel_sizes = shm.Parallel(settings.tensor_parallel_size, settings.pipeline_parallel_size,
                                   extras.get("distributed_executor_backend"))
     parser_settings = {"TOOL_CALL_PARSER": settings.tool_call_parser, "REASONING_PARSER": settings.reasoning_parser}

@@ -385,7 +385,7 @@ def judge(case: Case, folder: pathlib.Path) -> dict:
 
     env = {**case.settings_env(str(folder)), "HOME": str(folder.parent)}
     settings = parse_settings(env)
-    checks = preflight.plan(settings, None, preflight.resolve_models(settings), [], env, [])
+    checks = preflight.plan(settings, None, preflight.resolve_models(settings), env, [])
     return {name: checks[name]().to_dict() for name in JUDGED}
 
 

@@ -40,9 +40,9 @@ def test_the_fit_check_takes_the_config_of_the_model_resolved_once(tmp_path):
     settings = parse_settings({"MODEL": str(tmp_path / "m"), "HF_HUB_CACHE": str(tmp_path / "hub")})
     models = resolve_models(settings)
     assert models.model.found.path == str(tmp_path / "m") and models.drafter is None
-    assert isinstance(plan(settings, T4, models, [], {})["fit"], Background)
+    assert isinstance(plan(settings, T4, models, {})["fit"], Background)
     (tmp_path / "m" / "config.json").unlink()
-    fit = plan(settings, T4, models, [], {})["fit"]()
+    fit = plan(settings, T4, models, {})["fit"]()
     assert fit.status is Status.WARN and "config.json" in fit.message
 
 
@@ -56,7 +56,7 @@ def test_the_fit_check_runs_on_the_config_of_a_model_whose_weights_are_not_whole
     settings = parse_settings({"MODEL": str(tmp_path / "m"), "HF_HUB_CACHE": str(tmp_path / "hub")})
     models = resolve_models(settings)
     assert models.model.found is None and models.model.config is not None
-    fit = plan(settings, T4, models, [], {})["fit"]
+    fit = plan(settings, T4, models, {})["fit"]
     assert isinstance(fit, Background)
     result = fit.start()()
     assert result.name == "fit" and "[full check: no fit table at" in result.message
