@@ -12,7 +12,8 @@ import threading
 
 import pytest
 
-from tests.image.conftest import REPO, SYSTEM_CA_BUNDLE, build_command
+from buildtool.hostconfig import host_ca_bundle
+from tests.image.conftest import REPO, build_command
 from tests.image.containers import CPU_ENV, idle_container, run_json, run_to_end
 from tests.image.layers import find_in_image
 from tests.image.test_host_failures_image import AUDIO_REQUESTED, audio_verdict
@@ -32,7 +33,8 @@ def marked_ca_bundle(tmp_path_factory):
                     "-out", str(tmp / "marker.pem")], check=True, capture_output=True)
     marker = (tmp / "marker.pem").read_text()
     bundle = tmp / "bundle.pem"
-    bundle.write_text((SYSTEM_CA_BUNDLE.read_text() if SYSTEM_CA_BUNDLE.is_file() else "") + marker)
+    host = host_ca_bundle()
+    bundle.write_text((host[0].read_text() if host else "") + marker)
     needles = [line.encode() for line in marker.splitlines()[5:8]]
     return bundle, needles
 
