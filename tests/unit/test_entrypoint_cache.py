@@ -51,9 +51,28 @@ def test_a_cache_from_another_image_is_a_one_line_warning_naming_both(tmp_path):
 
 
 def test_a_cache_without_a_stamp_is_a_warning_and_an_empty_one_is_not(tmp_path):
-    (tmp_path / "torch_compile_cache").mkdir()
+    # empty folders, as an image carries where a build step made a cache folder, hold no cache
+    (tmp_path / "inductor" / "fxgraph").mkdir(parents=True)
+    result = one_line(cache.check_cache(str(tmp_path), OURS))
+    assert result.status is Status.PASS and "empty" in result.message, result
+    (tmp_path / "inductor" / "fxgraph" / "entry").write_bytes(b"graph")
     result = one_line(cache.check_cache(str(tmp_path), OURS))
     assert result.status is Status.WARN and "without a stamp" in result.message
+
+
+@pytest.mark.parametrize("make", [lambda d: (d / "link").symlink_to("/nonexistent"), lambda d: os.mkfifo(d / "fifo"),
+                                  lambda d: (d / CACHE_STAMP_NAME).write_text("{}")], ids=["symlink", "fifo", "nested-stamp"])
+def test_anything_but_a_folder_or_the_top_stamp_counts_as_cache(tmp_path, make):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    make(tmp_path / "a" / "b")
+    assert cache.holds_files(str(tmp_path))
+
+
+def test_a_huge_tree_of_empty_folders_counts_as_filled_past_the_walk_limit(tmp_path):
+    for index in range(30):
+        (tmp_path / f"d{index}").mkdir()
+    assert not cache.holds_files(str(tmp_path), limit=30)
+    assert cache.holds_files(str(tmp_path), limit=29)
 
 
 @pytest.mark.parametrize("content, why", [("{not json", "is not valid JSON"), ('{"image": 3}', "not a stamp of this format"),
