@@ -79,8 +79,11 @@ RUN PYTHONDONTWRITEBYTECODE=1 CUDA_VISIBLE_DEVICES= python3 -m imagefacts write 
 # The units' cache volumes mount here. A named volume starts as a copy of the folder it is mounted
 # on, so these folders, owned by group 0 and writable by it, let the server run as any uid in group
 # 0 (`docker run --user 4242:0`, OpenShift) and still keep its caches.
+# The steps above import torch and vLLM, which leave cache folders in /tmp (torchinductor_root,
+# root/cutlass_python_cache): they go, so no uid meets a root-owned one at run time.
 RUN mkdir -p /cache/huggingface /cache/vllm /opt/vllm-turing/triton-cache \
-    && chgrp -R 0 /cache /opt/vllm-turing/triton-cache && chmod -R 0775 /cache /opt/vllm-turing/triton-cache
+    && chgrp -R 0 /cache /opt/vllm-turing/triton-cache && chmod -R 0775 /cache /opt/vllm-turing/triton-cache \
+    && rm -rf /tmp/torchinductor_root /tmp/root
 
 COPY entrypoint/ /opt/vllm-turing/entrypoint/
 # Python imports sitecustomize at every start; it acts only in the server process, where it bounds

@@ -133,12 +133,14 @@ def _write_fit_table(path: Path, default_launches: list, device: dict, versions:
             "started_fresh_because": stale}
 
 
-def _write_verdicts(path: Path, rows: list[dict], shapes, device: dict, versions: dict) -> int:
-    """Records this run's verdict per layer shape in the table just written (lookup.py reads them)."""
+def _write_verdicts(path: Path, rows: list[dict], shapes, device: dict, versions: dict,
+                    entries: list[dict]) -> int:
+    """Records this run's verdict per layer shape (lookup.py reads them) and the clamped launches'
+    own needs in the table just written."""
     from patches.fitcheck import table as table_
 
     verdicts = table_.shape_verdicts(rows, shapes, device["cc"], device["limit"])
-    table_.write_table(path, table_.merge(table_.read_table(path), [], versions, verdicts))
+    table_.write_table(path, table_.merge(table_.read_table(path), entries, versions, verdicts))
     return len(verdicts)
 
 
@@ -217,11 +219,14 @@ def run(fit: FitPlan) -> dict:
 
     compared = defaults if options.compare_unpatched else []
     launches = patched + compared
-    rows = [report_.launch_row(launch, result, limit, source)
-            for launch, (result, source) in zip(launches, _needs(launches, cc, known, options.workers))]
+    needs = _needs(launches, cc, known, options.workers)
+    rows = [report_.launch_row(launch, result, limit, source) for launch, (result, source) in zip(launches, needs)]
     if options.write_table:
+        from patches.fitcheck.table import launch_entries
+
+        clamped = launch_entries(patched, [result.shared for result, _ in needs[:len(patched)]], cc)
         table["verdicts_written"] = _write_verdicts(Path(options.write_table), rows[:len(patched)], shapes,
-                                                    device, versions)
+                                                    device, versions, clamped)
     report = report_.build_report(
         versions=versions, device=device, launches=rows[:len(patched)],
         unpatched=rows[len(patched):] if options.compare_unpatched else None,

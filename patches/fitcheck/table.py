@@ -83,6 +83,21 @@ def tile_search(launches: list, cc: int, limit: int, compile_requests) -> list[d
     return list(needs.values())
 
 
+def launch_entries(launches: list, shareds: list, cc: int) -> list[dict]:
+    """Table entries for launches already compiled at their own tile (the clamped launches, with the
+    warps and stages a ranked configuration gave them), so that the table holds every launch the
+    clamp makes and a preflight answers it without compiling. Shared keys keep the largest need."""
+    needs: dict[tuple, dict] = {}
+    for launch, shared in zip(launches, shareds):
+        if launch.path not in ATTENTION_PATHS or shared is None:
+            continue
+        entry = dict(launch_key(launch, cc), tile_size=launch.tile, shared=shared)
+        key = identity(entry)
+        if key not in needs or needs[key]["shared"] < shared:
+            needs[key] = entry
+    return list(needs.values())
+
+
 def read_table(path: Path, option: str = "--write-table") -> dict | None:
     """The existing table at path, None when there is none; TableError when it is not one
     (naming `option`, the command-line option that gave the path)."""

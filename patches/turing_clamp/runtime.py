@@ -26,10 +26,9 @@ _VLLM_TURING_ENV_FIT_TABLE = ("TURING_CLAMP_FIT_TABLE", "VLLM_TURING_FIT_TABLE")
 _VLLM_TURING_DEFAULT_FIT_TABLE = "/opt/vllm-turing/fit-table.json"
 # Ranked launch configurations (patches/turing_clamp/ranking.py; the image copies patches/ here)
 _VLLM_TURING_ENV_RANKED = ("TURING_CLAMP_RANKED_CONFIGS",)
-# Off unless TURING_CLAMP_RANKED_CONFIGS names the file (the image ships it at
-# /opt/vllm-turing/patches/turing_clamp/ranked-configs.json): its picks are ranked on an H200 proxy
-# only, and the build's fit proof records the fail-safe launches, not the ranked ones.
-_VLLM_TURING_DEFAULT_RANKED = ""
+# The image's copy; the build's fit check launches through it, so its proof and its table hold the
+# ranked launches. TURING_CLAMP_RANKED_CONFIGS names another file, or "" for none.
+_VLLM_TURING_DEFAULT_RANKED = "/opt/vllm-turing/patches/turing_clamp/ranked-configs.json"
 _VLLM_TURING_KEEP_MARGIN = 1.05
 _vllm_turing_ranked_tables = {}
 # {IS_3D: {"num_warps": ..., "num_stages": ...}} of the launch being made, set by each clamp call

@@ -94,3 +94,13 @@ def test_entrypoint_healthcheck_port_and_labels(docker_client, image, image_labe
     assert not missing, f"labels missing: {missing}"
     assert int(image_labels["io.vllm-turing.fit.max-shared"]) <= int(image_labels["io.vllm-turing.fit.limit"]), \
         "the fit labels say the largest launch exceeds the limit"
+
+
+def test_the_build_leaves_nothing_in_tmp(host, base_host):
+    """The build's Python steps (the fit check, the image facts) import torch and vLLM, which make
+    cache folders under /tmp (torchinductor_root, root/cutlass_python_cache): the image removes them,
+    so /tmp holds what the base's held and nothing else."""
+    def tmp_entries(where):
+        return set(where.run("find /tmp -mindepth 1 -maxdepth 2").stdout.split())
+
+    assert not tmp_entries(host) - tmp_entries(base_host), tmp_entries(host) - tmp_entries(base_host)

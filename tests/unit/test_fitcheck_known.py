@@ -11,7 +11,8 @@ from patches.fitcheck.__main__ import main
 from patches.fitcheck.recorder import Launch
 from patches.fitcheck.report import COMPILED, TABLE, build_report, format_table, summary
 from patches.fitcheck.shapes import Case, LayerShape
-from patches.fitcheck.table import TableError, known_needs, merge, read_table, table_mismatch, write_table
+from patches.fitcheck.table import (TableError, known_needs, launch_entries, merge, read_table, table_mismatch,
+                                    write_table)
 
 VERSIONS = {"vllm": "0.33.0", "triton": "3.8.0"}
 SLIDING = LayerShape("m", "sliding", 8, 1, 256, 512)
@@ -149,3 +150,21 @@ def test_the_preflight_passes_the_fit_table_only_when_there_is_one():
     without = fit_command("/m/config.json", (7, 5), 65536, None)
     assert "--known-table" not in without and without == with_table[:-2]
     assert without[without.index("--cc") + 1] == "75" and without[without.index("--limit") + 1] == "65536"
+
+
+def test_the_clamped_launches_own_needs_enter_the_table_so_a_ranked_launch_is_answered_from_it():
+    """A ranked configuration launches with its own warps: the build's table, which held only vLLM's
+    launches and their halvings, must hold that launch too, or the preflight compiles it."""
+    ranked = attention(SLIDING, "3d", 32)
+    ranked.options = {"num_warps": 8}
+    document = merge(None, [entry("3d", 256, 32, 49152)], VERSIONS)
+    assert known_needs([ranked], 75, document) == [None]
+    launches = [ranked, attention(GLOBAL, "2d", 16), attention(GLOBAL, "2d", 16), reduction(SLIDING),
+                attention(SLIDING, "2d", 32)]
+    entries = launch_entries(launches, [40960, 65536, 61440, 2048, None], 75)
+    # the reduction is never a table entry, a launch that did not compile has no need, repeats keep the largest
+    assert sorted((e["path"], e["head_size_padded"], e["num_warps"], e["shared"]) for e in entries) == \
+        [("2d", 512, None, 65536), ("3d", 256, 8, 40960)]
+    document = merge(document, entries, VERSIONS)
+    assert known_needs([ranked, attention(GLOBAL, "2d", 16), attention(SLIDING, "3d", 32)], 75, document) == \
+        [40960, 65536, 49152]
