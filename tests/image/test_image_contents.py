@@ -96,11 +96,16 @@ def test_entrypoint_healthcheck_port_and_labels(docker_client, image, image_labe
         "the fit labels say the largest launch exceeds the limit"
 
 
-def test_the_build_leaves_nothing_in_tmp(host, base_host):
+def test_the_build_leaves_nothing_in_tmp(docker_client, image, image_base):
     """The build's Python steps (the fit check, the image facts) import torch and vLLM, which make
     cache folders under /tmp (torchinductor_root, root/cutlass_python_cache): the image removes them,
-    so /tmp holds what the base's held and nothing else."""
-    def tmp_entries(where):
-        return set(where.run("find /tmp -mindepth 1 -maxdepth 2").stdout.split())
+    so /tmp holds what the base's held and nothing else. Fresh containers: the module's own ones
+    import torch themselves."""
+    def tmp_entries(ref, plant=""):
+        with idle_container(docker_client, ref) as fresh:
+            if plant:
+                fresh.run(f"mkdir -p {plant}")
+            return set(fresh.run("find /tmp -mindepth 1 -maxdepth 2").stdout.split())
 
-    assert not tmp_entries(host) - tmp_entries(base_host), tmp_entries(host) - tmp_entries(base_host)
+    assert "/tmp/root/planted" in tmp_entries(image, "/tmp/root/planted") - tmp_entries(image_base)  # the search finds one
+    assert not tmp_entries(image) - tmp_entries(image_base), tmp_entries(image) - tmp_entries(image_base)
