@@ -127,10 +127,11 @@ WALK_LIMIT = 10_000  # directory entries read before a cache of empty directorie
 
 
 def holds_files(root: str, limit: int = WALK_LIMIT) -> bool:
-    """Whether anything but the stamp and empty directories lies below `root` (a tree of empty
-    directories, as an image can carry where a build step made a cache folder, holds no cache).
-    Symlinks are not followed: a symlink, FIFO or socket counts as a file. Unreadable directories
-    count as empty; past `limit` entries the answer is yes."""
+    """Whether anything but empty directories lies below `root` (a tree of empty directories, as an
+    image can carry where a build step made a cache folder, holds no cache). The stamp counts as a
+    file too: the judge reads the stamp before it asks this. Symlinks are not followed: a symlink,
+    FIFO or socket counts as a file. Unreadable directories count as empty; past `limit` entries the
+    answer is yes."""
     pending, seen = [root], 0
     while pending:
         try:
@@ -139,16 +140,17 @@ def holds_files(root: str, limit: int = WALK_LIMIT) -> bool:
                     seen += 1
                     if seen > limit:
                         return True
-                    if entry.is_dir(follow_symlinks=False):
-                        pending.append(entry.path)
-                    elif not (entry.name == CACHE_STAMP_NAME and os.path.dirname(entry.path) == root):
+                    if not entry.is_dir(follow_symlinks=False):
                         return True
+                    pending.append(entry.path)
         except OSError:
             continue
     return False
 
 
-def inspect(root: str) -> CacheState:
+def inspect(root: str, walk: bool = True) -> CacheState:
+    """The cache root's state; `walk=False` leaves `has_files` unread (False), for callers that only
+    need the stamp and whether the root takes files."""
     try:
         info = os.stat(root)
     except FileNotFoundError:
@@ -159,9 +161,8 @@ def inspect(root: str) -> CacheState:
     if not stat.S_ISDIR(info.st_mode):
         return CacheState(files.kind(info.st_mode), False, "not a directory")
     why = _unwritable_why(root)
-    has_files = holds_files(root)
     stamp, problem = _read_stamp(root)
-    return CacheState("directory", not why, why, has_files, stamp, problem)
+    return CacheState("directory", not why, why, walk and holds_files(root), stamp, problem)
 
 
 def judge(root: str, state: CacheState, ours: Identity) -> Result:
@@ -219,7 +220,7 @@ def stamp_before_start(root: str, skip_checks=(), ours: Identity | None = None) 
     if NAME in skip_checks:
         return None
     ours = ours or image_identity()
-    state = inspect(root)
+    state = inspect(root, walk=False)  # needs_stamp reads no file count
     if not needs_stamp(state, ours):
         return None
     try:
