@@ -65,7 +65,7 @@ def tile_search(launches: list, cc: int, limit: int, compile_requests) -> list[d
     key keep the largest need, so the entry holds for every one of them.
     """
     pending = [(launch, launch.tile) for launch in launches if launch.path in ATTENTION_PATHS]
-    needs: dict[tuple, dict] = {}
+    entries = []
     while pending:
         results = compile_requests(
             [(launch.fn, launch.retiled(tile), launch.options) for launch, tile in pending])
@@ -73,27 +73,28 @@ def tile_search(launches: list, cc: int, limit: int, compile_requests) -> list[d
         for (launch, tile), result in zip(pending, results):
             if result.shared is None:
                 continue
-            entry = dict(launch_key(launch, cc, tile), tile_size=tile, shared=result.shared)
-            key = identity(entry)
-            if key not in needs or needs[key]["shared"] < entry["shared"]:
-                needs[key] = entry
+            entries.append(dict(launch_key(launch, cc, tile), tile_size=tile, shared=result.shared))
             if result.shared > limit and tile // 2 >= SMALLEST_TILE:
                 smaller.append((launch, tile // 2))
         pending = smaller
-    return list(needs.values())
+    return _largest_needs(entries)
 
 
 def launch_entries(launches: list, shareds: list, cc: int) -> list[dict]:
     """Table entries for launches already compiled at their own tile (the clamped launches, with the
     warps and stages a ranked configuration gave them), so that the table holds every launch the
     clamp makes and a preflight answers it without compiling. Shared keys keep the largest need."""
+    return _largest_needs([dict(launch_key(launch, cc), tile_size=launch.tile, shared=shared)
+                           for launch, shared in zip(launches, shareds)
+                           if launch.path in ATTENTION_PATHS and shared is not None])
+
+
+def _largest_needs(entries: list[dict]) -> list[dict]:
+    """One entry per identity, the one with the largest need, so it holds for every launch of that key."""
     needs: dict[tuple, dict] = {}
-    for launch, shared in zip(launches, shareds):
-        if launch.path not in ATTENTION_PATHS or shared is None:
-            continue
-        entry = dict(launch_key(launch, cc), tile_size=launch.tile, shared=shared)
+    for entry in entries:
         key = identity(entry)
-        if key not in needs or needs[key]["shared"] < shared:
+        if key not in needs or needs[key]["shared"] < entry["shared"]:
             needs[key] = entry
     return list(needs.values())
 
