@@ -81,15 +81,15 @@ def recorder_for(name, kernel, sink):
     return _Recorder(name, kernel, sink)
 
 
-def recorded(module, names, call):
-    """The launches `call()` makes through module's kernels `names`."""
-    launches, saved = [], {name: getattr(module, name) for name in names}
+def recorded(kernels, call):
+    """The launches `call()` makes through `kernels`, [(module, names)], each name a recorder meanwhile."""
+    launches, saved = [], [(module, name, getattr(module, name)) for module, names in kernels for name in names]
     try:
-        for name, kernel in saved.items():
+        for module, name, kernel in saved:
             setattr(module, name, recorder_for(name, kernel, launches))
         call()
     finally:
-        for name, kernel in saved.items():
+        for module, name, kernel in saved:
             setattr(module, name, kernel)
     return launches
 
@@ -108,22 +108,12 @@ def ssd_prefill(heads, headdim, dstate, groups, chunk):
     cu_chunk = torch.tensor([0, chunk, seqlen], dtype=torch.int32)
     last_chunk = torch.tensor([1], dtype=torch.int32)
     seq_idx = torch.zeros(2, dtype=torch.int32)
-    modules = ((state, ("_chunk_cumsum_fwd_kernel", "_chunk_state_fwd_kernel")),
+    kernels = ((state, ("_chunk_cumsum_fwd_kernel", "_chunk_state_fwd_kernel")),
                (passing, ("_state_passing_fwd_kernel",)), (bmm, ("_bmm_chunk_fwd_kernel",)),
                (scan, ("_chunk_scan_fwd_kernel",)))
-    launches, saved = [], []
-    try:
-        for module, names in modules:
-            for name in names:
-                saved.append((module, name, getattr(module, name)))
-                setattr(module, name, AutotunedRecorder(name, getattr(module, name), launches))
-        combined.mamba_chunk_scan_combined_varlen(
-            x, dt, A, B, C, chunk, cu_seqlens, cu_chunk, last_chunk, seq_idx, out, D=D, z=torch.empty_like(x),
-            dt_bias=torch.empty(heads, dtype=torch.float32), dt_softplus=True, state_dtype=DTYPE)
-    finally:
-        for module, name, kernel in saved:
-            setattr(module, name, kernel)
-    return launches
+    return recorded(kernels, lambda: combined.mamba_chunk_scan_combined_varlen(
+        x, dt, A, B, C, chunk, cu_seqlens, cu_chunk, last_chunk, seq_idx, out, D=D, z=torch.empty_like(x),
+        dt_bias=torch.empty(heads, dtype=torch.float32), dt_softplus=True, state_dtype=DTYPE))
 
 
 def ssu_decode(heads, headdim, dstate, groups):
@@ -137,7 +127,7 @@ def ssu_decode(heads, headdim, dstate, groups):
             torch.empty(heads, headdim, dtype=torch.float32), torch.empty(heads, headdim, dtype=torch.float32),
             z=torch.empty(batch, heads, headdim, dtype=DTYPE), dt_softplus=True,
             out=torch.empty(batch, heads, headdim, dtype=DTYPE))
-    return recorded(ssu, ("_selective_scan_update_kernel",), call)
+    return recorded(((ssu, ("_selective_scan_update_kernel",)),), call)
 
 
 def conv_update(dim, width):
@@ -146,7 +136,7 @@ def conv_update(dim, width):
         conv.causal_conv1d_update(torch.empty(4, dim, dtype=DTYPE), torch.empty(4, dim, width - 1, dtype=DTYPE),
                                   torch.empty(dim, width, dtype=DTYPE), torch.empty(dim, dtype=DTYPE), activation="silu",
                                   conv_state_indices=torch.arange(4, dtype=torch.int32))
-    return recorded(conv, ("_causal_conv1d_update_kernel",), call)
+    return recorded(((conv, ("_causal_conv1d_update_kernel",)),), call)
 
 
 families = json.loads(sys.argv[1])
