@@ -60,8 +60,8 @@ def written_by(before: Start, after: Start) -> list[str]:
 def inductor_files(stack: serving_stack.Stack) -> dict[str, tuple[int, str]]:
     """The files under INDUCTOR_CACHE in the running container's VLLM_CACHE_ROOT volume, read through
     a second container of the same image that mounts the volume read-only."""
-    volume = cache_volume(stack)
-    root = INDUCTOR_CACHE.removeprefix(cache_root(stack))
+    root, volume = cache_root_and_volume(stack)
+    root = INDUCTOR_CACHE.removeprefix(root)
     done = serving_stack.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "sh",
                               "-v", f"{volume}:/volume:ro", stack.image, "-c",
                               f"cd /volume{root} 2>/dev/null && find . -type f -printf '%s %T@ %p\\n' || true"])
@@ -102,20 +102,16 @@ def restart_on_kept_volumes(stack: serving_stack.Stack, timeout: float) -> Start
     return timed_start(stack, timeout)
 
 
-def cache_root(stack: serving_stack.Stack) -> str:
-    """The container's VLLM_CACHE_ROOT."""
-    return dict(item.split("=", 1) for item in stack.inspect()["Config"]["Env"])["VLLM_CACHE_ROOT"]
-
-
-def cache_volume(stack: serving_stack.Stack) -> str:
-    """The named volume the container has at its VLLM_CACHE_ROOT (as the units name it)."""
-    root = cache_root(stack)
-    return next(m["Name"] for m in stack.inspect()["Mounts"] if m["Type"] == "volume" and m["Destination"] == root)
+def cache_root_and_volume(stack: serving_stack.Stack) -> tuple[str, str]:
+    """The container's VLLM_CACHE_ROOT and the named volume mounted there (as the units name it)."""
+    container = stack.inspect()
+    root = dict(item.split("=", 1) for item in container["Config"]["Env"])["VLLM_CACHE_ROOT"]
+    return root, next(m["Name"] for m in container["Mounts"] if m["Type"] == "volume" and m["Destination"] == root)
 
 
 def drop_cache_volume(stack: serving_stack.Stack) -> None:
     """`docker compose down`, then the VLLM_CACHE_ROOT volume removed (the others kept)."""
-    volume = cache_volume(stack)
+    _, volume = cache_root_and_volume(stack)
     stack.compose("down", timeout=180)
     serving_stack.run(["docker", "volume", "rm", volume], timeout=120)
 
