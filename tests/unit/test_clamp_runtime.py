@@ -7,6 +7,7 @@ a CUDA device. The real-launcher runs (limits 65,536 and 232,448) are in the ima
 import ast
 import json
 import logging
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,6 +16,8 @@ from contract import layout
 from patches import turing_clamp
 from patches.turing_clamp.placement import CLAMP_FUNCTION, OWN_PREFIX
 from tooling import clamp_cycle
+
+REPO = Path(__file__).resolve().parents[2]
 
 TURING, H200, AMPERE_CONSUMER = 65_536, 232_448, 101_376
 # Shared-memory needs as the fit check would write them (2d figures measured on the real
@@ -265,6 +268,11 @@ def test_the_inserted_code_spells_contracts_names_and_path(runtime_names):
                                            runtime_names._VLLM_TURING_ENV_FIT_TABLE)}
     assert aliases == layout.DEPRECATED_ENV_NAMES
     assert runtime_names._VLLM_TURING_DEFAULT_FIT_TABLE == layout.FIT_TABLE
+    # the ranked configurations: ranking.py's name, and where the Dockerfile's COPY patches/ puts its file
+    from patches.turing_clamp import ranking
+    assert runtime_names._VLLM_TURING_ENV_RANKED == (ranking.ENV_RANKED,)
+    assert runtime_names._VLLM_TURING_DEFAULT_RANKED == layout.in_install_dir(
+        ranking.RANKED_FILE.relative_to(REPO).as_posix())
 
 
 def old_name(name):
