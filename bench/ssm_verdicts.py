@@ -1,17 +1,12 @@
 """The hybrid families' Mamba-2 mixer shapes and the fit verdict over measured SSM launches
-(bench/ssm_kernels_smem measures; bench/ssm_kernels_probe.py records and compiles)."""
+(bench/ssm_kernels_smem measures; bench/ssm_kernels_probe.py compiles what
+patches/fitcheck/mixer_launches.py records)."""
 from collections import defaultdict
 
-# (head dim, state size, groups, chunk size, conv width) of each family's Mamba-2 mixer, from the
-# config.json fields vLLM reads (mamba_head_dim / mamba_d_head, ssm_state_size / mamba_d_state,
-# n_groups, chunk_size, conv_kernel); heads are kept small: they only set the grid.
-FAMILIES = {
-    "nemotron-h": dict(heads=8, headdim=64, dstate=128, groups=8, chunk=128, conv_width=4),
-    "nemotron-nano-v2": dict(heads=8, headdim=80, dstate=128, groups=8, chunk=128, conv_width=4),
-    "granite-4.0-h": dict(heads=8, headdim=64, dstate=128, groups=1, chunk=256, conv_width=4),
-    "falcon-h1": dict(heads=8, headdim=64, dstate=256, groups=1, chunk=256, conv_width=4),
-    "zamba2": dict(heads=8, headdim=64, dstate=64, groups=1, chunk=256, conv_width=4),
-}
+from patches.fitcheck.mixers import BUILTIN_HYBRIDS
+
+# The matrix's hybrids (patches/fitcheck/mixers.py BUILTIN_HYBRIDS): their Mamba-2 mixers are measured.
+FAMILIES = tuple(BUILTIN_HYBRIDS)
 
 
 def verdicts(rows: list[dict]) -> list[dict]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from patches.fitcheck import shapes as shapes_
 from patches.fitcheck import table as table_
+from patches.fitcheck.mixers import MixerShape, mixer_from_config
 
 
 @dataclass(frozen=True)
@@ -45,13 +46,20 @@ def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | N
     mismatch = table_.table_mismatch(document, versions)
     if mismatch:
         return Lookup(False, f"fit table {mismatch}")
-    recorded = {tuple(v.get(k) for k in table_.VERDICT_KEYS): v for v in document.get("verdicts") or []}
+    recorded = {tuple(v.get(k) for k in keys): v for name, keys in (("verdicts", table_.VERDICT_KEYS),
+                                                                     ("mixer_verdicts", table_.MIXER_VERDICT_KEYS))
+                for v in document.get(name) or []}
     found = []
     for shape in shapes:
         key = dict({"cc": cc, "limit": limit, "dtype": table_.CHECKED_DTYPE}, **table_.shape_fields(shape))
-        verdict = recorded.get(tuple(key[k] for k in table_.VERDICT_KEYS))
+        verdict = recorded.get(tuple(key[k] for k in table_.verdict_keys(shape)))
+        rank = f" per rank at tensor parallel {shape.tensor_parallel}" if shape.tensor_parallel > 1 else ""
+        if verdict is None and isinstance(shape, MixerShape):
+            return Lookup(False, f"no verdict in the fit table for {shape.label} (Mamba-2 mixer: head dim "
+                                 f"{shape.head_dim}, state {shape.state_size}, chunk {shape.chunk_size}, conv "
+                                 f"{shape.conv_width}, norm {shape.norm_width or 'in PyTorch'}{rank}) on cc {cc} "
+                                 f"at {limit} bytes")
         if verdict is None:
-            rank = f" per rank at tensor parallel {shape.tensor_parallel}" if shape.tensor_parallel > 1 else ""
             kind = "" if shape.attention == shapes_.DECODER else f"{shape.attention} attention, "
             return Lookup(False, f"no verdict in the fit table for {shape.label} ({kind}head {shape.head_size}, "
                                  f"{shape.num_query_heads}/{shape.num_kv_heads} heads{rank}) on cc {cc} at {limit} bytes")
@@ -69,7 +77,10 @@ def lookup(table_path: str | Path, config: dict, cc: int, limit: int, where: str
     config is a miss (the full check reports it)."""
     try:
         document = table_.read_table(Path(table_path), "--known-table")
-        shapes = shapes_.shapes_from_config(config, Path(where).parent.name or "model", where, tensor_parallel)
+        model = Path(where).parent.name or "model"
+        shapes = shapes_.shapes_from_config(config, model, where, tensor_parallel)
+        mixer = mixer_from_config(config, model, where, tensor_parallel)
+        shapes += [mixer] if mixer else []
     except shapes_.UnprovenLayers as error:
         return Lookup(False, str(error), unproven=True)
     except shapes_.ConfigError as error:

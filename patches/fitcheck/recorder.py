@@ -45,7 +45,7 @@ class LauncherError(RuntimeError):
 class Launch:
     """One recorded kernel launch: the kernel, its grid, arguments by name, launch options."""
 
-    case: Case
+    case: Case  # or mixer_launches.MixerCase
     kernel_name: str
     fn: object  # triton JITFunction
     grid: tuple
@@ -54,6 +54,8 @@ class Launch:
 
     @property
     def path(self) -> str:
+        if getattr(getattr(self.case, "shape", None), "mixer", None):
+            return "mamba"  # a Mamba-2 mixer's kernel (mixer_launches.py)
         if self.kernel_name in ENCODER_KERNELS:
             return "encoder"
         if self.kernel_name == "reduce_segments":

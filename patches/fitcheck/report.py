@@ -22,7 +22,7 @@ def launch_row(launch, result, limit: int, source: str = COMPILED) -> dict:
         "num_seqs": case.num_seqs,
         "kernel": launch.kernel_name,
         "path": launch.path,
-        "grid": list(launch.grid),
+        "grid": None if callable(launch.grid) else list(launch.grid),  # a grid function: sized at launch
         "tile_size": launch.tile,
         "block_m": launch.param("BLOCK_M"),
         "block_q": launch.param("BLOCK_Q"),
@@ -48,15 +48,19 @@ def is_inert(patched: list[dict], unpatched: list[dict]) -> bool:
 
 
 def build_report(*, versions: dict, device: dict, launches: list[dict], unpatched: list[dict] | None,
-                 elapsed_s: float, table: dict | None = None, known_table: dict | None = None) -> dict:
-    shared = [row["shared"] for row in launches if row["shared"] is not None]
+                 elapsed_s: float, table: dict | None = None, known_table: dict | None = None,
+                 mixers: list[dict] = ()) -> dict:
+    """`mixers`: the Mamba-2 mixers' rows (the clamp does not touch them, so they take no part in
+    inertness); the verdict and the largest need cover them."""
+    shared = [row["shared"] for row in list(launches) + list(mixers) if row["shared"] is not None]
     report = {
         "vllm_version": versions["vllm"],
         "triton_version": versions["triton"],
         "device": device,
         "launches": launches,
+        "mixer_launches": list(mixers),
         "max_shared": max(shared, default=None),
-        "all_fit": all(row["fits"] for row in launches),
+        "all_fit": all(row["fits"] for row in list(launches) + list(mixers)),
         "inert": None if unpatched is None else is_inert(launches, unpatched),
         "unpatched": unpatched,
         "elapsed_s": round(elapsed_s, 2),
@@ -73,13 +77,18 @@ def build_report(*, versions: dict, device: dict, launches: list[dict], unpatche
 def failures(report: dict) -> list[str]:
     """One line per launch that does not fit, naming it."""
     lines = []
-    for row in report["launches"]:
+    for row in report["launches"] + report.get("mixer_launches", []):
         if row["fits"]:
             continue
         tile = "BLOCK_N" if row["path"] == "encoder" else "TILE_SIZE"
-        what = (f"{row['model']}/{row['layer']} {row['kind']} (query_len {row['query_len']}, "
-                f"head {row['head_size']}, {row['kernel']} {row['path']}, {tile} {row['tile_size']}, "
-                f"BLOCK_M {row['block_m']})")
+        if row["path"] == "mamba":
+            tuned = row.get("autotune")
+            configs = f", none of its {tuned['configs']} autotune configurations fits" if tuned else ""
+            what = f"{row['model']}/{row['layer']} {row['kind']} (head dim {row['head_size']}, {row['kernel']}{configs})"
+        else:
+            what = (f"{row['model']}/{row['layer']} {row['kind']} (query_len {row['query_len']}, "
+                    f"head {row['head_size']}, {row['kernel']} {row['path']}, {tile} {row['tile_size']}, "
+                    f"BLOCK_M {row['block_m']})")
         if row["shared"] is None:
             lines.append(f"{what} did not compile: {row['error']}")
         else:
@@ -113,7 +122,8 @@ def format_table(report: dict) -> str:
     if unpatched is not None:
         header += ["unpatched TILE", "unpatched shared"]
     lines = [header]
-    for rows, twin in _group(report["launches"], unpatched):
+    mixers = [(rows, None) for rows, _ in _group(report.get("mixer_launches", []), None)]
+    for rows, twin in _group(report["launches"], unpatched) + mixers:
         row = rows[0]
         lens = sorted({r["query_len"] for r in rows})
         q_len = str(lens[0]) if len(lens) == 1 else f"{lens[0]}-{lens[-1]}"
@@ -134,7 +144,8 @@ def summary(report: dict) -> str:
     device = report["device"]
     verdict = "every launch fits" if report["all_fit"] else "launches do NOT fit"
     text = (f"vLLM {report['vllm_version']}, Triton {report['triton_version']}, {device['name']} "
-            f"(cc {device['cc']}, limit {device['limit']} bytes): {len(report['launches'])} launches, "
+            f"(cc {device['cc']}, limit {device['limit']} bytes): "
+            f"{len(report['launches']) + len(report.get('mixer_launches', []))} launches, "
             f"max shared {report['max_shared']} bytes, {verdict} ({report['elapsed_s']} s)")
     known = report.get("known_table")
     if known is not None and known["used"]:

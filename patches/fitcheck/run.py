@@ -134,14 +134,26 @@ def _write_fit_table(path: Path, default_launches: list, device: dict, versions:
 
 
 def _write_verdicts(path: Path, rows: list[dict], shapes, device: dict, versions: dict,
-                    entries: list[dict]) -> int:
-    """Records this run's verdict per layer shape (lookup.py reads them) and the clamped launches'
-    own needs in the table just written."""
+                    entries: list[dict], mixer_rows: list[dict], mixer_shapes) -> int:
+    """Records this run's verdict per layer shape and per mixer shape (lookup.py reads them) and the
+    clamped launches' own needs in the table just written."""
     from patches.fitcheck import table as table_
 
     verdicts = table_.shape_verdicts(rows, shapes, device["cc"], device["limit"])
-    table_.write_table(path, table_.merge(table_.read_table(path), entries, versions, verdicts))
-    return len(verdicts)
+    mixer_verdicts = table_.shape_verdicts(mixer_rows, mixer_shapes, device["cc"], device["limit"])
+    table_.write_table(path, table_.merge(table_.read_table(path), entries, versions, verdicts, mixer_verdicts))
+    return len(verdicts) + len(mixer_verdicts)
+
+
+def _mixer_rows(mixer_shapes, cc: int, limit: int, workers) -> list[dict]:
+    """The report rows of the hybrids' Mamba-2 mixers: one per plain launch and per autotuned call."""
+    if not mixer_shapes:
+        return []
+    from patches.fitcheck import mixer_launches
+
+    launches = [launch for shape in mixer_shapes for launch in mixer_launches.record_mixer(shape)]
+    return [dict(report_.launch_row(launch, result, limit), autotune=autotune)
+            for launch, result, autotune in mixer_launches.judged(launches, cc, limit, workers)]
 
 
 def _known_table(options: FitOptions, versions: dict) -> tuple[dict | None, dict | None]:
@@ -197,7 +209,11 @@ def run(fit: FitPlan) -> dict:
     from patches.fitcheck.recorder import record_launches, release_features
 
     started = time.monotonic()
-    options, device, shapes = fit.options, fit.device, fit.shapes
+    from patches.fitcheck.mixers import MixerShape
+
+    options, device = fit.options, fit.device
+    shapes = [shape for shape in fit.shapes if not isinstance(shape, MixerShape)]
+    mixer_shapes = [shape for shape in fit.shapes if isinstance(shape, MixerShape)]
     cc, limit = device["cc"], device["limit"]
     installed = _launcher(options)
     encoder = _encoder_launcher(shapes)
@@ -221,16 +237,17 @@ def run(fit: FitPlan) -> dict:
     launches = patched + compared
     needs = _needs(launches, cc, known, options.workers)
     rows = [report_.launch_row(launch, result, limit, source) for launch, (result, source) in zip(launches, needs)]
+    mixer_rows = _mixer_rows(mixer_shapes, cc, limit, options.workers)
     if options.write_table:
         from patches.fitcheck.table import launch_entries
 
         clamped = launch_entries(patched, [result.shared for result, _ in needs[:len(patched)]], cc)
         table["verdicts_written"] = _write_verdicts(Path(options.write_table), rows[:len(patched)], shapes,
-                                                    device, versions, clamped)
+                                                    device, versions, clamped, mixer_rows, mixer_shapes)
     report = report_.build_report(
         versions=versions, device=device, launches=rows[:len(patched)],
         unpatched=rows[len(patched):] if options.compare_unpatched else None,
-        elapsed_s=time.monotonic() - started, table=table, known_table=known_note,
+        elapsed_s=time.monotonic() - started, table=table, known_table=known_note, mixers=mixer_rows,
     )
     report["launcher"] = options.launcher or installed.__file__
     if encoder is not None:

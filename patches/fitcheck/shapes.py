@@ -5,6 +5,7 @@ Pure standard library: the entrypoint and the unit tests read configs without to
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,14 @@ from pathlib import Path
 # vLLM's Triton backend accepts block sizes that are multiples of 16; hybrid models get a
 # larger block on the layers with the smaller per-token KV size so every page has one size.
 BASE_BLOCK_SIZE = 16
+# A hybrid (attention + Mamba) model's attention block size is not known from config.json: vLLM sets it
+# at start so that one attention page holds a Mamba state (platforms/interface.py,
+# _align_hybrid_block_size: it follows the state sizes, dtypes, tensor parallelism and prefix caching).
+# In vLLM 0.33.0's unified attention BLOCK_SIZE only indexes the block table on CUDA (no tile is sized
+# by it: its one other use, USE_TD, is Intel's), so such a layer's verdict is keyed by this marker and
+# the check launches it at HYBRID_LAUNCH_BLOCK_SIZES, the smallest block and one above any aligned one.
+HYBRID_BLOCK_SIZE = 0
+HYBRID_LAUNCH_BLOCK_SIZES = (BASE_BLOCK_SIZE, 2048)
 GEMMA4_GLOBAL_HEAD_DIM = 512
 
 
@@ -157,9 +166,14 @@ def shapes_from_config(config: object, model: str, where: str, tensor_parallel: 
     text = {**CLASS_DEFAULTS.get(model_type, {}), **text}
     hybrid = [name for name in SSM_FIELDS if text.get(name) is not None]
     if hybrid:
-        raise UnprovenLayers(
-            f"{where}: a hybrid model ({', '.join(hybrid)}): its Mamba/SSM layers run Triton kernels the fit "
-            "check does not prove for this device; only its attention layers would be checked")
+        from patches.fitcheck import mixers
+
+        mixers.mixer_shape(text, model_type, model, where, tensor_parallel)  # UnprovenLayers unless read
+        # The mixer's layers are not attention layers: the attention ones are full attention, their
+        # block size aligned by vLLM to the Mamba page at start (HYBRID_BLOCK_SIZE).
+        text = {key: value for key, value in text.items() if key != "layer_types"}  # mixer / attention names
+        if text.get("head_dim") is None and text.get("attention_head_dim") is not None:
+            text["head_dim"] = text["attention_head_dim"]  # Zamba 2's shared attention block
     encoder = _encoder_attention(text, model_type)
     if model_type in UNREAD_ENCODER_TYPES:
         raise UnprovenLayers(
@@ -202,7 +216,10 @@ def shapes_from_config(config: object, model: str, where: str, tensor_parallel: 
             raise ConfigError(
                 f"{where}: {layer_heads} attention heads are not a multiple of {layer_kv} KV heads"
             )
-    return model_shapes(model, layers, float(softcap), ENCODER if encoder else DECODER, tensor_parallel, where)
+    shapes = model_shapes(model, layers, float(softcap), ENCODER if encoder else DECODER, tensor_parallel, where)
+    if hybrid:
+        shapes = [dataclasses.replace(shape, block_size=HYBRID_BLOCK_SIZE) for shape in shapes]
+    return shapes
 
 
 def _global_field_kinds(text: dict, layer_types: list, base: dict, window, where: str) -> list[tuple]:
@@ -341,30 +358,48 @@ ENCODER_SHAPES = [LayerShape("encoder", name, ratio * ENCODER_KV_HEADS, ENCODER_
 MATRICES = ("all", "gemma4")  # what the fit check runs without --model-config
 
 
-def builtin_shapes(matrix: str = "all") -> list[LayerShape]:
+def builtin_shapes(matrix: str = "all") -> list:
     """The Gemma 4 classes at tensor parallel 1, 2 and 4, and with "all" the attention-only families'
-    layers and the encoder layers too."""
+    layers, the encoder layers and the hybrids' attention layers and Mamba-2 mixers
+    (mixers.BUILTIN_HYBRIDS) too."""
     gemma4 = [shape for models in (BUILTIN_MODELS, BUILTIN_TP_MODELS) for shapes in models.values()
               for shape in shapes]
-    return gemma4 + FAMILY_SHAPES + ENCODER_SHAPES if matrix == "all" else gemma4
+    if matrix != "all":
+        return gemma4
+    from patches.fitcheck import mixers
+
+    hybrids = [layer for name, config in mixers.BUILTIN_HYBRIDS.items()
+               for layer in shapes_from_config(config, name, f"built-in {name}")
+               + [mixers.mixer_from_config(config, name, f"built-in {name}")]]
+    return gemma4 + FAMILY_SHAPES + ENCODER_SHAPES + hybrids
 
 
-def load_model_config(path: str | Path, tensor_parallel: int = 1) -> list[LayerShape]:
-    """One rank's shapes of the model whose config.json is at `path` under `tensor_parallel` ranks
-    (ConfigError: one-line reason)."""
+def read_config(path: str | Path) -> dict:
+    """The parsed config.json at `path` (ConfigError: one-line reason)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigError(f"{path}: cannot read ({error.strerror or error}); pass an HF config.json") from None
     try:
-        config = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as error:
         raise ConfigError(
             f"{path}: not JSON ({error.msg} at line {error.lineno}); pass the model's HF config.json"
         ) from None
+
+
+def load_model_config(path: str | Path, tensor_parallel: int = 1) -> list:
+    """One rank's layer shapes of the model whose config.json is at `path` under `tensor_parallel`
+    ranks, its Mamba-2 mixer (a mixers.MixerShape) last where it has one (ConfigError: one-line reason)."""
+    from patches.fitcheck import mixers
+
+    path = Path(path)
+    config = read_config(path)
     model = path.parent.name or path.stem
-    return shapes_from_config(config, model, str(path), tensor_parallel)
+    shapes = shapes_from_config(config, model, str(path), tensor_parallel)
+    mixer = mixers.mixer_from_config(config, model, str(path), tensor_parallel)
+    return shapes + ([mixer] if mixer else [])
 
 
 # The matrix: which batches the fit check feeds the attention launcher for each layer shape.
@@ -399,9 +434,13 @@ ENCODER_QUERY_LEN = 64  # tokens per sequence of an encoder batch; only the grid
 def build_matrix(shapes: list[LayerShape], mm_prefix: bool) -> list[Case]:
     """Every call the check makes: prefill, decode (single and over the 3D threshold),
     speculative verify lengths and, where the release supports it, a multimodal prefix; an
-    encoder layer is one bidirectional batch (its kernel has no decode path)."""
+    encoder layer is one bidirectional batch (its kernel has no decode path). A hybrid's attention
+    layer runs at each of HYBRID_LAUNCH_BLOCK_SIZES (its verdict holds all of them). Mamba-2 mixers
+    (mixers.MixerShape) are not attention: their ops are called by mixer_launches.py."""
     cases = []
-    for shape in shapes:
+    launched = [dataclasses.replace(shape, block_size=block) for shape in shapes if isinstance(shape, LayerShape)
+                for block in (HYBRID_LAUNCH_BLOCK_SIZES if shape.block_size == HYBRID_BLOCK_SIZE else (shape.block_size,))]
+    for shape in launched:
         if shape.attention in ENCODER_KINDS:
             cases.append(Case(shape, shape.attention, ENCODER_QUERY_LEN, num_seqs=2))
             continue

@@ -14,6 +14,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from patches.fitcheck.mixers import MIXER_FIELDS, MixerShape, mixer_fields
+
 FORMAT = 1
 SMALLEST_TILE = 16
 ENTRY_KEYS = ("cc", "path", "head_size_padded", "dtype", "block_m", "num_warps", "num_stages", "tile_size")
@@ -27,6 +29,9 @@ ATTENTION_PATHS = ("2d", "3d", "encoder")  # "encoder": context_attention_fwd's 
 # model is a model with that rank's heads (shapes.rank_heads).
 SHAPE_FIELDS = ("attention", "head_size", "queries_per_kv", "sliding_window", "softcap", "block_size")
 VERDICT_KEYS = ("cc", "limit", "dtype") + SHAPE_FIELDS
+# A hybrid's Mamba-2 mixer: its verdicts sit in `mixer_verdicts`, keyed by the fields that size its
+# kernels (mixers.py says which).
+MIXER_VERDICT_KEYS = ("cc", "limit", "dtype") + MIXER_FIELDS
 CHECKED_DTYPE = "float16"  # the dtype the fit check's launches carry (recorder.case_arguments)
 
 
@@ -132,7 +137,8 @@ def _merged(kept: list[dict], new: list[dict], keys: tuple) -> list[dict]:
     return sorted(merged.values(), key=lambda e: tuple(str(e[k]) for k in keys))
 
 
-def merge(existing: dict | None, entries: list[dict], versions: dict, verdicts: list[dict] = ()) -> dict:
+def merge(existing: dict | None, entries: list[dict], versions: dict, verdicts: list[dict] = (),
+          mixer_verdicts: list[dict] = ()) -> dict:
     """New entries (and verdicts) replace existing ones with the same key; other existing ones stay
     when the existing table was written by these vLLM and Triton versions. A table of other versions
     starts fresh: its numbers were compiled from another kernel, and stamping them with these
@@ -140,17 +146,25 @@ def merge(existing: dict | None, entries: list[dict], versions: dict, verdicts: 
     kept = existing if existing is not None and table_mismatch(existing, versions) is None else {}
     document = {"format": FORMAT, "vllm_version": versions["vllm"], "triton_version": versions["triton"],
                 "entries": _merged(kept.get("entries", []), entries, ENTRY_KEYS)}
-    merged_verdicts = _merged(kept.get("verdicts", []), list(verdicts), VERDICT_KEYS)
-    if merged_verdicts:
-        document["verdicts"] = merged_verdicts
+    for name, new, keys in (("verdicts", verdicts, VERDICT_KEYS), ("mixer_verdicts", mixer_verdicts, MIXER_VERDICT_KEYS)):
+        merged_verdicts = _merged(kept.get(name, []), list(new), keys)
+        if merged_verdicts:
+            document[name] = merged_verdicts
     return document
 
 
 def shape_fields(shape) -> dict:
-    """A layer shape's SHAPE_FIELDS."""
+    """A layer shape's SHAPE_FIELDS (a mixer's MIXER_FIELDS)."""
+    if isinstance(shape, MixerShape):
+        return mixer_fields(shape)
     fields = {name: getattr(shape, name) for name in SHAPE_FIELDS}
     fields["softcap"] = float(shape.softcap)
     return fields
+
+
+def verdict_keys(shape) -> tuple:
+    """The keys a shape's verdict is recorded under."""
+    return MIXER_VERDICT_KEYS if isinstance(shape, MixerShape) else VERDICT_KEYS
 
 
 def shape_verdicts(rows: list[dict], shapes, cc: int, limit: int) -> list[dict]:
@@ -163,7 +177,7 @@ def shape_verdicts(rows: list[dict], shapes, cc: int, limit: int) -> list[dict]:
         own = [row for row in rows if (row["model"], row["layer"]) == (shape.model, shape.layer)]
         if own:
             fields = dict({"cc": cc, "limit": limit, "dtype": CHECKED_DTYPE}, **shape_fields(shape))
-            key = tuple(fields[k] for k in VERDICT_KEYS)
+            key = tuple(fields[k] for k in verdict_keys(shape))
             fields_by_key.setdefault(key, fields)
             rows_by_key.setdefault(key, []).append(own)
     return [dict(fields_by_key[key], launches=max(len(own) for own in owns),

@@ -19,6 +19,7 @@ KNOWN_FAILURE = 98304  # head 512, TILE_SIZE 32, BLOCK_M 16 on sm_75 (vLLM 0.33.
 
 FAMILIES = "/models/families"  # one folder per tests/support/family_configs.py model
 ENCODERS = "/models/encoders"  # one folder per tests/support/family_configs.py ENCODER_MODELS entry
+HYBRIDS = "/models/hybrids"  # one folder per tests/support/family_configs.py HYBRID_MODELS entry
 APPLY = "python3 -m patches.turing_clamp apply >/dev/null"
 STRIP = ("python3 -c 'from patches.turing_clamp import find_target, strip_clamp; "
          "p = find_target(); p.write_text(strip_clamp(p.read_text()))'")
@@ -43,7 +44,10 @@ def mounts(tmp_path_factory):
     encoders = tmp_path_factory.mktemp("encoders")
     for name in family_configs.ENCODER_MODELS:
         family_configs.save_model_dir(name, encoders / name)
-    return {str(encoders): {"bind": ENCODERS, "mode": "ro"},str(REPO): {"bind": "/src", "mode": "ro"}, str(cache): {"bind": "/triton-cache", "mode": "rw"},
+    hybrids = tmp_path_factory.mktemp("hybrids")
+    for name in family_configs.HYBRID_MODELS:
+        family_configs.save_model_dir(name, hybrids / name)
+    return {str(hybrids): {"bind": HYBRIDS, "mode": "ro"}, str(encoders): {"bind": ENCODERS, "mode": "ro"},str(REPO): {"bind": "/src", "mode": "ro"}, str(cache): {"bind": "/triton-cache", "mode": "rw"},
             str(model): {"bind": "/models/gemma-4-e2b-like", "mode": "ro"},
             str(twelve): {"bind": "/models/gemma-4-12B-it", "mode": "ro"},
             str(families): {"bind": FAMILIES, "mode": "ro"}}
@@ -424,3 +428,73 @@ def test_the_preflight_answers_each_tensor_parallel_size_from_the_table(run_in_i
     for tp, status, message in map(json.loads, out.splitlines()):
         assert status == "pass" and "nothing compiled" in message, (tp, message)
     assert cubins(err) == [], cubins(err)
+
+
+# Hybrid (attention + Mamba-2) models: their mixers' kernels proven by the build beside their attention.
+def test_the_build_proved_every_hybrids_mixer_and_attention_on_sm75_and_sm86(run_in_image):
+    from patches.fitcheck.mixers import BUILTIN_HYBRIDS
+    from patches.fitcheck.shapes import HYBRID_BLOCK_SIZE
+
+    sm75, sm86, fit_table = build_reports(run_in_image)
+    kernels = {"_causal_conv1d_fwd_kernel", "_chunk_cumsum_fwd_kernel", "_chunk_state_fwd_kernel",
+               "_state_passing_fwd_kernel", "_bmm_chunk_fwd_kernel", "_chunk_scan_fwd_kernel",
+               "_store_prefill_checkpoint_kernel", "_causal_conv1d_update_kernel", "_selective_scan_update_kernel"}
+    for report in (sm75, sm86):
+        assert report["all_fit"] is True
+        for name in BUILTIN_HYBRIDS:
+            mixer = [row for row in report["mixer_launches"] if row["model"] == name]
+            assert {row["kernel"] for row in mixer} >= kernels and all(row["fits"] for row in mixer), name
+            tuned = [row for row in mixer if row["autotune"]]
+            assert len(tuned) == 5 and all(row["autotune"]["fitting_config"] is not None for row in tuned), name
+            # the attention layer at both launch block sizes: the same need, pair by pair
+            attention = [row for row in report["launches"] if row["model"] == name]
+            pairs = {}
+            for row in attention:
+                pairs.setdefault((row["kind"], row["query_len"], row["kernel"], row["path"]), []).append(row["shared"])
+            assert pairs and all(len(needs) == 2 and needs[0] == needs[1] for needs in pairs.values()), (name, pairs)
+    mixers = {(v["cc"], v["head_dim"], v["state_size"], v["chunk_size"]) for v in fit_table["mixer_verdicts"]}
+    assert {(cc, c.get("mamba_head_dim") or c.get("mamba_d_head") or c.get("mamba_headdim"),
+             c.get("ssm_state_size") or c.get("mamba_d_state"), c.get("chunk_size") or c.get("mamba_chunk_size"))
+            for c in BUILTIN_HYBRIDS.values() for cc in (75, 86)} <= mixers
+    assert {v["cc"] for v in fit_table["verdicts"] if v["block_size"] == HYBRID_BLOCK_SIZE} == {75, 86}
+
+
+HYBRID_PREFLIGHT = preflight_each(HYBRIDS, (((7, 5), SM75_LIMIT), ((8, 6), 101376)))
+
+
+def test_nemotron_h_granite_and_falcon_h1_configs_fit_at_preflight_from_the_table(run_in_image):
+    code, out, err = run_in_image(f"{EMPTY_CACHE}\n{HYBRID_PREFLIGHT}\n{COMPILED_KERNELS}")
+    assert code == 0, err[-2000:]
+    answers = [json.loads(line) for line in out.splitlines()]
+    assert {name for name, *_ in answers} == set(family_configs.HYBRID_MODELS) and len(answers) == 6
+    for name, cc, status, message in answers:
+        assert status == "pass" and "from the fit table's verdicts, nothing compiled" in message, (name, cc, message)
+    assert cubins(err) == [], cubins(err)
+
+
+MIXER_AT_LIMIT = r"""
+python3 - <<'PY'
+import json
+from patches.fitcheck import mixer_launches, report
+from patches.fitcheck.mixers import BUILTIN_HYBRIDS, mixer_from_config
+shape = mixer_from_config(BUILTIN_HYBRIDS["granite-4.0-h-tiny"], "granite", "built-in")
+rows = [dict(report.launch_row(l, r, %d), autotune=a)
+        for l, r, a in mixer_launches.judged(mixer_launches.record_mixer(shape), 75, %d)]
+built = report.build_report(versions={"vllm": "", "triton": ""}, device={"name": "sm75", "cc": 75, "limit": %d},
+                            launches=[], unpatched=None, elapsed_s=0, mixers=rows)
+print(json.dumps({"all_fit": built["all_fit"], "failures": report.failures(built), "rows": rows}))
+PY
+"""
+
+
+def test_a_mixer_kernel_no_configuration_of_which_fits_fails_naming_it(run_in_image):
+    # At a forced 12,288-byte limit every configuration of the chunk scan is too large (its smallest
+    # needs 16,384 B on sm_75), while the SSD's other kernels and the plain launches fit.
+    limit = 12288
+    report, _ = passing_report(run_in_image, MIXER_AT_LIMIT % (limit, limit, limit))
+    assert report["all_fit"] is False
+    scan = next(row for row in report["rows"] if row["kernel"] == "_chunk_scan_fwd_kernel")
+    assert scan["autotune"]["fitting_config"] is None and scan["autotune"]["compiled"] == scan["autotune"]["configs"]
+    assert len(report["failures"]) == 1 and "_chunk_scan_fwd_kernel, none of its 23 autotune configurations fits" in \
+        report["failures"][0] and f"limit {limit}" in report["failures"][0], report["failures"]
+    assert all(row["fits"] for row in report["rows"] if row["kernel"] != "_chunk_scan_fwd_kernel")

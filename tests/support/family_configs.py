@@ -50,10 +50,27 @@ ENCODER_MODELS = {
 }
 
 
+# Hybrid (attention + Mamba-2) models: name -> (class, keyword arguments with the numbers of the matrix's
+# hybrid of that name (patches/fitcheck/mixers.py BUILTIN_HYBRIDS), Hub-only fields, that hybrid's name).
+HYBRID_MODELS = {
+    "nemotron-h-8b": ("NemotronHConfig", dict(hidden_size=4096, num_attention_heads=32, num_key_value_heads=8,
+                                              head_dim=128, mamba_num_heads=128, mamba_head_dim=64, ssm_state_size=128,
+                                              n_groups=8, chunk_size=128, conv_kernel=4), {}, "nemotron-h-8b"),
+    "granite-4.0-h-tiny": ("GraniteMoeHybridConfig", dict(hidden_size=1536, num_attention_heads=12,
+                                                          num_key_value_heads=4, mamba_n_heads=48, mamba_d_head=64,
+                                                          mamba_d_state=128, mamba_n_groups=1, mamba_chunk_size=256,
+                                                          mamba_d_conv=4), {}, "granite-4.0-h-tiny"),
+    "falcon-h1-1.5b": ("FalconH1Config", dict(hidden_size=1024, num_attention_heads=8, num_key_value_heads=2,
+                                              head_dim=128, mamba_n_heads=24, mamba_d_head=64, mamba_d_ssm=1536,
+                                              mamba_d_state=256, mamba_n_groups=1, mamba_chunk_size=256,
+                                              mamba_d_conv=4, mamba_rms_norm=True), {}, "falcon-h1-1.5b"),
+}
+
+
 def config_dict(name: str) -> dict:
     import transformers
 
-    cls, kwargs, hub_fields, _ = MODELS.get(name) or ENCODER_MODELS[name]
+    cls, kwargs, hub_fields, _ = MODELS.get(name) or ENCODER_MODELS.get(name) or HYBRID_MODELS[name]
     return dict(getattr(transformers, cls)(**kwargs).to_dict(), **hub_fields)
 
 

@@ -1,7 +1,10 @@
 """Which calls the fit check makes per layer shape, and the built-in Gemma 4 classes."""
+import dataclasses
+
 from patches.fitcheck import DEVICES, FitOptions, UsageError, resolve_device
-from patches.fitcheck.shapes import (BUILTIN_MODELS, ENCODER_KINDS, MAX_3D_QUERY_LEN_UPSTREAM, PREFILL_QUERY_LEN,
-                                     SPEC_QUERY_LENS, LayerShape, build_matrix, builtin_shapes, seq_threshold_3d)
+from patches.fitcheck.shapes import (BUILTIN_MODELS, ENCODER_KINDS, HYBRID_BLOCK_SIZE, HYBRID_LAUNCH_BLOCK_SIZES,
+                                     MAX_3D_QUERY_LEN_UPSTREAM, PREFILL_QUERY_LEN, SPEC_QUERY_LENS, LayerShape,
+                                     build_matrix, builtin_shapes, seq_threshold_3d)
 
 import pytest
 
@@ -47,15 +50,19 @@ def test_the_12b_global_layers_16_to_1_decode_threshold_is_the_models_not_the_la
 
 
 def test_matrix_without_mm_prefix_and_over_all_builtins():
-    shapes = builtin_shapes()
-    cases = build_matrix(shapes, mm_prefix=False)
+    shapes = [s for s in builtin_shapes() if isinstance(s, LayerShape)]  # the mixers are not attention cases
+    cases = build_matrix(builtin_shapes(), mm_prefix=False)
     assert not any(c.mm_prefix for c in cases)
     encoders = [s for s in shapes if s.attention in ENCODER_KINDS]
-    assert encoders, "the built-in matrix holds encoder layers"
-    # a decoder layer: prefill, decode, decode-batch and the speculative lengths; an encoder layer: one batch
-    assert len(cases) == (len(shapes) - len(encoders)) * (3 + len(SPEC_QUERY_LENS)) + len(encoders)
+    hybrids = [s for s in shapes if s.block_size == HYBRID_BLOCK_SIZE]
+    assert encoders and hybrids, "the built-in matrix holds encoder layers and hybrids' attention layers"
+    # a decoder layer: prefill, decode, decode-batch and the speculative lengths (a hybrid's at each launch
+    # block size); an encoder layer: one batch
+    decoders = len(shapes) - len(encoders) + len(hybrids) * (len(HYBRID_LAUNCH_BLOCK_SIZES) - 1)
+    assert len(cases) == decoders * (3 + len(SPEC_QUERY_LENS)) + len(encoders)
     assert [c.kind for c in cases if c.shape in encoders] == [s.attention for s in encoders]
-    assert {c.shape for c in cases} == set(shapes)
+    assert {c.shape for c in cases} == {s for s in shapes if s not in hybrids} | {
+        dataclasses.replace(s, block_size=b) for s in hybrids for b in HYBRID_LAUNCH_BLOCK_SIZES}
     assert PREFILL_QUERY_LEN in {c.query_len for c in cases}
 
 

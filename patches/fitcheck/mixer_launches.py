@@ -1,0 +1,267 @@
+"""The Triton launches of one Mamba-2 mixer (mixers.MixerShape), made by vLLM's real mixer ops on CPU
+tensors with a recorder in place of each kernel, and their verdict once compiled for a device.
+
+The ops are the ones vLLM 0.33.0's MambaMixer2 calls on CUDA (model_executor/layers/mamba/
+mamba_mixer2.py): a prefill of two chunks (causal_conv1d_fn, mamba_chunk_scan_combined_varlen,
+rms_norm_gated where the mixer uses it, store_prefill_checkpoint) and a decode step of four sequences
+(causal_conv1d_update, selective_state_update on its Triton backend). Nothing runs on a GPU.
+
+An @triton.autotune kernel (the SSD chunk scan's five) is recorded once per configuration of its
+list. Triton's autotuner scores a configuration that raises OutOfResources as infinitely slow
+(triton/runtime/autotuner.py), so such a launch fits when one configuration does: the check compiles
+its configurations smallest first and stops at the first that fits. A plain launch must fit itself.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from dataclasses import dataclass
+
+from patches.fitcheck.compiler import compile_launches
+from patches.fitcheck.mixers import MixerShape
+from patches.fitcheck.recorder import Launch, _Recorder, prepare_cpu_host
+
+DTYPE_NAME = "float16"
+OPS = "vllm.model_executor.layers.mamba.ops"
+DECODE_BATCH = 4
+# The device name vLLM looks up a tuned selective_state_update file by (mamba_ssm.get_ssm_device_name);
+# a CPU host has none to give. The release ships no file for a Turing or Ampere consumer card, so a
+# T4's name finds the built-in choice, as it does on the card.
+SSM_DEVICE_NAME = "Tesla_T4"
+
+
+@dataclass(frozen=True)
+class MixerCase:
+    """One call of a mixer op: the report's case for its launches."""
+
+    shape: MixerShape
+    kind: str  # conv-prefill | ssd-prefill | norm | checkpoint | conv-decode | ssm-decode
+    query_len: int
+    num_seqs: int = 1
+
+
+class _AutotunedRecorder:
+    """Stands where an @triton.autotune kernel stands for triton_helpers.launch_autotuned: a launch
+    records one launch per configuration of the autotuner's list."""
+
+    def __init__(self, name, autotuner, sink):
+        self.name, self.autotuner, self.sink = name, autotuner, sink
+        self.keys = autotuner.keys
+        self.fn = autotuner.fn
+        self.best_config = type("Config", (), {"pre_hook": object()})()  # never cached by launch_autotuned
+
+    def __getitem__(self, grid):
+        def launch(**kwargs):
+            configs = self.autotuner.configs
+            for index, config in enumerate(configs):
+                recorder = _Recorder(self.name, self.autotuner.fn, self.sink)
+                recorder[grid](**kwargs, **config.kwargs, num_warps=config.num_warps, num_stages=config.num_stages)
+                self.sink[-1].options.update(config=index, configs=len(configs))
+        return launch
+
+
+class _HeuristicsRecorder:
+    """Stands where a @triton.heuristics chain over a plain kernel stands: the heuristic values are
+    computed from the launch's arguments, as Triton does, and the inner kernel's launch recorded."""
+
+    def __init__(self, name, kernel, sink):
+        self.heuristics = []
+        while hasattr(kernel, "values") and hasattr(kernel, "fn"):
+            self.heuristics.append(kernel.values)
+            kernel = kernel.fn
+        self.inner = _Recorder(name, kernel, sink)
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            values = dict(zip(self.inner.signature.parameters, args), **kwargs)
+            for heuristic in reversed(self.heuristics):  # the innermost decorator runs last
+                for key, compute in heuristic.items():
+                    values[key] = compute(values)
+            self.inner[grid](**values)
+        return launch
+
+
+def _recorder_for(name, kernel, sink):
+    if hasattr(kernel, "configs"):
+        return _AutotunedRecorder(name, kernel, sink)
+    if hasattr(kernel, "values"):
+        return _HeuristicsRecorder(name, kernel, sink)
+    return _Recorder(name, kernel, sink)
+
+
+def recorded(kernels, call) -> list[Launch]:
+    """The launches `call()` makes through `kernels`, [(module, names)], each name a recorder meanwhile."""
+    launches, saved = [], [(module, name, getattr(module, name)) for module, names in kernels for name in names]
+    try:
+        for module, name, kernel in saved:
+            setattr(module, name, _recorder_for(name, kernel, launches))
+        call()
+    finally:
+        for module, name, kernel in saved:
+            setattr(module, name, kernel)
+    return launches
+
+
+def _ops():
+    import importlib
+
+    prepare_cpu_host()
+    names = ("causal_conv1d", "mamba_ssm", "ssd_bmm", "ssd_chunk_scan", "ssd_chunk_state", "ssd_combined",
+             "ssd_state_passing", "layernorm_gated", "ssd_checkpoint")
+    return {name: importlib.import_module(f"{OPS}.{name}") for name in names}
+
+
+@contextlib.contextmanager
+def _device_name(mamba_ssm):
+    saved = mamba_ssm.get_ssm_device_name
+    mamba_ssm.get_ssm_device_name = lambda: SSM_DEVICE_NAME
+    try:
+        yield
+    finally:
+        mamba_ssm.get_ssm_device_name = saved
+
+
+def _calls(shape: MixerShape, ops: dict) -> list[tuple[str, int, int, tuple, object]]:
+    """(kind, query_len, num_seqs, kernels, call) for each op the mixer runs."""
+    import torch
+
+    dtype = getattr(torch, DTYPE_NAME)
+    heads, head_dim, state, groups, chunk = shape.heads, shape.head_dim, shape.state_size, shape.groups, shape.chunk_size
+    dim, width = shape.conv_dim, shape.conv_width
+    seqlen = 2 * chunk  # one sequence of two chunks
+    conv, ssm = ops["causal_conv1d"], ops["mamba_ssm"]
+
+    def conv_prefill():
+        conv.causal_conv1d_fn(torch.empty(seqlen, dim, dtype=dtype).t(), torch.empty(dim, width, dtype=dtype),
+                              torch.empty(dim, dtype=dtype), torch.empty(2, dim, width - 1, dtype=dtype),
+                              torch.tensor([0, seqlen], dtype=torch.int32),
+                              cache_indices=torch.tensor([1], dtype=torch.int32),
+                              has_initial_state=torch.tensor([False]), activation="silu")
+
+    def ssd_prefill():
+        x = torch.empty(seqlen, heads, head_dim, dtype=dtype)
+        ops["ssd_combined"].mamba_chunk_scan_combined_varlen(
+            x, torch.empty(seqlen, heads, dtype=dtype), torch.empty(heads, dtype=torch.float32),
+            torch.empty(seqlen, groups, state, dtype=dtype), torch.empty(seqlen, groups, state, dtype=dtype), chunk,
+            torch.tensor([0, seqlen], dtype=torch.int32), torch.tensor([0, chunk, seqlen], dtype=torch.int32),
+            torch.tensor([1], dtype=torch.int32), torch.zeros(2, dtype=torch.int32), torch.empty_like(x),
+            D=torch.empty(heads, dtype=torch.float32), z=torch.empty_like(x),
+            dt_bias=torch.empty(heads, dtype=torch.float32), dt_softplus=True, state_dtype=dtype)
+
+    def norm():
+        rows = torch.empty(seqlen, shape.norm_width, dtype=dtype)
+        ops["layernorm_gated"].rms_norm_gated(rows, torch.empty(shape.norm_width, dtype=dtype), bias=None,
+                                              z=torch.empty_like(rows), norm_before_gate=False)
+
+    def checkpoint():
+        from vllm.model_executor.layers.mamba.checkpoint import MambaPrefillCheckpointMetadata
+
+        fields = {"checkpoint_offsets": torch.tensor([chunk], dtype=torch.int32),
+                  "state_indices": torch.tensor([1], dtype=torch.int32)}
+        known = getattr(MambaPrefillCheckpointMetadata, "__dataclass_fields__", fields)
+        metadata = MambaPrefillCheckpointMetadata(**{k: v for k, v in fields.items() if k in known})
+        ops["ssd_checkpoint"].store_prefill_checkpoint(
+            metadata, torch.tensor([0], dtype=torch.int32), torch.empty(seqlen, dim, dtype=dtype).t(),
+            torch.empty(2, dim, width - 1, dtype=dtype), torch.empty(2, heads, head_dim, state, dtype=dtype),
+            torch.empty(2, heads, head_dim, state, dtype=dtype), torch.tensor([0, seqlen], dtype=torch.int32),
+            state_len=width - 1)
+
+    def conv_decode():
+        conv.causal_conv1d_update(torch.empty(DECODE_BATCH, dim, dtype=dtype),
+                                  torch.empty(DECODE_BATCH, dim, width - 1, dtype=dtype),
+                                  torch.empty(dim, width, dtype=dtype), torch.empty(dim, dtype=dtype), activation="silu",
+                                  conv_state_indices=torch.arange(DECODE_BATCH, dtype=torch.int32))
+
+    def ssm_decode():
+        batch = DECODE_BATCH
+        with _device_name(ssm):
+            ssm.selective_state_update(
+                torch.empty(batch, heads, head_dim, state, dtype=dtype), torch.empty(batch, heads, head_dim, dtype=dtype),
+                torch.empty(batch, heads, head_dim, dtype=dtype), torch.empty(heads, head_dim, state, dtype=torch.float32),
+                torch.empty(batch, groups, state, dtype=dtype), torch.empty(batch, groups, state, dtype=dtype),
+                torch.empty(heads, head_dim, dtype=torch.float32), torch.empty(heads, head_dim, dtype=torch.float32),
+                z=torch.empty(batch, heads, head_dim, dtype=dtype), dt_softplus=True,
+                out=torch.empty(batch, heads, head_dim, dtype=dtype))
+
+    ssd = ((ops["ssd_chunk_state"], ("_chunk_cumsum_fwd_kernel", "_chunk_state_fwd_kernel")),
+           (ops["ssd_state_passing"], ("_state_passing_fwd_kernel",)), (ops["ssd_bmm"], ("_bmm_chunk_fwd_kernel",)),
+           (ops["ssd_chunk_scan"], ("_chunk_scan_fwd_kernel",)))
+    calls = [("conv-prefill", seqlen, 1, ((conv, ("_causal_conv1d_fwd_kernel",)),), conv_prefill),
+             ("ssd-prefill", seqlen, 1, ssd, ssd_prefill)]
+    if shape.norm_width:
+        calls.append(("norm", seqlen, 1, ((ops["layernorm_gated"], ("_layer_norm_fwd_1pass_kernel",)),), norm))
+    calls += [("checkpoint", seqlen, 1, ((ops["ssd_checkpoint"], ("_store_prefill_checkpoint_kernel",)),), checkpoint),
+              ("conv-decode", 1, DECODE_BATCH, ((conv, ("_causal_conv1d_update_kernel",)),), conv_decode),
+              ("ssm-decode", 1, DECODE_BATCH, ((ssm, ("_selective_scan_update_kernel",)),), ssm_decode)]
+    return calls
+
+
+class MixerError(RuntimeError):
+    """A mixer op this vLLM does not take the way the check calls it (exit 2)."""
+
+
+def record_mixer(shape: MixerShape) -> list[Launch]:
+    """Every launch one mixer's ops make (autotuned kernels: one per configuration)."""
+    ops = _ops()
+    launches = []
+    for kind, query_len, num_seqs, kernels, call in _calls(shape, ops):
+        try:
+            made = recorded(kernels, call)
+        except Exception as error:
+            raise MixerError(f"vLLM's {kind} op of the Mamba-2 mixer failed on {shape.label} "
+                             f"({type(error).__name__}: {str(error)[:200]}); the check does not know this "
+                             "release's mixer ops") from None
+        case = MixerCase(shape, kind, query_len, num_seqs)
+        for launch in made:
+            launch.case = case
+        launches += made
+    return launches
+
+
+def _volume(launch: Launch) -> int:
+    """How large a configuration's tiles are: the order its configurations are compiled in."""
+    blocks = [value for key, value in launch.params.items() if key.startswith("BLOCK") and isinstance(value, int)]
+    return math.prod(blocks) * (launch.options.get("num_stages") or 1)
+
+
+def options(launch: Launch) -> dict:
+    """The launch options Triton compiles with (the recorder's configuration index left out)."""
+    return {k: v for k, v in launch.options.items() if k not in ("config", "configs")}
+
+
+def judged(launches: list[Launch], cc: int, limit: int, workers: int | None = None) -> list[tuple]:
+    """(launch, CompileResult, autotune) per plain launch and per autotuned call: for an autotuned one
+    the first configuration that fits in smallest-first order (else the smallest that compiled), and
+    autotune = {configs, compiled, fitting_config}. Plain launches first, in one batch of compiles."""
+    plain = [launch for launch in launches if "configs" not in launch.options]
+    groups, current = [], []
+    for launch in launches:
+        if "configs" in launch.options:
+            current.append(launch)
+            if len(current) == launch.options["configs"]:
+                groups.append(sorted(current, key=_volume))
+                current = []
+    out = [(launch, result, None) for launch, result in
+           zip(plain, compile_launches([(l.fn, l.params, options(l)) for l in plain], cc, workers))]
+    # Rounds: each call that has no fitting configuration yet compiles its next ones, as many as leave
+    # no worker idle (one each while many calls are pending).
+    state = [{"members": members, "tried": [], "fit": None} for members in groups]
+    spare = workers or os.cpu_count() or 1
+    while True:
+        pending = [s for s in state if s["fit"] is None and len(s["tried"]) < len(s["members"])]
+        if not pending:
+            break
+        step = max(1, spare // len(pending))
+        batch = [(s, member) for s in pending for member in s["members"][len(s["tried"]):len(s["tried"]) + step]]
+        results = compile_launches([(m.fn, m.params, options(m)) for _, m in batch], cc, workers)
+        for (s, member), result in zip(batch, results):
+            s["tried"].append((member, result))
+            if s["fit"] is None and result.shared is not None and result.shared <= limit:
+                s["fit"] = (member, result)
+    for s in state:
+        compiled = [(l, r) for l, r in s["tried"] if r.shared is not None]
+        launch, result = s["fit"] or (min(compiled, key=lambda lr: lr[1].shared) if compiled else s["tried"][0])
+        out.append((launch, result, {"configs": len(s["members"]), "compiled": len(compiled),
+                                     "fitting_config": launch.options["config"] if s["fit"] else None}))
+    return out

@@ -1,0 +1,155 @@
+"""Hybrid models' Mamba-2 mixers in the fit check (patches/fitcheck/mixers.py): read from config.json
+as transformers writes it, keyed in the fit table, and answered by the lookup with the attention layers."""
+import json
+
+import pytest
+import transformers
+
+from patches.fitcheck import lookup, mixers, report, shapes, table
+from tests.support import family_configs
+
+VERSIONS = {"vllm": "0.33.0", "triton": "3.8.0"}
+
+
+def saved(tmp_path, cls: str, **kwargs) -> dict:
+    getattr(transformers, cls)(**kwargs).save_pretrained(tmp_path)
+    return json.loads((tmp_path / "config.json").read_text())
+
+
+# transformers' class -> (the attribute names of heads, head dim, state, groups, chunk, conv width)
+CLASSES = {
+    "NemotronHConfig": ("mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "chunk_size", "conv_kernel"),
+    "GraniteMoeHybridConfig": ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_chunk_size",
+                               "mamba_d_conv"),
+    "FalconH1Config": ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_chunk_size",
+                       "mamba_d_conv"),
+    "BambaConfig": ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_chunk_size",
+                    "mamba_d_conv"),
+    "Zamba2Config": ("n_mamba_heads", "mamba_headdim", "mamba_d_state", "mamba_ngroups", "chunk_size", "mamba_d_conv"),
+}
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+def test_each_hybrid_class_saved_by_transformers_reads_its_mixer_and_attention(tmp_path, cls):
+    config = saved(tmp_path, cls)
+    instance = getattr(transformers, cls)()
+    mixer = mixers.mixer_from_config(config, "m", "config.json")
+    heads, head_dim, state, groups, chunk, conv = (getattr(instance, name) for name in CLASSES[cls])
+    assert (mixer.heads, mixer.head_dim, mixer.state_size, mixer.groups, mixer.chunk_size, mixer.conv_width) == (
+        heads, head_dim, state, groups, chunk, conv)
+    attention = shapes.shapes_from_config(config, "m", "config.json")
+    assert attention and all(s.block_size == shapes.HYBRID_BLOCK_SIZE and s.sliding_window is None for s in attention)
+
+
+def test_the_builtin_hybrids_read_back_as_their_numbers():
+    nemotron = mixers.mixer_from_config(mixers.BUILTIN_HYBRIDS["nemotron-h-8b"], "n", "built-in")
+    assert mixers.mixer_fields(nemotron) == {"mixer": "mamba2", "head_dim": 64, "state_size": 128, "chunk_size": 128,
+                                             "conv_width": 4, "norm_width": 0}  # 8 groups: the norm runs in PyTorch
+    granite = mixers.mixer_from_config(mixers.BUILTIN_HYBRIDS["granite-4.0-h-tiny"], "g", "built-in")
+    assert (granite.norm_width, granite.conv_dim) == (48 * 64, 48 * 64 + 2 * 128)
+    built = shapes.builtin_shapes()
+    assert {s.model for s in built if isinstance(s, mixers.MixerShape)} == set(mixers.BUILTIN_HYBRIDS)
+
+
+def test_the_norm_is_a_triton_launch_only_for_one_group_on_one_rank_with_the_norm_on():
+    granite = mixers.BUILTIN_HYBRIDS["granite-4.0-h-tiny"]
+    assert mixers.mixer_from_config(granite, "g", "c", tensor_parallel=2).norm_width == 0
+    assert mixers.mixer_from_config(dict(granite, model_type="falcon_h1", mamba_rms_norm=False), "f", "c").norm_width == 0
+    rank = mixers.mixer_from_config(mixers.BUILTIN_HYBRIDS["nemotron-h-8b"], "n", "c", tensor_parallel=4)
+    assert (rank.heads, rank.groups) == (32, 2)
+    replicated = mixers.mixer_from_config(granite, "g", "c", tensor_parallel=4)
+    assert (replicated.heads, replicated.groups) == (12, 1)  # one group, each rank holds it
+
+
+@pytest.mark.parametrize("cls, named", [("JambaConfig", "Mamba-1"), ("Qwen3NextConfig", "gated delta net")])
+def test_hybrids_whose_mixers_are_not_recorded_stay_unproven_naming_them(tmp_path, cls, named):
+    config = saved(tmp_path, cls)
+    with pytest.raises(shapes.UnprovenLayers, match=named):
+        shapes.shapes_from_config(config, "m", "config.json")
+
+
+@pytest.mark.parametrize("field, value", [("ssm_state_size", None), ("ssm_state_size", "128"), ("mamba_head_dim", 0),
+                                          ("n_groups", True), ("chunk_size", -1)])
+def test_a_bad_mixer_field_is_one_line_naming_it(field, value):
+    config = dict(mixers.BUILTIN_HYBRIDS["nemotron-h-8b"], **{field: value})
+    with pytest.raises(shapes.ConfigError) as raised:
+        shapes.shapes_from_config(config, "m", "config.json")
+    assert f"'{field}'" in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_mamba_heads_that_do_not_split_over_the_ranks_are_refused_naming_the_setting():
+    config = dict(mixers.BUILTIN_HYBRIDS["nemotron-h-8b"], mamba_num_heads=96, n_groups=3)
+    with pytest.raises(shapes.ConfigError, match="TENSOR_PARALLEL_SIZE that divides 96"):
+        mixers.mixer_from_config(config, "m", "config.json", tensor_parallel=64)
+    with pytest.raises(shapes.ConfigError, match="not a multiple of 7 groups"):
+        mixers.mixer_from_config(dict(config, n_groups=7), "m", "config.json")
+
+
+def test_a_hybrid_attention_layer_is_launched_at_the_smallest_and_a_large_block():
+    attention = shapes.shapes_from_config(mixers.BUILTIN_HYBRIDS["falcon-h1-1.5b"], "f", "c")
+    cases = shapes.build_matrix(attention, mm_prefix=False)
+    assert {case.shape.block_size for case in cases} == set(shapes.HYBRID_LAUNCH_BLOCK_SIZES)
+    assert {case.shape.layer for case in cases} == {"global"}
+
+
+def hybrid_table(tmp_path, mixer_fits=True):
+    config = mixers.BUILTIN_HYBRIDS["granite-4.0-h-tiny"]
+    attention = shapes.shapes_from_config(config, "g", "c")
+    mixer = mixers.mixer_from_config(config, "g", "c")
+    rows = [{"model": "g", "layer": s.layer, "shared": 24576, "fits": True} for s in attention]
+    mixer_rows = [{"model": "g", "layer": "mamba", "shared": 16384 if mixer_fits else 70000, "fits": mixer_fits}]
+    document = table.merge(None, [], VERSIONS, table.shape_verdicts(rows, attention, 75, 65536),
+                           table.shape_verdicts(mixer_rows, [mixer], 75, 65536))
+    path = tmp_path / "fit-table.json"
+    table.write_table(path, document)
+    return path, config
+
+
+def test_a_hybrid_with_both_verdicts_in_the_table_is_a_hit(tmp_path):
+    path, config = hybrid_table(tmp_path)
+    found = lookup.decide(table.read_table(path), shapes.shapes_from_config(config, "g", "c")
+                          + [mixers.mixer_from_config(config, "g", "c")], 75, 65536, VERSIONS)
+    assert (found.hit, found.all_fit, found.launches, found.max_shared) == (True, True, 2, 24576)
+
+
+def test_a_mixer_verdict_that_does_not_fit_fails_the_hybrid(tmp_path):
+    path, config = hybrid_table(tmp_path, mixer_fits=False)
+    found = lookup.decide(table.read_table(path), shapes.shapes_from_config(config, "g", "c")
+                          + [mixers.mixer_from_config(config, "g", "c")], 75, 65536, VERSIONS)
+    assert found.hit and not found.all_fit and found.worst["state_size"] == 128
+
+
+def test_a_mixer_the_table_lacks_is_a_miss_naming_its_fields(tmp_path):
+    path, config = hybrid_table(tmp_path)
+    other = dict(config, mamba_d_state=64)
+    found = lookup.decide(table.read_table(path), shapes.shapes_from_config(other, "g", "c")
+                          + [mixers.mixer_from_config(other, "g", "c")], 75, 65536, VERSIONS)
+    assert not found.hit and "g/mamba (Mamba-2 mixer: head dim 64, state 64, chunk 256" in found.miss
+
+
+def test_merging_keeps_the_mixer_verdicts_of_the_same_versions(tmp_path):
+    path, _ = hybrid_table(tmp_path)
+    merged = table.merge(table.read_table(path), [], VERSIONS)
+    assert len(merged["mixer_verdicts"]) == 1 and merged["mixer_verdicts"][0]["norm_width"] == 3072
+    assert "mixer_verdicts" not in table.merge(table.read_table(path), [], dict(VERSIONS, triton="3.6.0"))
+
+
+def test_an_autotuned_mixer_kernel_that_fits_in_no_configuration_is_named():
+    row = {"model": "g", "layer": "mamba", "kind": "ssd-prefill", "head_size": 64, "kernel": "_chunk_scan_fwd_kernel",
+           "path": "mamba", "shared": 70000, "limit": 65536, "fits": False, "autotune": {"configs": 23}}
+    built = report.build_report(versions=VERSIONS, device={"name": "sm75", "cc": 75, "limit": 65536}, launches=[],
+                                unpatched=None, elapsed_s=0.0, mixers=[row])
+    assert built["all_fit"] is False
+    assert report.failures(built) == ["g/mamba ssd-prefill (head dim 64, _chunk_scan_fwd_kernel, none of its 23 "
+                                      "autotune configurations fits) needs 70000 bytes of shared memory, limit 65536"]
+
+
+@pytest.mark.parametrize("name", sorted(family_configs.HYBRID_MODELS))
+def test_hybrid_configs_made_by_transformers_map_onto_their_matrix_hybrids_verdicts(name):
+    made = family_configs.config_dict(name)
+    matrix = mixers.BUILTIN_HYBRIDS[family_configs.HYBRID_MODELS[name][3]]
+
+    def keys(config):
+        layers = shapes.shapes_from_config(config, name, "c") + [mixers.mixer_from_config(config, name, "c")]
+        return [table.shape_fields(layer) for layer in layers]
+    assert keys(made) == keys(matrix)
