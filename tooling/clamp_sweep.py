@@ -254,7 +254,7 @@ def main(argv: list[str]) -> int:
             launch, _ = attention_call(module, batch, case.layer)
             default_tile = recorded_launch(module, launch)["TILE_SIZE"]
             for position, config in enumerate(config_list(default_tile, low)):
-                if (CASE_NAMES.index(name) * 100 + position) % count != index:
+                if (names.index(name) * 100 + position) % count != index:
                     continue
                 try:
                     with with_config(module, config):

@@ -361,16 +361,21 @@ MATRICES = ("all", "gemma4")  # what the fit check runs without --model-config
 def builtin_shapes(matrix: str = "all") -> list:
     """The Gemma 4 classes at tensor parallel 1, 2 and 4, and with "all" the attention-only families'
     layers, the encoder layers and the hybrids' attention layers and Mamba-2 mixers
-    (mixers.BUILTIN_HYBRIDS) too."""
+    (mixers.BUILTIN_HYBRIDS) at tensor parallel 1, 2 and 4 too (where vLLM accepts the split)."""
     gemma4 = [shape for models in (BUILTIN_MODELS, BUILTIN_TP_MODELS) for shapes in models.values()
               for shape in shapes]
     if matrix != "all":
         return gemma4
     from patches.fitcheck import mixers
 
-    hybrids = [layer for name, config in mixers.BUILTIN_HYBRIDS.items()
-               for layer in shapes_from_config(config, name, f"built-in {name}")
-               + [mixers.mixer_from_config(config, name, f"built-in {name}")]]
+    hybrids = []
+    for name, config in mixers.BUILTIN_HYBRIDS.items():
+        for tp in TENSOR_PARALLEL_SIZES:
+            model, where = (name if tp == 1 else f"{name}-tp{tp}"), f"built-in {name}"
+            try:
+                hybrids += shapes_from_config(config, model, where, tp) + [mixers.mixer_from_config(config, model, where, tp)]
+            except ConfigError:
+                continue  # a split vLLM refuses (heads that do not divide): nothing to prove
     return gemma4 + FAMILY_SHAPES + ENCODER_SHAPES + hybrids
 
 

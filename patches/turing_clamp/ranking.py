@@ -112,6 +112,24 @@ def rank(sweeps: dict, source: str, measured_at: str | None = None) -> dict:
     }
 
 
+def merged(kept: dict, new: dict) -> dict:
+    """`new` with the launches of `kept` that it does not rank (by LAUNCH_KEYS), kept as ranked then;
+    the provenance is new's, kept's under `earlier` (each launch names when it was measured)."""
+    def key(launch):
+        return tuple(launch[k] for k in LAUNCH_KEYS)
+
+    def stamped(document):
+        when = document["provenance"].get("measured_at")
+        return [dict({"measured_at": when}, **launch) for launch in document["launches"]]
+
+    ranked = {key(launch) for launch in new["launches"]}
+    launches = stamped(new) + [launch for launch in stamped(kept) if key(launch) not in ranked]
+    earlier = [dict((k, v) for k, v in kept["provenance"].items() if k != "earlier")] + kept["provenance"].get("earlier", [])
+    provenance = dict(new["provenance"], earlier=earlier)
+    return dict(new, provenance=provenance,
+                launches=sorted(launches, key=lambda launch: tuple(str(v) for v in key(launch))))
+
+
 def read(path: Path) -> dict:
     document = json.loads(Path(path).read_text(encoding="utf-8"))
     if document.get("format") != FORMAT:

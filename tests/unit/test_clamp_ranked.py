@@ -151,3 +151,19 @@ def test_the_committed_ranking_names_its_proxy_and_ranks_the_pinned_release():
         scores = [r["score"] for r in launch["ranked"]]
         assert scores == sorted(scores) and scores[0] == 1.0, launch
         assert any(r["shared"] <= limits[launch["cc"]] for r in launch["ranked"]), launch
+
+
+def test_a_merged_ranking_keeps_the_launches_the_new_run_did_not_rank_and_says_when_each_was_measured():
+    def document(head, when, score):
+        sweeps = {"sm75": sweep_of({"a": {(16, 2, None): (1.0 * score, 65_536), (16, 4, None): (1.0, 65_536)}})}
+        sweeps["sm75"]["cases"]["a"]["default"]["HEAD_SIZE_PADDED"] = head
+        return ranking.rank(sweeps, source=f"run {when}", measured_at=when)
+
+    kept = document(512, "2026-12-01T00:00Z", 1.0)
+    both = ranking.merged(ranking.merged(kept, document(128, "2026-12-02T00:00Z", 2.0)),
+                          document(128, "2026-12-03T00:00Z", 3.0))
+    heads = {launch["head_size_padded"]: launch for launch in both["launches"]}
+    assert sorted(heads) == [128, 512]
+    assert (heads[512]["measured_at"], heads[128]["measured_at"]) == ("2026-12-01T00:00Z", "2026-12-03T00:00Z")
+    assert [p["measured_at"] for p in both["provenance"]["earlier"]] == ["2026-12-02T00:00Z", "2026-12-01T00:00Z"]
+    assert heads[128]["ranked"][0]["score"] == 1.0 and both["provenance"]["measured_at"] == "2026-12-03T00:00Z"

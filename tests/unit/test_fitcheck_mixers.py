@@ -48,7 +48,7 @@ def test_the_builtin_hybrids_read_back_as_their_numbers():
     granite = mixers.mixer_from_config(mixers.BUILTIN_HYBRIDS["granite-4.0-h-tiny"], "g", "built-in")
     assert (granite.norm_width, granite.conv_dim) == (48 * 64, 48 * 64 + 2 * 128)
     built = shapes.builtin_shapes()
-    assert {s.model for s in built if isinstance(s, mixers.MixerShape)} == set(mixers.BUILTIN_HYBRIDS)
+    assert {s.model for s in built if isinstance(s, mixers.MixerShape) and s.tensor_parallel == 1} == set(mixers.BUILTIN_HYBRIDS)
 
 
 def test_the_norm_is_a_triton_launch_only_for_one_group_on_one_rank_with_the_norm_on():
@@ -153,3 +153,15 @@ def test_hybrid_configs_made_by_transformers_map_onto_their_matrix_hybrids_verdi
         layers = shapes.shapes_from_config(config, name, "c") + [mixers.mixer_from_config(config, name, "c")]
         return [table.shape_fields(layer) for layer in layers]
     assert keys(made) == keys(matrix)
+
+
+MATRIX_KEYS = {tuple(table.shape_fields(s).values()) for s in shapes.builtin_shapes()}
+
+
+@pytest.mark.parametrize("name", sorted(family_configs.HYBRID_MODELS))
+@pytest.mark.parametrize("ranks", [1, 2, 4])
+def test_every_rank_of_a_hybrid_config_has_its_verdict_keys_in_the_matrix(name, ranks):
+    config = family_configs.config_dict(name)
+    layers = shapes.shapes_from_config(config, name, "c", ranks) + [mixers.mixer_from_config(config, name, "c", ranks)]
+    missing = {tuple(table.shape_fields(s).values()) for s in layers} - MATRIX_KEYS
+    assert not missing, f"{name} at tensor parallel {ranks}: no matrix shape for {missing}"
