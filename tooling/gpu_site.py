@@ -86,7 +86,9 @@ def python_env(site: Path, fit_table: Path | None = None, **extra: str) -> dict:
 
 def write_fit_table(site: Path, table: Path, device: str = "sm75") -> dict:
     """Run the fit check for `device` on the site's launcher; its JSON report (the table is at `table`)."""
-    command = [sys.executable, "-m", "patches.fitcheck", "--device", device, "--write-table", str(table), "--json"]
+    # the site is vLLM's Python files alone: the mixers' ops would import its runtime's dependencies
+    command = [sys.executable, "-m", "patches.fitcheck", "--device", device, "--matrix", "attention",
+               "--write-table", str(table), "--json"]
     done = subprocess.run(command, cwd=REPO, env=python_env(site), capture_output=True, text=True)
     if done.returncode not in (0, 1) or not table.is_file():
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]

@@ -23,8 +23,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--tensor-parallel-size", type=int, default=1, metavar="N", help="with --model-config: "
                         "check the shapes one of N tensor-parallel ranks runs (default 1)")
     parser.add_argument("--matrix", choices=MATRICES, default="all", help="without --model-config: 'all' "
-                        "checks the Gemma 4 classes and the attention-only families' head sizes and "
-                        "query-per-KV ratios, 'gemma4' the Gemma 4 classes alone (default: all)")
+                        "checks the Gemma 4 classes, the attention-only families' head sizes and "
+                        "query-per-KV ratios, the encoder layers and the hybrids' attention layers and Mamba-2 "
+                        "mixers; 'attention' the same without the mixers; 'gemma4' the Gemma 4 classes alone "
+                        "(default: all)")
     parser.add_argument("--compare-unpatched", action="store_true",
                         help="also record the launcher without the clamp; report inertness")
     parser.add_argument("--write-table", metavar="PATH", help="compile candidate tiles and merge them "
@@ -44,12 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     options = FitOptions(device, args.cc, args.limit, args.model_config, args.compare_unpatched,
                          args.write_table, args.workers, args.launcher, args.known_table, args.matrix,
                          args.tensor_parallel_size)
+    from patches.fitcheck.mixer_launches import MixerError
     from patches.fitcheck.recorder import LauncherError
     from patches.fitcheck.table import TableError
 
     try:
         report = run(plan(options))  # bad options and configs are refused before vLLM is imported
-    except (UsageError, ConfigError, LauncherError, TableError) as error:
+    except (UsageError, ConfigError, LauncherError, TableError, MixerError) as error:
         print(f"fitcheck: {error}", file=sys.stderr)
         return 2
     if args.json:

@@ -109,7 +109,11 @@ def _ops():
     prepare_cpu_host()
     names = ("causal_conv1d", "mamba_ssm", "ssd_bmm", "ssd_chunk_scan", "ssd_chunk_state", "ssd_combined",
              "ssd_state_passing", "layernorm_gated", "ssd_checkpoint")
-    return {name: importlib.import_module(f"{OPS}.{name}") for name in names}
+    try:
+        return {name: importlib.import_module(f"{OPS}.{name}") for name in names}
+    except Exception as error:  # the ops import vLLM's runtime (its distributed package needs zmq, ...)
+        raise MixerError(f"cannot import vLLM's Mamba ops ({type(error).__name__}: {error}); run the fit check "
+                         "inside the vLLM image, or pass --matrix attention to leave the mixers out") from None
 
 
 @contextlib.contextmanager

@@ -355,16 +355,18 @@ ENCODER_KV_HEADS = 2  # any count: the verdict is keyed by the ratio, as for the
 ENCODER_SHAPES = [LayerShape("encoder", name, ratio * ENCODER_KV_HEADS, ENCODER_KV_HEADS, head, window,
                              attention=attention)
                   for name, head, ratio, window, attention in ENCODER_LAYERS]
-MATRICES = ("all", "gemma4")  # what the fit check runs without --model-config
+MATRICES = ("all", "attention", "gemma4")  # what the fit check runs without --model-config
 
 
 def builtin_shapes(matrix: str = "all") -> list:
     """The Gemma 4 classes at tensor parallel 1, 2 and 4, and with "all" the attention-only families'
     layers, the encoder layers and the hybrids' attention layers and Mamba-2 mixers
-    (mixers.BUILTIN_HYBRIDS) at tensor parallel 1, 2 and 4 too (where vLLM accepts the split)."""
+    (mixers.BUILTIN_HYBRIDS) at tensor parallel 1, 2 and 4 too (where vLLM accepts the split);
+    "attention" is "all" without the mixers, whose ops import vLLM's runtime (a bare GPU site of vLLM's
+    Python files, tooling/gpu_site.py, lacks its dependencies)."""
     gemma4 = [shape for models in (BUILTIN_MODELS, BUILTIN_TP_MODELS) for shapes in models.values()
               for shape in shapes]
-    if matrix != "all":
+    if matrix == "gemma4":
         return gemma4
     from patches.fitcheck import mixers
 
@@ -376,6 +378,8 @@ def builtin_shapes(matrix: str = "all") -> list:
                 hybrids += shapes_from_config(config, model, where, tp) + [mixers.mixer_from_config(config, model, where, tp)]
             except ConfigError:
                 continue  # a split vLLM refuses (heads that do not divide): nothing to prove
+    if matrix == "attention":
+        hybrids = [shape for shape in hybrids if isinstance(shape, LayerShape)]
     return gemma4 + FAMILY_SHAPES + ENCODER_SHAPES + hybrids
 
 

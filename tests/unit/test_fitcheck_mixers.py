@@ -165,3 +165,9 @@ def test_every_rank_of_a_hybrid_config_has_its_verdict_keys_in_the_matrix(name, 
     layers = shapes.shapes_from_config(config, name, "c", ranks) + [mixers.mixer_from_config(config, name, "c", ranks)]
     missing = {tuple(table.shape_fields(s).values()) for s in layers} - MATRIX_KEYS
     assert not missing, f"{name} at tensor parallel {ranks}: no matrix shape for {missing}"
+
+
+def test_the_attention_matrix_is_all_without_the_mixers():
+    every, attention = shapes.builtin_shapes("all"), shapes.builtin_shapes("attention")
+    assert [s for s in every if not isinstance(s, mixers.MixerShape)] == attention
+    assert any(s.block_size == shapes.HYBRID_BLOCK_SIZE for s in attention)
