@@ -113,21 +113,39 @@ def rank(sweeps: dict, source: str, measured_at: str | None = None) -> dict:
 
 
 def merged(kept: dict, new: dict) -> dict:
-    """`new` with the launches of `kept` that it does not rank (by LAUNCH_KEYS), kept as ranked then;
-    the provenance is new's, kept's under `earlier` (each launch names when it was measured)."""
+    """`new` with `kept`'s launches; a launch both rank (same LAUNCH_KEYS, e.g. a family layer and a
+    Gemma 4 layer that vLLM launches alike) keeps the cases of both, its configurations those timed in
+    both, each scored by the worse of its two scores (a score is already per case, relative to that
+    case's fastest, so runs combine). Each launch names when it was measured; the provenance is new's,
+    kept's under `earlier`."""
     def key(launch):
         return tuple(launch[k] for k in LAUNCH_KEYS)
 
     def stamped(document):
         when = document["provenance"].get("measured_at")
-        return [dict({"measured_at": when}, **launch) for launch in document["launches"]]
+        return {key(launch): dict({"measured_at": when}, **launch) for launch in document["launches"]}
 
-    ranked = {key(launch) for launch in new["launches"]}
-    launches = stamped(new) + [launch for launch in stamped(kept) if key(launch) not in ranked]
+    launches = stamped(kept)
+    for identity, launch in stamped(new).items():
+        launches[identity] = _combined(launches[identity], launch) if identity in launches else launch
     earlier = [dict((k, v) for k, v in kept["provenance"].items() if k != "earlier")] + kept["provenance"].get("earlier", [])
-    provenance = dict(new["provenance"], earlier=earlier)
-    return dict(new, provenance=provenance,
-                launches=sorted(launches, key=lambda launch: tuple(str(v) for v in key(launch))))
+    return dict(new, provenance=dict(new["provenance"], earlier=earlier),
+                launches=[launches[k] for k in sorted(launches, key=lambda k: tuple(str(v) for v in k))])
+
+
+def _combined(old: dict, new: dict) -> dict:
+    """One launch ranked by two runs: the configurations both timed, each with the worse score."""
+    configs = {tuple(r[k] for k in CONFIG_KEYS): r for r in old["ranked"]}
+    ranked = []
+    for row in new["ranked"]:
+        earlier = configs.get(tuple(row[k] for k in CONFIG_KEYS))
+        if earlier is not None:
+            ranked.append(dict(row, shared=max(row["shared"], earlier["shared"]),
+                               score=max(row["score"], earlier["score"]), ms=dict(earlier["ms"], **row["ms"])))
+    ranked.sort(key=lambda r: (r["score"], -r["tile_size"]))
+    when = [w for w in (old.get("measured_at"), new.get("measured_at")) if w]
+    return dict(new, cases=sorted(set(old["cases"]) | set(new["cases"])), ranked=ranked,
+                measured_at=", ".join(dict.fromkeys(when)))
 
 
 def read(path: Path) -> dict:

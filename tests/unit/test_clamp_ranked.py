@@ -149,21 +149,38 @@ def test_the_committed_ranking_names_its_proxy_and_ranks_the_pinned_release():
     limits = {75: TURING, 86: AMPERE_CONSUMER}
     for launch in document["launches"]:
         scores = [r["score"] for r in launch["ranked"]]
-        assert scores == sorted(scores) and scores[0] == 1.0, launch
+        assert scores == sorted(scores) and scores[0] >= 1.0, launch
+        if "," not in launch["measured_at"]:  # ranked by one run: its best is that run's fastest
+            assert scores[0] == 1.0, launch
         assert any(r["shared"] <= limits[launch["cc"]] for r in launch["ranked"]), launch
 
 
-def test_a_merged_ranking_keeps_the_launches_the_new_run_did_not_rank_and_says_when_each_was_measured():
-    def document(head, when, score):
-        sweeps = {"sm75": sweep_of({"a": {(16, 2, None): (1.0 * score, 65_536), (16, 4, None): (1.0, 65_536)}})}
-        sweeps["sm75"]["cases"]["a"]["default"]["HEAD_SIZE_PADDED"] = head
-        return ranking.rank(sweeps, source=f"run {when}", measured_at=when)
+def ranked_run(head, when, times):
+    """A ranking of one 2D case of head `head`, measured at `when`: times {(tile, warps, stages): ms}."""
+    sweeps = {"sm75": sweep_of({f"case-{when}": {config: (ms, 65_536) for config, ms in times.items()}})}
+    sweeps["sm75"]["cases"][f"case-{when}"]["default"]["HEAD_SIZE_PADDED"] = head
+    return ranking.rank(sweeps, source=f"run {when}", measured_at=when)
 
-    kept = document(512, "2026-12-01T00:00Z", 1.0)
-    both = ranking.merged(ranking.merged(kept, document(128, "2026-12-02T00:00Z", 2.0)),
-                          document(128, "2026-12-03T00:00Z", 3.0))
+
+def test_a_merged_ranking_keeps_the_launches_the_new_run_did_not_rank_and_says_when_each_was_measured():
+    kept = ranked_run(512, "2026-12-01T00:00Z", {(16, 2, None): 1.0, (16, 4, None): 1.2})
+    both = ranking.merged(ranking.merged(kept, ranked_run(128, "2026-12-02T00:00Z", {(16, 2, None): 2.0})),
+                          ranked_run(64, "2026-12-03T00:00Z", {(16, 2, None): 3.0}))
     heads = {launch["head_size_padded"]: launch for launch in both["launches"]}
-    assert sorted(heads) == [128, 512]
-    assert (heads[512]["measured_at"], heads[128]["measured_at"]) == ("2026-12-01T00:00Z", "2026-12-03T00:00Z")
+    assert sorted(heads) == [64, 128, 512]
+    assert [heads[h]["measured_at"] for h in (512, 128, 64)] == ["2026-12-01T00:00Z", "2026-12-02T00:00Z",
+                                                                  "2026-12-03T00:00Z"]
     assert [p["measured_at"] for p in both["provenance"]["earlier"]] == ["2026-12-02T00:00Z", "2026-12-01T00:00Z"]
-    assert heads[128]["ranked"][0]["score"] == 1.0 and both["provenance"]["measured_at"] == "2026-12-03T00:00Z"
+    assert both["provenance"]["measured_at"] == "2026-12-03T00:00Z"
+
+
+def test_a_launch_two_runs_rank_keeps_both_runs_cases_each_configuration_scored_by_the_worse():
+    # run 1: 16/2 fastest, 32/8 1.5x; run 2 (another layer vLLM launches alike): 32/8 fastest, 16/2 1.2x;
+    # 16/8 timed in run 1 only; vLLM's own launch (32, Triton's defaults: 2.0 ms) in both
+    first = ranked_run(256, "2026-12-01T00:00Z", {(16, 2, None): 1.0, (32, 8, None): 1.5, (16, 8, None): 1.1})
+    second = ranked_run(256, "2026-12-02T00:00Z", {(16, 2, None): 1.2, (32, 8, None): 1.0})
+    (launch,) = ranking.merged(first, second)["launches"]
+    assert launch["cases"] == ["case-2026-12-01T00:00Z", "case-2026-12-02T00:00Z"]
+    assert [(r["tile_size"], r["num_warps"], r["score"]) for r in launch["ranked"]] == [
+        (16, 2, 1.2), (32, 8, 1.5), (32, None, 2.0)]
+    assert launch["measured_at"] == "2026-12-01T00:00Z, 2026-12-02T00:00Z"
