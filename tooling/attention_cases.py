@@ -68,8 +68,9 @@ CASES = tuple(
 CASE_NAMES = tuple(case.name for case in CASES)
 
 # Attention-only families' layers (patches/fitcheck/shapes.py FAMILY_LAYERS), where vLLM's own launch
-# fits Turing: bench/clamp_gpu --cases ranks them (is vLLM's launch the fastest that fits?); the GPU
-# tier's numerics stay on the Gemma 4 cases above.
+# fits Turing: bench/clamp_gpu --cases ranks them (is vLLM's launch the fastest that fits?; its
+# default stays the Gemma 4 cases, to keep a run within one device call); the GPU tier's numerics
+# run them all (ALL_CASE_NAMES), ranked launches included.
 FAMILY_LAYERS = (
     Layer("family-h128-r4", 32, 8, 128, None),  # Llama 3.1 8B, Mistral 7B v0.3, Qwen3 8B
     Layer("family-h64-r4", 32, 8, 64, None),  # Llama 3.2 1B
@@ -80,10 +81,11 @@ FAMILY_CASES = tuple(
     for index, (layer, (phase, batch)) in enumerate(itertools.product(FAMILY_LAYERS, PHASES))
 )
 FAMILY_CASE_NAMES = tuple(case.name for case in FAMILY_CASES)
+ALL_CASE_NAMES = CASE_NAMES + FAMILY_CASE_NAMES  # what the GPU tier's numerics run
 
 
 def case_named(name: str) -> Case:
     for case in CASES + FAMILY_CASES:
         if case.name == name:
             return case
-    raise KeyError(f"no case {name!r}; known: {', '.join(CASE_NAMES + FAMILY_CASE_NAMES)}")
+    raise KeyError(f"no case {name!r}; known: {', '.join(ALL_CASE_NAMES)}")

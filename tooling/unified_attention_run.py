@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from contract import layout
-from tooling.attention_cases import CASE_NAMES, NUM_PAR_SOFTMAX_SEGMENTS, Layer, case_named
+from tooling.attention_cases import ALL_CASE_NAMES, NUM_PAR_SOFTMAX_SEGMENTS, Layer, case_named
 from tooling.paged_attention import Batch, make_batch
 
 LAUNCHER_MODULE = "vllm.v1.attention.ops.triton_unified_attention"
@@ -125,13 +125,13 @@ def run_cases(names: list[str], out_dir: Path, timed: bool) -> dict:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--cases", default=",".join(CASE_NAMES))
+    parser.add_argument("--cases", default=",".join(ALL_CASE_NAMES))
     parser.add_argument("--time", action="store_true", help="time each case instead of saving its output")
     args = parser.parse_args(argv)
     names = [n for n in args.cases.split(",") if n]
-    unknown = [n for n in names if n not in CASE_NAMES]
+    unknown = [n for n in names if n not in ALL_CASE_NAMES]
     if unknown:
-        print(f"unknown case(s) {', '.join(unknown)}; expected some of {', '.join(CASE_NAMES)}", file=sys.stderr)
+        print(f"unknown case(s) {', '.join(unknown)}; expected some of {', '.join(ALL_CASE_NAMES)}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     run_cases(names, args.out, args.time)

@@ -1,6 +1,7 @@
 """The clamped tile configuration computes the same attention as vLLM's default one.
 
-vLLM 0.33.0's patched unified_attention runs on every Gemma 4 case in four modes, each in its
+vLLM 0.33.0's patched unified_attention runs on every Gemma 4 case and family layer
+(tooling/attention_cases.py ALL_CASE_NAMES) in four modes, each in its
 own process: clamped (TURING_CLAMP_SMEM_LIMIT=65536 with a fit table compiled for sm_75,
 so the tiles are those a Turing GPU launches) and default (no limit: the H200's own
 232,448 bytes, where vLLM's tiles fit unchanged), each natively and under Turing's lowering
@@ -15,7 +16,7 @@ import functools
 
 import pytest
 
-from tooling.attention_cases import CASE_NAMES, case_named
+from tooling.attention_cases import ALL_CASE_NAMES, case_named
 
 # fp16 inputs, fp32 accumulation, fp16 output: outputs reach |4.6| here (see
 # paged_attention.QUERY_GAIN), where rounding to fp16 alone costs up to 2e-3 (half an ulp).
@@ -60,7 +61,7 @@ def attention_launch(runs, mode: str, case_name: str) -> dict:
     return launches[0]
 
 
-@pytest.mark.parametrize("case_name", CASE_NAMES)
+@pytest.mark.parametrize("case_name", ALL_CASE_NAMES)
 def test_launch_takes_the_phase_kernel_path(runs, case_name):
     """Prefill batches take the 2D kernel, decode batches the 3D split-K kernel and its reduction,
     and the reduction uses the tile size the clamped kernel ran with."""
@@ -80,7 +81,7 @@ def test_clamp_shrinks_the_head_512_prefill_tile(runs, clamped_mode, default_mod
     assert clamped < default, f"TILE_SIZE {clamped} clamped vs {default} default: the clamp changed nothing"
 
 
-@pytest.mark.parametrize("case_name", CASE_NAMES)
+@pytest.mark.parametrize("case_name", ALL_CASE_NAMES)
 def test_clamped_tiles_fit_turing_shared_memory(runs, fit_table, figures, case_name):
     """Every clamped launch needs at most 65,536 bytes on sm_75, by the compiled fit table;
     no clamped tile is larger than vLLM's default."""
@@ -101,7 +102,7 @@ def test_clamped_tiles_fit_turing_shared_memory(runs, fit_table, figures, case_n
     assert rows["clamped"]["tile_size"] <= rows["default"]["tile_size"]
 
 
-@pytest.mark.parametrize("case_name", CASE_NAMES)
+@pytest.mark.parametrize("case_name", ALL_CASE_NAMES)
 def test_clamped_launches_fit_turing_under_its_lowering(runs, figures, case_name):
     """Under TRITON_OVERRIDE_ARCH=sm75 the compiled kernel's own shared memory is Turing's: every
     launch the clamp makes there (fit table and ranked configurations) needs at most 65,536 bytes."""
@@ -114,7 +115,7 @@ def test_clamped_launches_fit_turing_under_its_lowering(runs, figures, case_name
     assert not too_large, f"{case_name}: launches above {TURING_LIMIT} bytes on sm_75: {too_large}"
 
 
-@pytest.mark.parametrize("case_name,mode", [(c, m) for c in CASE_NAMES for m in MODES])
+@pytest.mark.parametrize("case_name,mode", [(c, m) for c in ALL_CASE_NAMES for m in MODES])
 def test_output_matches_float32_reference(runs, figures, case_name, mode):
     from tooling.paged_attention import error_figures
 
@@ -126,7 +127,7 @@ def test_output_matches_float32_reference(runs, figures, case_name, mode):
     assert errors["mean_abs"] <= MEAN_ABS_TOLERANCE, f"{case_name} ({mode}): {errors}"
 
 
-@pytest.mark.parametrize("case_name,pair", [(c, p) for c in CASE_NAMES for p in PAIRS])
+@pytest.mark.parametrize("case_name,pair", [(c, p) for c in ALL_CASE_NAMES for p in PAIRS])
 def test_clamped_and_default_outputs_agree(runs, figures, case_name, pair):
     from tooling.paged_attention import error_figures
 

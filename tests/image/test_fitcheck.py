@@ -386,14 +386,17 @@ def test_the_build_proved_every_encoder_layer_on_sm75_and_sm86_and_its_clamp_did
     assert {(cc, s.attention, s.head_size, s.queries_per_kv) for s in ENCODER_SHAPES for cc in (75, 86)} <= verdicts
 
 
-ENCODER_PREFLIGHT = preflight_each(ENCODERS, (((7, 5), SM75_LIMIT), ((8, 6), 101376)))
+TURING_AND_AMPERE = (((7, 5), SM75_LIMIT), ((8, 6), 101376))
 
 
-def test_embeddinggemma_and_bert_configs_fit_at_preflight_from_the_table_on_sm75_and_sm86(run_in_image):
-    code, out, err = run_in_image(f"{EMPTY_CACHE}\n{ENCODER_PREFLIGHT}\n{COMPILED_KERNELS}")
+@pytest.mark.parametrize("folder, models", [(ENCODERS, family_configs.ENCODER_MODELS),
+                                            (HYBRIDS, family_configs.HYBRID_MODELS)], ids=["encoders", "hybrids"])
+def test_embeddinggemma_bert_and_hybrid_configs_fit_at_preflight_from_the_table_on_sm75_and_sm86(
+        run_in_image, folder, models):
+    code, out, err = run_in_image(f"{EMPTY_CACHE}\n{preflight_each(folder, TURING_AND_AMPERE)}\n{COMPILED_KERNELS}")
     assert code == 0, err[-2000:]
     answers = [json.loads(line) for line in out.splitlines()]
-    assert {name for name, *_ in answers} == set(family_configs.ENCODER_MODELS) and len(answers) == 6
+    assert {name for name, *_ in answers} == set(models) and len(answers) == 2 * len(models)
     for name, cc, status, message in answers:
         assert status == "pass" and "from the fit table's verdicts, nothing compiled" in message, (name, cc, message)
     assert cubins(err) == [], cubins(err)
@@ -457,19 +460,6 @@ def test_the_build_proved_every_hybrids_mixer_and_attention_on_sm75_and_sm86(run
              c.get("ssm_state_size") or c.get("mamba_d_state"), c.get("chunk_size") or c.get("mamba_chunk_size"))
             for c in BUILTIN_HYBRIDS.values() for cc in (75, 86)} <= mixers
     assert {v["cc"] for v in fit_table["verdicts"] if v["block_size"] == HYBRID_BLOCK_SIZE} == {75, 86}
-
-
-HYBRID_PREFLIGHT = preflight_each(HYBRIDS, (((7, 5), SM75_LIMIT), ((8, 6), 101376)))
-
-
-def test_nemotron_h_granite_and_falcon_h1_configs_fit_at_preflight_from_the_table(run_in_image):
-    code, out, err = run_in_image(f"{EMPTY_CACHE}\n{HYBRID_PREFLIGHT}\n{COMPILED_KERNELS}")
-    assert code == 0, err[-2000:]
-    answers = [json.loads(line) for line in out.splitlines()]
-    assert {name for name, *_ in answers} == set(family_configs.HYBRID_MODELS) and len(answers) == 6
-    for name, cc, status, message in answers:
-        assert status == "pass" and "from the fit table's verdicts, nothing compiled" in message, (name, cc, message)
-    assert cubins(err) == [], cubins(err)
 
 
 MIXER_AT_LIMIT = r"""
