@@ -13,7 +13,7 @@ from pathlib import Path
 
 from patches.fitcheck import shapes as shapes_
 from patches.fitcheck import table as table_
-from patches.fitcheck.mixers import MixerShape, mixer_from_config
+from patches.fitcheck.mixers import MixerShape
 
 
 @dataclass(frozen=True)
@@ -77,10 +77,7 @@ def lookup(table_path: str | Path, config: dict, cc: int, limit: int, where: str
     config is a miss (the full check reports it)."""
     try:
         document = table_.read_table(Path(table_path), "--known-table")
-        model = Path(where).parent.name or "model"
-        shapes = shapes_.shapes_from_config(config, model, where, tensor_parallel)
-        mixer = mixer_from_config(config, model, where, tensor_parallel)
-        shapes += [mixer] if mixer else []
+        shapes = shapes_.model_layers(config, Path(where).parent.name or "model", where, tensor_parallel)
     except shapes_.UnprovenLayers as error:
         return Lookup(False, str(error), unproven=True)
     except shapes_.ConfigError as error:

@@ -375,7 +375,7 @@ def builtin_shapes(matrix: str = "all") -> list:
         for tp in TENSOR_PARALLEL_SIZES:
             model, where = (name if tp == 1 else f"{name}-tp{tp}"), f"built-in {name}"
             try:
-                hybrids += shapes_from_config(config, model, where, tp) + [mixers.mixer_from_config(config, model, where, tp)]
+                hybrids += model_layers(config, model, where, tp)
             except ConfigError:
                 continue  # a split vLLM refuses (heads that do not divide): nothing to prove
     if matrix == "attention":
@@ -398,17 +398,20 @@ def read_config(path: str | Path) -> dict:
         ) from None
 
 
-def load_model_config(path: str | Path, tensor_parallel: int = 1) -> list:
-    """One rank's layer shapes of the model whose config.json is at `path` under `tensor_parallel`
-    ranks, its Mamba-2 mixer (a mixers.MixerShape) last where it has one (ConfigError: one-line reason)."""
+def model_layers(config: object, model: str, where: str, tensor_parallel: int = 1) -> list:
+    """One rank's attention layer shapes of a parsed config.json, its Mamba-2 mixer (a
+    mixers.MixerShape) last where it has one: what the fit check proves for the model."""
     from patches.fitcheck import mixers
 
-    path = Path(path)
-    config = read_config(path)
-    model = path.parent.name or path.stem
-    shapes = shapes_from_config(config, model, str(path), tensor_parallel)
-    mixer = mixers.mixer_from_config(config, model, str(path), tensor_parallel)
+    shapes = shapes_from_config(config, model, where, tensor_parallel)
+    mixer = mixers.mixer_from_config(config, model, where, tensor_parallel)
     return shapes + ([mixer] if mixer else [])
+
+
+def load_model_config(path: str | Path, tensor_parallel: int = 1) -> list:
+    """model_layers() of the config.json at `path` (ConfigError: one-line reason)."""
+    path = Path(path)
+    return model_layers(read_config(path), path.parent.name or path.stem, str(path), tensor_parallel)
 
 
 # The matrix: which batches the fit check feeds the attention launcher for each layer shape.
