@@ -51,8 +51,7 @@ def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | N
                 for v in document.get(name) or []}
     found = []
     for shape in shapes:
-        key = dict({"cc": cc, "limit": limit, "dtype": table_.CHECKED_DTYPE}, **table_.shape_fields(shape))
-        verdict = recorded.get(tuple(key[k] for k in table_.verdict_keys(shape)))
+        verdict = recorded.get(table_.verdict_fields(shape, cc, limit)[1])
         rank = f" per rank at tensor parallel {shape.tensor_parallel}" if shape.tensor_parallel > 1 else ""
         if verdict is None and isinstance(shape, MixerShape):
             return Lookup(False, f"no verdict in the fit table for {shape.label} (Mamba-2 mixer: head dim "

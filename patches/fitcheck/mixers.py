@@ -78,11 +78,6 @@ def mixer_fields(shape: MixerShape) -> dict:
     return {name: getattr(shape, name) for name in MIXER_FIELDS}
 
 
-def is_hybrid(text: dict, ssm_fields: tuple) -> list[str]:
-    """The state-space fields a (text) config carries: non-empty for a hybrid or state-space model."""
-    return [name for name in ssm_fields if text.get(name) is not None]
-
-
 def mixer_shape(text: dict, model_type: str | None, model: str, where: str, tensor_parallel: int = 1) -> MixerShape:
     """The Mamba-2 mixer of a hybrid config's text part (UnprovenLayers for a type not read here;
     ConfigError naming the field for a bad value)."""
@@ -116,10 +111,10 @@ def mixer_shape(text: dict, model_type: str | None, model: str, where: str, tens
 
 def mixer_from_config(config: dict, model: str, where: str, tensor_parallel: int = 1) -> MixerShape | None:
     """The mixer of a parsed config.json (text_config honoured), None for a model without one."""
-    from patches.fitcheck.shapes import SSM_FIELDS
+    from patches.fitcheck.shapes import hybrid_fields
 
     text = config.get("text_config", config) if isinstance(config, dict) else None
-    if not isinstance(text, dict) or not is_hybrid(text, SSM_FIELDS):
+    if not isinstance(text, dict) or not hybrid_fields(text):
         return None
     return mixer_shape(text, text.get("model_type") or config.get("model_type"), model, where, tensor_parallel)
 

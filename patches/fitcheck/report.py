@@ -52,7 +52,8 @@ def build_report(*, versions: dict, device: dict, launches: list[dict], unpatche
                  mixers: list[dict] = ()) -> dict:
     """`mixers`: the Mamba-2 mixers' rows (the clamp does not touch them, so they take no part in
     inertness); the verdict and the largest need cover them."""
-    shared = [row["shared"] for row in list(launches) + list(mixers) if row["shared"] is not None]
+    every = list(launches) + list(mixers)
+    shared = [row["shared"] for row in every if row["shared"] is not None]
     report = {
         "vllm_version": versions["vllm"],
         "triton_version": versions["triton"],
@@ -60,7 +61,7 @@ def build_report(*, versions: dict, device: dict, launches: list[dict], unpatche
         "launches": launches,
         "mixer_launches": list(mixers),
         "max_shared": max(shared, default=None),
-        "all_fit": all(row["fits"] for row in list(launches) + list(mixers)),
+        "all_fit": all(row["fits"] for row in every),
         "inert": None if unpatched is None else is_inert(launches, unpatched),
         "unpatched": unpatched,
         "elapsed_s": round(elapsed_s, 2),

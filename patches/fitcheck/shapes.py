@@ -39,6 +39,11 @@ SSM_FIELDS = ("ssm_state_size", "mamba_d_state", "mamba_num_heads", "mamba_expan
               "hybrid_override_pattern", "layers_block_type", "attn_layer_indices")
 
 
+def hybrid_fields(text: dict) -> list[str]:
+    """The SSM_FIELDS a (text) config carries: non-empty for a hybrid or state-space model."""
+    return [name for name in SSM_FIELDS if text.get(name) is not None]
+
+
 # Attention fields that checkpoints of these model types may leave out of config.json, because
 # transformers fills them in from its configuration class (Google's gemma-3-4b-it names neither
 # its heads nor its head size). The class defaults of transformers 5.24, held equal to the classes
@@ -164,7 +169,7 @@ def shapes_from_config(config: object, model: str, where: str, tensor_parallel: 
         raise ConfigError(f"{where}: 'text_config' is {type(text).__name__}, expected a JSON object")
     model_type = text.get("model_type") or config.get("model_type")
     text = {**CLASS_DEFAULTS.get(model_type, {}), **text}
-    hybrid = [name for name in SSM_FIELDS if text.get(name) is not None]
+    hybrid = hybrid_fields(text)
     if hybrid:
         from patches.fitcheck import mixers
 

@@ -162,9 +162,12 @@ def shape_fields(shape) -> dict:
     return fields
 
 
-def verdict_keys(shape) -> tuple:
-    """The keys a shape's verdict is recorded under."""
-    return MIXER_VERDICT_KEYS if isinstance(shape, MixerShape) else VERDICT_KEYS
+def verdict_fields(shape, cc: int, limit: int) -> tuple[dict, tuple]:
+    """A shape's verdict fields on (cc, limit) and its key: their values under the keys a verdict of
+    its kind is recorded by (VERDICT_KEYS, or MIXER_VERDICT_KEYS for a mixer)."""
+    fields = dict({"cc": cc, "limit": limit, "dtype": CHECKED_DTYPE}, **shape_fields(shape))
+    keys = MIXER_VERDICT_KEYS if isinstance(shape, MixerShape) else VERDICT_KEYS
+    return fields, tuple(fields[k] for k in keys)
 
 
 def shape_verdicts(rows: list[dict], shapes, cc: int, limit: int) -> list[dict]:
@@ -176,8 +179,7 @@ def shape_verdicts(rows: list[dict], shapes, cc: int, limit: int) -> list[dict]:
     for shape in shapes:
         own = [row for row in rows if (row["model"], row["layer"]) == (shape.model, shape.layer)]
         if own:
-            fields = dict({"cc": cc, "limit": limit, "dtype": CHECKED_DTYPE}, **shape_fields(shape))
-            key = tuple(fields[k] for k in verdict_keys(shape))
+            fields, key = verdict_fields(shape, cc, limit)
             fields_by_key.setdefault(key, fields)
             rows_by_key.setdefault(key, []).append(own)
     return [dict(fields_by_key[key], launches=max(len(own) for own in owns),
