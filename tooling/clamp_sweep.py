@@ -79,8 +79,8 @@ class Forced:
 
 def bypass_clamp(module) -> None:
     """vLLM's own tiles and stages whatever the limit: the sweep sets them itself."""
-    module._vllm_turing_clamp = lambda q, block_m, tp, td, num_warps=None, num_stages=None, adjust_stages=False: (
-        tp, td, num_stages)
+    module._vllm_turing_clamp = lambda q, block_m, tp, td, num_warps=None, num_stages=None, adjust_stages=False, \
+        sliding_window=None: (tp, td, num_stages)
 
 
 def recorded_launch(module, launch) -> dict:
@@ -92,7 +92,7 @@ def recorded_launch(module, launch) -> dict:
         def __getitem__(self, grid):
             def call(*args, **kwargs):
                 seen.append({k: kwargs.get(k) for k in ("TILE_SIZE", "IS_3D", "BLOCK_M", "HEAD_SIZE_PADDED",
-                                                       "num_warps", "num_stages")})
+                                                       "SLIDING_WINDOW", "num_warps", "num_stages")})
                 compiled = original[grid](*args, **kwargs)
                 seen[-1]["shared"] = compiled.metadata.shared
                 return compiled
@@ -170,6 +170,29 @@ def first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}"[:240]
 
 
+def queue_timing(row: dict, config: dict, launch, timers: list) -> None:
+    """The configuration joins the timed ones when it fits the lowering's limit or is vLLM's own."""
+    if row["fits"] or config.get("vllm_default"):
+        timer = Timer(launch)
+        row["timing"] = timer.how
+        timers.append((row, config, timer, []))
+
+
+def time_in_turns(timers: list, configured) -> None:
+    """Times each (row, config, Timer, []) ROUNDS times, the configurations in turns, and writes the
+    median into its row; configured(config) is the context a Timer without a CUDA graph runs in."""
+    for _ in range(ROUNDS):
+        for row, config, timer, times in timers:
+            if timer.graph is None:
+                with configured(config):
+                    times.append(timer.batch())
+            else:
+                times.append(timer.batch())
+    for row, _, _, times in timers:
+        row["ms"] = statistics.median(times)
+        row["rounds_ms"] = [round(t, 5) for t in times]
+
+
 def sweep_case(module, name: str, low: str, timed: bool) -> dict:
     case = case_named(name)
     batch = make_batch(case, device="cuda")
@@ -186,24 +209,13 @@ def sweep_case(module, name: str, low: str, timed: bool) -> dict:
                 row.update(shared=metadata.shared, compiled_num_warps=metadata.num_warps,
                            compiled_num_stages=metadata.num_stages)
                 row["fits"] = metadata.shared <= DEVICE_LIMITS[low]
-                if timed and (row["fits"] or config.get("vllm_default")):
-                    timer = Timer(launch)
-                    row["timing"] = timer.how
-                    timers.append((row, config, timer, []))
+                if timed:
+                    queue_timing(row, config, launch, timers)
         except Exception as error:  # a configuration the compiler or the device refuses is a finding
             row["error"] = first_line(error)
             torch.cuda.synchronize()
         rows.append(row)
-    for _ in range(ROUNDS):
-        for row, config, timer, times in timers:
-            if timer.graph is None:
-                with with_config(module, config):
-                    times.append(timer.batch())
-            else:
-                times.append(timer.batch())
-    for row, _, _, times in timers:
-        row["ms"] = statistics.median(times)
-        row["rounds_ms"] = [round(t, 5) for t in times]
+    time_in_turns(timers, lambda config: with_config(module, config))
     del batch, launch, timers
     torch.cuda.empty_cache()
     return {"default": default, "configs": rows}

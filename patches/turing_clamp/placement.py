@@ -18,6 +18,8 @@ from pathlib import Path
 
 TILE_NAMES = ("TILE_SIZE_PREFILL", "TILE_SIZE_DECODE")
 CLAMP_FUNCTION = "_vllm_turing_clamp"
+# The unified launcher's window in tokens (0: none), passed where a release assigns it before the tiles
+WINDOW_NAME = "sliding_window_val"
 ENCODER_TILE_NAMES = ("BLOCK",)
 ENCODER_CLAMP_FUNCTION = "_vllm_turing_encoder_clamp"
 VERSION_NAME = "_VLLM_TURING_CLAMP_VERSION"
@@ -85,6 +87,7 @@ class Placement:
     has_warps: bool
     has_stages: bool
     site: Site = UNIFIED
+    has_window: bool = False
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,7 @@ def plan(source: str, site: Site = UNIFIED) -> Placement:
         has_warps="launch_num_warps" in before,
         has_stages="launch_num_stages" in before,
         site=site,
+        has_window=WINDOW_NAME in before,
     )
 
 
@@ -207,6 +211,8 @@ def call_text(placement: Placement, newline: str = "\n") -> str:
         args += f", {warps}, launch_num_stages, adjust_stages=True"
     else:
         targets, tail = "TILE_SIZE_PREFILL, TILE_SIZE_DECODE", "[:2]"
+    if placement.has_window:
+        args += f", sliding_window={WINDOW_NAME}"
     lines = [f"{ind}{targets} = {CLAMP_FUNCTION}(", f"{arg_ind}{args}", f"{ind}){tail}"]
     return newline.join(lines) + newline
 

@@ -1,5 +1,6 @@
 """Ranked launch configurations: which (TILE_SIZE, num_warps, num_stages) the clamp prefers for a
-launch, ordered by time measured on a proxy of the GPU (bench/clamp_gpu --ranked-out).
+launch, ordered by time measured on a proxy of the GPU (bench/clamp_gpu --ranked-out); for the
+encoder kernel (path "encoder") the tile is its BLOCK (tooling/encoder_sweep, rank_encoder).
 
 The data file (RANKED_FILE in this package, beside the fit table's code; the image has it at
 /opt/vllm-turing/patches/turing_clamp/ranked-configs.json) holds, per capability and launch as
@@ -18,13 +19,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-FORMAT = 1
+FORMAT = 2  # 2: launches carry "windowed"
 RANKED_FILE = Path(__file__).with_name("ranked-configs.json")
 ENV_RANKED = "TURING_CLAMP_RANKED_CONFIGS"
 KEEP_MARGIN = 1.05  # the fail-safe choice stays unless a fitting configuration beats it by more
 # The launch as vLLM makes it, its own tile included: vLLM picks tile 32 or 16 by the layer's
-# window (its Gemma 3 rule), and the layers so told apart rank differently.
-LAUNCH_KEYS = ("cc", "path", "head_size_padded", "dtype", "block_m", "num_warps", "num_stages", "vllm_tile_size")
+# window (its Gemma 3 rule), and the layers so told apart rank differently; so do layers with and
+# without a sliding window at the same tile (on the Ampere proxy Gemma 4's windowed head-256 prefill
+# and Gemma 3's global one want other warps: 1.18x when one ranking served both).
+LAUNCH_KEYS = ("cc", "path", "head_size_padded", "dtype", "block_m", "num_warps", "num_stages", "vllm_tile_size",
+               "windowed")
 CONFIG_KEYS = ("tile_size", "num_warps", "num_stages")
 # Triton's defaults for CUDA launches that name none; a configuration naming them is vLLM's own.
 TRITON_DEFAULTS = {"num_warps": 4, "num_stages": 3}
@@ -55,19 +59,13 @@ def _launch_of(sweep: dict, case: dict, cc: int) -> dict:
     return {"cc": cc, "path": "3d" if default["IS_3D"] else "2d", "head_size_padded": default["HEAD_SIZE_PADDED"],
             "dtype": sweep.get("dtype", "float16"), "block_m": default["BLOCK_M"],
             "num_warps": default["num_warps"], "num_stages": default["num_stages"],
-            "vllm_tile_size": default["TILE_SIZE"]}
+            "vllm_tile_size": default["TILE_SIZE"], "windowed": bool(default["SLIDING_WINDOW"])}
 
 
 def rank(sweeps: dict, source: str, measured_at: str | None = None) -> dict:
     """The ranked-configurations document from bench/clamp_gpu's sweeps ({lowering: sweep})."""
-    import datetime
-
     groups: dict[tuple, dict] = {}
-    provenance = {}
-    for low, sweep in sweeps.items():
-        if low not in PROXY_CC:
-            continue
-        provenance[low] = {k: sweep.get(k) for k in ("gpu", "cc", "triton", "torch", "vllm", "override", "device_limit")}
+    for low, sweep in _proxy_sweeps(sweeps):
         for name, case in sweep["cases"].items():
             launch = _launch_of(sweep, case, PROXY_CC[low])
             key = tuple(launch[k] for k in LAUNCH_KEYS)
@@ -82,6 +80,61 @@ def rank(sweeps: dict, source: str, measured_at: str | None = None) -> dict:
                 times.setdefault(identity, []).append(row["ms"])
                 shared[identity] = row["shared"]
             group["cases"][name] = {identity: (sum(ms) / len(ms), shared[identity]) for identity, ms in times.items()}
+    return _document(groups, _provenance(sweeps), source, measured_at)
+
+
+def _proxy_sweeps(sweeps: dict):
+    """(lowering, sweep) of the proxy lowerings (native times rank nothing)."""
+    return ((low, sweep) for low, sweep in sweeps.items() if low in PROXY_CC)
+
+
+def _provenance(sweeps: dict) -> dict:
+    return {low: {k: sweep.get(k) for k in ("gpu", "cc", "triton", "torch", "vllm", "override", "device_limit")}
+            for low, sweep in _proxy_sweeps(sweeps)}
+
+
+def rank_encoder(sweeps: dict, source: str, measured_at: str | None = None) -> dict:
+    """The ranked-configurations document of the encoder kernel from tooling/encoder_sweep's sweeps
+    ({lowering: sweep}; its cases are named encoder-h<head>). A launch is keyed by vLLM's own BLOCK
+    (vllm_tile_size, block_m) and warps and stages; its configurations are (BLOCK, num_warps, num_stages)
+    as launched, each explicit (vLLM passes both options)."""
+    groups: dict[tuple, dict] = {}
+    for low, sweep in _proxy_sweeps(sweeps):
+        for name, case in sweep["cases"].items():
+            head, own = int(name.rsplit("-h", 1)[1]), case["default"]
+            launch = {"cc": PROXY_CC[low], "path": "encoder", "head_size_padded": 1 << (head - 1).bit_length(),
+                      "dtype": sweep.get("dtype", "float16"), "block_m": own["BLOCK_M"], "num_warps": own["num_warps"],
+                      "num_stages": own["num_stages"], "vllm_tile_size": own["BLOCK_M"], "windowed": False}
+            group = groups.setdefault(tuple(launch[k] for k in LAUNCH_KEYS), {"launch": launch, "cases": {}})
+            group["cases"][name] = {(r["block"], r["num_warps"], r["num_stages"]): (r["ms"], r["shared"])
+                                    for r in case["configs"] if "ms" in r}
+    return _document(groups, _provenance(sweeps), source, measured_at)
+
+
+def regrouped(document: dict, windowed_of, source: str) -> dict:
+    """A ranking of format 1 (no "windowed" in its key) ranked anew from the medians it stores per case
+    (each configuration's `ms`), its launches split by windowed_of(case name); no GPU needed. Each launch
+    keeps when it was measured; the provenance says how it was re-ranked."""
+    groups: dict[tuple, dict] = {}
+    for old in document["launches"]:
+        for name in old["cases"]:
+            launch = {k: old[k] for k in LAUNCH_KEYS if k != "windowed"}
+            launch["windowed"] = bool(windowed_of(name))
+            key = tuple(launch[k] for k in LAUNCH_KEYS)
+            group = groups.setdefault(key, {"launch": dict(launch, measured_at=old.get("measured_at")), "cases": {}})
+            group["cases"][name] = {tuple(r[k] for k in CONFIG_KEYS): (r["ms"][name], r["shared"])
+                                    for r in old["ranked"] if name in r["ms"]}
+    provenance = document["provenance"]
+    ranked = _document(groups, provenance["lowerings"], source, provenance.get("measured_at"))
+    ranked["vllm_version"] = document["vllm_version"]
+    ranked["provenance"]["earlier"] = provenance.get("earlier", [])
+    return ranked
+
+
+def _document(groups: dict, lowerings: dict, source: str, measured_at: str | None) -> dict:
+    """The document of groups {launch key: {"launch", "vllm", "cases": {case: {config: (ms, shared)}}}}."""
+    import datetime
+
     launches = []
     for key, group in sorted(groups.items(), key=lambda item: tuple(str(v) for v in item[0])):
         cases = group["cases"]
@@ -97,14 +150,14 @@ def rank(sweeps: dict, source: str, measured_at: str | None = None) -> dict:
         launches.append(dict(group["launch"], cases=sorted(cases), ranked=ranked))
     return {
         "format": FORMAT,
-        "vllm_version": next((p["vllm"] for p in provenance.values()), None),
+        "vllm_version": next((p["vllm"] for p in lowerings.values()), None),
         "provenance": {
             "ranked_by": "time on a proxy: Triton lowering the kernel for the named capability "
                          "(TRITON_OVERRIDE_ARCH) on the GPU below, PTX and cubin for that GPU; a proxy, "
                          "not that capability's speed",
             "script": source,
             "measured_at": measured_at or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
-            "lowerings": provenance,
+            "lowerings": lowerings,
             "score": "per configuration, the largest over the launch's cases of its median time over the "
                      "fastest median measured for that case; lower is better",
         },

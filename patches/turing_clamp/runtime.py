@@ -6,7 +6,7 @@ same text can be imported and tested without vLLM. Names start with `_vllm_turin
 cannot collide with vLLM's own.
 """
 # >>> vllm-turing clamp: sizes attention tiles by the device's shared memory (patches/turing_clamp)
-_VLLM_TURING_CLAMP_VERSION = 4
+_VLLM_TURING_CLAMP_VERSION = 5
 _vllm_turing_clamp_cache = {}
 _vllm_turing_fit_tables = {}
 # Launches without a fit-table entry: {launch key: the tile Triton accepted}, and the 3D kernel's
@@ -30,9 +30,12 @@ _VLLM_TURING_ENV_RANKED = ("TURING_CLAMP_RANKED_CONFIGS",)
 # ranked launches. TURING_CLAMP_RANKED_CONFIGS names another file, or "" for none.
 _VLLM_TURING_DEFAULT_RANKED = "/opt/vllm-turing/patches/turing_clamp/ranked-configs.json"
 _VLLM_TURING_KEEP_MARGIN = 1.05
+_VLLM_TURING_RANKED_FORMAT = 2
 _vllm_turing_ranked_tables = {}
 # {IS_3D: {"num_warps": ..., "num_stages": ...}} of the launch being made, set by each clamp call
 _vllm_turing_path_options = {}
+# {"num_warps": ..., "num_stages": ...} a ranked configuration gives the encoder launch being made
+_vllm_turing_encoder_options = {}
 
 
 def _vllm_turing_env(names, default=None):
@@ -152,9 +155,11 @@ def _vllm_turing_fit_path(table, cc, limit, launch, default, stages, adjust_stag
 
 
 def _vllm_turing_ranked():
-    """{(cc, path, head_size_padded, dtype, block_m, num_warps, num_stages, vLLM's tile): [(tile, num_warps,
-    num_stages, shared, score), ...] best first} from the ranked-configurations file; {} without
-    one, for another vLLM release, or unreadable (then one warning): the fit table alone decides."""
+    """{(cc, path, head_size_padded, dtype, block_m, num_warps, num_stages, vLLM's tile, windowed): [(tile,
+    num_warps, num_stages, shared, score), ...] best first} from the ranked-configurations file, and for
+    the encoder kernel {("encoder", cc, head_size_padded, dtype, vLLM's BLOCK): ((vLLM's num_warps,
+    num_stages), [rows as above])}; {} without one, for another vLLM release, or unreadable (then one
+    warning): the fit table alone decides."""
     import json
     import os
 
@@ -166,13 +171,19 @@ def _vllm_turing_ranked():
         try:
             with open(path, encoding="utf-8") as f:
                 document = json.load(f)
-            assert document["format"] == 1, f"format {document['format']!r}, expected 1"
+            assert document["format"] == _VLLM_TURING_RANKED_FORMAT, \
+                f"format {document['format']!r}, expected {_VLLM_TURING_RANKED_FORMAT}"
             if document["vllm_version"] == _vllm_turing_release():
                 for e in document["launches"]:
-                    key = (e["cc"], e["path"], e["head_size_padded"], e["dtype"],
-                           e["block_m"], e["num_warps"], e["num_stages"], e["vllm_tile_size"])
-                    ranked[key] = [(int(r["tile_size"]), r["num_warps"], r["num_stages"],
-                                    int(r["shared"]), float(r["score"])) for r in e["ranked"]]
+                    rows = [(int(r["tile_size"]), r["num_warps"], r["num_stages"], int(r["shared"]),
+                             float(r["score"])) for r in e["ranked"]]
+                    if e["path"] == _VLLM_TURING_ENCODER_PATH:
+                        key = (e["path"], e["cc"], e["head_size_padded"], e["dtype"], e["vllm_tile_size"])
+                        ranked[key] = ((e["num_warps"], e["num_stages"]), rows)
+                        continue
+                    key = (e["cc"], e["path"], e["head_size_padded"], e["dtype"], e["block_m"],
+                           e["num_warps"], e["num_stages"], e["vllm_tile_size"], bool(e["windowed"]))
+                    ranked[key] = rows
         except (OSError, ValueError, KeyError, TypeError, AssertionError) as exc:
             import logging
 
@@ -185,15 +196,17 @@ def _vllm_turing_ranked():
     return ranked
 
 
-def _vllm_turing_ranked_pick(table, cc, limit, launch, stages, default, fail_safe):
+def _vllm_turing_ranked_pick(table, cc, limit, launch, stages, default, fail_safe, windowed):
     """(tile, num_stages, {launch options}, need known from the fit table) the ranked configurations
     choose for one path, or None when they rank nothing for it or nothing they rank fits.
-    launch = (path, head_size_padded, dtype, block_m, num_warps), stages and default (its tile) are vLLM's; fail_safe
+    launch = (path, head_size_padded, dtype, block_m, num_warps), stages and default (its tile) are vLLM's;
+    windowed whether the layer has a sliding window (None: the launcher did not say, so nothing is ranked); fail_safe
     is the (tile, num_stages) the fit table alone chose, kept unless a fitting configuration's
     score is more than _VLLM_TURING_KEEP_MARGIN better. A configuration's need is the fit table's
     entry for it on cc, else the need the ranking measured (then the launch is guarded)."""
     fitting = []
-    for tile, warps, ranked_stages, shared, score in _vllm_turing_ranked().get((cc,) + launch + (stages, default), ()):
+    ranked = _vllm_turing_ranked().get((cc,) + launch + (stages, default, windowed), ())
+    for tile, warps, ranked_stages, shared, score in ranked:
         key = launch[:4] + (launch[-1] if warps is None else warps, stages if ranked_stages is None else ranked_stages)
         known = table.get((cc,) + key, {}).get(tile)
         if (known if known is not None else shared) <= limit:
@@ -217,7 +230,7 @@ def _vllm_turing_with_options(name, kwargs):
     return dict(kwargs, **options) if options else kwargs
 
 
-def _vllm_turing_decide(q, block_m, tile_prefill, tile_decode, num_warps, num_stages, adjust_stages):
+def _vllm_turing_decide(q, block_m, tile_prefill, tile_decode, num_warps, num_stages, adjust_stages, windowed):
     cc, limit = _vllm_turing_limit(q)
     if limit is None:
         return tile_prefill, tile_decode, num_stages, False, {}
@@ -232,8 +245,8 @@ def _vllm_turing_decide(q, block_m, tile_prefill, tile_decode, num_warps, num_st
             table, cc, limit, launch, default, num_stages, adjust_stages
         )
         pick = _vllm_turing_ranked_pick(
-            table, cc, limit, launch, num_stages, default, (tile, stages) if known and tile is not None else None
-        )
+            table, cc, limit, launch, num_stages, default, (tile, stages) if known and tile is not None else None,
+            windowed)
         if pick is not None:
             tile, stages, options[path == "3d"], pick_known = pick
             guarded = guarded or not pick_known
@@ -344,6 +357,7 @@ def _vllm_turing_guarded_encoder(kernel):
             return (grid[0], grid[1], grid[2] * (block // used)), dict(
                 kwargs, BLOCK_M=used, BLOCK_N=min(block_n, used) if isinstance(block_n, int) else block_n)
 
+        kwargs = dict(kwargs, **_vllm_turing_encoder_options)
         return _vllm_turing_stepped_launch(_VLLM_TURING_ENCODER_KERNEL, kernel, grid, args, kwargs, block,
                                            retile)[0]
 
@@ -370,18 +384,21 @@ def _vllm_turing_guard(namespace, names=_VLLM_TURING_KERNELS):
 
 
 def _vllm_turing_clamp(q, block_m, tile_prefill, tile_decode, num_warps=None, num_stages=None,
-                       adjust_stages=False):
+                       adjust_stages=False, sliding_window=None):
     """(TILE_SIZE_PREFILL, TILE_SIZE_DECODE, num_stages) that fit this device's shared memory.
+    sliding_window is the launcher's window in tokens (0: none; None: a release that does not pass it):
+    layers with and without one rank apart.
 
     Unchanged without a limit (no CUDA device and no TURING_CLAMP_SMEM_LIMIT) and wherever
     vLLM's own tiles fit; decided once per launch shape and device, then cached. A launch the fit
     table lacks keeps vLLM's tile and is guarded: Triton's OutOfResources steps its tile down.
     """
-    key = (q.device, q.shape[2], q.dtype, block_m, tile_prefill, tile_decode, num_warps, num_stages)
+    windowed = None if sliding_window is None else sliding_window > 0
+    key = (q.device, q.shape[2], q.dtype, block_m, tile_prefill, tile_decode, num_warps, num_stages, windowed)
     decision = _vllm_turing_clamp_cache.get(key)
     if decision is None:
         decision = _vllm_turing_decide(
-            q, block_m, tile_prefill, tile_decode, num_warps, num_stages, adjust_stages
+            q, block_m, tile_prefill, tile_decode, num_warps, num_stages, adjust_stages, windowed
         )
         _vllm_turing_clamp_cache[key] = decision
     _vllm_turing_path_options.clear()
@@ -409,7 +426,7 @@ def _vllm_turing_encoder_needs(table, cc, head_padded, dtype):
 def _vllm_turing_decide_encoder(q, block):
     cc, limit = _vllm_turing_limit(q)
     if limit is None:
-        return block, False
+        return block, False, {}
     table_path, table = _vllm_turing_fit_table()
     head = q.shape[-1]
     head_padded = 1 << (head - 1).bit_length()
@@ -423,8 +440,11 @@ def _vllm_turing_decide_encoder(q, block):
             "size %s, %s, BLOCK %s); Triton judges its tile at first launch and a tile it refuses "
             "(OutOfResources) steps down. Add the entry with `python -m patches.fitcheck "
             "--write-table PATH`", table_path, cc, head, dtype, block)
-        return block, True
+        return block, True, {}
     chosen = _vllm_turing_pick(needs, block, limit)
+    pick = _vllm_turing_ranked_encoder_pick(table, cc, limit, head_padded, dtype, block, chosen)
+    if pick is not None:
+        return pick
     if chosen is None:
         raise RuntimeError(
             f"vllm-turing clamp: no encoder attention tile fits for head size {head} ({dtype}): the "
@@ -432,7 +452,31 @@ def _vllm_turing_decide_encoder(q, block):
             f"(vLLM {_vllm_turing_release()}); use a GPU with more shared memory per block or a model "
             "with a smaller head size"
         )
-    return chosen, False
+    return chosen, False, {}
+
+
+def _vllm_turing_ranked_encoder_pick(table, cc, limit, head_padded, dtype, block, fail_safe):
+    """(BLOCK, guarded, {launch options}) the ranked configurations choose for the encoder launch whose
+    own BLOCK is `block`, or None when they rank nothing for it or nothing they rank fits. fail_safe
+    (the fit table's BLOCK at vLLM's warps and stages, or None) stays unless a fitting configuration's
+    score is more than _VLLM_TURING_KEEP_MARGIN better. A configuration's need is the fit table's,
+    else the one the ranking measured (then the launch is guarded)."""
+    own, rows = _vllm_turing_ranked().get((_VLLM_TURING_ENCODER_PATH, cc, head_padded, dtype, block), ((), ()))
+    fitting = []
+    for tile, warps, stages, shared, score in rows:
+        known = table.get((cc, _VLLM_TURING_ENCODER_PATH, head_padded, dtype, tile, warps, stages), {}).get(tile)
+        if (known if known is not None else shared) <= limit:
+            fitting.append((score, tile, warps, stages, known is not None))
+    if not fitting:
+        return None
+    best = fitting[0]
+    kept = [f for f in fitting if f[1:4] == (fail_safe,) + tuple(own)]
+    if kept and kept[0][0] <= best[0] * _VLLM_TURING_KEEP_MARGIN:
+        best = kept[0]
+    _, tile, warps, stages, known = best
+    options = {name: value for name, value, launched in (("num_warps", warps, own[0]), ("num_stages", stages, own[1]))
+               if value != launched}
+    return tile, bool(options) or not known, options
 
 
 def _vllm_turing_encoder_clamp(q, block):
@@ -444,6 +488,8 @@ def _vllm_turing_encoder_clamp(q, block):
     if decision is None:
         decision = _vllm_turing_decide_encoder(q, block)
         _vllm_turing_clamp_cache[key] = decision
+    _vllm_turing_encoder_options.clear()
+    _vllm_turing_encoder_options.update(decision[2])
     if decision[1]:
         _vllm_turing_guard(globals(), (_VLLM_TURING_ENCODER_KERNEL,))
     return decision[0]

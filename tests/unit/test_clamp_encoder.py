@@ -87,9 +87,9 @@ def test_a_launcher_whose_block_is_read_before_its_last_assignment_is_refused(tm
 
 # --- the inserted encoder clamp at run time -------------------------------------------------------
 
-def entry(head, block, shared, cc=75, warps=8):
+def entry(head, block, shared, cc=75, warps=8, stages=1):
     return {"cc": cc, "path": "encoder", "head_size_padded": head, "dtype": "float16", "block_m": block,
-            "num_warps": warps, "num_stages": 1, "tile_size": block, "shared": shared}
+            "num_warps": warps, "num_stages": stages, "tile_size": block, "shared": shared}
 
 
 @pytest.fixture(scope="module")
@@ -203,3 +203,90 @@ def test_without_a_table_entry_a_refused_block_halves_and_the_grid_covers_every_
     # 5 query blocks of 64 become 10 of 32; the step-down is remembered (no second refusal)
     assert kernel.launches == [((2, 3, 10), 32, 32), ((2, 3, 10), 32, 32)]
     assert sum("refused tile 64" in r.getMessage() for r in caplog.records) == 1
+
+
+def write_encoder_ranking(path, rows, cc=75, head=64, block=64, own=(4, 1)):
+    """A ranked-configurations file with one encoder launch: rows [(BLOCK, warps, stages, shared, score)]."""
+    from patches.turing_clamp import ranking
+
+    path.write_text(json.dumps({"format": ranking.FORMAT, "vllm_version": "0.33.0", "provenance": {}, "launches": [
+        {"cc": cc, "path": "encoder", "head_size_padded": head, "dtype": "float16", "block_m": block,
+         "num_warps": own[0], "num_stages": own[1], "vllm_tile_size": block, "windowed": False, "cases": ["c"],
+         "ranked": [{"tile_size": b, "num_warps": w, "num_stages": s, "shared": shared, "score": score}
+                    for b, w, s, shared, score in rows]}]}))
+
+
+@pytest.fixture
+def encoder_ranked(inserted, tmp_path, monkeypatch):
+    from patches.turing_clamp import ranking
+
+    monkeypatch.setitem(inserted, "_vllm_turing_release", lambda: "0.33.0")
+    path = tmp_path / "ranked-configs.json"
+    monkeypatch.setenv(ranking.ENV_RANKED, str(path))
+    return lambda *args, **kwargs: write_encoder_ranking(path, *args, **kwargs)
+
+
+class RecordingKernelStandin:
+    """A kernel that records the launch options it is given (stands in for _fwd_kernel on CPU)."""
+
+    def __init__(self):
+        self.launches = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.launches.append((grid, kwargs))
+
+
+def test_a_faster_ranked_encoder_configuration_is_launched_with_its_own_warps(
+        inserted, table, encoder_ranked, monkeypatch, triton_errors_standin):
+    encoder_ranked([(32, 8, 1, 16_384, 1.0), (64, 4, 1, 32_768, 1.5)])
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
+    kernel = inserted["_fwd_kernel"] = RecordingKernelStandin()
+    assert inserted[ENCODER_CLAMP_FUNCTION](query(64), 64) == 32, "BERT on a T4: the ranked BLOCK, not vLLM's 64"
+    inserted["_fwd_kernel"][(2, 3, 10)](BLOCK_M=32, BLOCK_N=32, BLOCK_DMODEL=64, num_warps=4, num_stages=1)
+    assert kernel.launches == [((2, 3, 10), {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_DMODEL": 64, "num_warps": 8,
+                                             "num_stages": 1})]
+
+
+def test_vllms_own_encoder_launch_stays_when_nothing_beats_it_by_more_than_the_margin(
+        inserted, table, encoder_ranked, monkeypatch):
+    encoder_ranked([(32, 8, 1, 16_384, 1.0), (64, 4, 1, 32_768, 1.04)])
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
+    assert inserted[ENCODER_CLAMP_FUNCTION](query(64), 64) == 64
+    assert inserted["_vllm_turing_encoder_options"] == {}
+
+
+def test_a_ranked_encoder_configuration_that_does_not_fit_is_passed_over_for_the_fit_tables_block(
+        inserted, table, encoder_ranked, monkeypatch):
+    encoder_ranked([(64, 4, 2, 106_496, 1.0), (32, 4, 2, 51_200, 1.3), (64, 8, 1, 73_728, 1.4)],
+                   cc=86, head=256, block=128, own=(8, 1))
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(AMPERE_CONSUMER))
+    monkeypatch.setenv(layout.ENV_CC, "86")
+    assert inserted[ENCODER_CLAMP_FUNCTION](query(256), 128) == 32
+    assert inserted["_vllm_turing_encoder_options"] == {"num_warps": 4, "num_stages": 2}
+
+
+def test_every_committed_encoder_launch_is_within_5_percent_of_the_fastest_fitting_one(inserted, monkeypatch, tmp_path):
+    from patches.turing_clamp import ranking
+
+    document = ranking.read(ranking.RANKED_FILE)
+    launches = [launch for launch in document["launches"] if launch["path"] == "encoder"]
+    assert {(launch["cc"], launch["head_size_padded"]) for launch in launches} >= {(75, 64), (86, 256), (86, 512)}
+    limits = {75: TURING, 86: AMPERE_CONSUMER}
+    entries = [entry(launch["head_size_padded"], r["tile_size"], r["shared"], launch["cc"], r["num_warps"], r["num_stages"])
+               for launch in launches for r in launch["ranked"]]
+    table = tmp_path / "fit-table.json"
+    table.write_text(json.dumps({"format": 1, "vllm_version": "0.33.0", "triton_version": "3.6.0", "entries": entries}))
+    monkeypatch.setenv(layout.ENV_FIT_TABLE, str(table))
+    monkeypatch.setenv(ranking.ENV_RANKED, str(ranking.RANKED_FILE))
+    monkeypatch.setitem(inserted, "_vllm_turing_release", lambda: document["vllm_version"])
+    for launch in launches:
+        monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(limits[launch["cc"]]))
+        monkeypatch.setenv(layout.ENV_CC, str(launch["cc"]))
+        inserted["_vllm_turing_clamp_cache"].clear()
+        block = inserted[ENCODER_CLAMP_FUNCTION](query(launch["head_size_padded"]), launch["vllm_tile_size"])
+        options = inserted["_vllm_turing_encoder_options"]
+        picked = (block, options.get("num_warps", launch["num_warps"]), options.get("num_stages", launch["num_stages"]))
+        fitting = [r for r in launch["ranked"] if r["shared"] <= limits[launch["cc"]]]
+        row = next(r for r in fitting if (r["tile_size"], r["num_warps"], r["num_stages"]) == picked)
+        for case in launch["cases"]:
+            assert row["ms"][case] / min(r["ms"][case] for r in fitting) <= ranking.KEEP_MARGIN, (launch["cc"], case)

@@ -14,7 +14,7 @@ from tests.unit.test_clamp_runtime import TURING, clamp, patched_sources, query,
 
 AMPERE_CONSUMER = 101_376
 LAUNCH_2D = {"cc": 75, "path": "2d", "head_size_padded": 512, "dtype": "float16", "block_m": 16,
-             "num_warps": None, "num_stages": None, "vllm_tile_size": 32}
+             "num_warps": None, "num_stages": None, "vllm_tile_size": 32, "windowed": False}
 
 
 def config(tile, warps, stages, shared, score):
@@ -22,7 +22,7 @@ def config(tile, warps, stages, shared, score):
 
 
 def write_ranked(path, ranked_2d, vllm_version="0.33.0"):
-    path.write_text(json.dumps({"format": 1, "vllm_version": vllm_version, "provenance": {},
+    path.write_text(json.dumps({"format": ranking.FORMAT, "vllm_version": vllm_version, "provenance": {},
                                 "launches": [dict(LAUNCH_2D, cases=["c"], ranked=ranked_2d)]}))
     return path
 
@@ -43,7 +43,7 @@ def options(clamp):
 def test_a_faster_fitting_configuration_replaces_the_fail_safe_one(clamp, table, ranked, monkeypatch):
     ranked([config(16, 2, None, 65_536, 1.0), config(16, None, None, 65_536, 1.2)])
     monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
-    assert clamp(query(), 16, 32, 16) == (16, 16, None)
+    assert clamp(query(), 16, 32, 16, sliding_window=0) == (16, 16, None)
     assert options(clamp) == {False: {"num_warps": 2}}, "the 2D launch gets 2 warps, the 3D one vLLM's"
     assert clamp.__globals__["_vllm_turing_clamp_cache"], "decided once per launch shape"
     assert clamp.__globals__["_vllm_turing_with_options"]("kernel_unified_attention", {"IS_3D": False}) == \
@@ -55,27 +55,27 @@ def test_a_faster_fitting_configuration_replaces_the_fail_safe_one(clamp, table,
 def test_the_fail_safe_choice_stays_when_nothing_beats_it_by_more_than_the_margin(clamp, table, ranked, monkeypatch):
     ranked([config(16, 2, None, 65_536, 1.0), config(16, None, None, 65_536, 1.04)])
     monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
-    assert clamp(query(), 16, 32, 16) == (16, 16, None)
+    assert clamp(query(), 16, 32, 16, sliding_window=0) == (16, 16, None)
     assert options(clamp) == {}
 
 
 def test_where_vllms_own_launch_fits_and_is_fastest_it_stays(clamp, table, ranked, monkeypatch):
     ranked([config(32, None, None, 98_304, 1.0), config(16, 2, None, 65_536, 1.3)])
     monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(AMPERE_CONSUMER))
-    assert clamp(query(), 16, 32, 16) == (32, 16, None) and options(clamp) == {}
+    assert clamp(query(), 16, 32, 16, sliding_window=0) == (32, 16, None) and options(clamp) == {}
 
 
 def test_a_ranked_configuration_that_does_not_fit_is_passed_over(clamp, table, ranked, monkeypatch):
     ranked([config(32, 2, 1, 98_304, 1.0), config(16, 8, None, 65_536, 1.1), config(16, None, None, 65_536, 1.5)])
     monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
-    assert clamp(query(), 16, 32, 16) == (16, 16, None)
+    assert clamp(query(), 16, 32, 16, sliding_window=0) == (16, 16, None)
     assert options(clamp) == {False: {"num_warps": 8}}
 
 
 def test_a_larger_limit_takes_the_best_and_its_own_stage_count(clamp, table, ranked, monkeypatch):
     ranked([config(32, 2, 1, 98_304, 1.0), config(16, None, None, 65_536, 1.5)])
     monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(AMPERE_CONSUMER))
-    assert clamp(query(), 16, 32, 16) == (32, 16, None), "the launcher's own stage count for both paths"
+    assert clamp(query(), 16, 32, 16, sliding_window=0) == (32, 16, None), "the launcher's own stage count for both paths"
     assert options(clamp) == {False: {"num_warps": 2, "num_stages": 1}}
 
 
@@ -83,21 +83,21 @@ def test_a_larger_limit_takes_the_best_and_its_own_stage_count(clamp, table, ran
 def test_a_ranking_of_another_release_is_ignored(clamp, table, ranked, monkeypatch, release):
     ranked([config(16, 2, None, 65_536, 1.0), config(16, None, None, 65_536, 1.5)], vllm_version=release)
     monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
-    assert clamp(query(), 16, 32, 16) == (16, 16, None) and options(clamp) == {}
+    assert clamp(query(), 16, 32, 16, sliding_window=0) == (16, 16, None) and options(clamp) == {}
 
 
 def test_without_a_ranking_the_fail_safe_choice_is_unchanged(clamp, table, monkeypatch, tmp_path):
     monkeypatch.setenv(ranking.ENV_RANKED, str(tmp_path / "absent.json"))
     monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
-    assert clamp(query(), 16, 32, 16) == (16, 16, None) and options(clamp) == {}
+    assert clamp(query(), 16, 32, 16, sliding_window=0) == (16, 16, None) and options(clamp) == {}
 
 
 def test_an_unreadable_ranking_warns_once_and_the_fit_table_decides(clamp, table, ranked, monkeypatch, caplog):
     ranked([]).write_text("{ not json")
     monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
     with caplog.at_level(logging.WARNING):
-        assert clamp(query(), 16, 32, 16) == (16, 16, None)
-        assert clamp(query(head=256), 16, 32, 16)[:2] == (32, 16)
+        assert clamp(query(), 16, 32, 16, sliding_window=0) == (16, 16, None)
+        assert clamp(query(head=256), 16, 32, 16, sliding_window=0)[:2] == (32, 16)
     warnings = [r for r in caplog.records if "ranked configurations" in r.getMessage()]
     assert len(warnings) == 1 and ranking.ENV_RANKED in warnings[0].getMessage()
 
@@ -112,7 +112,7 @@ def sweep_of(times: dict, low="sm75") -> dict:
                     for (t, w, s), (ms, shared) in rows.items()]
         configs.append({"tile_size": 64, "num_warps": 4, "num_stages": None, "shared": 163_840})  # not timed
         cases[name] = {"default": {"TILE_SIZE": 32, "IS_3D": False, "BLOCK_M": 16, "HEAD_SIZE_PADDED": 512,
-                                   "num_warps": None, "num_stages": None, "vllm_tile_size": 32}, "configs": configs}
+                                   "SLIDING_WINDOW": 0, "num_warps": None, "num_stages": None}, "configs": configs}
     return {"gpu": "NVIDIA H200", "cc": "9.0", "triton": "3.6.0", "vllm": "0.33.0", "override": low,
             "device_limit": 65_536, "cases": cases}
 
@@ -135,7 +135,7 @@ def test_layers_whose_vllm_tile_differs_are_ranked_apart(clamp, table, ranked, m
     """The key holds vLLM's own tile: a ranking for its tile-32 launch leaves a tile-16 one alone."""
     ranked([config(16, 2, None, 65_536, 1.0), config(16, None, None, 65_536, 1.5)])
     monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(AMPERE_CONSUMER))
-    assert clamp(query(), 16, 16, 16) == (16, 16, None) and options(clamp) == {}
+    assert clamp(query(), 16, 16, 16, sliding_window=0) == (16, 16, None) and options(clamp) == {}
 
 
 def test_the_committed_ranking_names_its_proxy_and_ranks_the_pinned_release():
@@ -184,3 +184,82 @@ def test_a_launch_two_runs_rank_keeps_both_runs_cases_each_configuration_scored_
     assert [(r["tile_size"], r["num_warps"], r["score"]) for r in launch["ranked"]] == [
         (16, 2, 1.2), (32, 8, 1.5), (32, None, 2.0)]
     assert launch["measured_at"] == "2026-12-01T00:00Z, 2026-12-02T00:00Z"
+
+
+def test_a_windowed_layer_takes_the_windowed_ranking_and_a_launcher_that_names_no_window_none(
+        clamp, table, ranked, monkeypatch):
+    path = ranked([config(16, 2, None, 65_536, 1.0), config(16, None, None, 65_536, 1.5)])
+    document = json.loads(path.read_text())
+    document["launches"].append(dict(document["launches"][0], windowed=True,
+                                     ranked=[config(16, 8, None, 65_536, 1.0), config(16, 2, None, 65_536, 1.4)]))
+    path.write_text(json.dumps(document))
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
+    assert clamp(query(), 16, 32, 16, sliding_window=0) == (16, 16, None) and options(clamp) == {False: {"num_warps": 2}}
+    assert clamp(query(), 16, 32, 16, sliding_window=1024) == (16, 16, None) and options(clamp) == {False: {"num_warps": 8}}
+    assert clamp(query(), 16, 32, 16) == (16, 16, None) and options(clamp) == {}, \
+        "a release whose launcher passes no window keeps the fail-safe launch"
+
+
+def test_the_patched_launcher_passes_its_window_to_the_clamp(patched_sources):
+    call = next(line for line in patched_sources["0.33.0"].splitlines() if "adjust_stages=True" in line)
+    assert call.rstrip().endswith("sliding_window=sliding_window_val"), call
+
+
+def test_a_format_1_ranking_is_regrouped_by_window_from_its_stored_medians():
+    """The Gemma 3 global and Gemma 4 sliding layers vLLM launches alike, ranked together (each configuration
+    scored by its worse case), ranked apart: each group's best is its own fastest."""
+    rows = [{"tile_size": 16, "num_warps": 2, "num_stages": 2, "shared": 60_000, "score": 1.18,
+             "ms": {"global": 1.0, "sliding": 1.18}},
+            {"tile_size": 32, "num_warps": 4, "num_stages": 2, "shared": 90_000, "score": 1.3,
+             "ms": {"global": 1.3, "sliding": 1.0}}]
+    launch = {k: v for k, v in LAUNCH_2D.items() if k != "windowed"}
+    old = {"format": 1, "vllm_version": "0.33.0", "provenance": {"lowerings": {"sm75": {"vllm": "0.33.0"}},
+                                                                  "measured_at": "2026-12-01T00:00Z"},
+           "launches": [dict(launch, measured_at="2026-12-01T00:00Z", cases=["global", "sliding"], ranked=rows)]}
+    document = ranking.regrouped(old, lambda name: name == "sliding", source="test")
+    assert document["format"] == ranking.FORMAT and document["vllm_version"] == "0.33.0"
+    best = {launch["windowed"]: (launch["cases"], [(r["tile_size"], r["score"]) for r in launch["ranked"]])
+            for launch in document["launches"]}
+    assert best == {False: (["global"], [(16, 1.0), (32, 1.3)]), True: (["sliding"], [(32, 1.0), (16, 1.18)])}
+    assert all(launch["measured_at"] == "2026-12-01T00:00Z" for launch in document["launches"])
+
+
+def committed_choices(clamp, tmp_path, monkeypatch):
+    """Per committed launch and case: (the configuration the clamp takes at its proxy's limit, its measured
+    ms over the fastest fitting one's, over vLLM's own). The fit table holds the needs the ranking measured."""
+    document = ranking.read(ranking.RANKED_FILE)
+    limits = {75: TURING, 86: AMPERE_CONSUMER}
+    entries = [{"cc": launch["cc"], "path": launch["path"], "head_size_padded": launch["head_size_padded"],
+                "dtype": launch["dtype"], "block_m": launch["block_m"], "num_warps": r["num_warps"] or launch["num_warps"],
+                "num_stages": r["num_stages"] or launch["num_stages"], "tile_size": r["tile_size"], "shared": r["shared"]}
+               for launch in document["launches"] for r in launch["ranked"]]
+    table = tmp_path / "fit-table.json"
+    table.write_text(json.dumps({"format": 1, "vllm_version": "0.33.0", "triton_version": "3.6.0", "entries": entries}))
+    monkeypatch.setenv(layout.ENV_FIT_TABLE, str(table))
+    monkeypatch.setenv(ranking.ENV_RANKED, str(ranking.RANKED_FILE))
+    monkeypatch.setitem(clamp.__globals__, "_vllm_turing_release", lambda: document["vllm_version"])
+    choices = []
+    for launch in (launch for launch in document["launches"] if launch["path"] != "encoder"):  # test_clamp_encoder
+        monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(limits[launch["cc"]]))
+        monkeypatch.setenv(layout.ENV_CC, str(launch["cc"]))
+        clamp.__globals__["_vllm_turing_clamp_cache"].clear()
+        tile, is_3d = launch["vllm_tile_size"], launch["path"] == "3d"
+        tiles = clamp(query(head=launch["head_size_padded"]), launch["block_m"], tile, tile, launch["num_warps"],
+                      launch["num_stages"], sliding_window=1024 if launch["windowed"] else 0)
+        picked = dict(options(clamp).get(is_3d, {}), tile_size=tiles[is_3d])
+        fitting = [r for r in launch["ranked"] if r["shared"] <= limits[launch["cc"]]]
+        row = next(r for r in fitting if r["tile_size"] == picked["tile_size"]
+                   and r["num_warps"] == picked.get("num_warps") and r["num_stages"] == picked.get("num_stages"))
+        own = next(r for r in launch["ranked"] if (r["tile_size"], r["num_warps"], r["num_stages"]) == (tile, None, None))
+        for case in launch["cases"]:
+            fastest = min(r["ms"][case] for r in fitting)
+            choices.append((launch["cc"], launch["path"], case, row["ms"][case] / fastest, row["ms"][case] / own["ms"][case]))
+    return choices
+
+
+def test_every_committed_clamped_launch_is_within_5_percent_of_the_fastest_fitting_one_for_its_case(
+        clamp, tmp_path, monkeypatch):
+    choices = committed_choices(clamp, tmp_path, monkeypatch)
+    assert len(choices) >= 24, "both proxies, every ranked case"
+    slow = [c for c in choices if c[3] > ranking.KEEP_MARGIN]
+    assert not slow, slow

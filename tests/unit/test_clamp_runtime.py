@@ -244,7 +244,7 @@ def test_the_inserted_call_statement_runs_in_the_launcher_scope(patched_sources,
     write_table(table, [entry(p, t, s, stages=stages) for (p, t), s in NEEDS.items()])
     monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
     scope.update(q=query(), BLOCK_M=16, TILE_SIZE_PREFILL=32, TILE_SIZE_DECODE=16,
-                 launch_num_warps=None, launch_num_stages=stages)
+                 launch_num_warps=None, launch_num_stages=stages, sliding_window_val=0)
     exec(compile(ast.Module(body=[call], type_ignores=[]), "<call>", "exec"), scope)
     assert (scope["TILE_SIZE_PREFILL"], scope["TILE_SIZE_DECODE"]) == (16, 16)
     assert scope["launch_num_stages"] == stages

@@ -1,0 +1,56 @@
+"""bench/clamp_gpu's encoder report from tooling/encoder_sweep's sweeps, on made-up sweeps (no GPU):
+the clamp's launch and vLLM's are found among the configurations timed, and the ratios are theirs."""
+import importlib.machinery
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    loader = importlib.machinery.SourceFileLoader("clamp_gpu_bench", str(REPO / "bench" / "clamp_gpu"))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def sweep(low, rows, clamped):
+    return {"gpu": "NVIDIA H200", "device_limit": 65_536, "cases": {"encoder-h256": {
+        "default": None, "clamped": clamped, "configs": rows}}}
+
+
+def row(block, warps, stages, shared, ms=None, default=False):
+    r = {"block": block, "num_warps": warps, "num_stages": stages, "shared": shared}
+    if ms is not None:
+        r["ms"] = ms
+    return dict(r, vllm_default=True) if default else r
+
+
+def test_the_encoder_rows_compare_the_clamps_launch_with_vllms_and_the_fastest_that_fits(bench):
+    rows = [row(64, 8, 1, 131_072, 2.0, default=True), row(64, 8, 1, 131_072), row(32, 8, 1, 65_536, 1.5),
+            row(32, 4, 1, 65_536, 1.2), row(16, 4, 1, 32_768, 1.6)]
+    clamped = {"BLOCK_M": 32, "BLOCK_N": 32, "num_warps": 8, "num_stages": 1, "shared": 65_536}
+    native = {"gpu": "NVIDIA H200", "device_limit": 232_448, "cases": {"encoder-h256": {
+        "default": None, "clamped": None, "configs": [row(128, 8, 1, 163_840, 0.1, default=True)]}}}
+    (result,) = bench.encoder_rows({"sm75": sweep("sm75", rows, clamped), "native": native})
+    assert result["default_fits"] is False and result["fastest_fitting"]["block"] == 32
+    assert result["clamped_over_default"] == pytest.approx(0.75)
+    assert result["clamped_over_fastest"] == pytest.approx(1.25)
+    assert result["native_ms_default"] == 0.1
+    text = bench.render_encoder([result], {"sm75": sweep("sm75", rows, clamped)})
+    assert "| Turing sm_75 | encoder-h256 | 64/8/1 (131,072 B, does not fit) | 32/8/1 | 32/4/1 |" in text
+    assert "1.25" in text and "x |" in text, "a configuration that does not fit is shown untimed"
+
+
+def test_the_encoder_sweep_tries_stages_only_where_the_lowering_pipelines_and_only_vllms_launch_natively():
+    from tooling import encoder_sweep
+
+    turing, ampere, native = (encoder_sweep.config_list(low, 128) for low in ("sm75", "sm86", "native"))
+    assert turing[0]["vllm_default"] and native == turing[:1]
+    assert {c["num_stages"] for c in turing[1:]} == {1} and {c["num_stages"] for c in ampere[1:]} == {1, 2}
+    assert len(turing) == 1 + len(encoder_sweep.BLOCKS) * len(encoder_sweep.WARPS)
+    assert {c["block"] for c in encoder_sweep.config_list("sm75", 256)[1:]} == {16, 32, 64}
