@@ -54,3 +54,21 @@ def test_the_encoder_sweep_tries_stages_only_where_the_lowering_pipelines_and_on
     assert {c["num_stages"] for c in turing[1:]} == {1} and {c["num_stages"] for c in ampere[1:]} == {1, 2}
     assert len(turing) == 1 + len(encoder_sweep.BLOCKS) * len(encoder_sweep.WARPS)
     assert {c["block"] for c in encoder_sweep.config_list("sm75", 256)[1:]} == {16, 32, 64}
+
+
+def test_the_encoder_ranking_keys_a_launch_by_vllms_own_block_and_options_and_scores_each_configuration():
+    from patches.turing_clamp import ranking
+
+    own = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 1, "shared": 32_768}
+    rows = [row(64, 4, 1, 32_768, 4.0, default=True), row(64, 4, 1, 32_768, 4.0), row(32, 4, 1, 16_384, 0.5),
+            row(32, 8, 1, 16_384, 1.0), row(128, 4, 1, 98_304)]
+    sweeps = {"sm75": {"gpu": "NVIDIA H200", "vllm": "0.33.0", "override": "sm75", "cases": {
+        "encoder-h72": {"default": own, "clamped": own, "configs": rows}}},
+        "native": {"cases": {"encoder-h72": {"default": own, "configs": []}}}}
+    document = ranking.rank_encoder(sweeps, source="test", measured_at="2026-12-02T00:00Z")
+    (launch,) = document["launches"]
+    assert {k: launch[k] for k in ranking.LAUNCH_KEYS} == {
+        "cc": 75, "path": "encoder", "head_size_padded": 128, "dtype": "float16", "block_m": 64, "num_warps": 4,
+        "num_stages": 1, "vllm_tile_size": 64, "windowed": False}, "head 72 pads to 128; native ranks nothing"
+    assert [(r["tile_size"], r["num_warps"], r["score"]) for r in launch["ranked"]] == [(32, 4, 1.0), (32, 8, 2.0),
+                                                                                      (64, 4, 8.0)]
