@@ -273,6 +273,8 @@ def test_the_inserted_code_spells_contracts_names_and_path(runtime_names):
     assert runtime_names._VLLM_TURING_ENV_RANKED == (ranking.ENV_RANKED,)
     assert runtime_names._VLLM_TURING_DEFAULT_RANKED == layout.in_install_dir(
         ranking.RANKED_FILE.relative_to(REPO).as_posix())
+    assert runtime_names._VLLM_TURING_RANKED_FORMAT == ranking.FORMAT, "the format the writer writes is the one read"
+    assert runtime_names._VLLM_TURING_KEEP_MARGIN == ranking.KEEP_MARGIN
 
 
 def old_name(name):
