@@ -196,6 +196,26 @@ def _vllm_turing_ranked():
     return ranked
 
 
+def _vllm_turing_best_fitting(rows, need_key, table, limit, fail_safe):
+    """(tile, num_warps, num_stages, need known from the fit table) of the best-scored ranked row
+    that fits limit, or None when none does; the row `fail_safe` (tile, num_warps, num_stages)
+    is taken instead when it fits and its score is within _VLLM_TURING_KEEP_MARGIN of the best.
+    A row's need is the fit table's entry at need_key(tile, num_warps, num_stages), else the one
+    the ranking measured."""
+    fitting = []
+    for tile, warps, stages, shared, score in rows:
+        known = table.get(need_key(tile, warps, stages), {}).get(tile)
+        if (known if known is not None else shared) <= limit:
+            fitting.append((score, tile, warps, stages, known is not None))
+    if not fitting:
+        return None
+    best = fitting[0]
+    kept = [f for f in fitting if f[1:4] == fail_safe]
+    if kept and kept[0][0] <= best[0] * _VLLM_TURING_KEEP_MARGIN:
+        best = kept[0]
+    return best[1:]
+
+
 def _vllm_turing_ranked_pick(table, cc, limit, launch, stages, default, fail_safe, windowed):
     """(tile, num_stages, {launch options}, need known from the fit table) the ranked configurations
     choose for one path, or None when they rank nothing for it or nothing they rank fits.
@@ -204,21 +224,14 @@ def _vllm_turing_ranked_pick(table, cc, limit, launch, stages, default, fail_saf
     is the (tile, num_stages) the fit table alone chose, kept unless a fitting configuration's
     score is more than _VLLM_TURING_KEEP_MARGIN better. A configuration's need is the fit table's
     entry for it on cc, else the need the ranking measured (then the launch is guarded)."""
-    fitting = []
-    ranked = _vllm_turing_ranked().get((cc,) + launch + (stages, default, windowed), ())
-    for tile, warps, ranked_stages, shared, score in ranked:
-        key = launch[:4] + (launch[-1] if warps is None else warps, stages if ranked_stages is None else ranked_stages)
-        known = table.get((cc,) + key, {}).get(tile)
-        if (known if known is not None else shared) <= limit:
-            fitting.append((score, tile, warps, ranked_stages, known is not None))
-    if not fitting:
+    best = _vllm_turing_best_fitting(
+        _vllm_turing_ranked().get((cc,) + launch + (stages, default, windowed), ()),
+        lambda tile, warps, ranked_stages: (cc,) + launch[:4] + (
+            launch[-1] if warps is None else warps, stages if ranked_stages is None else ranked_stages),
+        table, limit, None if fail_safe is None else (fail_safe[0], launch[-1], fail_safe[1]))
+    if best is None:
         return None
-    best = fitting[0]
-    if fail_safe is not None:
-        own = [f for f in fitting if f[1:4] == (fail_safe[0], launch[-1], fail_safe[1])]
-        if own and own[0][0] <= best[0] * _VLLM_TURING_KEEP_MARGIN:
-            best = own[0]
-    _, tile, warps, ranked_stages, known = best
+    tile, warps, ranked_stages, known = best
     chosen = {name: value for name, value in (("num_warps", warps), ("num_stages", ranked_stages))
               if value is not None and value != {"num_warps": launch[-1], "num_stages": stages}[name]}
     return tile, ranked_stages if ranked_stages is not None else stages, chosen, known
@@ -462,18 +475,12 @@ def _vllm_turing_ranked_encoder_pick(table, cc, limit, head_padded, dtype, block
     score is more than _VLLM_TURING_KEEP_MARGIN better. A configuration's need is the fit table's,
     else the one the ranking measured (then the launch is guarded)."""
     own, rows = _vllm_turing_ranked().get((_VLLM_TURING_ENCODER_PATH, cc, head_padded, dtype, block), ((), ()))
-    fitting = []
-    for tile, warps, stages, shared, score in rows:
-        known = table.get((cc, _VLLM_TURING_ENCODER_PATH, head_padded, dtype, tile, warps, stages), {}).get(tile)
-        if (known if known is not None else shared) <= limit:
-            fitting.append((score, tile, warps, stages, known is not None))
-    if not fitting:
+    best = _vllm_turing_best_fitting(
+        rows, lambda tile, warps, stages: (cc, _VLLM_TURING_ENCODER_PATH, head_padded, dtype, tile, warps, stages),
+        table, limit, (fail_safe,) + tuple(own))
+    if best is None:
         return None
-    best = fitting[0]
-    kept = [f for f in fitting if f[1:4] == (fail_safe,) + tuple(own)]
-    if kept and kept[0][0] <= best[0] * _VLLM_TURING_KEEP_MARGIN:
-        best = kept[0]
-    _, tile, warps, stages, known = best
+    tile, warps, stages, known = best
     options = {name: value for name, value, launched in (("num_warps", warps, own[0]), ("num_stages", stages, own[1]))
                if value != launched}
     return tile, bool(options) or not known, options
