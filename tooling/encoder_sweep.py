@@ -31,6 +31,7 @@ from pathlib import Path
 
 import torch
 
+from contract import layout
 from tooling.clamp_sweep import DEVICE_LIMITS, STAGES, environment, first_line, lowering, queue_timing, time_in_turns
 from tooling.encoder_attention_run import ENCODER_MODULE, HEADS, KERNEL, SEQ_LENS, encoder_batch
 
@@ -112,13 +113,16 @@ def as_config(launch: dict) -> dict:
 def own_needs_table(module, head: int, default: dict, rows: list, fit_table: str | None):
     """With no fit table given: one the clamp reads, holding the needs this sweep compiled at vLLM's own
     warps and stages (what the build's fit check records for the encoder), so the clamp's own code
-    decides its launch as on that GPU. With one, nothing changes."""
+    decides its launch as on that GPU (the simulated device again, with that table). With one, nothing
+    changes."""
     if fit_table or default is None:
         yield
         return
+    from patches.fitcheck.recorder import simulated_device
     from patches.turing_clamp.runtime import _VLLM_TURING_ENCODER_PATH
 
-    cc = LOWERING_CC[lowering()]
+    low = lowering()
+    cc = LOWERING_CC[low]
     entries = [{"cc": cc, "path": _VLLM_TURING_ENCODER_PATH, "head_size_padded": 1 << (head - 1).bit_length(),
                 "dtype": "float16", "block_m": r["block"], "num_warps": default["num_warps"],
                 "num_stages": default["num_stages"], "tile_size": r["block"], "shared": r["shared"]}
@@ -127,19 +131,8 @@ def own_needs_table(module, head: int, default: dict, rows: list, fit_table: str
     with tempfile.NamedTemporaryFile("w", suffix=".json") as table:
         json.dump({"format": 1, "vllm_version": "sweep", "triton_version": "sweep", "entries": entries}, table)
         table.flush()
-        saved = os.environ.get("TURING_CLAMP_FIT_TABLE")
-        os.environ["TURING_CLAMP_FIT_TABLE"] = table.name
-        for name in ("_vllm_turing_clamp_cache", "_vllm_turing_fit_tables"):
-            getattr(module, name).clear()
-        try:
+        with simulated_device(module, cc, DEVICE_LIMITS[low], table.name):
             yield
-        finally:
-            if saved is None:
-                os.environ.pop("TURING_CLAMP_FIT_TABLE")
-            else:
-                os.environ["TURING_CLAMP_FIT_TABLE"] = saved
-            for name in ("_vllm_turing_clamp_cache", "_vllm_turing_fit_tables"):
-                getattr(module, name).clear()
 
 
 def sweep_head(module, head: int, low: str, fit_table: str | None = None) -> dict:
@@ -195,7 +188,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--heads", default=",".join(map(str, HEADS)))
-    parser.add_argument("--fit-table", help="the clamp's fit table (default: $TURING_CLAMP_FIT_TABLE)")
+    parser.add_argument("--fit-table", help=f"the clamp's fit table (default: ${layout.ENV_FIT_TABLE})")
     parser.add_argument("--compile-only", action="store_true")
     parser.add_argument("--shard", default="0/1", help="with --compile-only: this worker's share, I/N")
     args = parser.parse_args(argv)
@@ -203,7 +196,7 @@ def main(argv: list[str]) -> int:
     module = importlib.import_module(ENCODER_MODULE)
     low = lowering()
     document = dict(environment(), kernel=KERNEL, cases={})
-    fit_table = args.fit_table or os.environ.get("TURING_CLAMP_FIT_TABLE")
+    fit_table = args.fit_table or os.environ.get(layout.ENV_FIT_TABLE)
     with simulated_device(module, LOWERING_CC[low], DEVICE_LIMITS[low], fit_table):
         if args.compile_only:
             compile_share(module, heads, low, *(int(p) for p in args.shard.split("/")))
