@@ -72,3 +72,14 @@ def test_the_encoder_ranking_keys_a_launch_by_vllms_own_block_and_options_and_sc
         "num_stages": 1, "vllm_tile_size": 64, "windowed": False}, "head 72 pads to 128; native ranks nothing"
     assert [(r["tile_size"], r["num_warps"], r["score"]) for r in launch["ranked"]] == [(32, 4, 1.0), (32, 8, 2.0),
                                                                                       (64, 4, 8.0)]
+
+
+def test_the_configurations_tried_line_up_under_one_header_when_cases_tried_different_ones(bench):
+    small = [row(64, 4, 1, 16_384, 1.0, default=True), row(128, 4, 1, 32_768, 0.9), row(64, 4, 1, 16_384, 1.0)]
+    large = [row(64, 8, 1, 73_728, 2.0, default=True), row(64, 4, 1, 73_728, 2.1)]
+    sweeps = {"sm86": {"device_limit": 101_376, "cases": {"encoder-h64": {"configs": small},
+                                                          "encoder-h256": {"configs": large}}}}
+    lines = bench.tried_tables(sweeps, "Encoder configurations tried", lambda c: f"{c['block']}/{c['num_warps']}")
+    table = [line for line in lines if line.startswith("| ")]
+    assert table[0] == "| case | 128/4 | 64/4 |"
+    assert table[2:] == ["| encoder-h64 | 32,768 / 0.900 | 16,384 / 1.000 |", "| encoder-h256 | - | 73,728 / 2.100 |"]
