@@ -15,6 +15,11 @@ are those a Turing (sm75) or Ampere (sm86) GPU would make. A configuration's BLO
 kernel the way the clamp's does (the launcher computes its grid from it); its warps and stages
 replace the launcher's. Each configuration's shared memory is the compiled kernel's own; only those
 that fit the limit (and vLLM's own) are timed, in turns over ROUNDS rounds, as clamp_sweep times.
+A configuration's need grows at least in proportion to its BLOCK, so a BLOCK whose need, scaled from
+the largest BLOCK compiled at the same warps and stages, is over the limit is neither compiled nor
+timed (its row says "skipped", and why): under the Turing lowering at head 128 and above those are the
+compiles that take minutes each (BLOCK 128 at head 128 with 2 warps: over 4 minutes in ptxas on the
+H200) and could never be a candidate.
 The batch per head is tooling.encoder_attention_run's (8 query heads on 4 KV heads, bidirectional
 sequences of 1 to 1,024 tokens).
 """
@@ -54,6 +59,39 @@ def config_list(low: str, head: int) -> list[dict]:
     grid = [{"block": b, "num_warps": w, "num_stages": s or 1} for b in BLOCKS for w in WARPS for s in STAGES[low]
             if b < 128 or head <= 128]
     return own + list({tuple(c.values()): c for c in grid}.values())
+
+
+def chains(configs: list[dict]) -> list[list[dict]]:
+    """vLLM's own launch alone, then the grid's configurations grouped by warps and stages, each group
+    in increasing BLOCK (the order in which a group stops at its first BLOCK over the limit)."""
+    groups: dict[tuple, list[dict]] = {}
+    for config in configs:
+        key = ("own",) if config.get("vllm_default") else (config["num_warps"], config["num_stages"])
+        groups.setdefault(key, []).append(config)
+    return [sorted(group, key=lambda c: c["block"] or 0) for group in groups.values()]
+
+
+def over_limit(config: dict, needs: dict, limit: int) -> str | None:
+    """Why `config` is skipped, or None. needs: {(num_warps, num_stages): (BLOCK, shared)}, the largest
+    BLOCK compiled so far at those warps and stages. Every shared buffer of this kernel is a tile with
+    BLOCK rows (q, k, v) or BLOCK x BLOCK (p), so a larger BLOCK needs at least the compiled need scaled
+    by the BLOCKs' ratio; when that is over the limit, the configuration is not compiled (at head 128
+    and above, under the Turing lowering, those compiles take minutes each)."""
+    if config.get("vllm_default"):
+        return None
+    block, shared = needs.get((config["num_warps"], config["num_stages"]), (None, None))
+    if block is None or config["block"] <= block:
+        return None
+    at_least = shared * config["block"] // block
+    if at_least <= limit:
+        return None
+    return f"BLOCK {block} at these warps and stages needs {shared:,} bytes, so BLOCK {config['block']} at least {at_least:,}"
+
+
+def note_need(config: dict, shared: int, needs: dict) -> None:
+    """Records a grid configuration's compiled need for over_limit."""
+    if not config.get("vllm_default"):
+        needs[(config["num_warps"], config["num_stages"])] = (config["block"], shared)
 
 
 class Launches:
@@ -139,16 +177,21 @@ def sweep_head(module, head: int, low: str, fit_table: str | None = None) -> dic
     limit = DEVICE_LIMITS[low]
     batch = encoder_batch(head, device="cuda")
     out = torch.empty_like(batch["q"])
-    rows, timers = [], []
+    rows, timers, needs = [], [], {}
     default = clamped = None
     for config in config_list(low, head):
         row = dict(config)
+        skipped = over_limit(config, needs, limit)
+        if skipped:
+            rows.append(dict(row, skipped=skipped))
+            continue
         try:
             with Configured(module, config) as launches:
                 run_once(module, batch, out)
                 torch.cuda.synchronize()
                 (seen,) = launches.seen
                 row.update(shared=seen["shared"], block_n=seen["BLOCK_N"], fits=seen["shared"] <= limit)
+                note_need(config, seen["shared"], needs)
                 if config.get("vllm_default"):
                     default = seen
                     row.update(as_config(seen))
@@ -169,17 +212,22 @@ def sweep_head(module, head: int, low: str, fit_table: str | None = None) -> dic
 
 
 def compile_share(module, heads, low: str, index: int, count: int) -> None:
-    """Compiles this worker's share of (head, configuration) pairs into Triton's cache."""
-    pairs = [(head, config) for head in heads for config in config_list(low, head)]
-    for number, (head, config) in enumerate(pairs[index::count]):
-        print(f"encoder_sweep compile {low} {index}/{count}: {number} head {head} {config}", flush=True)
-        batch = encoder_batch(head, device="cuda")
-        try:
-            with Configured(module, config):
-                run_once(module, batch, torch.empty_like(batch["q"]))
+    """Compiles this worker's share of (head, chain) pairs into Triton's cache, each chain up to its
+    first BLOCK over the limit (the sweep skips the rest as well)."""
+    pairs = [(head, chain) for head in heads for chain in chains(config_list(low, head))]
+    for head, chain in pairs[index::count]:
+        batch, needs = encoder_batch(head, device="cuda"), {}
+        for config in chain:
+            if over_limit(config, needs, DEVICE_LIMITS[low]):
+                break
+            print(f"encoder_sweep compile {low} {index}/{count}: head {head} {config}", flush=True)
+            try:
+                with Configured(module, config) as launches:
+                    run_once(module, batch, torch.empty_like(batch["q"]))
+                    torch.cuda.synchronize()
+                note_need(config, launches.seen[-1]["shared"], needs)
+            except Exception:  # refused configurations are recorded by the sweep itself
                 torch.cuda.synchronize()
-        except Exception:  # refused configurations are recorded by the sweep itself
-            torch.cuda.synchronize()
 
 
 def main(argv: list[str]) -> int:

@@ -381,7 +381,10 @@ def test_the_build_proved_every_encoder_layer_on_sm75_and_sm86_and_its_clamp_did
     unclamped = {row["layer"]: row for row in sm75["unpatched"] if row["model"] == "encoder"}
     assert unclamped["encoder-head256-r3"]["shared"] == ENCODER_HEAD256_SM75
     clamped = {row["layer"]: row for row in sm75["launches"] if row["model"] == "encoder"}
-    assert clamped["encoder-head256-r3"]["tile_size"] == 32
+    # EmbeddingGemma's head 256: the fail-safe BLOCK 32 at vLLM's 8 warps fits; the ranked configurations
+    # take BLOCK 16 at 4 warps (6.2x faster on the Turing proxy, docs/clamp.md)
+    embedding = clamped["encoder-head256-r3"]
+    assert (embedding["tile_size"], embedding["launch_num_warps"], embedding["launch_num_stages"]) == (16, 4, 1), embedding
     # BERT's head 64: vLLM's own BLOCK 64 fits, but the ranked configurations take BLOCK 32 at vLLM's 4 warps
     # (17x faster on the Turing proxy, docs/clamp.md), and the build proves that launch
     bert = clamped["encoder-head64-r1"]

@@ -83,3 +83,32 @@ def test_the_configurations_tried_line_up_under_one_header_when_cases_tried_diff
     table = [line for line in lines if line.startswith("| ")]
     assert table[0] == "| case | 128/4 | 64/4 |"
     assert table[2:] == ["| encoder-h64 | 32,768 / 0.900 | 16,384 / 1.000 |", "| encoder-h256 | - | 73,728 / 2.100 |"]
+
+
+def test_a_block_whose_scaled_need_is_over_the_limit_is_skipped_at_its_warps_and_stages_only():
+    from tooling import encoder_sweep
+
+    configs = encoder_sweep.config_list("sm75", 512)
+    chains = encoder_sweep.chains(configs)
+    assert chains[0] == configs[:1], "vLLM's own launch is a chain of its own, always compiled"
+    assert [[c["block"] for c in chain] for chain in chains[1:]] == [[16, 32, 64]] * len(encoder_sweep.WARPS)
+    needs = {}
+    for config, shared in ((configs[0], 131_072), ({"block": 16, "num_warps": 4, "num_stages": 1}, 65_536),
+                           ({"block": 16, "num_warps": 8, "num_stages": 1}, 16_384)):
+        encoder_sweep.note_need(config, shared, needs)
+    assert needs == {(4, 1): (16, 65_536), (8, 1): (16, 16_384)}, "vLLM's own launch scales no chain"
+    decided = {(c["block"], c["num_warps"]): encoder_sweep.over_limit(c, needs, 65_536) for c in configs[1:]}
+    assert decided[(32, 4)] == "BLOCK 16 at these warps and stages needs 65,536 bytes, so BLOCK 32 at least 131,072"
+    assert decided[(16, 4)] is None, "a BLOCK already compiled is not judged again"
+    assert decided[(32, 8)] is None and decided[(64, 8)] is None, "16,384 scaled to 64 is exactly the limit"
+    assert decided[(32, 2)] is None, "nothing compiled yet at 2 warps"
+    assert encoder_sweep.over_limit(configs[0], needs, 65_536) is None
+
+
+def test_a_skipped_configuration_is_marked_in_the_configurations_tried(bench):
+    rows = [row(32, 8, 1, 131_072, 2.0, default=True), row(16, 4, 1, 65_536, 1.0), row(32, 4, 1, 131_072),
+            {"block": 64, "num_warps": 4, "num_stages": 1, "skipped": "BLOCK 32 at these warps and stages ..."}]
+    lines = bench.tried_tables({"sm75": sweep("sm75", rows, None)}, "Encoder configurations tried",
+                               lambda c: f"{c['block']}/{c['num_warps']}")
+    assert [line for line in lines if line.startswith("| encoder")] == [
+        "| encoder-h256 | 65,536 / 1.000 | 131,072 / x | s |"]

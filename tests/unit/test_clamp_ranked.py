@@ -172,6 +172,9 @@ def test_a_merged_ranking_keeps_the_launches_the_new_run_did_not_rank_and_says_w
                                                                   "2026-12-03T00:00Z"]
     assert [p["measured_at"] for p in both["provenance"]["earlier"]] == ["2026-12-02T00:00Z", "2026-12-01T00:00Z"]
     assert both["provenance"]["measured_at"] == "2026-12-03T00:00Z"
+    ampere = dict(kept, provenance=dict(kept["provenance"], lowerings={"sm86": {"override": "sm86"}}))
+    assert set(ranking.merged(ampere, both)["provenance"]["lowerings"]) == {"sm75", "sm86"}, \
+        "a run of one proxy merged over another's names both proxies"
 
 
 def test_a_launch_two_runs_rank_keeps_both_runs_cases_each_configuration_scored_by_the_worse():
