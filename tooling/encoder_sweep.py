@@ -63,7 +63,7 @@ def config_list(low: str, head: int) -> list[dict]:
 
 def chains(configs: list[dict]) -> list[list[dict]]:
     """vLLM's own launch alone, then the grid's configurations grouped by warps and stages, each group
-    in increasing BLOCK (the order in which a group stops at its first BLOCK over the limit)."""
+    in increasing BLOCK (compile_share stops a group at its first BLOCK that over_limit skips)."""
     groups: dict[tuple, list[dict]] = {}
     for config in configs:
         key = ("own",) if config.get("vllm_default") else (config["num_warps"], config["num_stages"])
