@@ -39,6 +39,8 @@ UNREAD_MIXERS = {
     "falcon_mamba": "Mamba-1 mixers (selective_scan_fn prefill)",
     "mamba2": "a pure Mamba-2 model without attention layers (not in the checked matrix)",
     "qwen3_next": "Qwen3-Next's gated delta net (fla chunk_gated_delta_rule kernels)",
+    "qwen3_5_text": "Qwen3.5's gated delta net (fla chunk_gated_delta_rule kernels)",
+    "qwen3_5_moe_text": "Qwen3.5's gated delta net (fla chunk_gated_delta_rule kernels)",
     "plamo2": "PLaMo 2's Mamba mixers",
     "lfm2": "LFM2's short convolutions",
     "minimax_m1": "MiniMax's lightning attention kernels",

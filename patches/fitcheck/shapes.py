@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,10 @@ BASE_BLOCK_SIZE = 16
 HYBRID_BLOCK_SIZE = 0
 HYBRID_LAUNCH_BLOCK_SIZES = (BASE_BLOCK_SIZE, 2048)
 GEMMA4_GLOBAL_HEAD_DIM = 512
+
+
+# The layer kinds of `layer_types` that run the attention launcher; any other kind is not proven.
+ATTENTION_LAYER_TYPES = ("sliding_attention", "full_attention")
 
 
 class ConfigError(ValueError):
@@ -184,6 +189,10 @@ def shapes_from_config(config: object, model: str, where: str, tensor_parallel: 
         raise UnprovenLayers(
             f"{where}: {encoder}: {UNREAD_ENCODER_TYPES[model_type]}, so its encoder attention launches "
             "(context_attention_fwd) are not known to the fit check")
+    if text.get("kv_lora_rank") is not None:
+        raise UnprovenLayers(
+            f"{where}: multi-head latent attention (kv_lora_rank {reprlib.repr(text['kv_lora_rank'])}): vLLM runs it "
+            "with its MLA kernels (TRITON_MLA on these GPUs), which the fit check does not record")
     heads = _positive_int(text, "num_attention_heads", where)
     kv_heads = _positive_int(text, "num_key_value_heads", where, heads)
     head_dim = _positive_int(text, "head_dim", where, _derived_head_dim(text, heads, where))
@@ -198,13 +207,17 @@ def shapes_from_config(config: object, model: str, where: str, tensor_parallel: 
         layer_types = ["sliding_attention"] * (pattern - 1) + ["full_attention"]
     if layer_types is None:
         layer_types = ["sliding_attention" if window else "full_attention"]
-    if not isinstance(layer_types, list) or not layer_types or not all(
-        t in ("sliding_attention", "full_attention") for t in layer_types
-    ):
+    if not isinstance(layer_types, list) or not layer_types or not all(isinstance(t, str) for t in layer_types):
         raise ConfigError(
-            f"{where}: 'layer_types' is {layer_types!r}, expected a non-empty list of "
+            f"{where}: 'layer_types' is {reprlib.repr(layer_types)}, expected a non-empty list of "
             "'sliding_attention' / 'full_attention'"
         )
+    others = sorted(set(layer_types) - set(ATTENTION_LAYER_TYPES))
+    if others:  # linear attention, convolutions, ...: kernels other than the attention launcher's
+        counted = ", ".join(f"{reprlib.repr(kind)} ({layer_types.count(kind)} of {len(layer_types)})" for kind in others[:3])
+        more = f" and {len(others) - 3} more kinds" if len(others) > 3 else ""
+        raise UnprovenLayers(f"{where}: 'layer_types' names layers that are not attention: {counted}{more}; "
+                             "the fit check does not record their kernels")
     if "sliding_attention" in layer_types and window is None:
         raise ConfigError(f"{where}: sliding layers without 'sliding_window', expected a positive integer")
     softcap = text.get("attn_logit_softcapping") or 0.0

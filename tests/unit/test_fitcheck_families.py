@@ -139,3 +139,42 @@ def test_gemma4_vision_bidirectional_attention_stays_in_the_checked_launcher():
     config = dict(shapes.BUILTIN_CONFIGS["gemma4-e2b"], use_bidirectional_attention="vision")
     assert shapes.shapes_from_config(config, "e2b", "config.json") == \
         shapes.shapes_from_config(shapes.BUILTIN_CONFIGS["gemma4-e2b"], "e2b", "config.json")
+
+
+@pytest.mark.parametrize("config_class", ["DeepseekV2Config", "DeepseekV3Config", "KimiLinearConfig"])
+def test_multi_head_latent_attention_is_not_proven_never_judged_as_plain_heads(config_class):
+    # vLLM runs MLA with its MLA kernels (TRITON_MLA on a T4 or an RTX 3090), whose tiles follow
+    # kv_lora_rank, not num_attention_heads x head_dim: reading those as decoder attention said "fits"
+    import transformers
+
+    config = getattr(transformers, config_class)().to_dict()
+    with pytest.raises(shapes.UnprovenLayers, match=r"multi-head latent attention \(kv_lora_rank 512\)"):
+        shapes.shapes_from_config(config, "m", "config.json")
+
+
+def test_layer_kinds_other_than_attention_are_not_proven_and_named_in_one_short_line():
+    config = {"model_type": "x", "num_attention_heads": 8, "head_dim": 64,
+              "layer_types": ["linear_attention"] * 3 + ["full_attention"] + ["conv"] * 2**17}
+    with pytest.raises(shapes.UnprovenLayers) as raised:
+        shapes.shapes_from_config(config, "m", "m/config.json")
+    message = str(raised.value)
+    assert message.startswith("m/config.json: 'layer_types' names layers that are not attention: ")
+    assert f"'conv' ({2**17} of {2**17 + 4}), 'linear_attention' (3 of {2**17 + 4})" in message
+    assert len(message) < 300 and "\n" not in message
+
+
+def test_a_malformed_layer_types_is_refused_in_a_line_of_bounded_length():
+    config = {"model_type": "x", "num_attention_heads": 8, "head_dim": 64, "layer_types": [None] * 2**17}
+    with pytest.raises(shapes.ConfigError) as raised:
+        shapes.shapes_from_config(config, "m", "m/config.json")
+    assert not isinstance(raised.value, shapes.UnprovenLayers)
+    assert "'layer_types' is [None, None" in str(raised.value) and len(str(raised.value)) < 300
+
+
+@pytest.mark.parametrize("config_class", ["Qwen3NextConfig", "Qwen3_5Config", "Qwen3_5MoeConfig"])
+def test_gated_delta_net_hybrids_are_not_proven_naming_their_kernels(config_class):
+    import transformers
+
+    config = getattr(transformers, config_class)().to_dict()
+    with pytest.raises(shapes.UnprovenLayers, match="gated delta net"):
+        shapes.shapes_from_config(config, "m", "config.json")
