@@ -14,6 +14,7 @@ its configurations smallest first and stops at the first that fits. A plain laun
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import os
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ class _AutotunedRecorder:
         self.name, self.autotuner, self.sink = name, autotuner, sink
         self.keys = autotuner.keys
         self.fn = autotuner.fn
+        self.signature = inspect.signature(autotuner.fn.fn)  # the kernel's parameters, as _Recorder's
         self.best_config = type("Config", (), {"pre_hook": object()})()  # never cached by launch_autotuned
 
     def __getitem__(self, grid):
@@ -62,15 +64,16 @@ class _AutotunedRecorder:
 
 
 class _HeuristicsRecorder:
-    """Stands where a @triton.heuristics chain over a plain kernel stands: the heuristic values are
-    computed from the launch's arguments, as Triton does, and the inner kernel's launch recorded."""
+    """Stands where a @triton.heuristics chain over a plain or an @triton.autotune kernel stands (FLA's
+    kernels are heuristics over autotune): the heuristic values are computed from the launch's
+    arguments, as Triton does, and the inner kernel's launch recorded (per configuration when autotuned)."""
 
     def __init__(self, name, kernel, sink):
         self.heuristics = []
         while hasattr(kernel, "values") and hasattr(kernel, "fn"):
             self.heuristics.append(kernel.values)
             kernel = kernel.fn
-        self.inner = _Recorder(name, kernel, sink)
+        self.inner = _recorder_for(name, kernel, sink)
 
     def __getitem__(self, grid):
         def launch(*args, **kwargs):
@@ -205,22 +208,27 @@ class MixerError(RuntimeError):
     """A mixer op this vLLM does not take the way the check calls it (exit 2)."""
 
 
-def record_mixer(shape: MixerShape) -> list[Launch]:
-    """Every launch one mixer's ops make (autotuned kernels: one per configuration)."""
-    ops = _ops()
+def record_calls(shape, calls, failure) -> list[Launch]:
+    """Every launch the ops in `calls` make ((kind, query_len, num_seqs, kernels, call) each), each a
+    MixerCase of `shape`; an op that fails raises failure(kind, error)."""
     launches = []
-    for kind, query_len, num_seqs, kernels, call in _calls(shape, ops):
+    for kind, query_len, num_seqs, kernels, call in calls:
         try:
             made = recorded(kernels, call)
         except Exception as error:
-            raise MixerError(f"vLLM's {kind} op of the Mamba-2 mixer failed on {shape.label} "
-                             f"({type(error).__name__}: {str(error)[:200]}); the check does not know this "
-                             "release's mixer ops") from None
+            raise failure(kind, f"{type(error).__name__}: {str(error)[:200]}") from None
         case = MixerCase(shape, kind, query_len, num_seqs)
         for launch in made:
             launch.case = case
         launches += made
     return launches
+
+
+def record_mixer(shape: MixerShape) -> list[Launch]:
+    """Every launch one mixer's ops make (autotuned kernels: one per configuration)."""
+    return record_calls(shape, _calls(shape, _ops()), lambda kind, error: MixerError(
+        f"vLLM's {kind} op of the Mamba-2 mixer failed on {shape.label} ({error}); the check does not know this "
+        "release's mixer ops"))
 
 
 def _volume(launch: Launch) -> int:

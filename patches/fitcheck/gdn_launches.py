@@ -1,0 +1,355 @@
+"""The Triton launches of one gated delta net layer (Qwen3-Next, Qwen3.5: vLLM 0.33.0's
+QwenGatedDeltaNetAttention, model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py), made by vLLM's
+real ops on CPU tensors with the fit check's recorder in place of each kernel (mixer_launches.py).
+
+What the layer runs on a Turing or Ampere GPU (forward_cuda -> _forward_core), per case recorded:
+  prefill      causal_conv1d_fn; fused_post_conv_prep (split, L2 norm of q and k, gating); FLA's
+               chunk_gated_delta_rule on its Triton path (_resolve_gdn_prefill_backend picks FlashInfer
+               only on sm_90 / sm_10x / sm_12x and CuteDSL only on sm_10x): chunk_local_cumsum,
+               chunk_scaled_dot_kkt, solve_tril (64 x 64 merge), recompute_w_u, chunk_gated_delta_rule_fwd_h,
+               chunk_fwd_o, all six @triton.autotune under @triton.heuristics
+  mixed        a batch of decodes and a prefill: the decodes' state update, fused_sigmoid_gating_delta_rule_update
+  decode       a decode-only batch: causal_conv1d_update and the packed recurrent update
+               (VLLM_ENABLE_FLA_PACKED_RECURRENT_DECODE, on by default)
+  spec-decode  with speculative decoding (MTP; opt-in): causal_conv1d_update over the draft tokens and
+               fused_sigmoid_gating_delta_rule_update; the fused CUDA kernel that replaces them needs bf16
+               and sm_80, so an fp16 model stays on these
+  norm-eager   the gated RMS norm after the core (RMSNormGated.forward_cuda, FLA's layer_norm_fwd_kernel):
+               a custom op only with --enforce-eager; compiled, vLLM runs forward_native through Inductor
+Each autotuned kernel is recorded once per configuration of its list; the verdict is mixer_launches.judged's.
+
+FLA decides some lists at import from the device: chunk_fwd_o's BK/BV and the vector cumsum's BS from
+check_shared_mem() (opt-in shared memory >= 102,400 bytes: False on sm_75 at 65,536 and sm_86 at
+101,376), chunk_fwd_o's warps from is_nvidia_hopper. A CPU host answers those as sm_75 and sm_86 do;
+host_choices_differ says where it would not. The norm's ROWS_PER_BLOCK follows the device's SM count at
+run time (at most 4, a power of two), so every value is recorded.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+from patches.fitcheck.mixer_launches import DTYPE_NAME, record_calls
+from patches.fitcheck.mixers import UNREAD_MIXERS
+from patches.fitcheck.recorder import Launch, prepare_cpu_host, simulated_device
+from patches.fitcheck.shapes import ConfigError, UnprovenLayers, _positive_int
+
+GATED_DELTA_NET = "gated_delta_net"
+FLA_OPS = "vllm.third_party.flash_linear_attention.ops"
+CONV_OPS = "vllm.model_executor.layers.mamba.ops.causal_conv1d"
+LAYER_MODULE = "vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn"
+
+DECODE_BATCH = 4
+DRAFT_TOKENS = 2  # speculative tokens per sequence in the spec-decode case
+NORM_ROWS_PER_BLOCK = (1, 2, 4)  # every value layernorm_guard.calc_rows_per_block can return
+CHUNK_SIZE = 64  # FLA_CHUNK_SIZE; the prefill is two chunks
+
+# config.json model types whose linear attention is vLLM's QwenGatedDeltaNetAttention, and whether the
+# model class builds it with gqa_interleaved_layout (Qwen3-Next: q, k, v gathered out of one interleaved
+# projection into a fresh tensor; Qwen3.5: views of the projection).
+GDN_TYPES = {"qwen3_next": True, "qwen3_5_text": False, "qwen3_5_moe_text": False}
+# A multimodal Qwen3.5's top-level type names the text part's.
+_TEXT_TYPES = {"qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
+# vLLM's Qwen3_5ForConditionalGenerationConfig makes the config's mamba_ssm_dtype the recurrent state's
+# dtype (model_executor/models/config.py); other types keep the model's.
+_STATE_DTYPE_FROM_CONFIG = ("qwen3_5_text", "qwen3_5_moe_text")
+STATE_DTYPES = ("float16", "bfloat16", "float32")
+# transformers' defaults for these fields, the same for the three classes (Qwen3NextConfig, Qwen3_5TextConfig,
+# Qwen3_5MoeTextConfig, transformers 5.24); tests/unit/test_gdn_launches.py holds them to the classes.
+_DEFAULTS = {"linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+             "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4}
+
+
+@dataclass(frozen=True)
+class GdnShape:
+    """One gated delta net layer, as one rank of `tensor_parallel` ranks runs it."""
+
+    model: str
+    key_heads: int  # one rank's
+    value_heads: int  # one rank's
+    key_head_dim: int
+    value_head_dim: int
+    conv_width: int
+    state_dtype: str  # the recurrent state's (the KV cache's second tensor)
+    interleaved: bool  # Qwen3-Next's qkvz layout (see GDN_TYPES)
+    tensor_parallel: int = 1
+    mixer: str = GATED_DELTA_NET
+    layer: str = "linear_attention"
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}/{self.layer}"
+
+    @property
+    def conv_dim(self) -> int:
+        """One rank's q, k and v channels: the convolution's width."""
+        return 2 * self.key_heads * self.key_head_dim + self.value_heads * self.value_head_dim
+
+    @property
+    def gate_dim(self) -> int:
+        return self.value_heads * self.value_head_dim
+
+
+def gdn_shape(text: dict, model_type: str | None, model: str, where: str, tensor_parallel: int = 1,
+              model_dtype: str = DTYPE_NAME) -> GdnShape:
+    """The gated delta net of a config's text part (UnprovenLayers for another linear attention,
+    ConfigError naming the field for a bad value)."""
+    model_type = _TEXT_TYPES.get(model_type, model_type)
+    if model_type not in GDN_TYPES:
+        what = UNREAD_MIXERS.get(model_type, f"model type {model_type!r}: its linear attention layers")
+        raise UnprovenLayers(f"{where}: a hybrid model with {what}: the fit check does not record these kernels "
+                             f"(it reads the gated delta net of {', '.join(GDN_TYPES)})")
+    key_heads, value_heads, key_dim, value_dim, width = (
+        _positive_int(text, name, where, _DEFAULTS[name]) for name in _DEFAULTS)
+    if value_heads % key_heads:
+        raise ConfigError(f"{where}: {value_heads} value heads ('linear_num_value_heads') are not a multiple of "
+                          f"{key_heads} key heads ('linear_num_key_heads')")
+    for count, name in ((key_heads, "linear_num_key_heads"), (value_heads, "linear_num_value_heads")):
+        if count % tensor_parallel:
+            raise ConfigError(f"{where}: {count} heads ('{name}') do not split over tensor parallel size "
+                              f"{tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE that divides {count}")
+    state_dtype = model_dtype
+    if model_type in _STATE_DTYPE_FROM_CONFIG and text.get("mamba_ssm_dtype") is not None:
+        state_dtype = text["mamba_ssm_dtype"]
+        if state_dtype not in STATE_DTYPES:
+            raise ConfigError(f"{where}: 'mamba_ssm_dtype' is {state_dtype!r}, expected one of "
+                              f"{', '.join(STATE_DTYPES)}")
+    return GdnShape(model, key_heads // tensor_parallel, value_heads // tensor_parallel, key_dim, value_dim, width,
+                    state_dtype, GDN_TYPES[model_type], tensor_parallel)
+
+
+def gdn_from_config(config: dict, model: str, where: str, tensor_parallel: int = 1) -> GdnShape | None:
+    """The gated delta net of a parsed config.json (text_config honoured), None for a model of
+    another type."""
+    text = config.get("text_config", config) if isinstance(config, dict) else None
+    if not isinstance(text, dict):
+        return None
+    model_type = text.get("model_type") or config.get("model_type")
+    if _TEXT_TYPES.get(model_type, model_type) not in GDN_TYPES:
+        return None
+    return gdn_shape(text, model_type, model, where, tensor_parallel)
+
+
+def _gdn_config(model_type: str, **extra) -> dict:
+    return {"model_type": model_type, **_DEFAULTS, **extra}
+
+
+# The measured shapes: Qwen3-Next (80B-A3B) and Qwen3.5, whose linear attention layers share these
+# numbers; Qwen3.5 with the fp32 recurrent state its config may ask for (mamba_ssm_dtype).
+BUILTIN_GDN = {
+    "qwen3-next": _gdn_config("qwen3_next"),
+    "qwen3.5": _gdn_config("qwen3_5_text"),
+    "qwen3.5-fp32-state": _gdn_config("qwen3_5_text", mamba_ssm_dtype="float32"),
+}
+
+
+class GdnError(RuntimeError):
+    """A GDN op this vLLM does not take the way the check calls it (exit 2)."""
+
+
+@contextlib.contextmanager
+def _rows_per_block(layernorm_guard, rows: int):
+    saved = layernorm_guard.calc_rows_per_block
+    layernorm_guard.calc_rows_per_block = lambda M, device: rows
+    try:
+        yield
+    finally:
+        layernorm_guard.calc_rows_per_block = saved
+
+
+@contextlib.contextmanager
+def _unpinned_staging():
+    """FLA's prepare_chunk_indices stages its host tensor in pinned memory (torch_utils.async_tensor_h2d,
+    PIN_MEMORY), which needs a CUDA driver; a CPU host stages it in plain memory, the values unchanged."""
+    from vllm.utils import torch_utils
+
+    saved = torch_utils.PIN_MEMORY
+    torch_utils.PIN_MEMORY = False
+    try:
+        yield
+    finally:
+        torch_utils.PIN_MEMORY = saved
+
+
+def _ops() -> dict:
+    prepare_cpu_host()
+    names = {"conv": CONV_OPS}
+    names.update({name: f"{FLA_OPS}.{name}" for name in (
+        "utils", "index", "chunk", "cumsum", "chunk_scaled_dot_kkt", "solve_tril", "wy_fast", "chunk_delta_h",
+        "chunk_o", "fused_gdn_prefill_post_conv", "fused_recurrent", "fused_sigmoid_gating", "layernorm_guard")})
+    try:
+        ops = {name: importlib.import_module(module) for name, module in names.items()}
+    except Exception as error:  # the ops import vLLM's runtime
+        raise GdnError(f"cannot import vLLM's gated delta net ops ({type(error).__name__}: {error}); "
+                       "run inside the vLLM image") from None
+    if ops["utils"].FLA_CHUNK_SIZE != CHUNK_SIZE:
+        raise GdnError(f"FLA_CHUNK_SIZE is {ops['utils'].FLA_CHUNK_SIZE}, the check records two chunks of {CHUNK_SIZE}")
+    return ops
+
+
+def host_choices_differ(cc: int, limit: int) -> list[str]:
+    """What FLA and vLLM decided on this host (at import, or per call from the platform) that a device
+    of compute capability `cc` with `limit` bytes of opt-in shared memory decides otherwise: empty when
+    the recorded launches are the device's."""
+    ops = _ops()
+    utils = ops["utils"]
+    from vllm.platforms import current_platform
+
+    on_hopper = cc >= 90
+    choices = [  # (what, the device's answer, this host's)
+        ("check_shared_mem() (chunk_fwd_o BK/BV, chunk_local_cumsum_vector BS)",
+         limit >= utils.Backend.get_shared_memory("none"), utils.check_shared_mem()),
+        ("is_nvidia_hopper (chunk_fwd_o warps)", on_hopper, utils.is_nvidia_hopper),
+        # FLA_USE_TMA opts in on sm_90 only
+        ("is_tma_supported (solve_tril)", on_hopper and utils.is_tma_supported, utils.is_tma_supported),
+        ("is_arch_support_pdl() (causal conv launch_pdl)", on_hopper, bool(current_platform.is_arch_support_pdl())),
+        ("is_device_capability_family(100) (packed decode BV)", cc // 10 == 10,
+         bool(current_platform.is_cuda() and current_platform.is_device_capability_family(100)))]
+    return [f"{what}: host {host}, device {device}" for what, device, host in choices if host != device]
+
+
+def prefill_backend(shape: GdnShape, cc: int, limit: int) -> str:
+    """The chunked prefill backend vLLM's layer picks on a CUDA device of compute capability `cc`
+    (its own _resolve_gdn_prefill_backend, default settings): "triton" is what this module records."""
+    prepare_cpu_host()
+    try:
+        layer = importlib.import_module(LAYER_MODULE)
+    except Exception as error:
+        raise GdnError(f"cannot import {LAYER_MODULE} ({type(error).__name__}: {error})") from None
+    text = SimpleNamespace(linear_key_head_dim=shape.key_head_dim, linear_value_head_dim=shape.value_head_dim)
+    config = SimpleNamespace(additional_config={}, model_config=SimpleNamespace(hf_text_config=text))
+    with simulated_device(layer, cc, limit):
+        return layer._resolve_gdn_prefill_backend(config)[1]
+
+
+def _calls(shape: GdnShape, ops: dict) -> list[tuple[str, int, int, tuple, object]]:
+    """(kind, query_len, num_seqs, kernels, call) for each op the layer runs, called as
+    QwenGatedDeltaNetAttention._forward_core calls it."""
+    import torch
+
+    dtype, state_dtype, int32 = getattr(torch, DTYPE_NAME), getattr(torch, shape.state_dtype), torch.int32
+    key_heads, value_heads = shape.key_heads, shape.value_heads
+    key_dim, value_dim = shape.key_head_dim, shape.value_head_dim
+    dim, width = shape.conv_dim, shape.conv_width
+    seqlen = 2 * CHUNK_SIZE
+    cache_lines = 1 + DECODE_BATCH * (DRAFT_TOKENS + 1)  # line 0 is vLLM's null block
+    weight = torch.empty(dim, 1, width, dtype=dtype).view(dim, width)  # ColumnParallelLinear's, unsqueezed
+    A_log, dt_bias = torch.empty(value_heads, dtype=torch.float32), torch.empty(value_heads, dtype=dtype)
+    recurrent_state = torch.empty(cache_lines, value_heads, value_dim, key_dim, dtype=state_dtype)
+
+    def mixed_qkv(tokens):
+        """The q, k, v projection the layer hands to the convolution: Qwen3.5 splits it off the qkvz
+        projection (a view with the z columns beside it), Qwen3-Next concatenates it."""
+        if shape.interleaved:
+            return torch.empty(tokens, dim, dtype=dtype)
+        return torch.empty(tokens, dim + shape.gate_dim, dtype=dtype)[:, :dim]
+
+    def gates(tokens):
+        return torch.empty(tokens, value_heads, dtype=dtype), torch.empty(tokens, value_heads, dtype=dtype)
+
+    def conv_state(draft_tokens=0):
+        # vLLM's default conv state layout "SD" (VLLM_SSM_CONV_STATE_LAYOUT unset): (state_len, dim) per
+        # line, viewed as (dim, state_len)
+        return torch.empty(cache_lines, width - 1 + draft_tokens, dim, dtype=dtype).transpose(-1, -2)
+
+    def split_qkv(qkv):  # rearrange_mixed_qkv: contiguous (1, tokens, heads, dim) tensors
+        tokens = qkv.shape[0]
+        q, k, v = torch.split(qkv, [key_heads * key_dim, key_heads * key_dim, value_heads * value_dim], dim=-1)
+        return (q.contiguous().view(1, tokens, -1, key_dim), k.contiguous().view(1, tokens, -1, key_dim),
+                v.contiguous().view(1, tokens, -1, value_dim))
+
+    def prefill():
+        b, a = gates(seqlen)
+        starts = torch.tensor([0, seqlen], dtype=int32)
+        qkv = ops["conv"].causal_conv1d_fn(
+            mixed_qkv(seqlen).transpose(0, 1), weight, None, activation="silu", conv_states=conv_state(),
+            has_initial_state=torch.tensor([False]), cache_indices=torch.tensor([1], dtype=int32),
+            query_start_loc=starts).transpose(0, 1)
+        q, k, v, g, beta = ops["fused_gdn_prefill_post_conv"].fused_post_conv_prep(
+            conv_output=qkv, a=a, b=b, A_log=A_log, dt_bias=dt_bias, num_k_heads=key_heads, head_k_dim=key_dim,
+            head_v_dim=value_dim, apply_l2norm=True, output_g_exp=False)
+        ops["chunk"].chunk_gated_delta_rule(
+            q=q.unsqueeze(0), k=k.unsqueeze(0), v=v.unsqueeze(0), g=g.unsqueeze(0), beta=beta.unsqueeze(0),
+            initial_state=recurrent_state[torch.tensor([1])], output_final_state=True, cu_seqlens=starts,
+            chunk_indices=ops["index"].prepare_chunk_indices(starts, CHUNK_SIZE),
+            chunk_offsets=ops["index"].prepare_chunk_offsets(starts, CHUNK_SIZE), use_qk_l2norm_in_kernel=False)
+
+    def mixed():
+        # the decode tokens peeled off a batch that also holds a prefill (split_non_spec)
+        b, a = gates(DECODE_BATCH + seqlen)
+        q, k, v = split_qkv(mixed_qkv(DECODE_BATCH))
+        ops["fused_sigmoid_gating"].fused_sigmoid_gating_delta_rule_update(
+            A_log=A_log, a=a[:DECODE_BATCH], b=b[:DECODE_BATCH], dt_bias=dt_bias, q=q, k=k, v=v,
+            initial_state=recurrent_state, inplace_final_state=True,
+            cu_seqlens=torch.arange(DECODE_BATCH + 1, dtype=int32),
+            ssm_state_indices=torch.arange(1, DECODE_BATCH + 2, dtype=int32), use_qk_l2norm_in_kernel=True)
+
+    def decode():
+        b, a = gates(DECODE_BATCH)
+        lines = torch.arange(1, DECODE_BATCH + 1, dtype=int32)
+        qkv = ops["conv"].causal_conv1d_update(mixed_qkv(DECODE_BATCH), conv_state(), weight, None, "silu",
+                                               conv_state_indices=lines, validate_data=False)
+        ops["fused_recurrent"].fused_recurrent_gated_delta_rule_packed_decode(
+            mixed_qkv=qkv, a=a, b=b, A_log=A_log, dt_bias=dt_bias, scale=key_dim**-0.5,
+            initial_state=recurrent_state,
+            out=torch.empty(DECODE_BATCH, value_heads, value_dim, dtype=dtype).unsqueeze(1),
+            ssm_state_indices=lines, use_qk_l2norm_in_kernel=True)
+
+    def spec_decode():
+        per_seq = DRAFT_TOKENS + 1
+        tokens = DECODE_BATCH * per_seq
+        b, a = gates(tokens)
+        lines = torch.arange(1, 1 + tokens, dtype=int32).view(DECODE_BATCH, per_seq)
+        starts = torch.arange(DECODE_BATCH + 1, dtype=int32) * per_seq
+        accepted = torch.ones(DECODE_BATCH, dtype=int32)
+        qkv = ops["conv"].causal_conv1d_update(
+            mixed_qkv(tokens), conv_state(DRAFT_TOKENS), weight, None, "silu", conv_state_indices=lines[:, 0],
+            num_accepted_tokens=accepted, query_start_loc=starts, max_query_len=per_seq, validate_data=False)
+        q, k, v = split_qkv(qkv)
+        ops["fused_sigmoid_gating"].fused_sigmoid_gating_delta_rule_update(
+            A_log=A_log, a=a, b=b, dt_bias=dt_bias, q=q, k=k, v=v, initial_state=recurrent_state,
+            inplace_final_state=True, cu_seqlens=starts, ssm_state_indices=lines, num_accepted_tokens=accepted,
+            use_qk_l2norm_in_kernel=True)
+
+    def norm():
+        layernorm_guard = ops["layernorm_guard"]
+        rows = torch.empty(seqlen, value_heads, value_dim, dtype=dtype)
+        for rows_per_block in NORM_ROWS_PER_BLOCK:
+            with _rows_per_block(layernorm_guard, rows_per_block):
+                layernorm_guard.rmsnorm_fn(rows, torch.empty(value_dim, dtype=dtype), None, z=torch.empty_like(rows),
+                                           eps=1e-6, group_size=None, norm_before_gate=True, activation="silu")
+
+    conv, fla = ops["conv"], ops
+    chunked = ((fla["cumsum"], ("chunk_local_cumsum_scalar_kernel", "chunk_local_cumsum_vector_kernel")),
+               (fla["chunk_scaled_dot_kkt"], ("chunk_scaled_dot_kkt_fwd_kernel",)),
+               (fla["solve_tril"], ("solve_tril_16x16_kernel", "merge_16x16_to_32x32_inverse_kernel",
+                                    "merge_16x16_to_64x64_inverse_kernel")),
+               (fla["wy_fast"], ("recompute_w_u_fwd_kernel",)),
+               (fla["chunk_delta_h"], ("chunk_gated_delta_rule_fwd_kernel_h_blockdim64",)),
+               (fla["chunk_o"], ("chunk_fwd_kernel_o",)))
+    sigmoid_gating = (fla["fused_sigmoid_gating"], ("fused_sigmoid_gating_delta_rule_update_kernel",))
+    packed_decode = (fla["fused_recurrent"], ("fused_recurrent_gated_delta_rule_packed_decode_kernel",))
+    return [
+        ("prefill", seqlen, 1, ((conv, ("_causal_conv1d_fwd_kernel",)),
+                                (fla["fused_gdn_prefill_post_conv"], ("_fused_post_conv_kernel",))) + chunked, prefill),
+        ("mixed", 1, DECODE_BATCH, (sigmoid_gating,), mixed),
+        ("decode", 1, DECODE_BATCH, ((conv, ("_causal_conv1d_update_kernel",)), packed_decode), decode),
+        ("spec-decode", DRAFT_TOKENS + 1, DECODE_BATCH, ((conv, ("_causal_conv1d_update_kernel",)), sigmoid_gating),
+         spec_decode),
+        ("norm-eager", seqlen, 1, ((fla["layernorm_guard"]._LAYER_NORM_FWD_KERNEL, ("kernel",)),), norm),
+    ]
+
+
+def record_gdn(shape: GdnShape) -> list[Launch]:
+    """Every launch one gated delta net layer's ops make (autotuned kernels: one per configuration)."""
+    ops = _ops()
+    with _unpinned_staging():
+        launches = record_calls(shape, _calls(shape, ops), lambda kind, error: GdnError(
+            f"vLLM's {kind} ops of the gated delta net failed on {shape.label} ({error}); the check does not know "
+            "this release's GDN ops"))
+    for launch in launches:
+        # named by its Triton function: the norm's is the attribute "kernel" of vLLM's LayerNormFwdKernel
+        launch.kernel_name = launch.fn.fn.__name__
+    return launches
