@@ -284,7 +284,7 @@ def main(argv: list[str]) -> int:
         document["cases"][name] = sweep_case(module, name, low, timed=True) if args.action == "sweep" \
             else clamped_case(module, name)
         args.out.write_text(json.dumps(document, indent=1))
-        print(f"clamp_sweep {args.action} {low}: {name} done", flush=True)
+        print(f"clamp_sweep {args.action} {low}: {name} done", file=sys.stderr, flush=True)
     return 0
 
 

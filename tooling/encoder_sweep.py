@@ -220,7 +220,7 @@ def compile_share(module, heads, low: str, index: int, count: int) -> None:
         for config in chain:
             if over_limit(config, needs, DEVICE_LIMITS[low]):
                 break
-            print(f"encoder_sweep compile {low} {index}/{count}: head {head} {config}", flush=True)
+            print(f"encoder_sweep compile {low} {index}/{count}: head {head} {config}", file=sys.stderr, flush=True)
             try:
                 with Configured(module, config) as launches:
                     run_once(module, batch, torch.empty_like(batch["q"]))
@@ -252,7 +252,7 @@ def main(argv: list[str]) -> int:
         for head in heads:
             document["cases"][f"encoder-h{head}"] = sweep_head(module, head, low, fit_table)
             args.out.write_text(json.dumps(document, indent=1))
-            print(f"encoder_sweep {low}: head {head} done", flush=True)
+            print(f"encoder_sweep {low}: head {head} done", file=sys.stderr, flush=True)
     return 0
 
 

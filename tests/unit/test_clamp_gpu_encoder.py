@@ -112,3 +112,18 @@ def test_a_skipped_configuration_is_marked_in_the_configurations_tried(bench):
                                lambda c: f"{c['block']}/{c['num_warps']}")
     assert [line for line in lines if line.startswith("| encoder")] == [
         "| encoder-h256 | 65,536 / 1.000 | 131,072 / x | s |"]
+
+
+def test_a_childs_progress_reaches_the_benchs_stderr_as_it_runs_and_its_failure_is_named(bench, capfd):
+    # a device call cut off mid-compile must still show how far each child got: nothing is held back
+    import os
+    import sys
+
+    from tooling.gpu_site import SiteError
+
+    child = bench.start([sys.executable, "-c", "import sys; print('compiled 3 of 9', file=sys.stderr, flush=True); "
+                         "print('not progress'); sys.exit(3)"], dict(os.environ), "encoder compile shard 0 (sm75)")
+    with pytest.raises(SiteError, match=r"^encoder compile shard 0 \(sm75\) exited 3 \(its error is above\)$"):
+        bench.wait([child])
+    captured = capfd.readouterr()
+    assert "compiled 3 of 9" in captured.err and "not progress" not in captured.out + captured.err
