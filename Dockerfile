@@ -14,8 +14,9 @@ ENV PYTHONPATH=/opt/vllm-turing \
 # The clamp, applied to the vLLM that `python3` imports (the unified-attention launcher and the
 # encoder-attention launcher), then proven by compiling every launch of the built-in matrix for
 # sm_75 (the Gemma 4 classes at tensor parallel 1, 2 and 4, the attention-only families' head sizes
-# 64-256 and query-per-KV ratios, and the encoder layers of embedding models, BERT-family encoders
-# and multimodal towers; a misfit exits 1, naming the launch, and fails the build). The sm_86 pass
+# 64-256 and query-per-KV ratios, the encoder layers of embedding models, BERT-family encoders and
+# multimodal towers, and the hybrids' attention layers and mixers, Mamba-2 and gated delta net; a
+# misfit exits 1, naming the launch, and fails the build). The sm_86 pass
 # (RTX 30xx) adds that target's own numbers to the fit table; the sm_90 pass (H100/H200, Gemma 4
 # only) serves the GPU tier. The preflight on those devices then answers
 # from the table's verdicts. CUDA_VISIBLE_DEVICES is empty so vLLM keeps Triton enabled on a build

@@ -8,7 +8,7 @@ GPU and nothing is timed.
 import json
 import sys
 
-from patches.fitcheck import gdn_launches
+from patches.fitcheck import gdn_launches, mixers
 from patches.fitcheck.compiler import compile_launches
 from patches.fitcheck.mixer_launches import options
 
@@ -22,7 +22,7 @@ for name in families:
     for ranks in tensor_parallel:
         family = f"{name} tp{ranks}"
         try:
-            shape = gdn_launches.gdn_from_config(gdn_launches.BUILTIN_GDN[name], family, f"built-in {name}", ranks)
+            shape = mixers.gdn_from_config(mixers.BUILTIN_GDN[name], family, f"built-in {name}", ranks)
             shapes.append(shape)
             launches += gdn_launches.record_gdn(shape)
         except (gdn_launches.GdnError, ValueError) as error:  # said, not hidden

@@ -4,7 +4,7 @@ per (device, shape, phase, kernel) is bench/ssm_verdicts.py's."""
 from collections import defaultdict
 
 from bench.ssm_verdicts import verdicts
-from patches.fitcheck.gdn_launches import BUILTIN_GDN
+from patches.fitcheck.mixers import BUILTIN_GDN
 
 FAMILIES = tuple(BUILTIN_GDN)
 

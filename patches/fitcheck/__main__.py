@@ -46,13 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     options = FitOptions(device, args.cc, args.limit, args.model_config, args.compare_unpatched,
                          args.write_table, args.workers, args.launcher, args.known_table, args.matrix,
                          args.tensor_parallel_size)
+    from patches.fitcheck.gdn_launches import GdnError
     from patches.fitcheck.mixer_launches import MixerError
     from patches.fitcheck.recorder import LauncherError
     from patches.fitcheck.table import TableError
 
     try:
         report = run(plan(options))  # bad options and configs are refused before vLLM is imported
-    except (UsageError, ConfigError, LauncherError, TableError, MixerError) as error:
+    except (UsageError, ConfigError, LauncherError, TableError, MixerError, GdnError) as error:
         print(f"fitcheck: {error}", file=sys.stderr)
         return 2
     if args.json:

@@ -28,15 +28,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from dataclasses import dataclass
 from types import SimpleNamespace
 
 from patches.fitcheck.mixer_launches import DTYPE_NAME, record_calls
-from patches.fitcheck.mixers import UNREAD_MIXERS
+from patches.fitcheck.mixers import GdnShape
 from patches.fitcheck.recorder import Launch, prepare_cpu_host, simulated_device
-from patches.fitcheck.shapes import ConfigError, UnprovenLayers, _positive_int
 
-GATED_DELTA_NET = "gated_delta_net"
 FLA_OPS = "vllm.third_party.flash_linear_attention.ops"
 CONV_OPS = "vllm.model_executor.layers.mamba.ops.causal_conv1d"
 LAYER_MODULE = "vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn"
@@ -45,104 +42,6 @@ DECODE_BATCH = 4
 DRAFT_TOKENS = 2  # speculative tokens per sequence in the spec-decode case
 NORM_ROWS_PER_BLOCK = (1, 2, 4)  # every value layernorm_guard.calc_rows_per_block can return
 CHUNK_SIZE = 64  # FLA_CHUNK_SIZE; the prefill is two chunks
-
-# config.json model types whose linear attention is vLLM's QwenGatedDeltaNetAttention, and whether the
-# model class builds it with gqa_interleaved_layout (Qwen3-Next: q, k, v gathered out of one interleaved
-# projection into a fresh tensor; Qwen3.5: views of the projection).
-GDN_TYPES = {"qwen3_next": True, "qwen3_5_text": False, "qwen3_5_moe_text": False}
-# A multimodal Qwen3.5's top-level type names the text part's.
-_TEXT_TYPES = {"qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
-# vLLM's Qwen3_5ForConditionalGenerationConfig makes the config's mamba_ssm_dtype the recurrent state's
-# dtype (model_executor/models/config.py); other types keep the model's.
-_STATE_DTYPE_FROM_CONFIG = ("qwen3_5_text", "qwen3_5_moe_text")
-STATE_DTYPES = ("float16", "bfloat16", "float32")
-# transformers' defaults for these fields, the same for the three classes (Qwen3NextConfig, Qwen3_5TextConfig,
-# Qwen3_5MoeTextConfig, transformers 5.24); tests/unit/test_gdn_launches.py holds them to the classes.
-_DEFAULTS = {"linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
-             "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4}
-
-
-@dataclass(frozen=True)
-class GdnShape:
-    """One gated delta net layer, as one rank of `tensor_parallel` ranks runs it."""
-
-    model: str
-    key_heads: int  # one rank's
-    value_heads: int  # one rank's
-    key_head_dim: int
-    value_head_dim: int
-    conv_width: int
-    state_dtype: str  # the recurrent state's (the KV cache's second tensor)
-    interleaved: bool  # Qwen3-Next's qkvz layout (see GDN_TYPES)
-    tensor_parallel: int = 1
-    mixer: str = GATED_DELTA_NET
-    layer: str = "linear_attention"
-
-    @property
-    def label(self) -> str:
-        return f"{self.model}/{self.layer}"
-
-    @property
-    def conv_dim(self) -> int:
-        """One rank's q, k and v channels: the convolution's width."""
-        return 2 * self.key_heads * self.key_head_dim + self.value_heads * self.value_head_dim
-
-    @property
-    def gate_dim(self) -> int:
-        return self.value_heads * self.value_head_dim
-
-
-def gdn_shape(text: dict, model_type: str | None, model: str, where: str, tensor_parallel: int = 1,
-              model_dtype: str = DTYPE_NAME) -> GdnShape:
-    """The gated delta net of a config's text part (UnprovenLayers for another linear attention,
-    ConfigError naming the field for a bad value)."""
-    model_type = _TEXT_TYPES.get(model_type, model_type)
-    if model_type not in GDN_TYPES:
-        what = UNREAD_MIXERS.get(model_type, f"model type {model_type!r}: its linear attention layers")
-        raise UnprovenLayers(f"{where}: a hybrid model with {what}: the fit check does not record these kernels "
-                             f"(it reads the gated delta net of {', '.join(GDN_TYPES)})")
-    key_heads, value_heads, key_dim, value_dim, width = (
-        _positive_int(text, name, where, _DEFAULTS[name]) for name in _DEFAULTS)
-    if value_heads % key_heads:
-        raise ConfigError(f"{where}: {value_heads} value heads ('linear_num_value_heads') are not a multiple of "
-                          f"{key_heads} key heads ('linear_num_key_heads')")
-    for count, name in ((key_heads, "linear_num_key_heads"), (value_heads, "linear_num_value_heads")):
-        if count % tensor_parallel:
-            raise ConfigError(f"{where}: {count} heads ('{name}') do not split over tensor parallel size "
-                              f"{tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE that divides {count}")
-    state_dtype = model_dtype
-    if model_type in _STATE_DTYPE_FROM_CONFIG and text.get("mamba_ssm_dtype") is not None:
-        state_dtype = text["mamba_ssm_dtype"]
-        if state_dtype not in STATE_DTYPES:
-            raise ConfigError(f"{where}: 'mamba_ssm_dtype' is {state_dtype!r}, expected one of "
-                              f"{', '.join(STATE_DTYPES)}")
-    return GdnShape(model, key_heads // tensor_parallel, value_heads // tensor_parallel, key_dim, value_dim, width,
-                    state_dtype, GDN_TYPES[model_type], tensor_parallel)
-
-
-def gdn_from_config(config: dict, model: str, where: str, tensor_parallel: int = 1) -> GdnShape | None:
-    """The gated delta net of a parsed config.json (text_config honoured), None for a model of
-    another type."""
-    text = config.get("text_config", config) if isinstance(config, dict) else None
-    if not isinstance(text, dict):
-        return None
-    model_type = text.get("model_type") or config.get("model_type")
-    if _TEXT_TYPES.get(model_type, model_type) not in GDN_TYPES:
-        return None
-    return gdn_shape(text, model_type, model, where, tensor_parallel)
-
-
-def _gdn_config(model_type: str, **extra) -> dict:
-    return {"model_type": model_type, **_DEFAULTS, **extra}
-
-
-# The measured shapes: Qwen3-Next (80B-A3B) and Qwen3.5, whose linear attention layers share these
-# numbers; Qwen3.5 with the fp32 recurrent state its config may ask for (mamba_ssm_dtype).
-BUILTIN_GDN = {
-    "qwen3-next": _gdn_config("qwen3_next"),
-    "qwen3.5": _gdn_config("qwen3_5_text"),
-    "qwen3.5-fp32-state": _gdn_config("qwen3_5_text", mamba_ssm_dtype="float32"),
-}
 
 
 class GdnError(RuntimeError):

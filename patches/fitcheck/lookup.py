@@ -11,9 +11,9 @@ import importlib.metadata
 from dataclasses import dataclass
 from pathlib import Path
 
+from patches.fitcheck import mixers
 from patches.fitcheck import shapes as shapes_
 from patches.fitcheck import table as table_
-from patches.fitcheck.mixers import MixerShape
 
 
 @dataclass(frozen=True)
@@ -46,18 +46,24 @@ def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | N
     mismatch = table_.table_mismatch(document, versions)
     if mismatch:
         return Lookup(False, f"fit table {mismatch}")
-    recorded = {tuple(v.get(k) for k in keys): v for name, keys in (("verdicts", table_.VERDICT_KEYS),
-                                                                     ("mixer_verdicts", table_.MIXER_VERDICT_KEYS))
-                for v in document.get(name) or []}
+    recorded = {table_.verdict_key(v, name): v for name in ("verdicts", "mixer_verdicts")
+                for v in document.get(name) or [] if isinstance(v, dict)}
+    unrecorded = next(filter(None, (mixers.unrecorded_on(shape, cc) for shape in shapes)), None)
+    if unrecorded:
+        return Lookup(False, unrecorded, unproven=True)
     found = []
     for shape in shapes:
         verdict = recorded.get(table_.verdict_fields(shape, cc, limit)[1])
         rank = f" per rank at tensor parallel {shape.tensor_parallel}" if shape.tensor_parallel > 1 else ""
-        if verdict is None and isinstance(shape, MixerShape):
+        if verdict is None and isinstance(shape, mixers.MixerShape):
             return Lookup(False, f"no verdict in the fit table for {shape.label} (Mamba-2 mixer: head dim "
                                  f"{shape.head_dim}, state {shape.state_size}, chunk {shape.chunk_size}, conv "
                                  f"{shape.conv_width}, norm {shape.norm_width or 'in PyTorch'}{rank}) on cc {cc} "
                                  f"at {limit} bytes")
+        if verdict is None and isinstance(shape, mixers.GdnShape):
+            return Lookup(False, f"no verdict in the fit table for {shape.label} (gated delta net: key/value head "
+                                 f"dims {shape.key_head_dim}/{shape.value_head_dim}, conv {shape.conv_width}, "
+                                 f"{shape.state_dtype} state{rank}) on cc {cc} at {limit} bytes")
         if verdict is None:
             kind = "" if shape.attention == shapes_.DECODER else f"{shape.attention} attention, "
             return Lookup(False, f"no verdict in the fit table for {shape.label} ({kind}head {shape.head_size}, "

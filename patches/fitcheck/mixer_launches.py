@@ -20,10 +20,10 @@ import os
 from dataclasses import dataclass
 
 from patches.fitcheck.compiler import compile_launches
-from patches.fitcheck.mixers import MixerShape
+from patches.fitcheck.mixers import MODEL_DTYPE, MixerShape
 from patches.fitcheck.recorder import Launch, _Recorder, prepare_cpu_host
 
-DTYPE_NAME = "float16"
+DTYPE_NAME = MODEL_DTYPE
 OPS = "vllm.model_executor.layers.mamba.ops"
 DECODE_BATCH = 4
 # The device name vLLM looks up a tuned selective_state_update file by (mamba_ssm.get_ssm_device_name);

@@ -1,5 +1,6 @@
-"""The Mamba-2 mixers of hybrid models (Nemotron-H, Granite 4.0-H, Falcon-H1, Bamba, Zamba 2): the
-shape of one mixer as vLLM's Triton kernels see it, read from config.json (pure standard library).
+"""The mixers of hybrid models, the shape of one as vLLM's Triton kernels see it, read from config.json
+(pure standard library): the Mamba-2 mixers of Nemotron-H, Granite 4.0-H, Falcon-H1, Bamba and Zamba 2
+(MixerShape) and the gated delta net of Qwen3-Next and Qwen3.5 (GdnShape; gdn_launches.py records it).
 
 What a mixer launches on a Turing or Ampere GPU (vLLM 0.33.0, model_executor/layers/mamba/
 mamba_mixer2.py), each kernel's shared memory set by these fields alone (patches/fitcheck/
@@ -12,12 +13,22 @@ Head and group counts only set the grid, so one verdict holds for every model wi
 """
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass
 
 from patches.fitcheck.shapes import ConfigError, UnprovenLayers, _positive_int
 
 MAMBA2 = "mamba2"
+GATED_DELTA_NET = "gated_delta_net"
 MIXER_FIELDS = ("mixer", "head_dim", "state_size", "chunk_size", "conv_width", "norm_width")
+# What sizes a gated delta net's kernels: the head dims (K and V of FLA's tiles), the conv width, the
+# recurrent state's dtype and the projection layout. Head counts reach the kernels only as offsets and
+# strides (FLA's H / Hg), so they are left out as the Mamba-2 mixer's are; the image's fit report
+# holds the needs equal over the head counts of tensor parallel 1, 2 and 4
+# (tests/image/test_fitcheck.py).
+GDN_FIELDS = ("mixer", "key_head_dim", "value_head_dim", "conv_width", "state_dtype", "interleaved")
+FIELDS_BY_MIXER = {MAMBA2: MIXER_FIELDS, GATED_DELTA_NET: GDN_FIELDS}
+MODEL_DTYPE = "float16"  # the activations' dtype in the recorded launches (Turing has no bf16)
 
 # config.json field names per model type: heads, head dim, state size, groups, chunk size, conv width
 # (vLLM's model classes read these: nemotron_h.py, granitemoehybrid.py, falcon_h1.py, bamba.py, zamba2.py).
@@ -38,9 +49,7 @@ UNREAD_MIXERS = {
     "mamba": "Mamba-1 mixers (selective_scan_fn prefill)",
     "falcon_mamba": "Mamba-1 mixers (selective_scan_fn prefill)",
     "mamba2": "a pure Mamba-2 model without attention layers (not in the checked matrix)",
-    "qwen3_next": "Qwen3-Next's gated delta net (fla chunk_gated_delta_rule kernels)",
-    "qwen3_5_text": "Qwen3.5's gated delta net (fla chunk_gated_delta_rule kernels)",
-    "qwen3_5_moe_text": "Qwen3.5's gated delta net (fla chunk_gated_delta_rule kernels)",
+    "kimi_linear": "Kimi Linear's KDA (fla chunk_kda kernels)",
     "plamo2": "PLaMo 2's Mamba mixers",
     "lfm2": "LFM2's short convolutions",
     "minimax_m1": "MiniMax's lightning attention kernels",
@@ -76,17 +85,25 @@ class MixerShape:
         return self.heads * self.head_dim + 2 * self.groups * self.state_size
 
 
-def mixer_fields(shape: MixerShape) -> dict:
-    return {name: getattr(shape, name) for name in MIXER_FIELDS}
+def mixer_fields(shape) -> dict:
+    """The fields that size a mixer's kernels (MIXER_FIELDS, GDN_FIELDS for a gated delta net)."""
+    return {name: getattr(shape, name) for name in FIELDS_BY_MIXER[shape.mixer]}
 
 
-def mixer_shape(text: dict, model_type: str | None, model: str, where: str, tensor_parallel: int = 1) -> MixerShape:
-    """The Mamba-2 mixer of a hybrid config's text part (UnprovenLayers for a type not read here;
-    ConfigError naming the field for a bad value)."""
+def is_mixer(shape) -> bool:
+    return isinstance(shape, (MixerShape, GdnShape))
+
+
+def mixer_shape(text: dict, model_type: str | None, model: str, where: str, tensor_parallel: int = 1):
+    """The mixer of a hybrid config's text part: a MixerShape, or a GdnShape for a gated delta net
+    (UnprovenLayers for a type not read here; ConfigError naming the field for a bad value)."""
+    if _TEXT_TYPES.get(model_type, model_type) in GDN_TYPES:
+        return gdn_shape(text, model_type, model, where, tensor_parallel)
     if model_type not in _FIELDS:
         what = UNREAD_MIXERS.get(model_type, f"model type {model_type!r}: its state-space layers")
         raise UnprovenLayers(f"{where}: a hybrid model with {what}: the fit check does not record these kernels "
-                             f"for this device (it reads the Mamba-2 mixers of {', '.join(MAMBA2_HYBRID_TYPES)})")
+                             f"for this device (it reads the Mamba-2 mixers of {', '.join(MAMBA2_HYBRID_TYPES)} "
+                             f"and the gated delta net of {', '.join(GDN_TYPES)})")
     heads_key, head_key, state_key, groups_key, chunk_key, conv_key = _FIELDS[model_type]
     heads = _positive_int(text, heads_key, where)
     head_dim = _positive_int(text, head_key, where)
@@ -111,14 +128,119 @@ def mixer_shape(text: dict, model_type: str | None, model: str, where: str, tens
                       tensor_parallel)
 
 
-def mixer_from_config(config: dict, model: str, where: str, tensor_parallel: int = 1) -> MixerShape | None:
-    """The mixer of a parsed config.json (text_config honoured), None for a model without one."""
+def mixer_from_config(config: dict, model: str, where: str, tensor_parallel: int = 1):
+    """The mixer of a parsed config.json (text_config honoured; MixerShape or GdnShape), None for a
+    model without one."""
     from patches.fitcheck.shapes import hybrid_fields
 
     text = config.get("text_config", config) if isinstance(config, dict) else None
     if not isinstance(text, dict) or not hybrid_fields(text):
         return None
     return mixer_shape(text, text.get("model_type") or config.get("model_type"), model, where, tensor_parallel)
+
+
+# config.json model types whose linear attention is vLLM's QwenGatedDeltaNetAttention, and whether the
+# model class builds it with gqa_interleaved_layout (Qwen3-Next: q, k, v gathered out of one interleaved
+# projection into a fresh tensor; Qwen3.5: views of the projection).
+GDN_TYPES = {"qwen3_next": True, "qwen3_5_text": False, "qwen3_5_moe_text": False}
+# A multimodal Qwen3.5's top-level type names the text part's.
+_TEXT_TYPES = {"qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
+# vLLM's Qwen3_5ForConditionalGenerationConfig makes the config's mamba_ssm_dtype the recurrent state's
+# dtype (model_executor/models/config.py); other types keep the model's.
+_STATE_DTYPE_FROM_CONFIG = ("qwen3_5_text", "qwen3_5_moe_text")
+STATE_DTYPES = ("float16", "bfloat16", "float32")
+# transformers' defaults for these fields, the same for the three classes (Qwen3NextConfig, Qwen3_5TextConfig,
+# Qwen3_5MoeTextConfig, transformers 5.24); tests/unit/test_gdn_launches.py holds them to the classes.
+GDN_DEFAULTS = {"linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+                "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4}
+# Below compute capability 9.0 vLLM runs the gated delta net's chunked prefill on FLA's Triton kernels
+# and FLA's import-time choices are those a CPU host makes (gdn_launches.host_choices_differ); sm_90
+# and newer run FlashInfer or CuteDSL there, which the check does not record.
+GDN_RECORDED_BELOW_CC = 90
+
+
+@dataclass(frozen=True)
+class GdnShape:
+    """One gated delta net layer, as one rank of `tensor_parallel` ranks runs it."""
+
+    model: str
+    key_heads: int  # one rank's
+    value_heads: int  # one rank's
+    key_head_dim: int
+    value_head_dim: int
+    conv_width: int
+    state_dtype: str  # the recurrent state's (the KV cache's second tensor)
+    interleaved: bool  # Qwen3-Next's qkvz layout (see GDN_TYPES)
+    tensor_parallel: int = 1
+    mixer: str = GATED_DELTA_NET
+    layer: str = "linear_attention"
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}/{self.layer}"
+
+    @property
+    def head_size(self) -> int:  # the report's column
+        return self.key_head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        """One rank's q, k and v channels: the convolution's width."""
+        return 2 * self.key_heads * self.key_head_dim + self.value_heads * self.value_head_dim
+
+    @property
+    def gate_dim(self) -> int:
+        return self.value_heads * self.value_head_dim
+
+
+def gdn_shape(text: dict, model_type: str | None, model: str, where: str, tensor_parallel: int = 1,
+              model_dtype: str = MODEL_DTYPE) -> GdnShape:
+    """The gated delta net of a config's text part (UnprovenLayers for another linear attention,
+    ConfigError naming the field for a bad value)."""
+    model_type = _TEXT_TYPES.get(model_type, model_type)
+    if model_type not in GDN_TYPES:
+        what = UNREAD_MIXERS.get(model_type, f"model type {model_type!r}: its linear attention layers")
+        raise UnprovenLayers(f"{where}: a hybrid model with {what}: the fit check does not record these kernels "
+                             f"(it reads the gated delta net of {', '.join(GDN_TYPES)})")
+    key_heads, value_heads, key_dim, value_dim, width = (
+        _positive_int(text, name, where, GDN_DEFAULTS[name]) for name in GDN_DEFAULTS)
+    if value_heads % key_heads:
+        raise ConfigError(f"{where}: {value_heads} value heads ('linear_num_value_heads') are not a multiple of "
+                          f"{key_heads} key heads ('linear_num_key_heads')")
+    for count, name in ((key_heads, "linear_num_key_heads"), (value_heads, "linear_num_value_heads")):
+        if count % tensor_parallel:
+            raise ConfigError(f"{where}: {count} heads ('{name}') do not split over tensor parallel size "
+                              f"{tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE that divides {count}")
+    state_dtype = model_dtype
+    if model_type in _STATE_DTYPE_FROM_CONFIG and text.get("mamba_ssm_dtype") is not None:
+        state_dtype = text["mamba_ssm_dtype"]
+        if state_dtype not in STATE_DTYPES:
+            raise ConfigError(f"{where}: 'mamba_ssm_dtype' is {reprlib.repr(state_dtype)}, expected one of "
+                              f"{', '.join(STATE_DTYPES)}")
+    return GdnShape(model, key_heads // tensor_parallel, value_heads // tensor_parallel, key_dim, value_dim, width,
+                    state_dtype, GDN_TYPES[model_type], tensor_parallel)
+
+
+def gdn_from_config(config: dict, model: str, where: str, tensor_parallel: int = 1) -> GdnShape | None:
+    """The gated delta net of a parsed config.json (text_config honoured), None for a model of
+    another type."""
+    text = config.get("text_config", config) if isinstance(config, dict) else None
+    if not isinstance(text, dict):
+        return None
+    model_type = text.get("model_type") or config.get("model_type")
+    if _TEXT_TYPES.get(model_type, model_type) not in GDN_TYPES:
+        return None
+    return gdn_shape(text, model_type, model, where, tensor_parallel)
+
+
+def unrecorded_on(shape, cc: int) -> str | None:
+    """Why the launches the check records for this mixer are not the ones a device of compute
+    capability `cc` runs; None when they are."""
+    if isinstance(shape, GdnShape) and cc >= GDN_RECORDED_BELOW_CC:
+        return (f"{shape.label}: on compute capability {cc // 10}.{cc % 10} vLLM runs the gated delta net's "
+                "prefill with FlashInfer or CuteDSL, which the fit check does not record (it records FLA's "
+                f"Triton kernels, run below {GDN_RECORDED_BELOW_CC // 10}.0)")
+    return None
 
 
 def _hybrid(model_type: str, attention: tuple, mixer: tuple, **extra) -> dict:
@@ -142,4 +264,26 @@ BUILTIN_HYBRIDS = {
                                   layer_types=["mamba", "attention"]),
     "falcon-h1-1.5b": _hybrid("falcon_h1", (8, 2, 128), (24, 64, 256, 1, 256, 4)),
     "zamba2-1.2b": _hybrid("zamba2", (32, 32, 128), (64, 64, 64, 1, 256, 4)),
+}
+
+
+def _gdn_hybrid(model_type: str, attention: tuple, heads: tuple, **extra) -> dict:
+    """A gated delta net hybrid: (query heads, KV heads, head dim) of its full attention layers and its
+    linear attention's (key heads, value heads), head dims of 128 (every published Qwen3-Next and
+    Qwen3.5 checkpoint's), three linear attention layers to one full."""
+    query_heads, kv_heads, head_dim = attention
+    key_heads, value_heads = heads
+    return {"model_type": model_type, "num_attention_heads": query_heads, "num_key_value_heads": kv_heads,
+            "head_dim": head_dim, **GDN_DEFAULTS, "linear_num_key_heads": key_heads,
+            "linear_num_value_heads": value_heads, "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+            **extra}
+
+
+# The matrix's gated delta net hybrids, shaped like the published checkpoints: Qwen3-Next's interleaved
+# projection, Qwen3.5 MoE's views of it with the model's state dtype, and the dense Qwen3.5's fp32
+# recurrent state (mamba_ssm_dtype).
+BUILTIN_GDN = {
+    "qwen3-next-80b-a3b": _gdn_hybrid("qwen3_next", (16, 2, 256), (16, 32)),
+    "qwen3.5-35b-a3b": _gdn_hybrid("qwen3_5_moe_text", (16, 2, 256), (16, 32)),
+    "qwen3.5-27b": _gdn_hybrid("qwen3_5_text", (24, 4, 256), (16, 48), mamba_ssm_dtype="float32"),
 }

@@ -145,13 +145,31 @@ def _write_verdicts(path: Path, rows: list[dict], shapes, device: dict, versions
     return len(verdicts) + len(mixer_verdicts)
 
 
+def _mixer_launches(shape, cc: int, limit: int) -> list:
+    """One mixer's launches, as its recorder makes them on this host (gated delta net: refused with
+    GdnError where FLA's import-time choices here are not the device's)."""
+    from patches.fitcheck import mixer_launches
+    from patches.fitcheck.mixers import GdnShape
+
+    if not isinstance(shape, GdnShape):
+        return mixer_launches.record_mixer(shape)
+    from patches.fitcheck import gdn_launches
+
+    differ = gdn_launches.host_choices_differ(cc, limit)
+    if differ:
+        raise gdn_launches.GdnError(f"{shape.label}: this host decides the gated delta net's kernels otherwise than "
+                                    f"cc {cc} at {limit} bytes does ({differ[0]}); run the check on a host without "
+                                    "a GPU, as the build does")
+    return gdn_launches.record_gdn(shape)
+
+
 def _mixer_rows(mixer_shapes, cc: int, limit: int, workers) -> list[dict]:
-    """The report rows of the hybrids' Mamba-2 mixers: one per plain launch and per autotuned call."""
+    """The report rows of the hybrids' mixers: one per plain launch and per autotuned call."""
     if not mixer_shapes:
         return []
     from patches.fitcheck import mixer_launches
 
-    launches = [launch for shape in mixer_shapes for launch in mixer_launches.record_mixer(shape)]
+    launches = [launch for shape in mixer_shapes for launch in _mixer_launches(shape, cc, limit)]
     return [dict(report_.launch_row(launch, result, limit), autotune=autotune)
             for launch, result, autotune in mixer_launches.judged(launches, cc, limit, workers)]
 
@@ -200,7 +218,13 @@ def plan(options: FitOptions) -> FitPlan:
     """Validates the options and reads the model config, before vLLM is imported (UsageError /
     ConfigError on bad input)."""
     check_combination(options)
-    return FitPlan(options, resolve_device(options), tuple(resolve_shapes(options)))
+    device, shapes = resolve_device(options), tuple(resolve_shapes(options))
+    from patches.fitcheck.mixers import unrecorded_on
+
+    unrecorded = next(filter(None, (unrecorded_on(shape, device["cc"]) for shape in shapes)), None)
+    if unrecorded:
+        raise shapes_.UnprovenLayers(unrecorded)
+    return FitPlan(options, device, shapes)
 
 
 def run(fit: FitPlan) -> dict:
@@ -209,11 +233,11 @@ def run(fit: FitPlan) -> dict:
     from patches.fitcheck.recorder import record_launches, release_features
 
     started = time.monotonic()
-    from patches.fitcheck.mixers import MixerShape
+    from patches.fitcheck.mixers import is_mixer
 
     options, device = fit.options, fit.device
-    shapes = [shape for shape in fit.shapes if not isinstance(shape, MixerShape)]
-    mixer_shapes = [shape for shape in fit.shapes if isinstance(shape, MixerShape)]
+    shapes = [shape for shape in fit.shapes if not is_mixer(shape)]
+    mixer_shapes = [shape for shape in fit.shapes if is_mixer(shape)]
     cc, limit = device["cc"], device["limit"]
     installed = _launcher(options)
     encoder = _encoder_launcher(shapes)

@@ -378,8 +378,9 @@ MATRICES = ("all", "attention", "gemma4")  # what the fit check runs without --m
 
 def builtin_shapes(matrix: str = "all") -> list:
     """The Gemma 4 classes at tensor parallel 1, 2 and 4, and with "all" the attention-only families'
-    layers, the encoder layers and the hybrids' attention layers and Mamba-2 mixers
-    (mixers.BUILTIN_HYBRIDS) at tensor parallel 1, 2 and 4 too (where vLLM accepts the split);
+    layers, the encoder layers and the hybrids' attention layers and mixers (the Mamba-2 ones of
+    mixers.BUILTIN_HYBRIDS, the gated delta nets of mixers.BUILTIN_GDN) at tensor parallel 1, 2 and 4
+    too (where vLLM accepts the split);
     "attention" is "all" without the mixers, whose ops import vLLM's runtime (a bare GPU site of vLLM's
     Python files, tooling/gpu_site.py, lacks its dependencies)."""
     gemma4 = [shape for models in (BUILTIN_MODELS, BUILTIN_TP_MODELS) for shapes in models.values()
@@ -389,7 +390,7 @@ def builtin_shapes(matrix: str = "all") -> list:
     from patches.fitcheck import mixers
 
     hybrids = []
-    for name, config in mixers.BUILTIN_HYBRIDS.items():
+    for name, config in {**mixers.BUILTIN_HYBRIDS, **mixers.BUILTIN_GDN}.items():
         for tp in TENSOR_PARALLEL_SIZES:
             model, where = (name if tp == 1 else f"{name}-tp{tp}"), f"built-in {name}"
             try:
@@ -397,7 +398,7 @@ def builtin_shapes(matrix: str = "all") -> list:
             except ConfigError:
                 continue  # a split vLLM refuses (heads that do not divide): nothing to prove
     if matrix == "attention":
-        hybrids = [shape for shape in hybrids if isinstance(shape, LayerShape)]
+        hybrids = [shape for shape in hybrids if not mixers.is_mixer(shape)]
     return gemma4 + FAMILY_SHAPES + ENCODER_SHAPES + hybrids
 
 
@@ -417,8 +418,8 @@ def read_config(path: str | Path) -> dict:
 
 
 def model_layers(config: object, model: str, where: str, tensor_parallel: int = 1) -> list:
-    """One rank's attention layer shapes of a parsed config.json, its Mamba-2 mixer (a
-    mixers.MixerShape) last where it has one: what the fit check proves for the model."""
+    """One rank's attention layer shapes of a parsed config.json, its mixer (a mixers.MixerShape or
+    mixers.GdnShape) last where it has one: what the fit check proves for the model."""
     from patches.fitcheck import mixers
 
     shapes = shapes_from_config(config, model, where, tensor_parallel)
@@ -465,8 +466,8 @@ def build_matrix(shapes: list[LayerShape], mm_prefix: bool) -> list[Case]:
     """Every call the check makes: prefill, decode (single and over the 3D threshold),
     speculative verify lengths and, where the release supports it, a multimodal prefix; an
     encoder layer is one bidirectional batch (its kernel has no decode path). A hybrid's attention
-    layer runs at each of HYBRID_LAUNCH_BLOCK_SIZES (its verdict holds all of them). Mamba-2 mixers
-    (mixers.MixerShape) are not attention: their ops are called by mixer_launches.py."""
+    layer runs at each of HYBRID_LAUNCH_BLOCK_SIZES (its verdict holds all of them). Mixers
+    (mixers.is_mixer) are not attention: their ops are called by mixer_launches.py and gdn_launches.py."""
     cases = []
     launched = [dataclasses.replace(shape, block_size=block) for shape in shapes if isinstance(shape, LayerShape)
                 for block in (HYBRID_LAUNCH_BLOCK_SIZES if shape.block_size == HYBRID_BLOCK_SIZE else (shape.block_size,))]

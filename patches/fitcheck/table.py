@@ -2,7 +2,8 @@
 
 Format (docs/architecture.md): {"format": 1, "vllm_version", "triton_version", "entries": [
 {cc, path, head_size_padded, dtype, block_m, num_warps, num_stages, tile_size, shared}],
-"verdicts": [{cc, limit, dtype, <SHAPE_FIELDS>, launches, max_shared, all_fit}]}.
+"verdicts": [{cc, limit, dtype, <SHAPE_FIELDS>, launches, max_shared, all_fit}],
+"mixer_verdicts": [{cc, limit, dtype, <the mixer kind's fields>, launches, max_shared, all_fit}]}.
 
 `verdicts` (optional) is the fit check's own judgement of every launch of one layer shape on one
 device, so the entrypoint can answer from config.json alone (patches/fitcheck/lookup.py).
@@ -14,7 +15,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from patches.fitcheck.mixers import MIXER_FIELDS, MixerShape, mixer_fields
+from patches.fitcheck.mixers import FIELDS_BY_MIXER, is_mixer, mixer_fields
 
 FORMAT = 1
 SMALLEST_TILE = 16
@@ -29,9 +30,19 @@ ATTENTION_PATHS = ("2d", "3d", "encoder")  # "encoder": context_attention_fwd's 
 # model is a model with that rank's heads (shapes.rank_heads).
 SHAPE_FIELDS = ("attention", "head_size", "queries_per_kv", "sliding_window", "softcap", "block_size")
 VERDICT_KEYS = ("cc", "limit", "dtype") + SHAPE_FIELDS
-# A hybrid's Mamba-2 mixer: its verdicts sit in `mixer_verdicts`, keyed by the fields that size its
-# kernels (mixers.py says which).
-MIXER_VERDICT_KEYS = ("cc", "limit", "dtype") + MIXER_FIELDS
+# A hybrid's mixer: its verdicts sit in `mixer_verdicts`, keyed by the fields that size its kernels,
+# which follow its kind, the verdict's `mixer` (mixers.FIELDS_BY_MIXER).
+def mixer_verdict_keys(mixer: object) -> tuple | None:
+    """The keys of a mixer verdict of kind `mixer`; None for a kind this release does not know."""
+    fields = FIELDS_BY_MIXER.get(mixer) if isinstance(mixer, str) else None
+    return ("cc", "limit", "dtype") + fields if fields else None
+
+
+def verdict_key(verdict: dict, section: str) -> tuple | None:
+    """A recorded verdict's key in its table section ("verdicts" or "mixer_verdicts"), None when it
+    cannot be keyed (a mixer kind not known here)."""
+    keys = VERDICT_KEYS if section == "verdicts" else mixer_verdict_keys(verdict.get("mixer"))
+    return None if keys is None else tuple(verdict.get(k) for k in keys)
 CHECKED_DTYPE = "float16"  # the dtype the fit check's launches carry (recorder.case_arguments)
 
 
@@ -131,10 +142,10 @@ def read_table(path: Path, option: str = "--write-table") -> dict | None:
     return document
 
 
-def _merged(kept: list[dict], new: list[dict], keys: tuple) -> list[dict]:
-    merged = {tuple(e[k] for k in keys): e for e in kept}
-    merged.update((tuple(e[k] for k in keys), e) for e in new)
-    return sorted(merged.values(), key=lambda e: tuple(str(e[k]) for k in keys))
+def _merged(kept: list[dict], new: list[dict], key) -> list[dict]:
+    merged = {key(e): e for e in kept}
+    merged.update((key(e), e) for e in new)
+    return sorted(merged.values(), key=lambda e: tuple(map(str, key(e))))
 
 
 def merge(existing: dict | None, entries: list[dict], versions: dict, verdicts: list[dict] = (),
@@ -145,17 +156,18 @@ def merge(existing: dict | None, entries: list[dict], versions: dict, verdicts: 
     versions would make the known-table check and the lookup trust them."""
     kept = existing if existing is not None and table_mismatch(existing, versions) is None else {}
     document = {"format": FORMAT, "vllm_version": versions["vllm"], "triton_version": versions["triton"],
-                "entries": _merged(kept.get("entries", []), entries, ENTRY_KEYS)}
-    for name, new, keys in (("verdicts", verdicts, VERDICT_KEYS), ("mixer_verdicts", mixer_verdicts, MIXER_VERDICT_KEYS)):
-        merged_verdicts = _merged(kept.get(name, []), list(new), keys)
+                "entries": _merged(kept.get("entries", []), entries, identity)}
+    for name, new in (("verdicts", verdicts), ("mixer_verdicts", mixer_verdicts)):
+        keyed = [v for v in kept.get(name, []) if verdict_key(v, name) is not None]
+        merged_verdicts = _merged(keyed, list(new), lambda v, name=name: verdict_key(v, name))
         if merged_verdicts:
             document[name] = merged_verdicts
     return document
 
 
 def shape_fields(shape) -> dict:
-    """A layer shape's SHAPE_FIELDS (a mixer's MIXER_FIELDS)."""
-    if isinstance(shape, MixerShape):
+    """A layer shape's SHAPE_FIELDS (a mixer's fields, mixers.mixer_fields)."""
+    if is_mixer(shape):
         return mixer_fields(shape)
     fields = {name: getattr(shape, name) for name in SHAPE_FIELDS}
     fields["softcap"] = float(shape.softcap)
@@ -164,10 +176,9 @@ def shape_fields(shape) -> dict:
 
 def verdict_fields(shape, cc: int, limit: int) -> tuple[dict, tuple]:
     """A shape's verdict fields on (cc, limit) and its key: their values under the keys a verdict of
-    its kind is recorded by (VERDICT_KEYS, or MIXER_VERDICT_KEYS for a mixer)."""
+    its kind is recorded by (verdict_key's)."""
     fields = dict({"cc": cc, "limit": limit, "dtype": CHECKED_DTYPE}, **shape_fields(shape))
-    keys = MIXER_VERDICT_KEYS if isinstance(shape, MixerShape) else VERDICT_KEYS
-    return fields, tuple(fields[k] for k in keys)
+    return fields, verdict_key(fields, "mixer_verdicts" if is_mixer(shape) else "verdicts")
 
 
 def shape_verdicts(rows: list[dict], shapes, cc: int, limit: int) -> list[dict]:

@@ -472,6 +472,39 @@ def test_the_build_proved_every_hybrids_mixer_and_attention_on_sm75_and_sm86(run
     assert {v["cc"] for v in fit_table["verdicts"] if v["block_size"] == HYBRID_BLOCK_SIZE} == {75, 86}
 
 
+
+GDN_KERNELS = {"_causal_conv1d_fwd_kernel", "_fused_post_conv_kernel", "chunk_local_cumsum_scalar_kernel",
+               "chunk_scaled_dot_kkt_fwd_kernel", "merge_16x16_to_64x64_inverse_kernel", "recompute_w_u_fwd_kernel",
+               "chunk_gated_delta_rule_fwd_kernel_h_blockdim64", "chunk_fwd_kernel_o",
+               "fused_sigmoid_gating_delta_rule_update_kernel", "_causal_conv1d_update_kernel",
+               "fused_recurrent_gated_delta_rule_packed_decode_kernel", "layer_norm_fwd_kernel"}
+
+
+def test_the_build_proved_every_gated_delta_net_on_sm75_and_sm86_whatever_its_head_counts(run_in_image):
+    from patches.fitcheck.mixers import BUILTIN_GDN, GDN_FIELDS
+
+    sm75, sm86, fit_table = build_reports(run_in_image)
+    for report in (sm75, sm86):
+        assert report["all_fit"] is True
+        for name in BUILTIN_GDN:
+            needs = {}
+            for ranks in ("", "-tp2", "-tp4"):
+                rows = [row for row in report["mixer_launches"] if row["model"] == name + ranks]
+                assert {row["kernel"] for row in rows} == GDN_KERNELS and all(row["fits"] for row in rows), name + ranks
+                tuned = [row for row in rows if row["autotune"]]
+                assert len(tuned) == 6 and all(row["autotune"]["fitting_config"] is not None for row in tuned), name
+                by_kernel = {}
+                for row in rows:
+                    by_kernel.setdefault((row["kind"], row["kernel"]), []).append(row["shared"])
+                needs[ranks] = {key: sorted(shared) for key, shared in by_kernel.items()}
+            # a rank's head counts (16/32, 8/16, 4/8 ...) reach the kernels as offsets only: the same
+            # need per kernel, which is why a verdict leaves them out of its key (mixers.GDN_FIELDS)
+            assert needs[""] == needs["-tp2"] == needs["-tp4"], (report["device"]["name"], name, needs)
+    gdn = {(v["cc"],) + tuple(v[k] for k in GDN_FIELDS) for v in fit_table["mixer_verdicts"]
+           if v["mixer"] == "gated_delta_net"}
+    assert {(cc, "gated_delta_net", 128, 128, 4, state, interleaved) for cc in (75, 86)
+            for state, interleaved in (("float16", True), ("float16", False), ("float32", False))} == gdn
+
 MIXER_AT_LIMIT = r"""
 python3 - <<'PY'
 import json

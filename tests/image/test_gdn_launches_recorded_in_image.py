@@ -12,9 +12,9 @@ from tests.image.containers import run_to_end
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = """
 import json
-from patches.fitcheck import gdn_launches
+from patches.fitcheck import gdn_launches, mixers
 from patches.fitcheck.run import DEVICES
-shape = gdn_launches.gdn_from_config(gdn_launches.BUILTIN_GDN["qwen3.5"], "qwen3.5", "built-in")
+shape = mixers.gdn_from_config(mixers.BUILTIN_GDN["qwen3.5-35b-a3b"], "qwen3.5", "built-in")
 launches = gdn_launches.record_gdn(shape)
 print(json.dumps({
     "launches": [[l.case.kind, l.kernel_name, l.options.get("configs"), l.params.get("ROWS_PER_BLOCK")]

@@ -64,6 +64,16 @@ HYBRID_MODELS = {
                                               head_dim=128, mamba_n_heads=24, mamba_d_head=64, mamba_d_ssm=1536,
                                               mamba_d_state=256, mamba_n_groups=1, mamba_chunk_size=256,
                                               mamba_d_conv=4, mamba_rms_norm=True), {}, "falcon-h1-1.5b"),
+    # gated delta net hybrids (mixers.BUILTIN_GDN): Qwen3-Next's own class, Qwen3.5's multimodal ones
+    "qwen3-next-80b-a3b": ("Qwen3NextConfig", dict(num_attention_heads=16, num_key_value_heads=2, head_dim=256,
+                                                   linear_num_key_heads=16, linear_num_value_heads=32), {},
+                           "qwen3-next-80b-a3b"),
+    "qwen3.5-35b-a3b": ("Qwen3_5MoeConfig", dict(text_config=dict(num_attention_heads=16, num_key_value_heads=2,
+                                                                  head_dim=256, linear_num_key_heads=16,
+                                                                  linear_num_value_heads=32)), {}, "qwen3.5-35b-a3b"),
+    "qwen3.5-27b": ("Qwen3_5Config", dict(text_config=dict(num_attention_heads=24, num_key_value_heads=4, head_dim=256,
+                                                           linear_num_key_heads=16, linear_num_value_heads=48,
+                                                           mamba_ssm_dtype="float32")), {}, "qwen3.5-27b"),
 }
 
 

@@ -172,9 +172,17 @@ def test_a_malformed_layer_types_is_refused_in_a_line_of_bounded_length():
 
 
 @pytest.mark.parametrize("config_class", ["Qwen3NextConfig", "Qwen3_5Config", "Qwen3_5MoeConfig"])
-def test_gated_delta_net_hybrids_are_not_proven_naming_their_kernels(config_class):
+def test_gated_delta_net_hybrids_read_as_their_full_attention_layers_and_one_gated_delta_net(config_class):
     import transformers
 
-    config = getattr(transformers, config_class)().to_dict()
-    with pytest.raises(shapes.UnprovenLayers, match="gated delta net"):
-        shapes.shapes_from_config(config, "m", "config.json")
+    from patches.fitcheck import mixers
+
+    default = getattr(transformers, config_class)()
+    text = getattr(default, "text_config", None) or default
+    layers = shapes.model_layers(default.to_dict(), "m", "config.json")
+    *attention, mixer = layers
+    assert [(s.head_size, s.num_query_heads, s.num_kv_heads, s.block_size) for s in attention] == [
+        (text.head_dim, text.num_attention_heads, text.num_key_value_heads, shapes.HYBRID_BLOCK_SIZE)]
+    assert isinstance(mixer, mixers.GdnShape)
+    assert (mixer.key_heads, mixer.value_heads, mixer.key_head_dim) == (
+        text.linear_num_key_heads, text.linear_num_value_heads, text.linear_key_head_dim)
