@@ -231,9 +231,14 @@ def record_mixer(shape: MixerShape) -> list[Launch]:
         "release's mixer ops"))
 
 
-def _volume(launch: Launch) -> int:
+# FLA's tile names (gated delta net); the SSD kernels' all start with BLOCK
+FLA_TILES = ("BT", "BK", "BV", "BS")
+
+
+def tile_volume(launch: Launch) -> int:
     """How large a configuration's tiles are: the order its configurations are compiled in."""
-    blocks = [value for key, value in launch.params.items() if key.startswith("BLOCK") and isinstance(value, int)]
+    blocks = [value for key, value in launch.params.items()
+              if (key.startswith("BLOCK") or key in FLA_TILES) and isinstance(value, int) and not isinstance(value, bool)]
     return math.prod(blocks) * (launch.options.get("num_stages") or 1)
 
 
@@ -252,7 +257,7 @@ def judged(launches: list[Launch], cc: int, limit: int, workers: int | None = No
         if "configs" in launch.options:
             current.append(launch)
             if len(current) == launch.options["configs"]:
-                groups.append(sorted(current, key=_volume))
+                groups.append(sorted(current, key=tile_volume))
                 current = []
     out = [(launch, result, None) for launch, result in
            zip(plain, compile_launches([(l.fn, l.params, options(l)) for l in plain], cc, workers))]

@@ -181,3 +181,15 @@ def test_the_built_in_matrix_holds_each_gated_delta_net_at_tensor_parallel_1_2_a
     assert {(s.model.split("-tp")[0], s.tensor_parallel) for s in built} == {
         (name, ranks) for name in mixers.BUILTIN_GDN for ranks in (1, 2, 4)}
     assert not any(isinstance(s, mixers.GdnShape) for s in shapes.builtin_shapes("attention"))
+
+
+def test_autotune_configurations_are_compiled_smallest_tiles_first_fla_names_included():
+    from patches.fitcheck.mixer_launches import tile_volume
+    from patches.fitcheck.recorder import Launch
+
+    def launch(stages, **tiles):
+        return Launch(None, "k", None, (1,), dict(tiles, USE_G=True, H=32), {"num_stages": stages})
+    fla = [launch(2, BT=64, BK=64, BV=64), launch(3, BT=64, BK=32, BV=32), launch(4, BT=64, BK=32, BV=64)]
+    assert [tile_volume(l) for l in fla] == [64 * 64 * 64 * 2, 64 * 32 * 32 * 3, 64 * 32 * 64 * 4]
+    assert sorted(fla, key=tile_volume) == [fla[1], fla[0], fla[2]]
+    assert tile_volume(launch(1, BLOCK_SIZE_M=16, BLOCK_SIZE_N=32)) == 512
