@@ -26,13 +26,12 @@ run time (at most 4, a power of two), so every value is recorded.
 """
 from __future__ import annotations
 
-import contextlib
 import importlib
 from types import SimpleNamespace
 
 from patches.fitcheck.mixer_launches import DTYPE_NAME, record_calls
 from patches.fitcheck.mixers import GdnShape
-from patches.fitcheck.recorder import Launch, prepare_cpu_host, simulated_device
+from patches.fitcheck.recorder import Launch, prepare_cpu_host, simulated_device, swapped
 
 FLA_OPS = "vllm.third_party.flash_linear_attention.ops"
 CONV_OPS = "vllm.model_executor.layers.mamba.ops.causal_conv1d"
@@ -46,30 +45,6 @@ CHUNK_SIZE = 64  # FLA_CHUNK_SIZE; the prefill is two chunks
 
 class GdnError(RuntimeError):
     """A GDN op this vLLM does not take the way the check calls it (exit 2)."""
-
-
-@contextlib.contextmanager
-def _rows_per_block(layernorm_guard, rows: int):
-    saved = layernorm_guard.calc_rows_per_block
-    layernorm_guard.calc_rows_per_block = lambda M, device: rows
-    try:
-        yield
-    finally:
-        layernorm_guard.calc_rows_per_block = saved
-
-
-@contextlib.contextmanager
-def _unpinned_staging():
-    """FLA's prepare_chunk_indices stages its host tensor in pinned memory (torch_utils.async_tensor_h2d,
-    PIN_MEMORY), which needs a CUDA driver; a CPU host stages it in plain memory, the values unchanged."""
-    from vllm.utils import torch_utils
-
-    saved = torch_utils.PIN_MEMORY
-    torch_utils.PIN_MEMORY = False
-    try:
-        yield
-    finally:
-        torch_utils.PIN_MEMORY = saved
 
 
 def _ops() -> dict:
@@ -216,7 +191,7 @@ def _calls(shape: GdnShape, ops: dict) -> list[tuple[str, int, int, tuple, objec
         layernorm_guard = ops["layernorm_guard"]
         rows = torch.empty(seqlen, value_heads, value_dim, dtype=dtype)
         for rows_per_block in NORM_ROWS_PER_BLOCK:
-            with _rows_per_block(layernorm_guard, rows_per_block):
+            with swapped(layernorm_guard, "calc_rows_per_block", lambda M, device, rows=rows_per_block: rows):
                 layernorm_guard.rmsnorm_fn(rows, torch.empty(value_dim, dtype=dtype), None, z=torch.empty_like(rows),
                                            eps=1e-6, group_size=None, norm_before_gate=True, activation="silu")
 
@@ -244,7 +219,11 @@ def _calls(shape: GdnShape, ops: dict) -> list[tuple[str, int, int, tuple, objec
 def record_gdn(shape: GdnShape) -> list[Launch]:
     """Every launch one gated delta net layer's ops make (autotuned kernels: one per configuration)."""
     ops = _ops()
-    with _unpinned_staging():
+    from vllm.utils import torch_utils
+
+    # FLA's prepare_chunk_indices stages its host tensor in pinned memory (torch_utils.async_tensor_h2d,
+    # PIN_MEMORY), which needs a CUDA driver; a CPU host stages it in plain memory, the values unchanged
+    with swapped(torch_utils, "PIN_MEMORY", False):
         launches = record_calls(shape, _calls(shape, ops), lambda kind, error: GdnError(
             f"vLLM's {kind} ops of the gated delta net failed on {shape.label} ({error}); the check does not know "
             "this release's GDN ops"))

@@ -13,7 +13,6 @@ its configurations smallest first and stops at the first that fits. A plain laun
 """
 from __future__ import annotations
 
-import contextlib
 import inspect
 import math
 import os
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 
 from patches.fitcheck.compiler import compile_launches
 from patches.fitcheck.mixers import MODEL_DTYPE, MixerShape
-from patches.fitcheck.recorder import Launch, _Recorder, prepare_cpu_host
+from patches.fitcheck.recorder import Launch, _Recorder, prepare_cpu_host, swapped
 
 DTYPE_NAME = MODEL_DTYPE
 OPS = "vllm.model_executor.layers.mamba.ops"
@@ -119,16 +118,6 @@ def _ops():
                          "inside the vLLM image, or pass --matrix attention to leave the mixers out") from None
 
 
-@contextlib.contextmanager
-def _device_name(mamba_ssm):
-    saved = mamba_ssm.get_ssm_device_name
-    mamba_ssm.get_ssm_device_name = lambda: SSM_DEVICE_NAME
-    try:
-        yield
-    finally:
-        mamba_ssm.get_ssm_device_name = saved
-
-
 def _calls(shape: MixerShape, ops: dict) -> list[tuple[str, int, int, tuple, object]]:
     """(kind, query_len, num_seqs, kernels, call) for each op the mixer runs."""
     import torch
@@ -182,7 +171,7 @@ def _calls(shape: MixerShape, ops: dict) -> list[tuple[str, int, int, tuple, obj
 
     def ssm_decode():
         batch = DECODE_BATCH
-        with _device_name(ssm):
+        with swapped(ssm, "get_ssm_device_name", lambda: SSM_DEVICE_NAME):
             ssm.selective_state_update(
                 torch.empty(batch, heads, head_dim, state, dtype=dtype), torch.empty(batch, heads, head_dim, dtype=dtype),
                 torch.empty(batch, heads, head_dim, dtype=dtype), torch.empty(heads, head_dim, state, dtype=torch.float32),

@@ -140,6 +140,18 @@ def _require_real_triton(module) -> None:
 
 
 @contextlib.contextmanager
+def swapped(owner, name: str, value):
+    """`owner.name` is `value` for the duration, then what it was (vLLM's module-level choices that a
+    CPU host answers otherwise than the simulated device)."""
+    saved = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, saved)
+
+
+@contextlib.contextmanager
 def _environment(values: dict):
     saved = {name: os.environ.get(name) for name in values}
     try:
