@@ -91,6 +91,10 @@ COPY entrypoint/ /opt/vllm-turing/entrypoint/
 # the HTTP drain on SIGTERM and ends open streams once the engine has stopped (docs/deploy.md,
 # graceful stop).
 COPY entrypoint/sitecustomize.py /opt/vllm-turing/sitecustomize.py
+# Our modules' bytecode, made once here: the steps above ran with PYTHONDONTWRITEBYTECODE, and the
+# server may run as any uid on a read-only root, where Python cannot write __pycache__, so every
+# start (and every health check, which imports sitecustomize) compiled them again.
+RUN python3 -m compileall -q /opt/vllm-turing
 
 EXPOSE 8000
 # /health answers 503 until the model is loaded: the start period allows a 4-minute load.

@@ -100,7 +100,7 @@ def mixer_shape(text: dict, model_type: str | None, model: str, where: str, tens
     if _TEXT_TYPES.get(model_type, model_type) in GDN_TYPES:
         return gdn_shape(text, model_type, model, where, tensor_parallel)
     if model_type not in _FIELDS:
-        what = UNREAD_MIXERS.get(model_type, f"model type {model_type!r}: its state-space layers")
+        what = UNREAD_MIXERS.get(model_type, f"model type {reprlib.repr(model_type)}: its state-space layers")
         raise UnprovenLayers(f"{where}: a hybrid model with {what}: the fit check does not record these kernels "
                              f"for this device (it reads the Mamba-2 mixers of {', '.join(MAMBA2_HYBRID_TYPES)} "
                              f"and the gated delta net of {', '.join(GDN_TYPES)})")
@@ -199,7 +199,7 @@ def gdn_shape(text: dict, model_type: str | None, model: str, where: str, tensor
     ConfigError naming the field for a bad value)."""
     model_type = _TEXT_TYPES.get(model_type, model_type)
     if model_type not in GDN_TYPES:
-        what = UNREAD_MIXERS.get(model_type, f"model type {model_type!r}: its linear attention layers")
+        what = UNREAD_MIXERS.get(model_type, f"model type {reprlib.repr(model_type)}: its linear attention layers")
         raise UnprovenLayers(f"{where}: a hybrid model with {what}: the fit check does not record these kernels "
                              f"(it reads the gated delta net of {', '.join(GDN_TYPES)})")
     key_heads, value_heads, key_dim, value_dim, width = (

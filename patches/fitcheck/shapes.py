@@ -160,7 +160,7 @@ def _positive_int(config: dict, key: str, where: str, default=None) -> int:
     value = config.get(key)
     value = default if value is None else value  # transformers writes null for "derive it"
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{where}: '{key}' is {value!r}, expected a positive integer")
+        raise ConfigError(f"{where}: '{key}' is {reprlib.repr(value)}, expected a positive integer")
     return value
 
 
@@ -222,7 +222,7 @@ def shapes_from_config(config: object, model: str, where: str, tensor_parallel: 
         raise ConfigError(f"{where}: sliding layers without 'sliding_window', expected a positive integer")
     softcap = text.get("attn_logit_softcapping") or 0.0
     if not isinstance(softcap, (int, float)) or isinstance(softcap, bool) or softcap < 0:
-        raise ConfigError(f"{where}: 'attn_logit_softcapping' is {softcap!r}, expected a number >= 0")
+        raise ConfigError(f"{where}: 'attn_logit_softcapping' is {reprlib.repr(softcap)}, expected a number >= 0")
 
     base = {"num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": head_dim}
     if "per_layer_config" in text:
@@ -267,7 +267,7 @@ def _per_layer_kinds(per_layer: object, layer_types: list, base: dict, window, w
     overrides = {}
     for key, fields in per_layer.items():
         if not str(key).isdigit() or not isinstance(fields, dict) or int(key) >= len(layer_types):
-            raise ConfigError(f"{where}: 'per_layer_config' entry {key!r}: {fields!r}, expected a layer "
+            raise ConfigError(f"{where}: 'per_layer_config' entry {reprlib.repr(key)}: {reprlib.repr(fields)}, expected a layer "
                               f"index below {len(layer_types)} mapped to a JSON object")
         overrides[int(key)] = fields
     kinds: dict[tuple, str] = {}

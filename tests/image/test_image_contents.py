@@ -29,6 +29,24 @@ print(json.dumps({"vllm": m.version("vllm"), "torch": m.version("torch"), "trito
 
 CLAMP_TARGET = "import patches.turing_clamp as c, json; print(json.dumps(str(c.find_target())))"
 
+# The modules under /opt/vllm-turing whose bytecode Python would not take as it stands (missing, or
+# written for another mtime or size of the source: importlib's timestamp check).
+STALE_BYTECODE = r"""
+import importlib.util, json, pathlib, struct
+stale = []
+for path in sorted(pathlib.Path("/opt/vllm-turing").rglob("*.py")):
+    try:
+        header = open(importlib.util.cache_from_source(str(path)), "rb").read(16)
+        flags, mtime, size = struct.unpack("<III", header[4:16])
+    except (OSError, struct.error):
+        stale.append(str(path))
+        continue
+    source = path.stat()
+    if flags != 0 or (mtime, size) != (int(source.st_mtime) & 0xFFFFFFFF, source.st_size & 0xFFFFFFFF):
+        stale.append(str(path))
+print(json.dumps(stale))
+"""
+
 
 @pytest.fixture(scope="module")
 def host(docker_client, image):
@@ -109,3 +127,14 @@ def test_the_build_leaves_nothing_in_tmp(docker_client, image, image_base):
 
     assert "/tmp/root/planted" in tmp_entries(image, "/tmp/root/planted") - tmp_entries(image_base)  # the search finds one
     assert not tmp_entries(image) - tmp_entries(image_base), tmp_entries(image) - tmp_entries(image_base)
+
+
+def test_our_modules_ship_their_bytecode_so_no_start_compiles_them(docker_client, image):
+    # a read-only root or an arbitrary uid cannot write __pycache__: without it every start and every
+    # health check (sitecustomize) compiled these modules again
+    with idle_container(docker_client, image) as fresh:
+        fresh.run("touch /opt/vllm-turing/entrypoint/report.py && echo 'x = 1' > /opt/vllm-turing/planted.py")
+        assert run_json(fresh, STALE_BYTECODE) == ["/opt/vllm-turing/entrypoint/report.py",
+                                                   "/opt/vllm-turing/planted.py"]  # the search finds them
+    with idle_container(docker_client, image) as fresh:
+        assert run_json(fresh, STALE_BYTECODE) == []

@@ -186,3 +186,22 @@ def test_gated_delta_net_hybrids_read_as_their_full_attention_layers_and_one_gat
     assert isinstance(mixer, mixers.GdnShape)
     assert (mixer.key_heads, mixer.value_heads, mixer.key_head_dim) == (
         text.linear_num_key_heads, text.linear_num_value_heads, text.linear_key_head_dim)
+
+
+@pytest.mark.parametrize("field, value", [("head_dim", [256] * 10**5), ("num_attention_heads", "8" * 10**5),
+                                          ("attn_logit_softcapping", {"x": [1.0] * 10**5}),
+                                          ("num_key_value_heads", "2\nFIT: pass")])
+def test_a_huge_or_multiline_attention_field_is_refused_in_one_short_line(field, value):
+    config = {"model_type": "llama", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64, field: value}
+    with pytest.raises(shapes.ConfigError) as raised:
+        shapes.shapes_from_config(config, "m", "m/config.json")
+    message = str(raised.value)
+    assert f"'{field}'" in message and "\n" not in message and len(message) < 300, message[:300]
+
+
+def test_a_huge_per_layer_config_entry_is_refused_in_one_short_line():
+    config = {"model_type": "gemma4_text", "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
+              "layer_types": ["full_attention"], "per_layer_config": {"9" * 10**4: ["x"] * 10**5}}
+    with pytest.raises(shapes.ConfigError) as raised:
+        shapes.shapes_from_config(config, "m", "m/config.json")
+    assert "'per_layer_config' entry" in str(raised.value) and len(str(raised.value)) < 300, str(raised.value)[:300]

@@ -193,3 +193,16 @@ def test_autotune_configurations_are_compiled_smallest_tiles_first_fla_names_inc
     assert [tile_volume(l) for l in fla] == [64 * 64 * 64 * 2, 64 * 32 * 32 * 3, 64 * 32 * 64 * 4]
     assert sorted(fla, key=tile_volume) == [fla[1], fla[0], fla[2]]
     assert tile_volume(launch(1, BLOCK_SIZE_M=16, BLOCK_SIZE_N=32)) == 512
+
+
+@pytest.mark.parametrize("field, value", [("linear_num_key_heads", "16"), ("linear_num_value_heads", -32),
+                                          ("linear_key_head_dim", 2**60 + 0.5), ("linear_conv_kernel_dim", True),
+                                          ("mamba_ssm_dtype", {"nested": ["x"] * 10**4}), ("mamba_ssm_dtype", "int8\n"),
+                                          ("linear_value_head_dim", [128] * 10**5)])
+def test_a_bad_gated_delta_net_field_is_one_short_line_naming_it(field, value):
+    config = dict(mixers.BUILTIN_GDN["qwen3.5-27b"], **{field: value})
+    with pytest.raises(ConfigError) as raised:
+        shapes.model_layers(config, "q", "q/config.json")
+    message = str(raised.value)
+    assert not isinstance(raised.value, UnprovenLayers) and f"'{field}'" in message
+    assert "\n" not in message and len(message) < 300, message
