@@ -39,6 +39,18 @@ def installed_versions() -> dict | None:
         return None
 
 
+def _described(shape) -> str:
+    """What sizes a layer shape's kernels, for a miss."""
+    if isinstance(shape, mixers.MixerShape):
+        return (f"Mamba-2 mixer: head dim {shape.head_dim}, state {shape.state_size}, chunk {shape.chunk_size}, "
+                f"conv {shape.conv_width}, norm {shape.norm_width or 'in PyTorch'}")
+    if isinstance(shape, mixers.GdnShape):
+        return (f"gated delta net: key/value head dims {shape.key_head_dim}/{shape.value_head_dim}, conv "
+                f"{shape.conv_width}, {shape.state_dtype} state")
+    kind = "" if shape.attention == shapes_.DECODER else f"{shape.attention} attention, "
+    return f"{kind}head {shape.head_size}, {shape.num_query_heads}/{shape.num_kv_heads} heads"
+
+
 def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | None) -> Lookup:
     """The verdicts of `document` for `shapes` on (cc, limit) under `versions` (pure)."""
     if versions is None:
@@ -48,26 +60,16 @@ def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | N
         return Lookup(False, f"fit table {mismatch}")
     recorded = {table_.verdict_key(v, name): v for name in ("verdicts", "mixer_verdicts")
                 for v in document.get(name) or [] if isinstance(v, dict)}
-    unrecorded = next(filter(None, (mixers.unrecorded_on(shape, cc) for shape in shapes)), None)
+    unrecorded = mixers.unrecorded_on(shapes, cc)
     if unrecorded:
         return Lookup(False, unrecorded, unproven=True)
     found = []
     for shape in shapes:
         verdict = recorded.get(table_.verdict_fields(shape, cc, limit)[1])
-        rank = f" per rank at tensor parallel {shape.tensor_parallel}" if shape.tensor_parallel > 1 else ""
-        if verdict is None and isinstance(shape, mixers.MixerShape):
-            return Lookup(False, f"no verdict in the fit table for {shape.label} (Mamba-2 mixer: head dim "
-                                 f"{shape.head_dim}, state {shape.state_size}, chunk {shape.chunk_size}, conv "
-                                 f"{shape.conv_width}, norm {shape.norm_width or 'in PyTorch'}{rank}) on cc {cc} "
-                                 f"at {limit} bytes")
-        if verdict is None and isinstance(shape, mixers.GdnShape):
-            return Lookup(False, f"no verdict in the fit table for {shape.label} (gated delta net: key/value head "
-                                 f"dims {shape.key_head_dim}/{shape.value_head_dim}, conv {shape.conv_width}, "
-                                 f"{shape.state_dtype} state{rank}) on cc {cc} at {limit} bytes")
         if verdict is None:
-            kind = "" if shape.attention == shapes_.DECODER else f"{shape.attention} attention, "
-            return Lookup(False, f"no verdict in the fit table for {shape.label} ({kind}head {shape.head_size}, "
-                                 f"{shape.num_query_heads}/{shape.num_kv_heads} heads{rank}) on cc {cc} at {limit} bytes")
+            rank = f" per rank at tensor parallel {shape.tensor_parallel}" if shape.tensor_parallel > 1 else ""
+            return Lookup(False, f"no verdict in the fit table for {shape.label} ({_described(shape)}{rank}) on cc "
+                                 f"{cc} at {limit} bytes")
         found.append(verdict)
     needs = [v["max_shared"] for v in found if v.get("max_shared") is not None]
     failing = [v for v in found if not v.get("all_fit")]

@@ -233,13 +233,14 @@ def gdn_from_config(config: dict, model: str, where: str, tensor_parallel: int =
     return gdn_shape(text, model_type, model, where, tensor_parallel)
 
 
-def unrecorded_on(shape, cc: int) -> str | None:
-    """Why the launches the check records for this mixer are not the ones a device of compute
-    capability `cc` runs; None when they are."""
-    if isinstance(shape, GdnShape) and cc >= GDN_RECORDED_BELOW_CC:
-        return (f"{shape.label}: on compute capability {cc // 10}.{cc % 10} vLLM runs the gated delta net's "
-                "prefill with FlashInfer or CuteDSL, which the fit check does not record (it records FLA's "
-                f"Triton kernels, run below {GDN_RECORDED_BELOW_CC // 10}.0)")
+def unrecorded_on(shapes, cc: int) -> str | None:
+    """Why the launches the check records for one of these layer shapes are not the ones a device of
+    compute capability `cc` runs (the first such shape); None when they are for every one."""
+    for shape in shapes:
+        if isinstance(shape, GdnShape) and cc >= GDN_RECORDED_BELOW_CC:
+            return (f"{shape.label}: on compute capability {cc // 10}.{cc % 10} vLLM runs the gated delta net's "
+                    "prefill with FlashInfer or CuteDSL, which the fit check does not record (it records FLA's "
+                    f"Triton kernels, run below {GDN_RECORDED_BELOW_CC // 10}.0)")
     return None
 
 

@@ -145,31 +145,22 @@ def _write_verdicts(path: Path, rows: list[dict], shapes, device: dict, versions
     return len(verdicts) + len(mixer_verdicts)
 
 
-def _mixer_launches(shape, cc: int, limit: int) -> list:
-    """One mixer's launches, as its recorder makes them on this host (gated delta net: refused with
-    GdnError where FLA's import-time choices here are not the device's)."""
-    from patches.fitcheck import mixer_launches
-    from patches.fitcheck.mixers import GdnShape
-
-    if not isinstance(shape, GdnShape):
-        return mixer_launches.record_mixer(shape)
-    from patches.fitcheck import gdn_launches
-
-    differ = gdn_launches.host_choices_differ(cc, limit)
-    if differ:
-        raise gdn_launches.GdnError(f"{shape.label}: this host decides the gated delta net's kernels otherwise than "
-                                    f"cc {cc} at {limit} bytes does ({differ[0]}); run the check on a host without "
-                                    "a GPU, as the build does")
-    return gdn_launches.record_gdn(shape)
-
-
 def _mixer_rows(mixer_shapes, cc: int, limit: int, workers) -> list[dict]:
-    """The report rows of the hybrids' mixers: one per plain launch and per autotuned call."""
+    """The report rows of the hybrids' mixers: one per plain launch and per autotuned call. A gated delta
+    net is refused (GdnError) on a host whose FLA import-time choices are not the device's."""
     if not mixer_shapes:
         return []
-    from patches.fitcheck import mixer_launches
+    from patches.fitcheck import gdn_launches, mixer_launches
+    from patches.fitcheck.mixers import GdnShape
 
-    launches = [launch for shape in mixer_shapes for launch in _mixer_launches(shape, cc, limit)]
+    gdn = [shape for shape in mixer_shapes if isinstance(shape, GdnShape)]
+    differ = gdn_launches.host_choices_differ(cc, limit) if gdn else []
+    if differ:
+        raise gdn_launches.GdnError(f"{gdn[0].label}: this host decides the gated delta net's kernels otherwise "
+                                    f"than cc {cc} at {limit} bytes does ({differ[0]}); run the check on a host "
+                                    "without a GPU, as the build does")
+    launches = [launch for shape in mixer_shapes for launch in (
+        gdn_launches.record_gdn(shape) if isinstance(shape, GdnShape) else mixer_launches.record_mixer(shape))]
     return [dict(report_.launch_row(launch, result, limit), autotune=autotune)
             for launch, result, autotune in mixer_launches.judged(launches, cc, limit, workers)]
 
@@ -221,7 +212,7 @@ def plan(options: FitOptions) -> FitPlan:
     device, shapes = resolve_device(options), tuple(resolve_shapes(options))
     from patches.fitcheck.mixers import unrecorded_on
 
-    unrecorded = next(filter(None, (unrecorded_on(shape, device["cc"]) for shape in shapes)), None)
+    unrecorded = unrecorded_on(shapes, device["cc"])
     if unrecorded:
         raise shapes_.UnprovenLayers(unrecorded)
     return FitPlan(options, device, shapes)

@@ -267,8 +267,8 @@ def _per_layer_kinds(per_layer: object, layer_types: list, base: dict, window, w
     overrides = {}
     for key, fields in per_layer.items():
         if not str(key).isdigit() or not isinstance(fields, dict) or int(key) >= len(layer_types):
-            raise ConfigError(f"{where}: 'per_layer_config' entry {reprlib.repr(key)}: {reprlib.repr(fields)}, expected a layer "
-                              f"index below {len(layer_types)} mapped to a JSON object")
+            raise ConfigError(f"{where}: 'per_layer_config' entry {reprlib.repr(key)}: {reprlib.repr(fields)}, "
+                              f"expected a layer index below {len(layer_types)} mapped to a JSON object")
         overrides[int(key)] = fields
     kinds: dict[tuple, str] = {}
     for index, layer_type in enumerate(layer_types):

@@ -30,6 +30,9 @@ ATTENTION_PATHS = ("2d", "3d", "encoder")  # "encoder": context_attention_fwd's 
 # model is a model with that rank's heads (shapes.rank_heads).
 SHAPE_FIELDS = ("attention", "head_size", "queries_per_kv", "sliding_window", "softcap", "block_size")
 VERDICT_KEYS = ("cc", "limit", "dtype") + SHAPE_FIELDS
+CHECKED_DTYPE = "float16"  # the dtype the fit check's launches carry (recorder.case_arguments)
+
+
 # A hybrid's mixer: its verdicts sit in `mixer_verdicts`, keyed by the fields that size its kernels,
 # which follow its kind, the verdict's `mixer` (mixers.FIELDS_BY_MIXER).
 def mixer_verdict_keys(mixer: object) -> tuple | None:
@@ -43,7 +46,6 @@ def verdict_key(verdict: dict, section: str) -> tuple | None:
     cannot be keyed (a mixer kind not known here)."""
     keys = VERDICT_KEYS if section == "verdicts" else mixer_verdict_keys(verdict.get("mixer"))
     return None if keys is None else tuple(verdict.get(k) for k in keys)
-CHECKED_DTYPE = "float16"  # the dtype the fit check's launches carry (recorder.case_arguments)
 
 
 class TableError(ValueError):
