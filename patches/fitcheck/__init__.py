@@ -2,7 +2,7 @@
 
     python -m patches.fitcheck --device sm75|sm70|sm86|sm90 [--cc N --limit BYTES]
         [--model-config config.json [--tensor-parallel-size N] | --matrix all|gemma4] [--compare-unpatched]
-        [--write-table PATH] [--known-table PATH] [--json]
+        [--write-table PATH] [--known-table PATH] [--full-compile] [--json]
 
 Calls vLLM's real unified_attention() (decoder layers) and context_attention_fwd() (encoder /
 bidirectional layers) with CPU tensors shaped like each layer (built-in Gemma 4 classes at tensor
@@ -10,7 +10,8 @@ parallel 1, 2 and 4, the attention-only families' head sizes and query-per-KV ra
 layers of embedding models, BERT-family encoders and multimodal towers; or one rank of the model of
 --model-config), records the kernel launches they make on the simulated device, cross-compiles each
 with the installed Triton for that compute capability and compares the compiled kernel's shared
-memory with the limit.
+memory with the limit. A compile stops once Triton has allocated shared memory; the launch of largest
+need of each kernel is compiled in full to confirm the number (--full-compile: every launch; compiler.py).
 
 --write-table PATH first compiles the unpatched launcher's launches, and smaller tiles where they do not fit,
 and merges them into the fit table the clamp reads, then records the patched launches.

@@ -36,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--launcher", metavar="PATH", help="check this triton_unified_attention.py "
                         "(e.g. another release's) instead of the installed one, under the installed vLLM")
     parser.add_argument("--workers", type=int, help="compile processes (default: CPU count)")
+    parser.add_argument("--full-compile", action="store_true", help="compile every launch to cubin; by "
+                        "default Triton's pipeline stops once shared memory is allocated, and the launch "
+                        "of largest need of each kernel is compiled in full to cross-check it")
     parser.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
     return parser
 
@@ -45,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     device = args.device or (None if args.cc is not None and args.limit is not None else "sm75")
     options = FitOptions(device, args.cc, args.limit, args.model_config, args.compare_unpatched,
                          args.write_table, args.workers, args.launcher, args.known_table, args.matrix,
-                         args.tensor_parallel_size)
+                         args.tensor_parallel_size, args.full_compile)
+    from patches.fitcheck.compiler import CompilerDrift
     from patches.fitcheck.gdn_launches import GdnError
     from patches.fitcheck.mixer_launches import MixerError
     from patches.fitcheck.recorder import LauncherError
@@ -53,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         report = run(plan(options))  # bad options and configs are refused before vLLM is imported
-    except (UsageError, ConfigError, LauncherError, TableError, MixerError, GdnError) as error:
+    except (UsageError, ConfigError, LauncherError, TableError, MixerError, GdnError, CompilerDrift) as error:
         print(f"fitcheck: {error}", file=sys.stderr)
         return 2
     if args.json:

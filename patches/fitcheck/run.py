@@ -35,6 +35,7 @@ class FitOptions:
     known_table: str | None = None  # a fit table whose entries stand in for compiles
     matrix: str = "all"  # without model_config: shapes_.MATRICES
     tensor_parallel: int = 1  # with model_config: check one rank's shapes of this tensor-parallel size
+    full_compile: bool = False  # compile to cubin instead of up to the shared-memory allocation (compiler.py)
 
 
 def resolve_device(options: FitOptions) -> dict:
@@ -220,7 +221,18 @@ def plan(options: FitOptions) -> FitPlan:
 
 def run(fit: FitPlan) -> dict:
     """The JSON report (docs/architecture.md). Raises UsageError / LauncherError / TableError on
-    bad input."""
+    bad input, CompilerDrift when the shared-memory-only compile disagrees with a full one."""
+    from patches.fitcheck import compiler
+
+    mode = compiler.FULL if fit.options.full_compile else compiler.default_mode()
+    with compiler.compile_mode(mode):
+        report = _checked(fit)
+        checked = compiler.cross_check(fit.device["cc"], fit.options.workers) if mode == compiler.SHARED_ONLY else []
+    report["compile"] = {"mode": mode, "cross_checked": checked}
+    return report
+
+
+def _checked(fit: FitPlan) -> dict:
     from patches.fitcheck.recorder import record_launches, release_features
 
     started = time.monotonic()

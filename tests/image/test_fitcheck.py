@@ -6,6 +6,7 @@ module, so only the first run compiles from nothing; the run-time checks with th
 table start from an empty cache of their own, so the cache shows what they compiled.
 """
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -509,11 +510,12 @@ def test_the_build_proved_every_gated_delta_net_on_sm75_and_sm86_whatever_its_he
 MIXER_AT_LIMIT = r"""
 python3 - <<'PY'
 import json
-from patches.fitcheck import mixer_launches, report
+from patches.fitcheck import compiler, mixer_launches, report
 from patches.fitcheck.mixers import BUILTIN_HYBRIDS, mixer_from_config
 shape = mixer_from_config(BUILTIN_HYBRIDS["granite-4.0-h-tiny"], "granite", "built-in")
-rows = [dict(report.launch_row(l, r, %d), autotune=a)
-        for l, r, a in mixer_launches.judged(mixer_launches.record_mixer(shape), 75, %d)]
+with compiler.compile_mode(compiler.default_mode()):
+    rows = [dict(report.launch_row(l, r, %d), autotune=a)
+            for l, r, a in mixer_launches.judged(mixer_launches.record_mixer(shape), 75, %d)]
 built = report.build_report(versions={"vllm": "", "triton": ""}, device={"name": "sm75", "cc": 75, "limit": %d},
                             launches=[], unpatched=None, elapsed_s=0, mixers=rows)
 print(json.dumps({"all_fit": built["all_fit"], "failures": report.failures(built), "rows": rows}))
@@ -532,3 +534,71 @@ def test_a_mixer_kernel_no_configuration_of_which_fits_fails_naming_it(run_in_im
     assert len(report["failures"]) == 1 and "_chunk_scan_fwd_kernel, none of its 23 autotune configurations fits" in \
         report["failures"][0] and f"limit {limit}" in report["failures"][0], report["failures"]
     assert all(row["fits"] for row in report["rows"] if row["kernel"] != "_chunk_scan_fwd_kernel")
+
+
+
+QUICK_VS_FULL = r"""
+cd /tmp && for config in /models/gemma-4-e2b-like %s/embeddinggemma-300m %s/nemotron-h-8b; do
+  for mode in shared-only full; do
+    flag=""; [ $mode = full ] && flag=--full-compile
+    python3 -m patches.fitcheck --device sm75 --model-config $config/config.json --compare-unpatched $flag \
+      --json > "/tmp/$(basename $config).$mode.json"
+  done
+done
+cd /src && python3 -c 'import glob, json; print(json.dumps({p: json.load(open(p)) for p in glob.glob("/tmp/*.json")}))'
+""" % (ENCODERS, HYBRIDS)
+ROW_FIGURES = ("kernel", "path", "query_len", "tile_size", "shared", "num_warps", "num_stages", "fits", "error")
+
+
+def test_the_shared_memory_only_compile_gives_every_row_what_the_full_compile_gives(run_in_image):
+    # Decoder (heads 256 and 512), encoder and Mamba-2 mixer launches, patched and unpatched: every
+    # row's figures are the same whether Triton stops after allocating shared memory or makes a cubin.
+    reports, _ = passing_report(run_in_image, QUICK_VS_FULL)
+    assert len(reports) == 6
+    for model in ("gemma-4-e2b-like", "embeddinggemma-300m", "nemotron-h-8b"):
+        quick, full = reports[f"/tmp/{model}.shared-only.json"], reports[f"/tmp/{model}.full.json"]
+        assert quick["compile"]["mode"] == "shared-only" and full["compile"] == {"mode": "full", "cross_checked": []}
+        assert quick["launches"] and quick["unpatched"], model
+        for part in ("launches", "unpatched", "mixer_launches"):
+            rows = [[row[k] for k in ROW_FIGURES] for row in quick[part]]
+            assert rows == [[row[k] for k in ROW_FIGURES] for row in full[part]], (model, part)
+        kernels = {row["kernel"] for row in quick["launches"] + quick["unpatched"] + quick["mixer_launches"]}
+        checked = {entry["kernel"]: entry["shared"] for entry in quick["compile"]["cross_checked"]}
+        assert set(checked) == kernels, (model, checked)
+        assert all(checked[kernel] == max(row["shared"] for row in quick["launches"] + quick["unpatched"] +
+                                          quick["mixer_launches"] if row["kernel"] == kernel)
+                   for kernel in checked)
+    assert {row["path"] for row in reports["/tmp/embeddinggemma-300m.shared-only.json"]["launches"]} == {"encoder"}
+    assert reports["/tmp/nemotron-h-8b.shared-only.json"]["mixer_launches"]
+
+
+DRIFTED_TRITON = r"""
+export TRITON_CACHE_DIR=$(mktemp -d)
+python3 - <<'PY'
+import sys
+from patches.fitcheck import compiler
+from patches.fitcheck.__main__ import main
+
+real = compiler._allocate_shared_memory
+
+
+def standin_triton_whose_full_pipeline_differs(module, metadata, *args):
+    llir = real(module, metadata, *args)
+    metadata["shared"] += 16
+    return llir
+
+
+compiler._allocate_shared_memory = standin_triton_whose_full_pipeline_differs
+sys.exit(main(["--device", "sm75", "--model-config", "/models/gemma-4-e2b-like/config.json", "--json"]))
+PY
+"""
+
+
+def test_a_shared_memory_figure_the_full_compile_does_not_confirm_fails_naming_the_kernel(run_in_image):
+    code, out, err = run_in_image(DRIFTED_TRITON)
+    assert code == 2 and out == "", err[-2000:]
+    lines = [line for line in err.splitlines() if line.startswith("fitcheck:")]
+    assert len(lines) == 1 and "Traceback" not in err, err[-2000:]
+    quick, full = (int(n) for n in re.findall(r"says (\d+) bytes, Triton's full compile (\d+) bytes", lines[0])[0])
+    assert lines[0].startswith("fitcheck: kernel_unified_attention: ") and quick == full + 16, lines
+    assert "--full-compile" in lines[0]
