@@ -44,6 +44,8 @@ def _described(shape) -> str:
     if isinstance(shape, mixers.MixerShape):
         return (f"Mamba-2 mixer: head dim {shape.head_dim}, state {shape.state_size}, chunk {shape.chunk_size}, "
                 f"conv {shape.conv_width}, norm {shape.norm_width or 'in PyTorch'}")
+    if isinstance(shape, mixers.Mamba1Shape):
+        return f"Mamba-1 mixer: state {shape.state_size}, conv {shape.conv_width}"
     if isinstance(shape, mixers.GdnShape):
         return (f"gated delta net: key/value head dims {shape.key_head_dim}/{shape.value_head_dim}, conv "
                 f"{shape.conv_width}, {shape.state_dtype} state")

@@ -1,10 +1,13 @@
-"""The Triton launches of one Mamba-2 mixer (mixers.MixerShape), made by vLLM's real mixer ops on CPU
-tensors with a recorder in place of each kernel, and their verdict once compiled for a device.
+"""The Triton launches of one Mamba-2 or Mamba-1 mixer (mixers.MixerShape, mixers.Mamba1Shape), made by
+vLLM's real mixer ops on CPU tensors with a recorder in place of each kernel, and their verdict once
+compiled for a device.
 
 The ops are the ones vLLM 0.33.0's MambaMixer2 calls on CUDA (model_executor/layers/mamba/
 mamba_mixer2.py): a prefill of two chunks (causal_conv1d_fn, mamba_chunk_scan_combined_varlen,
 rms_norm_gated where the mixer uses it, store_prefill_checkpoint) and a decode step of four sequences
-(causal_conv1d_update, selective_state_update on its Triton backend). Nothing runs on a GPU.
+(causal_conv1d_update, selective_state_update on its Triton backend). A Mamba-1 mixer (MambaMixer,
+mamba_mixer.py) runs the same conv ops and selective_state_update on a state without heads; its
+prefill scan is CUDA (selective_scan_fn), not Triton. Nothing runs on a GPU.
 
 An @triton.autotune kernel (the SSD chunk scan's five) is recorded once per configuration of its
 list. Triton's autotuner scores a configuration that raises OutOfResources as infinitely slow
@@ -19,7 +22,7 @@ import os
 from dataclasses import dataclass
 
 from patches.fitcheck.compiler import compile_launches
-from patches.fitcheck.mixers import MODEL_DTYPE, MixerShape
+from patches.fitcheck.mixers import MODEL_DTYPE, Mamba1Shape, MixerShape
 from patches.fitcheck.recorder import Launch, _Recorder, prepare_cpu_host, swapped
 
 DTYPE_NAME = MODEL_DTYPE
@@ -118,6 +121,59 @@ def _ops():
                          "inside the vLLM image, or pass --matrix attention to leave the mixers out") from None
 
 
+def _conv_calls(dim: int, width: int, seqlen: int, conv) -> list[tuple[str, int, int, tuple, object]]:
+    """The causal conv's prefill over one sequence of `seqlen` tokens and its decode step: (kind,
+    query_len, num_seqs, kernels, call) each, as _calls gives them."""
+    import torch
+
+    dtype = getattr(torch, DTYPE_NAME)
+
+    def conv_prefill():
+        conv.causal_conv1d_fn(torch.empty(seqlen, dim, dtype=dtype).t(), torch.empty(dim, width, dtype=dtype),
+                              torch.empty(dim, dtype=dtype), torch.empty(2, dim, width - 1, dtype=dtype),
+                              torch.tensor([0, seqlen], dtype=torch.int32),
+                              cache_indices=torch.tensor([1], dtype=torch.int32),
+                              has_initial_state=torch.tensor([False]), activation="silu")
+
+    def conv_decode():
+        conv.causal_conv1d_update(torch.empty(DECODE_BATCH, dim, dtype=dtype),
+                                  torch.empty(DECODE_BATCH, dim, width - 1, dtype=dtype),
+                                  torch.empty(dim, width, dtype=dtype), torch.empty(dim, dtype=dtype), activation="silu",
+                                  conv_state_indices=torch.arange(DECODE_BATCH, dtype=torch.int32))
+
+    return [("conv-prefill", seqlen, 1, ((conv, ("_causal_conv1d_fwd_kernel",)),), conv_prefill),
+            ("conv-decode", 1, DECODE_BATCH, ((conv, ("_causal_conv1d_update_kernel",)),), conv_decode)]
+
+
+# Mamba-1 prefill: the conv runs over one sequence this long before the CUDA selective scan
+MAMBA1_PREFILL_LEN = 256
+
+
+def _mamba1_calls(shape: Mamba1Shape, ops: dict) -> list[tuple[str, int, int, tuple, object]]:
+    """A Mamba-1 mixer's Triton ops (mamba_mixer.py): the conv's prefill and decode, and the decode's
+    selective_state_update on its 3-D state (one row per channel, no heads), with the dtypes the mixer
+    passes: A and the time step bias in fp32, D in the model's dtype."""
+    import torch
+
+    dtype = getattr(torch, DTYPE_NAME)
+    dim, state, batch = shape.channels, shape.state_size, DECODE_BATCH
+    ssm = ops["mamba_ssm"]
+
+    def ssm_decode():
+        indices = torch.arange(batch, dtype=torch.int32)
+        with swapped(ssm, "get_ssm_device_name", lambda: SSM_DEVICE_NAME):
+            ssm.selective_state_update(
+                torch.empty(batch, dim, state, dtype=dtype), torch.empty(batch, dim, dtype=dtype),
+                torch.empty(batch, dim, dtype=dtype), torch.empty(dim, state, dtype=torch.float32),
+                torch.empty(batch, state, dtype=dtype), torch.empty(batch, state, dtype=dtype),
+                torch.empty(dim, dtype=dtype), torch.empty(dim, dtype=torch.float32),
+                z=torch.empty(batch, dim, dtype=dtype), dt_softplus=True, state_batch_indices=indices,
+                dst_state_batch_indices=indices, out=torch.empty(batch, dim, dtype=dtype))
+
+    return _conv_calls(dim, shape.conv_width, MAMBA1_PREFILL_LEN, ops["causal_conv1d"]) + [
+        ("ssm-decode", 1, batch, ((ssm, ("_selective_scan_update_kernel",)),), ssm_decode)]
+
+
 def _calls(shape: MixerShape, ops: dict) -> list[tuple[str, int, int, tuple, object]]:
     """(kind, query_len, num_seqs, kernels, call) for each op the mixer runs."""
     import torch
@@ -126,14 +182,8 @@ def _calls(shape: MixerShape, ops: dict) -> list[tuple[str, int, int, tuple, obj
     heads, head_dim, state, groups, chunk = shape.heads, shape.head_dim, shape.state_size, shape.groups, shape.chunk_size
     dim, width = shape.conv_dim, shape.conv_width
     seqlen = 2 * chunk  # one sequence of two chunks
-    conv, ssm = ops["causal_conv1d"], ops["mamba_ssm"]
-
-    def conv_prefill():
-        conv.causal_conv1d_fn(torch.empty(seqlen, dim, dtype=dtype).t(), torch.empty(dim, width, dtype=dtype),
-                              torch.empty(dim, dtype=dtype), torch.empty(2, dim, width - 1, dtype=dtype),
-                              torch.tensor([0, seqlen], dtype=torch.int32),
-                              cache_indices=torch.tensor([1], dtype=torch.int32),
-                              has_initial_state=torch.tensor([False]), activation="silu")
+    ssm = ops["mamba_ssm"]
+    conv_prefill, conv_decode = _conv_calls(dim, width, seqlen, ops["causal_conv1d"])
 
     def ssd_prefill():
         x = torch.empty(seqlen, heads, head_dim, dtype=dtype)
@@ -163,12 +213,6 @@ def _calls(shape: MixerShape, ops: dict) -> list[tuple[str, int, int, tuple, obj
             torch.empty(2, heads, head_dim, state, dtype=dtype), torch.tensor([0, seqlen], dtype=torch.int32),
             state_len=width - 1)
 
-    def conv_decode():
-        conv.causal_conv1d_update(torch.empty(DECODE_BATCH, dim, dtype=dtype),
-                                  torch.empty(DECODE_BATCH, dim, width - 1, dtype=dtype),
-                                  torch.empty(dim, width, dtype=dtype), torch.empty(dim, dtype=dtype), activation="silu",
-                                  conv_state_indices=torch.arange(DECODE_BATCH, dtype=torch.int32))
-
     def ssm_decode():
         batch = DECODE_BATCH
         with swapped(ssm, "get_ssm_device_name", lambda: SSM_DEVICE_NAME):
@@ -183,13 +227,11 @@ def _calls(shape: MixerShape, ops: dict) -> list[tuple[str, int, int, tuple, obj
     ssd = ((ops["ssd_chunk_state"], ("_chunk_cumsum_fwd_kernel", "_chunk_state_fwd_kernel")),
            (ops["ssd_state_passing"], ("_state_passing_fwd_kernel",)), (ops["ssd_bmm"], ("_bmm_chunk_fwd_kernel",)),
            (ops["ssd_chunk_scan"], ("_chunk_scan_fwd_kernel",)))
-    calls = [("conv-prefill", seqlen, 1, ((conv, ("_causal_conv1d_fwd_kernel",)),), conv_prefill),
-             ("ssd-prefill", seqlen, 1, ssd, ssd_prefill)]
+    calls = [conv_prefill, ("ssd-prefill", seqlen, 1, ssd, ssd_prefill)]
     if shape.norm_width:
         calls.append(("norm", seqlen, 1, ((ops["layernorm_gated"], ("_layer_norm_fwd_1pass_kernel",)),), norm))
     calls += [("checkpoint", seqlen, 1, ((ops["ssd_checkpoint"], ("_store_prefill_checkpoint_kernel",)),), checkpoint),
-              ("conv-decode", 1, DECODE_BATCH, ((conv, ("_causal_conv1d_update_kernel",)),), conv_decode),
-              ("ssm-decode", 1, DECODE_BATCH, ((ssm, ("_selective_scan_update_kernel",)),), ssm_decode)]
+              conv_decode, ("ssm-decode", 1, DECODE_BATCH, ((ssm, ("_selective_scan_update_kernel",)),), ssm_decode)]
     return calls
 
 
@@ -213,11 +255,13 @@ def record_calls(shape, calls, failure) -> list[Launch]:
     return launches
 
 
-def record_mixer(shape: MixerShape) -> list[Launch]:
-    """Every launch one mixer's ops make (autotuned kernels: one per configuration)."""
-    return record_calls(shape, _calls(shape, _ops()), lambda kind, error: MixerError(
-        f"vLLM's {kind} op of the Mamba-2 mixer failed on {shape.label} ({error}); the check does not know this "
-        "release's mixer ops"))
+def record_mixer(shape: MixerShape | Mamba1Shape) -> list[Launch]:
+    """Every launch one Mamba-2 or Mamba-1 mixer's ops make (autotuned kernels: one per configuration)."""
+    mamba1 = isinstance(shape, Mamba1Shape)
+    calls = (_mamba1_calls if mamba1 else _calls)(shape, _ops())
+    return record_calls(shape, calls, lambda kind, error: MixerError(
+        f"vLLM's {kind} op of the Mamba-{1 if mamba1 else 2} mixer failed on {shape.label} ({error}); the check "
+        "does not know this release's mixer ops"))
 
 
 # FLA's tile names (gated delta net); the SSD kernels' all start with BLOCK

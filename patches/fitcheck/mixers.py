@@ -1,6 +1,7 @@
-"""The mixers of hybrid models, the shape of one as vLLM's Triton kernels see it, read from config.json
-(pure standard library): the Mamba-2 mixers of Nemotron-H, Granite 4.0-H, Falcon-H1, Bamba and Zamba 2
-(MixerShape) and the gated delta net of Qwen3-Next and Qwen3.5 (GdnShape; gdn_launches.py records it).
+"""The mixers of hybrid and state-space models, the shape of one as vLLM's Triton kernels see it, read
+from config.json (pure standard library): the Mamba-2 mixers of Nemotron-H, Granite 4.0-H, Falcon-H1,
+Bamba, Zamba 2 and Mamba-2 models (MixerShape), the Mamba-1 mixers of Jamba, Mamba and Falcon Mamba
+(Mamba1Shape) and the gated delta net of Qwen3-Next and Qwen3.5 (GdnShape; gdn_launches.py records it).
 
 What a mixer launches on a Turing or Ampere GPU (vLLM 0.33.0, model_executor/layers/mamba/
 mamba_mixer2.py), each kernel's shared memory set by these fields alone (patches/fitcheck/
@@ -10,6 +11,10 @@ mixer_launches.py records and compiles them):
            rank (its width), the prefix-caching checkpoint copy (vLLM's default "align" mode)
   decode   causal_conv1d_update (conv width), selective_state_update (head dim, state size)
 Head and group counts only set the grid, so one verdict holds for every model with such a mixer.
+
+A Mamba-1 mixer (mamba_mixer.py) runs causal_conv1d_fn then the CUDA selective_scan_fn (vllm._C, not
+Triton) in prefill, causal_conv1d_update and selective_state_update in decode; its kernels are sized by
+the state size and the conv width, its channel count (intermediate size over the ranks) sets the grid.
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from dataclasses import dataclass
 from patches.fitcheck.shapes import ConfigError, UnprovenLayers, _positive_int
 
 MAMBA2 = "mamba2"
+MAMBA1 = "mamba1"
 GATED_DELTA_NET = "gated_delta_net"
 MIXER_FIELDS = ("mixer", "head_dim", "state_size", "chunk_size", "conv_width", "norm_width")
 # What sizes a gated delta net's kernels: the head dims (K and V of FLA's tiles), the conv width, the
@@ -27,7 +33,8 @@ MIXER_FIELDS = ("mixer", "head_dim", "state_size", "chunk_size", "conv_width", "
 # holds the needs equal over the head counts of tensor parallel 1, 2 and 4
 # (tests/image/test_fitcheck.py).
 GDN_FIELDS = ("mixer", "key_head_dim", "value_head_dim", "conv_width", "state_dtype", "interleaved")
-FIELDS_BY_MIXER = {MAMBA2: MIXER_FIELDS, GATED_DELTA_NET: GDN_FIELDS}
+MAMBA1_FIELDS = ("mixer", "state_size", "conv_width")
+FIELDS_BY_MIXER = {MAMBA2: MIXER_FIELDS, MAMBA1: MAMBA1_FIELDS, GATED_DELTA_NET: GDN_FIELDS}
 MODEL_DTYPE = "float16"  # the activations' dtype in the recorded launches (Turing has no bf16)
 
 # config.json field names per model type: heads, head dim, state size, groups, chunk size, conv width
@@ -40,15 +47,22 @@ _FIELDS = {
     "falcon_h1": ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_chunk_size",
                   "mamba_d_conv"),
     "zamba2": ("n_mamba_heads", "mamba_headdim", "mamba_d_state", "mamba_ngroups", "chunk_size", "mamba_d_conv"),
+    "mamba2": ("num_heads", "head_dim", "state_size", "n_groups", "chunk_size", "conv_kernel"),  # mamba2.py
 }
 MAMBA2_HYBRID_TYPES = tuple(_FIELDS)
+# Mamba-1 config fields: the intermediate size (Jamba: its expansion of hidden_size), state size, conv
+# width, as vLLM's jamba.py and mamba.py (Mamba and Falcon Mamba) pass them to MambaMixer, and
+# transformers' defaults where a config leaves one out (JambaConfig, MambaConfig, FalconMambaConfig).
+_MAMBA1_FIELDS = {
+    "jamba": ("mamba_expand", "mamba_d_state", "mamba_d_conv"),
+    "mamba": ("intermediate_size", "state_size", "conv_kernel"),
+    "falcon_mamba": ("intermediate_size", "state_size", "conv_kernel"),
+}
+_MAMBA1_DEFAULTS = {"mamba_expand": 2, "mamba_d_state": 16, "mamba_d_conv": 4, "state_size": 16, "conv_kernel": 4}
+MAMBA1_TYPES = tuple(_MAMBA1_FIELDS)
 # Hybrid and state-space types whose mixers run kernels the fit check does not record: each stays
 # "not proven", named.
 UNREAD_MIXERS = {
-    "jamba": "Jamba's Mamba-1 mixers (selective_scan_fn prefill)",
-    "mamba": "Mamba-1 mixers (selective_scan_fn prefill)",
-    "falcon_mamba": "Mamba-1 mixers (selective_scan_fn prefill)",
-    "mamba2": "a pure Mamba-2 model without attention layers (not in the checked matrix)",
     "kimi_linear": "Kimi Linear's KDA (fla chunk_kda kernels)",
     "plamo2": "PLaMo 2's Mamba mixers",
     "lfm2": "LFM2's short convolutions",
@@ -85,25 +99,67 @@ class MixerShape:
         return self.heads * self.head_dim + 2 * self.groups * self.state_size
 
 
+@dataclass(frozen=True)
+class Mamba1Shape:
+    """One Mamba-1 mixer, as one rank of `tensor_parallel` ranks runs it."""
+
+    model: str
+    channels: int  # one rank's share of the intermediate size: the conv's channels, the state's rows
+    state_size: int
+    conv_width: int
+    tensor_parallel: int = 1
+    mixer: str = MAMBA1
+    layer: str = "mamba"
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}/{self.layer}"
+
+    @property
+    def head_size(self) -> int:  # the report's column: a Mamba-1 mixer has no heads, its state rows are this
+        return self.state_size
+
+    @property
+    def conv_dim(self) -> int:
+        return self.channels
+
+
+def mamba1_shape(text: dict, model_type: str, model: str, where: str, tensor_parallel: int = 1) -> Mamba1Shape:
+    """The Mamba-1 mixer of a config's text part (ConfigError naming the field for a bad value)."""
+    size_key, state_key, conv_key = _MAMBA1_FIELDS[model_type]
+    size = _positive_int(text, size_key, where, _MAMBA1_DEFAULTS.get(size_key))
+    intermediate = size * _positive_int(text, "hidden_size", where) if size_key == "mamba_expand" else size
+    state = _positive_int(text, state_key, where, _MAMBA1_DEFAULTS[state_key])
+    conv = _positive_int(text, conv_key, where, _MAMBA1_DEFAULTS[conv_key])
+    if intermediate % tensor_parallel:
+        raise ConfigError(f"{where}: the Mamba intermediate size {intermediate} does not split over tensor parallel "
+                          f"size {tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE that divides it")
+    return Mamba1Shape(model, intermediate // tensor_parallel, state, conv, tensor_parallel)
+
+
 def mixer_fields(shape) -> dict:
     """The fields that size a mixer's kernels (MIXER_FIELDS, GDN_FIELDS for a gated delta net)."""
     return {name: getattr(shape, name) for name in FIELDS_BY_MIXER[shape.mixer]}
 
 
 def is_mixer(shape) -> bool:
-    return isinstance(shape, (MixerShape, GdnShape))
+    return isinstance(shape, (MixerShape, Mamba1Shape, GdnShape))
 
 
 def mixer_shape(text: dict, model_type: str | None, model: str, where: str, tensor_parallel: int = 1):
-    """The mixer of a hybrid config's text part: a MixerShape, or a GdnShape for a gated delta net
-    (UnprovenLayers for a type not read here; ConfigError naming the field for a bad value)."""
+    """The mixer of a hybrid or state-space config's text part: a MixerShape, a Mamba1Shape, or a GdnShape
+    for a gated delta net (UnprovenLayers for a type not read here; ConfigError naming the field for a
+    bad value)."""
     if _TEXT_TYPES.get(model_type, model_type) in GDN_TYPES:
         return gdn_shape(text, model_type, model, where, tensor_parallel)
+    if model_type in _MAMBA1_FIELDS:
+        return mamba1_shape(text, model_type, model, where, tensor_parallel)
     if model_type not in _FIELDS:
         what = UNREAD_MIXERS.get(model_type, f"model type {reprlib.repr(model_type)}: its state-space layers")
         raise UnprovenLayers(f"{where}: a hybrid model with {what}: the fit check does not record these kernels "
-                             f"for this device (it reads the Mamba-2 mixers of {', '.join(MAMBA2_HYBRID_TYPES)} "
-                             f"and the gated delta net of {', '.join(GDN_TYPES)})")
+                             f"for this device (it reads the Mamba-2 mixers of {', '.join(MAMBA2_HYBRID_TYPES)}, "
+                             f"the Mamba-1 mixers of {', '.join(MAMBA1_TYPES)} and the gated delta net of "
+                             f"{', '.join(GDN_TYPES)})")
     heads_key, head_key, state_key, groups_key, chunk_key, conv_key = _FIELDS[model_type]
     heads = _positive_int(text, heads_key, where)
     head_dim = _positive_int(text, head_key, where)
@@ -129,14 +185,15 @@ def mixer_shape(text: dict, model_type: str | None, model: str, where: str, tens
 
 
 def mixer_from_config(config: dict, model: str, where: str, tensor_parallel: int = 1):
-    """The mixer of a parsed config.json (text_config honoured; MixerShape or GdnShape), None for a
-    model without one."""
-    from patches.fitcheck.shapes import hybrid_fields
+    """The mixer of a parsed config.json (text_config honoured; MixerShape, Mamba1Shape or GdnShape), None
+    for a model without one."""
+    from patches.fitcheck.shapes import has_mixer
 
     text = config.get("text_config", config) if isinstance(config, dict) else None
-    if not isinstance(text, dict) or not hybrid_fields(text):
+    model_type = (text.get("model_type") or config.get("model_type")) if isinstance(text, dict) else None
+    if not isinstance(text, dict) or not has_mixer(text, model_type):
         return None
-    return mixer_shape(text, text.get("model_type") or config.get("model_type"), model, where, tensor_parallel)
+    return mixer_shape(text, model_type, model, where, tensor_parallel)
 
 
 # config.json model types whose linear attention is vLLM's QwenGatedDeltaNetAttention, and whether the
@@ -278,6 +335,22 @@ def _gdn_hybrid(model_type: str, attention: tuple, heads: tuple, **extra) -> dic
             "head_dim": head_dim, **GDN_DEFAULTS, "linear_num_key_heads": key_heads,
             "linear_num_value_heads": value_heads, "layer_types": ["linear_attention"] * 3 + ["full_attention"],
             **extra}
+
+
+# The matrix's Mamba-1 models, shaped like the published checkpoints: Jamba's hybrid (attention 32/8 of
+# 128, a 2x expansion of 4096), Falcon Mamba 7B and Mamba 2.8B (state-spaces/mamba-2.8b-hf), all with a
+# 16-wide state and a width-4 conv; and a pure Mamba-2 model, Mamba-Codestral 7B.
+BUILTIN_STATE_SPACE = {
+    "jamba-v0.1": {"model_type": "jamba", "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+                   "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2, "attn_layer_period": 8,
+                   "attn_layer_offset": 4},
+    "falcon-mamba-7b": {"model_type": "falcon_mamba", "hidden_size": 4096, "intermediate_size": 8192,
+                        "state_size": 16, "conv_kernel": 4},
+    "mamba-2.8b": {"model_type": "mamba", "hidden_size": 2560, "intermediate_size": 5120, "state_size": 16,
+                   "conv_kernel": 4},
+    "mamba-codestral-7b": {"model_type": "mamba2", "hidden_size": 4096, "num_heads": 128, "head_dim": 64,
+                           "state_size": 128, "n_groups": 8, "chunk_size": 256, "conv_kernel": 4},
+}
 
 
 # The matrix's gated delta net hybrids, shaped like the published checkpoints: Qwen3-Next's interleaved

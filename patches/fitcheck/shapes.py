@@ -49,6 +49,16 @@ def hybrid_fields(text: dict) -> list[str]:
     return [name for name in SSM_FIELDS if text.get(name) is not None]
 
 
+# State-space models without attention layers (vLLM's mamba.py and mamba2.py): their configs name
+# their state in fields (state_size, conv_kernel) that other models use for other things.
+ATTENTION_FREE_TYPES = ("mamba", "falcon_mamba", "mamba2")
+
+
+def has_mixer(text: dict, model_type: object) -> bool:
+    """Whether a (text) config's model has Mamba / linear-attention mixers."""
+    return model_type in ATTENTION_FREE_TYPES or bool(hybrid_fields(text))
+
+
 # Attention fields that checkpoints of these model types may leave out of config.json, because
 # transformers fills them in from its configuration class (Google's gemma-3-4b-it names neither
 # its heads nor its head size). The class defaults of transformers 5.24, held equal to the classes
@@ -174,11 +184,13 @@ def shapes_from_config(config: object, model: str, where: str, tensor_parallel: 
         raise ConfigError(f"{where}: 'text_config' is {type(text).__name__}, expected a JSON object")
     model_type = text.get("model_type") or config.get("model_type")
     text = {**CLASS_DEFAULTS.get(model_type, {}), **text}
-    hybrid = hybrid_fields(text)
+    hybrid = has_mixer(text, model_type)
     if hybrid:
         from patches.fitcheck import mixers
 
         mixers.mixer_shape(text, model_type, model, where, tensor_parallel)  # UnprovenLayers unless read
+        if model_type in ATTENTION_FREE_TYPES:
+            return []
         # The mixer's layers are not attention layers: the attention ones are full attention, their
         # block size aligned by vLLM to the Mamba page at start (HYBRID_BLOCK_SIZE).
         text = {key: value for key, value in text.items() if key != "layer_types"}  # mixer / attention names
@@ -379,7 +391,8 @@ MATRICES = ("all", "attention", "gemma4")  # what the fit check runs without --m
 def builtin_shapes(matrix: str = "all") -> list:
     """The Gemma 4 classes at tensor parallel 1, 2 and 4, and with "all" the attention-only families'
     layers, the encoder layers and the hybrids' attention layers and mixers (the Mamba-2 ones of
-    mixers.BUILTIN_HYBRIDS, the gated delta nets of mixers.BUILTIN_GDN) at tensor parallel 1, 2 and 4
+    mixers.BUILTIN_HYBRIDS, the Mamba-1 and pure Mamba-2 models of mixers.BUILTIN_STATE_SPACE, the gated
+    delta nets of mixers.BUILTIN_GDN) at tensor parallel 1, 2 and 4
     too (where vLLM accepts the split);
     "attention" is "all" without the mixers, whose ops import vLLM's runtime (a bare GPU site of vLLM's
     Python files, tooling/gpu_site.py, lacks its dependencies)."""
@@ -390,7 +403,7 @@ def builtin_shapes(matrix: str = "all") -> list:
     from patches.fitcheck import mixers
 
     hybrids = []
-    for name, config in {**mixers.BUILTIN_HYBRIDS, **mixers.BUILTIN_GDN}.items():
+    for name, config in {**mixers.BUILTIN_HYBRIDS, **mixers.BUILTIN_STATE_SPACE, **mixers.BUILTIN_GDN}.items():
         for tp in TENSOR_PARALLEL_SIZES:
             model, where = (name if tp == 1 else f"{name}-tp{tp}"), f"built-in {name}"
             try:

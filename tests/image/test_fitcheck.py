@@ -475,6 +475,32 @@ def test_the_build_proved_every_hybrids_mixer_and_attention_on_sm75_and_sm86(run
 
 
 
+MAMBA1_KERNELS = {"_causal_conv1d_fwd_kernel", "_causal_conv1d_update_kernel", "_selective_scan_update_kernel"}
+
+
+def test_the_build_proved_every_mamba1_and_pure_mamba2_model_on_sm75_and_sm86_whatever_its_channels(run_in_image):
+    from patches.fitcheck.mixers import BUILTIN_STATE_SPACE, MAMBA1_FIELDS
+
+    sm75, sm86, fit_table = build_reports(run_in_image)
+    for report in (sm75, sm86):
+        assert report["all_fit"] is True
+        for name, config in BUILTIN_STATE_SPACE.items():
+            needs = {}
+            for ranks in ("", "-tp2", "-tp4"):
+                rows = [row for row in report["mixer_launches"] if row["model"] == name + ranks]
+                assert rows and all(row["fits"] for row in rows), (name + ranks, report["device"])
+                needs[ranks] = sorted((row["kind"], row["kernel"], row["shared"]) for row in rows)
+            if config["model_type"] != "mamba2":
+                assert {kernel for _, kernel, _ in needs[""]} == MAMBA1_KERNELS, needs[""]
+            # a rank's share of the channels only sets the grid: the same need on every rank
+            assert needs[""] == needs["-tp2"] == needs["-tp4"], (report["device"]["name"], name, needs)
+        attention = {row["model"] for row in report["launches"]}
+        assert "jamba-v0.1" in attention and not {"falcon-mamba-7b", "mamba-2.8b", "mamba-codestral-7b"} & attention
+    mamba1 = {(v["cc"],) + tuple(v[k] for k in MAMBA1_FIELDS) for v in fit_table["mixer_verdicts"]
+              if v["mixer"] == "mamba1"}
+    assert mamba1 == {(cc, "mamba1", 16, 4) for cc in (75, 86)}
+
+
 GDN_KERNELS = {"_causal_conv1d_fwd_kernel", "_fused_post_conv_kernel", "chunk_local_cumsum_scalar_kernel",
                "chunk_scaled_dot_kkt_fwd_kernel", "merge_16x16_to_64x64_inverse_kernel", "recompute_w_u_fwd_kernel",
                "chunk_gated_delta_rule_fwd_kernel_h_blockdim64", "chunk_fwd_kernel_o",

@@ -50,8 +50,9 @@ ENCODER_MODELS = {
 }
 
 
-# Hybrid (attention + Mamba-2) models: name -> (class, keyword arguments with the numbers of the matrix's
-# hybrid of that name (patches/fitcheck/mixers.py BUILTIN_HYBRIDS), Hub-only fields, that hybrid's name).
+# Hybrid and state-space models: name -> (class, keyword arguments with the numbers of the matrix's
+# model of that name (patches/fitcheck/mixers.py BUILTIN_HYBRIDS, BUILTIN_STATE_SPACE, BUILTIN_GDN),
+# Hub-only fields, that model's name).
 HYBRID_MODELS = {
     "nemotron-h-8b": ("NemotronHConfig", dict(hidden_size=4096, num_attention_heads=32, num_key_value_heads=8,
                                               head_dim=128, mamba_num_heads=128, mamba_head_dim=64, ssm_state_size=128,
@@ -74,6 +75,15 @@ HYBRID_MODELS = {
     "qwen3.5-27b": ("Qwen3_5Config", dict(text_config=dict(num_attention_heads=24, num_key_value_heads=4, head_dim=256,
                                                            linear_num_key_heads=16, linear_num_value_heads=48,
                                                            mamba_ssm_dtype="float32")), {}, "qwen3.5-27b"),
+    # Mamba-1 and pure Mamba-2 models (mixers.BUILTIN_STATE_SPACE)
+    "jamba-v0.1": ("JambaConfig", dict(hidden_size=4096, num_attention_heads=32, num_key_value_heads=8,
+                                       mamba_d_state=16, mamba_d_conv=4, mamba_expand=2), {}, "jamba-v0.1"),
+    "falcon-mamba-7b": ("FalconMambaConfig", dict(hidden_size=4096, intermediate_size=8192, state_size=16,
+                                                  conv_kernel=4), {}, "falcon-mamba-7b"),
+    "mamba-2.8b": ("MambaConfig", dict(hidden_size=2560, intermediate_size=5120, state_size=16, conv_kernel=4), {},
+                   "mamba-2.8b"),
+    "mamba-codestral-7b": ("Mamba2Config", dict(hidden_size=4096, num_heads=128, head_dim=64, state_size=128,
+                                                n_groups=8, chunk_size=256, conv_kernel=4), {}, "mamba-codestral-7b"),
 }
 
 

@@ -48,7 +48,8 @@ def test_the_builtin_hybrids_read_back_as_their_numbers():
     granite = mixers.mixer_from_config(mixers.BUILTIN_HYBRIDS["granite-4.0-h-tiny"], "g", "built-in")
     assert (granite.norm_width, granite.conv_dim) == (48 * 64, 48 * 64 + 2 * 128)
     built = shapes.builtin_shapes()
-    assert {s.model for s in built if isinstance(s, mixers.MixerShape) and s.tensor_parallel == 1} == set(mixers.BUILTIN_HYBRIDS)
+    assert {s.model for s in built if isinstance(s, mixers.MixerShape) and s.tensor_parallel == 1} == (
+        set(mixers.BUILTIN_HYBRIDS) | {"mamba-codestral-7b"})
 
 
 def test_the_norm_is_a_triton_launch_only_for_one_group_on_one_rank_with_the_norm_on():
@@ -61,7 +62,8 @@ def test_the_norm_is_a_triton_launch_only_for_one_group_on_one_rank_with_the_nor
     assert (replicated.heads, replicated.groups) == (12, 1)  # one group, each rank holds it
 
 
-@pytest.mark.parametrize("cls, named", [("JambaConfig", "Mamba-1")])
+@pytest.mark.parametrize("cls, named", [("MiniMaxConfig", "'linear_attention'"),
+                                        ("KimiLinearConfig", "multi-head latent attention")])
 def test_hybrids_whose_mixers_are_not_recorded_stay_unproven_naming_them(tmp_path, cls, named):
     config = saved(tmp_path, cls)
     with pytest.raises(shapes.UnprovenLayers, match=named):
@@ -147,11 +149,11 @@ def test_an_autotuned_mixer_kernel_that_fits_in_no_configuration_is_named():
 @pytest.mark.parametrize("name", sorted(family_configs.HYBRID_MODELS))
 def test_hybrid_configs_made_by_transformers_map_onto_their_matrix_hybrids_verdicts(name):
     made = family_configs.config_dict(name)
-    matrix = {**mixers.BUILTIN_HYBRIDS, **mixers.BUILTIN_GDN}[family_configs.HYBRID_MODELS[name][3]]
+    matrix = {**mixers.BUILTIN_HYBRIDS, **mixers.BUILTIN_STATE_SPACE, **mixers.BUILTIN_GDN}[
+        family_configs.HYBRID_MODELS[name][3]]
 
     def keys(config):
-        layers = shapes.shapes_from_config(config, name, "c") + [mixers.mixer_from_config(config, name, "c")]
-        return [table.shape_fields(layer) for layer in layers]
+        return [table.shape_fields(layer) for layer in shapes.model_layers(config, name, "c")]
     assert keys(made) == keys(matrix)
 
 
@@ -162,7 +164,7 @@ MATRIX_KEYS = {tuple(table.shape_fields(s).values()) for s in shapes.builtin_sha
 @pytest.mark.parametrize("ranks", [1, 2, 4])
 def test_every_rank_of_a_hybrid_config_has_its_verdict_keys_in_the_matrix(name, ranks):
     config = family_configs.config_dict(name)
-    layers = shapes.shapes_from_config(config, name, "c", ranks) + [mixers.mixer_from_config(config, name, "c", ranks)]
+    layers = shapes.model_layers(config, name, "c", ranks)
     missing = {tuple(table.shape_fields(s).values()) for s in layers} - MATRIX_KEYS
     assert not missing, f"{name} at tensor parallel {ranks}: no matrix shape for {missing}"
 
@@ -171,3 +173,87 @@ def test_the_attention_matrix_is_all_without_the_mixers():
     every, attention = shapes.builtin_shapes("all"), shapes.builtin_shapes("attention")
     assert [s for s in every if not mixers.is_mixer(s)] == attention
     assert any(s.block_size == shapes.HYBRID_BLOCK_SIZE for s in attention)
+
+
+# transformers' Mamba-1 classes -> (the channel count vLLM gives MambaMixer, state size, conv width)
+MAMBA1_CLASSES = {
+    "JambaConfig": lambda c: (c.mamba_expand * c.hidden_size, c.mamba_d_state, c.mamba_d_conv),
+    "MambaConfig": lambda c: (c.intermediate_size, c.state_size, c.conv_kernel),
+    "FalconMambaConfig": lambda c: (c.intermediate_size, c.state_size, c.conv_kernel),
+}
+
+
+@pytest.mark.parametrize("cls", MAMBA1_CLASSES)
+def test_each_mamba1_class_saved_by_transformers_reads_its_mixer(tmp_path, cls):
+    config = saved(tmp_path, cls)
+    mixer = mixers.mixer_from_config(config, "m", "config.json")
+    assert isinstance(mixer, mixers.Mamba1Shape)
+    assert (mixer.channels, mixer.state_size, mixer.conv_width) == MAMBA1_CLASSES[cls](getattr(transformers, cls)())
+    attention = shapes.shapes_from_config(config, "m", "config.json")
+    # Jamba interleaves attention layers; Mamba and Falcon Mamba have none
+    assert bool(attention) == (cls == "JambaConfig")
+    assert shapes.model_layers(config, "m", "config.json") == attention + [mixer]
+
+
+def test_a_pure_mamba2_model_reads_as_its_mixer_alone(tmp_path):
+    config = saved(tmp_path, "Mamba2Config")
+    instance = transformers.Mamba2Config()
+    (mixer,) = shapes.model_layers(config, "m", "config.json")
+    assert isinstance(mixer, mixers.MixerShape)
+    assert (mixer.heads, mixer.head_dim, mixer.state_size, mixer.groups, mixer.chunk_size, mixer.conv_width) == (
+        instance.num_heads, instance.head_dim, instance.state_size, instance.n_groups, instance.chunk_size,
+        instance.conv_kernel)
+
+
+def test_a_mamba1_mixer_splits_its_channels_over_the_ranks_or_is_refused_naming_the_setting():
+    falcon = mixers.BUILTIN_STATE_SPACE["falcon-mamba-7b"]
+    assert [mixers.mixer_from_config(falcon, "f", "c", tp).channels for tp in (1, 2, 4)] == [8192, 4096, 2048]
+    with pytest.raises(shapes.ConfigError, match="intermediate size 8192 does not split over tensor parallel size 3"):
+        mixers.mixer_from_config(falcon, "f", "c", tensor_parallel=3)
+
+
+@pytest.mark.parametrize("field, value", [("state_size", "16"), ("conv_kernel", 0), ("intermediate_size", True),
+                                          ("state_size", [16] * 100000)])
+def test_a_bad_mamba1_field_is_one_short_line_naming_it(field, value):
+    config = dict(mixers.BUILTIN_STATE_SPACE["mamba-2.8b"], **{field: value})
+    with pytest.raises(shapes.ConfigError) as raised:
+        shapes.model_layers(config, "m", "config.json")
+    message = str(raised.value)
+    assert f"'{field}'" in message and "\n" not in message and len(message) < 300
+
+
+def test_the_matrix_holds_the_mamba1_and_pure_mamba2_models_at_each_tensor_parallel_size():
+    built = shapes.builtin_shapes()
+    mamba1 = {(s.model, s.channels) for s in built if isinstance(s, mixers.Mamba1Shape)}
+    assert mamba1 >= {("falcon-mamba-7b", 8192), ("falcon-mamba-7b-tp4", 2048), ("jamba-v0.1-tp2", 4096),
+                      ("mamba-2.8b", 5120)}
+    assert {s.model for s in built if isinstance(s, mixers.MixerShape)} >= {"mamba-codestral-7b",
+                                                                             "mamba-codestral-7b-tp4"}
+    assert any(s.model == "jamba-v0.1" for s in built if isinstance(s, shapes.LayerShape))
+    assert not any(s.model.startswith("falcon-mamba") for s in built if isinstance(s, shapes.LayerShape))
+    assert all(s not in shapes.builtin_shapes("attention") for s in built if mixers.is_mixer(s))
+
+
+def mamba1_table(tmp_path, shared=2048):
+    config = mixers.BUILTIN_STATE_SPACE["falcon-mamba-7b"]
+    mixer = mixers.mixer_from_config(config, "f", "c")
+    rows = [{"model": "f", "layer": "mamba", "shared": shared, "fits": shared <= 65536}]
+    path = tmp_path / "fit-table.json"
+    table.write_table(path, table.merge(None, [], VERSIONS, [], table.shape_verdicts(rows, [mixer], 75, 65536)))
+    return path, config
+
+
+def test_a_mamba1_verdict_answers_every_channel_count_and_never_a_mamba2_mixer(tmp_path):
+    path, config = mamba1_table(tmp_path)
+    document = table.read_table(path)
+    (verdict,) = document["mixer_verdicts"]
+    assert {k: verdict[k] for k in mixers.MAMBA1_FIELDS} == {"mixer": "mamba1", "state_size": 16, "conv_width": 4}
+    for tp in (1, 2, 4):  # the channels set the grid alone: one verdict for every rank's share
+        found = lookup.decide(document, shapes.model_layers(config, "f", "c", tp), 75, 65536, VERSIONS)
+        assert (found.hit, found.all_fit, found.max_shared) == (True, True, 2048)
+    mamba2 = mixers.mixer_from_config(dict(mixers.BUILTIN_HYBRIDS["falcon-h1-1.5b"], mamba_d_state=16), "h", "c")
+    found = lookup.decide(document, [mamba2], 75, 65536, VERSIONS)
+    assert not found.hit and "Mamba-2 mixer" in found.miss
+    found = lookup.decide(document, [mixers.mixer_from_config(dict(config, conv_kernel=3), "f", "c")], 75, 65536,
+                          VERSIONS)
+    assert not found.hit and "Mamba-1 mixer: state 16, conv 3" in found.miss
