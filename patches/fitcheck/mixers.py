@@ -70,8 +70,19 @@ UNREAD_MIXERS = {
 }
 
 
+class _Layer:
+    """What every mixer shape has: a model and a layer name (fields of the dataclasses below)."""
+
+    model: str
+    layer: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}/{self.layer}"
+
+
 @dataclass(frozen=True)
-class MixerShape:
+class MixerShape(_Layer):
     """One hybrid model's Mamba-2 mixer, as one rank of `tensor_parallel` ranks runs it."""
 
     model: str
@@ -87,10 +98,6 @@ class MixerShape:
     layer: str = "mamba"
 
     @property
-    def label(self) -> str:
-        return f"{self.model}/{self.layer}"
-
-    @property
     def head_size(self) -> int:  # the report's column
         return self.head_dim
 
@@ -100,7 +107,7 @@ class MixerShape:
 
 
 @dataclass(frozen=True)
-class Mamba1Shape:
+class Mamba1Shape(_Layer):
     """One Mamba-1 mixer, as one rank of `tensor_parallel` ranks runs it."""
 
     model: str
@@ -110,10 +117,6 @@ class Mamba1Shape:
     tensor_parallel: int = 1
     mixer: str = MAMBA1
     layer: str = "mamba"
-
-    @property
-    def label(self) -> str:
-        return f"{self.model}/{self.layer}"
 
     @property
     def head_size(self) -> int:  # the report's column: a Mamba-1 mixer has no heads, its state rows are this
@@ -217,7 +220,7 @@ GDN_RECORDED_BELOW_CC = 90
 
 
 @dataclass(frozen=True)
-class GdnShape:
+class GdnShape(_Layer):
     """One gated delta net layer, as one rank of `tensor_parallel` ranks runs it."""
 
     model: str
@@ -231,10 +234,6 @@ class GdnShape:
     tensor_parallel: int = 1
     mixer: str = GATED_DELTA_NET
     layer: str = "linear_attention"
-
-    @property
-    def label(self) -> str:
-        return f"{self.model}/{self.layer}"
 
     @property
     def head_size(self) -> int:  # the report's column
