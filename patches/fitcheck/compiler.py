@@ -13,7 +13,9 @@ seconds). So by default the pipeline is Triton's own, through its stage hook
 (`knobs.runtime.add_stages_inspection_hook`, its cache kept apart by the hook's key), with the LLVM
 stage cut after the allocation and no PTX or cubin made. `cross_check()` then compiles the launch of
 largest need of each kernel in full and fails when a number differs, so a Triton that lowers
-otherwise cannot pass unnoticed; FULL compiles everything in full.
+otherwise cannot pass unnoticed. A launch whose cut compile fails is compiled in full, so an error
+is always Triton's whole pipeline's (and a Triton the cut does not fit is only slower). FULL compiles
+everything in full.
 """
 from __future__ import annotations
 
@@ -146,11 +148,19 @@ def compile_mode(mode: str):
 
 
 def _compile_one(index: int) -> CompileResult:
+    job = _JOBS[index]
+    if _MODE[0] != SHARED_ONLY:
+        return _compile(job, None)
+    result = _compile(job, _shared_only_stages)
+    # A failure is judged by Triton's whole pipeline, as without the cut: the same error for a launch
+    # that does not compile, the right number where the cut itself failed (a Triton it does not fit).
+    return result if result.error is None else _compile(job, None)
+
+
+def _compile(job: _Job, hook) -> CompileResult:
     import triton
     from triton import knobs
 
-    job = _JOBS[index]
-    hook = _shared_only_stages if _MODE[0] == SHARED_ONLY else None
     saved = knobs.runtime.add_stages_inspection_hook
     knobs.runtime.add_stages_inspection_hook = hook
     try:

@@ -628,3 +628,28 @@ def test_a_shared_memory_figure_the_full_compile_does_not_confirm_fails_naming_t
     quick, full = (int(n) for n in re.findall(r"says (\d+) bytes, Triton's full compile (\d+) bytes", lines[0])[0])
     assert lines[0].startswith("fitcheck: kernel_unified_attention: ") and quick == full + 16, lines
     assert "--full-compile" in lines[0]
+
+
+CUT_REFUSED = r"""
+export TRITON_CACHE_DIR=$(mktemp -d)
+python3 - <<'PY'
+import sys
+from patches.fitcheck import compiler
+from patches.fitcheck.__main__ import main
+
+
+def standin_triton_that_refuses_the_cut(module, metadata, *args):
+    raise TypeError("add_allocate_shared_memory_nv(): incompatible function arguments")
+
+
+compiler._allocate_shared_memory = standin_triton_that_refuses_the_cut
+sys.exit(main(["--device", "sm75", "--model-config", "/models/gemma-4-e2b-like/config.json", "--json"]))
+PY
+"""
+
+
+def test_a_triton_that_refuses_the_pipeline_cut_still_gets_every_number_from_full_compiles(run_in_image):
+    report, _ = passing_report(run_in_image, CUT_REFUSED)
+    assert report["all_fit"] is True and report["max_shared"] == SM75_LIMIT
+    assert report["launches"] and all(row["error"] is None and row["shared"] is not None for row in report["launches"])
+    assert {row["head_size"] for row in report["launches"]} == {256, 512}
