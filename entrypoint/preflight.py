@@ -53,15 +53,17 @@ def torch_check(loaded: Loaded) -> Callable[[Device], Check]:
     return lambda device: lambda: run(device)
 
 
-def fit_check(resolved: model.Resolved, tensor_parallel_size: int = 1) -> Callable[[Device], Check | Background]:
-    """The fit check of one rank's attention shapes (TENSOR_PARALLEL_SIZE ranks split the heads)."""
+def fit_check(resolved: model.Resolved, tensor_parallel_size: int = 1,
+              dtype: str = "auto") -> Callable[[Device], Check | Background]:
+    """The fit check of one rank's attention shapes (TENSOR_PARALLEL_SIZE ranks split the heads) in the
+    dtype vLLM will run them in on the device (DTYPE, else the checkpoint's where the device has bf16)."""
     def run(device: Device) -> Check | Background:
         config = resolved.config_file
         if config is None or resolved.config is None:
             return lambda: warned(clamp.FIT, "not run: the model's config.json is not present or not readable",
                                   "see the model check")
         return Background(lambda: clamp.start_fit(config, resolved.config, device.cc, device.smem_optin,
-                                                  tensor_parallel=tensor_parallel_size))
+                                                  tensor_parallel=tensor_parallel_size, dtype=dtype))
     return run
 
 
@@ -159,7 +161,7 @@ def plan(settings: Settings, device: Device | None, models: Models, env: Mapping
         "argv": lambda: argv_result(extras, argv_source),
         "torch": needs_device("torch", device, torch_check(loaded)),
         "clamp": lambda: clamp.check_clamp(),
-        "fit": needs_device("fit", device, fit_check(models.model, settings.tensor_parallel_size)),
+        "fit": needs_device("fit", device, fit_check(models.model, settings.tensor_parallel_size, settings.dtype)),
         "model": lambda: model.check_model(models.model, settings.max_model_len, model.allow_long(env)),
         "drafter": lambda: model.check_drafter(models.drafter),
         "parsers": lambda: parsers.judge_parsers(parser_settings, models.model),

@@ -100,10 +100,10 @@ def _sources(known_table: dict | None) -> str:
 
 
 def fit_command(model_config: str, cc: tuple[int, int], limit: int, fit_table: str | None,
-                module: str = FIT_MODULE, tensor_parallel: int = 1) -> list[str]:
+                module: str = FIT_MODULE, tensor_parallel: int = 1, dtype: str = "float16") -> list[str]:
     """The fit check's argv; `fit_table` is the image's fit table when it exists, else None."""
     command = [sys.executable, "-m", module, "--model-config", model_config,
-               "--cc", str(cc[0] * 10 + cc[1]), "--limit", str(limit), "--json"]
+               "--cc", str(cc[0] * 10 + cc[1]), "--limit", str(limit), "--dtype", dtype, "--json"]
     if tensor_parallel != 1:
         command += ["--tensor-parallel-size", str(tensor_parallel)]
     return command + (["--known-table", fit_table] if fit_table else [])
@@ -128,16 +128,18 @@ def code_root(module: str) -> str | None:
 
 
 def start_fit(model_config: str, config: dict, cc: tuple[int, int], limit: int,
-              module: str = FIT_MODULE, tensor_parallel: int = 1) -> Callable[[], Result]:
+              module: str = FIT_MODULE, tensor_parallel: int = 1, dtype: str = "auto") -> Callable[[], Result]:
     """Answers from the fit table's verdicts for `config` (the parsed `model_config`, as the model
-    check read it; one rank's shapes of `tensor_parallel` ranks) or starts the fit check on
+    check read it; one rank's shapes of `tensor_parallel` ranks, in the dtype vLLM runs them in on
+    the device under the DTYPE setting `dtype`) or starts the fit check on
     `model_config` in a subprocess (torch and vLLM imports take seconds, so it runs while the other
     checks do); the returned callable waits for it and judges its report."""
     root = code_root(module)
     if root is None:
         return lambda: failed(FIT, f"{module} is not installed for {sys.executable}", REBUILD)
     table = _env(layout.ENV_FIT_TABLE) or layout.FIT_TABLE
-    found = lookup_fit(table, config, model_config, cc, limit, tensor_parallel)
+    run_in = run_dtype(config, cc, dtype)
+    found = lookup_fit(table, config, model_config, cc, limit, tensor_parallel, run_in)
     if found is not None and found.hit:
         return lambda: judge_lookup(found, cc, limit)
     if found is not None and found.unproven:
@@ -153,7 +155,8 @@ def start_fit(model_config: str, config: dict, cc: tuple[int, int], limit: int,
                               "layers; watch the first request's log for OutOfResources and report the config.json")
     fallback = found.miss if found is not None else "patches.fitcheck.lookup is not importable"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-    command = fit_command(model_config, cc, limit, table if os.path.isfile(table) else None, module, tensor_parallel)
+    command = fit_command(model_config, cc, limit, table if os.path.isfile(table) else None, module, tensor_parallel,
+                          run_in)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
     def collect() -> Result:
@@ -169,11 +172,22 @@ def start_fit(model_config: str, config: dict, cc: tuple[int, int], limit: int,
     return collect
 
 
+def run_dtype(config: dict, cc: tuple[int, int], setting: str) -> str:
+    """The dtype vLLM runs the model in on this device (patches.fitcheck.shapes.run_dtype); float16,
+    the check's own default, where that module is missing (the fit check then says why)."""
+    try:
+        from patches.fitcheck.shapes import run_dtype as decided
+    except ImportError:
+        return "float16"
+    return decided(config, cc[0] * 10 + cc[1], setting)
+
+
 def lookup_fit(table: str, config: dict, model_config: str, cc: tuple[int, int], limit: int,
-               tensor_parallel: int = 1):
-    """The fit table's verdicts for the model (a Lookup), None when the lookup module is missing."""
+               tensor_parallel: int = 1, dtype: str = "float16"):
+    """The fit table's verdicts for the model in `dtype` (a Lookup), None when the lookup module is
+    missing."""
     try:
         from patches.fitcheck.lookup import lookup
     except ImportError:
         return None
-    return lookup(table, config, cc[0] * 10 + cc[1], limit, model_config, tensor_parallel)
+    return lookup(table, config, cc[0] * 10 + cc[1], limit, model_config, tensor_parallel, dtype)

@@ -2,7 +2,7 @@
 
     python -m patches.fitcheck --device sm75|sm70|sm86|sm90 [--cc N --limit BYTES]
         [--model-config config.json [--tensor-parallel-size N] | --matrix all|gemma4] [--compare-unpatched]
-        [--write-table PATH] [--known-table PATH] [--full-compile] [--json]
+        [--dtype float16|bfloat16|float32] [--write-table PATH] [--known-table PATH] [--full-compile] [--json]
 
 Calls vLLM's real unified_attention() (decoder layers) and context_attention_fwd() (encoder /
 bidirectional layers) with CPU tensors shaped like each layer (built-in Gemma 4 classes at tensor

@@ -35,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
                         "holds (same vLLM and Triton) from it and compile only the others")
     parser.add_argument("--launcher", metavar="PATH", help="check this triton_unified_attention.py "
                         "(e.g. another release's) instead of the installed one, under the installed vLLM")
+    parser.add_argument("--dtype", default="float16", help="the activations' dtype of the recorded launches: "
+                        "float16 (default; what Turing runs), bfloat16 (what Ampere runs a bf16 checkpoint in) "
+                        "or float32")
     parser.add_argument("--workers", type=int, help="compile processes (default: CPU count)")
     parser.add_argument("--full-compile", action="store_true", help="compile every launch to cubin; by "
                         "default Triton's pipeline stops once shared memory is allocated, and the launch "
@@ -48,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     device = args.device or (None if args.cc is not None and args.limit is not None else "sm75")
     options = FitOptions(device, args.cc, args.limit, args.model_config, args.compare_unpatched,
                          args.write_table, args.workers, args.launcher, args.known_table, args.matrix,
-                         args.tensor_parallel_size, args.full_compile)
+                         args.tensor_parallel_size, args.full_compile, args.dtype)
     from patches.fitcheck.compiler import CompilerDrift
     from patches.fitcheck.gdn_launches import GdnError
     from patches.fitcheck.mixer_launches import MixerError

@@ -98,12 +98,12 @@ def prefill_backend(shape: GdnShape, cc: int, limit: int) -> str:
         return layer._resolve_gdn_prefill_backend(config)[1]
 
 
-def _calls(shape: GdnShape, ops: dict) -> list[tuple[str, int, int, tuple, object]]:
+def _calls(shape: GdnShape, ops: dict, dtype_name: str = DTYPE_NAME) -> list[tuple[str, int, int, tuple, object]]:
     """(kind, query_len, num_seqs, kernels, call) for each op the layer runs, called as
     QwenGatedDeltaNetAttention._forward_core calls it."""
     import torch
 
-    dtype, state_dtype, int32 = getattr(torch, DTYPE_NAME), getattr(torch, shape.state_dtype), torch.int32
+    dtype, state_dtype, int32 = getattr(torch, dtype_name), getattr(torch, shape.state_dtype), torch.int32
     key_heads, value_heads = shape.key_heads, shape.value_heads
     key_dim, value_dim = shape.key_head_dim, shape.value_head_dim
     dim, width = shape.conv_dim, shape.conv_width
@@ -216,7 +216,7 @@ def _calls(shape: GdnShape, ops: dict) -> list[tuple[str, int, int, tuple, objec
     ]
 
 
-def record_gdn(shape: GdnShape) -> list[Launch]:
+def record_gdn(shape: GdnShape, dtype: str = DTYPE_NAME) -> list[Launch]:
     """Every launch one gated delta net layer's ops make (autotuned kernels: one per configuration)."""
     ops = _ops()
     from vllm.utils import torch_utils
@@ -224,7 +224,7 @@ def record_gdn(shape: GdnShape) -> list[Launch]:
     # FLA's prepare_chunk_indices stages its host tensor in pinned memory (torch_utils.async_tensor_h2d,
     # PIN_MEMORY), which needs a CUDA driver; a CPU host stages it in plain memory, the values unchanged
     with swapped(torch_utils, "PIN_MEMORY", False):
-        launches = record_calls(shape, _calls(shape, ops), lambda kind, error: GdnError(
+        launches = record_calls(shape, _calls(shape, ops, dtype), lambda kind, error: GdnError(
             f"vLLM's {kind} ops of the gated delta net failed on {shape.label} ({error}); the check does not know "
             "this release's GDN ops"))
     for launch in launches:

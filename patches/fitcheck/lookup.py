@@ -53,8 +53,9 @@ def _described(shape) -> str:
     return f"{kind}head {shape.head_size}, {shape.num_query_heads}/{shape.num_kv_heads} heads"
 
 
-def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | None) -> Lookup:
-    """The verdicts of `document` for `shapes` on (cc, limit) under `versions` (pure)."""
+def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | None,
+           dtype: str = table_.CHECKED_DTYPE) -> Lookup:
+    """The verdicts of `document` for `shapes` on (cc, limit) in `dtype` under `versions` (pure)."""
     if versions is None:
         return Lookup(False, "vLLM or Triton is not installed as a package")
     mismatch = table_.table_mismatch(document, versions)
@@ -67,11 +68,11 @@ def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | N
         return Lookup(False, unrecorded, unproven=True)
     found = []
     for shape in shapes:
-        verdict = recorded.get(table_.verdict_fields(shape, cc, limit)[1])
+        verdict = recorded.get(table_.verdict_fields(shape, cc, limit, dtype)[1])
         if verdict is None:
             rank = f" per rank at tensor parallel {shape.tensor_parallel}" if shape.tensor_parallel > 1 else ""
             return Lookup(False, f"no verdict in the fit table for {shape.label} ({_described(shape)}{rank}) on cc "
-                                 f"{cc} at {limit} bytes")
+                                 f"{cc} at {limit} bytes in {dtype}")
         found.append(verdict)
     needs = [v["max_shared"] for v in found if v.get("max_shared") is not None]
     failing = [v for v in found if not v.get("all_fit")]
@@ -80,13 +81,13 @@ def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | N
 
 
 def lookup(table_path: str | Path, config: dict, cc: int, limit: int, where: str = "config.json",
-           tensor_parallel: int = 1) -> Lookup:
+           tensor_parallel: int = 1, dtype: str = table_.CHECKED_DTYPE) -> Lookup:
     """decide() for one rank's shapes of a model's parsed config.json (as the entrypoint's model check
-    read it) under `tensor_parallel` ranks, over the table file; an unreadable table or an unusable
-    config is a miss (the full check reports it)."""
+    read it) under `tensor_parallel` ranks in `dtype` (shapes.run_dtype), over the table file; an
+    unreadable table or an unusable config is a miss (the full check reports it)."""
     try:
         document = table_.read_table(Path(table_path), "--known-table")
-        shapes = shapes_.model_layers(config, Path(where).parent.name or "model", where, tensor_parallel)
+        shapes = shapes_.model_layers(config, Path(where).parent.name or "model", where, tensor_parallel, dtype)
     except shapes_.UnprovenLayers as error:
         return Lookup(False, str(error), unproven=True)
     except shapes_.ConfigError as error:
@@ -95,4 +96,4 @@ def lookup(table_path: str | Path, config: dict, cc: int, limit: int, where: str
         return Lookup(False, str(error))
     if document is None:
         return Lookup(False, f"no fit table at {table_path}")
-    return decide(document, shapes, cc, limit, installed_versions())
+    return decide(document, shapes, cc, limit, installed_versions(), dtype)

@@ -121,12 +121,12 @@ def _ops():
                          "inside the vLLM image, or pass --matrix attention to leave the mixers out") from None
 
 
-def _conv_calls(dim: int, width: int, seqlen: int, conv) -> list[tuple[str, int, int, tuple, object]]:
+def _conv_calls(dim: int, width: int, seqlen: int, conv, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
     """The causal conv's prefill over one sequence of `seqlen` tokens and its decode step: (kind,
     query_len, num_seqs, kernels, call) each, as _calls gives them."""
     import torch
 
-    dtype = getattr(torch, DTYPE_NAME)
+    dtype = getattr(torch, dtype_name)
 
     def conv_prefill():
         conv.causal_conv1d_fn(torch.empty(seqlen, dim, dtype=dtype).t(), torch.empty(dim, width, dtype=dtype),
@@ -149,13 +149,13 @@ def _conv_calls(dim: int, width: int, seqlen: int, conv) -> list[tuple[str, int,
 MAMBA1_PREFILL_LEN = 256
 
 
-def _mamba1_calls(shape: Mamba1Shape, ops: dict) -> list[tuple[str, int, int, tuple, object]]:
+def _mamba1_calls(shape: Mamba1Shape, ops: dict, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
     """A Mamba-1 mixer's Triton ops (mamba_mixer.py): the conv's prefill and decode, and the decode's
     selective_state_update on its 3-D state (one row per channel, no heads), with the dtypes the mixer
     passes: A and the time step bias in fp32, D in the model's dtype."""
     import torch
 
-    dtype = getattr(torch, DTYPE_NAME)
+    dtype = getattr(torch, dtype_name)
     dim, state, batch = shape.channels, shape.state_size, DECODE_BATCH
     ssm = ops["mamba_ssm"]
 
@@ -170,20 +170,20 @@ def _mamba1_calls(shape: Mamba1Shape, ops: dict) -> list[tuple[str, int, int, tu
                 z=torch.empty(batch, dim, dtype=dtype), dt_softplus=True, state_batch_indices=indices,
                 dst_state_batch_indices=indices, out=torch.empty(batch, dim, dtype=dtype))
 
-    return _conv_calls(dim, shape.conv_width, MAMBA1_PREFILL_LEN, ops["causal_conv1d"]) + [
+    return _conv_calls(dim, shape.conv_width, MAMBA1_PREFILL_LEN, ops["causal_conv1d"], dtype_name) + [
         ("ssm-decode", 1, batch, ((ssm, ("_selective_scan_update_kernel",)),), ssm_decode)]
 
 
-def _calls(shape: MixerShape, ops: dict) -> list[tuple[str, int, int, tuple, object]]:
+def _calls(shape: MixerShape, ops: dict, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
     """(kind, query_len, num_seqs, kernels, call) for each op the mixer runs."""
     import torch
 
-    dtype = getattr(torch, DTYPE_NAME)
+    dtype = getattr(torch, dtype_name)
     heads, head_dim, state, groups, chunk = shape.heads, shape.head_dim, shape.state_size, shape.groups, shape.chunk_size
     dim, width = shape.conv_dim, shape.conv_width
     seqlen = 2 * chunk  # one sequence of two chunks
     ssm = ops["mamba_ssm"]
-    conv_prefill, conv_decode = _conv_calls(dim, width, seqlen, ops["causal_conv1d"])
+    conv_prefill, conv_decode = _conv_calls(dim, width, seqlen, ops["causal_conv1d"], dtype_name)
 
     def ssd_prefill():
         x = torch.empty(seqlen, heads, head_dim, dtype=dtype)
@@ -255,10 +255,10 @@ def record_calls(shape, calls, failure) -> list[Launch]:
     return launches
 
 
-def record_mixer(shape: MixerShape | Mamba1Shape) -> list[Launch]:
+def record_mixer(shape: MixerShape | Mamba1Shape, dtype: str = DTYPE_NAME) -> list[Launch]:
     """Every launch one Mamba-2 or Mamba-1 mixer's ops make (autotuned kernels: one per configuration)."""
     mamba1 = isinstance(shape, Mamba1Shape)
-    calls = (_mamba1_calls if mamba1 else _calls)(shape, _ops())
+    calls = (_mamba1_calls if mamba1 else _calls)(shape, _ops(), dtype)
     return record_calls(shape, calls, lambda kind, error: MixerError(
         f"vLLM's {kind} op of the Mamba-{1 if mamba1 else 2} mixer failed on {shape.label} ({error}); the check "
         "does not know this release's mixer ops"))

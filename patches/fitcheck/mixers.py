@@ -21,7 +21,7 @@ from __future__ import annotations
 import reprlib
 from dataclasses import dataclass
 
-from patches.fitcheck.shapes import ConfigError, UnprovenLayers, _positive_int
+from patches.fitcheck.shapes import DEFAULT_DTYPE, ConfigError, UnprovenLayers, _positive_int
 
 MAMBA2 = "mamba2"
 MAMBA1 = "mamba1"
@@ -35,7 +35,7 @@ MIXER_FIELDS = ("mixer", "head_dim", "state_size", "chunk_size", "conv_width", "
 GDN_FIELDS = ("mixer", "key_head_dim", "value_head_dim", "conv_width", "state_dtype", "interleaved")
 MAMBA1_FIELDS = ("mixer", "state_size", "conv_width")
 FIELDS_BY_MIXER = {MAMBA2: MIXER_FIELDS, MAMBA1: MAMBA1_FIELDS, GATED_DELTA_NET: GDN_FIELDS}
-MODEL_DTYPE = "float16"  # the activations' dtype in the recorded launches (Turing has no bf16)
+MODEL_DTYPE = DEFAULT_DTYPE  # the activations' dtype in the recorded launches unless a run says another
 
 # config.json field names per model type: heads, head dim, state size, groups, chunk size, conv width
 # (vLLM's model classes read these: nemotron_h.py, granitemoehybrid.py, falcon_h1.py, bamba.py, zamba2.py).
@@ -149,12 +149,13 @@ def is_mixer(shape) -> bool:
     return isinstance(shape, (MixerShape, Mamba1Shape, GdnShape))
 
 
-def mixer_shape(text: dict, model_type: str | None, model: str, where: str, tensor_parallel: int = 1):
+def mixer_shape(text: dict, model_type: str | None, model: str, where: str, tensor_parallel: int = 1,
+                model_dtype: str = MODEL_DTYPE):
     """The mixer of a hybrid or state-space config's text part: a MixerShape, a Mamba1Shape, or a GdnShape
     for a gated delta net (UnprovenLayers for a type not read here; ConfigError naming the field for a
     bad value)."""
     if _TEXT_TYPES.get(model_type, model_type) in GDN_TYPES:
-        return gdn_shape(text, model_type, model, where, tensor_parallel)
+        return gdn_shape(text, model_type, model, where, tensor_parallel, model_dtype)
     if model_type in _MAMBA1_FIELDS:
         return mamba1_shape(text, model_type, model, where, tensor_parallel)
     if model_type not in _FIELDS:
@@ -187,7 +188,7 @@ def mixer_shape(text: dict, model_type: str | None, model: str, where: str, tens
                       tensor_parallel)
 
 
-def mixer_from_config(config: dict, model: str, where: str, tensor_parallel: int = 1):
+def mixer_from_config(config: dict, model: str, where: str, tensor_parallel: int = 1, model_dtype: str = MODEL_DTYPE):
     """The mixer of a parsed config.json (text_config honoured; MixerShape, Mamba1Shape or GdnShape), None
     for a model without one."""
     from patches.fitcheck.shapes import has_mixer
@@ -196,7 +197,7 @@ def mixer_from_config(config: dict, model: str, where: str, tensor_parallel: int
     model_type = (text.get("model_type") or config.get("model_type")) if isinstance(text, dict) else None
     if not isinstance(text, dict) or not has_mixer(text, model_type):
         return None
-    return mixer_shape(text, model_type, model, where, tensor_parallel)
+    return mixer_shape(text, model_type, model, where, tensor_parallel, model_dtype)
 
 
 # config.json model types whose linear attention is vLLM's QwenGatedDeltaNetAttention, and whether the

@@ -351,8 +351,8 @@ def encoder_arguments(case: Case, dtype_name: str = "float16") -> dict:
                 sinks=None)
 
 
-def record_launches(module, cases: list[Case], cc: int, limit: int,
-                    fit_table: str | None = None, device_errors: bool = False, encoder=None) -> list[Launch]:
+def record_launches(module, cases: list[Case], cc: int, limit: int, fit_table: str | None = None,
+                    device_errors: bool = False, encoder=None, dtype: str = "float16") -> list[Launch]:
     """Calls the module's unified_attention() once per decoder case, and the `encoder` module's
     context_attention_fwd() once per encoder case, under the simulated device (decoder launches
     first). With device_errors the device refuses a launch that needs more than `limit`
@@ -374,16 +374,17 @@ def record_launches(module, cases: list[Case], cc: int, limit: int,
         with simulated_device(launcher, cc, limit, fit_table):
             with recording(launcher, judge) as (recorders, recorded):
                 for case in own_cases:
-                    _record_case(launcher, entry, case, recorders, recorded, accepted, OutOfResources)
+                    _record_case(launcher, entry, case, recorders, recorded, accepted, OutOfResources, dtype)
         launches += recorded
     return launches
 
 
-def _record_case(module, entry: str, case: Case, recorders, launches: list, accepted, refused) -> None:
+def _record_case(module, entry: str, case: Case, recorders, launches: list, accepted, refused,
+                 dtype: str = "float16") -> None:
     for recorder in recorders:
         recorder.case = case
     build = encoder_arguments if case.kind in ENCODER_KINDS else case_arguments
-    arguments = {k: v for k, v in build(case).items() if k in accepted}
+    arguments = {k: v for k, v in build(case, dtype).items() if k in accepted}
     try:
         getattr(module, entry)(**arguments)
     except refused as error:

@@ -36,6 +36,7 @@ class FitOptions:
     matrix: str = "all"  # without model_config: shapes_.MATRICES
     tensor_parallel: int = 1  # with model_config: check one rank's shapes of this tensor-parallel size
     full_compile: bool = False  # compile to cubin instead of up to the shared-memory allocation (compiler.py)
+    dtype: str = shapes_.DEFAULT_DTYPE  # the activations' dtype of the recorded launches (shapes.DTYPES)
 
 
 def resolve_device(options: FitOptions) -> dict:
@@ -67,14 +68,16 @@ def check_combination(options: FitOptions) -> None:
 def resolve_shapes(options: FitOptions) -> list:
     if options.matrix not in shapes_.MATRICES:
         raise UsageError(f"--matrix {options.matrix!r} is unknown; use one of {', '.join(shapes_.MATRICES)}")
+    if options.dtype not in shapes_.DTYPES:
+        raise UsageError(f"--dtype {options.dtype!r} is unknown; use one of {', '.join(shapes_.DTYPES)}")
     if options.tensor_parallel < 1:
         raise UsageError(f"--tensor-parallel-size {options.tensor_parallel}: expected a positive integer")
     if options.model_config:
-        return shapes_.load_model_config(options.model_config, options.tensor_parallel)
+        return shapes_.load_model_config(options.model_config, options.tensor_parallel, options.dtype)
     if options.tensor_parallel != 1:
         raise UsageError("--tensor-parallel-size goes with --model-config; the built-in matrix already holds "
                          f"tensor parallel {', '.join(map(str, shapes_.TENSOR_PARALLEL_SIZES))}")
-    return shapes_.builtin_shapes(options.matrix)
+    return shapes_.builtin_shapes(options.matrix, options.dtype)
 
 
 def _versions() -> dict:
@@ -135,18 +138,18 @@ def _write_fit_table(path: Path, default_launches: list, device: dict, versions:
 
 
 def _write_verdicts(path: Path, rows: list[dict], shapes, device: dict, versions: dict,
-                    entries: list[dict], mixer_rows: list[dict], mixer_shapes) -> int:
+                    entries: list[dict], mixer_rows: list[dict], mixer_shapes, dtype: str) -> int:
     """Records this run's verdict per layer shape and per mixer shape (lookup.py reads them) and the
     clamped launches' own needs in the table just written."""
     from patches.fitcheck import table as table_
 
-    verdicts = table_.shape_verdicts(rows, shapes, device["cc"], device["limit"])
-    mixer_verdicts = table_.shape_verdicts(mixer_rows, mixer_shapes, device["cc"], device["limit"])
+    verdicts = table_.shape_verdicts(rows, shapes, device["cc"], device["limit"], dtype)
+    mixer_verdicts = table_.shape_verdicts(mixer_rows, mixer_shapes, device["cc"], device["limit"], dtype)
     table_.write_table(path, table_.merge(table_.read_table(path), entries, versions, verdicts, mixer_verdicts))
     return len(verdicts) + len(mixer_verdicts)
 
 
-def _mixer_rows(mixer_shapes, cc: int, limit: int, workers) -> list[dict]:
+def _mixer_rows(mixer_shapes, cc: int, limit: int, workers, dtype: str) -> list[dict]:
     """The report rows of the hybrids' mixers: one per plain launch and per autotuned call. A gated delta
     net is refused (GdnError) on a host whose FLA import-time choices are not the device's."""
     if not mixer_shapes:
@@ -161,7 +164,7 @@ def _mixer_rows(mixer_shapes, cc: int, limit: int, workers) -> list[dict]:
                                     f"than cc {cc} at {limit} bytes does ({differ[0]}); run the check on a host "
                                     "without a GPU, as the build does")
     launches = [launch for shape in mixer_shapes for launch in (
-        gdn_launches.record_gdn(shape) if isinstance(shape, GdnShape) else mixer_launches.record_mixer(shape))]
+        gdn_launches.record_gdn(shape, dtype) if isinstance(shape, GdnShape) else mixer_launches.record_mixer(shape, dtype))]
     return [dict(report_.launch_row(launch, result, limit), autotune=autotune)
             for launch, result, autotune in mixer_launches.judged(launches, cc, limit, workers)]
 
@@ -251,32 +254,35 @@ def _checked(fit: FitPlan) -> dict:
     defaults = None
     if options.compare_unpatched or options.write_table:
         unpatched_encoder = encoder and _unpatched_launcher(encoder, "vllm_turing_unpatched_prefill_attention")
-        defaults = record_launches(_unpatched_launcher(installed), cases, cc, limit, encoder=unpatched_encoder)
+        defaults = record_launches(_unpatched_launcher(installed), cases, cc, limit, encoder=unpatched_encoder,
+                                   dtype=options.dtype)
     table = None
     if options.write_table:
         # Before the patched launches are recorded: the clamp decides from this table.
         table = _write_fit_table(Path(options.write_table), defaults, device, versions, options.workers)
     # The patched launcher meets a device that refuses what does not fit, as a GPU does: a clamp
     # without a table entry must step down on that refusal.
-    patched = record_launches(installed, cases, cc, limit, options.write_table, device_errors=True, encoder=encoder)
+    patched = record_launches(installed, cases, cc, limit, options.write_table, device_errors=True, encoder=encoder,
+                              dtype=options.dtype)
 
     compared = defaults if options.compare_unpatched else []
     launches = patched + compared
     needs = _needs(launches, cc, known, options.workers)
     rows = [report_.launch_row(launch, result, limit, source) for launch, (result, source) in zip(launches, needs)]
-    mixer_rows = _mixer_rows(mixer_shapes, cc, limit, options.workers)
+    mixer_rows = _mixer_rows(mixer_shapes, cc, limit, options.workers, options.dtype)
     if options.write_table:
         from patches.fitcheck.table import launch_entries
 
         clamped = launch_entries(patched, [result.shared for result, _ in needs[:len(patched)]], cc)
         table["verdicts_written"] = _write_verdicts(Path(options.write_table), rows[:len(patched)], shapes,
-                                                    device, versions, clamped, mixer_rows, mixer_shapes)
+                                                    device, versions, clamped, mixer_rows, mixer_shapes, options.dtype)
     report = report_.build_report(
         versions=versions, device=device, launches=rows[:len(patched)],
         unpatched=rows[len(patched):] if options.compare_unpatched else None,
         elapsed_s=time.monotonic() - started, table=table, known_table=known_note, mixers=mixer_rows,
     )
     report["launcher"] = options.launcher or installed.__file__
+    report["dtype"] = options.dtype
     if encoder is not None:
         report["encoder_launcher"] = encoder.__file__
     return report

@@ -44,6 +44,29 @@ SSM_FIELDS = ("ssm_state_size", "mamba_d_state", "mamba_num_heads", "mamba_expan
               "hybrid_override_pattern", "layers_block_type", "attn_layer_indices")
 
 
+# The activations' dtype of the recorded launches: float16 by default (Turing has no bf16, and vLLM casts
+# a bf16 checkpoint to it there); bfloat16 is what an Ampere GPU runs a bf16 checkpoint in.
+DEFAULT_DTYPE = "float16"
+DTYPES = ("float16", "bfloat16", "float32")
+BF16_MIN_CC = 80
+
+
+def run_dtype(config: object, cc: int, setting: str = "auto") -> str:
+    """The dtype vLLM runs a model's activations in on a device of compute capability `cc` under the
+    DTYPE setting (vLLM 0.33.0's config/model.py _resolve_auto_dtype): an explicit setting; else below
+    8.0 float16; else the checkpoint's own dtype (`dtype`, formerly `torch_dtype`, top level or
+    text_config), float32 and unknown ones going to bfloat16, the device's preferred one."""
+    explicit = {"half": "float16", "float": "float32"}.get(setting, setting)
+    if explicit in DTYPES:
+        return explicit
+    if cc < BF16_MIN_CC:
+        return DEFAULT_DTYPE
+    parts = [config, config.get("text_config")] if isinstance(config, dict) else []
+    named = [part.get(key) for part in parts if isinstance(part, dict) for key in ("dtype", "torch_dtype")]
+    checkpoint = next((value for value in named if isinstance(value, str)), None)
+    return "float16" if checkpoint == "float16" else "bfloat16"
+
+
 def hybrid_fields(text: dict) -> list[str]:
     """The SSM_FIELDS a (text) config carries: non-empty for a hybrid or state-space model."""
     return [name for name in SSM_FIELDS if text.get(name) is not None]
@@ -388,7 +411,7 @@ ENCODER_SHAPES = [LayerShape("encoder", name, ratio * ENCODER_KV_HEADS, ENCODER_
 MATRICES = ("all", "attention", "gemma4")  # what the fit check runs without --model-config
 
 
-def builtin_shapes(matrix: str = "all") -> list:
+def builtin_shapes(matrix: str = "all", dtype: str = DEFAULT_DTYPE) -> list:
     """The Gemma 4 classes at tensor parallel 1, 2 and 4, and with "all" the attention-only families'
     layers, the encoder layers and the hybrids' attention layers and mixers (the Mamba-2 ones of
     mixers.BUILTIN_HYBRIDS, the Mamba-1 and pure Mamba-2 models of mixers.BUILTIN_STATE_SPACE, the gated
@@ -407,7 +430,7 @@ def builtin_shapes(matrix: str = "all") -> list:
         for tp in TENSOR_PARALLEL_SIZES:
             model, where = (name if tp == 1 else f"{name}-tp{tp}"), f"built-in {name}"
             try:
-                hybrids += model_layers(config, model, where, tp)
+                hybrids += model_layers(config, model, where, tp, dtype)
             except ConfigError:
                 continue  # a split vLLM refuses (heads that do not divide): nothing to prove
     if matrix == "attention":
@@ -430,20 +453,20 @@ def read_config(path: str | Path) -> dict:
         ) from None
 
 
-def model_layers(config: object, model: str, where: str, tensor_parallel: int = 1) -> list:
+def model_layers(config: object, model: str, where: str, tensor_parallel: int = 1, dtype: str = DEFAULT_DTYPE) -> list:
     """One rank's attention layer shapes of a parsed config.json, its mixer (a mixers.MixerShape or
     mixers.GdnShape) last where it has one: what the fit check proves for the model."""
     from patches.fitcheck import mixers
 
     shapes = shapes_from_config(config, model, where, tensor_parallel)
-    mixer = mixers.mixer_from_config(config, model, where, tensor_parallel)
+    mixer = mixers.mixer_from_config(config, model, where, tensor_parallel, dtype)
     return shapes + ([mixer] if mixer else [])
 
 
-def load_model_config(path: str | Path, tensor_parallel: int = 1) -> list:
+def load_model_config(path: str | Path, tensor_parallel: int = 1, dtype: str = DEFAULT_DTYPE) -> list:
     """model_layers() of the config.json at `path` (ConfigError: one-line reason)."""
     path = Path(path)
-    return model_layers(read_config(path), path.parent.name or path.stem, str(path), tensor_parallel)
+    return model_layers(read_config(path), path.parent.name or path.stem, str(path), tensor_parallel, dtype)
 
 
 # The matrix: which batches the fit check feeds the attention launcher for each layer shape.

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from patches.fitcheck.mixers import FIELDS_BY_MIXER, is_mixer, mixer_fields
+from patches.fitcheck.shapes import DEFAULT_DTYPE
 
 FORMAT = 1
 SMALLEST_TILE = 16
@@ -30,7 +31,7 @@ ATTENTION_PATHS = ("2d", "3d", "encoder")  # "encoder": context_attention_fwd's 
 # model is a model with that rank's heads (shapes.rank_heads).
 SHAPE_FIELDS = ("attention", "head_size", "queries_per_kv", "sliding_window", "softcap", "block_size")
 VERDICT_KEYS = ("cc", "limit", "dtype") + SHAPE_FIELDS
-CHECKED_DTYPE = "float16"  # the dtype the fit check's launches carry (recorder.case_arguments)
+CHECKED_DTYPE = DEFAULT_DTYPE  # the dtype of the launches a run records unless it says another (--dtype)
 
 
 # A hybrid's mixer: its verdicts sit in `mixer_verdicts`, keyed by the fields that size its kernels,
@@ -176,14 +177,14 @@ def shape_fields(shape) -> dict:
     return fields
 
 
-def verdict_fields(shape, cc: int, limit: int) -> tuple[dict, tuple]:
-    """A shape's verdict fields on (cc, limit) and its key: their values under the keys a verdict of
-    its kind is recorded by (verdict_key's)."""
-    fields = dict({"cc": cc, "limit": limit, "dtype": CHECKED_DTYPE}, **shape_fields(shape))
+def verdict_fields(shape, cc: int, limit: int, dtype: str = CHECKED_DTYPE) -> tuple[dict, tuple]:
+    """A shape's verdict fields on (cc, limit) in `dtype` and its key: their values under the keys a
+    verdict of its kind is recorded by (verdict_key's)."""
+    fields = dict({"cc": cc, "limit": limit, "dtype": dtype}, **shape_fields(shape))
     return fields, verdict_key(fields, "mixer_verdicts" if is_mixer(shape) else "verdicts")
 
 
-def shape_verdicts(rows: list[dict], shapes, cc: int, limit: int) -> list[dict]:
+def shape_verdicts(rows: list[dict], shapes, cc: int, limit: int, dtype: str = CHECKED_DTYPE) -> list[dict]:
     """One verdict per distinct SHAPE_FIELDS from the fit check's report rows of the patched
     launches; layer shapes that share the fields share one verdict (the largest need, fits only
     if every launch of each does)."""
@@ -192,7 +193,7 @@ def shape_verdicts(rows: list[dict], shapes, cc: int, limit: int) -> list[dict]:
     for shape in shapes:
         own = [row for row in rows if (row["model"], row["layer"]) == (shape.model, shape.layer)]
         if own:
-            fields, key = verdict_fields(shape, cc, limit)
+            fields, key = verdict_fields(shape, cc, limit, dtype)
             fields_by_key.setdefault(key, fields)
             rows_by_key.setdefault(key, []).append(own)
     return [dict(fields_by_key[key], launches=max(len(own) for own in owns),

@@ -475,6 +475,35 @@ def test_the_build_proved_every_hybrids_mixer_and_attention_on_sm75_and_sm86(run
 
 
 
+BF16_REPORT = "cat /opt/vllm-turing/fit-report-sm86-bf16.json"
+SAME_LAUNCH = ("model", "layer", "kind", "query_len", "num_seqs", "kernel", "path")
+LAUNCH_CONFIG = ("tile_size", "block_m", "launch_num_warps", "launch_num_stages")
+
+
+def test_the_build_proved_every_shape_on_sm86_in_bf16_too_and_the_table_answers_bf16(run_in_image):
+    # An RTX 3090 runs a bf16 checkpoint in bf16 (a T4 casts it to fp16): the build records the same
+    # matrix on sm_86 in bf16, and the fit table holds its entries and verdicts under that dtype.
+    _, sm86, fit_table = build_reports(run_in_image)
+    code, out, err = run_in_image(BF16_REPORT)
+    assert code == 0, err[-2000:]
+    bf16 = json.loads(out)
+    assert bf16["all_fit"] is True and bf16["dtype"] == "bfloat16" and sm86["dtype"] == "float16"
+    assert bf16["device"] == sm86["device"]
+    pairs = list(zip(sm86["launches"], bf16["launches"]))
+    assert len(pairs) == len(bf16["launches"]) and all(
+        [half[k] for k in SAME_LAUNCH] == [brain[k] for k in SAME_LAUNCH] for half, brain in pairs)
+    # The ranked configurations were measured in fp16, so in bf16 the clamp keeps the fit table's
+    # choice and the tiles differ; where a launch is configured alike, its need is the same.
+    alike = [(half, brain) for half, brain in pairs if [half[k] for k in LAUNCH_CONFIG] == [brain[k] for k in LAUNCH_CONFIG]]
+    assert alike and all(half["shared"] == brain["shared"] for half, brain in alike)
+    assert [row["shared"] for row in sm86["mixer_launches"]] == [row["shared"] for row in bf16["mixer_launches"]]
+    verdicts = {name: {(v["cc"], v["dtype"]) for v in fit_table[name]} for name in ("verdicts", "mixer_verdicts")}
+    assert all({(86, "bfloat16"), (86, "float16"), (75, "float16")} <= found for found in verdicts.values()), verdicts
+    assert (75, "bfloat16") not in verdicts["verdicts"]
+    entries = {(e["cc"], e["path"], e["dtype"]) for e in fit_table["entries"]}
+    assert {(86, path, "bfloat16") for path in ("2d", "3d", "encoder")} <= entries, entries
+
+
 MAMBA1_KERNELS = {"_causal_conv1d_fwd_kernel", "_causal_conv1d_update_kernel", "_selective_scan_update_kernel"}
 
 
@@ -530,8 +559,11 @@ def test_the_build_proved_every_gated_delta_net_on_sm75_and_sm86_whatever_its_he
             assert needs[""] == needs["-tp2"] == needs["-tp4"], (report["device"]["name"], name, needs)
     gdn = {(v["cc"],) + tuple(v[k] for k in GDN_FIELDS) for v in fit_table["mixer_verdicts"]
            if v["mixer"] == "gated_delta_net"}
+    # the state takes the model's dtype unless the config names one (Qwen3.5 27B: fp32); the bf16 pass
+    # on sm_86 gives the other two a bf16 state
     assert {(cc, "gated_delta_net", 128, 128, 4, state, interleaved) for cc in (75, 86)
-            for state, interleaved in (("float16", True), ("float16", False), ("float32", False))} == gdn
+            for state, interleaved in (("float16", True), ("float16", False), ("float32", False))} | {
+        (86, "gated_delta_net", 128, 128, 4, "bfloat16", interleaved) for interleaved in (True, False)} == gdn
 
 MIXER_AT_LIMIT = r"""
 python3 - <<'PY'

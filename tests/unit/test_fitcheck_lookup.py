@@ -151,3 +151,19 @@ def test_a_config_the_fit_check_cannot_read_is_not_judged_and_does_not_stop_the_
     result = start_fit_on(folder / "config.json")
     assert result.status is Status.WARN and result.message.startswith("not judged:")
     assert "'num_attention_heads' is None" in result.message and "OutOfResources" in result.fix
+
+
+def test_on_ampere_a_bf16_checkpoint_is_answered_from_bf16_verdicts_and_dtype_float16_from_fp16(
+        tmp_path, monkeypatch, installed):
+    # The table holds sm_86 verdicts in bf16 only: a bf16 Gemma 4 config is a hit there; under
+    # DTYPE=float16 the same model is a miss that names the dtype.
+    verdicts = table.shape_verdicts(rows_for(E2B, {"sliding": 40000, "global": 61440}), E2B, 86, 101376, "bfloat16")
+    path = tmp_path / "fit-table.json"
+    table.write_table(path, table.merge(None, [], VERSIONS, verdicts))
+    monkeypatch.setenv(layout.ENV_FIT_TABLE, str(path))
+    config_path = config_file(tmp_path)
+    config = dict(json.loads(config_path.read_text()), dtype="bfloat16")
+    hit = start_fit(str(config_path), config, (8, 6), 101376)()
+    assert hit.status is Status.PASS and "nothing compiled" in hit.message
+    found = lookup.lookup(path, config, 86, 101376, str(config_path), dtype=shapes.run_dtype(config, 86, "float16"))
+    assert not found.hit and found.miss.endswith("on cc 86 at 101376 bytes in float16")

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from patches.fitcheck import shapes
 from patches.fitcheck.shapes import BUILTIN_MODELS, ConfigError, load_model_config, shapes_from_config
 from tests.support import gemma4_configs
 
@@ -129,3 +130,19 @@ def test_cli_exits_2_on_a_missing_config(tmp_path):
     done = subprocess.run([sys.executable, "-m", "patches.fitcheck", "--model-config", str(tmp_path / "nope.json")],
                           capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 2 and "cannot read" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("config, cc, setting, expected", [
+    ({"dtype": "bfloat16"}, 75, "auto", "float16"),  # Turing: vLLM casts a bf16 checkpoint to fp16
+    ({"dtype": "bfloat16"}, 86, "auto", "bfloat16"),  # Ampere runs it as it is
+    ({"torch_dtype": "float16"}, 86, "auto", "float16"),  # the name transformers wrote before 5.0
+    ({"text_config": {"dtype": "float16"}}, 86, "auto", "float16"),
+    ({"dtype": "float32"}, 86, "auto", "bfloat16"),  # vLLM downcasts fp32 to the device's preferred dtype
+    ({}, 86, "auto", "bfloat16"),
+    (None, 86, "auto", "bfloat16"),
+    ({"dtype": "bfloat16"}, 86, "float16", "float16"),  # DTYPE wins
+    ({"dtype": "bfloat16"}, 86, "half", "float16"),
+    ({"dtype": "bfloat16"}, 75, "float32", "float32"),
+])
+def test_the_run_dtype_is_what_vllm_runs_the_model_in_on_the_device(config, cc, setting, expected):
+    assert shapes.run_dtype(config, cc, setting) == expected
