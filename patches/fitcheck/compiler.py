@@ -161,15 +161,14 @@ def _compile(job: _Job, hook) -> CompileResult:
     import triton
     from triton import knobs
 
-    saved = knobs.runtime.add_stages_inspection_hook
-    knobs.runtime.add_stages_inspection_hook = hook
+    from patches.fitcheck.recorder import swapped
+
     try:
-        compiled = triton.compile(job.source, target=_TARGET, options=job.options)
+        with swapped(knobs.runtime, "add_stages_inspection_hook", hook):
+            compiled = triton.compile(job.source, target=_TARGET, options=job.options)
     except Exception as error:  # a compile error is a finding about this launch, not a crash
         first_line = (str(error).strip().splitlines() or [""])[0]
         return CompileResult(None, None, None, f"{type(error).__name__}: {first_line}"[:300])
-    finally:
-        knobs.runtime.add_stages_inspection_hook = saved
     metadata = compiled.metadata
     return CompileResult(metadata.shared, metadata.num_warps, metadata.num_stages)
 
