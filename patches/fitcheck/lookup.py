@@ -29,6 +29,7 @@ class Lookup:
     worst: dict | None = None
     unproven: bool = False  # the model has layers whose kernels no fit check proves (the miss says which)
     unreadable: bool = False  # config.json lacks what the fit check needs to know its layers (the miss says what)
+    refused: str | None = None  # vLLM cannot serve the model on this device (the miss says why): what to do
 
 
 def installed_versions() -> dict | None:
@@ -46,6 +47,10 @@ def _described(shape) -> str:
                 f"conv {shape.conv_width}, norm {shape.norm_width or 'in PyTorch'}")
     if isinstance(shape, mixers.Mamba1Shape):
         return f"Mamba-1 mixer: state {shape.state_size}, conv {shape.conv_width}"
+    if isinstance(shape, mixers.ShortConvShape):
+        return f"short convolution: width {shape.conv_width}"
+    if isinstance(shape, mixers.MlaShape):
+        return f"multi-head latent attention: kv_lora_rank {shape.kv_lora_rank}, rope dim {shape.rope_dim}"
     if isinstance(shape, mixers.GdnShape):
         return (f"gated delta net: key/value head dims {shape.key_head_dim}/{shape.value_head_dim}, conv "
                 f"{shape.conv_width}, {shape.state_dtype} state")
@@ -94,6 +99,9 @@ def lookup(table_path: str | Path, config: dict, cc: int, limit: int, where: str
         return Lookup(False, str(error), unreadable=True)
     except table_.TableError as error:
         return Lookup(False, str(error))
+    refusal = mixers.refused_on(shapes, cc)
+    if refusal is not None:
+        return Lookup(False, refusal.reason, refused=refusal.fix)
     if document is None:
         return Lookup(False, f"no fit table at {table_path}")
     return decide(document, shapes, cc, limit, installed_versions(), dtype)

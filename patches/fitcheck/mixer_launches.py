@@ -1,4 +1,5 @@
-"""The Triton launches of one Mamba-2 or Mamba-1 mixer (mixers.MixerShape, mixers.Mamba1Shape), made by
+"""The Triton launches of one Mamba-2 or Mamba-1 mixer or LFM2 short convolution (mixers.MixerShape,
+mixers.Mamba1Shape, mixers.ShortConvShape), made by
 vLLM's real mixer ops on CPU tensors with a recorder in place of each kernel, and their verdict once
 compiled for a device.
 
@@ -7,7 +8,8 @@ mamba_mixer2.py): a prefill of two chunks (causal_conv1d_fn, mamba_chunk_scan_co
 rms_norm_gated where the mixer uses it, store_prefill_checkpoint) and a decode step of four sequences
 (causal_conv1d_update, selective_state_update on its Triton backend). A Mamba-1 mixer (MambaMixer,
 mamba_mixer.py) runs the same conv ops and selective_state_update on a state without heads; its
-prefill scan is CUDA (selective_scan_fn), not Triton. Nothing runs on a GPU.
+prefill scan is CUDA (selective_scan_fn), not Triton. LFM2's ShortConv (short_conv.py) runs the conv ops
+alone, without an activation. Nothing runs on a GPU.
 
 An @triton.autotune kernel (the SSD chunk scan's five) is recorded once per configuration of its
 list. Triton's autotuner scores a configuration that raises OutOfResources as infinitely slow
@@ -22,7 +24,8 @@ import os
 from dataclasses import dataclass
 
 from patches.fitcheck.compiler import compile_launches
-from patches.fitcheck.mixers import MODEL_DTYPE, Mamba1Shape, MixerShape
+from patches.fitcheck.mixers import (MAMBA1, MAMBA2, MLA, MODEL_DTYPE, SHORT_CONV, Mamba1Shape, MixerShape, MlaShape,
+                                     ShortConvShape)
 from patches.fitcheck.recorder import Launch, _Recorder, prepare_cpu_host, swapped
 
 DTYPE_NAME = MODEL_DTYPE
@@ -121,32 +124,73 @@ def _ops():
                          "inside the vLLM image, or pass --matrix attention to leave the mixers out") from None
 
 
-def _conv_calls(dim: int, width: int, seqlen: int, conv, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
+def _conv_calls(dim: int, width: int, seqlen: int, conv, dtype_name: str, activation: str | None = "silu",
+                bias: bool = True) -> list[tuple[str, int, int, tuple, object]]:
     """The causal conv's prefill over one sequence of `seqlen` tokens and its decode step: (kind,
-    query_len, num_seqs, kernels, call) each, as _calls gives them."""
+    query_len, num_seqs, kernels, call) each, as _calls gives them. The Mamba mixers apply SiLU in the
+    kernel and add a bias, LFM2's short convolution neither (both constexprs of the kernels)."""
     import torch
 
     dtype = getattr(torch, dtype_name)
+    conv_bias = torch.empty(dim, dtype=dtype) if bias else None
 
     def conv_prefill():
         conv.causal_conv1d_fn(torch.empty(seqlen, dim, dtype=dtype).t(), torch.empty(dim, width, dtype=dtype),
-                              torch.empty(dim, dtype=dtype), torch.empty(2, dim, width - 1, dtype=dtype),
+                              conv_bias, torch.empty(2, dim, width - 1, dtype=dtype),
                               torch.tensor([0, seqlen], dtype=torch.int32),
                               cache_indices=torch.tensor([1], dtype=torch.int32),
-                              has_initial_state=torch.tensor([False]), activation="silu")
+                              has_initial_state=torch.tensor([False]), activation=activation)
 
     def conv_decode():
         conv.causal_conv1d_update(torch.empty(DECODE_BATCH, dim, dtype=dtype),
                                   torch.empty(DECODE_BATCH, dim, width - 1, dtype=dtype),
-                                  torch.empty(dim, width, dtype=dtype), torch.empty(dim, dtype=dtype), activation="silu",
+                                  torch.empty(dim, width, dtype=dtype), conv_bias, activation=activation,
                                   conv_state_indices=torch.arange(DECODE_BATCH, dtype=torch.int32))
 
     return [("conv-prefill", seqlen, 1, ((conv, ("_causal_conv1d_fwd_kernel",)),), conv_prefill),
             ("conv-decode", 1, DECODE_BATCH, ((conv, ("_causal_conv1d_update_kernel",)),), conv_decode)]
 
 
-# Mamba-1 prefill: the conv runs over one sequence this long before the CUDA selective scan
+# Mamba-1 and short-conv prefill: the conv runs over one sequence this long
 MAMBA1_PREFILL_LEN = 256
+
+
+def _short_conv_calls(shape: ShortConvShape, ops: dict, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
+    """LFM2's ShortConv ops: the conv's prefill and decode with no activation and, as LiquidAI's checkpoints
+    have it (conv_bias false), no bias (with one the needs are the same: 1,024 and 0 bytes at width 3 on
+    sm_75 and sm_86, measured with the image's Triton 3.8.0)."""
+    return _conv_calls(shape.channels, shape.conv_width, MAMBA1_PREFILL_LEN, ops["causal_conv1d"], dtype_name,
+                       activation=None, bias=False)
+
+
+# TRITON_MLA's decode (triton_mla.py forward_mqa): a page of the latent cache, the splits of the KV
+# (its _compute_num_kv_splits; constexprs that set no tile) and a batch of decoding sequences
+MLA_PAGE_SIZE = 16
+MLA_KV_SPLITS = 4
+
+
+def _mla_calls(shape: MlaShape, ops: dict, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
+    """TRITON_MLA's decode as triton_mla.py calls decode_attention_fwd: the query of latent rank plus rope
+    dim against the latent cache with a head dim of 1, its first kv_lora_rank channels the values."""
+    import torch
+
+    from vllm.v1.attention.ops import triton_decode_attention as decode
+
+    dtype = getattr(torch, dtype_name)
+    heads, rank, width, batch = shape.heads, shape.kv_lora_rank, shape.kv_lora_rank + shape.rope_dim, DECODE_BATCH
+
+    def mla_decode():
+        cache = torch.empty(2 * batch, MLA_PAGE_SIZE, 1, width, dtype=dtype)
+        decode.decode_attention_fwd(
+            torch.empty(batch, heads, width, dtype=dtype), cache, cache[..., :rank],
+            torch.empty(batch, heads, rank, dtype=dtype), torch.empty(batch, heads, dtype=dtype),
+            torch.arange(2 * batch, dtype=torch.int32).view(batch, 2),
+            torch.full((batch,), MLA_PAGE_SIZE + 1, dtype=torch.int32),
+            torch.empty(batch, heads, MLA_KV_SPLITS, rank + 1, dtype=torch.float32), MLA_KV_SPLITS, 0.1,
+            MLA_PAGE_SIZE, k_scale=torch.ones(1), v_scale=torch.ones(1), is_mla=True)
+
+    kernels = ((decode, ("_fwd_kernel_stage1", "_fwd_grouped_kernel_stage1", "_fwd_kernel_stage2")),)
+    return [("mla-decode", 1, batch, kernels, mla_decode)]
 
 
 def _mamba1_calls(shape: Mamba1Shape, ops: dict, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
@@ -255,13 +299,18 @@ def record_calls(shape, calls, failure) -> list[Launch]:
     return launches
 
 
-def record_mixer(shape: MixerShape | Mamba1Shape, dtype: str = DTYPE_NAME) -> list[Launch]:
-    """Every launch one Mamba-2 or Mamba-1 mixer's ops make (autotuned kernels: one per configuration)."""
-    mamba1 = isinstance(shape, Mamba1Shape)
-    calls = (_mamba1_calls if mamba1 else _calls)(shape, _ops(), dtype)
-    return record_calls(shape, calls, lambda kind, error: MixerError(
-        f"vLLM's {kind} op of the Mamba-{1 if mamba1 else 2} mixer failed on {shape.label} ({error}); the check "
-        "does not know this release's mixer ops"))
+# Per mixer kind: what records its ops, and what the check calls it in an error
+_CALLS = {MAMBA2: (_calls, "Mamba-2 mixer"), MAMBA1: (_mamba1_calls, "Mamba-1 mixer"),
+          SHORT_CONV: (_short_conv_calls, "short convolution"), MLA: (_mla_calls, "multi-head latent attention")}
+
+
+def record_mixer(shape: MixerShape | Mamba1Shape | ShortConvShape | MlaShape, dtype: str = DTYPE_NAME) -> list[Launch]:
+    """Every launch one Mamba-2 or Mamba-1 mixer's, short convolution's or latent attention's ops make
+    (autotuned kernels: one per configuration)."""
+    calls, what = _CALLS[shape.mixer]
+    return record_calls(shape, calls(shape, _ops(), dtype), lambda kind, error: MixerError(
+        f"vLLM's {kind} op of the {what} failed on {shape.label} ({error}); the check does not know this "
+        "release's mixer ops"))
 
 
 # FLA's tile names (gated delta net); the SSD kernels' all start with BLOCK

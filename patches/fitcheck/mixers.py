@@ -1,7 +1,8 @@
 """The mixers of hybrid and state-space models, the shape of one as vLLM's Triton kernels see it, read
 from config.json (pure standard library): the Mamba-2 mixers of Nemotron-H, Granite 4.0-H, Falcon-H1,
 Bamba, Zamba 2 and Mamba-2 models (MixerShape), the Mamba-1 mixers of Jamba, Mamba and Falcon Mamba
-(Mamba1Shape) and the gated delta net of Qwen3-Next and Qwen3.5 (GdnShape; gdn_launches.py records it).
+(Mamba1Shape), LFM2's short convolutions (ShortConvShape) and the gated delta net of Qwen3-Next and
+Qwen3.5 (GdnShape; gdn_launches.py records it).
 
 What a mixer launches on a Turing or Ampere GPU (vLLM 0.33.0, model_executor/layers/mamba/
 mamba_mixer2.py), each kernel's shared memory set by these fields alone (patches/fitcheck/
@@ -15,6 +16,15 @@ Head and group counts only set the grid, so one verdict holds for every model wi
 A Mamba-1 mixer (mamba_mixer.py) runs causal_conv1d_fn then the CUDA selective_scan_fn (vllm._C, not
 Triton) in prefill, causal_conv1d_update and selective_state_update in decode; its kernels are sized by
 the state size and the conv width, its channel count (intermediate size over the ranks) sets the grid.
+
+Multi-head latent attention (DeepSeek V2/V3, Kimi K2, GLM-4.7-Flash: `kv_lora_rank` set; MlaShape) is
+not a mixer but is keyed the same way: on compute capability 8.x vLLM decodes it with TRITON_MLA
+(v1/attention/ops/triton_decode_attention.py, decode_attention_fwd), whose tiles follow the latent
+rank and the rope dim alone (heads set the grid), and prefills it with FlashAttention 2 (CUDA).
+
+LFM2's short convolution (short_conv.py, ShortConv) runs causal_conv1d_fn in prefill and
+causal_conv1d_update in decode, both without an activation, over `conv_dim` channels split over the
+ranks; its width (`conv_L_cache`) is all that sizes them.
 """
 from __future__ import annotations
 
@@ -25,6 +35,8 @@ from patches.fitcheck.shapes import DEFAULT_DTYPE, ConfigError, UnprovenLayers, 
 
 MAMBA2 = "mamba2"
 MAMBA1 = "mamba1"
+SHORT_CONV = "short_conv"
+MLA = "mla"
 GATED_DELTA_NET = "gated_delta_net"
 MIXER_FIELDS = ("mixer", "head_dim", "state_size", "chunk_size", "conv_width", "norm_width")
 # What sizes a gated delta net's kernels: the head dims (K and V of FLA's tiles), the conv width, the
@@ -34,7 +46,10 @@ MIXER_FIELDS = ("mixer", "head_dim", "state_size", "chunk_size", "conv_width", "
 # (tests/image/test_fitcheck.py).
 GDN_FIELDS = ("mixer", "key_head_dim", "value_head_dim", "conv_width", "state_dtype", "interleaved")
 MAMBA1_FIELDS = ("mixer", "state_size", "conv_width")
-FIELDS_BY_MIXER = {MAMBA2: MIXER_FIELDS, MAMBA1: MAMBA1_FIELDS, GATED_DELTA_NET: GDN_FIELDS}
+SHORT_CONV_FIELDS = ("mixer", "conv_width")
+MLA_FIELDS = ("mixer", "kv_lora_rank", "rope_dim")
+FIELDS_BY_MIXER = {MAMBA2: MIXER_FIELDS, MAMBA1: MAMBA1_FIELDS, SHORT_CONV: SHORT_CONV_FIELDS,
+                   GATED_DELTA_NET: GDN_FIELDS, MLA: MLA_FIELDS}
 MODEL_DTYPE = DEFAULT_DTYPE  # the activations' dtype in the recorded launches unless a run says another
 
 # config.json field names per model type: heads, head dim, state size, groups, chunk size, conv width
@@ -60,12 +75,17 @@ _MAMBA1_FIELDS = {
 }
 _MAMBA1_DEFAULTS = {"mamba_expand": 2, "mamba_d_state": 16, "mamba_d_conv": 4, "state_size": 16, "conv_kernel": 4}
 MAMBA1_TYPES = tuple(_MAMBA1_FIELDS)
+# LFM2's short convolutions: the field vLLM takes the channels from (lfm2.py: `conv_dim`, which LiquidAI's
+# checkpoints carry, the hidden size where one does not; lfm2_moe.py: the hidden size) and the width,
+# `conv_L_cache` (transformers' default 3).
+_SHORT_CONV_CHANNELS = {"lfm2": "conv_dim", "lfm2_moe": "hidden_size"}
+SHORT_CONV_TYPES = tuple(_SHORT_CONV_CHANNELS)
+SHORT_CONV_DEFAULT_WIDTH = 3
 # Hybrid and state-space types whose mixers run kernels the fit check does not record: each stays
 # "not proven", named.
 UNREAD_MIXERS = {
     "kimi_linear": "Kimi Linear's KDA (fla chunk_kda kernels)",
     "plamo2": "PLaMo 2's Mamba mixers",
-    "lfm2": "LFM2's short convolutions",
     "minimax_m1": "MiniMax's lightning attention kernels",
 }
 
@@ -127,6 +147,84 @@ class Mamba1Shape(_Layer):
         return self.channels
 
 
+@dataclass(frozen=True)
+class ShortConvShape(_Layer):
+    """One LFM2 short convolution, as one rank of `tensor_parallel` ranks runs it."""
+
+    model: str
+    channels: int  # one rank's share of conv_dim: the conv's channels (the grid)
+    conv_width: int
+    tensor_parallel: int = 1
+    mixer: str = SHORT_CONV
+    layer: str = "conv"
+
+    @property
+    def head_size(self) -> int:  # the report's column: a convolution has no heads, its width sizes it
+        return self.conv_width
+
+    @property
+    def conv_dim(self) -> int:
+        return self.channels
+
+
+@dataclass(frozen=True)
+class MlaShape(_Layer):
+    """One model's multi-head latent attention, as one rank of `tensor_parallel` ranks runs it."""
+
+    model: str
+    heads: int  # one rank's query heads
+    kv_lora_rank: int
+    rope_dim: int
+    tensor_parallel: int = 1
+    mixer: str = MLA
+    layer: str = "mla"
+
+    @property
+    def head_size(self) -> int:  # the report's column: the latent rank is the width the decode's tiles follow
+        return self.kv_lora_rank
+
+
+# vLLM 0.33.0's MLA below compute capability 8.0: its prefill backends below 10.0 are FlashAttention
+# alone (platforms/interface.py get_mla_prefill_backend_cls), and FlashAttention 2 needs 8.0; its
+# TRITON_MLA decode does not fit Turing's shared memory at a latent rank of 512 (tests/image/
+# test_fitcheck.py measures it). From 9.0 on it runs FlashAttention 3 / FlashMLA, which the check
+# does not record.
+MLA_MIN_CC = 80
+MLA_RECORDED_BELOW_CC = 90
+MLA_DEFAULT_ROPE_DIM = 64  # transformers' DeepseekV2Config / DeepseekV3Config default
+
+
+def mla_shape(text: dict, model: str, where: str, tensor_parallel: int = 1) -> MlaShape:
+    """The multi-head latent attention of a config's text part (UnprovenLayers for DeepSeek V3.2's
+    sparse attention, ConfigError naming the field for a bad value)."""
+    if text.get("index_topk") is not None:
+        raise UnprovenLayers(f"{where}: sparse multi-head latent attention (index_topk {reprlib.repr(text['index_topk'])}, "
+                             "DeepSeek V3.2's indexer): vLLM runs it only with FlashMLA / FlashInfer sparse kernels "
+                             "(compute capability 9.0 and newer), which the fit check does not record")
+    rank = _positive_int(text, "kv_lora_rank", where)
+    rope = text.get("qk_rope_head_dim")
+    rope = MLA_DEFAULT_ROPE_DIM if rope is None else rope
+    if isinstance(rope, bool) or not isinstance(rope, int) or rope < 0:
+        raise ConfigError(f"{where}: 'qk_rope_head_dim' is {reprlib.repr(rope)}, expected an integer >= 0")
+    heads = _positive_int(text, "num_attention_heads", where)
+    if heads % tensor_parallel:
+        raise ConfigError(f"{where}: {heads} attention heads ('num_attention_heads') do not split over tensor parallel "
+                          f"size {tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE that divides {heads}")
+    return MlaShape(model, heads // tensor_parallel, rank, rope, tensor_parallel)
+
+
+def short_conv_shape(text: dict, model_type: str, model: str, where: str, tensor_parallel: int = 1) -> ShortConvShape:
+    """The short convolution of an LFM2 config's text part (ConfigError naming the field for a bad value)."""
+    channels_key = _SHORT_CONV_CHANNELS[model_type]
+    channels = _positive_int(text, channels_key, where, text.get("hidden_size"))
+    width = _positive_int(text, "conv_L_cache", where, SHORT_CONV_DEFAULT_WIDTH)
+    if channels % tensor_parallel:
+        raise ConfigError(f"{where}: the short convolution's {channels} channels ('{channels_key}') do not split over "
+                          f"tensor parallel size {tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE "
+                          f"that divides {channels}")
+    return ShortConvShape(model, channels // tensor_parallel, width, tensor_parallel)
+
+
 def mamba1_shape(text: dict, model_type: str, model: str, where: str, tensor_parallel: int = 1) -> Mamba1Shape:
     """The Mamba-1 mixer of a config's text part (ConfigError naming the field for a bad value)."""
     size_key, state_key, conv_key = _MAMBA1_FIELDS[model_type]
@@ -146,23 +244,26 @@ def mixer_fields(shape) -> dict:
 
 
 def is_mixer(shape) -> bool:
-    return isinstance(shape, (MixerShape, Mamba1Shape, GdnShape))
+    return isinstance(shape, (MixerShape, Mamba1Shape, ShortConvShape, GdnShape, MlaShape))
 
 
 def mixer_shape(text: dict, model_type: str | None, model: str, where: str, tensor_parallel: int = 1,
                 model_dtype: str = MODEL_DTYPE):
-    """The mixer of a hybrid or state-space config's text part: a MixerShape, a Mamba1Shape, or a GdnShape
-    for a gated delta net (UnprovenLayers for a type not read here; ConfigError naming the field for a
-    bad value)."""
+    """The mixer of a hybrid or state-space config's text part: a MixerShape, a Mamba1Shape, a
+    ShortConvShape, or a GdnShape for a gated delta net (UnprovenLayers for a type not read here;
+    ConfigError naming the field for a bad value)."""
     if _TEXT_TYPES.get(model_type, model_type) in GDN_TYPES:
         return gdn_shape(text, model_type, model, where, tensor_parallel, model_dtype)
     if model_type in _MAMBA1_FIELDS:
         return mamba1_shape(text, model_type, model, where, tensor_parallel)
+    if model_type in SHORT_CONV_TYPES:
+        return short_conv_shape(text, model_type, model, where, tensor_parallel)
     if model_type not in _FIELDS:
         what = UNREAD_MIXERS.get(model_type, f"model type {reprlib.repr(model_type)}: its state-space layers")
         raise UnprovenLayers(f"{where}: a hybrid model with {what}: the fit check does not record these kernels "
                              f"for this device (it reads the Mamba-2 mixers of {', '.join(MAMBA2_HYBRID_TYPES)}, "
-                             f"the Mamba-1 mixers of {', '.join(MAMBA1_TYPES)} and the gated delta net of "
+                             f"the Mamba-1 mixers of {', '.join(MAMBA1_TYPES)}, the short convolutions of "
+                             f"{', '.join(SHORT_CONV_TYPES)} and the gated delta net of "
                              f"{', '.join(GDN_TYPES)})")
     heads_key, head_key, state_key, groups_key, chunk_key, conv_key = _FIELDS[model_type]
     heads = _positive_int(text, heads_key, where)
@@ -189,15 +290,19 @@ def mixer_shape(text: dict, model_type: str | None, model: str, where: str, tens
 
 
 def mixer_from_config(config: dict, model: str, where: str, tensor_parallel: int = 1, model_dtype: str = MODEL_DTYPE):
-    """The mixer of a parsed config.json (text_config honoured; MixerShape, Mamba1Shape or GdnShape), None
-    for a model without one."""
+    """The mixer of a parsed config.json (text_config honoured; MixerShape, Mamba1Shape, ShortConvShape or
+    GdnShape), else its multi-head latent attention (MlaShape), None for a model with neither."""
     from patches.fitcheck.shapes import has_mixer
 
     text = config.get("text_config", config) if isinstance(config, dict) else None
     model_type = (text.get("model_type") or config.get("model_type")) if isinstance(text, dict) else None
-    if not isinstance(text, dict) or not has_mixer(text, model_type):
+    if not isinstance(text, dict):
         return None
-    return mixer_shape(text, model_type, model, where, tensor_parallel, model_dtype)
+    if has_mixer(text, model_type):
+        return mixer_shape(text, model_type, model, where, tensor_parallel, model_dtype)
+    if text.get("kv_lora_rank") is not None:
+        return mla_shape(text, model, where, tensor_parallel)
+    return None
 
 
 # config.json model types whose linear attention is vLLM's QwenGatedDeltaNetAttention, and whether the
@@ -294,10 +399,36 @@ def unrecorded_on(shapes, cc: int) -> str | None:
     """Why the launches the check records for one of these layer shapes are not the ones a device of
     compute capability `cc` runs (the first such shape); None when they are for every one."""
     for shape in shapes:
+        if isinstance(shape, MlaShape) and cc >= MLA_RECORDED_BELOW_CC:
+            return (f"{shape.label}: on compute capability {cc // 10}.{cc % 10} vLLM runs multi-head latent "
+                    "attention with FlashAttention 3, FlashMLA or FlashInfer, which the fit check does not record (it "
+                    f"records TRITON_MLA's decode, run below {MLA_RECORDED_BELOW_CC // 10}.0)")
         if isinstance(shape, GdnShape) and cc >= GDN_RECORDED_BELOW_CC:
             return (f"{shape.label}: on compute capability {cc // 10}.{cc % 10} vLLM runs the gated delta net's "
                     "prefill with FlashInfer or CuteDSL, which the fit check does not record (it records FLA's "
                     f"Triton kernels, run below {GDN_RECORDED_BELOW_CC // 10}.0)")
+    return None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why vLLM cannot serve a model on a device whatever the clamp does, and what the operator can do."""
+
+    reason: str
+    fix: str
+
+
+def refused_on(shapes, cc: int) -> Refusal | None:
+    """The Refusal of the first of these layer shapes vLLM cannot run on a device of compute capability
+    `cc`; None when it runs them all."""
+    for shape in shapes:
+        if isinstance(shape, MlaShape) and cc < MLA_MIN_CC:
+            return Refusal(
+                f"{shape.label}: multi-head latent attention (kv_lora_rank {shape.kv_lora_rank}) needs compute "
+                f"capability {MLA_MIN_CC // 10}.0 in vLLM: its prefill runs on FlashAttention alone and its Triton "
+                f"decode (TRITON_MLA) does not fit this device's shared memory",
+                f"serve it on a GPU of compute capability {MLA_MIN_CC // 10}.0 or newer (RTX 30xx, A10, ...), or pick a "
+                "model without multi-head latent attention")
     return None
 
 
@@ -353,6 +484,22 @@ BUILTIN_STATE_SPACE = {
 }
 
 
+# The matrix's LFM2 models, shaped like LiquidAI's checkpoints: LFM2-1.2B (attention 32/8 of head 64),
+# LFM2-700M (24/8: three queries per KV head) and the MoE LFM2-8B-A1B, each with width-3 convolutions
+# over the hidden size, six attention layers in sixteen.
+def _lfm2(model_type: str, hidden: int, heads: int, **extra) -> dict:
+    return {"model_type": model_type, "hidden_size": hidden, "num_attention_heads": heads, "num_key_value_heads": 8,
+            "conv_L_cache": SHORT_CONV_DEFAULT_WIDTH, "conv_bias": False,
+            "layer_types": ["conv", "conv", "full_attention"] * 5 + ["conv"], **extra}
+
+
+BUILTIN_SHORT_CONV = {
+    "lfm2-1.2b": _lfm2("lfm2", 2048, 32, conv_dim=2048),
+    "lfm2-700m": _lfm2("lfm2", 1536, 24, conv_dim=1536),
+    "lfm2-8b-a1b": _lfm2("lfm2_moe", 2048, 32, num_experts=32, num_experts_per_tok=4),
+}
+
+
 # The matrix's gated delta net hybrids, shaped like the published checkpoints: Qwen3-Next's interleaved
 # projection, Qwen3.5 MoE's views of it with the model's state dtype, and the dense Qwen3.5's fp32
 # recurrent state (mamba_ssm_dtype).
@@ -361,3 +508,22 @@ BUILTIN_GDN = {
     "qwen3.5-35b-a3b": _gdn_hybrid("qwen3_5_moe_text", (16, 2, 256), (16, 32)),
     "qwen3.5-27b": _gdn_hybrid("qwen3_5_text", (24, 4, 256), (16, 48), mamba_ssm_dtype="float32"),
 }
+
+# The matrix's models with multi-head latent attention, shaped like the published checkpoints (latent
+# rank 512 and rope dim 64 in each): DeepSeek-V2-Lite (16 heads), GLM-4.7-Flash (20) and DeepSeek-V3 /
+# Kimi K2 (128). vLLM serves them from compute capability 8.0 (mixers.refused_on).
+def _mla(model_type: str, heads: int, nope: int, value: int) -> dict:
+    return {"model_type": model_type, "num_attention_heads": heads, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+            "qk_nope_head_dim": nope, "v_head_dim": value}
+
+
+BUILTIN_MLA = {
+    "deepseek-v2-lite": _mla("deepseek_v2", 16, 128, 128),
+    "glm-4.7-flash": _mla("glm4_moe_lite", 20, 192, 256),
+    "deepseek-v3": _mla("deepseek_v3", 128, 128, 128),
+}
+
+
+# Every model of the matrix with a mixer or latent attention (shapes.builtin_shapes proves each at tensor
+# parallel 1, 2 and 4 where vLLM serves it).
+BUILTIN_MIXER_MODELS = {**BUILTIN_HYBRIDS, **BUILTIN_STATE_SPACE, **BUILTIN_SHORT_CONV, **BUILTIN_GDN, **BUILTIN_MLA}

@@ -214,8 +214,13 @@ def plan(options: FitOptions) -> FitPlan:
     ConfigError on bad input)."""
     check_combination(options)
     device, shapes = resolve_device(options), tuple(resolve_shapes(options))
-    from patches.fitcheck.mixers import unrecorded_on
+    from patches.fitcheck.mixers import refused_on, unrecorded_on
 
+    if not options.model_config:  # the built-in matrix holds what vLLM serves on the device
+        shapes = tuple(shape for shape in shapes if refused_on([shape], device["cc"]) is None)
+    refusal = refused_on(shapes, device["cc"])
+    if refusal is not None:
+        raise shapes_.ConfigError(f"{refusal.reason}: {refusal.fix}")
     unrecorded = unrecorded_on(shapes, device["cc"])
     if unrecorded:
         raise shapes_.UnprovenLayers(unrecorded)

@@ -39,9 +39,10 @@ class UnprovenLayers(ConfigError):
 
 
 # config.json fields that only hybrid state-space models carry (Nemotron-H, Jamba, Zamba, Falcon-H1,
-# Granite 4 hybrids, Qwen3-Next's linear attention ...).
+# Granite 4 hybrids, Qwen3-Next's linear attention, LFM2's short convolutions, Kimi Linear's KDA ...).
 SSM_FIELDS = ("ssm_state_size", "mamba_d_state", "mamba_num_heads", "mamba_expand", "linear_num_value_heads",
-              "hybrid_override_pattern", "layers_block_type", "attn_layer_indices")
+              "hybrid_override_pattern", "layers_block_type", "attn_layer_indices", "conv_L_cache",
+              "linear_attn_config")
 
 
 # The activations' dtype of the recorded launches: float16 by default (Turing has no bf16, and vLLM casts
@@ -79,7 +80,9 @@ ATTENTION_FREE_TYPES = ("mamba", "falcon_mamba", "mamba2")
 
 def has_mixer(text: dict, model_type: object) -> bool:
     """Whether a (text) config's model has Mamba / linear-attention mixers."""
-    return model_type in ATTENTION_FREE_TYPES or bool(hybrid_fields(text))
+    from patches.fitcheck.mixers import UNREAD_MIXERS
+
+    return model_type in ATTENTION_FREE_TYPES or model_type in UNREAD_MIXERS or bool(hybrid_fields(text))
 
 
 # Attention fields that checkpoints of these model types may leave out of config.json, because
@@ -224,10 +227,13 @@ def shapes_from_config(config: object, model: str, where: str, tensor_parallel: 
         raise UnprovenLayers(
             f"{where}: {encoder}: {UNREAD_ENCODER_TYPES[model_type]}, so its encoder attention launches "
             "(context_attention_fwd) are not known to the fit check")
-    if text.get("kv_lora_rank") is not None:
-        raise UnprovenLayers(
-            f"{where}: multi-head latent attention (kv_lora_rank {reprlib.repr(text['kv_lora_rank'])}): vLLM runs it "
-            "with its MLA kernels (TRITON_MLA on these GPUs), which the fit check does not record")
+    if text.get("kv_lora_rank") is not None:  # every attention layer is latent: mixers.MlaShape
+        from patches.fitcheck import mixers
+
+        mixers.mla_shape(text, model, where, tensor_parallel)
+        if isinstance(text.get("layer_types"), list):
+            _attention_kinds_only([str(kind) for kind in text["layer_types"]], where)
+        return []
     heads = _positive_int(text, "num_attention_heads", where)
     kv_heads = _positive_int(text, "num_key_value_heads", where, heads)
     head_dim = _positive_int(text, "head_dim", where, _derived_head_dim(text, heads, where))
@@ -247,12 +253,7 @@ def shapes_from_config(config: object, model: str, where: str, tensor_parallel: 
             f"{where}: 'layer_types' is {reprlib.repr(layer_types)}, expected a non-empty list of "
             "'sliding_attention' / 'full_attention'"
         )
-    others = sorted(set(layer_types) - set(ATTENTION_LAYER_TYPES))
-    if others:  # linear attention, convolutions, ...: kernels other than the attention launcher's
-        counted = ", ".join(f"{reprlib.repr(kind)} ({layer_types.count(kind)} of {len(layer_types)})" for kind in others[:3])
-        more = f" and {len(others) - 3} more kinds" if len(others) > 3 else ""
-        raise UnprovenLayers(f"{where}: 'layer_types' names layers that are not attention: {counted}{more}; "
-                             "the fit check does not record their kernels")
+    _attention_kinds_only(layer_types, where)
     if "sliding_attention" in layer_types and window is None:
         raise ConfigError(f"{where}: sliding layers without 'sliding_window', expected a positive integer")
     softcap = text.get("attn_logit_softcapping") or 0.0
@@ -273,6 +274,17 @@ def shapes_from_config(config: object, model: str, where: str, tensor_parallel: 
     if hybrid:
         shapes = [dataclasses.replace(shape, block_size=HYBRID_BLOCK_SIZE) for shape in shapes]
     return shapes
+
+
+def _attention_kinds_only(layer_types: list, where: str) -> None:
+    """UnprovenLayers when `layer_types` names kinds other than attention (linear attention, convolutions,
+    ...: kernels other than the attention launcher's)."""
+    others = sorted(set(layer_types) - set(ATTENTION_LAYER_TYPES))
+    if others:
+        counted = ", ".join(f"{reprlib.repr(kind)} ({layer_types.count(kind)} of {len(layer_types)})" for kind in others[:3])
+        more = f" and {len(others) - 3} more kinds" if len(others) > 3 else ""
+        raise UnprovenLayers(f"{where}: 'layer_types' names layers that are not attention: {counted}{more}; "
+                             "the fit check does not record their kernels")
 
 
 def _global_field_kinds(text: dict, layer_types: list, base: dict, window, where: str) -> list[tuple]:
@@ -414,8 +426,8 @@ MATRICES = ("all", "attention", "gemma4")  # what the fit check runs without --m
 def builtin_shapes(matrix: str = "all", dtype: str = DEFAULT_DTYPE) -> list:
     """The Gemma 4 classes at tensor parallel 1, 2 and 4, and with "all" the attention-only families'
     layers, the encoder layers and the hybrids' attention layers and mixers (the Mamba-2 ones of
-    mixers.BUILTIN_HYBRIDS, the Mamba-1 and pure Mamba-2 models of mixers.BUILTIN_STATE_SPACE, the gated
-    delta nets of mixers.BUILTIN_GDN) at tensor parallel 1, 2 and 4
+    mixers.BUILTIN_HYBRIDS, the Mamba-1 and pure Mamba-2 models of mixers.BUILTIN_STATE_SPACE, LFM2's
+    short convolutions, the gated delta nets of mixers.BUILTIN_GDN) at tensor parallel 1, 2 and 4
     too (where vLLM accepts the split);
     "attention" is "all" without the mixers, whose ops import vLLM's runtime (a bare GPU site of vLLM's
     Python files, tooling/gpu_site.py, lacks its dependencies)."""
@@ -426,7 +438,7 @@ def builtin_shapes(matrix: str = "all", dtype: str = DEFAULT_DTYPE) -> list:
     from patches.fitcheck import mixers
 
     hybrids = []
-    for name, config in {**mixers.BUILTIN_HYBRIDS, **mixers.BUILTIN_STATE_SPACE, **mixers.BUILTIN_GDN}.items():
+    for name, config in mixers.BUILTIN_MIXER_MODELS.items():
         for tp in TENSOR_PARALLEL_SIZES:
             model, where = (name if tp == 1 else f"{name}-tp{tp}"), f"built-in {name}"
             try:

@@ -21,6 +21,7 @@ KNOWN_FAILURE = 98304  # head 512, TILE_SIZE 32, BLOCK_M 16 on sm_75 (vLLM 0.33.
 FAMILIES = "/models/families"  # one folder per tests/support/family_configs.py model
 ENCODERS = "/models/encoders"  # one folder per tests/support/family_configs.py ENCODER_MODELS entry
 HYBRIDS = "/models/hybrids"  # one folder per tests/support/family_configs.py HYBRID_MODELS entry
+MLA_MODELS = "/models/mla"  # one folder per tests/support/family_configs.py MLA_MODELS entry
 APPLY = "python3 -m patches.turing_clamp apply >/dev/null"
 STRIP = ("python3 -c 'from patches.turing_clamp import find_target, strip_clamp; "
          "p = find_target(); p.write_text(strip_clamp(p.read_text()))'")
@@ -48,7 +49,10 @@ def mounts(tmp_path_factory):
     hybrids = tmp_path_factory.mktemp("hybrids")
     for name in family_configs.HYBRID_MODELS:
         family_configs.save_model_dir(name, hybrids / name)
-    return {str(hybrids): {"bind": HYBRIDS, "mode": "ro"}, str(encoders): {"bind": ENCODERS, "mode": "ro"},str(REPO): {"bind": "/src", "mode": "ro"}, str(cache): {"bind": "/triton-cache", "mode": "rw"},
+    mla = tmp_path_factory.mktemp("mla")
+    for name in family_configs.MLA_MODELS:
+        family_configs.save_model_dir(name, mla / name)
+    return {str(mla): {"bind": MLA_MODELS, "mode": "ro"}, str(hybrids): {"bind": HYBRIDS, "mode": "ro"}, str(encoders): {"bind": ENCODERS, "mode": "ro"},str(REPO): {"bind": "/src", "mode": "ro"}, str(cache): {"bind": "/triton-cache", "mode": "rw"},
             str(model): {"bind": "/models/gemma-4-e2b-like", "mode": "ro"},
             str(twelve): {"bind": "/models/gemma-4-12B-it", "mode": "ro"},
             str(families): {"bind": FAMILIES, "mode": "ro"}}
@@ -528,6 +532,74 @@ def test_the_build_proved_every_mamba1_and_pure_mamba2_model_on_sm75_and_sm86_wh
     mamba1 = {(v["cc"],) + tuple(v[k] for k in MAMBA1_FIELDS) for v in fit_table["mixer_verdicts"]
               if v["mixer"] == "mamba1"}
     assert mamba1 == {(cc, "mamba1", 16, 4) for cc in (75, 86)}
+
+
+def rank_needs(report: dict, name: str) -> dict:
+    """{"", "-tp2", "-tp4": sorted (kind, kernel, shared) of the built-in model's mixer rows}, each row fitting."""
+    needs = {}
+    for ranks in ("", "-tp2", "-tp4"):
+        rows = [row for row in report["mixer_launches"] if row["model"] == name + ranks]
+        assert rows and all(row["fits"] for row in rows), (name + ranks, report["device"])
+        needs[ranks] = sorted((row["kind"], row["kernel"], row["shared"]) for row in rows)
+    return needs
+
+
+def test_the_build_proved_lfm2s_short_convolutions_on_sm75_and_sm86_and_latent_attention_on_sm86(run_in_image):
+    from patches.fitcheck.mixers import BUILTIN_MLA, BUILTIN_SHORT_CONV, MLA_FIELDS, SHORT_CONV_FIELDS
+
+    sm75, sm86, fit_table = build_reports(run_in_image)
+    for report in (sm75, sm86):
+        assert report["all_fit"] is True
+        for name in BUILTIN_SHORT_CONV:
+            needs = rank_needs(report, name)
+            assert {kernel for _, kernel, _ in needs[""]} == {"_causal_conv1d_fwd_kernel", "_causal_conv1d_update_kernel"}
+            assert needs[""] == needs["-tp2"] == needs["-tp4"], (report["device"]["name"], name, needs)
+            assert any(row["model"] == name for row in report["launches"])  # its attention layers too
+    for name in BUILTIN_MLA:  # one need whatever a rank's heads (16 ... 128 over tensor parallel 1, 2, 4)
+        needs = rank_needs(sm86, name)
+        assert {kernel for _, kernel, _ in needs[""]} == {"_fwd_grouped_kernel_stage1", "_fwd_kernel_stage2"}
+        assert needs[""] == needs["-tp2"] == needs["-tp4"], (name, needs)
+        assert not any(row["model"].startswith(name) for row in sm75["mixer_launches"])  # refused below 8.0
+    convs = {(v["cc"], v["dtype"]) + tuple(v[k] for k in SHORT_CONV_FIELDS) for v in fit_table["mixer_verdicts"]
+             if v["mixer"] == "short_conv"}
+    assert convs == {(75, "float16", "short_conv", 3), (86, "float16", "short_conv", 3),
+                     (86, "bfloat16", "short_conv", 3)}
+    mla = {(v["cc"], v["dtype"]) + tuple(v[k] for k in MLA_FIELDS) for v in fit_table["mixer_verdicts"]
+           if v["mixer"] == "mla"}
+    assert mla == {(86, "float16", "mla", 512, 64), (86, "bfloat16", "mla", 512, 64)}
+
+
+MLA_ON_SM75 = r"""
+python3 - <<'PY'
+import json
+from patches.fitcheck import mixer_launches, mixers
+from patches.fitcheck.run import DEVICES
+cc, limit = DEVICES["sm75"]
+shape = mixers.MlaShape("deepseek-v2-lite", 16, 512, 64)
+rows = [(launch.kernel_name, result.shared) for launch, result, _ in
+        mixer_launches.judged(mixer_launches.record_mixer(shape), cc, limit, 2)]
+print(json.dumps([limit, rows]))
+PY
+"""
+
+
+def test_latent_attention_is_refused_on_turing_because_its_decode_does_not_fit_and_at_preflight_in_one_line(
+        run_in_image):
+    code, out, err = run_in_image(MLA_ON_SM75)
+    assert code == 0, err[-2000:]
+    limit, rows = json.loads(out)
+    # TRITON_MLA's decode at latent rank 512 + rope 64, compiled for sm_75 by the image's Triton
+    assert dict(rows)["_fwd_grouped_kernel_stage1"] > limit, rows
+    code, out, err = run_in_image(f"{EMPTY_CACHE}\n{preflight_each(MLA_MODELS, TURING_AND_AMPERE)}\n{COMPILED_KERNELS}")
+    assert code == 0, err[-2000:]
+    answers = {(name, tuple(cc)): (status, message) for name, cc, status, message in map(json.loads, out.splitlines())}
+    assert {name for name, _ in answers} == set(family_configs.MLA_MODELS) and len(answers) == 4
+    for (name, cc), (status, message) in answers.items():
+        if cc == (7, 5):
+            assert status == "fail" and "needs compute capability 8.0" in message, (name, message)
+        else:
+            assert status == "pass" and "from the fit table's verdicts, nothing compiled" in message, (name, message)
+    assert cubins(err) == [], cubins(err)
 
 
 GDN_KERNELS = {"_causal_conv1d_fwd_kernel", "_fused_post_conv_kernel", "chunk_local_cumsum_scalar_kernel",

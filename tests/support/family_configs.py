@@ -51,7 +51,7 @@ ENCODER_MODELS = {
 
 
 # Hybrid and state-space models: name -> (class, keyword arguments with the numbers of the matrix's
-# model of that name (patches/fitcheck/mixers.py BUILTIN_HYBRIDS, BUILTIN_STATE_SPACE, BUILTIN_GDN),
+# model of that name (patches/fitcheck/mixers.py BUILTIN_MIXER_MODELS),
 # Hub-only fields, that model's name).
 HYBRID_MODELS = {
     "nemotron-h-8b": ("NemotronHConfig", dict(hidden_size=4096, num_attention_heads=32, num_key_value_heads=8,
@@ -84,13 +84,34 @@ HYBRID_MODELS = {
                    "mamba-2.8b"),
     "mamba-codestral-7b": ("Mamba2Config", dict(hidden_size=4096, num_heads=128, head_dim=64, state_size=128,
                                                 n_groups=8, chunk_size=256, conv_kernel=4), {}, "mamba-codestral-7b"),
+    # LFM2 (mixers.BUILTIN_SHORT_CONV): LiquidAI's checkpoints add conv_dim, which transformers' class lacks
+    "lfm2-1.2b": ("Lfm2Config", dict(hidden_size=2048, num_attention_heads=32, num_key_value_heads=8,
+                                     num_hidden_layers=16, full_attn_idxs=[2, 5, 8, 10, 12, 14]), {"conv_dim": 2048},
+                  "lfm2-1.2b"),
+    "lfm2-700m": ("Lfm2Config", dict(hidden_size=1536, num_attention_heads=24, num_key_value_heads=8,
+                                     num_hidden_layers=16, full_attn_idxs=[2, 5, 8, 10, 12, 14]), {"conv_dim": 1536},
+                  "lfm2-700m"),
+    "lfm2-8b-a1b": ("Lfm2MoeConfig", dict(hidden_size=2048, num_attention_heads=32, num_key_value_heads=8,
+                                          num_hidden_layers=24, layer_types=["conv", "conv", "full_attention"] * 8),
+                    {}, "lfm2-8b-a1b"),
+}
+
+
+# Models with multi-head latent attention: name -> (class, keyword arguments with the numbers of the
+# matrix's model of that name (patches/fitcheck/mixers.py BUILTIN_MLA), Hub-only fields, that name).
+MLA_MODELS = {
+    "deepseek-v2-lite": ("DeepseekV2Config", dict(num_attention_heads=16, kv_lora_rank=512, qk_rope_head_dim=64,
+                                                  qk_nope_head_dim=128, v_head_dim=128), {}, "deepseek-v2-lite"),
+    "glm-4.7-flash": ("Glm4MoeLiteConfig", dict(num_attention_heads=20, kv_lora_rank=512, qk_rope_head_dim=64,
+                                                qk_nope_head_dim=192, v_head_dim=256), {}, "glm-4.7-flash"),
 }
 
 
 def config_dict(name: str) -> dict:
     import transformers
 
-    cls, kwargs, hub_fields, _ = MODELS.get(name) or ENCODER_MODELS.get(name) or HYBRID_MODELS[name]
+    cls, kwargs, hub_fields, _ = (MODELS.get(name) or ENCODER_MODELS.get(name) or HYBRID_MODELS.get(name)
+                                  or MLA_MODELS[name])
     return dict(getattr(transformers, cls)(**kwargs).to_dict(), **hub_fields)
 
 

@@ -63,7 +63,7 @@ def test_the_norm_is_a_triton_launch_only_for_one_group_on_one_rank_with_the_nor
 
 
 @pytest.mark.parametrize("cls, named", [("MiniMaxConfig", "'linear_attention'"),
-                                        ("KimiLinearConfig", "multi-head latent attention")])
+                                        ("KimiLinearConfig", "Kimi Linear's KDA")])
 def test_hybrids_whose_mixers_are_not_recorded_stay_unproven_naming_them(tmp_path, cls, named):
     config = saved(tmp_path, cls)
     with pytest.raises(shapes.UnprovenLayers, match=named):
@@ -149,8 +149,7 @@ def test_an_autotuned_mixer_kernel_that_fits_in_no_configuration_is_named():
 @pytest.mark.parametrize("name", sorted(family_configs.HYBRID_MODELS))
 def test_hybrid_configs_made_by_transformers_map_onto_their_matrix_hybrids_verdicts(name):
     made = family_configs.config_dict(name)
-    matrix = {**mixers.BUILTIN_HYBRIDS, **mixers.BUILTIN_STATE_SPACE, **mixers.BUILTIN_GDN}[
-        family_configs.HYBRID_MODELS[name][3]]
+    matrix = mixers.BUILTIN_MIXER_MODELS[family_configs.HYBRID_MODELS[name][3]]
 
     def keys(config):
         return [table.shape_fields(layer) for layer in shapes.model_layers(config, name, "c")]
@@ -257,3 +256,63 @@ def test_a_mamba1_verdict_answers_every_channel_count_and_never_a_mamba2_mixer(t
     found = lookup.decide(document, [mixers.mixer_from_config(dict(config, conv_kernel=3), "f", "c")], 75, 65536,
                           VERSIONS)
     assert not found.hit and "Mamba-1 mixer: state 16, conv 3" in found.miss
+
+
+# transformers' LFM2 classes -> the channels vLLM gives ShortConv (lfm2.py: conv_dim, else the hidden size;
+# lfm2_moe.py: the hidden size)
+@pytest.mark.parametrize("cls, extra, channels", [("Lfm2Config", {"conv_dim": 1536}, 1536),
+                                                  ("Lfm2Config", {}, 2560), ("Lfm2MoeConfig", {}, 2048)])
+def test_each_lfm2_class_saved_by_transformers_reads_its_short_convolution(tmp_path, cls, extra, channels):
+    config = dict(saved(tmp_path, cls, layer_types=["conv", "full_attention"] * 2, num_hidden_layers=4), **extra)
+    mixer = mixers.mixer_from_config(config, "m", "config.json")
+    assert isinstance(mixer, mixers.ShortConvShape)
+    assert (mixer.channels, mixer.conv_width) == (channels, getattr(transformers, cls)().conv_L_cache)
+    attention = shapes.shapes_from_config(config, "m", "config.json")
+    assert attention and all(s.block_size == shapes.HYBRID_BLOCK_SIZE for s in attention)
+    assert shapes.model_layers(config, "m", "config.json") == attention + [mixer]
+
+
+def test_a_short_convolution_splits_its_channels_over_the_ranks_or_is_refused_naming_the_setting():
+    lfm2 = mixers.BUILTIN_SHORT_CONV["lfm2-1.2b"]
+    assert [mixers.mixer_from_config(lfm2, "l", "c", tp).channels for tp in (1, 2, 4)] == [2048, 1024, 512]
+    with pytest.raises(shapes.ConfigError, match=r"2048 channels \('conv_dim'\) do not split over tensor parallel "
+                                                 "size 3.*TENSOR_PARALLEL_SIZE"):
+        mixers.mixer_from_config(lfm2, "l", "c", tensor_parallel=3)
+
+
+@pytest.mark.parametrize("field, value", [("conv_L_cache", 0), ("conv_L_cache", "3"), ("conv_dim", True),
+                                          ("conv_dim", [1] * 100000)])
+def test_a_bad_short_convolution_field_is_one_short_line_naming_it(field, value):
+    config = dict(mixers.BUILTIN_SHORT_CONV["lfm2-1.2b"], **{field: value})
+    with pytest.raises(shapes.ConfigError) as raised:
+        shapes.model_layers(config, "m", "config.json")
+    message = str(raised.value)
+    assert f"'{field}'" in message and "\n" not in message and len(message) < 300
+
+
+def test_the_matrix_holds_the_lfm2_models_at_each_tensor_parallel_size():
+    built = shapes.builtin_shapes()
+    convs = {(s.model, s.channels, s.conv_width) for s in built if isinstance(s, mixers.ShortConvShape)}
+    assert convs >= {("lfm2-1.2b", 2048, 3), ("lfm2-700m-tp4", 384, 3), ("lfm2-8b-a1b-tp2", 1024, 3)}
+    attention = {(s.model, s.num_query_heads, s.num_kv_heads) for s in built if isinstance(s, shapes.LayerShape)}
+    assert {("lfm2-700m", 24, 8), ("lfm2-700m-tp4", 6, 2), ("lfm2-8b-a1b-tp4", 8, 2)} <= attention
+
+
+def test_a_short_convolution_verdict_answers_every_rank_and_never_a_mamba1_mixer_of_its_width(tmp_path):
+    config = mixers.BUILTIN_SHORT_CONV["lfm2-1.2b"]
+    mixer = mixers.mixer_from_config(config, "l", "c")
+    rows = [{"model": "l", "layer": "conv", "shared": 1024, "fits": True}]
+    path = tmp_path / "fit-table.json"
+    table.write_table(path, table.merge(None, [], VERSIONS, [], table.shape_verdicts(rows, [mixer], 75, 65536)))
+    document = table.read_table(path)
+    (verdict,) = document["mixer_verdicts"]
+    assert {k: verdict[k] for k in mixers.SHORT_CONV_FIELDS} == {"mixer": "short_conv", "conv_width": 3}
+    for tp in (1, 2, 4):
+        found = lookup.decide(document, [mixers.mixer_from_config(config, "l", "c", tp)], 75, 65536, VERSIONS)
+        assert (found.hit, found.all_fit, found.max_shared) == (True, True, 1024)
+    mamba1 = mixers.mixer_from_config(dict(mixers.BUILTIN_STATE_SPACE["mamba-2.8b"], conv_kernel=3), "m", "c")
+    found = lookup.decide(document, [mamba1], 75, 65536, VERSIONS)
+    assert not found.hit and "Mamba-1 mixer: state 16, conv 3" in found.miss
+    wider = mixers.mixer_from_config(dict(config, conv_L_cache=4), "l", "c")
+    found = lookup.decide(document, [wider], 75, 65536, VERSIONS)
+    assert not found.hit and "short convolution: width 4" in found.miss

@@ -1,0 +1,116 @@
+"""Multi-head latent attention (DeepSeek V2/V3, Kimi K2, GLM-4.7-Flash): read from config.json as one
+latent-attention shape keyed by its latent rank and rope dim, proven on compute capability 8.x, refused
+below 8.0 in one line saying what to do, and named as not recorded from 9.0 on."""
+import json
+
+import pytest
+import transformers
+
+from contract import layout
+from contract.verdict import Status
+from entrypoint.checks.clamp import start_fit
+from patches.fitcheck import lookup, mixers, shapes, table
+
+VERSIONS = {"vllm": "0.33.0", "triton": "3.8.0"}
+# transformers' classes of the published MLA families -> the config fields the checkpoints set
+CLASSES = {"DeepseekV2Config": {}, "DeepseekV3Config": {}, "Glm4MoeLiteConfig": {}}
+
+
+@pytest.mark.parametrize("cls", CLASSES)
+def test_each_mla_class_saved_by_transformers_reads_as_its_latent_attention_alone(tmp_path, cls):
+    getattr(transformers, cls)().save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    instance = getattr(transformers, cls)()
+    (mla,) = shapes.model_layers(config, "m", "config.json")
+    assert isinstance(mla, mixers.MlaShape)
+    assert (mla.heads, mla.kv_lora_rank, mla.rope_dim) == (
+        instance.num_attention_heads, instance.kv_lora_rank, instance.qk_rope_head_dim)
+
+
+def test_latent_attention_splits_its_heads_over_the_ranks_or_is_refused_naming_the_setting():
+    glm = mixers.BUILTIN_MLA["glm-4.7-flash"]
+    assert [mixers.mixer_from_config(glm, "g", "c", tp).heads for tp in (1, 2, 4)] == [20, 10, 5]
+    with pytest.raises(shapes.ConfigError, match="20 attention heads .* tensor parallel size 3.*TENSOR_PARALLEL_SIZE"):
+        shapes.model_layers(glm, "g", "c", tensor_parallel=3)
+
+
+@pytest.mark.parametrize("field, value", [("kv_lora_rank", 0), ("kv_lora_rank", "512"), ("qk_rope_head_dim", -1),
+                                          ("qk_rope_head_dim", True), ("num_attention_heads", [1] * 100000)])
+def test_a_bad_latent_attention_field_is_one_short_line_naming_it(field, value):
+    config = dict(mixers.BUILTIN_MLA["deepseek-v2-lite"], **{field: value})
+    with pytest.raises(shapes.ConfigError) as raised:
+        shapes.model_layers(config, "m", "config.json")
+    message = str(raised.value)
+    assert f"'{field}'" in message and "\n" not in message and len(message) < 300
+
+
+def test_deepseek_v32_sparse_attention_and_kimi_linear_stay_unproven_naming_their_kernels(tmp_path):
+    sparse = dict(mixers.BUILTIN_MLA["deepseek-v3"], index_topk=2048)
+    with pytest.raises(shapes.UnprovenLayers, match="sparse multi-head latent attention .*index_topk 2048"):
+        shapes.model_layers(sparse, "d", "c")
+    transformers.KimiLinearConfig().save_pretrained(tmp_path)
+    with pytest.raises(shapes.UnprovenLayers, match="Kimi Linear's KDA"):
+        shapes.model_layers(json.loads((tmp_path / "config.json").read_text()), "k", "c")
+    mixed = dict(mixers.BUILTIN_MLA["deepseek-v2-lite"], layer_types=["linear_attention", "full_attention"])
+    with pytest.raises(shapes.UnprovenLayers, match="'linear_attention' \\(1 of 2\\)"):
+        shapes.model_layers(mixed, "d", "c")
+
+
+def test_vllm_refuses_latent_attention_below_8_0_and_the_matrix_proves_it_from_8_0():
+    (mla,) = shapes.model_layers(mixers.BUILTIN_MLA["deepseek-v2-lite"], "d", "c")
+    refusal = mixers.refused_on([mla], 75)
+    assert "needs compute capability 8.0" in refusal.reason and "FlashAttention" in refusal.reason
+    assert "8.0 or newer" in refusal.fix
+    assert mixers.refused_on([mla], 80) is None and mixers.refused_on([mla], 86) is None
+    assert mixers.unrecorded_on([mla], 86) is None and "FlashMLA" in mixers.unrecorded_on([mla], 90)
+    built = {(s.model, s.heads) for s in shapes.builtin_shapes() if isinstance(s, mixers.MlaShape)}
+    assert {("deepseek-v2-lite", 16), ("glm-4.7-flash-tp4", 5), ("deepseek-v3-tp4", 32)} <= built
+
+
+def mla_table(tmp_path, cc=86, limit=101376, shared=63488):
+    config = mixers.BUILTIN_MLA["glm-4.7-flash"]
+    (mla,) = shapes.model_layers(config, "g", "c")
+    rows = [{"model": "g", "layer": "mla", "shared": shared, "fits": shared <= limit}]
+    path = tmp_path / "fit-table.json"
+    table.write_table(path, table.merge(None, [], VERSIONS, [], table.shape_verdicts(rows, [mla], cc, limit)))
+    return path, config
+
+
+def test_a_latent_attention_verdict_answers_every_rank_and_model_of_its_rank_and_rope_dim(tmp_path):
+    path, config = mla_table(tmp_path)
+    document = table.read_table(path)
+    (verdict,) = document["mixer_verdicts"]
+    assert {k: verdict[k] for k in mixers.MLA_FIELDS} == {"mixer": "mla", "kv_lora_rank": 512, "rope_dim": 64}
+    for name in mixers.BUILTIN_MLA:
+        for tp in (1, 2, 4):
+            found = lookup.decide(document, shapes.model_layers(mixers.BUILTIN_MLA[name], name, "c", tp), 86, 101376,
+                                  VERSIONS)
+            assert (found.hit, found.all_fit, found.max_shared) == (True, True, 63488)
+    other = shapes.model_layers(dict(config, kv_lora_rank=256), "g", "c")
+    found = lookup.decide(document, other, 86, 101376, VERSIONS)
+    assert not found.hit and "multi-head latent attention: kv_lora_rank 256, rope dim 64" in found.miss
+
+
+def test_the_preflight_fails_latent_attention_on_turing_in_one_line_before_any_compile(tmp_path, monkeypatch):
+    path, config = mla_table(tmp_path)
+    monkeypatch.setenv(layout.ENV_FIT_TABLE, str(path))
+    folder = tmp_path / "glm"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    result = start_fit(str(folder / "config.json"), config, (7, 5), 65536)()
+    assert result.status is Status.FAIL
+    assert "multi-head latent attention (kv_lora_rank 512) needs compute capability 8.0" in result.message
+    assert "8.0 or newer" in result.fix and "\n" not in result.message + result.fix
+
+
+def test_the_fit_check_leaves_latent_attention_out_of_turings_matrix_and_refuses_such_a_config(tmp_path):
+    from patches.fitcheck.run import FitOptions, plan
+
+    assert not any(isinstance(s, mixers.MlaShape) for s in plan(FitOptions(device="sm75")).shapes)
+    assert any(isinstance(s, mixers.MlaShape) for s in plan(FitOptions(device="sm86")).shapes)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(mixers.BUILTIN_MLA["deepseek-v2-lite"]))
+    with pytest.raises(shapes.ConfigError, match="needs compute capability 8.0.*: serve it on a GPU"):
+        plan(FitOptions(device="sm75", model_config=str(path)))
+    (mla,) = plan(FitOptions(device="sm86", model_config=str(path), tensor_parallel=2)).shapes
+    assert mla.heads == 8
