@@ -18,6 +18,9 @@ DECODE_BATCH = tuple((1, n) for n in (1, 17, 512, 1025, 2049, 4096, 7777, 8192))
 PHASES = (("prefill", PREFILL_BATCH), ("decode", DECODE_BATCH))
 # vLLM 0.33.0's Triton backend (vllm/v1/attention/backends/triton_attn.py)
 NUM_PAR_SOFTMAX_SEGMENTS = 16
+# The activations' dtypes a case runs in (bench/clamp_gpu --dtype): fp16, what Turing runs every
+# checkpoint in, and bf16, what an Ampere GPU runs a bf16 checkpoint in.
+DTYPES = ("float16", "bfloat16")
 
 
 @dataclasses.dataclass(frozen=True)

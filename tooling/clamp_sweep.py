@@ -12,6 +12,9 @@ between configurations mean anything. The preflight refuses the override in the 
     python -m tooling.clamp_sweep sweep --out FILE [--cases A,B]      # every configuration, clamp bypassed
     python -m tooling.clamp_sweep clamped --out FILE                  # the clamp's own launch (no timing)
 
+Each takes --dtype float16|bfloat16 (default float16): the dtype of the case's q, k and v, so of every
+launch; the document records it (the ranking keys its launches by it).
+
 Each configuration's shared memory is the compiled kernel's own (`metadata.shared`), so under
 `sm75` it is what a Turing GPU would need; `sweep` times only the configurations that fit the
 lowering's device limit (DEVICE_LIMITS) and vLLM's own launch, which is always timed. The
@@ -34,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-from tooling.attention_cases import CASE_NAMES, case_named
+from tooling.attention_cases import CASE_NAMES, DTYPES, case_named
 from tooling.paged_attention import make_batch
 from tooling.unified_attention_run import LAUNCHER_MODULE, attention_call
 
@@ -193,9 +196,9 @@ def time_in_turns(timers: list, configured) -> None:
         row["rounds_ms"] = [round(t, 5) for t in times]
 
 
-def sweep_case(module, name: str, low: str, timed: bool) -> dict:
+def sweep_case(module, name: str, low: str, timed: bool, dtype: str = "float16") -> dict:
     case = case_named(name)
-    batch = make_batch(case, device="cuda")
+    batch = make_batch(case, device="cuda", dtype=getattr(torch, dtype))
     launch, _ = attention_call(module, batch, case.layer)
     default = recorded_launch(module, launch)
     rows, timers = [], []
@@ -221,7 +224,7 @@ def sweep_case(module, name: str, low: str, timed: bool) -> dict:
     return {"default": default, "configs": rows}
 
 
-def environment() -> dict:
+def environment(dtype: str = "float16") -> dict:
     import triton
 
     props = torch.cuda.get_device_properties(0)
@@ -232,13 +235,13 @@ def environment() -> dict:
         vllm_version = "unknown"
     return {"lowering": lowering(), "override": os.environ.get(OVERRIDE_ENV), "gpu": props.name,
             "cc": f"{props.major}.{props.minor}", "triton": triton.__version__, "torch": torch.__version__,
-            "vllm": vllm_version, "device_limit": DEVICE_LIMITS[lowering()]}
+            "vllm": vllm_version, "device_limit": DEVICE_LIMITS[lowering()], "dtype": dtype}
 
 
-def clamped_case(module, name: str) -> dict:
+def clamped_case(module, name: str, dtype: str = "float16") -> dict:
     """The clamp's own launch (limit from TURING_CLAMP_SMEM_LIMIT), with the options it applied."""
     case = case_named(name)
-    batch = make_batch(case, device="cuda")
+    batch = make_batch(case, device="cuda", dtype=getattr(torch, dtype))
     launch, _ = attention_call(module, batch, case.layer)
     row = recorded_launch(module, launch)
     del batch, launch
@@ -252,6 +255,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--cases", default=",".join(CASE_NAMES))
     parser.add_argument("--shard", default="0/1", help="compile: this worker's share, I/N")
+    parser.add_argument("--dtype", choices=DTYPES, default="float16", help="the dtype of q, k and v")
     args = parser.parse_args(argv)
     names = [n for n in args.cases.split(",") if n]
     module = importlib.import_module(LAUNCHER_MODULE)
@@ -262,7 +266,7 @@ def main(argv: list[str]) -> int:
         # one shard = a slice of (case, configuration) pairs, so the compiles spread evenly
         for name in names:
             case = case_named(name)
-            batch = make_batch(case, device="cuda")
+            batch = make_batch(case, device="cuda", dtype=getattr(torch, args.dtype))
             launch, _ = attention_call(module, batch, case.layer)
             default_tile = recorded_launch(module, launch)["TILE_SIZE"]
             for position, config in enumerate(config_list(default_tile, low)):
@@ -277,12 +281,12 @@ def main(argv: list[str]) -> int:
             del batch, launch
             torch.cuda.empty_cache()
         return 0
-    document = dict(environment(), cases={})
+    document = dict(environment(args.dtype), cases={})
     if args.action == "sweep":
         bypass_clamp(module)
     for name in names:
-        document["cases"][name] = sweep_case(module, name, low, timed=True) if args.action == "sweep" \
-            else clamped_case(module, name)
+        document["cases"][name] = sweep_case(module, name, low, timed=True, dtype=args.dtype) \
+            if args.action == "sweep" else clamped_case(module, name, args.dtype)
         args.out.write_text(json.dumps(document, indent=1))
         print(f"clamp_sweep {args.action} {low}: {name} done", file=sys.stderr, flush=True)
     return 0

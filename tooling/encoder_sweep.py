@@ -4,7 +4,7 @@ this process runs with, beside vLLM's own launch and the clamp's, at the shared-
 GPU that lowering stands for (bench/clamp_gpu runs it; tooling/clamp_sweep does the same for the
 unified kernel).
 
-    python -m tooling.encoder_sweep --out FILE [--heads 64,72,128,256,512]
+    python -m tooling.encoder_sweep --out FILE [--heads 64,72,128,256,512] [--dtype float16|bfloat16]
     python -m tooling.encoder_sweep --compile-only --shard I/N   # fill the Triton cache (parallel warm-up)
 
 vLLM picks the encoder's BLOCK from the compute capability its platform reports (64 below 8.0, 128
@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 
 from contract import layout
+from tooling.attention_cases import DTYPES
 from tooling.clamp_sweep import DEVICE_LIMITS, STAGES, environment, first_line, lowering, queue_timing, time_in_turns
 from tooling.encoder_attention_run import ENCODER_MODULE, HEADS, KERNEL, SEQ_LENS, encoder_batch
 
@@ -148,7 +149,7 @@ def as_config(launch: dict) -> dict:
 
 
 @contextlib.contextmanager
-def own_needs_table(module, head: int, default: dict, rows: list, fit_table: str | None):
+def own_needs_table(module, head: int, default: dict, rows: list, fit_table: str | None, dtype: str):
     """With no fit table given: one the clamp reads, holding the needs this sweep compiled at vLLM's own
     warps and stages (what the build's fit check records for the encoder), so the clamp's own code
     decides its launch as on that GPU (the simulated device again, with that table). With one, nothing
@@ -162,7 +163,7 @@ def own_needs_table(module, head: int, default: dict, rows: list, fit_table: str
     low = lowering()
     cc = LOWERING_CC[low]
     entries = [{"cc": cc, "path": _VLLM_TURING_ENCODER_PATH, "head_size_padded": 1 << (head - 1).bit_length(),
-                "dtype": "float16", "block_m": r["block"], "num_warps": default["num_warps"],
+                "dtype": dtype, "block_m": r["block"], "num_warps": default["num_warps"],
                 "num_stages": default["num_stages"], "tile_size": r["block"], "shared": r["shared"]}
                for r in rows if "shared" in r and r["num_warps"] == default["num_warps"]
                and r["num_stages"] == default["num_stages"]]
@@ -173,9 +174,9 @@ def own_needs_table(module, head: int, default: dict, rows: list, fit_table: str
             yield
 
 
-def sweep_head(module, head: int, low: str, fit_table: str | None = None) -> dict:
+def sweep_head(module, head: int, low: str, fit_table: str | None = None, dtype: str = "float16") -> dict:
     limit = DEVICE_LIMITS[low]
-    batch = encoder_batch(head, device="cuda")
+    batch = encoder_batch(head, device="cuda", dtype=getattr(torch, dtype))
     out = torch.empty_like(batch["q"])
     rows, timers, needs = [], [], {}
     default = clamped = None
@@ -200,7 +201,7 @@ def sweep_head(module, head: int, low: str, fit_table: str | None = None) -> dic
             row["error"] = first_line(error)
             torch.cuda.synchronize()
         rows.append(row)
-    with own_needs_table(module, head, default, rows, fit_table):
+    with own_needs_table(module, head, default, rows, fit_table, dtype):
         with Configured(module, {}, keep_clamp=True) as launches:
             run_once(module, batch, out)
             torch.cuda.synchronize()
@@ -211,12 +212,12 @@ def sweep_head(module, head: int, low: str, fit_table: str | None = None) -> dic
     return {"default": default, "clamped": clamped, "configs": rows}
 
 
-def compile_share(module, heads, low: str, index: int, count: int) -> None:
+def compile_share(module, heads, low: str, index: int, count: int, dtype: str = "float16") -> None:
     """Compiles this worker's share of (head, chain) pairs into Triton's cache, each chain up to its
     first BLOCK over the limit (the sweep skips the rest as well)."""
     pairs = [(head, chain) for head in heads for chain in chains(config_list(low, head))]
     for head, chain in pairs[index::count]:
-        batch, needs = encoder_batch(head, device="cuda"), {}
+        batch, needs = encoder_batch(head, device="cuda", dtype=getattr(torch, dtype)), {}
         for config in chain:
             if over_limit(config, needs, DEVICE_LIMITS[low]):
                 break
@@ -239,18 +240,19 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--fit-table", help=f"the clamp's fit table (default: ${layout.ENV_FIT_TABLE})")
     parser.add_argument("--compile-only", action="store_true")
     parser.add_argument("--shard", default="0/1", help="with --compile-only: this worker's share, I/N")
+    parser.add_argument("--dtype", choices=DTYPES, default="float16", help="the dtype of q, k and v")
     args = parser.parse_args(argv)
     heads = [int(h) for h in args.heads.split(",") if h]
     module = importlib.import_module(ENCODER_MODULE)
     low = lowering()
-    document = dict(environment(), kernel=KERNEL, cases={})
+    document = dict(environment(args.dtype), kernel=KERNEL, cases={})
     fit_table = args.fit_table or os.environ.get(layout.ENV_FIT_TABLE)
     with simulated_device(module, LOWERING_CC[low], DEVICE_LIMITS[low], fit_table):
         if args.compile_only:
-            compile_share(module, heads, low, *(int(p) for p in args.shard.split("/")))
+            compile_share(module, heads, low, *(int(p) for p in args.shard.split("/")), args.dtype)
             return 0
         for head in heads:
-            document["cases"][f"encoder-h{head}"] = sweep_head(module, head, low, fit_table)
+            document["cases"][f"encoder-h{head}"] = sweep_head(module, head, low, fit_table, args.dtype)
             args.out.write_text(json.dumps(document, indent=1))
             print(f"encoder_sweep {low}: head {head} done", file=sys.stderr, flush=True)
     return 0

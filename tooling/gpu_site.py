@@ -84,11 +84,12 @@ def python_env(site: Path, fit_table: Path | None = None, **extra: str) -> dict:
     return env
 
 
-def write_fit_table(site: Path, table: Path, device: str = "sm75") -> dict:
-    """Run the fit check for `device` on the site's launcher; its JSON report (the table is at `table`)."""
+def write_fit_table(site: Path, table: Path, device: str = "sm75", dtype: str = "float16") -> dict:
+    """Run the fit check for `device`, its launches in `dtype`, on the site's launcher; its JSON report (the
+    table is at `table`)."""
     # the site is vLLM's Python files alone: the mixers' ops would import its runtime's dependencies
     command = [sys.executable, "-m", "patches.fitcheck", "--device", device, "--matrix", "attention",
-               "--write-table", str(table), "--json"]
+               "--dtype", dtype, "--write-table", str(table), "--json"]
     done = subprocess.run(command, cwd=REPO, env=python_env(site), capture_output=True, text=True)
     if done.returncode not in (0, 1) or not table.is_file():
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
@@ -110,15 +111,33 @@ def ensure_site(scratch: Path) -> Path:
     return site
 
 
-def ensure_fit_table(site: Path, scratch: Path, device: str = "sm75") -> Path:
-    """The fit table for `device` (sm75: $TURING_CLAMP_FIT_TABLE, sm86: $VLLM_TURING_GPU_FIT_TABLE_SM86)
-    when it exists, else one written under `scratch`."""
-    given = os.environ.get(TABLE_ENV if device == "sm75" else AMPERE_TABLE_ENV)
+def ensure_fit_table(site: Path, scratch: Path, device: str = "sm75", dtype: str = "float16") -> Path:
+    """The fit table for `device` holding launches in `dtype` (sm75: $TURING_CLAMP_FIT_TABLE, sm86:
+    $VLLM_TURING_GPU_FIT_TABLE_SM86) when it exists and holds them, else one written under `scratch`
+    (tests/gpu/run-on-device writes its tables in fp16, so a bf16 run writes its own)."""
+    env = TABLE_ENV if device == "sm75" else AMPERE_TABLE_ENV
+    given = os.environ.get(env)
     if given and Path(given).is_file():
-        return Path(given)
-    table = scratch / ("fit-table.json" if device == "sm75" else f"fit-table-{device}.json")
-    write_fit_table(site, table, device)
+        try:
+            held = holds_dtype(json.loads(Path(given).read_text()), dtype)
+        except (OSError, ValueError, AttributeError, TypeError) as error:
+            raise SiteError(f"{env}={given} is not a readable fit table ({error}); rewrite it with "
+                            "tests/gpu/run-on-device run or unset it") from None
+        if held:
+            return Path(given)
+    table = scratch / fit_table_name(device, dtype)
+    write_fit_table(site, table, device, dtype)
     return table
+
+
+def holds_dtype(table: dict, dtype: str) -> bool:
+    """Whether a fit table has entries of launches in `dtype` (the clamp looks its launches up by dtype)."""
+    return any(entry.get("dtype") == dtype for entry in table.get("entries", ()))
+
+
+def fit_table_name(device: str, dtype: str = "float16") -> str:
+    name = "fit-table" if device == "sm75" else f"fit-table-{device}"
+    return name + (".json" if dtype == "float16" else f"-{dtype}.json")
 
 
 def turing_needs(table: Path) -> dict[tuple, dict[int, int]]:

@@ -170,7 +170,8 @@ def merged(kept: dict, new: dict) -> dict:
     Gemma 4 layer that vLLM launches alike) keeps the cases of both, its configurations those timed in
     both, each scored by the worse of its two scores (a score is already per case, relative to that
     case's fastest, so runs combine). Each launch names when it was measured; the provenance is new's,
-    kept's under `earlier`, its lowerings those of both (a lowering both name: new's)."""
+    new's own earlier runs then kept's under `earlier`, its lowerings those of both (a lowering both name:
+    new's)."""
     def key(launch):
         return tuple(launch[k] for k in LAUNCH_KEYS)
 
@@ -181,7 +182,8 @@ def merged(kept: dict, new: dict) -> dict:
     launches = stamped(kept)
     for identity, launch in stamped(new).items():
         launches[identity] = _combined(launches[identity], launch) if identity in launches else launch
-    earlier = [dict((k, v) for k, v in kept["provenance"].items() if k != "earlier")] + kept["provenance"].get("earlier", [])
+    earlier = new["provenance"].get("earlier", []) + [
+        dict((k, v) for k, v in kept["provenance"].items() if k != "earlier")] + kept["provenance"].get("earlier", [])
     lowerings = dict(kept["provenance"].get("lowerings", {}), **new["provenance"].get("lowerings", {}))
     return dict(new, provenance=dict(new["provenance"], lowerings=lowerings, earlier=earlier),
                 launches=[launches[k] for k in sorted(launches, key=lambda k: tuple(str(v) for v in k))])

@@ -87,8 +87,8 @@ def test_a_launcher_whose_block_is_read_before_its_last_assignment_is_refused(tm
 
 # --- the inserted encoder clamp at run time -------------------------------------------------------
 
-def entry(head, block, shared, cc=75, warps=8, stages=1):
-    return {"cc": cc, "path": "encoder", "head_size_padded": head, "dtype": "float16", "block_m": block,
+def entry(head, block, shared, cc=75, warps=8, stages=1, dtype="float16"):
+    return {"cc": cc, "path": "encoder", "head_size_padded": head, "dtype": dtype, "block_m": block,
             "num_warps": warps, "num_stages": stages, "tile_size": block, "shared": shared}
 
 
@@ -124,8 +124,8 @@ def table(tmp_path, monkeypatch):
     return path
 
 
-def query(head):
-    return torch.empty((64, 3, head), dtype=torch.float16)
+def query(head, dtype="float16"):
+    return torch.empty((64, 3, head), dtype=getattr(torch, dtype))
 
 
 @pytest.mark.parametrize("cc, limit, head, vllm_block, expected", [
@@ -273,8 +273,8 @@ def test_every_committed_encoder_launch_is_within_5_percent_of_the_fastest_fitti
     assert {(launch["cc"], launch["head_size_padded"]) for launch in launches} >= {
         (75, 64), (75, 128), (75, 256), (75, 512), (86, 256), (86, 512)}
     limits = {75: TURING, 86: AMPERE_CONSUMER}
-    entries = [entry(launch["head_size_padded"], r["tile_size"], r["shared"], launch["cc"], r["num_warps"], r["num_stages"])
-               for launch in launches for r in launch["ranked"]]
+    entries = [entry(launch["head_size_padded"], r["tile_size"], r["shared"], launch["cc"], r["num_warps"],
+                     r["num_stages"], launch["dtype"]) for launch in launches for r in launch["ranked"]]
     table = tmp_path / "fit-table.json"
     table.write_text(json.dumps({"format": 1, "vllm_version": "0.33.0", "triton_version": "3.6.0", "entries": entries}))
     monkeypatch.setenv(layout.ENV_FIT_TABLE, str(table))
@@ -284,10 +284,12 @@ def test_every_committed_encoder_launch_is_within_5_percent_of_the_fastest_fitti
         monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(limits[launch["cc"]]))
         monkeypatch.setenv(layout.ENV_CC, str(launch["cc"]))
         inserted["_vllm_turing_clamp_cache"].clear()
-        block = inserted[ENCODER_CLAMP_FUNCTION](query(launch["head_size_padded"]), launch["vllm_tile_size"])
+        block = inserted[ENCODER_CLAMP_FUNCTION](query(launch["head_size_padded"], launch["dtype"]),
+                                                 launch["vllm_tile_size"])
         options = inserted["_vllm_turing_encoder_options"]
         picked = (block, options.get("num_warps", launch["num_warps"]), options.get("num_stages", launch["num_stages"]))
         fitting = [r for r in launch["ranked"] if r["shared"] <= limits[launch["cc"]]]
         row = next(r for r in fitting if (r["tile_size"], r["num_warps"], r["num_stages"]) == picked)
         for case in launch["cases"]:
-            assert row["ms"][case] / min(r["ms"][case] for r in fitting) <= ranking.KEEP_MARGIN, (launch["cc"], case)
+            assert row["ms"][case] / min(r["ms"][case] for r in fitting) <= ranking.KEEP_MARGIN, \
+                (launch["cc"], launch["dtype"], case)

@@ -7,6 +7,7 @@ import json
 import logging
 
 import pytest
+import torch
 
 from contract import layout
 from patches.turing_clamp import ranking
@@ -102,8 +103,9 @@ def test_an_unreadable_ranking_warns_once_and_the_fit_table_decides(clamp, table
     assert len(warnings) == 1 and ranking.ENV_RANKED in warnings[0].getMessage()
 
 
-def sweep_of(times: dict, low="sm75") -> dict:
-    """A bench sweep: one 2D head-512 case per name, {name: {(tile, warps, stages): (ms, shared)}}."""
+def sweep_of(times: dict, low="sm75", dtype=None) -> dict:
+    """A bench sweep: one 2D head-512 case per name, {name: {(tile, warps, stages): (ms, shared)}}; its launches
+    in `dtype` (None: a sweep that names none, as before --dtype: fp16)."""
     cases = {}
     for name, rows in times.items():
         configs = [{"tile_size": 32, "num_warps": None, "num_stages": None, "vllm_default": True,
@@ -113,8 +115,9 @@ def sweep_of(times: dict, low="sm75") -> dict:
         configs.append({"tile_size": 64, "num_warps": 4, "num_stages": None, "shared": 163_840})  # not timed
         cases[name] = {"default": {"TILE_SIZE": 32, "IS_3D": False, "BLOCK_M": 16, "HEAD_SIZE_PADDED": 512,
                                    "SLIDING_WINDOW": 0, "num_warps": None, "num_stages": None}, "configs": configs}
-    return {"gpu": "NVIDIA H200", "cc": "9.0", "triton": "3.6.0", "vllm": "0.33.0", "override": low,
-            "device_limit": 65_536, "cases": cases}
+    sweep = {"gpu": "NVIDIA H200", "cc": "9.0", "triton": "3.6.0", "vllm": "0.33.0", "override": low,
+             "device_limit": 65_536, "cases": cases}
+    return sweep if dtype is None else dict(sweep, dtype=dtype)
 
 
 def test_the_ranking_scores_by_the_worst_case_and_writes_vllms_own_options_as_none():
@@ -247,8 +250,9 @@ def committed_choices(clamp, tmp_path, monkeypatch):
         monkeypatch.setenv(layout.ENV_CC, str(launch["cc"]))
         clamp.__globals__["_vllm_turing_clamp_cache"].clear()
         tile, is_3d = launch["vllm_tile_size"], launch["path"] == "3d"
-        tiles = clamp(query(head=launch["head_size_padded"]), launch["block_m"], tile, tile, launch["num_warps"],
-                      launch["num_stages"], sliding_window=1024 if launch["windowed"] else 0)
+        q = query(head=launch["head_size_padded"], dtype=getattr(torch, launch["dtype"]))
+        tiles = clamp(q, launch["block_m"], tile, tile, launch["num_warps"], launch["num_stages"],
+                      sliding_window=1024 if launch["windowed"] else 0)
         picked = dict(options(clamp).get(is_3d, {}), tile_size=tiles[is_3d])
         fitting = [r for r in launch["ranked"] if r["shared"] <= limits[launch["cc"]]]
         row = next(r for r in fitting if r["tile_size"] == picked["tile_size"]
@@ -266,3 +270,67 @@ def test_every_committed_clamped_launch_is_within_5_percent_of_the_fastest_fitti
     assert len(choices) >= 24, "both proxies, every ranked case"
     slow = [c for c in choices if c[3] > ranking.KEEP_MARGIN]
     assert not slow, slow
+
+
+def test_the_committed_ranking_ranks_bf16_on_ampere_beside_fp16_and_nothing_in_bf16_on_turing():
+    document = ranking.read(ranking.RANKED_FILE)
+    ranked = {(launch["cc"], launch["path"], launch["dtype"]) for launch in document["launches"]}
+    assert {(86, path, "bfloat16") for path in ("2d", "3d", "encoder")} <= ranked
+    assert {(cc, path, "float16") for cc in (75, 86) for path in ("2d", "3d", "encoder")} <= ranked
+    assert not {launch for launch in ranked if launch[0] == 75 and launch[2] == "bfloat16"}, "Turing has no bf16"
+
+
+AMPERE_TIMES = {"float16": {(16, 2, 2): (1.0, 49_664), (32, 4, 2): (1.5, 82_944)},
+                "bfloat16": {(16, 2, 2): (1.5, 49_664), (32, 4, 2): (1.0, 82_944)}}
+
+
+def ampere_run(dtype, when):
+    """A ranking of one Ampere-lowered 2D head-512 case run in `dtype` (vLLM's own launch 2.0 ms)."""
+    return ranking.rank({"sm86": sweep_of({"global-h512-prefill": AMPERE_TIMES[dtype]}, low="sm86", dtype=dtype)},
+                        source=f"bench/clamp_gpu --dtype {dtype}", measured_at=when)
+
+
+def test_a_bf16_run_ranks_bf16_launches_and_merged_over_the_fp16_ranking_leaves_it_as_it_was():
+    fp16 = ampere_run("float16", "2026-12-01T00:00Z")
+    both = ranking.merged(fp16, ampere_run("bfloat16", "2026-12-02T00:00Z"))
+    by_dtype = {launch["dtype"]: launch for launch in both["launches"]}
+    assert sorted(by_dtype) == ["bfloat16", "float16"], "one launch shape, ranked apart by dtype"
+    assert by_dtype["float16"] == dict(fp16["launches"][0], measured_at="2026-12-01T00:00Z")
+    assert [(r["tile_size"], r["num_warps"], r["num_stages"]) for r in by_dtype["bfloat16"]["ranked"]] == [
+        (32, None, 2), (16, 2, 2), (32, None, None)], "4 warps are Triton's default, so vLLM's own: None"
+    assert by_dtype["bfloat16"]["measured_at"] == "2026-12-02T00:00Z"
+    assert both["provenance"]["script"] == "bench/clamp_gpu --dtype bfloat16"
+    assert [p["script"] for p in both["provenance"]["earlier"]] == ["bench/clamp_gpu --dtype float16"]
+
+
+def test_a_merge_keeps_the_earlier_runs_the_new_ranking_names_itself():
+    # bench/clamp_gpu merges its encoder ranking into its unified one, then the repository's file under both
+    this_run = ranking.merged(ampere_run("bfloat16", "2026-12-02T00:01Z"), ampere_run("float16", "2026-12-02T00:02Z"))
+    committed = ranked_run(512, "2026-12-01T00:00Z", {(16, 2, None): 1.0})
+    merged = ranking.merged(committed, this_run)
+    assert merged["provenance"]["measured_at"] == "2026-12-02T00:02Z"
+    assert [p["measured_at"] for p in merged["provenance"]["earlier"]] == ["2026-12-02T00:01Z", "2026-12-01T00:00Z"]
+
+
+def test_the_clamp_takes_the_bf16_ranking_for_a_bf16_launch_and_the_fp16_one_for_an_fp16_launch(
+        clamp, tmp_path, monkeypatch):
+    path = tmp_path / "ranked-configs.json"
+    ranking.write(path, ranking.merged(ampere_run("float16", "2026-12-01T00:00Z"),
+                                       ampere_run("bfloat16", "2026-12-02T00:00Z")))
+    # the fit table holds both dtypes' needs of vLLM's own launch on cc 86, as the build writes it
+    needs = {("2d", 32): 83_200, ("2d", 16): 49_792, ("3d", 16): 49_792}
+    table = tmp_path / "fit-table.json"
+    table.write_text(json.dumps({"format": 1, "vllm_version": "0.33.0", "triton_version": "3.6.0", "entries": [
+        {"cc": 86, "path": p, "head_size_padded": 512, "dtype": dtype, "block_m": 16, "num_warps": None,
+         "num_stages": None, "tile_size": tile, "shared": shared}
+        for dtype in ("float16", "bfloat16") for (p, tile), shared in needs.items()]}))
+    for name, value in ((layout.ENV_FIT_TABLE, table), (ranking.ENV_RANKED, path),
+                        (layout.ENV_SMEM_LIMIT, AMPERE_CONSUMER), (layout.ENV_CC, 86)):
+        monkeypatch.setenv(name, str(value))
+    monkeypatch.setitem(clamp.__globals__, "_vllm_turing_release", lambda: "0.33.0")
+    assert clamp(query(dtype=torch.float16), 16, 32, 16, sliding_window=0) == (16, 16, None)
+    assert options(clamp) == {False: {"num_warps": 2, "num_stages": 2}}
+    assert clamp(query(dtype=torch.bfloat16), 16, 32, 16, sliding_window=0) == (32, 16, None)
+    assert options(clamp) == {False: {"num_stages": 2}}, "bf16's fastest: vLLM's tile and warps, 2 stages"
+    assert clamp(query(dtype=torch.float32), 16, 32, 16, sliding_window=0) == (32, 16, None) and \
+        options(clamp) == {}, "a dtype nothing ranks takes no other dtype's ranking"
