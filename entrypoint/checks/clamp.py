@@ -59,10 +59,10 @@ def judge_fit(returncode: int, stdout: str, stderr: str, cc: tuple[int, int], li
 def judge_lookup(found, cc: tuple[int, int], limit: int) -> Result:
     """The fit check's answer from the fit table's verdicts (patches.fitcheck.lookup.Lookup, a hit)."""
     if found.all_fit:
-        return passed(FIT, f"{found.launches} attention launches fit {limit} bytes on cc {cc[0]}.{cc[1]} "
+        return passed(FIT, f"{found.launches} Triton launches fit {limit} bytes on cc {cc[0]}.{cc[1]} "
                            f"(largest {found.max_shared} bytes; from the fit table's verdicts, nothing compiled)")
     worst = found.worst or {}
-    return failed(FIT, f"attention launches exceed {limit} bytes of shared memory, e.g. head "
+    return failed(FIT, f"Triton launches exceed {limit} bytes of shared memory, e.g. head "
                        f"{worst.get('head_size')}: {worst.get('max_shared')} bytes (the fit table's verdict)",
                   "the clamp does not cover this model on this device: rebuild with build.py and report the "
                   "fit check's output")
@@ -76,15 +76,16 @@ def _judge_report(returncode: int, stdout: str, stderr: str, cc: tuple[int, int]
     if not isinstance(report, dict):
         last = (stderr.strip().splitlines() or ["no output"])[-1]
         return failed(FIT, f"the fit check exited {returncode} without a report: {last}", REBUILD)
-    launches = report.get("launches") or []
+    launches = (report.get("launches") or []) + (report.get("mixer_launches") or [])
     too_big = [launch for launch in launches if not launch.get("fits")]
     if returncode == 0 and report.get("all_fit") and not too_big:
-        return passed(FIT, f"{len(launches)} attention launches fit {limit} bytes on cc {cc[0]}.{cc[1]} "
+        return passed(FIT, f"{len(launches)} Triton launches fit {limit} bytes on cc {cc[0]}.{cc[1]} "
                            f"(largest {report.get('max_shared')} bytes{_sources(report.get('known_table'))})")
     if too_big:
         worst = max(too_big, key=lambda launch: launch.get("shared") or 0)
-        return failed(FIT, f"{len(too_big)} attention launch(es) exceed {limit} bytes of shared memory, e.g. "
-                           f"head {worst.get('head_size')} {worst.get('path')} tile {worst.get('tile_size')}: "
+        return failed(FIT, f"{len(too_big)} Triton launch(es) exceed {limit} bytes of shared memory, e.g. "
+                           f"{worst.get('model')}/{worst.get('layer')} head {worst.get('head_size')} "
+                           f"{worst.get('path')} tile {worst.get('tile_size')}: "
                            f"{worst.get('shared')} bytes", "the clamp does not cover this model on this device: "
                            "rebuild with build.py and report the fit check's output")
     return failed(FIT, f"the fit check exited {returncode}: {(stderr.strip().splitlines() or [''])[-1]}", REBUILD)

@@ -65,7 +65,7 @@ def fit_report(shared_by_tile):
 
 def test_fit_report_all_fitting_passes():
     result = judge_fit(0, fit_report([(16, 65536), (32, 49152)]), "", (7, 5), 65536)
-    assert result.status is Status.PASS and "2 attention launches" in result.message
+    assert result.status is Status.PASS and "2 Triton launches" in result.message
 
 
 def test_fit_report_with_a_launch_over_the_limit_names_it():

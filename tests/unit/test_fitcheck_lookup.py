@@ -92,7 +92,7 @@ def test_the_entrypoint_answers_a_hit_without_a_subprocess(tmp_path, monkeypatch
     monkeypatch.setenv(layout.ENV_FIT_TABLE, str(written_table(tmp_path, {"sliding": 40000, "global": 61440})))
     result = start_fit_on(config_file(tmp_path))
     assert result.status is Status.PASS
-    assert "6 attention launches fit 65536 bytes" in result.message and "nothing compiled" in result.message
+    assert "6 Triton launches fit 65536 bytes" in result.message and "nothing compiled" in result.message
 
 
 def test_the_entrypoint_judges_the_config_the_model_check_read_not_the_file_again(tmp_path, monkeypatch, installed):
