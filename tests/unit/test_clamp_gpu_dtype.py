@@ -1,8 +1,6 @@
 """bench/clamp_gpu --dtype: which lowerings a dtype runs under, the one-line refusal of bf16 on the Turing
 lowering, the dtype reaching the sweeps' command line and the ranking's provenance, and the fit table
 the proxy's clamp reads holding launches of that dtype (no GPU, no compile)."""
-import importlib.machinery
-import importlib.util
 import json
 import subprocess
 import sys
@@ -10,19 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.scripts import REPO, load_script
 from tooling import gpu_site
 from tooling.attention_cases import DTYPES
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    loader = importlib.machinery.SourceFileLoader("clamp_gpu_bench_dtype", str(REPO / "bench" / "clamp_gpu"))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return load_script("bench/clamp_gpu", "clamp_gpu_bench_dtype")
 
 
 def test_every_dtype_the_sweeps_take_names_its_lowerings(bench):

@@ -1,21 +1,13 @@
 """bench/clamp_gpu's encoder report from tooling/encoder_sweep's sweeps, on made-up sweeps (no GPU):
 the clamp's launch and vLLM's are found among the configurations timed, and the ratios are theirs."""
-import importlib.machinery
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    loader = importlib.machinery.SourceFileLoader("clamp_gpu_bench", str(REPO / "bench" / "clamp_gpu"))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return load_script("bench/clamp_gpu", "clamp_gpu_bench")
 
 
 def sweep(low, rows, clamped):

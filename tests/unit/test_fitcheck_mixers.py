@@ -7,8 +7,8 @@ import transformers
 
 from patches.fitcheck import lookup, mixers, report, shapes, table
 from tests.support import family_configs
+from tests.support.fit_tables import VERSIONS, mixer_table
 
-VERSIONS = {"vllm": "0.33.0", "triton": "3.8.0"}
 
 
 def saved(tmp_path, cls: str, **kwargs) -> dict:
@@ -211,12 +211,17 @@ def test_a_mamba1_mixer_splits_its_channels_over_the_ranks_or_is_refused_naming_
         mixers.mixer_from_config(falcon, "f", "c", tensor_parallel=3)
 
 
-@pytest.mark.parametrize("field, value", [("state_size", "16"), ("conv_kernel", 0), ("intermediate_size", True),
-                                          ("state_size", [16] * 100000)])
-def test_a_bad_mamba1_field_is_one_short_line_naming_it(field, value):
-    config = dict(mixers.BUILTIN_STATE_SPACE["mamba-2.8b"], **{field: value})
+@pytest.mark.parametrize("config, field, value", [
+    *[(mixers.BUILTIN_STATE_SPACE["mamba-2.8b"], field, value) for field, value in (
+        ("state_size", "16"), ("conv_kernel", 0), ("intermediate_size", True), ("state_size", [16] * 100000))],
+    *[(mixers.BUILTIN_SHORT_CONV["lfm2-1.2b"], field, value) for field, value in (
+        ("conv_L_cache", 0), ("conv_L_cache", "3"), ("conv_dim", True), ("conv_dim", [1] * 100000))],
+    *[(mixers.BUILTIN_MLA["deepseek-v2-lite"], field, value) for field, value in (
+        ("kv_lora_rank", 0), ("kv_lora_rank", "512"), ("qk_rope_head_dim", -1), ("qk_rope_head_dim", True),
+        ("num_attention_heads", [1] * 100000))]])
+def test_a_bad_mamba1_short_conv_or_latent_attention_field_is_one_short_line_naming_it(config, field, value):
     with pytest.raises(shapes.ConfigError) as raised:
-        shapes.model_layers(config, "m", "config.json")
+        shapes.model_layers(dict(config, **{field: value}), "m", "config.json")
     message = str(raised.value)
     assert f"'{field}'" in message and "\n" not in message and len(message) < 300
 
@@ -233,18 +238,9 @@ def test_the_matrix_holds_the_mamba1_and_pure_mamba2_models_at_each_tensor_paral
     assert all(s not in shapes.builtin_shapes("attention") for s in built if mixers.is_mixer(s))
 
 
-def mamba1_table(tmp_path, shared=2048):
-    config = mixers.BUILTIN_STATE_SPACE["falcon-mamba-7b"]
-    mixer = mixers.mixer_from_config(config, "f", "c")
-    rows = [{"model": "f", "layer": "mamba", "shared": shared, "fits": shared <= 65536}]
-    path = tmp_path / "fit-table.json"
-    table.write_table(path, table.merge(None, [], VERSIONS, [], table.shape_verdicts(rows, [mixer], 75, 65536)))
-    return path, config
-
-
 def test_a_mamba1_verdict_answers_every_channel_count_and_never_a_mamba2_mixer(tmp_path):
-    path, config = mamba1_table(tmp_path)
-    document = table.read_table(path)
+    config = mixers.BUILTIN_STATE_SPACE["falcon-mamba-7b"]
+    document = mixer_table(tmp_path, config, 2048)
     (verdict,) = document["mixer_verdicts"]
     assert {k: verdict[k] for k in mixers.MAMBA1_FIELDS} == {"mixer": "mamba1", "state_size": 16, "conv_width": 4}
     for tp in (1, 2, 4):  # the channels set the grid alone: one verdict for every rank's share
@@ -280,16 +276,6 @@ def test_a_short_convolution_splits_its_channels_over_the_ranks_or_is_refused_na
         mixers.mixer_from_config(lfm2, "l", "c", tensor_parallel=3)
 
 
-@pytest.mark.parametrize("field, value", [("conv_L_cache", 0), ("conv_L_cache", "3"), ("conv_dim", True),
-                                          ("conv_dim", [1] * 100000)])
-def test_a_bad_short_convolution_field_is_one_short_line_naming_it(field, value):
-    config = dict(mixers.BUILTIN_SHORT_CONV["lfm2-1.2b"], **{field: value})
-    with pytest.raises(shapes.ConfigError) as raised:
-        shapes.model_layers(config, "m", "config.json")
-    message = str(raised.value)
-    assert f"'{field}'" in message and "\n" not in message and len(message) < 300
-
-
 def test_the_matrix_holds_the_lfm2_models_at_each_tensor_parallel_size():
     built = shapes.builtin_shapes()
     convs = {(s.model, s.channels, s.conv_width) for s in built if isinstance(s, mixers.ShortConvShape)}
@@ -300,11 +286,7 @@ def test_the_matrix_holds_the_lfm2_models_at_each_tensor_parallel_size():
 
 def test_a_short_convolution_verdict_answers_every_rank_and_never_a_mamba1_mixer_of_its_width(tmp_path):
     config = mixers.BUILTIN_SHORT_CONV["lfm2-1.2b"]
-    mixer = mixers.mixer_from_config(config, "l", "c")
-    rows = [{"model": "l", "layer": "conv", "shared": 1024, "fits": True}]
-    path = tmp_path / "fit-table.json"
-    table.write_table(path, table.merge(None, [], VERSIONS, [], table.shape_verdicts(rows, [mixer], 75, 65536)))
-    document = table.read_table(path)
+    document = mixer_table(tmp_path, config, 1024)
     (verdict,) = document["mixer_verdicts"]
     assert {k: verdict[k] for k in mixers.SHORT_CONV_FIELDS} == {"mixer": "short_conv", "conv_width": 3}
     for tp in (1, 2, 4):
