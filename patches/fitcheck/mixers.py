@@ -82,11 +82,14 @@ _SHORT_CONV_CHANNELS = {"lfm2": "conv_dim", "lfm2_moe": "hidden_size"}
 SHORT_CONV_TYPES = tuple(_SHORT_CONV_CHANNELS)
 SHORT_CONV_DEFAULT_WIDTH = 3
 # Hybrid and state-space types whose mixers run kernels the fit check does not record: each stays
-# "not proven", named.
+# "not proven", named. vLLM 0.33.0's registry lists PLaMo 2 and MiniMax-Text-01 / M1 as supported only
+# until 0.26.0 and 0.23.0 (_PREVIOUSLY_SUPPORTED_MODELS), as it does Bamba (0.23.0), whose mixer the
+# check reads like the other Mamba-2 hybrids'.
 UNREAD_MIXERS = {
     "kimi_linear": "Kimi Linear's KDA (fla chunk_kda kernels)",
-    "plamo2": "PLaMo 2's Mamba mixers",
-    "minimax_m1": "MiniMax's lightning attention kernels",
+    "plamo2": "PLaMo 2's Mamba mixers (a model class vLLM 0.33.0 no longer has: its last release with one is 0.26.0)",
+    "minimax_m1": "MiniMax's lightning attention kernels (a model class vLLM 0.33.0 no longer has: its last release "
+                  "with one is 0.23.0)",
 }
 
 
