@@ -85,6 +85,15 @@ def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | N
                   not failing, max(failing, key=lambda v: v.get("max_shared") or 0) if failing else None)
 
 
+def _latent_attention_refusal(config: dict, where: str, tensor_parallel: int, cc: int):
+    """mixers.refused_on for the model's latent attention alone (None without one or for a bad one)."""
+    try:
+        latent = mixers.latent_attention(config, Path(where).parent.name or "model", where, tensor_parallel)
+    except shapes_.ConfigError:
+        return None
+    return mixers.refused_on([latent], cc) if latent is not None else None
+
+
 def lookup(table_path: str | Path, config: dict, cc: int, limit: int, where: str = "config.json",
            tensor_parallel: int = 1, dtype: str = table_.CHECKED_DTYPE) -> Lookup:
     """decide() for one rank's shapes of a model's parsed config.json (as the entrypoint's model check
@@ -94,6 +103,10 @@ def lookup(table_path: str | Path, config: dict, cc: int, limit: int, where: str
         document = table_.read_table(Path(table_path), "--known-table")
         shapes = shapes_.model_layers(config, Path(where).parent.name or "model", where, tensor_parallel, dtype)
     except shapes_.UnprovenLayers as error:
+        # Kimi Linear: unproven KDA layers beside latent attention, which vLLM cannot run below 8.0
+        refusal = _latent_attention_refusal(config, where, tensor_parallel, cc)
+        if refusal is not None:
+            return Lookup(False, refusal.reason, refused=refusal.fix)
         return Lookup(False, str(error), unproven=True)
     except shapes_.ConfigError as error:
         return Lookup(False, str(error), unreadable=True)

@@ -303,9 +303,16 @@ def mixer_from_config(config: dict, model: str, where: str, tensor_parallel: int
         return None
     if has_mixer(text, model_type):
         return mixer_shape(text, model_type, model, where, tensor_parallel, model_dtype)
-    if text.get("kv_lora_rank") is not None:
-        return mla_shape(text, model, where, tensor_parallel)
-    return None
+    return latent_attention(config, model, where, tensor_parallel)
+
+
+def latent_attention(config: dict, model: str, where: str, tensor_parallel: int = 1) -> MlaShape | None:
+    """The multi-head latent attention of a parsed config.json (text_config honoured), None for a model
+    without it."""
+    text = config.get("text_config", config) if isinstance(config, dict) else None
+    if not isinstance(text, dict) or text.get("kv_lora_rank") is None:
+        return None
+    return mla_shape(text, model, where, tensor_parallel)
 
 
 # config.json model types whose linear attention is vLLM's QwenGatedDeltaNetAttention, and whether the

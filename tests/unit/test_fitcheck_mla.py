@@ -98,3 +98,13 @@ def test_the_fit_check_leaves_latent_attention_out_of_turings_matrix_and_refuses
         plan(FitOptions(device="sm75", model_config=str(path)))
     (mla,) = plan(FitOptions(device="sm86", model_config=str(path), tensor_parallel=2)).shapes
     assert mla.heads == 8
+
+
+def test_kimi_linear_is_refused_on_turing_for_its_latent_attention_and_unproven_on_ampere_for_its_kda(tmp_path):
+    transformers.KimiLinearConfig().save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    document = tmp_path / "no-table.json"
+    turing = lookup.lookup(document, config, 75, 65536, str(tmp_path / "config.json"))
+    assert turing.refused and "multi-head latent attention (kv_lora_rank 512) needs compute capability 8.0" in turing.miss
+    ampere = lookup.lookup(document, config, 86, 101376, str(tmp_path / "config.json"))
+    assert ampere.unproven and not ampere.refused and "Kimi Linear's KDA" in ampere.miss
