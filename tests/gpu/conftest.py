@@ -44,6 +44,19 @@ def fit_table(vllm_site, scratch) -> Path:
 
 
 @pytest.fixture(scope="session")
+def ampere_bf16(vllm_site, scratch):
+    """The bf16 runs on the Ampere-lowered proxy (tests/gpu/ampere_bf16.py): the Gemma 4 cases of the
+    unified kernel and the encoder heads, started in the background at the first request."""
+    from tests.gpu.ampere_bf16 import AmpereBf16
+    from tooling.attention_cases import CASE_NAMES
+    from tooling.encoder_attention_run import HEADS
+
+    runs = AmpereBf16(vllm_site, scratch, CASE_NAMES, HEADS)
+    yield runs
+    runs.close()
+
+
+@pytest.fixture(scope="session")
 def figures():
     """Figures the tests measured, written to $VLLM_TURING_GPU_REPORT/numerics.json at the end."""
     collected: dict = {}

@@ -9,6 +9,12 @@ so the tiles are those a Turing GPU launches) and default (no limit: the H200's 
 of the fit table and, where $TURING_CLAMP_RANKED_CONFIGS names them, the ranked configurations
 for cc 75, and the compiled kernel's shared memory is what a Turing GPU would need). All are
 compared with a float32 reference of paged attention computed from the same fp16 inputs.
+
+A fifth mode, clamped-sm86-bf16 (tests/gpu/ampere_bf16.py), runs the Gemma 4 cases in bf16 as an RTX 3090
+runs a bf16 checkpoint: Triton lowering for sm_86, the clamp at Ampere's 101,376 bytes with the fit
+table for sm_86 in bf16 and the ranked configurations, whose bf16 rows must be what launched; it is
+compared with the float32 reference of the same bf16 inputs. bf16 never runs under the sm_75 lowering:
+Turing has no bf16.
 """
 from __future__ import annotations
 
@@ -16,7 +22,8 @@ import functools
 
 import pytest
 
-from tooling.attention_cases import ALL_CASE_NAMES, case_named
+from tests.gpu.ampere_bf16 import AMPERE_LIMIT, bf16_bound
+from tooling.attention_cases import ALL_CASE_NAMES, CASE_NAMES, case_named
 
 # fp16 inputs, fp32 accumulation, fp16 output: outputs reach |4.6| here (see
 # paged_attention.QUERY_GAIN), where rounding to fp16 alone costs up to 2e-3 (half an ulp).
@@ -24,13 +31,27 @@ from tooling.attention_cases import ALL_CASE_NAMES, case_named
 MAX_ABS_TOLERANCE = 1e-2
 MEAN_ABS_TOLERANCE = 2e-4
 MODES = ("clamped", "default", "clamped-sm75", "default-sm75")
+# bf16 on the Ampere proxy: the Gemma 4 cases, the ones the ranking's bf16 rows were timed on
+BF16_MODE = "clamped-sm86-bf16"
+# (max, mean) absolute error against float32 per dtype; bf16's: tests/gpu/ampere_bf16.py, BF16_OVER_FP16_ROUNDING
+TOLERANCES = {"float16": (MAX_ABS_TOLERANCE, MEAN_ABS_TOLERANCE),
+              "bfloat16": (bf16_bound(MAX_ABS_TOLERANCE), bf16_bound(MEAN_ABS_TOLERANCE))}
 # (clamped mode, its default mode) per lowering
 PAIRS = (("clamped", "default"), ("clamped-sm75", "default-sm75"))
 
 
+def modes_of(case_name: str) -> tuple:
+    return MODES + ((BF16_MODE,) if case_name in CASE_NAMES else ())
+
+
+def dtype_of(mode: str) -> str:
+    return "bfloat16" if mode == BF16_MODE else "float16"
+
+
 @pytest.fixture(scope="module")
-def runs(vllm_site, fit_table, scratch):
-    """{mode: (folder with <case>.pt outputs, {case: launches})} for both modes."""
+def runs(vllm_site, fit_table, scratch, ampere_bf16):
+    """{mode: (folder with <case>.pt outputs, {case: launches})} for the fp16 modes (MODES). The bf16
+    runs (ampere_bf16) are started first, so their compiles overlap these."""
     from tooling.gpu_site import run_attention
 
     results = {}
@@ -40,13 +61,28 @@ def runs(vllm_site, fit_table, scratch):
     return results
 
 
+@pytest.fixture(scope="module")
+def bf16_runs(ampere_bf16):
+    """{BF16_MODE: (folder with <case>.pt outputs, {case: launches})}, as `runs` holds the fp16 modes."""
+    folder, summary = ampere_bf16.unified()
+    assert summary["smem_limit"] == str(AMPERE_LIMIT), summary["smem_limit"]
+    return {BF16_MODE: (folder, summary["cases"])}
+
+
+def runs_of(request, mode: str) -> dict:
+    """The runs holding `mode`: bf16_runs for BF16_MODE, else runs."""
+    return request.getfixturevalue("bf16_runs" if mode == BF16_MODE else "runs")
+
+
 @functools.lru_cache(maxsize=1)
-def reference(case_name: str):
-    """The float32 reference of one case on the GPU (kept while that case's tests run)."""
+def reference(case_name: str, dtype: str = "float16"):
+    """The float32 reference of one case from its `dtype` inputs on the GPU (kept while that case's tests run)."""
+    import torch
+
     from tooling.paged_attention import make_batch, reference_attention
 
     case = case_named(case_name)
-    return reference_attention(make_batch(case, device="cuda"), case.layer)
+    return reference_attention(make_batch(case, device="cuda", dtype=getattr(torch, dtype)), case.layer)
 
 
 def output(runs, mode: str, case_name: str):
@@ -62,11 +98,12 @@ def attention_launch(runs, mode: str, case_name: str) -> dict:
 
 
 @pytest.mark.parametrize("case_name", ALL_CASE_NAMES)
-def test_launch_takes_the_phase_kernel_path(runs, case_name):
+def test_launch_takes_the_phase_kernel_path(request, case_name):
     """Prefill batches take the 2D kernel, decode batches the 3D split-K kernel and its reduction,
     and the reduction uses the tile size the clamped kernel ran with."""
     expect_3d = case_named(case_name).phase == "decode"
-    for mode in MODES:
+    for mode in modes_of(case_name):
+        runs = runs_of(request, mode)
         launch = attention_launch(runs, mode, case_name)
         assert launch["IS_3D"] is expect_3d, f"{case_name} ({mode}): IS_3D={launch['IS_3D']}"
         reductions = [l for l in runs[mode][1][case_name] if l["kernel"] == "reduce_segments"]
@@ -115,16 +152,42 @@ def test_clamped_launches_fit_turing_under_its_lowering(runs, figures, case_name
     assert not too_large, f"{case_name}: launches above {TURING_LIMIT} bytes on sm_75: {too_large}"
 
 
-@pytest.mark.parametrize("case_name,mode", [(c, m) for c in ALL_CASE_NAMES for m in MODES])
-def test_output_matches_float32_reference(runs, figures, case_name, mode):
+@pytest.mark.parametrize("case_name", CASE_NAMES)
+def test_bf16_launch_is_the_ranked_one_within_amperes_limit(bf16_runs, figures, case_name):
+    """In bf16 on the Ampere proxy the clamp launched the configuration the ranking's bf16 rows for cc 86
+    give this case's launch (tests/gpu/ampere_bf16.py, ranked_choice), and its compiled kernel needs at
+    most Ampere's 101,376 bytes."""
+    from patches.turing_clamp import ranking
+    from tests.gpu.ampere_bf16 import configuration, ranked_bf16_launch, ranked_choice, ranked_file
+
+    launch = attention_launch(bf16_runs, BF16_MODE, case_name)
+    path = "3d" if launch["IS_3D"] else "2d"
+    ranked = ranked_bf16_launch(ranking.read(ranked_file()), path, launch["HEAD_SIZE_PADDED"], case_name)
+    expected = ranked_choice(ranked)
+    ran = (launch["TILE_SIZE"], launch["num_warps"], launch["num_stages"])
+    figures.setdefault("bf16_sm86", {})[case_name] = {
+        "launch": list(ran), "shared": launch["shared"], "ranked": list(configuration(expected)),
+        "ranked_shared": expected["shared"], "vllm_tile_size": ranked["vllm_tile_size"]}
+    assert launch["BLOCK_M"] == ranked["block_m"], f"{case_name}: BLOCK_M {launch['BLOCK_M']} vs ranked {ranked}"
+    assert ran == configuration(expected), (
+        f"{case_name}: launched TILE_SIZE/num_warps/num_stages {ran}, the ranked bf16 choice is "
+        f"{configuration(expected)} ({ranked_file()}, launch {ranked['path']} head {ranked['head_size_padded']})")
+    assert launch["shared"] is not None and launch["shared"] <= AMPERE_LIMIT, f"{case_name}: {launch}"
+
+
+@pytest.mark.parametrize("case_name,mode", [(c, m) for c in ALL_CASE_NAMES for m in modes_of(c)])
+def test_output_matches_float32_reference(request, figures, case_name, mode):
     from tooling.paged_attention import error_figures
 
-    expected = reference(case_name)
-    errors = error_figures(output(runs, mode, case_name), expected)
+    dtype = dtype_of(mode)
+    result = output(runs_of(request, mode), mode, case_name)
+    assert str(result.dtype) == f"torch.{dtype}", f"{case_name} ({mode}): output in {result.dtype}"
+    errors = error_figures(result, reference(case_name, dtype))
     figures.setdefault("errors", {}).setdefault(case_name, {})[mode] = errors
+    max_abs, mean_abs = TOLERANCES[dtype]
     assert errors["ref_std"] > 0.1, f"{case_name}: reference outputs are too small to judge ({errors})"
-    assert errors["max_abs"] <= MAX_ABS_TOLERANCE, f"{case_name} ({mode}): {errors}"
-    assert errors["mean_abs"] <= MEAN_ABS_TOLERANCE, f"{case_name} ({mode}): {errors}"
+    assert errors["max_abs"] <= max_abs, f"{case_name} ({mode}): {errors}"
+    assert errors["mean_abs"] <= mean_abs, f"{case_name} ({mode}): {errors}"
 
 
 @pytest.mark.parametrize("case_name,pair", [(c, p) for c in ALL_CASE_NAMES for p in PAIRS])

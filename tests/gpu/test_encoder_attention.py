@@ -6,6 +6,12 @@ platform answering compute capability 7.5 (so vLLM picks Turing's tiles), the cl
 to 65,536 bytes and Triton lowering as for sm_75 (TRITON_OVERRIDE_ARCH=sm75), so the compiled
 kernel's shared memory is a Turing GPU's need. Whatever the clamp chooses runs; without the encoder
 clamp, vLLM's own tiles at head 256 and 512 need 131,072 bytes there and the fit test fails.
+
+The same heads also run in bf16 on the Ampere proxy (tests/gpu/ampere_bf16.py: platform answering 8.6,
+limit 101,376 bytes, TRITON_OVERRIDE_ARCH=sm86, the fit table for sm_86 in bf16 and the ranked
+configurations): each launch must be the one the ranking's bf16 rows for cc 86 give, within Ampere's
+limit, and its output within the bf16 bound against float32. Never bf16 under the sm_75 lowering:
+Turing has no bf16.
 """
 from __future__ import annotations
 
@@ -14,11 +20,19 @@ import json
 
 import pytest
 
+from tests.gpu.ampere_bf16 import AMPERE_LIMIT, LOWERING, bf16_bound
 from tooling.encoder_attention_run import HEADS, TURING_LIMIT
 
 # as tests/gpu/test_clamped_numerics.py: fp16 in and out, fp32 accumulation
 MAX_ABS_TOLERANCE = 1e-2
 MEAN_ABS_TOLERANCE = 2e-4
+# proxy -> (dtype, (max, mean) absolute error bound, numerics.json key); bf16's bound: tests/gpu/ampere_bf16.py
+PROXIES = {"turing": ("float16", (MAX_ABS_TOLERANCE, MEAN_ABS_TOLERANCE), "encoder"),
+           "ampere-bf16": ("bfloat16", (bf16_bound(MAX_ABS_TOLERANCE), bf16_bound(MEAN_ABS_TOLERANCE)),
+                           "encoder_sm86_bf16")}
+# the fp16 Turing runs keep their test ids (the head); the bf16 ones are <head>-sm86-bf16
+PROXY_HEADS = [pytest.param(head, "turing", id=str(head)) for head in HEADS] + [
+    pytest.param(head, "ampere-bf16", id=f"{head}-sm86-bf16") for head in HEADS]
 
 
 @pytest.fixture(scope="module")
@@ -36,11 +50,25 @@ def encoder_run(vllm_site, fit_table, scratch):
     return out, json.loads((out / "launches.json").read_text())
 
 
+@pytest.fixture(scope="module")
+def bf16_encoder_run(ampere_bf16):
+    """(output folder, launches.json) of the bf16 run on the Ampere proxy."""
+    out, summary = ampere_bf16.encoder()
+    assert summary["override"] == LOWERING, f"the bf16 run lowered for {summary['override']}, expected {LOWERING}"
+    return out, summary
+
+
+def run_of(request, proxy: str):
+    return request.getfixturevalue("bf16_encoder_run" if proxy == "ampere-bf16" else "encoder_run")
+
+
 @functools.lru_cache(maxsize=1)
-def reference(head: int):
+def reference(head: int, dtype: str = "float16"):
+    import torch
+
     from tooling.encoder_attention_run import encoder_batch, reference as fp32
 
-    return fp32(encoder_batch(head, device="cuda"))
+    return fp32(encoder_batch(head, device="cuda", dtype=getattr(torch, dtype)))
 
 
 @pytest.mark.parametrize("head", HEADS)
@@ -56,14 +84,40 @@ def test_encoder_launches_fit_turing_shared_memory(encoder_run, figures, head):
 
 
 @pytest.mark.parametrize("head", HEADS)
-def test_encoder_output_matches_float32_reference(encoder_run, figures, head):
+def test_encoder_bf16_launch_is_the_ranked_one_within_amperes_limit(bf16_encoder_run, figures, head):
+    """In bf16 on the Ampere proxy the encoder launched the BLOCK / warps / stages the ranking's bf16 rows
+    for cc 86 give its launch (head 72 pads to 128 and takes head 128's), within 101,376 bytes."""
+    from patches.turing_clamp import ranking
+    from tests.gpu.ampere_bf16 import configuration, ranked_bf16_launch, ranked_choice, ranked_file
+
+    summary = bf16_encoder_run[1]
+    launches = summary["heads"][str(head)]
+    record = figures.setdefault("encoder_sm86_bf16", {}).setdefault(str(head), {})
+    record["launches"] = launches
+    assert summary["clamped"], "the encoder launcher carries no clamp"
+    assert len(launches) == 1, f"head {head}: {len(launches)} launches of the encoder kernel: {launches}"
+    launch = launches[0]
+    ranked = ranked_bf16_launch(ranking.read(ranked_file()), "encoder", 1 << (head - 1).bit_length())
+    expected = ranked_choice(ranked)
+    ran = (launch["BLOCK_M"], launch["num_warps"], launch["num_stages"])
+    record["ranked"] = list(configuration(expected))
+    assert ran == configuration(expected), (
+        f"head {head}: launched BLOCK/num_warps/num_stages {ran}, the ranked bf16 choice is "
+        f"{configuration(expected)} ({ranked_file()}, vLLM's BLOCK {ranked['vllm_tile_size']})")
+    assert launch["shared"] is not None and launch["shared"] <= AMPERE_LIMIT, f"head {head}: {launch}"
+
+
+@pytest.mark.parametrize("head,proxy", PROXY_HEADS)
+def test_encoder_output_matches_float32_reference(request, figures, head, proxy):
     import torch
 
     from tooling.paged_attention import error_figures
 
-    output = torch.load(encoder_run[0] / f"head{head}.pt").cuda()
-    errors = error_figures(output, reference(head))
-    figures.setdefault("encoder", {}).setdefault(str(head), {})["errors"] = errors
+    dtype, (max_abs, mean_abs), key = PROXIES[proxy]
+    output = torch.load(run_of(request, proxy)[0] / f"head{head}.pt").cuda()
+    assert output.dtype == getattr(torch, dtype), f"head {head} ({proxy}): output in {output.dtype}"
+    errors = error_figures(output, reference(head, dtype))
+    figures.setdefault(key, {}).setdefault(str(head), {})["errors"] = errors
     assert errors["ref_std"] > 0.1, f"head {head}: reference outputs are too small to judge ({errors})"
-    assert errors["max_abs"] <= MAX_ABS_TOLERANCE, f"head {head}: {errors}"
-    assert errors["mean_abs"] <= MEAN_ABS_TOLERANCE, f"head {head}: {errors}"
+    assert errors["max_abs"] <= max_abs, f"head {head} ({dtype}): {errors}"
+    assert errors["mean_abs"] <= mean_abs, f"head {head} ({dtype}): {errors}"
