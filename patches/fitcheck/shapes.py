@@ -100,12 +100,15 @@ CLASS_DEFAULTS["gemma3"] = CLASS_DEFAULTS["gemma3_text"]  # a text_config saved 
 
 # Models whose every attention layer is bidirectional (encoder-only): vLLM's Triton backend runs them
 # through context_attention_fwd (the clamp's encoder site). These carry the standard attention fields.
-ENCODER_MODEL_TYPES = ("bert", "roberta", "xlm-roberta")
+ENCODER_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "nomic_bert")
+# Encoder types whose config.json names the standard attention fields otherwise (NomicBERT's GPT-2 style
+# n_head / n_embd, which vLLM's NomicBertModelConfig reads as heads and hidden size): canonical name per
+# alias, taken where the canonical field is absent.
+FIELD_ALIASES = {"nomic_bert": {"n_head": "num_attention_heads", "n_embd": "hidden_size"}}
 # Encoder-only types whose attention the fit check does not read (yet): their configs name heads and
 # windows in fields of their own, so their shapes are not known here. Each is "not proven", named.
 UNREAD_ENCODER_TYPES = {
     "modernbert": "ModernBERT's local attention (local_attention, global_attn_every_n_layers) is not modelled",
-    "nomic_bert": "NomicBERT names its heads n_head / n_embd, which the fit check does not read",
     "distilbert": "DistilBERT names its heads n_heads / dim, which the fit check does not read",
     "deberta-v2": "DeBERTa-v2's relative-position attention is not one vLLM's Triton kernels run",
 }
@@ -210,6 +213,9 @@ def shapes_from_config(config: object, model: str, where: str, tensor_parallel: 
         raise ConfigError(f"{where}: 'text_config' is {type(text).__name__}, expected a JSON object")
     model_type = text.get("model_type") or config.get("model_type")
     text = {**CLASS_DEFAULTS.get(model_type, {}), **text}
+    for alias, canonical in FIELD_ALIASES.get(model_type, {}).items():
+        if text.get(canonical) is None and alias in text:
+            text[canonical] = text[alias]
     hybrid = has_mixer(text, model_type)
     if hybrid:
         from patches.fitcheck import mixers

@@ -47,6 +47,12 @@ ENCODER_MODELS = {
                           ("encoder-head64-r1",)),
     "xlm-roberta-large": ("XLMRobertaConfig", dict(hidden_size=1024, num_attention_heads=16, num_hidden_layers=24),
                           {}, ("encoder-head64-r1",)),
+    # nomic-ai/nomic-embed-text-v1.5: remote code (NomicBertConfig, GPT-2 field names), so a plain
+    # PretrainedConfig carrying the Hub file's fields
+    "nomic-embed-text-v1.5": ("PretrainedConfig", {}, dict(
+        model_type="nomic_bert", architectures=["NomicBertModel"], n_embd=768, n_head=12, n_layer=12, n_inner=3072,
+        rotary_emb_fraction=1.0, causal=False, activation_function="swiglu", qkv_proj_bias=False),
+        ("encoder-head64-r1",)),
 }
 
 
