@@ -100,7 +100,7 @@ CLASS_DEFAULTS["gemma3"] = CLASS_DEFAULTS["gemma3_text"]  # a text_config saved 
 
 # Models whose every attention layer is bidirectional (encoder-only): vLLM's Triton backend runs them
 # through context_attention_fwd (the clamp's encoder site). These carry the standard attention fields.
-ENCODER_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "nomic_bert")
+ENCODER_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "nomic_bert", "modernbert")
 # Encoder types whose config.json names the standard attention fields otherwise (NomicBERT's GPT-2 style
 # n_head / n_embd, which vLLM's NomicBertModelConfig reads as heads and hidden size): canonical name per
 # alias, taken where the canonical field is absent.
@@ -108,7 +108,6 @@ FIELD_ALIASES = {"nomic_bert": {"n_head": "num_attention_heads", "n_embd": "hidd
 # Encoder-only types whose attention the fit check does not read (yet): their configs name heads and
 # windows in fields of their own, so their shapes are not known here. Each is "not proven", named.
 UNREAD_ENCODER_TYPES = {
-    "modernbert": "ModernBERT's local attention (local_attention, global_attn_every_n_layers) is not modelled",
     "distilbert": "DistilBERT names its heads n_heads / dim, which the fit check does not read",
     "deberta-v2": "DeBERTa-v2's relative-position attention is not one vLLM's Triton kernels run",
 }
@@ -216,6 +215,8 @@ def shapes_from_config(config: object, model: str, where: str, tensor_parallel: 
     for alias, canonical in FIELD_ALIASES.get(model_type, {}).items():
         if text.get(canonical) is None and alias in text:
             text[canonical] = text[alias]
+    if model_type == "modernbert":
+        text = _modernbert_layers(text, where)
     hybrid = has_mixer(text, model_type)
     if hybrid:
         from patches.fitcheck import mixers
@@ -280,6 +281,23 @@ def shapes_from_config(config: object, model: str, where: str, tensor_parallel: 
     if hybrid:
         shapes = [dataclasses.replace(shape, block_size=HYBRID_BLOCK_SIZE) for shape in shapes]
     return shapes
+
+
+# transformers' ModernBertConfig defaults: a local window of 128 tokens, every third layer global
+MODERNBERT_DEFAULTS = {"local_attention": 128, "global_attn_every_n_layers": 3}
+
+
+def _modernbert_layers(text: dict, where: str) -> dict:
+    """A ModernBERT config with the window vLLM's modernbert.py gives its local layers (ModernBertConfig's
+    sliding_window, local_attention // 2, plus one: the boundary is inclusive) and its layer kinds
+    (`layer_types`, else every `global_attn_every_n_layers`-th layer global from the first)."""
+    local = _positive_int(text, "local_attention", where, MODERNBERT_DEFAULTS["local_attention"])
+    layer_types = text.get("layer_types")
+    if layer_types is None:
+        every = _positive_int(text, "global_attn_every_n_layers", where, MODERNBERT_DEFAULTS["global_attn_every_n_layers"])
+        layers = _positive_int(text, "num_hidden_layers", where, every)
+        layer_types = ["sliding_attention" if i % every else "full_attention" for i in range(layers)]
+    return {**text, "sliding_window": local // 2 + 1, "layer_types": layer_types}
 
 
 def _attention_kinds_only(layer_types: list, where: str) -> None:
@@ -412,7 +430,8 @@ FAMILY_SHAPES = [LayerShape("family", name, ratio * FAMILY_KV_HEADS, FAMILY_KV_H
 # `--mm-encoder-attn-backend TRITON_ATTN` (vit_attn_wrappers: no window, one KV head per query head).
 # (layer name, head size, query heads per KV head, sliding window, attention): examples
 ENCODER_LAYERS = (
-    ("encoder-head64-r1", 64, 1, None, ENCODER),  # BERT base / large, RoBERTa, XLM-R, MiniLM, BGE, E5
+    ("encoder-head64-r1", 64, 1, None, ENCODER),  # BERT base / large, RoBERTa, XLM-R, MiniLM, BGE, E5, NomicBERT
+    ("encoder-head64-r1-window65", 64, 1, 65, ENCODER),  # ModernBERT base / large local layers (128-token window)
     ("encoder-head256-r3-window512", 256, 3, 512, ENCODER),  # EmbeddingGemma 300M sliding layers (3 / 1 heads)
     ("encoder-head256-r3", 256, 3, None, ENCODER),  # EmbeddingGemma 300M full-attention layers
     # no checkpoint we know; the largest head the kernel takes here, so the clamp's head-512 tile is proven

@@ -47,6 +47,8 @@ ENCODER_MODELS = {
                           ("encoder-head64-r1",)),
     "xlm-roberta-large": ("XLMRobertaConfig", dict(hidden_size=1024, num_attention_heads=16, num_hidden_layers=24),
                           {}, ("encoder-head64-r1",)),
+    "modernbert-base": ("ModernBertConfig", dict(hidden_size=768, num_attention_heads=12, num_hidden_layers=22), {},
+                        ("encoder-head64-r1-window65", "encoder-head64-r1")),
     # nomic-ai/nomic-embed-text-v1.5: remote code (NomicBertConfig, GPT-2 field names), so a plain
     # PretrainedConfig carrying the Hub file's fields
     "nomic-embed-text-v1.5": ("PretrainedConfig", {}, dict(
