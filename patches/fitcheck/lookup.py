@@ -99,22 +99,20 @@ def lookup(table_path: str | Path, config: dict, cc: int, limit: int, where: str
     """decide() for one rank's shapes of a model's parsed config.json (as the entrypoint's model check
     read it) under `tensor_parallel` ranks in `dtype` (shapes.run_dtype), over the table file; an
     unreadable table or an unusable config is a miss (the full check reports it)."""
+    # Before the layers are read: a model vLLM cannot run here is refused even beside layers the check
+    # does not know (Kimi Linear's KDA next to its latent attention)
+    refusal = _latent_attention_refusal(config, where, tensor_parallel, cc)
+    if refusal is not None:
+        return Lookup(False, refusal.reason, refused=refusal.fix)
     try:
         document = table_.read_table(Path(table_path), "--known-table")
         shapes = shapes_.model_layers(config, Path(where).parent.name or "model", where, tensor_parallel, dtype)
     except shapes_.UnprovenLayers as error:
-        # Kimi Linear: unproven KDA layers beside latent attention, which vLLM cannot run below 8.0
-        refusal = _latent_attention_refusal(config, where, tensor_parallel, cc)
-        if refusal is not None:
-            return Lookup(False, refusal.reason, refused=refusal.fix)
         return Lookup(False, str(error), unproven=True)
     except shapes_.ConfigError as error:
         return Lookup(False, str(error), unreadable=True)
     except table_.TableError as error:
         return Lookup(False, str(error))
-    refusal = mixers.refused_on(shapes, cc)
-    if refusal is not None:
-        return Lookup(False, refusal.reason, refused=refusal.fix)
     if document is None:
         return Lookup(False, f"no fit table at {table_path}")
     return decide(document, shapes, cc, limit, installed_versions(), dtype)
