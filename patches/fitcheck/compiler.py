@@ -20,6 +20,7 @@ everything in full.
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing
 import os
 from dataclasses import dataclass
@@ -60,6 +61,9 @@ def _target(cc: int):
     return GPUTarget("cuda", cc, WARP_SIZE)
 
 
+_BINDERS: dict[tuple, object] = {}
+
+
 def _prepare(fn, params: dict, launch_options: dict, target, backend) -> _Job:
     """What JITFunction.run computes before compiling, for these arguments on `target`."""
     from triton import knobs
@@ -69,7 +73,10 @@ def _prepare(fn, params: dict, launch_options: dict, target, backend) -> _Job:
     kwargs = dict(params, **launch_options)
     kwargs["debug"] = kwargs.get("debug", fn.debug) or knobs.runtime.debug
     kwargs["instrumentation_mode"] = knobs.compilation.instrumentation_mode
-    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    # One binder per kernel and target, as JITFunction keeps one per device: making it runs exec.
+    binder = _BINDERS.get((fn, target.arch))
+    if binder is None:
+        binder = _BINDERS[fn, target.arch] = create_function_from_signature(fn.signature, fn.params, backend)
     bound_args, specialization, options = binder(**kwargs)
     options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound_args, specialization, options)
     source = ASTSource(fn, signature, constexprs, attrs)
@@ -181,9 +188,13 @@ def _compile_jobs(jobs: list[_Job], target, workers: int | None) -> list[Compile
     try:
         if workers <= 1:
             return [_compile_one(i) for i in range(len(_JOBS))]
+        # Frozen, the parent's objects are out of the workers' garbage collections, which would
+        # otherwise touch (and so copy) every page of the forked heap.
+        gc.freeze()
         with multiprocessing.get_context("fork").Pool(workers) as pool:
             return pool.map(_compile_one, range(len(_JOBS)), chunksize=1)
     finally:
+        gc.unfreeze()
         _JOBS.clear()
 
 

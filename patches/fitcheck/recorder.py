@@ -206,6 +206,14 @@ def simulated_device(module, cc: int, limit: int, fit_table: str | None = None):
             getattr(module, name, {}).clear()
 
 
+def _clamp_table(fit_table: str | None) -> dict | None:
+    """The fit table the clamp reads (None when there is none)."""
+    from patches.fitcheck import table as table_
+
+    path = Path(fit_table or os.environ.get(layout.ENV_FIT_TABLE) or layout.FIT_TABLE)
+    return table_.read_table(path, f"${layout.ENV_FIT_TABLE}")
+
+
 def device_judge(cc: int, limit: int, fit_table: str | None):
     """What the simulated device does at launch, as Triton does on a real one before the kernel
     runs: raise OutOfResources when the compiled kernel needs more than `limit`. The need is the
@@ -215,8 +223,7 @@ def device_judge(cc: int, limit: int, fit_table: str | None):
     from patches.fitcheck import table as table_
     from patches.fitcheck.compiler import compile_launches
 
-    path = Path(fit_table or os.environ.get(layout.ENV_FIT_TABLE) or layout.FIT_TABLE)
-    document = table_.read_table(path, f"${layout.ENV_FIT_TABLE}")
+    document = _clamp_table(fit_table)
 
     def judge(launch: Launch) -> None:
         shared = table_.known_needs([launch], cc, document)[0] if document else None
@@ -228,6 +235,20 @@ def device_judge(cc: int, limit: int, fit_table: str | None):
             raise error
 
     return judge
+
+
+def _compile_ahead(launches: list[Launch], cc: int, fit_table: str | None, workers: int | None) -> None:
+    """Compiles, in parallel, the launches the judge would otherwise compile one at a time: those of
+    a recording without the judge that the fit table lacks. The judge then finds them compiled
+    (compiler.compile_launches keeps each result); a launch a refusal adds is compiled by the judge
+    itself. (Serial, the judge's compiles took half of a cold sm_86 pass on two cores.)"""
+    from patches.fitcheck import table as table_
+    from patches.fitcheck.compiler import compile_launches
+
+    document = _clamp_table(fit_table)
+    known = table_.known_needs(launches, cc, document) if document else [None] * len(launches)
+    compile_launches([(launch.fn, launch.params, launch.options)
+                      for launch, shared in zip(launches, known) if shared is None], cc, workers)
 
 
 class _Recorder:
@@ -352,7 +373,8 @@ def encoder_arguments(case: Case, dtype_name: str = "float16") -> dict:
 
 
 def record_launches(module, cases: list[Case], cc: int, limit: int, fit_table: str | None = None,
-                    device_errors: bool = False, encoder=None, dtype: str = "float16") -> list[Launch]:
+                    device_errors: bool = False, encoder=None, dtype: str = "float16",
+                    workers: int | None = None) -> list[Launch]:
     """Calls the module's unified_attention() once per decoder case, and the `encoder` module's
     context_attention_fwd() once per encoder case, under the simulated device (decoder launches
     first). With device_errors the device refuses a launch that needs more than `limit`
@@ -360,7 +382,11 @@ def record_launches(module, cases: list[Case], cc: int, limit: int, fit_table: s
     the verdict."""
     from triton.runtime.errors import OutOfResources
 
-    judge = device_judge(cc, limit, fit_table) if device_errors else None
+    judge = None
+    if device_errors:
+        _compile_ahead(record_launches(module, cases, cc, limit, fit_table, encoder=encoder, dtype=dtype),
+                       cc, fit_table, workers)
+        judge = device_judge(cc, limit, fit_table)
     decoder_cases = [case for case in cases if case.kind not in ENCODER_KINDS]
     encoder_cases = [case for case in cases if case.kind in ENCODER_KINDS]
     launches: list[Launch] = []

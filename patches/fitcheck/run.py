@@ -268,7 +268,7 @@ def _checked(fit: FitPlan) -> dict:
     # The patched launcher meets a device that refuses what does not fit, as a GPU does: a clamp
     # without a table entry must step down on that refusal.
     patched = record_launches(installed, cases, cc, limit, options.write_table, device_errors=True, encoder=encoder,
-                              dtype=options.dtype)
+                              dtype=options.dtype, workers=options.workers)
 
     compared = defaults if options.compare_unpatched else []
     launches = patched + compared
