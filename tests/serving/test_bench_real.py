@@ -38,7 +38,7 @@ SESSION_DEPTH = MAX_MODEL_LEN - DECODE
 KV_BLOCKS = 26
 KV_HOLDS = 2
 API_KEY = "sk-serving-tier-5d0c2e7a"
-# More requests than two streams of the tiny model finish in 2 minutes on a CPU, few enough that
+# More requests than two streams of the tiny model finish in the 1-minute cap on a CPU, few enough that
 # vLLM's random dataset builds them in seconds.
 PROMPTS_PAST_CAP = 20000
 BENCH = [sys.executable, str(serving_stack.REPO / "bench" / "serve")]
@@ -113,7 +113,7 @@ def test_record_stopped_at_its_cap_reports_how_far_it_got(small_kv, vehicle, mod
     out = tmp_path / "capped"
     done = bench("record", "--base-url", small_kv.url, "--out", out, "--image", vehicle, "--api-key-file", key_file,
                  "--tokenizer", models_dir / serving_stack.MODEL_NAME, "--input-len", 64, "--output-len", 64,
-                 "--concurrency", 2, "--num-prompts", PROMPTS_PAST_CAP, "--cap-minutes", 2)
+                 "--concurrency", 2, "--num-prompts", PROMPTS_PAST_CAP, "--cap-minutes", 1)
     assert done.returncode == 0, done.stdout + done.stderr
     rec = json.loads((out / "record.json").read_text())
     assert rec["stopped_at_cap"] and 0 < rec["completed"] < PROMPTS_PAST_CAP and rec["failed"] is None

@@ -1,5 +1,5 @@
 """Cold and warm starts of the serving tier's stack with compilation on, shared by
-tests/serving/test_warm_start.py and bench/warm_start, so the figures and the tests run one path.
+tests/serving/test_serving_path.py and bench/warm_start, so the figures and the tests run one path.
 
 A cold start runs on fresh volumes; `docker compose down` then removes the container (and with it
 everything outside the volumes: /tmp, the inductor default cache) but keeps the named volumes, so
@@ -52,9 +52,10 @@ class Start:
         return pattern.findall(self.logs)
 
 
-def written_by(before: Start, after: Start) -> list[str]:
-    """The inductor cache files `after`'s start wrote: new ones and ones it rewrote."""
-    return sorted(path for path, stat in after.inductor_files.items() if before.inductor_files.get(path) != stat)
+def written_by(before: dict[str, tuple[int, str]], after: Start) -> list[str]:
+    """The inductor cache files `after`'s start wrote: new ones and ones it rewrote, against the cache
+    as it stood before (`inductor_files`, or a start's)."""
+    return sorted(path for path, stat in after.inductor_files.items() if before.get(path) != stat)
 
 
 def inductor_files(stack: serving_stack.Stack) -> dict[str, tuple[int, str]]:

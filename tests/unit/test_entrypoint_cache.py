@@ -108,7 +108,7 @@ def test_an_unwritable_root_is_a_warning():
     result = one_line(cache.judge("/cache/vllm", state, OURS))
     assert result.status is Status.WARN and "not writable (read-only filesystem)" in result.message
     assert not cache.needs_stamp(state, OURS)
-    # a real read-only volume: tests/serving/test_warm_start.py (a :ro mount in the CPU vehicle)
+    # a real read-only volume: tests/serving/test_cache_checks.py (a :ro mount in the CPU vehicle)
 
 
 def test_a_stamp_that_cannot_be_written_is_a_warning_line_not_an_error(tmp_path):

