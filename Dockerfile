@@ -32,21 +32,14 @@ RUN set -e; \
     python3 -m patches.turing_clamp check; \
     python3 -m patches.turing_clamp check --site encoder; \
     python3 -c 'import patches.turing_clamp as c, py_compile; [py_compile.compile(str(c.find_target(s)), doraise=True) for s in c.SITES.values()]'
-# Ampere and newer run a bf16 checkpoint in bf16 (Turing casts it to fp16), so they are proven in both.
+# The passes, one process (patches/fitcheck/image_passes.py): sm_75; sm_86 in fp16 and in bf16
+# (Ampere runs a bf16 checkpoint in bf16, Turing casts it to fp16); sm_90, Gemma 4 only.
 # Triton's cache lives in a BuildKit cache mount: a rebuild recompiles only changed kernels,
 # and the 40 MB of compiled kernels stay out of the image.
 RUN --mount=type=cache,id=vllm-turing-fitcheck-triton,target=/root/.triton-fitcheck \
     set -e; \
     export PYTHONDONTWRITEBYTECODE=1 CUDA_VISIBLE_DEVICES= TRITON_CACHE_DIR=/root/.triton-fitcheck; \
-    python3 -m patches.fitcheck --device sm75 --write-table /opt/vllm-turing/fit-table.json \
-        --compare-unpatched --json > /opt/vllm-turing/fit-report.json; \
-    python3 -m patches.fitcheck --device sm86 --write-table /opt/vllm-turing/fit-table.json \
-        --json > /opt/vllm-turing/fit-report-sm86.json; \
-    python3 -m patches.fitcheck --device sm86 --dtype bfloat16 --write-table /opt/vllm-turing/fit-table.json \
-        --json > /opt/vllm-turing/fit-report-sm86-bf16.json; \
-    for dtype in float16 bfloat16; do python3 -m patches.fitcheck --device sm90 --matrix gemma4 --dtype $dtype \
-        --write-table /opt/vllm-turing/fit-table.json --json >/dev/null; done; \
-    python3 -c 'import importlib.metadata as m, json; json.dump({p: m.version(p) for p in ("vllm", "torch", "triton")}, open("/opt/vllm-turing/versions.json", "w"))'
+    python3 -m patches.fitcheck.image_passes
 
 # Optional extra Python packages, installed without changing vLLM, torch or Triton (pinned
 # to the versions the fit check proved; build.py's verification container checks again).

@@ -13,6 +13,11 @@ def in_install_dir(name: str) -> str:
 
 
 FIT_TABLE = in_install_dir("fit-table.json")
+# The build's fit-check reports (patches/fitcheck/image_passes.py writes them) and the versions it proved.
+FIT_REPORT = in_install_dir("fit-report.json")
+FIT_REPORT_SM86 = in_install_dir("fit-report-sm86.json")
+FIT_REPORT_SM86_BF16 = in_install_dir("fit-report-sm86-bf16.json")
+VERSIONS_REPORT = in_install_dir("versions.json")
 
 # Environment names the clamp reads inside the server process. They must not start with VLLM_:
 # vLLM warns about every VLLM_* name it does not own ("Unknown vLLM environment variable").

@@ -3,12 +3,10 @@ from __future__ import annotations
 
 # The fit check's own names live in clamp_paths.py (the Dockerfile copies that file alone before the
 # fit check, so an edit here does not re-run it); they are part of this module's names too.
-from .clamp_paths import ENV_CC, ENV_FIT_TABLE, ENV_SMEM_LIMIT, FIT_TABLE, INSTALL_DIR, in_install_dir  # noqa: F401
+from .clamp_paths import (ENV_CC, ENV_FIT_TABLE, ENV_SMEM_LIMIT, FIT_REPORT, FIT_REPORT_SM86,  # noqa: F401
+                          FIT_REPORT_SM86_BF16, FIT_TABLE, INSTALL_DIR, VERSIONS_REPORT, in_install_dir)
 
-FIT_REPORT = in_install_dir("fit-report.json")
-FIT_REPORT_SM86 = in_install_dir("fit-report-sm86.json")
 CLAMP_REPORT = in_install_dir("clamp-report.json")
-VERSIONS_REPORT = in_install_dir("versions.json")
 TRITON_CACHE = in_install_dir("triton-cache")
 # What the build proved about the image's own stack (versions, torch's arch list, the vLLM
 # parser's option table, parser names), read by the preflight instead of importing torch/vLLM.

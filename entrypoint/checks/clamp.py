@@ -59,13 +59,17 @@ def judge_fit(returncode: int, stdout: str, stderr: str, cc: tuple[int, int], li
 def judge_lookup(found, cc: tuple[int, int], limit: int) -> Result:
     """The fit check's answer from the fit table's verdicts (patches.fitcheck.lookup.Lookup, a hit)."""
     if found.all_fit:
-        return passed(FIT, f"{found.launches} Triton launches fit {limit} bytes on cc {cc[0]}.{cc[1]} "
+        return passed(FIT, f"{_launches(found.launches)} fit {limit} bytes on cc {cc[0]}.{cc[1]} "
                            f"(largest {found.max_shared} bytes; from the fit table's verdicts, nothing compiled)")
     worst = found.worst or {}
     return failed(FIT, f"Triton launches exceed {limit} bytes of shared memory, e.g. head "
                        f"{worst.get('head_size')}: {worst.get('max_shared')} bytes (the fit table's verdict)",
                   "the clamp does not cover this model on this device: rebuild with build.py and report the "
                   "fit check's output")
+
+
+def _launches(count: int) -> str:
+    return f"{count} Triton launch" if count == 1 else f"{count} Triton launches"
 
 
 def _judge_report(returncode: int, stdout: str, stderr: str, cc: tuple[int, int], limit: int) -> Result:
@@ -79,7 +83,7 @@ def _judge_report(returncode: int, stdout: str, stderr: str, cc: tuple[int, int]
     launches = (report.get("launches") or []) + (report.get("mixer_launches") or [])
     too_big = [launch for launch in launches if not launch.get("fits")]
     if returncode == 0 and report.get("all_fit") and not too_big:
-        return passed(FIT, f"{len(launches)} Triton launches fit {limit} bytes on cc {cc[0]}.{cc[1]} "
+        return passed(FIT, f"{_launches(len(launches))} fit {limit} bytes on cc {cc[0]}.{cc[1]} "
                            f"(largest {report.get('max_shared')} bytes{_sources(report.get('known_table'))})")
     if too_big:
         worst = max(too_big, key=lambda launch: launch.get("shared") or 0)

@@ -205,21 +205,23 @@ def compile_launches(requests: list[tuple], cc: int, workers: int | None = None)
     target = _target(cc)
     backend = make_backend(target)
     mode = _MODE[0]
-    keys = []
+    prepared = [_prepare(fn, params, launch_options, target, backend) for fn, params, launch_options in requests]
     jobs: dict[str, _Job] = {}
-    for fn, params, launch_options in requests:
-        job = _prepare(fn, params, launch_options, target, backend)
-        keys.append(job.key)
+    for job in prepared:
         if (mode, job.key) not in _DONE:
             jobs.setdefault(job.key, job)
     results = _compile_jobs(list(jobs.values()), target, workers)
     for job, result in zip(jobs.values(), results):
         _DONE[mode, job.key] = result
+    # Witnesses from every request, compiled now or earlier in this process (an earlier check of the
+    # image build's passes), so each check cross-checks the kernels it met.
+    for job in prepared:
+        result = _DONE[mode, job.key]
         if mode == SHARED_ONLY and result.shared is not None:
             largest = _WITNESSES.get(job.kernel)
             if largest is None or result.shared > largest[0]:
                 _WITNESSES[job.kernel] = (result.shared, job)
-    return [_DONE[mode, key] for key in keys]
+    return [_DONE[mode, job.key] for job in prepared]
 
 
 def cross_check(cc: int, workers: int | None = None) -> list[dict]:

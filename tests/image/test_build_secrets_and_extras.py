@@ -166,7 +166,9 @@ def planted(docker_client, image_base, index_password, tmp_path_factory):
     (context / "Dockerfile.history").write_text(f"FROM {image_base}\nARG PIP_EXTRA_INDEX_URL\n"
                                                  "RUN test -n \"$PIP_EXTRA_INDEX_URL\"\n"
                                                  "LABEL index=$PIP_EXTRA_INDEX_URL\n")
-    (context / "Dockerfile.layer").write_text("FROM scratch\nCOPY planted.txt /planted.txt\n")
+    (context / "after.txt").write_text("a later layer, so the planted one lies below the top\n")
+    (context / "Dockerfile.layer").write_text(f"FROM {image_base}\nCOPY planted.txt /planted.txt\n"
+                                               "COPY after.txt /after.txt\n")
     for name, tag in tags.items():
         subprocess.run(["docker", "buildx", "build", "--load", "-q", "-f", str(context / f"Dockerfile.{name}"),
                         "--build-arg", f"PIP_EXTRA_INDEX_URL=http://u:{index_password}@index.invalid/simple",
@@ -176,11 +178,13 @@ def planted(docker_client, image_base, index_password, tmp_path_factory):
         docker_client.images.remove(tag, noprune=False)
 
 
-def test_the_search_finds_a_planted_index_password(docker_client, planted, index_password):
+def test_the_search_finds_a_planted_index_password(docker_client, planted, index_password, image_base):
     needle = [index_password.encode()]
     assert traces(docker_client, planted["history"], needle) == {"docker history --no-trunc": True,
                                                                  "docker inspect": True}
-    assert find_in_image(docker_client.images.get(planted["layer"]).id, needle), "the layer search missed the file"
+    # the search the audio image gets below: its layers over the base, wherever the engine keeps them
+    hits = find_in_image(docker_client.images.get(planted["layer"]).id, needle, base=image_base)
+    assert len(hits) == 1 and hits[0].endswith("planted.txt"), f"the layer search missed the file: {hits}"
 
 
 def test_pip_in_the_base_build_meets_the_index_with_its_credentials(credentialed_index, index_password):
@@ -202,13 +206,13 @@ def test_pip_in_the_base_build_meets_the_index_with_its_credentials(credentialed
     assert not server.refused, f"requests reached the index without its credentials: {server.refused[:5]}"
 
 
-def test_no_secret_in_history_labels_env_or_any_layer(docker_client, audio_image, audio_tag, marked_ca_bundle,
+def test_no_secret_in_history_labels_env_or_any_layer(docker_client, audio_image, audio_tag, image_base, marked_ca_bundle,
                                                       hf_token, index_password, planted):
     _, needles = marked_ca_bundle
     needles = needles + [hf_token.encode(), index_password.encode()]
     assert traces(docker_client, audio_tag, needles) == {"docker history --no-trunc": False, "docker inspect": False}
     assert not any(n in json.dumps(audio_image.history()).encode() for n in needles), "a secret is in the history"
-    hits = find_in_image(audio_image.id, needles)
+    hits = find_in_image(audio_image.id, needles, base=image_base)  # the base was built before these needles existed
     assert not hits, f"a secret is stored in the image's layers: {hits[:5]}"
 
 

@@ -167,3 +167,11 @@ def test_on_ampere_a_bf16_checkpoint_is_answered_from_bf16_verdicts_and_dtype_fl
     assert hit.status is Status.PASS and "nothing compiled" in hit.message
     found = lookup.lookup(path, config, 86, 101376, str(config_path), dtype=shapes.run_dtype(config, 86, "float16"))
     assert not found.hit and found.miss.endswith("on cc 86 at 101376 bytes in float16")
+
+
+@pytest.mark.parametrize("launches, counted", [(1, "1 Triton launch fit"), (2, "2 Triton launches fit")])
+def test_the_pass_line_counts_launches_in_words(launches, counted):
+    from entrypoint.checks.clamp import judge_lookup
+
+    found = lookup.Lookup(hit=True, launches=launches, max_shared=4096, all_fit=True)
+    assert judge_lookup(found, (7, 5), 65536).message.startswith(f"{counted} 65536 bytes on cc 7.5")
