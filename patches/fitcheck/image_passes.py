@@ -41,8 +41,12 @@ def main() -> int:
         if code != 0:
             print(f"fitcheck: the pass {' '.join(options)} failed (exit {code})", file=sys.stderr)
             return code
-    Path(VERSIONS_REPORT).write_text(json.dumps({p: importlib.metadata.version(p) for p in PROVED_PACKAGES}))
+    Path(VERSIONS_REPORT).write_text(json.dumps(proved_versions()))
     return 0
+
+
+def proved_versions() -> dict[str, str]:
+    return {package: importlib.metadata.version(package) for package in PROVED_PACKAGES}
 
 
 if __name__ == "__main__":
