@@ -139,3 +139,18 @@ def test_the_fit_check_is_asked_for_the_dtype(tmp_path, monkeypatch):
     command = seen["command"]
     assert command[2:] == ["patches.fitcheck", "--device", "sm86", "--matrix", "attention", "--dtype", "bfloat16",
                            "--write-table", str(tmp_path / "t.json"), "--json"]
+
+
+def test_a_compile_timed_twice_counts_by_its_mean_as_the_ranking_scores_it(bench):
+    """vLLM's own launch (d/d) is timed again where a swept configuration equals it (4 warps, 3
+    stages): the bench's ratio takes the mean of both, as ranking.rank does, not the first."""
+    configs = [{"tile_size": 16, "num_warps": None, "num_stages": None, "vllm_default": True, "shared": 100, "ms": 0.290},
+               {"tile_size": 16, "num_warps": 4, "num_stages": 3, "shared": 100, "ms": 0.280},
+               {"tile_size": 32, "num_warps": 8, "num_stages": 1, "shared": 200, "ms": 0.272},
+               {"tile_size": 64, "num_warps": 8, "num_stages": 1, "shared": 999, "ms": 0.100}]  # does not fit
+    sweep = {"cases": {"c": {"configs": configs}}}
+    assert bench.timed_config(sweep, "c", {"tile_size": 16, "num_warps": None, "num_stages": None})["ms"] == \
+        pytest.approx(0.285)
+    fastest = bench.fastest_fitting(sweep, "c", 500)
+    assert (fastest["tile_size"], fastest["ms"]) == (32, 0.272)
+    assert bench.fastest_fitting(sweep, "c", 50) is None
