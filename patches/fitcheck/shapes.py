@@ -108,8 +108,10 @@ FIELD_ALIASES = {"nomic_bert": {"n_head": "num_attention_heads", "n_embd": "hidd
 # Encoder-only types whose attention the fit check does not read (yet): their configs name heads and
 # windows in fields of their own, so their shapes are not known here. Each is "not proven", named.
 UNREAD_ENCODER_TYPES = {
-    "distilbert": "DistilBERT names its heads n_heads / dim, which the fit check does not read",
-    "deberta-v2": "DeBERTa-v2's relative-position attention is not one vLLM's Triton kernels run",
+    "distilbert": "DistilBERT is a model class vLLM 0.33.0 does not have (its registry lists none), and it "
+                  "names its heads n_heads / dim, which the fit check does not read",
+    "deberta-v2": "DeBERTa-v2 is a model class vLLM 0.33.0 does not have (its registry lists none), and its "
+                  "relative-position attention is not one vLLM's Triton kernels run",
 }
 # How a layer's attention reaches vLLM's Triton kernels (LayerShape.attention):
 DECODER = "decoder"  # causal, paged KV cache: the unified-attention launcher
