@@ -3,7 +3,7 @@ once rather than once per pass. `python3 -m patches.fitcheck.image_passes` (the 
 
 Each pass merges its entries and verdicts into the image's fit table and writes its JSON report; the
 first pass that fails (exit 1: a launch does not fit; 2: bad input) ends the run with its code,
-its report written, so the build fails naming the launch. Last, the versions the passes proved.
+its report written, its own stderr the step's last lines, so the build fails naming the launch. Last, the versions the passes proved.
 """
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import contextlib
 import importlib.metadata
 import io
 import json
-import sys
 from pathlib import Path
 
 from contract.clamp_paths import FIT_REPORT, FIT_REPORT_SM86, FIT_REPORT_SM86_BF16, FIT_TABLE, VERSIONS_REPORT
@@ -38,8 +37,7 @@ def main() -> int:
             code = fitcheck([*options, "--write-table", FIT_TABLE, "--json"])
         if report is not None:
             Path(report).write_text(printed.getvalue())
-        if code != 0:
-            print(f"fitcheck: the pass {' '.join(options)} failed (exit {code})", file=sys.stderr)
+        if code != 0:  # the pass's own last line names the launch: build.py reports that line
             return code
     Path(VERSIONS_REPORT).write_text(json.dumps(proved_versions()))
     return 0

@@ -46,4 +46,4 @@ def test_a_failing_pass_ends_the_step_with_its_code_and_its_report(passes, monke
     assert image_passes.main() == 1
     assert json.loads(reports[1].read_text())["device"] == "sm86"   # the build log names the launch from it
     assert len(ran) == 2 and not (folder / "versions.json").exists()
-    assert capsys.readouterr().err.strip() == "fitcheck: the pass --device sm86 failed (exit 1)"
+    assert capsys.readouterr().err == ""  # nothing after the pass's own lines: build.py reports the last one
