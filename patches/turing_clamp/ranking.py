@@ -8,8 +8,11 @@ vLLM makes it (LAUNCH_KEYS, vLLM's own tile included), the configurations
 that were timed there, best first, each with its shared memory under that lowering and its score:
 the largest, over the cases of that launch, of its time over the fastest time measured for the
 case. The clamp (runtime.py, `_vllm_turing_ranked_pick`) takes the best one that fits the limit,
-and keeps its fail-safe choice (vLLM's own launch where it fits) unless a fitting configuration is
-more than KEEP_MARGIN faster. `provenance` says which proxy ranked them, with what, and when.
+and keeps its fail-safe choice (vLLM's own launch where it fits) while that scores within KEEP_MARGIN
+of the fastest measured, or, where nothing that fits does, within KEEP_MARGIN of the best that fits.
+Rankings of several runs merge (`merged`): a configuration scores its worst run, so a launch whose
+timings sit at the noise floor is held to the margin in every run it was measured in. `provenance`
+says which proxy ranked them, with what, and when.
 
 Standard library only (and the fit table's writer): bench/clamp_gpu writes the file on the GPU
 machine, the unit tier reads it.
@@ -22,7 +25,7 @@ from pathlib import Path
 FORMAT = 2  # 2: launches carry "windowed"
 RANKED_FILE = Path(__file__).with_name("ranked-configs.json")
 ENV_RANKED = "TURING_CLAMP_RANKED_CONFIGS"
-KEEP_MARGIN = 1.05  # the fail-safe choice stays unless a fitting configuration beats it by more
+KEEP_MARGIN = 1.05  # the fail-safe choice stays while its score is within this of the fastest
 # The launch as vLLM makes it, its own tile included: vLLM picks tile 32 or 16 by the layer's
 # window (its Gemma 3 rule), and the layers so told apart rank differently; so do layers with and
 # without a sliding window at the same tile (on the Ampere proxy Gemma 4's windowed head-256 prefill

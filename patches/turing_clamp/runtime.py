@@ -199,7 +199,9 @@ def _vllm_turing_ranked():
 def _vllm_turing_best_fitting(rows, need_key, table, limit, fail_safe):
     """(tile, num_warps, num_stages, need known from the fit table) of the best-scored ranked row
     that fits limit, or None when none does; the row `fail_safe` (tile, num_warps, num_stages)
-    is taken instead when it fits and its score is within _VLLM_TURING_KEEP_MARGIN of the best.
+    is taken instead when it fits and its score is within _VLLM_TURING_KEEP_MARGIN of the fastest
+    measured (score 1), or, where no row that fits is, within the margin of the best that fits. (A
+    ranking merged from several runs scores a row by its worst run, so its best can exceed 1.)
     A row's need is the fit table's entry at need_key(tile, num_warps, num_stages), else the one
     the ranking measured."""
     fitting = []
@@ -211,7 +213,8 @@ def _vllm_turing_best_fitting(rows, need_key, table, limit, fail_safe):
         return None
     best = fitting[0]
     kept = [f for f in fitting if f[1:4] == fail_safe]
-    if kept and kept[0][0] <= best[0] * _VLLM_TURING_KEEP_MARGIN:
+    bound = _VLLM_TURING_KEEP_MARGIN * (1 if best[0] <= _VLLM_TURING_KEEP_MARGIN else best[0])
+    if kept and kept[0][0] <= bound:
         best = kept[0]
     return best[1:]
 

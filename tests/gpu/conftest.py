@@ -44,16 +44,19 @@ def fit_table(vllm_site, scratch) -> Path:
 
 
 @pytest.fixture(scope="session")
-def ampere_bf16(vllm_site, scratch):
-    """The bf16 runs on the Ampere-lowered proxy (tests/gpu/ampere_bf16.py): the Gemma 4 cases of the
-    unified kernel and the encoder heads, started in the background at the first request."""
-    from tests.gpu.ampere_bf16 import AmpereBf16
-    from tooling.attention_cases import CASE_NAMES
+def ampere(vllm_site, scratch):
+    """{dtype: the runs on the Ampere-lowered proxy in that dtype} (tests/gpu/ampere_proxy.py): in fp16
+    every case of the unified kernel, in bf16 the Gemma 4 cases (those the bf16 ranking was timed on), both
+    with the encoder heads; all started in the background at the first request."""
+    from tests.gpu.ampere_proxy import AmpereRuns
+    from tooling.attention_cases import ALL_CASE_NAMES, CASE_NAMES
     from tooling.encoder_attention_run import HEADS
 
-    runs = AmpereBf16(vllm_site, scratch, CASE_NAMES, HEADS)
+    runs = {"float16": AmpereRuns(vllm_site, scratch, "float16", ALL_CASE_NAMES, HEADS),
+            "bfloat16": AmpereRuns(vllm_site, scratch, "bfloat16", CASE_NAMES, HEADS)}
     yield runs
-    runs.close()
+    for dtype_runs in runs.values():
+        dtype_runs.close()
 
 
 @pytest.fixture(scope="session")

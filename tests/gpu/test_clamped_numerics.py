@@ -10,11 +10,11 @@ of the fit table and, where $TURING_CLAMP_RANKED_CONFIGS names them, the ranked 
 for cc 75, and the compiled kernel's shared memory is what a Turing GPU would need). All are
 compared with a float32 reference of paged attention computed from the same fp16 inputs.
 
-A fifth mode, clamped-sm86-bf16 (tests/gpu/ampere_bf16.py), runs the Gemma 4 cases in bf16 as an RTX 3090
-runs a bf16 checkpoint: Triton lowering for sm_86, the clamp at Ampere's 101,376 bytes with the fit
-table for sm_86 in bf16 and the ranked configurations, whose bf16 rows must be what launched; it is
-compared with the float32 reference of the same bf16 inputs. bf16 never runs under the sm_75 lowering:
-Turing has no bf16.
+Two more modes run as an RTX 3090 does (tests/gpu/ampere_proxy.py): Triton lowering for sm_86, the clamp
+at Ampere's 101,376 bytes with the fit table for sm_86 and the ranked configurations for cc 86 of the
+run's dtype, whose rows must be what launched: clamped-sm86 runs every case in fp16, clamped-sm86-bf16
+the Gemma 4 cases in bf16 (a bf16 checkpoint), compared with the float32 reference of the same bf16
+inputs. bf16 never runs under the sm_75 lowering: Turing has no bf16.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import functools
 
 import pytest
 
-from tests.gpu.ampere_bf16 import AMPERE_LIMIT, bf16_bound
+from tests.gpu.ampere_proxy import AMPERE_LIMIT, bf16_bound
 from tooling.attention_cases import ALL_CASE_NAMES, CASE_NAMES, case_named
 
 # fp16 inputs, fp32 accumulation, fp16 output: outputs reach |4.6| here (see
@@ -31,9 +31,11 @@ from tooling.attention_cases import ALL_CASE_NAMES, CASE_NAMES, case_named
 MAX_ABS_TOLERANCE = 1e-2
 MEAN_ABS_TOLERANCE = 2e-4
 MODES = ("clamped", "default", "clamped-sm75", "default-sm75")
-# bf16 on the Ampere proxy: the Gemma 4 cases, the ones the ranking's bf16 rows were timed on
+# the Ampere proxy's modes and their dtypes: fp16 on every case, bf16 on the Gemma 4 cases (the ones the
+# ranking's bf16 rows were timed on)
+AMPERE_MODES = {"clamped-sm86": "float16", "clamped-sm86-bf16": "bfloat16"}
 BF16_MODE = "clamped-sm86-bf16"
-# (max, mean) absolute error against float32 per dtype; bf16's: tests/gpu/ampere_bf16.py, BF16_OVER_FP16_ROUNDING
+# (max, mean) absolute error against float32 per dtype; bf16's: tests/gpu/ampere_proxy.py, BF16_OVER_FP16_ROUNDING
 TOLERANCES = {"float16": (MAX_ABS_TOLERANCE, MEAN_ABS_TOLERANCE),
               "bfloat16": (bf16_bound(MAX_ABS_TOLERANCE), bf16_bound(MEAN_ABS_TOLERANCE))}
 # (clamped mode, its default mode) per lowering
@@ -41,17 +43,22 @@ PAIRS = (("clamped", "default"), ("clamped-sm75", "default-sm75"))
 
 
 def modes_of(case_name: str) -> tuple:
-    return MODES + ((BF16_MODE,) if case_name in CASE_NAMES else ())
+    return MODES + tuple(mode for mode in AMPERE_MODES if mode != BF16_MODE or case_name in CASE_NAMES)
+
+
+def ampere_modes_of(case_name: str) -> tuple:
+    return tuple(mode for mode in modes_of(case_name) if mode in AMPERE_MODES)
 
 
 def dtype_of(mode: str) -> str:
-    return "bfloat16" if mode == BF16_MODE else "float16"
+    return AMPERE_MODES.get(mode, "float16")
 
 
 @pytest.fixture(scope="module")
-def runs(vllm_site, fit_table, scratch, ampere_bf16):
-    """{mode: (folder with <case>.pt outputs, {case: launches})} for the fp16 modes (MODES). The bf16
-    runs (ampere_bf16) are started first, so their compiles overlap these."""
+def runs(vllm_site, fit_table, scratch, ampere):
+    """{mode: (folder with <case>.pt outputs, {case: launches})} for the modes on the GPU's own and the
+    sm_75 lowering (MODES). The Ampere proxy's runs (ampere) are started first, so their compiles overlap
+    these."""
     from tooling.gpu_site import run_attention
 
     results = {}
@@ -62,16 +69,19 @@ def runs(vllm_site, fit_table, scratch, ampere_bf16):
 
 
 @pytest.fixture(scope="module")
-def bf16_runs(ampere_bf16):
-    """{BF16_MODE: (folder with <case>.pt outputs, {case: launches})}, as `runs` holds the fp16 modes."""
-    folder, summary = ampere_bf16.unified()
-    assert summary["smem_limit"] == str(AMPERE_LIMIT), summary["smem_limit"]
-    return {BF16_MODE: (folder, summary["cases"])}
+def ampere_runs(ampere):
+    """{mode: (folder with <case>.pt outputs, {case: launches})} for AMPERE_MODES, as `runs` holds MODES."""
+    results = {}
+    for mode, dtype in AMPERE_MODES.items():
+        folder, summary = ampere[dtype].unified()
+        assert summary["smem_limit"] == str(AMPERE_LIMIT), summary["smem_limit"]
+        results[mode] = (folder, summary["cases"])
+    return results
 
 
 def runs_of(request, mode: str) -> dict:
-    """The runs holding `mode`: bf16_runs for BF16_MODE, else runs."""
-    return request.getfixturevalue("bf16_runs" if mode == BF16_MODE else "runs")
+    """The runs holding `mode`: ampere_runs for AMPERE_MODES, else runs."""
+    return request.getfixturevalue("ampere_runs" if mode in AMPERE_MODES else "runs")
 
 
 @functools.lru_cache(maxsize=1)
@@ -152,25 +162,26 @@ def test_clamped_launches_fit_turing_under_its_lowering(runs, figures, case_name
     assert not too_large, f"{case_name}: launches above {TURING_LIMIT} bytes on sm_75: {too_large}"
 
 
-@pytest.mark.parametrize("case_name", CASE_NAMES)
-def test_bf16_launch_is_the_ranked_one_within_amperes_limit(bf16_runs, figures, case_name):
-    """In bf16 on the Ampere proxy the clamp launched the configuration the ranking's bf16 rows for cc 86
-    give this case's launch (tests/gpu/ampere_bf16.py, ranked_choice), and its compiled kernel needs at
-    most Ampere's 101,376 bytes."""
+@pytest.mark.parametrize("case_name,mode", [(c, m) for c in ALL_CASE_NAMES for m in ampere_modes_of(c)])
+def test_ampere_launch_is_the_ranked_one_within_its_limit(ampere_runs, figures, case_name, mode):
+    """On the Ampere proxy the clamp launched the configuration the ranking's rows for cc 86 in the run's
+    dtype give this case's launch (tests/gpu/ampere_proxy.py, ranked_choice), and its compiled kernel needs
+    at most Ampere's 101,376 bytes."""
     from patches.turing_clamp import ranking
-    from tests.gpu.ampere_bf16 import configuration, ranked_bf16_launch, ranked_choice, ranked_file
+    from tests.gpu.ampere_proxy import configuration, ranked_choice, ranked_file, ranked_launch
 
-    launch = attention_launch(bf16_runs, BF16_MODE, case_name)
+    dtype = dtype_of(mode)
+    launch = attention_launch(ampere_runs, mode, case_name)
     path = "3d" if launch["IS_3D"] else "2d"
-    ranked = ranked_bf16_launch(ranking.read(ranked_file()), path, launch["HEAD_SIZE_PADDED"], case_name)
+    ranked = ranked_launch(ranking.read(ranked_file()), dtype, path, launch["HEAD_SIZE_PADDED"], case_name)
     expected = ranked_choice(ranked)
     ran = (launch["TILE_SIZE"], launch["num_warps"], launch["num_stages"])
-    figures.setdefault("bf16_sm86", {})[case_name] = {
+    figures.setdefault(mode.replace("clamped-", "").replace("-", "_"), {})[case_name] = {
         "launch": list(ran), "shared": launch["shared"], "ranked": list(configuration(expected)),
         "ranked_shared": expected["shared"], "vllm_tile_size": ranked["vllm_tile_size"]}
     assert launch["BLOCK_M"] == ranked["block_m"], f"{case_name}: BLOCK_M {launch['BLOCK_M']} vs ranked {ranked}"
     assert ran == configuration(expected), (
-        f"{case_name}: launched TILE_SIZE/num_warps/num_stages {ran}, the ranked bf16 choice is "
+        f"{case_name}: launched TILE_SIZE/num_warps/num_stages {ran}, the ranked {dtype} choice is "
         f"{configuration(expected)} ({ranked_file()}, launch {ranked['path']} head {ranked['head_size_padded']})")
     assert launch["shared"] is not None and launch["shared"] <= AMPERE_LIMIT, f"{case_name}: {launch}"
 

@@ -7,11 +7,11 @@ to 65,536 bytes and Triton lowering as for sm_75 (TRITON_OVERRIDE_ARCH=sm75), so
 kernel's shared memory is a Turing GPU's need. Whatever the clamp chooses runs; without the encoder
 clamp, vLLM's own tiles at head 256 and 512 need 131,072 bytes there and the fit test fails.
 
-The same heads also run in bf16 on the Ampere proxy (tests/gpu/ampere_bf16.py: platform answering 8.6,
-limit 101,376 bytes, TRITON_OVERRIDE_ARCH=sm86, the fit table for sm_86 in bf16 and the ranked
-configurations): each launch must be the one the ranking's bf16 rows for cc 86 give, within Ampere's
-limit, and its output within the bf16 bound against float32. Never bf16 under the sm_75 lowering:
-Turing has no bf16.
+The same heads also run on the Ampere proxy, in fp16 and in bf16 (tests/gpu/ampere_proxy.py: platform
+answering 8.6, limit 101,376 bytes, TRITON_OVERRIDE_ARCH=sm86, the fit table for sm_86 and the ranked
+configurations): each launch must be the one the ranking's rows for cc 86 in that dtype give, within
+Ampere's limit, and its output within the dtype's bound against float32. Never bf16 under the sm_75
+lowering: Turing has no bf16.
 """
 from __future__ import annotations
 
@@ -20,19 +20,22 @@ import json
 
 import pytest
 
-from tests.gpu.ampere_bf16 import AMPERE_LIMIT, LOWERING, bf16_bound
+from tests.gpu.ampere_proxy import AMPERE_LIMIT, LOWERING, bf16_bound
 from tooling.encoder_attention_run import HEADS, TURING_LIMIT
 
 # as tests/gpu/test_clamped_numerics.py: fp16 in and out, fp32 accumulation
 MAX_ABS_TOLERANCE = 1e-2
 MEAN_ABS_TOLERANCE = 2e-4
-# proxy -> (dtype, (max, mean) absolute error bound, numerics.json key); bf16's bound: tests/gpu/ampere_bf16.py
+# proxy -> (dtype, (max, mean) absolute error bound, numerics.json key); bf16's bound: tests/gpu/ampere_proxy.py
 PROXIES = {"turing": ("float16", (MAX_ABS_TOLERANCE, MEAN_ABS_TOLERANCE), "encoder"),
+           "ampere": ("float16", (MAX_ABS_TOLERANCE, MEAN_ABS_TOLERANCE), "encoder_sm86"),
            "ampere-bf16": ("bfloat16", (bf16_bound(MAX_ABS_TOLERANCE), bf16_bound(MEAN_ABS_TOLERANCE)),
                            "encoder_sm86_bf16")}
-# the fp16 Turing runs keep their test ids (the head); the bf16 ones are <head>-sm86-bf16
-PROXY_HEADS = [pytest.param(head, "turing", id=str(head)) for head in HEADS] + [
-    pytest.param(head, "ampere-bf16", id=f"{head}-sm86-bf16") for head in HEADS]
+AMPERE_PROXIES = ("ampere", "ampere-bf16")
+# the Turing runs keep their test ids (the head); the Ampere ones are <head>-sm86 and <head>-sm86-bf16
+PROXY_HEADS = [pytest.param(head, proxy, id=str(head) if proxy == "turing" else f"{head}-{proxy.replace('ampere', 'sm86')}")
+               for proxy in PROXIES for head in HEADS]
+AMPERE_HEADS = [param for param in PROXY_HEADS if param.values[1] in AMPERE_PROXIES]
 
 
 @pytest.fixture(scope="module")
@@ -51,15 +54,19 @@ def encoder_run(vllm_site, fit_table, scratch):
 
 
 @pytest.fixture(scope="module")
-def bf16_encoder_run(ampere_bf16):
-    """(output folder, launches.json) of the bf16 run on the Ampere proxy."""
-    out, summary = ampere_bf16.encoder()
-    assert summary["override"] == LOWERING, f"the bf16 run lowered for {summary['override']}, expected {LOWERING}"
-    return out, summary
+def ampere_encoder_runs(ampere):
+    """{proxy: (output folder, launches.json)} of the runs on the Ampere proxy (AMPERE_PROXIES)."""
+    runs = {}
+    for proxy in AMPERE_PROXIES:
+        out, summary = runs[proxy] = ampere[PROXIES[proxy][0]].encoder()
+        assert summary["override"] == LOWERING, f"the {proxy} run lowered for {summary['override']}, expected {LOWERING}"
+    return runs
 
 
 def run_of(request, proxy: str):
-    return request.getfixturevalue("bf16_encoder_run" if proxy == "ampere-bf16" else "encoder_run")
+    if proxy in AMPERE_PROXIES:
+        return request.getfixturevalue("ampere_encoder_runs")[proxy]
+    return request.getfixturevalue("encoder_run")
 
 
 @functools.lru_cache(maxsize=1)
@@ -83,26 +90,27 @@ def test_encoder_launches_fit_turing_shared_memory(encoder_run, figures, head):
                            f"(encoder clamp in the launcher: {summary['clamped']}): {too_large}")
 
 
-@pytest.mark.parametrize("head", HEADS)
-def test_encoder_bf16_launch_is_the_ranked_one_within_amperes_limit(bf16_encoder_run, figures, head):
-    """In bf16 on the Ampere proxy the encoder launched the BLOCK / warps / stages the ranking's bf16 rows
-    for cc 86 give its launch (head 72 pads to 128 and takes head 128's), within 101,376 bytes."""
+@pytest.mark.parametrize("head,proxy", AMPERE_HEADS)
+def test_encoder_ampere_launch_is_the_ranked_one_within_its_limit(ampere_encoder_runs, figures, head, proxy):
+    """On the Ampere proxy the encoder launched the BLOCK / warps / stages the ranking's rows for cc 86 in
+    the run's dtype give its launch (head 72 pads to 128 and takes head 128's), within 101,376 bytes."""
     from patches.turing_clamp import ranking
-    from tests.gpu.ampere_bf16 import configuration, ranked_bf16_launch, ranked_choice, ranked_file
+    from tests.gpu.ampere_proxy import configuration, ranked_choice, ranked_file, ranked_launch
 
-    summary = bf16_encoder_run[1]
+    dtype, _, key = PROXIES[proxy]
+    summary = ampere_encoder_runs[proxy][1]
     launches = summary["heads"][str(head)]
-    record = figures.setdefault("encoder_sm86_bf16", {}).setdefault(str(head), {})
+    record = figures.setdefault(key, {}).setdefault(str(head), {})
     record["launches"] = launches
     assert summary["clamped"], "the encoder launcher carries no clamp"
     assert len(launches) == 1, f"head {head}: {len(launches)} launches of the encoder kernel: {launches}"
     launch = launches[0]
-    ranked = ranked_bf16_launch(ranking.read(ranked_file()), "encoder", 1 << (head - 1).bit_length())
+    ranked = ranked_launch(ranking.read(ranked_file()), dtype, "encoder", 1 << (head - 1).bit_length())
     expected = ranked_choice(ranked)
     ran = (launch["BLOCK_M"], launch["num_warps"], launch["num_stages"])
     record["ranked"] = list(configuration(expected))
     assert ran == configuration(expected), (
-        f"head {head}: launched BLOCK/num_warps/num_stages {ran}, the ranked bf16 choice is "
+        f"head {head}: launched BLOCK/num_warps/num_stages {ran}, the ranked {dtype} choice is "
         f"{configuration(expected)} ({ranked_file()}, vLLM's BLOCK {ranked['vllm_tile_size']})")
     assert launch["shared"] is not None and launch["shared"] <= AMPERE_LIMIT, f"head {head}: {launch}"
 

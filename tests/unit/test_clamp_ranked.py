@@ -60,6 +60,24 @@ def test_the_fail_safe_choice_stays_when_nothing_beats_it_by_more_than_the_margi
     assert options(clamp) == {}
 
 
+def test_a_merged_ranking_holds_the_fail_safe_choice_to_the_margin_of_the_fastest_not_of_the_best_row(
+        clamp, table, ranked, monkeypatch):
+    """Merged runs score a row by its worst run: the best row at 1.038 and vLLM's own at 1.082 (the
+    2026-12-03 bf16 head-256 decode) mean vLLM's own was more than 5 % slower in some run, so it goes."""
+    ranked([config(16, 2, None, 65_536, 1.038), config(16, None, None, 65_536, 1.082)])
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
+    assert clamp(query(), 16, 32, 16, sliding_window=0) == (16, 16, None)
+    assert options(clamp) == {False: {"num_warps": 2}}
+
+
+def test_where_nothing_that_fits_is_within_the_margin_the_fail_safe_choice_is_held_to_the_best_that_fits(
+        clamp, table, ranked, monkeypatch):
+    ranked([config(32, 2, 1, 98_304, 1.0), config(16, 8, None, 65_536, 1.1), config(16, None, None, 65_536, 1.12)])
+    monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(TURING))
+    assert clamp(query(), 16, 32, 16, sliding_window=0) == (16, 16, None)
+    assert options(clamp) == {}, "1.12 is within 5 % of the best that fits (1.1): vLLM's own warps stay"
+
+
 def test_where_vllms_own_launch_fits_and_is_fastest_it_stays(clamp, table, ranked, monkeypatch):
     ranked([config(32, None, None, 98_304, 1.0), config(16, 2, None, 65_536, 1.3)])
     monkeypatch.setenv(layout.ENV_SMEM_LIMIT, str(AMPERE_CONSUMER))
@@ -231,8 +249,9 @@ def test_a_format_1_ranking_is_regrouped_by_window_from_its_stored_medians():
 
 
 def committed_choices(clamp, tmp_path, monkeypatch):
-    """Per committed launch and case: (the configuration the clamp takes at its proxy's limit, its measured
-    ms over the fastest fitting one's, over vLLM's own). The fit table holds the needs the ranking measured."""
+    """Per committed launch: (cc, path, cases, the score of the configuration the clamp takes at its proxy's
+    limit, the best score of those that fit). A score is the configuration's time over the fastest measured,
+    in the worst case and the worst run (ranking.merged). The fit table holds the needs the ranking measured."""
     document = ranking.read(ranking.RANKED_FILE)
     limits = {75: TURING, 86: AMPERE_CONSUMER}
     entries = [{"cc": launch["cc"], "path": launch["path"], "head_size_padded": launch["head_size_padded"],
@@ -257,18 +276,18 @@ def committed_choices(clamp, tmp_path, monkeypatch):
         fitting = [r for r in launch["ranked"] if r["shared"] <= limits[launch["cc"]]]
         row = next(r for r in fitting if r["tile_size"] == picked["tile_size"]
                    and r["num_warps"] == picked.get("num_warps") and r["num_stages"] == picked.get("num_stages"))
-        own = next(r for r in launch["ranked"] if (r["tile_size"], r["num_warps"], r["num_stages"]) == (tile, None, None))
-        for case in launch["cases"]:
-            fastest = min(r["ms"][case] for r in fitting)
-            choices.append((launch["cc"], launch["path"], case, row["ms"][case] / fastest, row["ms"][case] / own["ms"][case]))
+        choices.append((launch["cc"], launch["path"], launch["cases"], row["score"], fitting[0]["score"]))
     return choices
 
 
-def test_every_committed_clamped_launch_is_within_5_percent_of_the_fastest_fitting_one_for_its_case(
+def test_every_committed_clamped_launch_is_within_5_percent_of_the_fastest_in_every_run_where_one_that_fits_is(
         clamp, tmp_path, monkeypatch):
+    """Where some fitting configuration was within KEEP_MARGIN of the fastest in every case and run it was
+    measured in, the clamp's is too; where none was (timings at the launch floor that rank apart from run
+    to run), the clamp's is within the margin of the best of them."""
     choices = committed_choices(clamp, tmp_path, monkeypatch)
-    assert len(choices) >= 24, "both proxies, every ranked case"
-    slow = [c for c in choices if c[3] > ranking.KEEP_MARGIN]
+    assert len(choices) >= 22, "both proxies, every ranked launch"
+    slow = [c for c in choices if c[3] > ranking.KEEP_MARGIN * (c[4] if c[4] > ranking.KEEP_MARGIN else 1.0)]
     assert not slow, slow
 
 
