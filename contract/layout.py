@@ -1,7 +1,7 @@
 """Where our files live inside the image, the report names, and the environment names."""
 from __future__ import annotations
 
-# The fit check's own names live in clamp_paths.py (the Dockerfile copies that file alone before the
+# The fit check's own names live in clamp_paths.py (the Dockerfile copies it, with devices.py, before the
 # fit check, so an edit here does not re-run it); they are part of this module's names too.
 from .clamp_paths import (ENV_CC, ENV_FIT_TABLE, ENV_SMEM_LIMIT, FIT_REPORT, FIT_REPORT_SM86,  # noqa: F401
                           FIT_REPORT_SM86_BF16, FIT_TABLE, INSTALL_DIR, VERSIONS_REPORT, in_install_dir)

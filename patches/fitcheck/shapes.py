@@ -11,6 +11,8 @@ import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from contract import devices
+
 # vLLM's Triton backend accepts block sizes that are multiples of 16; hybrid models get a
 # larger block on the layers with the smaller per-token KV size so every page has one size.
 BASE_BLOCK_SIZE = 16
@@ -49,7 +51,7 @@ SSM_FIELDS = ("ssm_state_size", "mamba_d_state", "mamba_num_heads", "mamba_expan
 # a bf16 checkpoint to it there); bfloat16 is what an Ampere GPU runs a bf16 checkpoint in.
 DEFAULT_DTYPE = "float16"
 DTYPES = ("float16", "bfloat16", "float32")
-BF16_MIN_CC = 80
+BF16_MIN_CC = devices.cc_number(devices.BF16_MIN_CC)
 
 
 def run_dtype(config: object, cc: int, setting: str = "auto") -> str:

@@ -33,3 +33,26 @@ def test_the_images_healthcheck_is_the_units_health_check():
     assert dict(option[2:].split("=", 1) for option in options.split()) == \
         {key.replace("_", "-"): str(value) for key, value in HEALTH.items()}
     assert command == HEALTH_CMD
+
+
+def contract_modules_imported(folder: Path) -> set[str]:
+    """contract/<name>.py files the Python under `folder` imports (`from contract import x`, `from
+    contract.x import ...`, `import contract.x`)."""
+    found = set()
+    for source in folder.rglob("*.py"):
+        text = source.read_text()
+        found |= set(re.findall(r"^\s*(?:from|import) contract\.(\w+)", text, re.M))
+        for names in re.findall(r"^\s*from contract import \(?([\w, ]+)", text, re.M):
+            found |= {name.split()[0] for name in names.split(",") if name.strip()}  # "x as y": x
+    return {f"{name}.py" for name in found}
+
+
+def test_the_fit_checks_early_copy_of_the_contract_holds_every_module_the_patches_import():
+    """The Dockerfile copies part of contract/ before the fit check (so an edit elsewhere does not re-run
+    it): every contract module the patches import must be in that part, or the build's fit check fails."""
+    [early] = [text for text in instructions(REPO / "Dockerfile")
+               if text.startswith("COPY contract/") and not text.startswith("COPY contract/ ")]
+    copied = {Path(source).name for source in early.split()[1:-1]}
+    imported = contract_modules_imported(REPO / "patches")
+    assert {"clamp_paths.py", "devices.py"} <= imported, "the search finds the imports there are"
+    assert imported <= copied, f"imported by patches/ but not copied before the fit check: {imported - copied}"
