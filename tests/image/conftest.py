@@ -45,9 +45,7 @@ def build_command(tag: str, *extra: str, base: str = "pypi", ca_cert: Path | Non
 
 def require_image(client, ref: str, option: str, hint: str) -> str:
     """`ref` when the engine has it; otherwise the session fails naming the option and what to do."""
-    try:
-        client.images.get(ref)
-    except docker.errors.ImageNotFound:
+    if not image_here(client, ref):
         pytest.fail(f"{option} {ref}: no such image here; {hint}", pytrace=False)
     return ref
 
@@ -57,10 +55,34 @@ def image(request, docker_client) -> str:
     ref = request.config.getoption("--image") or os.environ.get("VLLM_TURING_TEST_IMAGE")
     if ref:
         return require_image(docker_client, ref, "--image", "build it with build.py or pull it")
-    run = subprocess.run(build_command(TEST_TAG), cwd=REPO, capture_output=True, text=True)
-    if run.returncode != 0:
-        pytest.fail(f"build.py could not build {TEST_TAG}: {run.stderr.strip()[-2000:]}", pytrace=False)
+    build = subprocess.Popen(build_command(TEST_TAG), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    if builds_the_vehicle(request):
+        from buildtool.base.bootstrap import BOOTSTRAP_IMAGE
+        from tests.support import serving_stack
+
+        poller = docker.from_env()  # the background thread's own client
+        serving_stack.start_vehicle_ahead(lambda: image_here(poller, BOOTSTRAP_IMAGE), build)
+    _, stderr = build.communicate()
+    if build.returncode != 0:
+        pytest.fail(f"build.py could not build {TEST_TAG}: {stderr.strip()[-2000:]}", pytrace=False)
     return TEST_TAG
+
+
+def builds_the_vehicle(request) -> bool:
+    """Whether this session runs the serving tier and will build its vehicle (no --vehicle given)."""
+    vehicle_given = (request.config.getoption("--vehicle", default=None)
+                     or os.environ.get("VLLM_TURING_VEHICLE"))
+    serving = any(Path(str(item.fspath)).is_relative_to(REPO / "tests" / "serving") for item in request.session.items)
+    return serving and not vehicle_given
+
+
+def image_here(client, ref: str) -> bool:
+    try:
+        client.images.get(ref)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
 
 
 @pytest.fixture(scope="session")

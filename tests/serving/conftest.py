@@ -27,8 +27,10 @@ def vehicle(request, docker_client) -> str:
     ref = request.config.getoption("--vehicle") or os.environ.get("VLLM_TURING_VEHICLE")
     if ref:
         return require_image(docker_client, ref, "--vehicle", "build it with `python3 build.py vehicle`")
+    ahead = serving_stack.vehicle_ahead()  # started by the image tier beside its own build
     try:
-        FIGURES["vehicle_build_s"] = round(serving_stack.build_vehicle(pins.CPU_VEHICLE_TAG), 1)
+        seconds = ahead.wait() if ahead else serving_stack.build_vehicle(pins.CPU_VEHICLE_TAG)
+        FIGURES["vehicle_build_s"] = round(seconds, 1)
     except RuntimeError as exc:
         pytest.fail(f"build.py vehicle failed: {exc}", pytrace=False)
     return pins.CPU_VEHICLE_TAG

@@ -84,14 +84,63 @@ def run(argv: list[str], timeout: float = 600, env: dict | None = None, check: b
     return proc
 
 
+def vehicle_argv(tag: str = pins.CPU_VEHICLE_TAG) -> list[str]:
+    argv = [sys.executable, str(REPO / "build.py"), "vehicle", "--bootstrap", "--tag", tag]
+    return argv + (["--ca-cert", str(CA_BUNDLE)] if CA_BUNDLE.is_file() else [])
+
+
 def build_vehicle(tag: str = pins.CPU_VEHICLE_TAG) -> float:
     """`build.py vehicle` (layers cached after the first build); returns its wall time."""
-    argv = [sys.executable, str(REPO / "build.py"), "vehicle", "--bootstrap", "--tag", tag]
-    if CA_BUNDLE.is_file():
-        argv += ["--ca-cert", str(CA_BUNDLE)]
     started = time.monotonic()
-    run(argv, timeout=3600)
+    run(vehicle_argv(tag), timeout=3600)
     return time.monotonic() - started
+
+
+class VehicleAhead:
+    """`build.py vehicle` in the background while the image tier's build runs: on a cold host their
+    downloads and the image's fit check overlap instead of following each other. It starts once the OS
+    image the two share is there (the image build bootstraps vllm-turing-os:bookworm where nothing can be
+    pulled; two bootstraps at once would tag two different OS images) or the image build has ended.
+    `wait()`: the vehicle build's wall time; RuntimeError naming its last lines when it failed."""
+
+    def __init__(self, os_image_here, image_build: subprocess.Popen, argv: list[str] | None = None):
+        import threading
+
+        self._result: tuple[float, str | None] | None = None
+        self._thread = threading.Thread(target=self._build, args=(os_image_here, image_build, argv or vehicle_argv()),
+                                        daemon=True)
+        self._thread.start()
+
+    def _build(self, os_image_here, image_build, argv) -> None:
+        while image_build.poll() is None and not os_image_here():
+            time.sleep(2)
+        started = time.monotonic()
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
+            failure = None if proc.returncode == 0 else f"exited {proc.returncode}: {proc.stderr.strip()[-1500:]}"
+        except (OSError, subprocess.TimeoutExpired) as error:
+            failure = str(error)
+        self._result = (time.monotonic() - started, failure)
+
+    def wait(self) -> float:
+        self._thread.join()
+        seconds, failure = self._result
+        if failure:
+            raise RuntimeError(f"build.py vehicle (started beside the image build) {failure}")
+        return seconds
+
+
+_vehicle_ahead: VehicleAhead | None = None
+
+
+def start_vehicle_ahead(os_image_here, image_build: subprocess.Popen) -> None:
+    global _vehicle_ahead
+    _vehicle_ahead = VehicleAhead(os_image_here, image_build)
+
+
+def vehicle_ahead() -> VehicleAhead | None:
+    """The vehicle build the image tier started for this session, if it did."""
+    return _vehicle_ahead
 
 
 def make_tiny_model(image: str, models_dir: Path) -> Path:
