@@ -3,11 +3,19 @@ import pathlib
 
 import pytest
 
-TIERS = {"unit", "docs", "image", "serving", "gpu"}
+# The order the tiers run in: the unit and docs tiers first, while the image tier's build (started
+# when collection ends, tests/image/conftest.py) runs beside them; then the tiers that need it.
+TIERS = ("unit", "docs", "image", "serving", "gpu")
+
+
+def tier_of(config, item) -> str | None:
+    parts = pathlib.Path(str(item.fspath)).relative_to(config.rootpath).parts[1:2]
+    return parts[0] if parts and parts[0] in TIERS else None
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        tier = pathlib.Path(str(item.fspath)).relative_to(config.rootpath).parts[1:2]
-        if tier and tier[0] in TIERS:
-            item.add_marker(getattr(pytest.mark, tier[0]))
+        tier = tier_of(config, item)
+        if tier:
+            item.add_marker(getattr(pytest.mark, tier))
+    items.sort(key=lambda item: TIERS.index(tier_of(config, item)) if tier_of(config, item) else len(TIERS))

@@ -50,31 +50,81 @@ def require_image(client, ref: str, option: str, hint: str) -> str:
     return ref
 
 
-@pytest.fixture(scope="session")
-def image(request, docker_client) -> str:
-    ref = request.config.getoption("--image") or os.environ.get("VLLM_TURING_TEST_IMAGE")
-    if ref:
-        return require_image(docker_client, ref, "--image", "build it with build.py or pull it")
-    build = subprocess.Popen(build_command(TEST_TAG), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
-    if builds_the_vehicle(request):
-        from buildtool.base.bootstrap import BOOTSTRAP_IMAGE
+def image_given(config) -> str | None:
+    return config.getoption("--image", default=None) or os.environ.get("VLLM_TURING_TEST_IMAGE")
+
+
+class ImageBuild:
+    """The session's build of TEST_TAG, started in the background as soon as the tests are collected
+    (the unit tier, which tests/conftest.py runs first, then runs while it builds), and with it, when the
+    serving tier runs and builds its vehicle, that build too (tests/support/serving_stack.VehicleAhead)."""
+
+    def __init__(self, with_vehicle: bool):
+        import tempfile
+
+        # build.py's output goes to a file, not a pipe nobody reads while the tests run
+        self.log = tempfile.TemporaryFile(mode="w+")
+        self.process = subprocess.Popen(build_command(TEST_TAG), cwd=REPO, stdout=subprocess.DEVNULL,
+                                        stderr=self.log, text=True)
+        if with_vehicle:
+            from buildtool.base.bootstrap import BOOTSTRAP_IMAGE
+            from tests.support import serving_stack
+
+            poller = docker.from_env()  # the background thread's own client
+            serving_stack.start_vehicle_ahead(lambda: image_here(poller, BOOTSTRAP_IMAGE), self.process)
+
+    def stop(self) -> None:
+        """Ends the builds still running when the session ends (a run cut short, -x)."""
         from tests.support import serving_stack
 
-        poller = docker.from_env()  # the background thread's own client
-        serving_stack.start_vehicle_ahead(lambda: image_here(poller, BOOTSTRAP_IMAGE), build)
-    _, stderr = build.communicate()
-    if build.returncode != 0:
-        pytest.fail(f"build.py could not build {TEST_TAG}: {stderr.strip()[-2000:]}", pytrace=False)
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait()
+        if serving_stack.vehicle_ahead():
+            serving_stack.vehicle_ahead().stop()
+
+    def wait(self) -> str | None:
+        """None when the build succeeded, else the end of its stderr."""
+        if self.process.wait() == 0:
+            return None
+        self.log.seek(0)
+        return self.log.read().strip()[-2000:]
+
+
+_build: ImageBuild | None = None
+
+
+def pytest_collection_finish(session):
+    """Start the image build (and the vehicle's) when this session tests an image it must build."""
+    global _build
+    paths = [Path(str(item.fspath)) for item in session.items]
+    if session.config.option.collectonly or image_given(session.config) or not any(p.is_relative_to(REPO / "tests" / tier) for p in paths
+                                              for tier in ("image", "serving")):
+        return
+    vehicle_given = session.config.getoption("--vehicle", default=None) or os.environ.get("VLLM_TURING_VEHICLE")
+    serving = any(p.is_relative_to(REPO / "tests" / "serving") for p in paths)
+    try:
+        docker.from_env().ping()
+    except docker.errors.DockerException:
+        return  # no engine: the docker_client fixture fails the tests that need one, naming it
+    _build = ImageBuild(with_vehicle=serving and not vehicle_given)
+
+
+def pytest_sessionfinish(session):
+    if _build is not None:
+        _build.stop()
+
+
+@pytest.fixture(scope="session")
+def image(request, docker_client) -> str:
+    ref = image_given(request.config)
+    if ref:
+        return require_image(docker_client, ref, "--image", "build it with build.py or pull it")
+    build = _build or ImageBuild(with_vehicle=False)
+    failure = build.wait()
+    if failure is not None:
+        pytest.fail(f"build.py could not build {TEST_TAG}: {failure}", pytrace=False)
     return TEST_TAG
-
-
-def builds_the_vehicle(request) -> bool:
-    """Whether this session runs the serving tier and will build its vehicle (no --vehicle given)."""
-    vehicle_given = (request.config.getoption("--vehicle", default=None)
-                     or os.environ.get("VLLM_TURING_VEHICLE"))
-    serving = any(Path(str(item.fspath)).is_relative_to(REPO / "tests" / "serving") for item in request.session.items)
-    return serving and not vehicle_given
 
 
 def image_here(client, ref: str) -> bool:

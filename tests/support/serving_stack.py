@@ -107,6 +107,7 @@ class VehicleAhead:
         import threading
 
         self._result: tuple[float, str | None] | None = None
+        self.process: subprocess.Popen | None = None
         self._thread = threading.Thread(target=self._build, args=(os_image_here, image_build, argv or vehicle_argv()),
                                         daemon=True)
         self._thread.start()
@@ -116,11 +117,18 @@ class VehicleAhead:
             time.sleep(2)
         started = time.monotonic()
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
-            failure = None if proc.returncode == 0 else f"exited {proc.returncode}: {proc.stderr.strip()[-1500:]}"
+            self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            _, stderr = self.process.communicate(timeout=3600)
+            code = self.process.returncode
+            failure = None if code == 0 else f"exited {code}: {stderr.strip()[-1500:]}"
         except (OSError, subprocess.TimeoutExpired) as error:
             failure = str(error)
         self._result = (time.monotonic() - started, failure)
+
+    def stop(self) -> None:
+        """Ends the build if it still runs (the session ended before the serving tier needed it)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
 
     def wait(self) -> float:
         self._thread.join()
