@@ -98,8 +98,9 @@ def pytest_collection_finish(session):
     """Start the image build (and the vehicle's) when this session tests an image it must build."""
     global _build
     paths = [Path(str(item.fspath)) for item in session.items]
-    if session.config.option.collectonly or image_given(session.config) or not any(p.is_relative_to(REPO / "tests" / tier) for p in paths
-                                              for tier in ("image", "serving")):
+    needs_image = any(path.is_relative_to(REPO / "tests" / "image") and "image" in getattr(item, "fixturenames", ())
+                      for path, item in zip(paths, session.items))
+    if session.config.option.collectonly or image_given(session.config) or not needs_image:
         return
     vehicle_given = session.config.getoption("--vehicle", default=None) or os.environ.get("VLLM_TURING_VEHICLE")
     serving = any(p.is_relative_to(REPO / "tests" / "serving") for p in paths)
