@@ -14,8 +14,10 @@ def tier_of(config, item) -> str | None:
 
 
 def pytest_collection_modifyitems(config, items):
+    order = {}
     for item in items:
         tier = tier_of(config, item)
         if tier:
             item.add_marker(getattr(pytest.mark, tier))
-    items.sort(key=lambda item: TIERS.index(tier_of(config, item)) if tier_of(config, item) else len(TIERS))
+        order[item.nodeid] = TIERS.index(tier) if tier else len(TIERS)
+    items.sort(key=lambda item: order[item.nodeid])

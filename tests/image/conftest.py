@@ -102,13 +102,14 @@ def pytest_collection_finish(session):
                       for path, item in zip(paths, session.items))
     if session.config.option.collectonly or image_given(session.config) or not needs_image:
         return
-    vehicle_given = session.config.getoption("--vehicle", default=None) or os.environ.get("VLLM_TURING_VEHICLE")
+    from tests.support.serving_stack import vehicle_given
+
     serving = any(p.is_relative_to(REPO / "tests" / "serving") for p in paths)
     try:
         docker.from_env().ping()
     except docker.errors.DockerException:
         return  # no engine: the docker_client fixture fails the tests that need one, naming it
-    _build = ImageBuild(with_vehicle=serving and not vehicle_given)
+    _build = ImageBuild(with_vehicle=serving and not vehicle_given(session.config))
 
 
 def pytest_sessionfinish(session):

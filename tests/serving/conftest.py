@@ -6,7 +6,6 @@ Figures (build, time to healthy, smoke, shutdown) and the server's /metrics text
 to reports/serving/ and summarised at the end of the run.
 """
 import json
-import os
 
 import pytest
 
@@ -24,7 +23,7 @@ def pytest_addoption(parser):
 
 @pytest.fixture(scope="session")
 def vehicle(request, docker_client) -> str:
-    ref = request.config.getoption("--vehicle") or os.environ.get("VLLM_TURING_VEHICLE")
+    ref = serving_stack.vehicle_given(request.config)
     if ref:
         return require_image(docker_client, ref, "--vehicle", "build it with `python3 build.py vehicle`")
     ahead = serving_stack.vehicle_ahead()  # started by the image tier beside its own build

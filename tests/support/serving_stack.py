@@ -84,6 +84,11 @@ def run(argv: list[str], timeout: float = 600, env: dict | None = None, check: b
     return proc
 
 
+def vehicle_given(config) -> str | None:
+    """The vehicle image the session was told to test (`--vehicle REF` or $VLLM_TURING_VEHICLE), if any."""
+    return config.getoption("--vehicle", default=None) or os.environ.get("VLLM_TURING_VEHICLE")
+
+
 def vehicle_argv(tag: str = pins.CPU_VEHICLE_TAG) -> list[str]:
     argv = [sys.executable, str(REPO / "build.py"), "vehicle", "--bootstrap", "--tag", tag]
     return argv + (["--ca-cert", str(CA_BUNDLE)] if CA_BUNDLE.is_file() else [])
