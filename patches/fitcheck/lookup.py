@@ -85,23 +85,14 @@ def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | N
                   not failing, max(failing, key=lambda v: v.get("max_shared") or 0) if failing else None)
 
 
-def _latent_attention_refusal(config: dict, where: str, tensor_parallel: int, cc: int):
-    """mixers.refused_on for the model's latent attention alone (None without one or for a bad one)."""
-    try:
-        latent = mixers.latent_attention(config, Path(where).parent.name or "model", where, tensor_parallel)
-    except shapes_.ConfigError:
-        return None
-    return mixers.refused_on([latent], cc) if latent is not None else None
-
-
 def lookup(table_path: str | Path, config: dict, cc: int, limit: int, where: str = "config.json",
            tensor_parallel: int = 1, dtype: str = table_.CHECKED_DTYPE) -> Lookup:
     """decide() for one rank's shapes of a model's parsed config.json (as the entrypoint's model check
     read it) under `tensor_parallel` ranks in `dtype` (shapes.run_dtype), over the table file; an
     unreadable table or an unusable config is a miss (the full check reports it)."""
     # Before the layers are read: a model vLLM cannot run here is refused even beside layers the check
-    # does not know (Kimi Linear's KDA next to its latent attention)
-    refusal = _latent_attention_refusal(config, where, tensor_parallel, cc)
+    # does not know (Kimi Linear's KDA next to its latent attention, DeepSeek V4's compressed layers)
+    refusal = mixers.config_refused_on(config, Path(where).parent.name or "model", where, tensor_parallel, cc)
     if refusal is not None:
         return Lookup(False, refusal.reason, refused=refusal.fix)
     try:

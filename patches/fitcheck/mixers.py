@@ -428,6 +428,34 @@ class Refusal:
     fix: str
 
 
+# vLLM 0.33.0 runs sparse attention (an `index_topk` indexer: DeepSeek V3.2, GLM-5 / GlmMoeDsa, HunYuan
+# V4, DeepSeek V4) only on FlashMLA sparse, FlashAttention MLA sparse and FlashInfer sparse backends,
+# each of compute capability 9.0, 10.0 or 12.0 (supports_compute_capability in v1/attention/backends/mla/
+# *sparse*.py and models/deepseek_v4/); platforms/cuda.py lists no other for a sparse model.
+SPARSE_MIN_CC = 90
+
+
+def config_refused_on(config: object, model: str, where: str, tensor_parallel: int, cc: int) -> Refusal | None:
+    """The Refusal of a parsed config.json that vLLM cannot serve on a device of compute capability `cc`
+    whatever its layers (read before them, so a model the check cannot prove is still refused): sparse
+    attention below 9.0, then latent attention below 8.0 (None for a config it cannot read)."""
+    text = config.get("text_config", config) if isinstance(config, dict) else None
+    if not isinstance(text, dict):
+        return None
+    if text.get("index_topk") is not None and cc < SPARSE_MIN_CC:
+        return Refusal(
+            f"{where}: sparse attention (index_topk {reprlib.repr(text['index_topk'])}, the DeepSeek V3.2 / V4 "
+            f"indexer) needs compute capability {SPARSE_MIN_CC // 10}.0 in vLLM: its only sparse attention kernels "
+            "are FlashMLA, FlashAttention and FlashInfer sparse, none of which runs below 9.0",
+            f"serve it on a GPU of compute capability {SPARSE_MIN_CC // 10}.0 or newer (H100, ...), or pick a model "
+            "without sparse attention (DeepSeek V3 / V3.1 on compute capability 8.0 or newer)")
+    try:
+        latent = latent_attention(config, model, where, tensor_parallel)
+    except ConfigError:
+        return None
+    return refused_on([latent], cc) if latent is not None else None
+
+
 def refused_on(shapes, cc: int) -> Refusal | None:
     """The Refusal of the first of these layer shapes vLLM cannot run on a device of compute capability
     `cc`; None when it runs them all."""

@@ -65,7 +65,7 @@ def check_combination(options: FitOptions) -> None:
                          "leave out --known-table")
 
 
-def resolve_shapes(options: FitOptions) -> list:
+def resolve_shapes(options: FitOptions, cc: int) -> list:
     if options.matrix not in shapes_.MATRICES:
         raise UsageError(f"--matrix {options.matrix!r} is unknown; use one of {', '.join(shapes_.MATRICES)}")
     if options.dtype not in shapes_.DTYPES:
@@ -73,7 +73,14 @@ def resolve_shapes(options: FitOptions) -> list:
     if options.tensor_parallel < 1:
         raise UsageError(f"--tensor-parallel-size {options.tensor_parallel}: expected a positive integer")
     if options.model_config:
-        return shapes_.load_model_config(options.model_config, options.tensor_parallel, options.dtype)
+        from patches.fitcheck.mixers import config_refused_on
+
+        path = Path(options.model_config)
+        config, model = shapes_.read_config(path), path.parent.name or path.stem
+        refusal = config_refused_on(config, model, str(path), options.tensor_parallel, cc)
+        if refusal is not None:
+            raise shapes_.ConfigError(f"{refusal.reason}: {refusal.fix}")
+        return shapes_.model_layers(config, model, str(path), options.tensor_parallel, options.dtype)
     if options.tensor_parallel != 1:
         raise UsageError("--tensor-parallel-size goes with --model-config; the built-in matrix already holds "
                          f"tensor parallel {', '.join(map(str, shapes_.TENSOR_PARALLEL_SIZES))}")
@@ -213,7 +220,8 @@ def plan(options: FitOptions) -> FitPlan:
     """Validates the options and reads the model config, before vLLM is imported (UsageError /
     ConfigError on bad input)."""
     check_combination(options)
-    device, shapes = resolve_device(options), tuple(resolve_shapes(options))
+    device = resolve_device(options)
+    shapes = tuple(resolve_shapes(options, device["cc"]))
     from patches.fitcheck.mixers import refused_on, unrecorded_on
 
     if not options.model_config:  # the built-in matrix holds what vLLM serves on the device

@@ -33,7 +33,7 @@ def test_latent_attention_splits_its_heads_over_the_ranks_or_is_refused_naming_t
         shapes.model_layers(glm, "g", "c", tensor_parallel=3)
 
 
-def test_deepseek_v32_sparse_attention_and_kimi_linear_stay_unproven_naming_their_kernels(tmp_path):
+def test_sparse_attention_and_kimi_linear_layers_stay_unproven_naming_their_kernels(tmp_path):
     sparse = dict(mixers.BUILTIN_MLA["deepseek-v3"], index_topk=2048)
     with pytest.raises(shapes.UnprovenLayers, match="sparse multi-head latent attention .*index_topk 2048"):
         shapes.model_layers(sparse, "d", "c")
@@ -108,3 +108,38 @@ def test_kimi_linear_is_refused_on_turing_for_its_latent_attention_and_unproven_
     assert turing.refused and "multi-head latent attention (kv_lora_rank 512) needs compute capability 8.0" in turing.miss
     ampere = lookup.lookup(document, config, 86, 101376, str(tmp_path / "config.json"))
     assert ampere.unproven and not ampere.refused and "Kimi Linear's KDA" in ampere.miss
+
+
+# transformers' classes of the sparse-attention families vLLM 0.33.0 serves (an `index_topk` indexer)
+SPARSE_CLASSES = ("DeepseekV32Config", "GlmMoeDsaConfig", "HYV4Config", "DeepseekV4Config")
+
+
+@pytest.mark.parametrize("cls", SPARSE_CLASSES)
+def test_sparse_attention_is_refused_below_9_0_and_unproven_from_9_0(tmp_path, cls):
+    getattr(transformers, cls)().save_pretrained(tmp_path)
+    path = tmp_path / "config.json"
+    config = json.loads(path.read_text())
+    for cc, limit in ((75, 65536), (86, 101376)):
+        found = lookup.lookup(tmp_path / "no-table.json", config, cc, limit, str(path))
+        assert found.refused and "sparse attention (index_topk" in found.miss, (cc, found)
+        assert "needs compute capability 9.0" in found.miss and "9.0 or newer" in found.refused
+    newer = lookup.lookup(tmp_path / "no-table.json", config, 90, 232448, str(path))
+    assert newer.unproven and not newer.refused
+
+
+def test_the_preflight_and_the_fit_check_refuse_sparse_attention_on_ampere_in_one_line(tmp_path, monkeypatch):
+    from patches.fitcheck.run import FitOptions, plan
+
+    config = dict(mixers.BUILTIN_MLA["deepseek-v3"], index_topk=2048)
+    mixer_table(tmp_path, mixers.BUILTIN_MLA["deepseek-v3"], 63488, cc=86, limit=101376)  # V3's verdict: not V3.2's
+    monkeypatch.setenv(layout.ENV_FIT_TABLE, str(tmp_path / "fit-table.json"))
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    result = start_fit(str(path), config, (8, 6), 101376)()
+    assert result.status is Status.FAIL and "\n" not in result.message + result.fix
+    assert str(path) in result.message and "index_topk 2048" in result.message and "9.0 or newer" in result.fix
+    with pytest.raises(shapes.ConfigError, match="index_topk 2048.*needs compute capability 9.0.*: serve it on a GPU"):
+        plan(FitOptions(device="sm86", model_config=str(path)))
+    path.write_text(json.dumps(mixers.BUILTIN_MLA["deepseek-v3"]))  # the same model without its indexer runs
+    (mla,) = plan(FitOptions(device="sm86", model_config=str(path))).shapes
+    assert isinstance(mla, mixers.MlaShape)
