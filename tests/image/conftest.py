@@ -59,13 +59,15 @@ class ImageBuild:
     (the unit tier, which tests/conftest.py runs first, then runs while it builds), and with it, when the
     serving tier runs and builds its vehicle, that build too (tests/support/serving_stack.VehicleAhead)."""
 
-    def __init__(self, with_vehicle: bool):
-        import tempfile
+    LOG = REPO / "reports" / "image-build.log"
 
-        # build.py's output goes to a file, not a pipe nobody reads while the tests run
-        self.log = tempfile.TemporaryFile(mode="w+")
-        self.process = subprocess.Popen(build_command(TEST_TAG), cwd=REPO, stdout=subprocess.DEVNULL,
-                                        stderr=self.log, text=True)
+    def __init__(self, with_vehicle: bool):
+        # build.py's output goes to a file, not a pipe nobody reads while the tests run, and stays
+        # there for the reader of a slow or failed run (reports/ is git-ignored, like junit.xml)
+        self.LOG.parent.mkdir(exist_ok=True)
+        self.log = self.LOG.open("w+")
+        self.process = subprocess.Popen(build_command(TEST_TAG), cwd=REPO, stdout=self.log,
+                                        stderr=subprocess.STDOUT, text=True)
         if with_vehicle:
             from buildtool.base.bootstrap import BOOTSTRAP_IMAGE
             from tests.support import serving_stack
@@ -80,6 +82,7 @@ class ImageBuild:
         if self.process.poll() is None:
             self.process.terminate()
             self.process.wait()
+        self.log.close()
         if serving_stack.vehicle_ahead():
             serving_stack.vehicle_ahead().stop()
 
@@ -87,8 +90,7 @@ class ImageBuild:
         """None when the build succeeded, else the end of its stderr."""
         if self.process.wait() == 0:
             return None
-        self.log.seek(0)
-        return self.log.read().strip()[-2000:]
+        return self.LOG.read_text(errors="replace").strip()[-2000:]
 
 
 _build: ImageBuild | None = None
