@@ -6,7 +6,10 @@ compiled for a device.
 The ops are the ones vLLM 0.33.0's MambaMixer2 calls on CUDA (model_executor/layers/mamba/
 mamba_mixer2.py): a prefill of two chunks (causal_conv1d_fn, mamba_chunk_scan_combined_varlen,
 rms_norm_gated where the mixer uses it, store_prefill_checkpoint) and a decode step of four sequences
-(causal_conv1d_update, selective_state_update on its Triton backend). A Mamba-1 mixer (MambaMixer,
+(causal_conv1d_update, selective_state_update on its Triton backend), and the same step under ReplaySSM
+(`--use-replayssm`, opt-in: selective_state_update_replayssm_output_only's precompute and update
+kernels over a history of REPLAYSSM_LEN inputs; FlashInfer's variant with `--mamba-backend flashinfer` is
+CUDA, outside the check). A Mamba-1 mixer (MambaMixer,
 mamba_mixer.py) runs the same conv ops and selective_state_update on a state without heads; its
 prefill scan is CUDA (selective_scan_fn), not Triton. LFM2's ShortConv (short_conv.py) runs the conv ops
 alone, without an activation. Nothing runs on a GPU.
@@ -18,6 +21,8 @@ its configurations smallest first and stops at the first that fits. A plain laun
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import inspect
 import math
 import os
@@ -35,6 +40,9 @@ DECODE_BATCH = 4
 # a CPU host has none to give. The release ships no file for a Turing or Ampere consumer card, so a
 # T4's name finds the built-in choice, as it does on the card.
 SSM_DEVICE_NAME = "Tesla_T4"
+# ReplaySSM's Triton decode (mamba_mixer2.py, cache_config.use_replayssm); releases before it have none.
+REPLAYSSM = "selective_state_update_replayssm_output_only"
+REPLAYSSM_LEN = 16  # CacheConfig.replayssm_buffer_len's default; the kernels' tiles follow the state size
 
 
 @dataclass(frozen=True)
@@ -42,7 +50,7 @@ class MixerCase:
     """One call of a mixer op: the report's case for its launches."""
 
     shape: MixerShape
-    kind: str  # conv-prefill | ssd-prefill | norm | checkpoint | conv-decode | ssm-decode
+    kind: str  # conv-prefill | ssd-prefill | norm | checkpoint | conv-decode | ssm-decode | replayssm-decode
     query_len: int
     num_seqs: int = 1
 
@@ -112,13 +120,14 @@ def recorded(kernels, call) -> list[Launch]:
 
 
 def _ops():
-    import importlib
-
     prepare_cpu_host()
     names = ("causal_conv1d", "mamba_ssm", "ssd_bmm", "ssd_chunk_scan", "ssd_chunk_state", "ssd_combined",
              "ssd_state_passing", "layernorm_gated", "ssd_checkpoint")
     try:
-        return {name: importlib.import_module(f"{OPS}.{name}") for name in names}
+        ops = {name: importlib.import_module(f"{OPS}.{name}") for name in names}
+        if importlib.util.find_spec(f"{OPS}.{REPLAYSSM}") is not None:
+            ops[REPLAYSSM] = importlib.import_module(f"{OPS}.{REPLAYSSM}")
+        return ops
     except Exception as error:  # the ops import vLLM's runtime (its distributed package needs zmq, ...)
         raise MixerError(f"cannot import vLLM's Mamba ops ({type(error).__name__}: {error}); run the fit check "
                          "inside the vLLM image, or pass --matrix attention to leave the mixers out") from None
@@ -268,6 +277,24 @@ def _calls(shape: MixerShape, ops: dict, dtype_name: str) -> list[tuple[str, int
                 z=torch.empty(batch, heads, head_dim, dtype=dtype), dt_softplus=True,
                 out=torch.empty(batch, heads, head_dim, dtype=dtype))
 
+    def replayssm_decode():
+        batch, length = DECODE_BATCH, REPLAYSSM_LEN
+        # A, dt and dt_bias are one value per head (TIE_HDIM, as the mixer passes them)
+        ops[REPLAYSSM].selective_state_update_replayssm_output_only(
+            torch.empty(batch, heads, head_dim, state, dtype=dtype), torch.empty(batch, heads, head_dim, dtype=dtype),
+            torch.empty(batch, heads, 1, dtype=dtype).expand(batch, heads, head_dim),
+            torch.empty(heads, 1, 1, dtype=torch.float32).expand(heads, head_dim, state),
+            torch.empty(batch, groups, state, dtype=dtype), torch.empty(batch, groups, state, dtype=dtype),
+            torch.empty(heads, head_dim, dtype=torch.float32),
+            torch.empty(heads, 1, dtype=torch.float32).expand(heads, head_dim), dt_softplus=True,
+            x_cache=torch.empty(batch, heads, length, head_dim, dtype=dtype),
+            dt_cache=torch.empty(batch, heads, length, dtype=torch.float32),
+            B_cache=torch.empty(batch, groups, length, state, dtype=dtype),
+            bc_pre=torch.empty(batch, groups, length, dtype=torch.float32),
+            write_pos=torch.zeros(batch, dtype=torch.int32), is_flush=torch.zeros(batch, dtype=torch.bool),
+            max_cache_len=length, state_batch_indices=torch.arange(batch, dtype=torch.int32),
+            out=torch.empty(batch, heads, head_dim, dtype=dtype))
+
     ssd = ((ops["ssd_chunk_state"], ("_chunk_cumsum_fwd_kernel", "_chunk_state_fwd_kernel")),
            (ops["ssd_state_passing"], ("_state_passing_fwd_kernel",)), (ops["ssd_bmm"], ("_bmm_chunk_fwd_kernel",)),
            (ops["ssd_chunk_scan"], ("_chunk_scan_fwd_kernel",)))
@@ -276,6 +303,9 @@ def _calls(shape: MixerShape, ops: dict, dtype_name: str) -> list[tuple[str, int
         calls.append(("norm", seqlen, 1, ((ops["layernorm_gated"], ("_layer_norm_fwd_1pass_kernel",)),), norm))
     calls += [("checkpoint", seqlen, 1, ((ops["ssd_checkpoint"], ("_store_prefill_checkpoint_kernel",)),), checkpoint),
               conv_decode, ("ssm-decode", 1, DECODE_BATCH, ((ssm, ("_selective_scan_update_kernel",)),), ssm_decode)]
+    if REPLAYSSM in ops:
+        replay = ((ops[REPLAYSSM], ("_replayssm_output_only_precompute_kernel", "_replayssm_output_only_kernel")),)
+        calls.append(("replayssm-decode", 1, DECODE_BATCH, replay, replayssm_decode))
     return calls
 
 

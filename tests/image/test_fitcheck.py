@@ -456,7 +456,9 @@ def test_the_build_proved_every_hybrids_mixer_and_attention_on_sm75_and_sm86(run
     sm75, sm86, fit_table = build_reports(run_in_image)
     kernels = {"_causal_conv1d_fwd_kernel", "_chunk_cumsum_fwd_kernel", "_chunk_state_fwd_kernel",
                "_state_passing_fwd_kernel", "_bmm_chunk_fwd_kernel", "_chunk_scan_fwd_kernel",
-               "_store_prefill_checkpoint_kernel", "_causal_conv1d_update_kernel", "_selective_scan_update_kernel"}
+               "_store_prefill_checkpoint_kernel", "_causal_conv1d_update_kernel", "_selective_scan_update_kernel",
+               # ReplaySSM's decode (--use-replayssm)
+               "_replayssm_output_only_precompute_kernel", "_replayssm_output_only_kernel"}
     for report in (sm75, sm86):
         assert report["all_fit"] is True
         for name in BUILTIN_HYBRIDS:
