@@ -47,20 +47,26 @@ class GdnError(RuntimeError):
     """A GDN op this vLLM does not take the way the check calls it (exit 2)."""
 
 
-def _ops() -> dict:
+def imported_ops(names: dict, what: str) -> dict:
+    """vLLM's op modules by name (GdnError when they do not import here), FLA's chunk size checked."""
     prepare_cpu_host()
+    try:
+        ops = {name: importlib.import_module(module) for name, module in names.items()}
+        utils = importlib.import_module(f"{FLA_OPS}.utils")
+    except Exception as error:  # the ops import vLLM's runtime
+        raise GdnError(f"cannot import vLLM's {what} ops ({type(error).__name__}: {error}); "
+                       "run inside the vLLM image") from None
+    if utils.FLA_CHUNK_SIZE != CHUNK_SIZE:
+        raise GdnError(f"FLA_CHUNK_SIZE is {utils.FLA_CHUNK_SIZE}, the check records two chunks of {CHUNK_SIZE}")
+    return ops
+
+
+def _ops() -> dict:
     names = {"conv": CONV_OPS}
     names.update({name: f"{FLA_OPS}.{name}" for name in (
         "utils", "index", "chunk", "cumsum", "chunk_scaled_dot_kkt", "solve_tril", "wy_fast", "chunk_delta_h",
         "chunk_o", "fused_gdn_prefill_post_conv", "fused_recurrent", "fused_sigmoid_gating", "layernorm_guard")})
-    try:
-        ops = {name: importlib.import_module(module) for name, module in names.items()}
-    except Exception as error:  # the ops import vLLM's runtime
-        raise GdnError(f"cannot import vLLM's gated delta net ops ({type(error).__name__}: {error}); "
-                       "run inside the vLLM image") from None
-    if ops["utils"].FLA_CHUNK_SIZE != CHUNK_SIZE:
-        raise GdnError(f"FLA_CHUNK_SIZE is {ops['utils'].FLA_CHUNK_SIZE}, the check records two chunks of {CHUNK_SIZE}")
-    return ops
+    return imported_ops(names, "gated delta net")
 
 
 def host_choices_differ(cc: int, limit: int) -> list[str]:

@@ -54,6 +54,8 @@ def _described(shape) -> str:
     if isinstance(shape, mixers.GdnShape):
         return (f"gated delta net: key/value head dims {shape.key_head_dim}/{shape.value_head_dim}, conv "
                 f"{shape.conv_width}, {shape.state_dtype} state")
+    if isinstance(shape, mixers.KdaShape):
+        return f"KDA: head dim {shape.head_dim}, conv {shape.conv_width}{', gate lower bound' if shape.safe_gate else ''}"
     kind = "" if shape.attention == shapes_.DECODER else f"{shape.attention} attention, "
     return f"{kind}head {shape.head_size}, {shape.num_query_heads}/{shape.num_kv_heads} heads"
 

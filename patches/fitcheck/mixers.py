@@ -1,8 +1,8 @@
 """The mixers of hybrid and state-space models, the shape of one as vLLM's Triton kernels see it, read
 from config.json (pure standard library): the Mamba-2 mixers of Nemotron-H, Granite 4.0-H, Falcon-H1,
 Bamba, Zamba 2 and Mamba-2 models (MixerShape), the Mamba-1 mixers of Jamba, Mamba and Falcon Mamba
-(Mamba1Shape), LFM2's short convolutions (ShortConvShape) and the gated delta net of Qwen3-Next and
-Qwen3.5 (GdnShape; gdn_launches.py records it).
+(Mamba1Shape), LFM2's short convolutions (ShortConvShape), the gated delta net of Qwen3-Next and
+Qwen3.5 (GdnShape; gdn_launches.py records it) and Kimi Linear's KDA (KdaShape; kda_launches.py records it).
 
 What a mixer launches on a Turing or Ampere GPU (vLLM 0.33.0, model_executor/layers/mamba/
 mamba_mixer2.py), each kernel's shared memory set by these fields alone (patches/fitcheck/
@@ -38,6 +38,7 @@ MAMBA1 = "mamba1"
 SHORT_CONV = "short_conv"
 MLA = "mla"
 GATED_DELTA_NET = "gated_delta_net"
+KDA = "kda"
 MIXER_FIELDS = ("mixer", "head_dim", "state_size", "chunk_size", "conv_width", "norm_width")
 # What sizes a gated delta net's kernels: the head dims (K and V of FLA's tiles), the conv width, the
 # recurrent state's dtype and the projection layout. Head counts reach the kernels only as offsets and
@@ -48,8 +49,14 @@ GDN_FIELDS = ("mixer", "key_head_dim", "value_head_dim", "conv_width", "state_dt
 MAMBA1_FIELDS = ("mixer", "state_size", "conv_width")
 SHORT_CONV_FIELDS = ("mixer", "conv_width")
 MLA_FIELDS = ("mixer", "kv_lora_rank", "rope_dim")
+# What sizes a KDA layer's kernels: its head dim (K = V), the conv width and whether the gate has a lower
+# bound (vLLM's "safe gate": another intra-chunk kernel). The recurrent state is fp32 whatever the model
+# (MambaStateDtypeCalculator.kda_state_dtype, the layer passing no SSM cache dtype). Head counts set the
+# grid and offsets only, but for the spec-decode recurrent kernel, whose BV and stages follow heads x
+# sequences: kda_launches.py records each of its four choices, so the verdict holds for any head count.
+KDA_FIELDS = ("mixer", "head_dim", "conv_width", "safe_gate")
 FIELDS_BY_MIXER = {MAMBA2: MIXER_FIELDS, MAMBA1: MAMBA1_FIELDS, SHORT_CONV: SHORT_CONV_FIELDS,
-                   GATED_DELTA_NET: GDN_FIELDS, MLA: MLA_FIELDS}
+                   GATED_DELTA_NET: GDN_FIELDS, MLA: MLA_FIELDS, KDA: KDA_FIELDS}
 MODEL_DTYPE = DEFAULT_DTYPE  # the activations' dtype in the recorded launches unless a run says another
 
 # config.json field names per model type: heads, head dim, state size, groups, chunk size, conv width
@@ -86,7 +93,6 @@ SHORT_CONV_DEFAULT_WIDTH = 3
 # until 0.26.0 and 0.23.0 (_PREVIOUSLY_SUPPORTED_MODELS), as it does Bamba (0.23.0), whose mixer the
 # check reads like the other Mamba-2 hybrids'.
 UNREAD_MIXERS = {
-    "kimi_linear": "Kimi Linear's KDA (fla chunk_kda kernels)",
     "plamo2": "PLaMo 2's Mamba mixers (a model class vLLM 0.33.0 no longer has: its last release with one is 0.26.0)",
     "minimax_m1": "MiniMax's lightning attention kernels (a model class vLLM 0.33.0 no longer has: its last release "
                   "with one is 0.23.0)",
@@ -102,6 +108,10 @@ class _Layer:
     @property
     def label(self) -> str:
         return f"{self.model}/{self.layer}"
+
+    @property
+    def head_size(self) -> int:  # the report's column: the head dim where the shape has one
+        return self.head_dim
 
 
 @dataclass(frozen=True)
@@ -119,10 +129,6 @@ class MixerShape(_Layer):
     tensor_parallel: int = 1
     mixer: str = MAMBA2
     layer: str = "mamba"
-
-    @property
-    def head_size(self) -> int:  # the report's column
-        return self.head_dim
 
     @property
     def conv_dim(self) -> int:
@@ -247,7 +253,7 @@ def mixer_fields(shape) -> dict:
 
 
 def is_mixer(shape) -> bool:
-    return isinstance(shape, (MixerShape, Mamba1Shape, ShortConvShape, GdnShape, MlaShape))
+    return isinstance(shape, (MixerShape, Mamba1Shape, ShortConvShape, GdnShape, KdaShape, MlaShape))
 
 
 def mixer_shape(text: dict, model_type: str | None, model: str, where: str, tensor_parallel: int = 1,
@@ -257,6 +263,8 @@ def mixer_shape(text: dict, model_type: str | None, model: str, where: str, tens
     ConfigError naming the field for a bad value)."""
     if _TEXT_TYPES.get(model_type, model_type) in GDN_TYPES:
         return gdn_shape(text, model_type, model, where, tensor_parallel, model_dtype)
+    if model_type in KDA_TYPES:
+        return kda_shape(text, model, where, tensor_parallel)
     if model_type in _MAMBA1_FIELDS:
         return mamba1_shape(text, model_type, model, where, tensor_parallel)
     if model_type in SHORT_CONV_TYPES:
@@ -266,8 +274,8 @@ def mixer_shape(text: dict, model_type: str | None, model: str, where: str, tens
         raise UnprovenLayers(f"{where}: a hybrid model with {what}: the fit check does not record these kernels "
                              f"for this device (it reads the Mamba-2 mixers of {', '.join(MAMBA2_HYBRID_TYPES)}, "
                              f"the Mamba-1 mixers of {', '.join(MAMBA1_TYPES)}, the short convolutions of "
-                             f"{', '.join(SHORT_CONV_TYPES)} and the gated delta net of "
-                             f"{', '.join(GDN_TYPES)})")
+                             f"{', '.join(SHORT_CONV_TYPES)}, the gated delta net of "
+                             f"{', '.join(GDN_TYPES)} and the KDA of {', '.join(KDA_TYPES)})")
     heads_key, head_key, state_key, groups_key, chunk_key, conv_key = _FIELDS[model_type]
     heads = _positive_int(text, heads_key, where)
     head_dim = _positive_int(text, head_key, where)
@@ -405,6 +413,63 @@ def gdn_from_config(config: dict, model: str, where: str, tensor_parallel: int =
     return gdn_shape(text, model_type, model, where, tensor_parallel)
 
 
+# config.json model types whose linear attention is vLLM's KimiGatedDeltaNetAttention (KDA).
+KDA_TYPES = ("kimi_linear",)
+# transformers' KimiLinearConfig (5.24) takes each field from the checkpoint's `linear_attn_config` (the
+# sub-dict's name second), else the top-level field, else its default; vLLM's layer reads the same three.
+KDA_SUBFIELDS = {"linear_head_dim": "head_dim", "linear_num_heads": "num_heads",
+                 "linear_conv_kernel_dim": "short_conv_kernel_size"}
+KDA_DEFAULTS = {"linear_head_dim": 128, "linear_num_heads": 32, "linear_conv_kernel_dim": 4}
+# vLLM's kimi_gdn_linear_attn.py: a gate lower bound lies in [-5, 0) (_KDA_GATE_LOGBOUND_MIN)
+KDA_GATE_LOWER_BOUND_MIN = -5.0
+
+
+@dataclass(frozen=True)
+class KdaShape(_Layer):
+    """One Kimi Linear KDA layer, as one rank of `tensor_parallel` ranks runs it."""
+
+    model: str
+    heads: int  # one rank's (query, key and value heads alike)
+    head_dim: int
+    conv_width: int
+    safe_gate: bool  # linear_attn_config's gate_lower_bound set
+    tensor_parallel: int = 1
+    mixer: str = KDA
+    layer: str = "linear_attention"
+
+    @property
+    def conv_dim(self) -> int:
+        """One rank's q, k and v channels: the packed convolution's width."""
+        return 3 * self.heads * self.head_dim
+
+
+def kda_shape(text: dict, model: str, where: str, tensor_parallel: int = 1) -> KdaShape:
+    """The KDA layer of a Kimi Linear config's text part (ConfigError naming the field for a bad value)."""
+    linear = text.get("linear_attn_config")
+    linear = {} if linear is None else linear
+    if not isinstance(linear, dict):
+        raise ConfigError(f"{where}: 'linear_attn_config' is {reprlib.repr(linear)}, expected a JSON object")
+    values = {}
+    for field, sub in KDA_SUBFIELDS.items():
+        if linear.get(sub) is not None:
+            name = f"linear_attn_config.{sub}"
+            values[field] = _positive_int({name: linear[sub]}, name, where)
+        else:
+            values[field] = _positive_int(text, field, where, KDA_DEFAULTS[field])
+    heads = values["linear_num_heads"]
+    bound = linear.get("gate_lower_bound")
+    if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, float))
+                              or not KDA_GATE_LOWER_BOUND_MIN <= bound < 0):
+        raise ConfigError(f"{where}: 'linear_attn_config.gate_lower_bound' is {reprlib.repr(bound)}, expected a "
+                          f"number in [{KDA_GATE_LOWER_BOUND_MIN}, 0) or null")
+    if heads % tensor_parallel:
+        name = "linear_attn_config.num_heads" if linear.get("num_heads") is not None else "linear_num_heads"
+        raise ConfigError(f"{where}: {heads} KDA heads ('{name}') do not split over tensor parallel size "
+                          f"{tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE that divides {heads}")
+    return KdaShape(model, heads // tensor_parallel, values["linear_head_dim"], values["linear_conv_kernel_dim"],
+                    bound is not None, tensor_parallel)
+
+
 def unrecorded_on(shapes, cc: int) -> str | None:
     """Why the launches the check records for one of these layer shapes are not the ones a device of
     compute capability `cc` runs (the first such shape); None when they are for every one."""
@@ -417,6 +482,10 @@ def unrecorded_on(shapes, cc: int) -> str | None:
             return (f"{shape.label}: on compute capability {cc // 10}.{cc % 10} vLLM runs the gated delta net's "
                     "prefill with FlashInfer or CuteDSL, which the fit check does not record (it records FLA's "
                     f"Triton kernels, run below {GDN_RECORDED_BELOW_CC // 10}.0)")
+        if isinstance(shape, KdaShape) and cc >= GDN_RECORDED_BELOW_CC:
+            return (f"{shape.label}: on compute capability {cc // 10}.{cc % 10} FLA and vLLM choose the KDA kernels' "
+                    "lists and launches otherwise (Hopper's warps, TMA, programmatic dependent launch) than the fit "
+                    f"check records (below {GDN_RECORDED_BELOW_CC // 10}.0)")
     return None
 
 
@@ -562,6 +631,23 @@ BUILTIN_MLA = {
 }
 
 
+# The matrix's Kimi Linear, shaped like the published Kimi-Linear-48B-A3B checkpoint as transformers'
+# KimiLinearConfig (5.24) defaults describe it, which we take to be that checkpoint's values (assumed, not
+# read from its config.json): 32 attention heads with latent rank 512 and rope dim 64, KDA of 32 heads of
+# 128 with width-4 convolutions and no gate lower bound, full attention every fourth layer of 27 (the
+# class's layer rule, 1-indexed as the checkpoint's linear_attn_config lists it). vLLM serves it from
+# compute capability 8.0 (its latent attention: refused_on), so the matrix proves it on sm_86.
+BUILTIN_KDA = {
+    "kimi-linear-48b-a3b": {
+        "model_type": "kimi_linear", "num_attention_heads": 32, "num_key_value_heads": 32, "kv_lora_rank": 512,
+        "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128,
+        "linear_attn_config": {"head_dim": 128, "num_heads": 32, "short_conv_kernel_size": 4,
+                               "full_attn_layers": list(range(5, 28, 4)),
+                               "kda_layers": [n for n in range(1, 28) if n not in range(5, 28, 4)]}},
+}
+
+
 # Every model of the matrix with a mixer or latent attention (shapes.builtin_shapes proves each at tensor
 # parallel 1, 2 and 4 where vLLM serves it).
-BUILTIN_MIXER_MODELS = {**BUILTIN_HYBRIDS, **BUILTIN_STATE_SPACE, **BUILTIN_SHORT_CONV, **BUILTIN_GDN, **BUILTIN_MLA}
+BUILTIN_MIXER_MODELS = {**BUILTIN_HYBRIDS, **BUILTIN_STATE_SPACE, **BUILTIN_SHORT_CONV, **BUILTIN_GDN, **BUILTIN_MLA,
+                        **BUILTIN_KDA}

@@ -158,20 +158,28 @@ def _write_verdicts(path: Path, rows: list[dict], shapes, device: dict, versions
 
 def _mixer_rows(mixer_shapes, cc: int, limit: int, workers, dtype: str) -> list[dict]:
     """The report rows of the hybrids' mixers: one per plain launch and per autotuned call. A gated delta
-    net is refused (GdnError) on a host whose FLA import-time choices are not the device's."""
+    net or KDA layer (FLA's kernels) is refused (GdnError) on a host whose FLA import-time choices are not
+    the device's."""
     if not mixer_shapes:
         return []
-    from patches.fitcheck import gdn_launches, mixer_launches
-    from patches.fitcheck.mixers import GdnShape
+    from patches.fitcheck import gdn_launches, kda_launches, mixer_launches
+    from patches.fitcheck.mixers import GdnShape, KdaShape
 
-    gdn = [shape for shape in mixer_shapes if isinstance(shape, GdnShape)]
-    differ = gdn_launches.host_choices_differ(cc, limit) if gdn else []
+    fla = [shape for shape in mixer_shapes if isinstance(shape, (GdnShape, KdaShape))]
+    differ = gdn_launches.host_choices_differ(cc, limit) if fla else []
     if differ:
-        raise gdn_launches.GdnError(f"{gdn[0].label}: this host decides the gated delta net's kernels otherwise "
-                                    f"than cc {cc} at {limit} bytes does ({differ[0]}); run the check on a host "
-                                    "without a GPU, as the build does")
-    launches = [launch for shape in mixer_shapes for launch in (
-        gdn_launches.record_gdn(shape, dtype) if isinstance(shape, GdnShape) else mixer_launches.record_mixer(shape, dtype))]
+        raise gdn_launches.GdnError(f"{fla[0].label}: this host decides FLA's kernels otherwise than cc {cc} at "
+                                    f"{limit} bytes does ({differ[0]}); run the check on a host without a GPU, as "
+                                    "the build does")
+
+    def recorded(shape):
+        if isinstance(shape, GdnShape):
+            return gdn_launches.record_gdn(shape, dtype)
+        if isinstance(shape, KdaShape):
+            return kda_launches.record_kda(shape, cc, limit, dtype)
+        return mixer_launches.record_mixer(shape, dtype)
+
+    launches = [launch for shape in mixer_shapes for launch in recorded(shape)]
     return [dict(report_.launch_row(launch, result, limit), autotune=autotune)
             for launch, result, autotune in mixer_launches.judged(launches, cc, limit, workers)]
 
@@ -224,8 +232,10 @@ def plan(options: FitOptions) -> FitPlan:
     shapes = tuple(resolve_shapes(options, device["cc"]))
     from patches.fitcheck.mixers import refused_on, unrecorded_on
 
-    if not options.model_config:  # the built-in matrix holds what vLLM serves on the device
-        shapes = tuple(shape for shape in shapes if refused_on([shape], device["cc"]) is None)
+    if not options.model_config:  # the built-in matrix holds what vLLM serves on the device: a model with a
+        # layer vLLM cannot run there is left out whole (Kimi Linear's KDA beside its latent attention)
+        refused = {shape.model for shape in shapes if refused_on([shape], device["cc"]) is not None}
+        shapes = tuple(shape for shape in shapes if shape.model not in refused)
     refusal = refused_on(shapes, device["cc"])
     if refusal is not None:
         raise shapes_.ConfigError(f"{refusal.reason}: {refusal.fix}")

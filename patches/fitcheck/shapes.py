@@ -82,9 +82,10 @@ ATTENTION_FREE_TYPES = ("mamba", "falcon_mamba", "mamba2")
 
 def has_mixer(text: dict, model_type: object) -> bool:
     """Whether a (text) config's model has Mamba / linear-attention mixers."""
-    from patches.fitcheck.mixers import UNREAD_MIXERS
+    from patches.fitcheck.mixers import KDA_TYPES, UNREAD_MIXERS
 
-    return model_type in ATTENTION_FREE_TYPES or model_type in UNREAD_MIXERS or bool(hybrid_fields(text))
+    return (model_type in ATTENTION_FREE_TYPES or model_type in UNREAD_MIXERS or model_type in KDA_TYPES
+            or bool(hybrid_fields(text)))
 
 
 # Attention fields that checkpoints of these model types may leave out of config.json, because
@@ -495,13 +496,17 @@ def read_config(path: str | Path) -> dict:
 
 
 def model_layers(config: object, model: str, where: str, tensor_parallel: int = 1, dtype: str = DEFAULT_DTYPE) -> list:
-    """One rank's attention layer shapes of a parsed config.json, its mixer (a mixers.MixerShape or
-    mixers.GdnShape) last where it has one: what the fit check proves for the model."""
+    """One rank's attention layer shapes of a parsed config.json, its latent attention (mixers.MlaShape)
+    and its mixer (a mixers.MixerShape, mixers.GdnShape, mixers.KdaShape ...) last where it has them: what
+    the fit check proves for the model."""
     from patches.fitcheck import mixers
 
     shapes = shapes_from_config(config, model, where, tensor_parallel)
     mixer = mixers.mixer_from_config(config, model, where, tensor_parallel, dtype)
-    return shapes + ([mixer] if mixer else [])
+    # A hybrid whose attention is latent (Kimi Linear: KDA beside multi-head latent attention) has both
+    latent = None if isinstance(mixer, (mixers.MlaShape, type(None))) else mixers.latent_attention(
+        config, model, where, tensor_parallel)
+    return shapes + [shape for shape in (latent, mixer) if shape]
 
 
 def load_model_config(path: str | Path, tensor_parallel: int = 1, dtype: str = DEFAULT_DTYPE) -> list:

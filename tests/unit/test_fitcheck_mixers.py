@@ -62,8 +62,7 @@ def test_the_norm_is_a_triton_launch_only_for_one_group_on_one_rank_with_the_nor
     assert (replicated.heads, replicated.groups) == (12, 1)  # one group, each rank holds it
 
 
-@pytest.mark.parametrize("cls, named", [("MiniMaxConfig", "'linear_attention'"),
-                                        ("KimiLinearConfig", "Kimi Linear's KDA")])
+@pytest.mark.parametrize("cls, named", [("MiniMaxConfig", "'linear_attention'")])
 def test_hybrids_whose_mixers_are_not_recorded_stay_unproven_naming_them(tmp_path, cls, named):
     config = saved(tmp_path, cls)
     with pytest.raises(shapes.UnprovenLayers, match=named):

@@ -9,7 +9,7 @@ import transformers
 from contract import layout
 from contract.verdict import Status
 from entrypoint.checks.clamp import start_fit
-from patches.fitcheck import lookup, mixers, shapes
+from patches.fitcheck import lookup, mixers, shapes, table
 from tests.support.fit_tables import VERSIONS, mixer_table
 # transformers' classes of the published MLA families -> the config fields the checkpoints set
 CLASSES = {"DeepseekV2Config": {}, "DeepseekV3Config": {}, "Glm4MoeLiteConfig": {}}
@@ -33,13 +33,13 @@ def test_latent_attention_splits_its_heads_over_the_ranks_or_is_refused_naming_t
         shapes.model_layers(glm, "g", "c", tensor_parallel=3)
 
 
-def test_sparse_attention_and_kimi_linear_layers_stay_unproven_naming_their_kernels(tmp_path):
+def test_sparse_attention_stays_unproven_and_kimi_linear_reads_as_latent_attention_beside_kda(tmp_path):
     sparse = dict(mixers.BUILTIN_MLA["deepseek-v3"], index_topk=2048)
     with pytest.raises(shapes.UnprovenLayers, match="sparse multi-head latent attention .*index_topk 2048"):
         shapes.model_layers(sparse, "d", "c")
     transformers.KimiLinearConfig().save_pretrained(tmp_path)
-    with pytest.raises(shapes.UnprovenLayers, match="Kimi Linear's KDA"):
-        shapes.model_layers(json.loads((tmp_path / "config.json").read_text()), "k", "c")
+    mla, kda = shapes.model_layers(json.loads((tmp_path / "config.json").read_text()), "k", "c")
+    assert isinstance(mla, mixers.MlaShape) and isinstance(kda, mixers.KdaShape)
     mixed = dict(mixers.BUILTIN_MLA["deepseek-v2-lite"], layer_types=["linear_attention", "full_attention"])
     with pytest.raises(shapes.UnprovenLayers, match="'linear_attention' \\(1 of 2\\)"):
         shapes.model_layers(mixed, "d", "c")
@@ -100,14 +100,22 @@ def test_the_fit_check_leaves_latent_attention_out_of_turings_matrix_and_refuses
     assert mla.heads == 8
 
 
-def test_kimi_linear_is_refused_on_turing_for_its_latent_attention_and_unproven_on_ampere_for_its_kda(tmp_path):
+def test_kimi_linear_is_refused_on_turing_for_its_latent_attention_and_judged_on_ampere(tmp_path, monkeypatch):
+    monkeypatch.setattr(lookup, "installed_versions", lambda: VERSIONS)
     transformers.KimiLinearConfig().save_pretrained(tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
     document = tmp_path / "no-table.json"
     turing = lookup.lookup(document, config, 75, 65536, str(tmp_path / "config.json"))
     assert turing.refused and "multi-head latent attention (kv_lora_rank 512) needs compute capability 8.0" in turing.miss
     ampere = lookup.lookup(document, config, 86, 101376, str(tmp_path / "config.json"))
-    assert ampere.unproven and not ampere.refused and "Kimi Linear's KDA" in ampere.miss
+    assert not ampere.unproven and not ampere.refused and not ampere.hit and "no fit table" in ampere.miss
+    rows = [{"model": "k", "layer": shape.layer, "shared": 63488, "fits": True}
+            for shape in shapes.model_layers(config, "k", "c")]
+    written = tmp_path / "fit-table.json"
+    table.write_table(written, table.merge(None, [], VERSIONS, [], table.shape_verdicts(
+        rows, shapes.model_layers(config, "k", "c"), 86, 101376)))
+    found = lookup.lookup(written, config, 86, 101376, str(tmp_path / "config.json"))
+    assert (found.hit, found.all_fit, found.unproven) == (True, True, False)
 
 
 # transformers' classes of the sparse-attention families vLLM 0.33.0 serves (an `index_topk` indexer)

@@ -70,8 +70,8 @@ def test_the_recurrent_state_takes_mamba_ssm_dtype_only_for_qwen3_5():
 def test_other_models_have_no_gated_delta_net_and_other_linear_attention_is_unproven():
     assert mixers.gdn_from_config(mixers.BUILTIN_HYBRIDS["nemotron-h-8b"], "n", "c") is None
     assert mixers.gdn_from_config({"model_type": "llama", "num_attention_heads": 32}, "l", "c") is None
-    with pytest.raises(UnprovenLayers, match="Kimi Linear's KDA"):
-        mixers.gdn_shape({}, "kimi_linear", "k", "c")
+    with pytest.raises(UnprovenLayers, match="MiniMax's lightning attention"):
+        mixers.gdn_shape({}, "minimax_m1", "k", "c")
 
 
 def row(kernel, shared, config=None, family="qwen3.5 tp1", kind="prefill", device="sm75", limit=65536):
@@ -152,7 +152,7 @@ def test_gated_delta_net_and_mamba_verdicts_are_kept_apart_in_one_table(tmp_path
     assert len(again["mixer_verdicts"]) == 2
 
 
-@pytest.mark.parametrize("mixer", ["kda", None, ["gated_delta_net"], {"a": 1}])
+@pytest.mark.parametrize("mixer", ["lightning_attention", None, ["gated_delta_net"], {"a": 1}])
 def test_a_mixer_verdict_of_a_kind_not_known_here_is_left_out_never_a_crash(tmp_path, mixer):
     config = mixers.BUILTIN_GDN["qwen3.5-27b"]
     document = gdn_table(tmp_path, config)
