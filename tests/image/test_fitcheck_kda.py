@@ -53,8 +53,8 @@ def run_in_image(docker_client, image, mounts):
 
 
 def test_the_build_proved_kimi_linears_kda_on_sm86_in_fp16_and_bf16_whatever_its_head_counts(run_in_image):
-    code, out, err = run_in_image(
-        f"python3 -c 'import json; print(json.dumps([json.load(open(p)) for p in {list(REPORTS)!r}]))'")
+    code, out, err = run_in_image(f"python3 - <<'PY'\nimport json\nprint(json.dumps([json.load(open(p)) for p in "
+                                  f"{list(REPORTS)!r}]))\nPY")
     assert code == 0, err[-2000:]
     sm75, sm86, sm86_bf16, fit_table = json.loads(out)
     (name,) = BUILTIN_KDA
