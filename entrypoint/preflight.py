@@ -53,17 +53,26 @@ def torch_check(loaded: Loaded) -> Callable[[Device], Check]:
     return lambda device: lambda: run(device)
 
 
-def fit_check(resolved: model.Resolved, tensor_parallel_size: int = 1,
-              dtype: str = "auto") -> Callable[[Device], Check | Background]:
+NOT_JUDGED = Extras({}, judged=False)
+
+
+def fit_check(resolved: model.Resolved, tensor_parallel_size: int = 1, dtype: str = "auto",
+              extras: Extras = NOT_JUDGED) -> Callable[[Device], Check | Background]:
     """The fit check of one rank's attention shapes (TENSOR_PARALLEL_SIZE ranks split the heads) in the
-    dtype vLLM will run them in on the device (DTYPE, else the checkpoint's where the device has bf16)."""
+    dtype vLLM will run them in on the device (DTYPE, else the checkpoint's where the device has bf16),
+    and what the extra words make it launch beyond them (ReplaySSM)."""
     def run(device: Device) -> Check | Background:
         config = resolved.config_file
         if config is None or resolved.config is None:
             return lambda: warned(clamp.FIT, "not run: the model's config.json is not present or not readable",
                                   "see the model check")
-        return Background(lambda: clamp.start_fit(config, resolved.config, device.cc, device.smem_optin,
-                                                  tensor_parallel=tensor_parallel_size, dtype=dtype))
+        parsed = resolved.config if isinstance(resolved.config, dict) else {}
+        text = parsed.get("text_config") if isinstance(parsed.get("text_config"), dict) else parsed
+        unproven = clamp.replayssm_unproven(extras.get("use_replayssm"), extras.get("replayssm_buffer_len"),
+                                            text.get("model_type") or parsed.get("model_type"))
+        return Background(lambda: clamp.with_replayssm(
+            clamp.start_fit(config, resolved.config, device.cc, device.smem_optin, tensor_parallel=tensor_parallel_size,
+                            dtype=dtype), unproven))
     return run
 
 
@@ -141,7 +150,6 @@ def parallel_check(settings: Settings, gpus: list[Device], models: Models, env) 
     return Background(planned) if callable(planned) else (lambda: planned)
 
 
-NOT_JUDGED = Extras({}, judged=False)
 NO_FACTS = Loaded(None, "not read")
 
 
@@ -161,7 +169,8 @@ def plan(settings: Settings, device: Device | None, models: Models, env: Mapping
         "argv": lambda: argv_result(extras, argv_source),
         "torch": needs_device("torch", device, torch_check(loaded)),
         "clamp": lambda: clamp.check_clamp(),
-        "fit": needs_device("fit", device, fit_check(models.model, settings.tensor_parallel_size, settings.dtype)),
+        "fit": needs_device("fit", device, fit_check(models.model, settings.tensor_parallel_size, settings.dtype,
+                                                     extras)),
         "model": lambda: model.check_model(models.model, settings.max_model_len, model.allow_long(env)),
         "drafter": lambda: model.check_drafter(models.drafter),
         "parsers": lambda: parsers.judge_parsers(parser_settings, models.model),

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from contract import layout
-from contract.verdict import Result, failed, passed, warned
+from contract.verdict import Result, Status, failed, passed, warned
 
 CLAMP = "clamp"
 FIT = "fit"
@@ -153,8 +153,8 @@ def start_fit(model_config: str, config: dict, cc: tuple[int, int], limit: int,
         return lambda: warned(FIT, f"not proven: {found.miss}", "the fit check proves vLLM's Triton attention "
                               "kernels, the Mamba-2 mixers of Nemotron-H, Granite 4.0-H, Falcon-H1, "
                               "Zamba 2 and Mamba-2 models, the Mamba-1 mixers of Jamba, Mamba and Falcon Mamba, "
-                              "LFM2's short convolutions, the gated delta net of Qwen3-Next and Qwen3.5 and "
-                              "multi-head latent attention on compute capability 8.x; watch the first request's "
+                              "LFM2's short convolutions, the gated delta net of Qwen3-Next and Qwen3.5, and "
+                              "multi-head latent attention and Kimi Linear's KDA on compute capability 8.x; watch the first request's "
                               "log for OutOfResources on this device")
     if found is not None and found.unreadable:
         # vLLM may still serve it (transformers fills what the file leaves out); the full check
@@ -178,6 +178,39 @@ def start_fit(model_config: str, config: dict, cc: tuple[int, int], limit: int,
                           "give the container more CPU")
         return judge_fit(process.returncode, stdout, stderr, cc, limit, fallback)
     return collect
+
+
+def replayssm_unproven(use_replayssm: object, buffer_len: object, model_type: object) -> str | None:
+    """What `--use-replayssm` (with `--replayssm-buffer-len`, as the extra words set them) makes the model
+    launch that the build did not prove, None where it proved it or the flag is off: the Mamba-2 decode
+    at another history length, Kimi Linear's ReplaySSM recovery (with speculative decoding)."""
+    if use_replayssm is not True:
+        return None
+    try:
+        from patches.fitcheck.mixers import KDA_TYPES, REPLAYSSM_HISTORY
+    except ImportError:
+        return "ReplaySSM's decode (patches.fitcheck is not importable here)"
+    if model_type in KDA_TYPES:
+        return "Kimi Linear's ReplaySSM recovery kernels (--use-replayssm with speculative decoding)"
+    if buffer_len is not None and str(buffer_len).strip() != str(REPLAYSSM_HISTORY):
+        return (f"ReplaySSM's Mamba-2 decode at --replayssm-buffer-len {buffer_len}: the build proves it at "
+                f"{REPLAYSSM_HISTORY} (the default), and its tiles grow with the length")
+    return None
+
+
+def with_replayssm(collect: Callable[[], Result], unproven: str | None) -> Callable[[], Result]:
+    """collect, its passing verdict turned into a warning naming what ReplaySSM adds unproven."""
+    if unproven is None:
+        return collect
+
+    def judged() -> Result:
+        result = collect()
+        if result.status is not Status.PASS:
+            return result
+        return warned(FIT, f"{result.message}; not proven: {unproven}",
+                      "leave --replayssm-buffer-len at its default (or --use-replayssm off), or watch the first "
+                      "request's log for OutOfResources on this device")
+    return judged
 
 
 def run_dtype(config: dict, cc: tuple[int, int], setting: str) -> str:

@@ -8,8 +8,8 @@ mamba_mixer2.py): a prefill of two chunks (causal_conv1d_fn, mamba_chunk_scan_co
 rms_norm_gated where the mixer uses it, store_prefill_checkpoint) and a decode step of four sequences
 (causal_conv1d_update, selective_state_update on its Triton backend), and the same step under ReplaySSM
 (`--use-replayssm`, opt-in: selective_state_update_replayssm_output_only's precompute and update
-kernels over a history of REPLAYSSM_LEN inputs; FlashInfer's variant with `--mamba-backend flashinfer` is
-CUDA, outside the check). A Mamba-1 mixer (MambaMixer,
+kernels over a history of mixers.REPLAYSSM_HISTORY inputs; FlashInfer's variant with
+`--mamba-backend flashinfer` is CUDA, outside the check). A Mamba-1 mixer (MambaMixer,
 mamba_mixer.py) runs the same conv ops and selective_state_update on a state without heads; its
 prefill scan is CUDA (selective_scan_fn), not Triton. LFM2's ShortConv (short_conv.py) runs the conv ops
 alone, without an activation. Nothing runs on a GPU.
@@ -29,8 +29,8 @@ import os
 from dataclasses import dataclass
 
 from patches.fitcheck.compiler import compile_launches
-from patches.fitcheck.mixers import (MAMBA1, MAMBA2, MLA, MODEL_DTYPE, SHORT_CONV, Mamba1Shape, MixerShape, MlaShape,
-                                     ShortConvShape)
+from patches.fitcheck.mixers import (MAMBA1, MAMBA2, MLA, MODEL_DTYPE, REPLAYSSM_HISTORY, SHORT_CONV, Mamba1Shape,
+                                     MixerShape, MlaShape, ShortConvShape)
 from patches.fitcheck.recorder import Launch, _Recorder, prepare_cpu_host, swapped
 
 DTYPE_NAME = MODEL_DTYPE
@@ -42,7 +42,6 @@ DECODE_BATCH = 4
 SSM_DEVICE_NAME = "Tesla_T4"
 # ReplaySSM's Triton decode (mamba_mixer2.py, cache_config.use_replayssm); releases before it have none.
 REPLAYSSM = "selective_state_update_replayssm_output_only"
-REPLAYSSM_LEN = 16  # CacheConfig.replayssm_buffer_len's default; the kernels' tiles follow the state size
 
 
 @dataclass(frozen=True)
@@ -278,7 +277,7 @@ def _calls(shape: MixerShape, ops: dict, dtype_name: str) -> list[tuple[str, int
                 out=torch.empty(batch, heads, head_dim, dtype=dtype))
 
     def replayssm_decode():
-        batch, length = DECODE_BATCH, REPLAYSSM_LEN
+        batch, length = DECODE_BATCH, REPLAYSSM_HISTORY
         # A, dt and dt_bias are one value per head (TIE_HDIM, as the mixer passes them)
         ops[REPLAYSSM].selective_state_update_replayssm_output_only(
             torch.empty(batch, heads, head_dim, state, dtype=dtype), torch.empty(batch, heads, head_dim, dtype=dtype),

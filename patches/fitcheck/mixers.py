@@ -33,6 +33,10 @@ from dataclasses import dataclass
 
 from patches.fitcheck.shapes import DEFAULT_DTYPE, ConfigError, UnprovenLayers, _positive_int
 
+# The history length the build records ReplaySSM's Mamba-2 decode at (`--use-replayssm`): vLLM's default
+# `--replayssm-buffer-len`. Its kernels' tiles grow with the length (measured on sm_75 / sm_86: at most
+# 4,096 / 6,656 bytes at 16, 16,384 / 20,480 at 64), so the preflight names another length as not proven.
+REPLAYSSM_HISTORY = 16
 MAMBA2 = "mamba2"
 MAMBA1 = "mamba1"
 SHORT_CONV = "short_conv"

@@ -297,3 +297,44 @@ def test_a_short_convolution_verdict_answers_every_rank_and_never_a_mamba1_mixer
     wider = mixers.mixer_from_config(dict(config, conv_L_cache=4), "l", "c")
     found = lookup.decide(document, [wider], 75, 65536, VERSIONS)
     assert not found.hit and "short convolution: width 4" in found.miss
+
+
+def fit_with_words(tmp_path, monkeypatch, config: dict, words: dict):
+    """The preflight's fit result for `config` on a T4 from a one-verdict table, beside the extra words."""
+    from contract import layout
+    from entrypoint.argv import Extras
+    from entrypoint.checks.model import Resolved
+    from entrypoint.device import Device
+    from entrypoint.preflight import fit_check
+
+    mixer_table(tmp_path, config, 2048)
+    monkeypatch.setenv(layout.ENV_FIT_TABLE, str(tmp_path / "fit-table.json"))
+    monkeypatch.setattr(lookup, "installed_versions", lambda: VERSIONS)
+    folder = tmp_path / "model"
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    check = fit_check(Resolved(str(folder), None, None, config), extras=Extras(words))(
+        Device("StandIn Tesla T4", (7, 5), 65536, 1))
+    return check.start()()
+
+
+MAMBA2_MODEL = {"model_type": "mamba2", "num_heads": 128, "head_dim": 64, "state_size": 128, "n_groups": 8,
+                "chunk_size": 256, "conv_kernel": 4, "hidden_size": 4096, "expand": 2}
+
+
+@pytest.mark.parametrize("words, says", [
+    ({}, None), ({"use_replayssm": True}, None), ({"use_replayssm": True, "replayssm_buffer_len": "16"}, None),
+    ({"replayssm_buffer_len": "64"}, None),
+    ({"use_replayssm": True, "replayssm_buffer_len": "64"}, "--replayssm-buffer-len 64: the build proves it at 16")])
+def test_replayssm_at_a_history_length_the_build_did_not_record_is_named_not_proven(tmp_path, monkeypatch, words,
+                                                                                    says):
+    result = fit_with_words(tmp_path, monkeypatch, MAMBA2_MODEL, words)
+    assert result.status.value == ("warn" if says else "pass"), result
+    assert says is None or (says in result.message and "\n" not in result.message + result.fix)
+
+
+def test_replayssm_on_kimi_linear_names_its_recovery_kernels_unproven_whatever_the_length():
+    from entrypoint.checks.clamp import replayssm_unproven
+
+    assert "Kimi Linear's ReplaySSM recovery" in replayssm_unproven(True, None, "kimi_linear")
+    assert replayssm_unproven(None, "64", "kimi_linear") is None and replayssm_unproven(True, "16", "mamba2") is None
