@@ -57,10 +57,10 @@ NOT_JUDGED = Extras({}, judged=False)
 
 
 def fit_check(resolved: model.Resolved, tensor_parallel_size: int = 1, dtype: str = "auto",
-              extras: Extras = NOT_JUDGED) -> Callable[[Device], Check | Background]:
+              extras: Extras = NOT_JUDGED, env: Mapping[str, str] | None = None) -> Callable[[Device], Check | Background]:
     """The fit check of one rank's attention shapes (TENSOR_PARALLEL_SIZE ranks split the heads) in the
     dtype vLLM will run them in on the device (DTYPE, else the checkpoint's where the device has bf16),
-    and what the extra words make it launch beyond them (ReplaySSM)."""
+    and what the extra words and the environment make it launch beyond them (ReplaySSM, tuned files)."""
     def run(device: Device) -> Check | Background:
         config = resolved.config_file
         if config is None or resolved.config is None:
@@ -68,9 +68,11 @@ def fit_check(resolved: model.Resolved, tensor_parallel_size: int = 1, dtype: st
                                   "see the model check")
         parsed = resolved.config if isinstance(resolved.config, dict) else {}
         text = parsed.get("text_config") if isinstance(parsed.get("text_config"), dict) else parsed
-        unproven = clamp.replayssm_unproven(extras.get("use_replayssm"), extras.get("replayssm_buffer_len"),
-                                            text.get("model_type") or parsed.get("model_type"))
-        return Background(lambda: clamp.with_replayssm(
+        unproven = [why for why in (
+            clamp.replayssm_unproven(extras.get("use_replayssm"), extras.get("replayssm_buffer_len"),
+                                     text.get("model_type") or parsed.get("model_type")),
+            clamp.tuned_folder_unproven(env or {})) if why]
+        return Background(lambda: clamp.with_unproven(
             clamp.start_fit(config, resolved.config, device.cc, device.smem_optin, tensor_parallel=tensor_parallel_size,
                             dtype=dtype), unproven))
     return run
@@ -170,7 +172,7 @@ def plan(settings: Settings, device: Device | None, models: Models, env: Mapping
         "torch": needs_device("torch", device, torch_check(loaded)),
         "clamp": lambda: clamp.check_clamp(),
         "fit": needs_device("fit", device, fit_check(models.model, settings.tensor_parallel_size, settings.dtype,
-                                                     extras)),
+                                                     extras, env)),
         "model": lambda: model.check_model(models.model, settings.max_model_len, model.allow_long(env)),
         "drafter": lambda: model.check_drafter(models.drafter),
         "parsers": lambda: parsers.judge_parsers(parser_settings, models.model),

@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from contract import layout
 from contract.verdict import Result, Status, failed, passed, warned
@@ -198,18 +198,31 @@ def replayssm_unproven(use_replayssm: object, buffer_len: object, model_type: ob
     return None
 
 
-def with_replayssm(collect: Callable[[], Result], unproven: str | None) -> Callable[[], Result]:
-    """collect, its passing verdict turned into a warning naming what ReplaySSM adds unproven."""
-    if unproven is None:
+TUNED_FOLDER = "VLLM_TUNED_CONFIG_FOLDER"
+
+
+def tuned_folder_unproven(env: Mapping[str, str]) -> str | None:
+    """The user's own tuned kernel configurations, which vLLM launches as written (fused MoE, the Mamba
+    state update, LoRA: the image ships none for a Turing or Ampere consumer GPU), None without them."""
+    folder = env.get(TUNED_FOLDER, "").strip()
+    if not folder:
+        return None
+    return (f"the tuned kernel configurations in {TUNED_FOLDER}={folder!r} (fused MoE, Mamba state update, LoRA), "
+            "which vLLM launches as written")
+
+
+def with_unproven(collect: Callable[[], Result], unproven: list[str]) -> Callable[[], Result]:
+    """collect, its passing verdict turned into a warning naming what runs beyond what the table proved."""
+    if not unproven:
         return collect
 
     def judged() -> Result:
         result = collect()
         if result.status is not Status.PASS:
             return result
-        return warned(FIT, f"{result.message}; not proven: {unproven}",
-                      "leave --replayssm-buffer-len at its default (or --use-replayssm off), or watch the first "
-                      "request's log for OutOfResources on this device")
+        return warned(FIT, f"{result.message}; not proven: {'; '.join(unproven)}",
+                      "keep to what the build proved (vLLM's defaults), or watch the first request's log for "
+                      "OutOfResources on this device")
     return judged
 
 

@@ -299,7 +299,7 @@ def test_a_short_convolution_verdict_answers_every_rank_and_never_a_mamba1_mixer
     assert not found.hit and "short convolution: width 4" in found.miss
 
 
-def fit_with_words(tmp_path, monkeypatch, config: dict, words: dict):
+def fit_with_words(tmp_path, monkeypatch, config: dict, words: dict, env: dict | None = None):
     """The preflight's fit result for `config` on a T4 from a one-verdict table, beside the extra words."""
     from contract import layout
     from entrypoint.argv import Extras
@@ -313,7 +313,7 @@ def fit_with_words(tmp_path, monkeypatch, config: dict, words: dict):
     folder = tmp_path / "model"
     folder.mkdir(exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config))
-    check = fit_check(Resolved(str(folder), None, None, config), extras=Extras(words))(
+    check = fit_check(Resolved(str(folder), None, None, config), extras=Extras(words), env=env)(
         Device("StandIn Tesla T4", (7, 5), 65536, 1))
     return check.start()()
 
@@ -338,3 +338,12 @@ def test_replayssm_on_kimi_linear_names_its_recovery_kernels_unproven_whatever_t
 
     assert "Kimi Linear's ReplaySSM recovery" in replayssm_unproven(True, None, "kimi_linear")
     assert replayssm_unproven(None, "64", "kimi_linear") is None and replayssm_unproven(True, "16", "mamba2") is None
+
+
+def test_a_tuned_config_folder_is_named_not_proven_beside_a_fit_the_table_proved(tmp_path, monkeypatch):
+    result = fit_with_words(tmp_path, monkeypatch, MAMBA2_MODEL, {}, {"VLLM_TUNED_CONFIG_FOLDER": "/configs/mine"})
+    assert result.status.value == "warn" and "VLLM_TUNED_CONFIG_FOLDER='/configs/mine'" in result.message
+    both = fit_with_words(tmp_path, monkeypatch, MAMBA2_MODEL, {"use_replayssm": True, "replayssm_buffer_len": "32"},
+                          {"VLLM_TUNED_CONFIG_FOLDER": "/configs/mine"})
+    assert "--replayssm-buffer-len 32" in both.message and "/configs/mine" in both.message
+    assert fit_with_words(tmp_path, monkeypatch, MAMBA2_MODEL, {}, {"VLLM_TUNED_CONFIG_FOLDER": " "}).status.value == "pass"
