@@ -72,9 +72,10 @@ def fit_check(resolved: model.Resolved, tensor_parallel_size: int = 1, dtype: st
             clamp.replayssm_unproven(extras.get("use_replayssm"), extras.get("replayssm_buffer_len"),
                                      text.get("model_type") or parsed.get("model_type")),
             clamp.tuned_folder_unproven(env or {})) if why]
+        towers = str(extras.get("mm_encoder_attn_backend") or "").strip().upper() == "TRITON_ATTN"
         return Background(lambda: clamp.with_unproven(
             clamp.start_fit(config, resolved.config, device.cc, device.smem_optin, tensor_parallel=tensor_parallel_size,
-                            dtype=dtype), unproven))
+                            dtype=dtype, towers=towers), unproven))
     return run
 
 

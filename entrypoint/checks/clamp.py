@@ -133,7 +133,8 @@ def code_root(module: str) -> str | None:
 
 
 def start_fit(model_config: str, config: dict, cc: tuple[int, int], limit: int,
-              module: str = FIT_MODULE, tensor_parallel: int = 1, dtype: str = "auto") -> Callable[[], Result]:
+              module: str = FIT_MODULE, tensor_parallel: int = 1, dtype: str = "auto",
+              towers: bool = False) -> Callable[[], Result]:
     """Answers from the fit table's verdicts for `config` (the parsed `model_config`, as the model
     check read it; one rank's shapes of `tensor_parallel` ranks, in the dtype vLLM runs them in on
     the device under the DTYPE setting `dtype`) or starts the fit check on
@@ -144,7 +145,7 @@ def start_fit(model_config: str, config: dict, cc: tuple[int, int], limit: int,
         return lambda: failed(FIT, f"{module} is not installed for {sys.executable}", REBUILD)
     table = _env(layout.ENV_FIT_TABLE) or layout.FIT_TABLE
     run_in = run_dtype(config, cc, dtype)
-    found = lookup_fit(table, config, model_config, cc, limit, tensor_parallel, run_in)
+    found = lookup_fit(table, config, model_config, cc, limit, tensor_parallel, run_in, towers)
     if found is not None and found.hit:
         return lambda: judge_lookup(found, cc, limit)
     if found is not None and found.refused:
@@ -237,11 +238,11 @@ def run_dtype(config: dict, cc: tuple[int, int], setting: str) -> str:
 
 
 def lookup_fit(table: str, config: dict, model_config: str, cc: tuple[int, int], limit: int,
-               tensor_parallel: int = 1, dtype: str = "float16"):
-    """The fit table's verdicts for the model in `dtype` (a Lookup), None when the lookup module is
-    missing."""
+               tensor_parallel: int = 1, dtype: str = "float16", towers: bool = False):
+    """The fit table's verdicts for the model in `dtype` (with its multimodal towers when `towers`; a
+    Lookup), None when the lookup module is missing."""
     try:
         from patches.fitcheck.lookup import lookup
     except ImportError:
         return None
-    return lookup(table, config, cc[0] * 10 + cc[1], limit, model_config, tensor_parallel, dtype)
+    return lookup(table, config, cc[0] * 10 + cc[1], limit, model_config, tensor_parallel, dtype, towers)

@@ -88,10 +88,11 @@ def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | N
 
 
 def lookup(table_path: str | Path, config: dict, cc: int, limit: int, where: str = "config.json",
-           tensor_parallel: int = 1, dtype: str = table_.CHECKED_DTYPE) -> Lookup:
+           tensor_parallel: int = 1, dtype: str = table_.CHECKED_DTYPE, towers: bool = False) -> Lookup:
     """decide() for one rank's shapes of a model's parsed config.json (as the entrypoint's model check
-    read it) under `tensor_parallel` ranks in `dtype` (shapes.run_dtype), over the table file; an
-    unreadable table or an unusable config is a miss (the full check reports it)."""
+    read it) under `tensor_parallel` ranks in `dtype` (shapes.run_dtype), over the table file, with its
+    multimodal towers when they run the encoder kernel (`towers`: --mm-encoder-attn-backend TRITON_ATTN);
+    an unreadable table or an unusable config is a miss (the full check reports it)."""
     # Before the layers are read: a model vLLM cannot run here is refused even beside layers the check
     # does not know (Kimi Linear's KDA next to its latent attention, DeepSeek V4's compressed layers)
     refusal = mixers.config_refused_on(config, Path(where).parent.name or "model", where, tensor_parallel, cc)
@@ -108,4 +109,16 @@ def lookup(table_path: str | Path, config: dict, cc: int, limit: int, where: str
         return Lookup(False, str(error))
     if document is None:
         return Lookup(False, f"no fit table at {table_path}")
+    if towers:
+        # The full check does not compile towers: one the table has no verdict for is not proven
+        try:
+            tower_shapes = shapes_.tower_shapes(config, Path(where).parent.name or "model", where)
+        except shapes_.UnprovenLayers as error:
+            return Lookup(False, str(error), unproven=True)
+        found = decide(document, tower_shapes, cc, limit, installed_versions(), dtype)
+        if tower_shapes and not found.hit:
+            heads = ", ".join(map(str, shapes_.BUILTIN_TOWER_HEADS))
+            return Lookup(False, f"{found.miss}: a multimodal tower under --mm-encoder-attn-backend TRITON_ATTN (the "
+                                 f"build proves tower heads {heads})", unproven=True)
+        shapes = shapes + tower_shapes
     return decide(document, shapes, cc, limit, installed_versions(), dtype)

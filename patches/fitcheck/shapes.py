@@ -450,6 +450,36 @@ ENCODER_KV_HEADS = 2  # any count: the verdict is keyed by the ratio, as for the
 ENCODER_SHAPES = [LayerShape("encoder", name, ratio * ENCODER_KV_HEADS, ENCODER_KV_HEADS, head, window,
                              attention=attention)
                   for name, head, ratio, window, attention in ENCODER_LAYERS]
+# The multimodal towers a config describes, which run the encoder kernel under
+# `--mm-encoder-attn-backend TRITON_ATTN` (MM_ENCODER): (config field, the tower's width fields, its
+# head-count fields), first present wins. Qwen2-VL's vision `hidden_size` is the language model's and its
+# own width is `embed_dim`; the others name their width `hidden_size`.
+TOWER_FIELDS = (("vision_config", ("embed_dim", "hidden_size"), ("num_heads", "num_attention_heads")),
+                ("audio_config", ("hidden_size",), ("num_attention_heads", "num_heads")))
+BUILTIN_TOWER_HEADS = tuple(head for _, head, _, _, kind in ENCODER_LAYERS if kind == MM_ENCODER)
+
+
+def tower_shapes(config: object, model: str, where: str) -> list[LayerShape]:
+    """One MM_ENCODER shape per multimodal tower of a parsed config.json (a tower's heads are its own:
+    one KV head per query head, no window); UnprovenLayers naming a tower whose head size it cannot read."""
+    shapes = []
+    for key, widths, counts in TOWER_FIELDS:
+        tower = config.get(key) if isinstance(config, dict) else None
+        if not isinstance(tower, dict):
+            continue
+        head = tower.get("head_dim")
+        width = next((tower[f] for f in widths if tower.get(f) is not None), None)
+        heads = next((tower[f] for f in counts if tower.get(f) is not None), None)
+        if head is None and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (width, heads)):
+            head = width // heads if width % heads == 0 else None
+        if isinstance(head, bool) or not isinstance(head, int) or head <= 0:
+            raise UnprovenLayers(f"{where}: '{key}': no head size to read ('head_dim', or {' / '.join(widths)} over "
+                                 f"{' / '.join(counts)}), so its tower's encoder attention under TRITON_ATTN is unknown")
+        count = heads if isinstance(heads, int) and not isinstance(heads, bool) and heads > 0 else 1
+        shapes.append(LayerShape(model, f"{key.split('_')[0]}-tower", count, count, head, None, attention=MM_ENCODER))
+    return shapes
+
+
 MATRICES = ("all", "attention", "gemma4")  # what the fit check runs without --model-config
 
 

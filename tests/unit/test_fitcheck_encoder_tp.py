@@ -124,3 +124,48 @@ def test_tensor_parallel_goes_with_a_model_config(tmp_path):
     path.write_text(json.dumps(shapes.BUILTIN_CONFIGS["gemma4-e2b"]))
     fit = plan(FitOptions(model_config=str(path), tensor_parallel=2))
     assert {s.tensor_parallel for s in fit.shapes} == {2}
+
+
+def tower_preflight(tmp_path, monkeypatch, config: dict, backend: str | None, table_path):
+    """The preflight's fit result on a T4 for `config` with `--mm-encoder-attn-backend backend` (if any)."""
+    from entrypoint.argv import Extras
+    from entrypoint.checks.model import Resolved
+    from entrypoint.device import Device
+    from entrypoint.preflight import fit_check
+
+    monkeypatch.setenv("TURING_CLAMP_FIT_TABLE", str(table_path))
+    folder = tmp_path / "model"
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    words = {"mm_encoder_attn_backend": backend} if backend else {}
+    return fit_check(Resolved(str(folder), None, None, config), extras=Extras(words))(
+        Device("StandIn Tesla T4", (7, 5), 65536, 1)).start()()
+
+
+def test_towers_under_triton_attn_are_looked_up_by_their_head_size_and_an_unknown_one_is_not_proven(
+        tmp_path, monkeypatch, versions):
+    from tests.support import gemma4_configs
+
+    e2b = json.loads((gemma4_configs.published_model_dir("gemma4-e2b", tmp_path / "pub") / "config.json").read_text())
+    assert [(s.layer, s.head_size) for s in shapes.tower_shapes(e2b, "e2b", "c")] == [("vision-tower", 64),
+                                                                                     ("audio-tower", 128)]
+    whole = matrix_table(tmp_path)
+    for backend in (None, "TRITON_ATTN", "triton_attn"):
+        assert tower_preflight(tmp_path, monkeypatch, e2b, backend, whole).status is Status.PASS, backend
+    # the table without the head-128 tower: the audio tower is what the TRITON_ATTN run lacks
+    no_audio = matrix_table(tmp_path, keep=lambda s: s.layer != "mm-encoder-head128")
+    assert tower_preflight(tmp_path, monkeypatch, e2b, None, no_audio).status is Status.PASS
+    result = tower_preflight(tmp_path, monkeypatch, e2b, "TRITON_ATTN", no_audio)
+    assert result.status is Status.WARN and "audio-tower" in result.message and "head 128" in result.message
+    assert "--mm-encoder-attn-backend TRITON_ATTN" in result.message and "\n" not in result.message + result.fix
+    # a tower of a head size the build does not prove (Qwen2-VL's 80 taken to 96) is named
+    wide = dict(e2b, vision_config=dict(e2b["vision_config"], head_dim=96))
+    result = tower_preflight(tmp_path, monkeypatch, wide, "TRITON_ATTN", whole)
+    assert result.status is Status.WARN and "vision-tower" in result.message and "head 96" in result.message
+
+
+def test_a_tower_whose_head_size_cannot_be_read_is_named_with_the_fields_it_lacks():
+    with pytest.raises(shapes.UnprovenLayers, match="'vision_config': no head size to read .*embed_dim / hidden_size"):
+        shapes.tower_shapes({"vision_config": {"num_heads": 16}}, "m", "c")
+    qwen2_vl = {"vision_config": {"embed_dim": 1280, "hidden_size": 3584, "num_heads": 16}}
+    assert [s.head_size for s in shapes.tower_shapes(qwen2_vl, "m", "c")] == [80]  # its own width, not the LM's
