@@ -109,16 +109,18 @@ def lookup(table_path: str | Path, config: dict, cc: int, limit: int, where: str
         return Lookup(False, str(error))
     if document is None:
         return Lookup(False, f"no fit table at {table_path}")
-    if towers:
-        # The full check does not compile towers: one the table has no verdict for is not proven
-        try:
-            tower_shapes = shapes_.tower_shapes(config, Path(where).parent.name or "model", where)
-        except shapes_.UnprovenLayers as error:
-            return Lookup(False, str(error), unproven=True)
-        found = decide(document, tower_shapes, cc, limit, installed_versions(), dtype)
-        if tower_shapes and not found.hit:
-            heads = ", ".join(map(str, shapes_.BUILTIN_TOWER_HEADS))
-            return Lookup(False, f"{found.miss}: a multimodal tower under --mm-encoder-attn-backend TRITON_ATTN (the "
-                                 f"build proves tower heads {heads})", unproven=True)
-        shapes = shapes + tower_shapes
-    return decide(document, shapes, cc, limit, installed_versions(), dtype)
+    versions = installed_versions()
+    if not towers:
+        return decide(document, shapes, cc, limit, versions, dtype)
+    try:
+        tower_shapes = shapes_.tower_shapes(config, Path(where).parent.name or "model", where)
+    except shapes_.UnprovenLayers as error:
+        return Lookup(False, str(error), unproven=True)
+    found = decide(document, shapes + tower_shapes, cc, limit, versions, dtype)
+    # A miss the language model's layers alone do not have is a tower's, which the full check does not
+    # compile: not proven. Any other miss (another table, a layer without a verdict) goes to the full check.
+    if not found.hit and tower_shapes and decide(document, shapes, cc, limit, versions, dtype).hit:
+        heads = ", ".join(map(str, shapes_.BUILTIN_TOWER_HEADS))
+        return Lookup(False, f"{found.miss}: a multimodal tower under --mm-encoder-attn-backend TRITON_ATTN (the "
+                             f"build proves tower heads {heads})", unproven=True)
+    return found

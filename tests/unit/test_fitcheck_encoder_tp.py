@@ -130,6 +130,7 @@ def tower_preflight(tmp_path, monkeypatch, config: dict, backend: str | None, ta
     """The preflight's fit result on a T4 for `config` with `--mm-encoder-attn-backend backend` (if any)."""
     from entrypoint.argv import Extras
     from entrypoint.checks.model import Resolved
+    from entrypoint.checks.model_config import parse_config
     from entrypoint.device import Device
     from entrypoint.preflight import fit_check
 
@@ -138,7 +139,7 @@ def tower_preflight(tmp_path, monkeypatch, config: dict, backend: str | None, ta
     folder.mkdir(exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config))
     words = {"mm_encoder_attn_backend": backend} if backend else {}
-    return fit_check(Resolved(str(folder), None, None, config), extras=Extras(words))(
+    return fit_check(Resolved(str(folder), None, None, config, parse_config(config)), extras=Extras(words))(
         Device("StandIn Tesla T4", (7, 5), 65536, 1)).start()()
 
 
@@ -169,3 +170,12 @@ def test_a_tower_whose_head_size_cannot_be_read_is_named_with_the_fields_it_lack
         shapes.tower_shapes({"vision_config": {"num_heads": 16}}, "m", "c")
     qwen2_vl = {"vision_config": {"embed_dim": 1280, "hidden_size": 3584, "num_heads": 16}}
     assert [s.head_size for s in shapes.tower_shapes(qwen2_vl, "m", "c")] == [80]  # its own width, not the LM's
+
+
+def test_a_table_of_another_vllm_is_a_miss_for_the_full_check_not_a_towers_unproven(tmp_path, monkeypatch):
+    from tests.support import gemma4_configs
+
+    e2b = json.loads((gemma4_configs.published_model_dir("gemma4-e2b", tmp_path / "pub") / "config.json").read_text())
+    monkeypatch.setattr(lookup, "installed_versions", lambda: dict(VERSIONS, vllm="0.34.0"))
+    found = lookup.lookup(matrix_table(tmp_path), e2b, 75, 65536, "e2b/config.json", towers=True)
+    assert not found.hit and not found.unproven and "tower" not in found.miss, found
