@@ -66,11 +66,10 @@ def fit_check(resolved: model.Resolved, tensor_parallel_size: int = 1, dtype: st
         if config is None or resolved.config is None:
             return lambda: warned(clamp.FIT, "not run: the model's config.json is not present or not readable",
                                   "see the model check")
-        parsed = resolved.config if isinstance(resolved.config, dict) else {}
-        text = parsed.get("text_config") if isinstance(parsed.get("text_config"), dict) else parsed
+        typed = resolved.typed
+        model_type = (typed.text_model_type or typed.model_type) if typed else None
         unproven = [why for why in (
-            clamp.replayssm_unproven(extras.get("use_replayssm"), extras.get("replayssm_buffer_len"),
-                                     text.get("model_type") or parsed.get("model_type")),
+            clamp.replayssm_unproven(extras.get("use_replayssm"), extras.get("replayssm_buffer_len"), model_type),
             clamp.tuned_folder_unproven(env or {})) if why]
         towers = str(extras.get("mm_encoder_attn_backend") or "").strip().upper() == "TRITON_ATTN"
         return Background(lambda: clamp.with_unproven(

@@ -155,8 +155,8 @@ def start_fit(model_config: str, config: dict, cc: tuple[int, int], limit: int,
                               "kernels, the Mamba-2 mixers of Nemotron-H, Granite 4.0-H, Falcon-H1, "
                               "Zamba 2 and Mamba-2 models, the Mamba-1 mixers of Jamba, Mamba and Falcon Mamba, "
                               "LFM2's short convolutions, the gated delta net of Qwen3-Next and Qwen3.5, and "
-                              "multi-head latent attention and Kimi Linear's KDA on compute capability 8.x; watch the first request's "
-                              "log for OutOfResources on this device")
+                              "multi-head latent attention and Kimi Linear's KDA on compute capability 8.x; watch "
+                              "the first request's log for OutOfResources on this device")
     if found is not None and found.unreadable:
         # vLLM may still serve it (transformers fills what the file leaves out); the full check
         # would stop on the same field, so it is not started

@@ -304,6 +304,7 @@ def fit_with_words(tmp_path, monkeypatch, config: dict, words: dict, env: dict |
     from contract import layout
     from entrypoint.argv import Extras
     from entrypoint.checks.model import Resolved
+    from entrypoint.checks.model_config import parse_config
     from entrypoint.device import Device
     from entrypoint.preflight import fit_check
 
@@ -313,7 +314,7 @@ def fit_with_words(tmp_path, monkeypatch, config: dict, words: dict, env: dict |
     folder = tmp_path / "model"
     folder.mkdir(exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config))
-    check = fit_check(Resolved(str(folder), None, None, config), extras=Extras(words), env=env)(
+    check = fit_check(Resolved(str(folder), None, None, config, parse_config(config)), extras=Extras(words), env=env)(
         Device("StandIn Tesla T4", (7, 5), 65536, 1))
     return check.start()()
 
