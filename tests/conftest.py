@@ -1,7 +1,21 @@
 """Marks every test with its tier, taken from the folder it lives in."""
+import os
 import pathlib
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# The generated cases (Hypothesis) of every boundary run under one profile: a fixed budget of examples
+# per test, derandomized (the same examples on every run, so CI is deterministic and a red run is
+# reproducible), no per-example deadline (a loaded 2-core host must not fail a test by the clock:
+# tests that bound time bound it themselves, with margins), and no example database written into the
+# checkout. Every failing example Hypothesis found is kept as an explicit `@example` or corpus row.
+# HYPOTHESIS_PROFILE=explore runs many more, randomized, to look for new ones by hand.
+settings.register_profile("ci", max_examples=60, derandomize=True, deadline=None, database=None,
+                          suppress_health_check=(HealthCheck.too_slow,), print_blob=True)
+settings.register_profile("explore", max_examples=2000, deadline=None, database=None,
+                          suppress_health_check=(HealthCheck.too_slow,))
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # The order the tiers run in: the unit and docs tiers first, while the image tier's build (started
 # when collection ends, tests/image/conftest.py) runs beside them; then the tiers that need it.
