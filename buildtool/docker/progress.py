@@ -1,7 +1,10 @@
-"""Build progress: a live status line on a terminal, plain lines otherwise.
+"""Build progress: a live status line on a terminal, a short log otherwise.
 
 BuildKit's plain output is always captured, so a failure can be reported by the
 last line the failing step printed (our tools print their refusal as one line).
+A log (CI, a file) gets each step that runs, the lines our own build steps address to the
+reader (PROGRESS_PREFIXES: the fit check's progress and its refusals) and BuildKit's errors;
+the rest (pip's, apt's and vLLM's chatter, thousands of lines) stays in `lines` for the failure.
 """
 import re
 import shutil
@@ -11,7 +14,11 @@ from buildtool.status_line import StatusLine
 
 _STEP_OUTPUT = re.compile(r"^#(\d+) (?:\d+\.\d+ )?(.*)$")
 _STEP_ERROR = re.compile(r"^#(\d+) ERROR: (.*)$")
+_STEP_HEADER = re.compile(r"^#\d+ \[(?:[\w.-]+ +)?(\d+/\d+)\] (.*)$")
 _NOISE = ("sha256:", "transferring", "DONE", "CACHED", "extracting", "resolve ", "naming to", "exporting")
+# What our build steps print for the reader of the build's log (patches/fitcheck/progress.py).
+PROGRESS_PREFIXES = ("fitcheck: ",)
+STEP_TEXT_WIDTH = 100
 
 
 class ProgressView:
@@ -26,7 +33,9 @@ class ProgressView:
         line = line.rstrip("\n")
         self.lines.append(line)
         if not self.status.live:
-            print(line, file=self.status.stream, flush=True)
+            shown = log_line(line)
+            if shown is not None:
+                print(shown, file=self.status.stream, flush=True)
             return
         match = _STEP_OUTPUT.match(line)
         text = match.group(2) if match else line
@@ -37,6 +46,21 @@ class ProgressView:
 
     def close(self) -> None:
         self.status.finish()
+
+
+def log_line(line: str) -> str | None:
+    """What a log shows of one line of BuildKit's plain output, None for nothing."""
+    header = _STEP_HEADER.match(line)
+    if header:
+        step, text = header.groups()
+        text = " ".join(text.split())
+        return f"[{step}] {text[:STEP_TEXT_WIDTH]}{'...' if len(text) > STEP_TEXT_WIDTH else ''}"
+    if _STEP_ERROR.match(line) or line.startswith("ERROR"):
+        return line
+    output = _STEP_OUTPUT.match(line)
+    if output and output.group(2).startswith(PROGRESS_PREFIXES):
+        return output.group(2)
+    return None
 
 
 def failure_line(lines: list[str]) -> str:

@@ -23,7 +23,8 @@ import contextlib
 import gc
 import multiprocessing
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 WARP_SIZE = 32
 SHARED_ONLY = "shared-only"
@@ -42,6 +43,7 @@ class CompileResult:
     num_warps: int | None  # what Triton compiled with (its default when the launch passed none)
     num_stages: int | None
     error: str | None = None
+    cpu_s: float = field(default=0.0, compare=False)  # what the compile cost its process (0 for a table answer)
 
 
 @dataclass
@@ -141,6 +143,9 @@ _WITNESSES: dict[str, tuple[int, _Job]] = {}
 _JOBS: list[_Job] = []
 _TARGET = None
 _MODE = [FULL]
+# Every compile this process ran, in order: (mode, cc, kernel, CompileResult), for the cost breakdown
+# (bench/fitcheck) and the build's progress.
+LEDGER: list[tuple[str, int, str, CompileResult]] = []
 
 
 @contextlib.contextmanager
@@ -170,14 +175,17 @@ def _compile(job: _Job, hook) -> CompileResult:
 
     from patches.fitcheck.recorder import swapped
 
+    started = time.process_time()
     try:
         with swapped(knobs.runtime, "add_stages_inspection_hook", hook):
             compiled = triton.compile(job.source, target=_TARGET, options=job.options)
     except Exception as error:  # a compile error is a finding about this launch, not a crash
         first_line = (str(error).strip().splitlines() or [""])[0]
-        return CompileResult(None, None, None, f"{type(error).__name__}: {first_line}"[:300])
+        return CompileResult(None, None, None, f"{type(error).__name__}: {first_line}"[:300],
+                             cpu_s=time.process_time() - started)
     metadata = compiled.metadata
-    return CompileResult(metadata.shared, metadata.num_warps, metadata.num_stages)
+    return CompileResult(metadata.shared, metadata.num_warps, metadata.num_stages,
+                         cpu_s=time.process_time() - started)
 
 
 def _compile_jobs(jobs: list[_Job], target, workers: int | None) -> list[CompileResult]:
@@ -213,6 +221,7 @@ def compile_launches(requests: list[tuple], cc: int, workers: int | None = None)
     results = _compile_jobs(list(jobs.values()), target, workers)
     for job, result in zip(jobs.values(), results):
         _DONE[mode, job.key] = result
+        LEDGER.append((mode, cc, job.kernel, result))
     # Witnesses from every request, compiled now or earlier in this process (an earlier check of the
     # image build's passes), so each check cross-checks the kernels it met.
     for job in prepared:
@@ -236,6 +245,7 @@ def cross_check(cc: int, workers: int | None = None) -> list[dict]:
     checked = []
     for (kernel, (quick, job)), full in zip(witnesses, results):
         _DONE[FULL, job.key] = full
+        LEDGER.append((FULL, cc, kernel, full))
         if full.shared != quick:
             found = f"{full.shared} bytes" if full.error is None else f"an error ({full.error})"
             raise CompilerDrift(f"{kernel}: the shared-memory-only compile says {quick} bytes, Triton's full "

@@ -254,15 +254,20 @@ def test_the_debian_mirror_is_read_from_the_hosts_sources(tmp_path):
     assert debian_mirror(tmp_path) == "http://one.example/debian"
 
 
-def test_build_progress_is_every_line_in_a_log_and_one_live_line_on_a_terminal():
+def test_build_progress_is_the_steps_and_our_lines_in_a_log_and_one_live_line_on_a_terminal():
     log, terminal = io.StringIO(), io.StringIO()
-    build_output = ["#5 [2/3] RUN python3 -m patches.fitcheck", "#5 12.3 152 launches", "#5 DONE 40.1s"]
+    build_output = ["#4 [internal] load metadata for docker.io/library/x", "#5 [stage-0  2/3] RUN python3 -m patches.fitcheck",
+                    "#5 1.0 Using default Mamba SSU config. Performance might be sub-optimal!",
+                    "#5 12.3 152 launches", "#5 30.0 fitcheck: sm75 float16: 900/1200 compiled, 30 s", "#5 DONE 40.1s",
+                    "#6 [stage-0  3/3] RUN " + "x" * 300, "#6 ERROR: process did not complete"]
     for stream, live in ((log, False), (terminal, True)):
         view = ProgressView(stream, live=live)
         for line in build_output:
             view.feed(line + "\n")
         view.close()
         assert view.lines == build_output, "every line is kept for the failure message"
-    assert log.getvalue().splitlines() == build_output
+    assert log.getvalue().splitlines() == [
+        "[2/3] RUN python3 -m patches.fitcheck", "fitcheck: sm75 float16: 900/1200 compiled, 30 s",
+        "[3/3] RUN " + "x" * 96 + "...", "#6 ERROR: process did not complete"]
     assert terminal.getvalue().count("\n") == 1, "a terminal gets one line rewritten in place"
-    assert "[2/3] RUN python3 -m patches.fitcheck  152 launches" in terminal.getvalue()
+    assert "[stage-0  2/3] RUN python3 -m patches.fitcheck  152 launches" in terminal.getvalue()
