@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.scripts import REPO, load_script
-from tooling import gpu_site
+from tooling import clamp_gpu, gpu_site
+from tooling.clamp_gpu import REPO
 from tooling.attention_cases import DTYPES
 
 
 @pytest.fixture(scope="module")
 def bench():
-    return load_script("bench/clamp_gpu", "clamp_gpu_bench_dtype")
+    return clamp_gpu
 
 
 def test_every_dtype_the_sweeps_take_names_its_lowerings(bench):
