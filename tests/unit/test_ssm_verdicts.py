@@ -1,6 +1,6 @@
-"""The fit verdict over measured Mamba/SSM launches (bench/ssm_verdicts.py): an autotuned kernel
+"""The fit verdict over measured Mamba/SSM launches (tooling/probes/ssm/verdicts.py): an autotuned kernel
 fits when one configuration does (Triton's autotuner skips the rest); a plain launch must fit."""
-from bench.ssm_verdicts import verdicts
+from tooling.probes.ssm.verdicts import verdicts
 
 
 def row(kernel, shared, config=None, device="sm75", limit=65536, kind="prefill"):
