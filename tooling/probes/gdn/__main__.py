@@ -16,11 +16,9 @@ least one configuration is (Triton's autotuner scores a configuration that raise
 infinitely slow, so it is never picked while another fits). A kernel fits when every launch of it does,
 over every shape and phase. The table per kernel; --detail adds one row per shape and phase.
 """
-import argparse
 import json
 
-from contract.devices import DEVICES
-from contract.pins import PYPI_BASE_TAG
+from tooling.probes.command import chosen, probe_parser
 from tooling.probes.container import probe_lines
 from tooling.probes.gdn.verdicts import FAMILIES, kernel_verdicts
 from tooling.probes.ssm.verdicts import verdicts
@@ -33,26 +31,16 @@ def _span(smallest, largest) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench/gdn_kernels_smem", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--image", default=PYPI_BASE_TAG)
-    parser.add_argument("--devices", default="sm75,sm86")
-    parser.add_argument("--families", default=",".join(FAMILIES))
+    parser = probe_parser("bench/gdn_kernels_smem", __doc__, FAMILIES)
     parser.add_argument("--tensor-parallel", default="1", help="ranks, comma separated (per-rank head counts)")
     parser.add_argument("--detail", action="store_true", help="a row per shape and phase as well")
-    parser.add_argument("--json", action="store_true", help="print every launch as JSON lines")
     args = parser.parse_args(argv)
-    families, device_names = args.families.split(","), args.devices.split(",")
-    unknown = [name for name in families if name not in FAMILIES]
-    unknown += [name for name in device_names if name not in DEVICES]
-    if unknown:
-        parser.error(f"unknown family or device {', '.join(unknown)}: families {', '.join(FAMILIES)}; "
-                     f"devices {', '.join(DEVICES)}")
+    families, devices = chosen(parser, args, FAMILIES)
     try:
         ranks = [int(value) for value in args.tensor_parallel.split(",")]
     except ValueError:
         parser.error(f"--tensor-parallel {args.tensor_parallel!r}: expected integers, comma separated")
-    devices = {name: DEVICES[name] for name in device_names}
+
     def measured(lines):
         return [line for line in lines if "device" in line]
 

@@ -17,30 +17,17 @@ raises OutOfResources as infinitely slow, so it is never picked while another fi
 follows the head dim, the state size and the chunk size (and the dtype, fp16 here), not the head
 or group counts, which only set the grid. The figures are in docs/clamp.md.
 """
-import argparse
 import json
 
-from contract.devices import DEVICES
-from contract.pins import PYPI_BASE_TAG
+from tooling.probes.command import chosen, probe_parser
 from tooling.probes.container import probe_lines
 from tooling.probes.ssm.verdicts import FAMILIES, verdicts
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench/ssm_kernels_smem", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--image", default=PYPI_BASE_TAG)
-    parser.add_argument("--devices", default="sm75,sm86")
-    parser.add_argument("--families", default=",".join(FAMILIES))
-    parser.add_argument("--json", action="store_true", help="print every launch as JSON lines")
+    parser = probe_parser("bench/ssm_kernels_smem", __doc__, FAMILIES)
     args = parser.parse_args(argv)
-    unknown = [name for name in args.families.split(",") if name not in FAMILIES]
-    unknown += [name for name in args.devices.split(",") if name not in DEVICES]
-    if unknown:
-        parser.error(f"unknown family or device {', '.join(unknown)}: families {', '.join(FAMILIES)}; "
-                     f"devices {', '.join(DEVICES)}")
-    families = args.families.split(",")
-    devices = {name: DEVICES[name] for name in args.devices.split(",")}
+    families, devices = chosen(parser, args, FAMILIES)
     rows = probe_lines("bench/ssm_kernels_smem", args.image, "tooling.probes.ssm.probe",
                        [json.dumps(families), json.dumps(devices)])
     if rows is None:
