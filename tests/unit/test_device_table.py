@@ -41,3 +41,16 @@ def test_the_fit_checks_presets_are_the_tables_devices():
     for name, device in DEVICES.items():
         assert isinstance(device, DeviceLimits) and device.cc >= 70 and device.limit > 0
         assert resolve_device(FitOptions(device=name)) == {"name": name, "cc": device.cc, "limit": device.limit}
+
+
+def test_the_ampere_proxy_makes_the_encoder_runs_simulated_device_ampere(monkeypatch):
+    """tests/gpu/ampere_proxy.py swaps the device tooling/encoder_attention_run.py's simulated one
+    answers as; a renamed attribute there would leave the Ampere runs on Turing's numbers."""
+    from tests.gpu import ampere_proxy
+    from tooling import encoder_attention_run as runner
+
+    for name in ("SIMULATED", "encoder_batch"):  # restored after the test: the proxy sets both
+        monkeypatch.setattr(runner, name, getattr(runner, name))
+    monkeypatch.setattr(runner, "main", lambda argv: runner.SIMULATED)
+    assert runner.SIMULATED == DEVICES["sm75"]
+    assert ampere_proxy.main(["encoder", "float16"]) == DEVICES["sm86"]
