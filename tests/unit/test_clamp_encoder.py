@@ -74,27 +74,6 @@ def test_both_sites_of_one_release_carry_one_runtime_block_and_their_own_call(tm
     assert json.loads(checked.stdout)["file"].endswith("triton_prefill_attention.py")
 
 
-def test_the_cli_acts_on_every_site_by_default_and_site_picks_one(tmp_path):
-    unified = clamp_cycle.copy_release("0.33.0", tmp_path, UNIFIED)
-    encoder = clamp_cycle.copy_release("0.33.0", tmp_path, ENCODER)
-    env = {"PYTHONPATH": f"{unified.parents[4]}:{clamp_cycle.REPO}", "PATH": "/usr/bin:/bin"}
-    picked = run_cli("apply", "--site", "encoder", "--json", env=env)
-    assert picked.returncode == 0 and json.loads(picked.stdout)["file"] == str(encoder)
-    assert turing_clamp.check(unified).outcome is turing_clamp.Outcome.ABSENT
-    half = run_cli("check", env=env)  # the worst site's exit code, one line per site
-    assert half.returncode == 1 and [line.split(":")[0] for line in half.stdout.splitlines()] == ["absent", "present"]
-    placed = run_cli("apply", "--json", env=env)
-    assert placed.returncode == 0, placed.stderr
-    assert {name: report["outcome"] for name, report in json.loads(placed.stdout).items()} == \
-        {"unified": "applied", "encoder": "already"}
-    checked = run_cli("check", "--json", env=env)
-    assert checked.returncode == 0
-    assert {name: report["outcome"] for name, report in json.loads(checked.stdout).items()} == \
-        {"unified": "present", "encoder": "present"}
-    assert run_cli("show", env=env).stdout == ""
-    assert set(json.loads(run_cli("show", "--json", env=env).stdout)) == set(turing_clamp.SITES)
-
-
 def test_a_launcher_whose_block_is_read_before_its_last_assignment_is_refused(tmp_path):
     target = clamp_cycle.copy_release("0.33.0", tmp_path, ENCODER)
     source = target.read_text()
