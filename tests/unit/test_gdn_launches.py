@@ -6,10 +6,10 @@ import json
 import pytest
 import transformers
 
-from tooling.probes.gdn.verdicts import kernel_verdicts
 from patches.fitcheck import lookup, mixers, shapes, table
 from patches.fitcheck.run import FitOptions, plan
 from patches.fitcheck.shapes import ConfigError, UnprovenLayers
+from tooling.probes.gdn.verdicts import kernel_verdicts
 
 
 def saved(tmp_path, cls: str, **kwargs) -> dict:
