@@ -27,10 +27,9 @@ COPY contract/__init__.py contract/clamp_paths.py contract/devices.py /opt/vllm-
 COPY patches/ /opt/vllm-turing/patches/
 RUN set -e; \
     export PYTHONDONTWRITEBYTECODE=1; \
-    python3 -m patches.turing_clamp apply --json > /opt/vllm-turing/clamp-report.json; \
+    python3 -m patches.turing_clamp apply --site unified --json > /opt/vllm-turing/clamp-report.json; \
     python3 -m patches.turing_clamp apply --site encoder --json > /opt/vllm-turing/clamp-report-encoder.json; \
     python3 -m patches.turing_clamp check; \
-    python3 -m patches.turing_clamp check --site encoder; \
     python3 -c 'import patches.turing_clamp as c, py_compile; [py_compile.compile(str(c.find_target(s)), doraise=True) for s in c.SITES.values()]'
 # The passes, one process (patches/fitcheck/image_passes.py): sm_75; sm_86 in fp16 and in bf16
 # (Ampere runs a bf16 checkpoint in bf16, Turing casts it to fp16); sm_90, Gemma 4 only.

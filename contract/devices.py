@@ -1,7 +1,31 @@
-"""Facts about NVIDIA compute capabilities that the preflight and the fit check both decide by."""
+"""The device table: every NVIDIA device limit the project decides by, in one place. The preflight,
+the fit check, the clamp's ranking and the host-side tooling (bench/, tooling/, tests) import it."""
+from typing import NamedTuple
+
+
+class DeviceLimits(NamedTuple):
+    """A device the fit check can target: compute capability as the fit table writes it (75 for 7.5)
+    and the opt-in shared memory per block in bytes, which every kernel launch must fit."""
+
+    cc: int
+    limit: int
+
+
+# By the name `python -m patches.fitcheck --device` takes.
+DEVICES = {
+    "sm70": DeviceLimits(70, 98_304),  # Volta
+    "sm75": DeviceLimits(75, 65_536),  # Turing: T4, RTX 20xx, Quadro RTX
+    "sm86": DeviceLimits(86, 101_376),  # Ampere's consumer parts: RTX 30xx, A10
+    "sm90": DeviceLimits(90, 232_448),  # Hopper: H100, H200 (the GPU tier's machine)
+}
+TURING = DEVICES["sm75"]
+AMPERE = DEVICES["sm86"]
+HOPPER = DEVICES["sm90"]
 
 # The first capability with bf16 arithmetic (Ampere). Below it vLLM runs a bf16 checkpoint in fp16.
 BF16_MIN_CC = (8, 0)
+# The first capability with an fp8 datapath (Ada), which an fp8 KV cache needs.
+FP8_MIN_CC = (8, 9)
 
 
 def cc_number(cc: tuple[int, int]) -> int:

@@ -10,7 +10,7 @@ import re
 import shlex
 from typing import Mapping
 
-from contract.devices import BF16_MIN_CC
+from contract.devices import BF16_MIN_CC, FP8_MIN_CC
 from contract.layout import ENV_API_KEY, ENV_API_KEY_FILE
 
 # The one program the entrypoint execs. Nothing in the environment replaces it: the test tiers
@@ -41,8 +41,6 @@ FALSE_WORDS = ("0", "false", "no", "off")
 MAX_CONTEXT = 16 * 2**20
 MAX_SEQS = 65536
 MAX_GPUS = 64
-
-FP8_MIN_CC = (8, 9)
 
 
 class SettingsError(ValueError):

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import torch
 
+from contract.devices import AMPERE, HOPPER, TURING
 from tooling.attention_cases import CASE_NAMES, DTYPES, case_named
 from tooling.paged_attention import make_batch
 from tooling.unified_attention_run import LAUNCHER_MODULE, attention_call
@@ -47,9 +48,10 @@ WARPS = (2, 4, 8)
 # Turing has no asynchronous copy, so Triton's num_stages changes neither its shared memory nor
 # its code there (measured, docs/clamp.md); only lowerings that pipeline try stage counts.
 STAGES = {"sm75": (None,), "sm86": (None, 1, 2), "native": (None, 2)}
-# The shared memory per block a configuration must fit to be timed under each lowering (the
-# opt-in limits the project uses: T4 / RTX 20xx, RTX 30xx; the H200's own for native).
-DEVICE_LIMITS = {"sm75": 65536, "sm86": 101376, "native": 232448}
+# The device each lowering stands for: a configuration must fit its shared memory per block to be
+# timed (T4 / RTX 20xx, RTX 30xx; the H200's own for native).
+LOWERING_DEVICES = {"sm75": TURING, "sm86": AMPERE, "native": HOPPER}
+DEVICE_LIMITS = {low: device.limit for low, device in LOWERING_DEVICES.items()}
 BATCH_MS = 10.0  # calls per timed batch: enough for about this many milliseconds
 ROUNDS = 5  # every configuration of a case is timed once per round, round after round
 

@@ -21,6 +21,8 @@ import os
 import sys
 from pathlib import Path
 
+from contract.devices import TURING
+
 ENCODER_MODULE = "vllm.v1.attention.ops.triton_prefill_attention"
 KERNEL = "_fwd_kernel"
 HEADS = (64, 72, 128, 256, 512)
@@ -29,7 +31,7 @@ HEADS = (64, 72, 128, 256, 512)
 SEQ_LENS = (1, 7, 100, 333, 1024)
 QUERY_HEADS, KV_HEADS = 8, 4
 QUERY_GAIN = 3.0  # peaked softmax, so an absolute tolerance means something (as paged_attention)
-TURING_CC, TURING_LIMIT = 75, 65536
+SIMULATED = TURING  # the device the simulated one answers as (tests/gpu/ampere_proxy.py sets Ampere)
 RECORDED = ("BLOCK_M", "BLOCK_N", "BLOCK_DMODEL", "IS_CAUSAL", "num_warps", "num_stages")
 
 
@@ -91,7 +93,7 @@ def run(heads, out_dir: Path, fit_table: str | None) -> dict:
     module = importlib.import_module(ENCODER_MODULE)
     summary = {"module": module.__file__, "override": os.environ.get("TRITON_OVERRIDE_ARCH"),
                "clamped": any(name.startswith("_vllm_turing_") for name in vars(module)), "heads": {}}
-    with simulated_device(module, TURING_CC, TURING_LIMIT, fit_table):
+    with simulated_device(module, SIMULATED.cc, SIMULATED.limit, fit_table):
         for head in heads:
             batch = encoder_batch(head, device="cuda")
             out = torch.empty_like(batch["q"])

@@ -38,13 +38,13 @@ import torch
 
 from contract import layout
 from tooling.attention_cases import DTYPES
-from tooling.clamp_sweep import DEVICE_LIMITS, STAGES, environment, first_line, lowering, queue_timing, time_in_turns
+from tooling.clamp_sweep import DEVICE_LIMITS, LOWERING_DEVICES, STAGES, environment, first_line, lowering, queue_timing, time_in_turns
 from tooling.encoder_attention_run import ENCODER_MODULE, HEADS, KERNEL, SEQ_LENS, encoder_batch
 
 BLOCKS = (16, 32, 64, 128)
 WARPS = (2, 4, 8)
 # The capability each lowering stands for (what vLLM's platform is made to report).
-LOWERING_CC = {"sm75": 75, "sm86": 86, "native": 90}
+LOWERING_CC = {low: device.cc for low, device in LOWERING_DEVICES.items()}
 CLAMP = "_vllm_turing_encoder_clamp"
 PROXY_LOWERINGS = ("sm75", "sm86")
 

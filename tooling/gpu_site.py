@@ -20,6 +20,7 @@ import tarfile
 from pathlib import Path
 
 from contract import layout
+from contract.devices import TURING
 from patches import turing_clamp
 from patches.turing_clamp.ranking import ENV_RANKED
 
@@ -31,10 +32,6 @@ TABLE_ENV = layout.ENV_FIT_TABLE
 AMPERE_TABLE_ENV = "VLLM_TURING_GPU_FIT_TABLE_SM86"
 LAUNCHER = Path("vllm/v1/attention/ops/triton_unified_attention.py")
 COMPILED_EXTENSIONS = ("_C", "_C_stable_libtorch")
-# The clamp is forced to a Turing GPU's opt-in shared memory; the fit table holds what the
-# kernel needs when compiled for sm_75, so the clamped tiles are those a T4 would launch.
-TURING_LIMIT = 65536
-TURING_CC = 75
 
 
 class SiteError(RuntimeError):
@@ -144,7 +141,7 @@ def turing_needs(table: Path) -> dict[tuple, dict[int, int]]:
     """{(path, head_size_padded, dtype, block_m, num_warps, num_stages): {tile: shared}} for sm_75."""
     needs: dict[tuple, dict[int, int]] = {}
     for entry in json.loads(table.read_text())["entries"]:
-        if entry["cc"] == TURING_CC:
+        if entry["cc"] == TURING.cc:
             key = (entry["path"], entry["head_size_padded"], entry["dtype"], entry["block_m"],
                    entry["num_warps"], entry["num_stages"])
             needs.setdefault(key, {})[int(entry["tile_size"])] = int(entry["shared"])
@@ -153,8 +150,10 @@ def turing_needs(table: Path) -> dict[tuple, dict[int, int]]:
 
 # mode -> (the clamp's forced limit or None, Triton's lowering: None = the GPU's own, "sm75" = Turing's
 # on this GPU, TRITON_OVERRIDE_ARCH: a proxy of Turing code, its shared memory exactly Turing's)
-MODES = {"clamped": (str(TURING_LIMIT), None), "default": (None, None),
-         "clamped-sm75": (str(TURING_LIMIT), "sm75"), "default-sm75": (None, "sm75")}
+# The clamp is forced to a Turing GPU's opt-in shared memory; the fit table holds what the
+# kernel needs when compiled for sm_75, so the clamped tiles are those a T4 would launch.
+MODES = {"clamped": (str(TURING.limit), None), "default": (None, None),
+         "clamped-sm75": (str(TURING.limit), "sm75"), "default-sm75": (None, "sm75")}
 OVERRIDE_ENV = "TRITON_OVERRIDE_ARCH"
 
 

@@ -28,6 +28,7 @@ import glob
 import os
 import types
 
+from contract.devices import TURING
 from patches.fitcheck.mixer_launches import recorded
 from patches.fitcheck.recorder import simulated_device, swapped
 
@@ -37,7 +38,6 @@ MAX_MODEL_LEN = 4096
 MAX_TOKENS = 8192  # max_num_batched_tokens
 SAMPLER_BATCHES = (1, 64, 256)  # rows of logits (one per request without speculative decoding)
 T4_SMS = 40
-SIMULATED_CC, SIMULATED_LIMIT = 75, 65536
 
 # Legacy rows print their tiles as bare values; these kernels' tiles are printed by name.
 EXTRA_TILE_NAMES = ("SPLIT_K", "S", "F", "PADDED_COLS")
@@ -127,7 +127,7 @@ def _cpu_host():
     from vllm.platforms import current_platform
 
     with contextlib.ExitStack() as stack:
-        stack.enter_context(simulated_device(types.ModuleType("no_clamp"), SIMULATED_CC, SIMULATED_LIMIT))
+        stack.enter_context(simulated_device(types.ModuleType("no_clamp"), TURING.cc, TURING.limit))
         stack.enter_context(swapped(buffer_utils, "is_uva_available", lambda: False))
         stack.enter_context(swapped(torch_utils, "PIN_MEMORY", False))
         stack.enter_context(swapped(current_platform, "device_type", "cpu"))

@@ -7,15 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contract import clamp_paths as layout
+from contract.devices import DEVICES
 from patches.fitcheck import report as report_
 from patches.fitcheck import shapes as shapes_
-
-DEVICES = {  # name: (compute capability, opt-in shared memory per block in bytes)
-    "sm70": (70, 98_304),
-    "sm75": (75, 65_536),
-    "sm86": (86, 101_376),
-    "sm90": (90, 232_448),
-}
 
 
 class UsageError(ValueError):

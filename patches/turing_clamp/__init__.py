@@ -2,13 +2,14 @@
 
     python -m patches.turing_clamp apply|check|show [--site unified|encoder] [--target PATH] [--json]
 
---site picks the launcher of the installed vLLM: `unified` (default) is triton_unified_attention.py,
-`encoder` is triton_prefill_attention.py (encoder / bidirectional attention); a --target PATH is
-judged by its file name.
+By default each command acts on every site (SITES) of the installed vLLM: `unified` is
+triton_unified_attention.py, `encoder` is triton_prefill_attention.py (encoder / bidirectional
+attention). --site NAME picks one; a --target PATH is one file, judged by its file name.
 
-apply: 0 applied / already / skipped (upstream), 2 refused (nothing written).
+apply: 0 applied / already / skipped (upstream), 2 refused (nothing written to that site's file).
 check: 0 present once (or upstream), 1 absent or outdated, 2 error.
 show:  prints the unified diff apply would make (empty when there is nothing to do).
+Over several sites the exit code is the worst site's; --json prints one report per site, by name.
 
 The API: apply(), check(), show() and strip_clamp(); each report's Outcome carries its exit code.
 """

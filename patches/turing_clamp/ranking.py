@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from contract.devices import DEVICES
+
 FORMAT = 2  # 2: launches carry "windowed"
 RANKED_FILE = Path(__file__).with_name("ranked-configs.json")
 ENV_RANKED = "TURING_CLAMP_RANKED_CONFIGS"
@@ -36,7 +38,7 @@ CONFIG_KEYS = ("tile_size", "num_warps", "num_stages")
 # Triton's defaults for CUDA launches that name none; a configuration naming them is vLLM's own.
 TRITON_DEFAULTS = {"num_warps": 4, "num_stages": 3}
 # What each proxy lowering stands for: the capability the ranking is keyed by.
-PROXY_CC = {"sm75": 75, "sm86": 86}
+PROXY_CC = {low: DEVICES[low].cc for low in ("sm75", "sm86")}
 
 
 def normal(config: dict) -> tuple:

@@ -23,7 +23,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from patches.fitcheck import DEVICES
+from contract.devices import DEVICES
 from patches.turing_clamp import ranking
 
 DTYPES = ("float16", "bfloat16")
@@ -142,7 +142,7 @@ def main(argv: list[str]) -> int:
         from tooling import encoder_attention_run as runner
 
         runner.encoder_batch = functools.partial(runner.encoder_batch, dtype=dtype)
-        runner.TURING_CC, runner.TURING_LIMIT = AMPERE_CC, AMPERE_LIMIT  # what its simulated device answers
+        runner.SIMULATED = DEVICES[LOWERING]  # what its simulated device answers
     return runner.main(argv[2:])
 
 

@@ -22,6 +22,7 @@ import functools
 
 import pytest
 
+from contract.devices import TURING
 from tests.gpu.ampere_proxy import AMPERE_LIMIT, bf16_bound
 from tooling.attention_cases import ALL_CASE_NAMES, CASE_NAMES, case_named
 
@@ -132,7 +133,7 @@ def test_clamp_shrinks_the_head_512_prefill_tile(runs, clamped_mode, default_mod
 def test_clamped_tiles_fit_turing_shared_memory(runs, fit_table, figures, case_name):
     """Every clamped launch needs at most 65,536 bytes on sm_75, by the compiled fit table;
     no clamped tile is larger than vLLM's default."""
-    from tooling.gpu_site import TURING_LIMIT, turing_needs
+    from tooling.gpu_site import turing_needs
 
     needs = turing_needs(fit_table)
     rows = {}
@@ -145,7 +146,7 @@ def test_clamped_tiles_fit_turing_shared_memory(runs, fit_table, figures, case_n
     figures.setdefault("tiles", {})[case_name] = rows
     assert rows["clamped"]["sm75_shared"] is not None, (
         f"{case_name}: fit table {fit_table} has no sm_75 entry for {rows['clamped']}")
-    assert rows["clamped"]["sm75_shared"] <= TURING_LIMIT
+    assert rows["clamped"]["sm75_shared"] <= TURING.limit
     assert rows["clamped"]["tile_size"] <= rows["default"]["tile_size"]
 
 
@@ -153,13 +154,12 @@ def test_clamped_tiles_fit_turing_shared_memory(runs, fit_table, figures, case_n
 def test_clamped_launches_fit_turing_under_its_lowering(runs, figures, case_name):
     """Under TRITON_OVERRIDE_ARCH=sm75 the compiled kernel's own shared memory is Turing's: every
     launch the clamp makes there (fit table and ranked configurations) needs at most 65,536 bytes."""
-    from tooling.gpu_site import TURING_LIMIT
 
     launches = runs["clamped-sm75"][1][case_name]
     figures.setdefault("sm75_launches", {})[case_name] = launches
     assert launches and all(l["shared"] is not None for l in launches), launches
-    too_large = [l for l in launches if l["shared"] > TURING_LIMIT]
-    assert not too_large, f"{case_name}: launches above {TURING_LIMIT} bytes on sm_75: {too_large}"
+    too_large = [l for l in launches if l["shared"] > TURING.limit]
+    assert not too_large, f"{case_name}: launches above {TURING.limit} bytes on sm_75: {too_large}"
 
 
 @pytest.mark.parametrize("case_name,mode", [(c, m) for c in ALL_CASE_NAMES for m in ampere_modes_of(c)])

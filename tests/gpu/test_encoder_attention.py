@@ -20,8 +20,9 @@ import json
 
 import pytest
 
+from contract.devices import TURING
 from tests.gpu.ampere_proxy import AMPERE_LIMIT, LOWERING, bf16_bound
-from tooling.encoder_attention_run import HEADS, TURING_LIMIT
+from tooling.encoder_attention_run import HEADS
 
 # as tests/gpu/test_clamped_numerics.py: fp16 in and out, fp32 accumulation
 MAX_ABS_TOLERANCE = 1e-2
@@ -85,8 +86,8 @@ def test_encoder_launches_fit_turing_shared_memory(encoder_run, figures, head):
     figures.setdefault("encoder", {}).setdefault(str(head), {})["launches"] = launches
     figures["encoder"]["clamped_module"] = summary["clamped"]
     assert launches, f"head {head}: context_attention_fwd launched no kernel"
-    too_large = [l for l in launches if l["shared"] is None or l["shared"] > TURING_LIMIT]
-    assert not too_large, (f"head {head}: launches needing more than {TURING_LIMIT} bytes on sm_75 "
+    too_large = [l for l in launches if l["shared"] is None or l["shared"] > TURING.limit]
+    assert not too_large, (f"head {head}: launches needing more than {TURING.limit} bytes on sm_75 "
                            f"(encoder clamp in the launcher: {summary['clamped']}): {too_large}")
 
 

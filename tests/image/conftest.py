@@ -57,7 +57,7 @@ def image_given(config) -> str | None:
 class ImageBuild:
     """The session's build of TEST_TAG, started in the background as soon as the tests are collected
     (the unit tier, which tests/conftest.py runs first, then runs while it builds), and with it, when the
-    serving tier runs and builds its vehicle, that build too (tests/support/serving_stack.VehicleAhead)."""
+    serving tier runs and builds its vehicle, that build too (tooling/serving_stack.VehicleAhead)."""
 
     LOG = REPO / "reports" / "image-build.log"
 
@@ -70,14 +70,14 @@ class ImageBuild:
                                         stderr=subprocess.STDOUT, text=True)
         if with_vehicle:
             from buildtool.base.bootstrap import BOOTSTRAP_IMAGE
-            from tests.support import serving_stack
+            from tooling import serving_stack
 
             poller = docker.from_env()  # the background thread's own client
             serving_stack.start_vehicle_ahead(lambda: image_here(poller, BOOTSTRAP_IMAGE), self.process)
 
     def stop(self) -> None:
         """Ends the builds still running when the session ends (a run cut short, -x)."""
-        from tests.support import serving_stack
+        from tooling import serving_stack
 
         if self.process.poll() is None:
             self.process.terminate()
@@ -104,7 +104,7 @@ def pytest_collection_finish(session):
                       for path, item in zip(paths, session.items))
     if session.config.option.collectonly or image_given(session.config) or not needs_image:
         return
-    from tests.support.serving_stack import vehicle_given
+    from tooling.serving_stack import vehicle_given
 
     serving = any(p.is_relative_to(REPO / "tests" / "serving") for p in paths)
     try:

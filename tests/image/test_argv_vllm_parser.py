@@ -15,7 +15,7 @@ import pytest
 from entrypoint.command import server_argv
 from entrypoint.settings import parse_settings
 from tests.support import seed_configs
-from tests.support.serving_stack import read_env_file
+from tooling.serving_stack import read_env_file
 
 # Runs inside the image: the api_server module's own main(), up to the point where it would start
 # serving. Whatever function it ends in (uvloop.run or asyncio.run), that call stops it instead.

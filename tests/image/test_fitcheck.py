@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from contract.devices import AMPERE, TURING
 from tests.image.containers import run_to_end
 from tests.support import family_configs, gemma4_configs
 
 REPO = Path(__file__).resolve().parents[2]
-SM75_LIMIT = 65536
+SM75_LIMIT = TURING.limit
 KNOWN_FAILURE = 98304  # head 512, TILE_SIZE 32, BLOCK_M 16 on sm_75 (vLLM 0.33.0, Triton 3.8)
 
 FAMILIES = "/models/families"  # one folder per tests/support/family_configs.py model
@@ -401,7 +402,7 @@ def test_the_build_proved_every_encoder_layer_on_sm75_and_sm86_and_its_clamp_did
     assert {(cc, s.attention, s.head_size, s.queries_per_kv) for s in ENCODER_SHAPES for cc in (75, 86)} <= verdicts
 
 
-TURING_AND_AMPERE = (((7, 5), SM75_LIMIT), ((8, 6), 101376))
+TURING_AND_AMPERE = (((7, 5), SM75_LIMIT), ((8, 6), AMPERE.limit))
 
 
 @pytest.mark.parametrize("folder, models", [(ENCODERS, family_configs.ENCODER_MODELS),
@@ -575,7 +576,7 @@ MLA_ON_SM75 = r"""
 python3 - <<'PY'
 import json
 from patches.fitcheck import mixer_launches, mixers
-from patches.fitcheck.run import DEVICES
+from contract.devices import DEVICES
 cc, limit = DEVICES["sm75"]
 shape = mixers.MlaShape("deepseek-v2-lite", 16, 512, 64)
 rows = [(launch.kernel_name, result.shared) for launch, result, _ in

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 import transformers
 
+from contract.devices import AMPERE
 from patches.fitcheck.mixers import BUILTIN_KDA, KDA_FIELDS
 from tests.image.containers import run_to_end
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = "/models/kimi-linear"
-SM86_LIMIT = 101376
+SM86_LIMIT = AMPERE.limit
 # Every kernel the matrix's KDA layer (no gate lower bound) launches below compute capability 9.0
 KDA_KERNELS = {"_causal_conv1d_fwd_kernel", "_gather_initial_states_kernel", "l2norm_fwd_kernel2",
                "kda_gate_chunk_cumsum_vector_kernel", "chunk_kda_fwd_kernel_intra_token_parallel",

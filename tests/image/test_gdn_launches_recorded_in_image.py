@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = """
 import json
 from patches.fitcheck import gdn_launches, mixers
-from patches.fitcheck.run import DEVICES
+from contract.devices import DEVICES
 shape = mixers.gdn_from_config(mixers.BUILTIN_GDN["qwen3.5-35b-a3b"], "qwen3.5", "built-in")
 launches = gdn_launches.record_gdn(shape)
 print(json.dumps({

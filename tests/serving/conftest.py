@@ -11,7 +11,7 @@ import pytest
 
 from contract import pins
 from tests.image.conftest import docker_client, require_image  # noqa: F401  (no engine: a failure, as in the image tier)
-from tests.support import serving_stack
+from tooling import serving_stack
 
 REPORTS = serving_stack.REPO / "reports" / "serving"
 FIGURES: dict[str, float | str] = {}

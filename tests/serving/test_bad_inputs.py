@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from tests.support import serving_stack
+from tooling import serving_stack
 
 
 def _settings_argv(models: str) -> list[str]:

@@ -30,7 +30,7 @@ import sys
 import pytest
 
 from tests.serving.conftest import FIGURES
-from tests.support import serving_stack
+from tooling import serving_stack
 
 MAX_MODEL_LEN = 256
 DECODE = 32

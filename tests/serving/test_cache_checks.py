@@ -8,7 +8,7 @@ import subprocess
 
 import yaml
 
-from tests.support import serving_stack
+from tooling import serving_stack
 
 CACHE_ROOT = yaml.safe_load(serving_stack.COMPOSE_FILE.read_text())["services"][serving_stack.SERVICE]["environment"][
     "VLLM_CACHE_ROOT"]

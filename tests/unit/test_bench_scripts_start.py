@@ -19,3 +19,13 @@ def test_each_bench_script_answers_help(script):
     done = subprocess.run([sys.executable, str(REPO / "bench" / script), "--help"], cwd=REPO, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0 and "usage" in done.stdout.lower(), done.stderr[-1000:]
+
+
+@pytest.mark.parametrize("probe, argv", [("tooling.probes.ssm.probe", ["[]", "{}"]),
+                                         ("tooling.probes.gdn.probe", ["[]", "{}", "[]"])])
+def test_each_kernel_probe_runs_as_its_container_runs_it(probe, argv):
+    """`python3 -m PROBE` from the checkout's root with it on PYTHONPATH (tooling/probes/container.py):
+    with no family and no device it records nothing and prints nothing."""
+    done = subprocess.run([sys.executable, "-m", probe, *argv], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0 and done.stdout == "", done.stderr[-1000:]

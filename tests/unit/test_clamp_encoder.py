@@ -11,12 +11,13 @@ import pytest
 import torch
 
 from contract import layout
+from contract.devices import AMPERE, TURING as TURING_DEVICE
 from patches import turing_clamp
 from patches.turing_clamp.placement import ENCODER, ENCODER_CLAMP_FUNCTION, OWN_PREFIX, UNIFIED
 from tooling import clamp_cycle, vllm_releases
 from tooling.clamp_cycle import launcher_of, names, run_cli
 
-TURING, AMPERE_CONSUMER = 65_536, 101_376
+TURING, AMPERE_CONSUMER = TURING_DEVICE.limit, AMPERE.limit
 # context_attention_fwd's _fwd_kernel, fp16, compiled by Triton 3.8.0 for sm_75 / sm_86 (vLLM 0.33.0,
 # bench/encoder_attention_smem and the fit check): {(cc, head padded, BLOCK): shared}
 MEASURED = {(75, 256, 64): 131_072, (75, 256, 32): 65_536, (75, 256, 16): 32_768,

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.scripts import REPO, load_script
-from tooling import gpu_site
+from tooling import clamp_gpu, gpu_site
+from tooling.clamp_gpu import REPO
 from tooling.attention_cases import DTYPES
 
 
 @pytest.fixture(scope="module")
 def bench():
-    return load_script("bench/clamp_gpu", "clamp_gpu_bench_dtype")
+    return clamp_gpu
 
 
 def test_every_dtype_the_sweeps_take_names_its_lowerings(bench):
@@ -129,12 +129,12 @@ def test_without_a_given_table_each_dtype_gets_its_own_file(tmp_path, monkeypatc
 def test_the_fit_check_is_asked_for_the_dtype(tmp_path, monkeypatch):
     seen = {}
 
-    def fake_run(command, **kwargs):
+    def standin_run(command, **kwargs):
         seen["command"] = command
         Path(command[command.index("--write-table") + 1]).write_text("{}")
         return subprocess.CompletedProcess(command, 0, stdout='{"all_fit": true}', stderr="")
 
-    monkeypatch.setattr(gpu_site.subprocess, "run", fake_run)
+    monkeypatch.setattr(gpu_site.subprocess, "run", standin_run)
     assert gpu_site.write_fit_table(tmp_path, tmp_path / "t.json", "sm86", "bfloat16") == {"all_fit": True}
     command = seen["command"]
     assert command[2:] == ["patches.fitcheck", "--device", "sm86", "--matrix", "attention", "--dtype", "bfloat16",

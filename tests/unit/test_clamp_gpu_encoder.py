@@ -2,12 +2,12 @@
 the clamp's launch and vLLM's are found among the configurations timed, and the ratios are theirs."""
 import pytest
 
-from tests.support.scripts import load_script
+from tooling import clamp_gpu
 
 
 @pytest.fixture(scope="module")
 def bench():
-    return load_script("bench/clamp_gpu", "clamp_gpu_bench")
+    return clamp_gpu
 
 
 def sweep(low, rows, clamped):

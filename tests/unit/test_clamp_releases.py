@@ -95,9 +95,10 @@ def test_finds_target_through_import_system_without_importing_vllm(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(REPO)]))
     result = run_cli("apply", "--json", env=env)
     assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
-    assert Path(report["file"]).resolve() == target.resolve()
-    assert report["vllm_version"] == "0.33.0"
+    reports = json.loads(result.stdout)  # every site by default, by name
+    assert list(reports) == list(turing_clamp.SITES)
+    assert Path(reports["unified"]["file"]).resolve() == target.resolve()
+    assert {report["vllm_version"] for report in reports.values()} == {"0.33.0"}
     assert run_cli("check", env=env).returncode == 0
 
 

@@ -9,13 +9,14 @@ from contract.layout import ENV_API_KEY, ENV_API_KEY_FILE
 from tests.support.entrypoint_cli import run_entrypoint
 from tests.support.model_files import write_model_dir
 from tests.unit.test_entrypoint_cli import DEVICE_CHECKS, serve
+from tooling.serving_stack import free_port
 
 KEY = "sk-planted-3f9c2a7e41"
 
 
 def served(tmp_path, env):
     write_model_dir(tmp_path / "model")
-    process, record, out, err = serve(tmp_path, {"MODEL": str(tmp_path / "model"), "PORT": "18241",
+    process, record, out, err = serve(tmp_path, {"MODEL": str(tmp_path / "model"), "PORT": str(free_port()),
                                                  "SKIP_CHECKS": DEVICE_CHECKS + ",port", **env})
     return process, json.loads(record.read_text()) if record.exists() else None, out + err
 

@@ -14,6 +14,7 @@ from entrypoint.checks import cache
 from tests.support.entrypoint_cli import REPO, run_entrypoint
 from tests.support.model_files import write_model_dir
 from tests.support.standin_vllm import write_standin_vllm
+from tooling.serving_stack import free_port
 
 OURS = cache.Identity({"vllm": "0.33.0", "torch": "2.14.0", "triton": "3.8.0"}, "a" * 64)
 THEIRS = cache.Identity({"vllm": "0.32.0", "torch": "2.13.0", "triton": "3.7.0"}, "b" * 64)
@@ -143,7 +144,7 @@ def test_check_mode_reports_and_serve_mode_stamps_before_exec(tmp_path):
     write_model_dir(tmp_path / "model")
     root = tmp_path / "vllm-cache"
     env = {"MODEL": str(tmp_path / "model"), "SKIP_CHECKS": DEVICE_CHECKS, "VLLM_CACHE_ROOT": str(root),
-           "HF_HOME": str(tmp_path / "hf"), "PORT": "18241"}
+           "HF_HOME": str(tmp_path / "hf"), "PORT": str(free_port())}
     done = run_entrypoint(env, "check", "--json")
     report = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
     assert report["cache"]["status"] == "pass" and "empty" in report["cache"]["message"]

@@ -121,9 +121,9 @@ def test_driver_fails_when_libcuda_is_not_mounted(tmp_path):
 
 
 def test_driver_fails_on_a_file_that_is_not_a_library(standin_libs, tmp_path):
-    fake = tmp_path / "libnvidia-ml.so.1"
-    fake.write_text("not an ELF file")
-    result = check_driver(str(standin_libs["535"] / "libcuda.so.1"), str(fake), str(tmp_path / "version"))
+    not_an_elf = tmp_path / "libnvidia-ml.so.1"
+    not_an_elf.write_text("not an ELF file")
+    result = check_driver(str(standin_libs["535"] / "libcuda.so.1"), str(not_an_elf), str(tmp_path / "version"))
     assert result.status is Status.FAIL and "libnvidia-ml.so.1 does not load" in result.message
 
 

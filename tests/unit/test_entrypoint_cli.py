@@ -12,6 +12,7 @@ from tests.support.entrypoint_cli import REPO, run_entrypoint
 from tests.support.model_files import write_model_dir
 from tests.support.standin_driver import build_standin_driver
 from tests.support.standin_vllm import write_standin_vllm
+from tooling.serving_stack import free_port
 
 DEVICE_CHECKS = "devices,driver,torch,clamp,fit"
 OLD_SMEM_LIMIT = next(old for old, new in DEPRECATED_ENV_NAMES.items() if new == ENV_SMEM_LIMIT)
@@ -24,7 +25,7 @@ with open(os.environ["STANDIN_RECORD"], "w") as record:
 
 def test_check_without_gpu_fails_the_device_checks_with_fixes(tmp_path):
     write_model_dir(tmp_path / "model")
-    done = run_entrypoint({"MODEL": str(tmp_path / "model"), "PORT": "18231"}, "check")
+    done = run_entrypoint({"MODEL": str(tmp_path / "model"), "PORT": str(free_port())}, "check")
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("vllm-turing preflight, device: none")
@@ -67,7 +68,7 @@ def serve(tmp_path, env):
 
 def test_default_mode_execs_the_server_in_its_own_process(tmp_path):
     write_model_dir(tmp_path / "model")
-    process, record, out, err = serve(tmp_path, {"MODEL": str(tmp_path / "model"), "PORT": "18232",
+    process, record, out, err = serve(tmp_path, {"MODEL": str(tmp_path / "model"), "PORT": str(free_port()),
                                                  "SKIP_CHECKS": DEVICE_CHECKS})
     assert process.returncode == 0, out + err
     seen = json.loads(record.read_text())
@@ -83,7 +84,7 @@ def test_default_mode_execs_the_server_in_its_own_process(tmp_path):
 
 def test_a_deprecated_clamp_name_reaches_the_server_under_its_new_name_with_a_warning(tmp_path):
     write_model_dir(tmp_path / "model")
-    process, record, out, err = serve(tmp_path, {"MODEL": str(tmp_path / "model"), "PORT": "18233",
+    process, record, out, err = serve(tmp_path, {"MODEL": str(tmp_path / "model"), "PORT": str(free_port()),
                                                  "SKIP_CHECKS": DEVICE_CHECKS, "VLLM_EXTRA_ARGS": "--seed 1",
                                                  OLD_SMEM_LIMIT: "65536"})
     assert process.returncode == 0, out + err

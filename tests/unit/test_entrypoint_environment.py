@@ -8,7 +8,7 @@ from entrypoint.settings import ENTRYPOINT_ONLY, SHARED_WITH_SERVER, parse_setti
 from tests.support.seed_configs import RTX_3090_12B_ENV, T4_E2B_ENV
 
 
-class ReadRecorder(dict):
+class ReadRecordingStandinEnv(dict):
     """An environment that records every name read from it."""
 
     def __init__(self, *args):
@@ -21,7 +21,7 @@ class ReadRecorder(dict):
 
 
 def test_entrypoint_only_names_are_exactly_what_the_settings_read_and_the_server_does_not():
-    env = ReadRecorder(RTX_3090_12B_ENV)
+    env = ReadRecordingStandinEnv(RTX_3090_12B_ENV)
     parse_settings(env)
     assert env.read - set(SHARED_WITH_SERVER) == set(ENTRYPOINT_ONLY)
 

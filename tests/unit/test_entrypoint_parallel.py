@@ -9,6 +9,7 @@ from contract.verdict import Status
 from entrypoint.checks import parallel
 from entrypoint.checks.parallel import LayerHeads
 from entrypoint.device import Device
+from entrypoint.environment import server_env
 from patches.fitcheck.shapes import shapes_from_config
 
 T4 = Device("Tesla T4", (7, 5), 65536, 1, 0)
@@ -130,7 +131,9 @@ def test_bad_parallel_settings_are_refused_naming_the_variable(variable, value):
     ("NVIDIA_VISIBLE_DEVICES", "all"), ("NVIDIA_VISIBLE_DEVICES", "void"), ("NVIDIA_VISIBLE_DEVICES", "1,3"),
 ])
 def test_gpu_selections_as_cuda_and_the_toolkit_read_them(variable, value):
-    parse_settings({**MODEL, variable: value})
+    env = {**MODEL, variable: value}
+    assert parse_settings(env) == parse_settings(MODEL)  # accepted, and it changes no other setting
+    assert server_env(env)[variable] == value  # the selection reaches the server as written
 
 
 def test_bad_tensor_parallel_size_exits_2_before_any_check():

@@ -95,7 +95,10 @@ def test_device_cannot_run_the_setting(variable, value, cc):
 @pytest.mark.parametrize("variable,value,cc", [("DTYPE", "bfloat16", (8, 0)), ("KV_CACHE_DTYPE", "fp8", (8, 9)),
                                                ("DTYPE", "float16", (7, 5))])
 def test_device_can_run_the_setting(variable, value, cc):
-    validate_for_device(parse_settings({**VALID, variable: value}), cc)
+    settings = parse_settings({**VALID, variable: value})
+    validate_for_device(settings, cc)
+    assert getattr(settings, variable.lower()) == value
+    assert resolve_dtype(settings.dtype, cc) == settings.dtype  # the device runs the dtype asked for, no cast
 
 
 def test_bf16_on_a_standin_turing_device_exits_2_before_checks(tmp_path):

@@ -1,15 +1,15 @@
 """The gated delta net in the fit check's recorder (patches/fitcheck/gdn_launches.py): its shape read from
 config.json as transformers writes it, per rank, and the per-kernel verdict over the measured launches
-(bench/gdn_verdicts.py). What needs vLLM (the recording, the compiles) runs in the image only."""
+(tooling/probes/gdn/verdicts.py). What needs vLLM (the recording, the compiles) runs in the image only."""
 import json
 
 import pytest
 import transformers
 
-from bench.gdn_verdicts import kernel_verdicts
 from patches.fitcheck import lookup, mixers, shapes, table
 from patches.fitcheck.run import FitOptions, plan
 from patches.fitcheck.shapes import ConfigError, UnprovenLayers
+from tooling.probes.gdn.verdicts import kernel_verdicts
 
 
 def saved(tmp_path, cls: str, **kwargs) -> dict:

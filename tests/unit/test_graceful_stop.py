@@ -9,7 +9,6 @@ import threading
 
 import pytest
 
-from buildtool.units import spec
 from buildtool.vehicle import instructions, without_run_steps
 from contract.layout import SERVER_HTTP_DRAIN_S, STOP_GRACE_S, in_install_dir
 from entrypoint import graceful_stop
@@ -40,7 +39,6 @@ def test_every_other_python_is_left_alone(argv):
 
 
 def test_the_drain_bound_sits_well_inside_the_units_stop_grace():
-    assert spec.STOP_GRACE_S == STOP_GRACE_S
     # vLLM stops its engine first (seconds, measured); the drain comes after it.
     assert 0 < SERVER_HTTP_DRAIN_S <= STOP_GRACE_S / 2
 
@@ -90,10 +88,10 @@ def test_an_engine_that_never_served_has_nothing_to_end():
 HOOK_RUN = textwrap.dedent("""
     import sys, types
     from entrypoint import graceful_stop
-    graceful_stop.HOOKS = {"fake_uvicorn_config": graceful_stop.patch_uvicorn_config}
+    graceful_stop.HOOKS = {"standin_uvicorn_config": graceful_stop.patch_uvicorn_config}
     print(graceful_stop.install(sys.argv[1:]))
-    import fake_uvicorn_config
-    print(fake_uvicorn_config.Config(None).timeout, fake_uvicorn_config.Config(None, timeout_graceful_shutdown=2).timeout)
+    import standin_uvicorn_config
+    print(standin_uvicorn_config.Config(None).timeout, standin_uvicorn_config.Config(None, timeout_graceful_shutdown=2).timeout)
 """)
 
 
@@ -102,7 +100,7 @@ HOOK_RUN = textwrap.dedent("""
     (["python3", "-m", "entrypoint"], ["False", "None 2"]),
 ])
 def test_the_hook_patches_a_module_right_after_its_import_in_the_server_only(tmp_path, argv, expected):
-    (tmp_path / "fake_uvicorn_config.py").write_text(
+    (tmp_path / "standin_uvicorn_config.py").write_text(
         "class Config:\n    def __init__(self, app, timeout_graceful_shutdown=None):\n"
         "        self.timeout = timeout_graceful_shutdown\n")
     run = subprocess.run([sys.executable, "-c", HOOK_RUN, *argv], capture_output=True, text=True, timeout=60,

@@ -1,7 +1,7 @@
 """The serving tier's compose override takes away only what a CPU machine cannot have."""
 import yaml
 
-from tests.support import serving_stack
+from tooling import serving_stack
 
 SHIPPED = yaml.safe_load(serving_stack.COMPOSE_FILE.read_text())["services"][serving_stack.SERVICE]
 

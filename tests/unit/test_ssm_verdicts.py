@@ -1,6 +1,14 @@
-"""The fit verdict over measured Mamba/SSM launches (bench/ssm_verdicts.py): an autotuned kernel
+"""The fit verdict over measured Mamba/SSM launches (tooling/probes/ssm/verdicts.py): an autotuned kernel
 fits when one configuration does (Triton's autotuner skips the rest); a plain launch must fit."""
-from bench.ssm_verdicts import verdicts
+import contextlib
+import io
+
+import pytest
+from hypothesis import assume, given, strategies as st
+
+from contract.devices import DEVICES
+from tooling.probes.command import chosen, probe_parser
+from tooling.probes.ssm.verdicts import FAMILIES, verdicts
 
 
 def row(kernel, shared, config=None, device="sm75", limit=65536, kind="prefill"):
@@ -22,3 +30,14 @@ def test_an_autotuned_kernel_fits_when_one_configuration_does_a_plain_one_only_w
     assert by_kernel[("sm75", "_selective_scan_update_kernel")]["fits"] is True
     assert by_kernel[("sm70", "_selective_scan_update_kernel")]["fits"] is False
     assert len(by_kernel) == 4
+
+
+@given(option=st.sampled_from(["--devices", "--families"]),
+       name=st.text(st.characters(blacklist_characters=",", blacklist_categories=("Cs",)), min_size=1, max_size=40))
+def test_a_probe_refuses_an_unknown_device_or_family_naming_it_before_any_container(option, name):
+    assume(name not in DEVICES and name not in FAMILIES)
+    parser = probe_parser("bench/ssm_kernels_smem", "", FAMILIES)
+    said = io.StringIO()
+    with contextlib.redirect_stderr(said), pytest.raises(SystemExit) as exited:
+        chosen(parser, parser.parse_args([f"{option}={name}"]), FAMILIES)
+    assert exited.value.code == 2 and name in said.getvalue() and "Traceback" not in said.getvalue()

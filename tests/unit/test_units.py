@@ -1,4 +1,4 @@
-"""`build.py units`: generation against a fake host (/dev tree and driver library directory in tmp),
+"""`build.py units`: generation against a stand-in host (/dev tree and driver library directory in tmp),
 the committed units equal to the generator's defaults, and compose/Quadlet parity."""
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def load_compose(text: str) -> dict:
 
 
 @pytest.fixture
-def fake_host(tmp_path):
+def standin_host(tmp_path):
     dev = tmp_path / "dev"
     dev.mkdir()
     for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"):
@@ -60,8 +60,8 @@ def test_committed_units_are_exactly_the_generators_defaults(tmp_path):
             f"{name} differs from `python3 build.py units --defaults`: regenerate it"
 
 
-def test_generation_reads_the_hosts_gpus_and_library_directory(tmp_path, fake_host, capsys):
-    dev, libs = fake_host
+def test_generation_reads_the_hosts_gpus_and_library_directory(tmp_path, standin_host, capsys):
+    dev, libs = standin_host
     out = tmp_path / "out"
     assert generate(out, "--dev-root", str(dev), "--lib-dir", str(libs), "--model-dir", "/srv/models") == 0
     compose = load_compose((out / "compose.yaml").read_text())["services"]["vllm"]
@@ -93,23 +93,23 @@ def test_defaults_read_nothing_from_the_host_but_take_every_option_given(tmp_pat
 
 @pytest.mark.parametrize("defaults", [(), ("--defaults",)])
 @pytest.mark.parametrize("port", ["0", "65536"])
-def test_a_port_out_of_range_is_bad_input_and_nothing_is_written(tmp_path, fake_host, capsys, defaults, port):
-    dev, libs = fake_host
+def test_a_port_out_of_range_is_bad_input_and_nothing_is_written(tmp_path, standin_host, capsys, defaults, port):
+    dev, libs = standin_host
     out = tmp_path / "out"
     assert generate(out, *defaults, "--dev-root", str(dev), "--lib-dir", str(libs), "--port", port) == 2
     assert f"--port {port}: expected a port from 1 to 65535" in capsys.readouterr().err
     assert not out.exists()
 
 
-def test_library_directory_from_the_environment(tmp_path, fake_host, monkeypatch):
-    dev, libs = fake_host
+def test_library_directory_from_the_environment(tmp_path, standin_host, monkeypatch):
+    dev, libs = standin_host
     monkeypatch.setenv("NVIDIA_LIB_DIR", str(libs))
     assert generate(tmp_path, "--dev-root", str(dev)) == 0
     assert f"Volume={libs}/libnvidia-ml.so.1:" in (tmp_path / "quadlet/vllm-turing.container").read_text()
 
 
-def test_a_library_directory_without_the_driver_is_refused_and_nothing_written(tmp_path, fake_host, capsys):
-    dev, libs = fake_host
+def test_a_library_directory_without_the_driver_is_refused_and_nothing_written(tmp_path, standin_host, capsys):
+    dev, libs = standin_host
     (libs / "libnvidia-ptxjitcompiler.so.1").unlink()
     out = tmp_path / "out"
     assert generate(out, "--dev-root", str(dev), "--lib-dir", str(libs)) == 2
@@ -118,8 +118,8 @@ def test_a_library_directory_without_the_driver_is_refused_and_nothing_written(t
     assert not out.exists()
 
 
-def test_a_host_without_gpu_nodes_is_refused_unless_told_the_count(tmp_path, fake_host, capsys):
-    _, libs = fake_host
+def test_a_host_without_gpu_nodes_is_refused_unless_told_the_count(tmp_path, standin_host, capsys):
+    _, libs = standin_host
     empty_dev = tmp_path / "nodev"
     empty_dev.mkdir()
     assert generate(tmp_path / "a", "--dev-root", str(empty_dev), "--lib-dir", str(libs)) == 2
@@ -186,18 +186,18 @@ def test_the_toolkit_override_keeps_everything_but_the_hand_wiring():
     assert override["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
 
 
-def test_the_cdi_unit_asks_for_all_gpus_and_wires_nothing_by_hand(tmp_path, fake_host):
-    dev, libs = fake_host
+def test_the_cdi_unit_asks_for_all_gpus_and_wires_nothing_by_hand(tmp_path, standin_host):
+    dev, libs = standin_host
     assert generate(tmp_path, "--cdi", "--dev-root", str(dev), "--lib-dir", str(libs)) == 0
     container = parse_unit((tmp_path / "quadlet/vllm-turing.container").read_text())["Container"]
     assert container["AddDevice"] == ["nvidia.com/gpu=all"]
     assert not [v for v in container["Volume"] if CONTAINER_LIB_DIR in v]
 
 
-def test_cdi_demands_no_driver_libraries_on_this_host(tmp_path, fake_host, monkeypatch):
+def test_cdi_demands_no_driver_libraries_on_this_host(tmp_path, standin_host, monkeypatch):
     """The CDI spec mounts the libraries: a host whose library directory lacks them (or with none at
     the default path) still gets its units."""
-    dev, _ = fake_host
+    dev, _ = standin_host
     monkeypatch.setenv("NVIDIA_LIB_DIR", str(tmp_path / "no-such-dir"))
     assert generate(tmp_path / "out", "--cdi", "--dev-root", str(dev)) == 0
     assert generate(tmp_path / "without", "--dev-root", str(dev)) == 2  # without --cdi the check stands

@@ -135,7 +135,7 @@ def test_replicas_and_gpus_map_to_the_deployment_and_the_gpu_limit():
         "spec"]["accessModes"] == ["ReadWriteOnce"]
 
 
-def fake_cgroup(root: Path, limit: int, current: int) -> str:
+def standin_cgroup(root: Path, limit: int, current: int) -> str:
     root.mkdir()
     (root / "memory.max").write_text(f"{limit}\n")
     (root / "memory.current").write_text(f"{current}\n")
@@ -149,9 +149,9 @@ def test_the_memory_limit_passes_the_entrypoints_memory_check_and_two_gib_less_w
     limit = size_bytes(limits["memory"].removesuffix("i"))
     meminfo = f"MemAvailable: {256 * 2**20} kB\nSwapFree: 0 kB\n"  # a big node: the cgroup limit decides
     preflight_use = 500 * 2**20
-    inside = check_memory(weights, meminfo, fake_cgroup(tmp_path / "fits", limit, preflight_use))
+    inside = check_memory(weights, meminfo, standin_cgroup(tmp_path / "fits", limit, preflight_use))
     assert inside.status is Status.PASS, inside.message
-    smaller = check_memory(weights, meminfo, fake_cgroup(tmp_path / "less", limit - 2 * GIB, preflight_use))
+    smaller = check_memory(weights, meminfo, standin_cgroup(tmp_path / "less", limit - 2 * GIB, preflight_use))
     assert smaller.status is not Status.PASS
 
 

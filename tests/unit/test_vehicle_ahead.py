@@ -1,4 +1,4 @@
-"""The serving tier's vehicle build started beside the image build (tests/support/serving_stack.py
+"""The serving tier's vehicle build started beside the image build (tooling/serving_stack.py
 VehicleAhead): it waits for the OS image the two share, or for the image build's end, and reports a
 failed build in one error. The commands here are small Python processes standing in for build.py."""
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tests.support.serving_stack import VehicleAhead
+from tooling.serving_stack import VehicleAhead
 
 
 def python(code: str) -> list[str]:

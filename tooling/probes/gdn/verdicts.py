@@ -1,9 +1,9 @@
-"""The measured gated delta net shapes and the fit verdict per kernel over them (bench/gdn_kernels_smem
-measures; bench/gdn_kernels_probe.py compiles what patches/fitcheck/gdn_launches.py records). The verdict
-per (device, shape, phase, kernel) is bench/ssm_verdicts.py's."""
+"""The measured gated delta net shapes and the fit verdict per kernel over them (tooling/probes/gdn/probe.py
+compiles what patches/fitcheck/gdn_launches.py records). The verdict per (device, shape, phase, kernel) is
+tooling/probes/ssm/verdicts.py's."""
 from collections import defaultdict
 
-from bench.ssm_verdicts import verdicts
+from tooling.probes.ssm.verdicts import verdicts
 from patches.fitcheck.mixers import BUILTIN_GDN
 
 FAMILIES = tuple(BUILTIN_GDN)

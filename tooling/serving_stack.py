@@ -17,7 +17,7 @@ import yaml
 
 from contract import pins
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = REPO / "compose.yaml"
 ENV_FILE = REPO / "quadlet" / "vllm-turing.env"
 GENERATOR = REPO / "tests" / "serving" / "tiny_gemma4.py"

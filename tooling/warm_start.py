@@ -16,7 +16,7 @@ import time
 
 import requests
 
-from tests.support import serving_stack
+from tooling import serving_stack
 
 # The shipped CPU settings with compilation on: the only change is ENFORCE_EAGER.
 COMPILE_SETTINGS = {**serving_stack.CPU_SETTINGS, "ENFORCE_EAGER": "0"}

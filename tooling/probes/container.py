@@ -1,0 +1,23 @@
+"""A probe's run in a container of the image: this checkout mounted, its JSON lines read back."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def probe_lines(bench: str, image: str, probe: str, args: list[str], rows_of=lambda lines: lines) -> list[dict] | None:
+    """The JSON lines the module `probe` (python3 -m) prints in a container of `image` (this checkout
+    mounted read-only, no network, no GPU: nothing runs on a device), or None, said in one line on stderr
+    naming `bench`, when the container failed or printed no rows (rows_of picks them from the lines)."""
+    command = ["docker", "run", "--rm", "--network", "none", "--entrypoint", "python3", "-e", "CUDA_VISIBLE_DEVICES=",
+               "-e", "PYTHONPATH=/bench-src", "-w", "/bench-src", "-v", f"{REPO}:/bench-src:ro", image,
+               "-m", probe, *args]
+    done = subprocess.run(command, capture_output=True, text=True)
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not rows_of(lines):
+        print(f"{bench}: the container failed (exit {done.returncode}): "
+              f"{done.stderr.strip().splitlines()[-3:] or ['no output']}", file=sys.stderr)
+        return None
+    return lines

@@ -1,0 +1,37 @@
+"""Runs in a container of the image (`python3 -m tooling.probes.ssm.probe`, from bench/ssm_kernels_smem):
+every Triton launch of the hybrid families' Mamba-2 mixers, recorded by the fit check's own recorder
+(patches/fitcheck/mixer_launches.py: vLLM's real mixer ops on CPU tensors) and cross-compiled for each
+device by the image's Triton, every configuration of each autotuned kernel included (the fit check stops
+at the first that fits). One JSON line per (device, family, kernel, configuration). Nothing runs on a GPU
+and nothing is timed.
+"""
+import json
+import sys
+
+from patches.fitcheck import mixer_launches
+from patches.fitcheck.compiler import compile_launches
+from patches.fitcheck.mixers import BUILTIN_HYBRIDS, mixer_from_config
+
+
+def main(argv: list[str]) -> None:
+    """argv: the families, the devices ({name: [cc, limit]}) as JSON."""
+    families = json.loads(argv[0])
+    devices = json.loads(argv[1])
+    launches = []
+    for name in families:
+        try:
+            launches += mixer_launches.record_mixer(mixer_from_config(BUILTIN_HYBRIDS[name], name, f"built-in {name}"))
+        except mixer_launches.MixerError as error:  # an op this probe calls wrongly: said, not hidden
+            print(json.dumps({"family": name, "kind": "record", "error": str(error)[:300]}), flush=True)
+    for device, (cc, limit) in devices.items():
+        results = compile_launches([(l.fn, l.params, mixer_launches.options(l)) for l in launches], cc, 2)
+        for launch, result in zip(launches, results):
+            tiles = {k: v for k, v in launch.params.items() if k.startswith("BLOCK") and isinstance(v, int)}
+            print(json.dumps({"device": device, "limit": limit, "family": launch.case.shape.model, "kind": launch.case.kind,
+                              "kernel": launch.kernel_name, "config": launch.options.get("config"), "tiles": tiles,
+                              "num_warps": launch.options.get("num_warps"), "num_stages": launch.options.get("num_stages"),
+                              "shared": result.shared, "error": result.error}), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
