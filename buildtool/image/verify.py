@@ -14,7 +14,7 @@ from contract.verdict import Result, Status, failed, passed
 # (or changed kernels) pays the cross-compiles.
 TRITON_VOLUME = "vllm-turing-verify-triton-cache"
 CHECK_ENV = {"CUDA_VISIBLE_DEVICES": "", "TRITON_CACHE_DIR": "/triton-cache"}
-CLAMP_CHECK = ["python3", "-m", "patches.turing_clamp", "check", "--json"]
+CLAMP_CHECK = ["python3", "-m", "patches.turing_clamp", "check", "--site", "unified", "--json"]
 # The clamp's second site, vLLM's encoder attention (context_attention_fwd).
 ENCODER_CLAMP_CHECK = ["python3", "-m", "patches.turing_clamp", "check", "--site", "encoder", "--json"]
 # The Gemma 4 classes, whose head-512 layers are what the clamp exists for; the build's own fit

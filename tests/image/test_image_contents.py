@@ -61,7 +61,7 @@ def base_host(docker_client, image_base):
 
 
 def test_the_vllm_that_serves_carries_the_clamp_once(host):
-    result = host.run("python3 -m patches.turing_clamp check --json")
+    result = host.run("python3 -m patches.turing_clamp check --site unified --json")
     assert result.rc == 0, f"the clamp check failed in the image: {result.stdout}{result.stderr}"
     report = json.loads(result.stdout)
     assert report["outcome"] in ("present", "upstream"), f"clamp check outcome is {report['outcome']!r}"
