@@ -49,7 +49,8 @@ def test_a_missing_ca_bundle_is_bad_input_before_anything_is_built(tmp_path):
     run = build_py("--base", "pypi", "--ca-cert", str(tmp_path / "none.pem"),
                    env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
     assert run.returncode == 2
-    assert "none.pem: no such file" in run.stderr
+    assert "argument --ca-cert:" in run.stderr and "none.pem': no such file" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
 
 
 def plan_of(*argv):
