@@ -55,25 +55,33 @@ def _raise_terminated(signum, frame):
 
 
 def main(argv: list[str]) -> int:
-    from buildtool.errors import BuildError
-    from buildtool.flags import UsageError, one_line
+    from buildtool.flags import UsageError
 
     try:
         args = parse(argv)
     except UsageError as exc:
         print(exc, file=sys.stderr)
         return 2
+    return guarded(args.command, lambda: importlib.import_module(SUBCOMMANDS[args.command][0]).run(args))
+
+
+def guarded(command: str, work) -> int:
+    """work()'s exit code; a BuildError, Ctrl-C or SIGTERM ends as one line and its exit code
+    (SIGINT 130, SIGTERM 143) after every `finally` below ran: children stopped, scratch images removed."""
+    from buildtool.errors import BuildError
+    from buildtool.flags import one_line
+
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        return importlib.import_module(SUBCOMMANDS[args.command][0]).run(args)
+        return work()
     except BuildError as exc:
-        print(one_line(f"build.py {args.command}: {exc}"), file=sys.stderr)
+        print(one_line(f"build.py {command}: {exc}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print(f"build.py {args.command}: interrupted; stopped what it ran, tags left as they were", file=sys.stderr)
+        print(f"build.py {command}: interrupted; stopped what it ran, tags left as they were", file=sys.stderr)
         return 130
     except Terminated:
-        print(f"build.py {args.command}: terminated; stopped what it ran, tags left as they were", file=sys.stderr)
+        print(f"build.py {command}: terminated; stopped what it ran, tags left as they were", file=sys.stderr)
         return 143
     finally:
         signal.signal(signal.SIGTERM, previous)
