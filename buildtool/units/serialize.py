@@ -133,7 +133,8 @@ def unit_value(value: str, setting: str, *, env_file: bool = False) -> str:
     """The one escaping of a value written as `Key=value` in a Quadlet unit (systemd syntax) or as
     `KEY=value` in the env file compose and podman both read. ValueError naming `setting` for what
     cannot be written: a line break or control character (it would start a new key), white space
-    at either end (systemd strips it), a trailing backslash (a continuation line); in the env file
+    at either end (systemd strips it), a trailing backslash (a continuation line), '$' (a variable
+    to systemd's command lines and compose's env files); in the env file
     also quotes and '#' (compose reads them, podman does not). In a unit '%' becomes '%%' (systemd's
     specifiers), so the value means itself."""
     one_line_value(value, setting)
@@ -141,11 +142,16 @@ def unit_value(value: str, setting: str, *, env_file: bool = False) -> str:
         raise ValueError(f"{setting}: {value[:80]!r} has white space at an end, which systemd and compose drop")
     if value.endswith("\\"):
         raise ValueError(f"{setting}: {value[:80]!r} ends in a backslash, which continues the line")
+    if "$" in value:
+        raise ValueError(f"{setting}: {value[:80]!r} holds '$', which systemd expands in the podman command "
+                         "Quadlet writes and compose expands in an env file")
     if env_file:
         if any(c in value for c in "\"'#"):
             raise ValueError(f"{setting}: {value[:80]!r} holds a quote or '#', which compose and podman read "
                              "differently in an env file")
         return value
+    if not value:
+        raise ValueError(f"{setting}: an empty value resets the key in a unit; give a value")
     return value.replace("%", "%%")
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,6 +19,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from buildtool.units.kubernetes import MANIFEST_PATH, manifest_problems
+from buildtool.units.serialize import Line, env_file, unit_file, unit_value, yaml_document
 from contract.pins import KUBERNETES_VERSION
 from tests.support.build_py import build_py
 from tests.support.deploy_units import parse_unit
@@ -195,3 +198,64 @@ def test_the_issues_unit_examples_are_one_line_refusals_naming_the_flag(tmp_path
     assert build_py().main(["units", "--defaults", "--out", str(out), flag, value]) == 2
     err = capsys.readouterr().err
     assert f"argument {flag}:" in err and err.count("\n") == 1 and "Traceback" not in err and not out.exists()
+
+
+def _exec_start_words(service_text: str) -> list[str]:
+    """ExecStart's words as systemd splits them (quotes, backslash escapes)."""
+    line = next(l for l in service_text.splitlines() if l.startswith("ExecStart="))
+    return shlex.split(line[len("ExecStart="):])
+
+
+def _without_specifiers(word: str) -> str:
+    """The word as systemd runs it when it holds no specifier: every '%' must be '%%' (which is '%');
+    any other %X is a specifier systemd replaces (or refuses), so the value would not be itself."""
+    assert re.fullmatch(r"(?:[^%]|%%)*", word), f"{word!r} holds a systemd specifier"
+    return word.replace("%%", "%")
+
+
+# any text, and printable text that is mostly accepted (quotes, backslashes, %, non-ASCII)
+unit_values = st.one_of(st.text(max_size=40), st.text(st.characters(min_codepoint=0x20, max_codepoint=0x3ff), max_size=40))
+
+
+@settings(max_examples=20)
+@given(value=unit_values)
+@example(value="100% of 'it' \"quoted\" \\d")
+@example(value="a\nImage=evil")
+@example(value="${HOME}")
+@example(value="").via("found: an empty value resets the key; quadlet dropped --health-cmd")
+def test_a_unit_value_is_refused_naming_its_key_or_reaches_podman_as_itself(value, tmp_path_factory):
+    try:
+        unit_value(value, "HealthCmd")
+    except ValueError as exc:
+        assert str(exc).startswith("HealthCmd: ") and "\n" not in str(exc)
+        return
+    unit_dir = tmp_path_factory.mktemp("quadlet")
+    (unit_dir / "probe.container").write_text(unit_file([("Container", [Line("Image", "localhost/probe:1"),
+                                                                         Line("HealthCmd", value)])]))
+    generated = run_tool([str(QUADLET), "-dryrun", "-user"], env={**os.environ, "QUADLET_UNIT_DIRS": str(unit_dir)})
+    assert generated.returncode == 0, generated.stderr
+    service = generated.stdout.split("---probe.service---", 1)[1]
+    words = _exec_start_words(service)
+    assert _without_specifiers(words[words.index("--health-cmd") + 1]) == value
+    if SYSTEMD_ANALYZE.is_file():
+        (unit_dir / "probe.service").write_text(service.replace("/usr/bin/podman", "/usr/bin/env"))
+        verified = run_tool([str(SYSTEMD_ANALYZE), "verify", "--man=no", str(unit_dir / "probe.service")])
+        assert verified.returncode == 0 and not verified.stderr.strip(), verified.stderr
+
+
+@settings(max_examples=15)
+@given(value=unit_values)
+@example(value="a # b")
+def test_an_env_file_value_is_refused_naming_its_key_or_compose_reads_it_as_itself(value, tmp_path_factory):
+    try:
+        text = env_file([("SETTING", value)])
+    except ValueError as exc:
+        assert str(exc).startswith("SETTING: ") and "\n" not in str(exc)
+        return
+    project = tmp_path_factory.mktemp("env")
+    (project / "settings.env").write_text(text)
+    (project / "compose.yaml").write_text(yaml_document([{"services": {"probe": {"image": "probe:1",
+                                                                                  "env_file": "settings.env"}}}]))
+    config = run_tool(["docker", "compose", "config", "--format", "json"], cwd=project)
+    assert config.returncode == 0, config.stderr
+    assert json.loads(config.stdout)["services"]["probe"]["environment"]["SETTING"] == value
