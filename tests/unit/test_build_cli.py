@@ -347,3 +347,36 @@ def test_a_signal_stops_the_buildx_child_and_leaves_the_tag_as_it_was(tmp_path, 
             child.kill()
             child.wait()
         _docker("rmi", "--no-prune", tag)
+
+
+def test_a_signal_during_the_tag_move_waits_until_the_tag_is_moved_whole(tmp_path, monkeypatch, capsys):
+    """SIGTERM arriving between the two tag writes of move_tag: the tag ends on the new image and
+    -previous on the old one (never the old tag half moved), then build.py exits 143."""
+    import docker
+    from docker.models.images import Image
+
+    from buildtool.docker import buildkit
+    from buildtool.image.build import move_tag
+
+    assert _docker("info").returncode == 0, "the signal tests need a Docker engine with buildx"
+    base = _small_local_image()
+    name = f"vllm-turing-signal-test:{uuid.uuid4().hex[:12]}"
+    client = docker.from_env()
+    (tmp_path / "Dockerfile").write_text(f"FROM {base}\nLABEL io.vllm-turing.test={name}\n")
+    new_id = buildkit.build(buildkit.BuildRequest(context=tmp_path, dockerfile=tmp_path / "Dockerfile"))
+    assert _docker("tag", base, name).returncode == 0
+    old_id = _image_id(name)
+    real_tag = Image.tag
+
+    def signalled_tag(image, *args, **kwargs):  # the real tag write, with SIGTERM sent just before it
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real_tag(image, *args, **kwargs)
+
+    monkeypatch.setattr(Image, "tag", signalled_tag)
+    try:
+        assert build_module().guarded("build", lambda: move_tag(client, new_id, name)) == 143
+        assert "build.py build: terminated" in capsys.readouterr().err
+        assert (_image_id(name), _image_id(name + "-previous")) == (new_id, old_id)
+    finally:
+        _docker("rmi", "--no-prune", name, name + "-previous")
+        _docker("rmi", "--no-prune", new_id)
