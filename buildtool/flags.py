@@ -26,6 +26,7 @@ _REFERENCE = re.compile(
     rf"(?P<name>(?:(?P<domain>{_DOMAIN})/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
     rf"(?::(?P<tag>{TAG}))?(?:@(?P<digest>{_DIGEST}))?", re.ASCII)
 _NAME_MAX = 255
+_REFERENCE_MAX = _NAME_MAX + 1 + 128 + 1 + 200  # name, tag, digest: no reference is longer
 _IMAGE_ID = re.compile(r"(?:sha256:)?[0-9a-f]{12,64}", re.ASCII)
 _EXAMPLE_REF = "vllm-turing:0.33.0 or registry.example:5000/me/vllm-turing:0.33.0"
 
@@ -37,10 +38,6 @@ def _shown(text: str, limit: int = 80) -> str:
 
 class ImageRef(str):
     """An image reference Docker accepts: [domain/]path[:tag][@digest], path lowercase."""
-
-    name: str
-    tag: str | None
-    digest: str | None
 
 
 def _first_reason(text: str) -> str:
@@ -60,6 +57,9 @@ def _first_reason(text: str) -> str:
 
 
 def _reference(text: str, *, digest: bool = True) -> ImageRef:
+    if len(text) > _REFERENCE_MAX:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is longer than {_REFERENCE_MAX} characters; give an "
+                                         f"image reference such as {_EXAMPLE_REF}")
     match = _REFERENCE.fullmatch(text)
     domain = match and match.group("domain")
     # A first component is a registry only when it looks like one (Docker's splitDockerDomain).
@@ -70,9 +70,7 @@ def _reference(text: str, *, digest: bool = True) -> ImageRef:
         raise argparse.ArgumentTypeError(f"{_shown(text)} {reason}; give an image reference such as {_EXAMPLE_REF}")
     if not digest and match.group("digest"):
         raise argparse.ArgumentTypeError(f"{_shown(text)}: a tag cannot carry a digest; give name:tag such as vllm-turing:0.33.0")
-    ref = ImageRef(text)
-    ref.name, ref.tag, ref.digest = match.group("name"), match.group("tag"), match.group("digest")
-    return ref
+    return ImageRef(text)
 
 
 def image_reference(text: str) -> ImageRef:
