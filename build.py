@@ -13,6 +13,7 @@ Exit codes: 0 ok, 1 a build or check failed, 2 bad input or usage.
 """
 import argparse
 import importlib
+import signal
 import sys
 
 # subcommand -> (module under buildtool/ with add_arguments and run, one-line help)
@@ -27,7 +28,11 @@ SUBCOMMANDS = {
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="build.py", description=__doc__.split("\n\n")[0],
+    """The command line, every flag parsed into its typed value (buildtool/flags.py); a bad one
+    raises UsageError with one line naming it."""
+    from buildtool.flags import OneLineParser
+
+    parser = OneLineParser(prog="build.py", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="\n".join(__doc__.split("\n\n")[1:]))
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -40,18 +45,46 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str]) -> int:
-    from buildtool.errors import BuildError
+class Terminated(BaseException):
+    """SIGTERM, raised where the program is, so that every `finally` (a child's process group
+    killed, scratch images removed) runs as it does for Ctrl-C."""
 
-    args = parse(argv)
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+def main(argv: list[str]) -> int:
+    from buildtool.flags import UsageError
+
     try:
-        return importlib.import_module(SUBCOMMANDS[args.command][0]).run(args)
+        args = parse(argv)
+    except UsageError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    return guarded(args.command, lambda: importlib.import_module(SUBCOMMANDS[args.command][0]).run(args))
+
+
+def guarded(command: str, work) -> int:
+    """work()'s exit code; a BuildError, Ctrl-C or SIGTERM ends as one line and its exit code
+    (SIGINT 130, SIGTERM 143) after every `finally` below ran: children stopped, scratch images removed."""
+    from buildtool.errors import BuildError
+    from buildtool.flags import one_line
+
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        return work()
     except BuildError as exc:
-        print(f"build.py {args.command}: {exc}", file=sys.stderr)
+        print(one_line(f"build.py {command}: {exc}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print(f"build.py {args.command}: interrupted; tags left as they were", file=sys.stderr)
+        print(f"build.py {command}: interrupted; stopped what it ran, tags left as they were", file=sys.stderr)
         return 130
+    except Terminated:
+        print(f"build.py {command}: terminated; stopped what it ran, tags left as they were", file=sys.stderr)
+        return 143
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

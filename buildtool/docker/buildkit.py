@@ -9,6 +9,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from buildtool import children
 from buildtool.errors import BuildError
 from buildtool.docker.progress import ProgressView, failure_line
 
@@ -68,16 +69,17 @@ def build(req: BuildRequest, view: ProgressView | None = None) -> str:
         iidfile = Path(tmp) / "iid"
         argv = buildx_argv(req, iidfile)
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, env=build_environment(req))
+            proc = children.start(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, env=build_environment(req))
         except FileNotFoundError:
             raise BuildError("the docker CLI is not on PATH: install it (Debian: apt-get install docker.io)") from None
-        proc.stdin.write(req.stdin_dockerfile or "")
-        proc.stdin.close()
-        for line in proc.stdout:
-            view.feed(line)
-        rc = proc.wait()
-        view.close()
+        with children.stopped_on_exit(proc):  # however this block is left, the build is stopped
+            proc.stdin.write(req.stdin_dockerfile or "")
+            proc.stdin.close()
+            for line in proc.stdout:
+                view.feed(line)
+            rc = proc.wait()
+            view.close()
         if rc != 0:
             if any("unknown command" in l and "buildx" in l for l in view.lines) or \
                     any("'buildx' is not a docker command" in l for l in view.lines):

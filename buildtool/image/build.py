@@ -1,5 +1,6 @@
 """`build.py build`: the derived image, verified before it gets the tag."""
 import datetime
+import signal
 import tempfile
 import uuid
 from pathlib import Path
@@ -110,11 +111,17 @@ def _holding_build(client: docker.DockerClient, tag: str, build_id: str) -> str 
 
 
 def move_tag(client: docker.DockerClient, image_id: str, tag: str) -> None:
-    """The image that held the tag before becomes <tag>-previous (rollback)."""
+    """The image that held the tag before becomes <tag>-previous (rollback). Ctrl-C and SIGTERM wait
+    until both tags are written, so the tag is the old image or the new one, never half moved."""
     repository, _, version = tag.rpartition(":") if ":" in tag.split("/")[-1] else (tag, "", "latest")
-    old = image_or_none(client, tag)
-    new = client.images.get(image_id)
-    if old is not None and old.id != new.id:
-        old.tag(repository, f"{version}-previous")
-        print(f"the previous {tag} is now {repository}:{version}-previous", flush=True)
-    new.tag(repository, version)
+    stops = {signal.SIGINT, signal.SIGTERM}
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    try:
+        old = image_or_none(client, tag)
+        new = client.images.get(image_id)
+        if old is not None and old.id != new.id:
+            old.tag(repository, f"{version}-previous")
+            print(f"the previous {tag} is now {repository}:{version}-previous", flush=True)
+        new.tag(repository, version)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 import docker
 
+from buildtool import flags
 from buildtool.docker.engine import connect, image_or_none
 from buildtool.errors import BuildError
 from contract.layout import BUILD_REPORTS, INSTALL_DIR
@@ -23,7 +24,7 @@ FIT_CHECK = ["python3", "-m", "patches.fitcheck", "--device", "sm75", "--matrix"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("image", help="image reference or ID")
+    parser.add_argument("image", type=flags.image_or_id, help="image reference or ID")
 
 
 def run(args) -> int:

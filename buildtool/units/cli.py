@@ -12,13 +12,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildtool.units import kubernetes
+from buildtool import flags
 from buildtool.errors import BuildError
+from buildtool.units import kubernetes
 from buildtool.units.compose import render_compose, render_toolkit_override
 from buildtool.units.quadlet import render_env_file, render_quadlet
 from buildtool.units.spec import (DEFAULT_IMAGE, DEFAULT_LIB_DIR, DEFAULT_MODEL_DIR, ENV_FILE_NAME,
-                                  UNIT_NAME, HostValues, UnitSpec, checked_key_file, gpu_indices_from_names,
-                                  missing_libraries, parse_gpus)
+                                  UNIT_NAME, HostValues, UnitSpec, gpu_indices_from_names, missing_libraries,
+                                  resolve_gpus)
 
 QUADLET_UNIT = f"quadlet/{UNIT_NAME}.container"
 ENV_FILE = f"quadlet/{ENV_FILE_NAME}"
@@ -40,7 +41,7 @@ def render_all(host: HostValues, cdi: bool = False) -> list[Rendered]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=Path("."),
+    parser.add_argument("--out", type=flags.output_directory, default=Path("."),
                         help="directory to write into (default: the current one)")
     parser.add_argument("--defaults", action="store_true",
                         help="read nothing from this host: 1 GPU and Debian/Ubuntu's library directory unless "
@@ -48,19 +49,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cdi", action="store_true",
                         help="Quadlet unit for a host with nvidia-container-toolkit's CDI spec "
                              "(AddDevice=nvidia.com/gpu=all, no hand-wired devices or libraries)")
-    parser.add_argument("--gpus", help="all (every /dev/nvidiaN here), GPU indices such as 0,1, or a number N "
-                                       "(the first N); default: every GPU of this host")
+    parser.add_argument("--gpus", type=flags.gpus, help="all (every /dev/nvidiaN here), GPU indices such as 0,1, or a number N "
+                                       f"(the first N, at most {flags.MAX_GPUS}); default: every GPU of this host")
     parser.add_argument("--ipc-host", action="store_true",
                         help="share the host's IPC namespace (/dev/shm) instead of a sized shm (podman-compose "
                              "ignores ipc; compose and Quadlet honour it)")
-    parser.add_argument("--lib-dir", help=f"host directory of libcuda.so.1 & co. "
+    parser.add_argument("--lib-dir", type=flags.absolute_directory, help=f"host directory of libcuda.so.1 & co. "
                                           f"(default: $NVIDIA_LIB_DIR or {DEFAULT_LIB_DIR})")
-    parser.add_argument("--model-dir", default=DEFAULT_MODEL_DIR,
+    parser.add_argument("--model-dir", type=flags.host_directory, default=DEFAULT_MODEL_DIR,
                         help=f"host directory mounted read-only at /models (default: {DEFAULT_MODEL_DIR})")
-    parser.add_argument("--image", default=DEFAULT_IMAGE, help=f"image to run (default: {DEFAULT_IMAGE})")
-    parser.add_argument("--bind", default="127.0.0.1", help="host address to publish on (default: 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="host port (default: 8000)")
-    parser.add_argument("--api-key-file", metavar="FILE",
+    parser.add_argument("--image", type=flags.image_reference, default=DEFAULT_IMAGE, help=f"image to run (default: {DEFAULT_IMAGE})")
+    parser.add_argument("--bind", type=flags.bind_address, default="127.0.0.1",
+                        help="host IP address to publish on (default: 127.0.0.1)")
+    parser.add_argument("--port", type=flags.port, default=8000, help="host port (default: 8000)")
+    parser.add_argument("--api-key-file", type=flags.unit_file_path, metavar="FILE",
                         help="require an API key: compose mounts FILE as the secret vllm-api-key, Quadlet the podman "
                              "secret vllm-api-key (podman secret create vllm-api-key FILE), Kubernetes the Secret of "
                              "that name; API_KEY_FILE names it in the container. FILE is never read: the key is in "
@@ -77,6 +79,17 @@ def _probe_gpus(dev_root: Path) -> tuple[int, ...]:
     return indices
 
 
+def _lib_dir_from_environment() -> str | None:
+    """NVIDIA_LIB_DIR, typed as --lib-dir is (it is written into the units the same way)."""
+    value = os.environ.get("NVIDIA_LIB_DIR")
+    if not value:
+        return None
+    try:
+        return flags.absolute_directory(value)
+    except argparse.ArgumentTypeError as exc:
+        raise BuildError(f"NVIDIA_LIB_DIR: {exc}", exit_code=2) from None
+
+
 def _checked_lib_dir(lib_dir: str) -> str:
     path = Path(lib_dir)
     present = {p.name for p in path.iterdir()} if path.is_dir() else set()
@@ -90,12 +103,10 @@ def _checked_lib_dir(lib_dir: str) -> str:
 def host_values(args: argparse.Namespace) -> HostValues:
     """Every option given counts; this host is read only for what they leave open, and with
     --defaults not at all (the library directory is then not checked: it is another host's)."""
-    if not 1 <= args.port <= 65535:
-        raise BuildError(f"--port {args.port}: expected a port from 1 to 65535", exit_code=2)
     try:
         if args.gpus is not None:
-            present = None if args.defaults or args.gpus != "all" else _probe_gpus(args.dev_root)
-            gpus, every_gpu = parse_gpus(args.gpus, present)
+            present = None if args.defaults or not args.gpus.every else _probe_gpus(args.dev_root)
+            gpus, every_gpu = resolve_gpus(args.gpus, present)
         else:
             gpus, every_gpu = (HostValues.gpu_indices if args.defaults else _probe_gpus(args.dev_root)), True
     except ValueError as exc:
@@ -105,10 +116,10 @@ def host_values(args: argparse.Namespace) -> HostValues:
         # directory is read at `up` (NVIDIA_LIB_DIR), not now; nothing to check on this host.
         lib_dir = args.lib_dir or DEFAULT_LIB_DIR
     else:
-        lib_dir = _checked_lib_dir(args.lib_dir or os.environ.get("NVIDIA_LIB_DIR") or DEFAULT_LIB_DIR)
+        lib_dir = _checked_lib_dir(args.lib_dir or _lib_dir_from_environment() or DEFAULT_LIB_DIR)
     return HostValues(gpu_indices=gpus, every_gpu=every_gpu, host_ipc=args.ipc_host, lib_dir=lib_dir, model_dir=args.model_dir,
                       image=args.image, bind_address=args.bind, port=args.port,
-                      api_key_file=checked_key_file(args.api_key_file))
+                      api_key_file=args.api_key_file)
 
 
 def write(out: Path, files: list[Rendered]) -> list[str]:
@@ -149,8 +160,11 @@ def run(args: argparse.Namespace) -> int:
         files, summary = kubernetes_files(args)
     else:
         host = host_values(args)
-        files = render_all(host, cdi=args.cdi)
-        gpus = ",".join(f"/dev/nvidia{i}" for i in host.gpu_indices)
+        try:
+            files = render_all(host, cdi=args.cdi)
+        except ValueError as exc:  # a value the serializers cannot write as itself
+            raise BuildError(f"{exc}", exit_code=2) from None
+        gpus = ",".join("/dev/nvidia" + str(i) for i in host.gpu_indices)
         summary = f"units for {len(host.gpu_indices)} GPU(s) ({gpus}), driver libraries from {host.lib_dir}"
     try:
         report = write(args.out, files)

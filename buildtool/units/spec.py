@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from ipaddress import IPv4Address, IPv6Address
 
-from buildtool.errors import BuildError
+from buildtool.flags import GpuSelection
 from contract.layout import (API_KEY_PATH, API_KEY_SECRET, ENV_API_KEY, ENV_API_KEY_FILE,  # noqa: F401
                              STOP_GRACE_S, TRITON_CACHE)  # (API_KEY_SECRET, ENV_API_KEY, STOP_GRACE_S: the units read them here)
 from contract.pins import IMAGE_TAG, VLLM_VERSION
@@ -112,7 +113,7 @@ class HostValues:
     lib_dir: str = DEFAULT_LIB_DIR
     model_dir: str = DEFAULT_MODEL_DIR
     image: str = DEFAULT_IMAGE
-    bind_address: str = "127.0.0.1"
+    bind_address: IPv4Address | IPv6Address = IPv4Address("127.0.0.1")
     port: int = CONTAINER_PORT
     # The API key's file on this host (compose secret source; Quadlet: `podman secret create
     # vllm-api-key FILE`; Kubernetes: the Secret made from it). Never read: the key is in no unit.
@@ -212,26 +213,18 @@ def missing_libraries(present: set[str]) -> list[str]:
     return [name for name in DRIVER_LIBRARIES if name not in present]
 
 
-def parse_gpus(text: str, present: tuple[int, ...] | None = None) -> tuple[tuple[int, ...], bool]:
-    """`--gpus all|0,1|N` -> (GPU indices, every GPU?): `all` the `present` ones, `0,1` those
-    indices (as nvidia-smi numbers them), `N` the first N. ValueError with the reason otherwise."""
-    expected = "all, GPU indices such as 0,1, or a number of GPUs such as 2"
-    if text == "all":
+def resolve_gpus(selection: GpuSelection, present: tuple[int, ...] | None = None) -> tuple[tuple[int, ...], bool]:
+    """--gpus as (GPU indices, every GPU?): `all` the `present` ones (ValueError when there are
+    none), indices as given (as nvidia-smi numbers them), a count N the first N."""
+    if selection.every:
         if not present:
             raise ValueError("--gpus all: no /dev/nvidiaN on this host; name the GPUs (--gpus 0,1) or a count")
         return tuple(present), True
-    if text.isdigit():
-        if int(text) < 1:
-            raise ValueError(f"--gpus {text!r}: expected {expected}")
-        return tuple(range(int(text))), False
-    items = text.split(",")
-    if not all(item.isdigit() for item in items) or len(set(items)) != len(items):
-        raise ValueError(f"--gpus {text!r}: expected {expected}, each index once")
-    return tuple(sorted(int(item) for item in items)), False
+    if selection.count is not None:
+        return tuple(range(selection.count)), False
+    return selection.indices, False
 
 
-def checked_key_file(path: str | None) -> str | None:
-    """--api-key-file is written into the units (never read): one line of printable characters."""
-    if path is not None and (not path or not path.isprintable()):
-        raise BuildError(f"--api-key-file {path!r}: expected a file path on one line", exit_code=2)
-    return path
+def published_address(address: IPv4Address | IPv6Address) -> str:
+    """The address as `address:port:port` needs it: an IPv6 address in brackets."""
+    return f"[{address}]" if address.version == 6 else str(address)

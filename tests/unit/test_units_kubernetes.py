@@ -270,12 +270,14 @@ def test_weights_from_a_model_directory_size_the_memory(tmp_path):
 
 @pytest.mark.parametrize("args, says", [
     ([], "neither of --weights-gib and --weights-from"),
-    (["--weights-gib", "4", "--weights-from", "/x"], "both"),
-    (["--weights-gib", "0"], "--weights-gib 0"),
-    (["--weights-from", "/nonexistent/model"], "no config.json"),
-    (["--weights-gib", "4", "--replicas", "0"], "--replicas 0"),
-    (["--weights-gib", "4", "--gpus", "two"], "--gpus 'two'"),
-    (["--weights-gib", "4", "--node-selector", "pool"], "--node-selector 'pool'"),
+    (["--weights-gib", "4", "--weights-from", "/"], "both"),
+    (["--weights-gib", "0"], "argument --weights-gib: '0'"),
+    (["--weights-from", "/nonexistent/model"], "argument --weights-from: '/nonexistent/model': no such directory"),
+    (["--weights-from", "/"], "no config.json"),
+    (["--weights-gib", "4", "--replicas", "0"], "argument --replicas: '0'"),
+    (["--weights-gib", "4", "--gpus", "two"], "argument --gpus: 'two'"),
+    (["--weights-gib", "4", "--gpus", "0,1"], "--gpus: in a cluster the device plugin picks the GPUs"),
+    (["--weights-gib", "4", "--node-selector", "pool"], "argument --node-selector: 'pool'"),
     (["--weights-gib", "4", "--model-volume", "hostPath"], "absolute path"),
 ])
 def test_bad_input_is_refused_in_one_line(tmp_path, capsys, args, says):
