@@ -12,10 +12,10 @@ import re
 import struct
 from typing import Mapping
 
+from contract.model_config import ConfigProblem, ModelConfig, max_len_problem, parse_config
 from contract.verdict import Result, failed, passed, warned
 
 from .. import files
-from .model_config import ConfigProblem, ModelConfig, max_len_problem, parse_config
 
 MODEL = "model"
 DRAFTER = "drafter"

@@ -168,7 +168,7 @@ def _compile(job: _Job, hook) -> CompileResult:
     import triton
     from triton import knobs
 
-    from patches.fitcheck.recorder import swapped
+    from patches.fitcheck.util import swapped
 
     try:
         with swapped(knobs.runtime, "add_stages_inspection_hook", hook):

@@ -30,8 +30,9 @@ import importlib
 from types import SimpleNamespace
 
 from patches.fitcheck.mixer_launches import DTYPE_NAME, record_calls
-from patches.fitcheck.mixers import GdnShape
-from patches.fitcheck.recorder import Launch, prepare_cpu_host, simulated_device, swapped
+from patches.fitcheck.mixer_shapes import GdnShape
+from patches.fitcheck.recorder import Launch, prepare_cpu_host, simulated_device
+from patches.fitcheck.util import swapped
 
 FLA_OPS = "vllm.third_party.flash_linear_attention.ops"
 CONV_OPS = "vllm.model_executor.layers.mamba.ops.causal_conv1d"

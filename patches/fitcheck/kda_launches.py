@@ -34,8 +34,9 @@ import functools
 
 from patches.fitcheck.gdn_launches import CHUNK_SIZE, DECODE_BATCH, DRAFT_TOKENS, FLA_OPS, GdnError, imported_ops
 from patches.fitcheck.mixer_launches import DTYPE_NAME, record_calls
-from patches.fitcheck.mixers import KDA_GATE_LOWER_BOUND_MIN, KdaShape
-from patches.fitcheck.recorder import Launch, simulated_device, swapped
+from patches.fitcheck.mixer_shapes import KDA_GATE_LOWER_BOUND_MIN, KdaShape
+from patches.fitcheck.recorder import Launch, simulated_device
+from patches.fitcheck.util import swapped
 
 KDA_OPS = "vllm.models.kimi_k3.nvidia.ops.third_party.kda"
 MAMBA_OPS = "vllm.model_executor.layers.mamba.ops"

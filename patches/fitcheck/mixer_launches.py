@@ -29,9 +29,10 @@ import os
 from dataclasses import dataclass
 
 from patches.fitcheck.compiler import compile_launches
-from patches.fitcheck.mixers import (MAMBA1, MAMBA2, MLA, MODEL_DTYPE, REPLAYSSM_HISTORY, SHORT_CONV, Mamba1Shape,
+from patches.fitcheck.mixer_shapes import (MAMBA1, MAMBA2, MLA, MODEL_DTYPE, REPLAYSSM_HISTORY, SHORT_CONV, Mamba1Shape,
                                      MixerShape, MlaShape, ShortConvShape)
-from patches.fitcheck.recorder import Launch, _Recorder, prepare_cpu_host, swapped
+from patches.fitcheck.recorder import Launch, _Recorder, prepare_cpu_host
+from patches.fitcheck.util import swapped
 
 DTYPE_NAME = MODEL_DTYPE
 OPS = "vllm.model_executor.layers.mamba.ops"
@@ -328,18 +329,37 @@ def record_calls(shape, calls, failure) -> list[Launch]:
     return launches
 
 
-# Per mixer kind: what records its ops, and what the check calls it in an error
-_CALLS = {MAMBA2: (_calls, "Mamba-2 mixer"), MAMBA1: (_mamba1_calls, "Mamba-1 mixer"),
-          SHORT_CONV: (_short_conv_calls, "short convolution"), MLA: (_mla_calls, "multi-head latent attention")}
-
-
-def record_mixer(shape: MixerShape | Mamba1Shape | ShortConvShape | MlaShape, dtype: str = DTYPE_NAME) -> list[Launch]:
-    """Every launch one Mamba-2 or Mamba-1 mixer's, short convolution's or latent attention's ops make
-    (autotuned kernels: one per configuration)."""
-    calls, what = _CALLS[shape.mixer]
+def _record(shape, calls, what: str, dtype: str) -> list[Launch]:
     return record_calls(shape, calls(shape, _ops(), dtype), lambda kind, error: MixerError(
         f"vLLM's {kind} op of the {what} failed on {shape.label} ({error}); the check does not know this "
         "release's mixer ops"))
+
+
+def record_mamba2(shape: MixerShape, dtype: str = DTYPE_NAME) -> list[Launch]:
+    """Every launch one Mamba-2 mixer's ops make (autotuned kernels: one per configuration)."""
+    return _record(shape, _calls, "Mamba-2 mixer", dtype)
+
+
+def record_mamba1(shape: Mamba1Shape, dtype: str = DTYPE_NAME) -> list[Launch]:
+    return _record(shape, _mamba1_calls, "Mamba-1 mixer", dtype)
+
+
+def record_short_conv(shape: ShortConvShape, dtype: str = DTYPE_NAME) -> list[Launch]:
+    return _record(shape, _short_conv_calls, "short convolution", dtype)
+
+
+def record_mla(shape: MlaShape, dtype: str = DTYPE_NAME) -> list[Launch]:
+    return _record(shape, _mla_calls, "multi-head latent attention", dtype)
+
+
+# The probes' way in (bench/ssm_kernels_probe.py, the image tier), for a shape of these kinds; the fit check
+# itself records each shape through its family (families/).
+_RECORDERS = {MAMBA2: record_mamba2, MAMBA1: record_mamba1, SHORT_CONV: record_short_conv, MLA: record_mla}
+
+
+def record_mixer(shape: MixerShape | Mamba1Shape | ShortConvShape | MlaShape, dtype: str = DTYPE_NAME) -> list[Launch]:
+    """Every launch one Mamba-2 or Mamba-1 mixer's, short convolution's or latent attention's ops make."""
+    return _RECORDERS[shape.mixer](shape, dtype)
 
 
 # FLA's tile names (gated delta net); the SSD kernels' all start with BLOCK
