@@ -63,7 +63,7 @@ def fit_check(resolved: model.Resolved, tensor_parallel_size: int = 1, dtype: st
     and what the extra words and the environment make it launch beyond them (ReplaySSM, tuned files)."""
     def run(device: Device) -> Check | Background:
         config = resolved.config_file
-        if config is None or resolved.config is None:
+        if config is None or resolved.typed is None:
             return lambda: warned(clamp.FIT, "not run: the model's config.json is not present or not readable",
                                   "see the model check")
         typed = resolved.typed
@@ -73,7 +73,7 @@ def fit_check(resolved: model.Resolved, tensor_parallel_size: int = 1, dtype: st
             clamp.tuned_folder_unproven(env or {})) if why]
         towers = str(extras.get("mm_encoder_attn_backend") or "").strip().upper() == "TRITON_ATTN"
         return Background(lambda: clamp.with_unproven(
-            clamp.start_fit(config, resolved.config, device.cc, device.smem_optin, tensor_parallel=tensor_parallel_size,
+            clamp.start_fit(config, resolved.typed, device.cc, device.smem_optin, tensor_parallel=tensor_parallel_size,
                             dtype=dtype, towers=towers), unproven))
     return run
 
@@ -148,7 +148,7 @@ def parallel_check(settings: Settings, gpus: list[Device], models: Models, env) 
     if settings.world_size == 1:
         return lambda: parallel.decide(1, 1, gpus, None)
     planned = parallel.plan_parallel(settings.tensor_parallel_size, settings.pipeline_parallel_size, gpus,
-                                     model_config(models.model), env)
+                                     models.model.typed, env)
     return Background(planned) if callable(planned) else (lambda: planned)
 
 
