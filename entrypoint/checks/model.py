@@ -376,8 +376,8 @@ def check_drafter(drafter: Resolved | None) -> Result:
         return drafter.problem
     found = drafter.found
     path = files.shown(found.path)
-    if isinstance(found.config.get("quantization_config"), dict):
-        method = found.typed.quant_method if found.typed and found.typed.quant_method else "unknown"
+    if found.typed is not None and found.typed.top.object("quantization_config") is not None:
+        method = found.typed.quant_method or "unknown"
         if method == "compressed-tensors":
             return failed(DRAFTER, f"{path} is quantized (compressed-tensors): "
                           + QUANTIZED_DRAFTER.format(method=method),
