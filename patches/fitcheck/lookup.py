@@ -71,7 +71,7 @@ def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | N
 def lookup(table_path: str | Path, config: ModelConfig | dict, cc: int, limit: int, where: str = "config.json",
            tensor_parallel: int = 1, dtype: str = table_.CHECKED_DTYPE, towers: bool = False) -> Lookup:
     """decide() for one rank's shapes of a model's parsed config.json (as the entrypoint's model check
-    read it) under `tensor_parallel` ranks in `dtype` (shapes.run_dtype), over the table file, with its
+    read it) under `tensor_parallel` ranks in `dtype` (attention.run_dtype), over the table file, with its
     multimodal towers when they run the encoder kernel (`towers`: --mm-encoder-attn-backend TRITON_ATTN);
     an unreadable table or an unusable config is a miss (the full check reports it)."""
     # Before the layers are read: a model vLLM cannot run here is refused even beside layers the check

@@ -1,5 +1,5 @@
-"""The Triton launches of one Mamba-2 or Mamba-1 mixer or LFM2 short convolution (mixers.MixerShape,
-mixers.Mamba1Shape, mixers.ShortConvShape), made by
+"""The Triton launches of one Mamba-2 or Mamba-1 mixer or LFM2 short convolution (mixer_shapes.MixerShape,
+mixer_shapes.Mamba1Shape, mixer_shapes.ShortConvShape), made by
 vLLM's real mixer ops on CPU tensors with a recorder in place of each kernel, and their verdict once
 compiled for a device.
 
@@ -8,7 +8,7 @@ mamba_mixer2.py): a prefill of two chunks (causal_conv1d_fn, mamba_chunk_scan_co
 rms_norm_gated where the mixer uses it, store_prefill_checkpoint) and a decode step of four sequences
 (causal_conv1d_update, selective_state_update on its Triton backend), and the same step under ReplaySSM
 (`--use-replayssm`, opt-in: selective_state_update_replayssm_output_only's precompute and update
-kernels over a history of mixers.REPLAYSSM_HISTORY inputs; FlashInfer's variant with
+kernels over a history of mixer_shapes.REPLAYSSM_HISTORY inputs; FlashInfer's variant with
 `--mamba-backend flashinfer` is CUDA, outside the check). A Mamba-1 mixer (MambaMixer,
 mamba_mixer.py) runs the same conv ops and selective_state_update on a state without heads; its
 prefill scan is CUDA (selective_scan_fn), not Triton. LFM2's ShortConv (short_conv.py) runs the conv ops

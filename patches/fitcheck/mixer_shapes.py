@@ -1,5 +1,6 @@
-"""The mixers of hybrid and state-space models, the shape of one as vLLM's Triton kernels see it, read
-from config.json (pure standard library): the Mamba-2 mixers of Nemotron-H, Granite 4.0-H, Falcon-H1,
+"""The mixers of hybrid and state-space models and latent attention, the shape of one as vLLM's Triton
+kernels see it, read from the typed config's text section (pure standard library; which of them a model
+has is the family registry's, families/): the Mamba-2 mixers of Nemotron-H, Granite 4.0-H, Falcon-H1,
 Bamba, Zamba 2 and Mamba-2 models (MixerShape), the Mamba-1 mixers of Jamba, Mamba and Falcon Mamba
 (Mamba1Shape), LFM2's short convolutions (ShortConvShape), the gated delta net of Qwen3-Next and
 Qwen3.5 (GdnShape; gdn_launches.py records it) and Kimi Linear's KDA (KdaShape; kda_launches.py records it).
@@ -512,7 +513,7 @@ BUILTIN_GDN = {
 
 # The matrix's models with multi-head latent attention, shaped like the published checkpoints (latent
 # rank 512 and rope dim 64 in each): DeepSeek-V2-Lite (16 heads), GLM-4.7-Flash (20) and DeepSeek-V3 /
-# Kimi K2 (128). vLLM serves them from compute capability 8.0 (mixers.refused_on).
+# Kimi K2 (128). vLLM serves them from compute capability 8.0 (families/mla.py).
 def _mla(model_type: str, heads: int, nope: int, value: int) -> dict:
     return {"model_type": model_type, "num_attention_heads": heads, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
             "qk_nope_head_dim": nope, "v_head_dim": value}

@@ -29,7 +29,7 @@ ATTENTION_PATHS = ("2d", "3d", "encoder")  # "encoder": context_attention_fwd's 
 # the grid, and the model's KV heads only move the split-K threshold (which path a batch takes; the
 # matrix runs both), so a verdict recorded for these fields holds for any model with such a layer
 # (tests/image/test_fitcheck.py compiles real family configs against it). One rank of a tensor-parallel
-# model is a model with that rank's heads (shapes.rank_heads).
+# model is a model with that rank's heads (attention.rank_heads).
 SHAPE_FIELDS = ("attention", "head_size", "queries_per_kv", "sliding_window", "softcap", "block_size")
 VERDICT_KEYS = ("cc", "limit", "dtype") + SHAPE_FIELDS
 CHECKED_DTYPE = DEFAULT_DTYPE  # the dtype of the launches a run records unless it says another (--dtype)
