@@ -72,10 +72,15 @@ def mixer_family(text: Section, model_type: str) -> Family | None:
     for family in of_role("mixer"):
         if model_type in family.model_types:
             return family
-    mixers = [family.reads_phrase for family in of_role("mixer")]
     what = UNREAD_MIXERS.get(model_type, f"model type {reprlib.repr(model_type)}: its state-space layers")
     raise UnprovenLayers(f"{text.where}: a hybrid model with {what}: the fit check does not record these kernels "
-                         f"for this device (it reads {', '.join(mixers[:-1])} and {mixers[-1]})")
+                         f"for this device (it reads {_listed([f.reads_phrase for f in of_role('mixer')], ' and')})")
+
+
+def _listed(phrases: list[str], last: str) -> str:
+    """'a, b and c' of the non-empty phrases."""
+    phrases = [phrase for phrase in phrases if phrase]
+    return f"{', '.join(phrases[:-1])}{last} {phrases[-1]}" if len(phrases) > 1 else "".join(phrases)
 
 
 def _latent_family(text: Section) -> Family | None:
@@ -191,8 +196,7 @@ def describe(shape) -> str:
 
 def proven() -> str:
     """What the proof covers, as the preflight names it beside a model it does not."""
-    phrases = [family.proves for family in FAMILIES if family.proves]
-    return ", ".join(phrases[:-1]) + ", and " + phrases[-1] if len(phrases) > 1 else "".join(phrases)
+    return _listed([family.proves for family in FAMILIES], ", and")
 
 
 def record(shape, cc: int, limit: int, dtype: str) -> list:
