@@ -222,15 +222,14 @@ def plan(options: FitOptions) -> FitPlan:
     check_combination(options)
     device = resolve_device(options)
     shapes = tuple(resolve_shapes(options, device["cc"]))
-    refused_on, unrecorded_on = families.refused_on, families.unrecorded_on
     if not options.model_config:  # the built-in matrix holds what vLLM serves on the device: a model with a
         # layer vLLM cannot run there is left out whole (Kimi Linear's KDA beside its latent attention)
-        refused = {shape.model for shape in shapes if refused_on([shape], device["cc"]) is not None}
+        refused = {shape.model for shape in shapes if families.refused_on([shape], device["cc"]) is not None}
         shapes = tuple(shape for shape in shapes if shape.model not in refused)
-    refusal = refused_on(shapes, device["cc"])
+    refusal = families.refused_on(shapes, device["cc"])
     if refusal is not None:
         raise ConfigError(f"{refusal.reason}: {refusal.fix}")
-    unrecorded = unrecorded_on(shapes, device["cc"])
+    unrecorded = families.unrecorded_on(shapes, device["cc"])
     if unrecorded:
         raise UnprovenLayers(unrecorded)
     return FitPlan(options, device, shapes)
@@ -253,10 +252,9 @@ def _checked(fit: FitPlan) -> dict:
     from patches.fitcheck.recorder import record_launches, release_features
 
     started = time.monotonic()
-    is_mixer = families.is_mixer
     options, device = fit.options, fit.device
-    shapes = [shape for shape in fit.shapes if not is_mixer(shape)]
-    mixer_shapes = [shape for shape in fit.shapes if is_mixer(shape)]
+    shapes = [shape for shape in fit.shapes if not families.is_mixer(shape)]
+    mixer_shapes = [shape for shape in fit.shapes if families.is_mixer(shape)]
     cc, limit = device["cc"], device["limit"]
     installed = _launcher(options)
     encoder = _encoder_launcher(shapes)
