@@ -33,7 +33,7 @@ LLAMA = {"model_type": "llama", "num_attention_heads": 32, "num_key_value_heads"
 
 def planted(base: dict, field: str, value: object, in_text: bool) -> dict:
     config = json.loads(json.dumps(base))
-    (config["text_config"] if in_text and "text_config" in config else config)[field] = value
+    (config["text_config"] if in_text and isinstance(config.get("text_config"), dict) else config)[field] = value
     return config
 
 
@@ -92,3 +92,29 @@ def test_the_fit_check_takes_the_one_error_type():
     assert ConfigError is ConfigProblem
     with pytest.raises(ConfigProblem, match="config.json: 'text_config.num_attention_heads' is not set"):
         families.model_layers({"model_type": "gemma4", "text_config": {}}, "m", "config.json")
+
+
+FIT_FIELDS = (*KNOWN, "global_head_dim", "num_global_key_value_heads", "attention_k_eq_v", "use_sliding_window",
+              "use_bidirectional_attention", "is_causal", "hybrid_override_pattern", "mamba_num_heads", "mamba_head_dim",
+              "ssm_state_size", "n_groups", "linear_num_key_heads", "linear_num_value_heads", "mamba_ssm_dtype",
+              "qk_rope_head_dim", "local_attention", "n_head", "n_embd", "attention_head_dim", "dtype", "torch_dtype")
+MODEL_TYPES = st.sampled_from(["gemma4_text", "llama", "nemotron_h", "jamba", "mamba", "lfm2", "qwen3_next", "qwen3_5",
+                               "kimi_linear", "deepseek_v3", "modernbert", "nomic_bert", "distilbert", "plamo2", "zamba2"])
+
+
+@given(st.sampled_from([GEMMA4, LLAMA]), MODEL_TYPES, st.dictionaries(st.sampled_from(FIT_FIELDS), json_values, max_size=4),
+       st.sampled_from([1, 2, 4]), st.sampled_from([75, 86, 90]))
+def test_whatever_the_fields_hold_the_fit_check_ends_in_shapes_or_a_config_problem(base, model_type, fields, tp, cc):
+    config = planted(base, "model_type", model_type, True)
+    for field, value in fields.items():
+        config = planted(config, field, value, True)
+    found = read(config)
+    if isinstance(found, ConfigProblem):
+        return
+    try:
+        shapes = families.model_layers(found, "m", "config.json", tp)
+        families.refused_on(shapes, cc)
+        families.unrecorded_on(shapes, cc)
+        families.config_refused_on(found, "m", "config.json", tp, cc)
+    except ConfigError as problem:
+        assert "\n" not in str(problem) and str(problem).startswith("config.json: ")
