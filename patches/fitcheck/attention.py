@@ -1,6 +1,6 @@
-"""Attention layer shapes the fit check launches, read from a model's typed config (its text section),
-the attention families' fixed shapes, and the matrix of batches it feeds the launcher for each shape.
-Which families a model has, and the matrix's models, are the registry's (families/).
+"""Attention layer shapes the fit check launches, read from a model's typed config (its text section), and
+the matrix of batches it feeds the launcher for each shape. Which families a model has, their fixed shapes
+and the matrix's models are the registry's (families/).
 
 Pure standard library: the entrypoint and the unit tests read configs without torch.
 """
@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contract.model_config import ModelConfig, Section
-from patches.fitcheck.base import (BF16_MIN_CC, DEFAULT_DTYPE, DTYPES, TENSOR_PARALLEL_SIZES,  # noqa: F401
-                                   ConfigError, UnprovenLayers, typed)
+from patches.fitcheck.base import BF16_MIN_CC, DEFAULT_DTYPE, DTYPES, ConfigError, UnprovenLayers, typed  # noqa: F401
 
 # vLLM's Triton backend accepts block sizes that are multiples of 16; hybrid models get a
 # larger block on the layers with the smaller per-token KV size so every page has one size.
@@ -334,123 +333,10 @@ def _derived_head_dim(text: Section, heads: int):
     return None
 
 
-def _gemma4_text(model_type: str, layers: int, pattern: int, heads: int, kv_heads: int, window: int,
-                 global_kv_heads: int | None = None, k_eq_v: bool = False) -> dict:
-    """The attention fields of a Gemma 4 text config: `pattern` - 1 sliding layers, then one global."""
-    return {"model_type": model_type, "num_attention_heads": heads, "num_key_value_heads": kv_heads,
-            "head_dim": 256, "global_head_dim": GEMMA4_GLOBAL_HEAD_DIM, "sliding_window": window,
-            "layer_types": (["sliding_attention"] * (pattern - 1) + ["full_attention"]) * (layers // pattern),
-            "num_global_key_value_heads": global_kv_heads, "attention_k_eq_v": k_eq_v}
-
-
-# The Gemma 4 variants as transformers' conversion scripts configure them (models/gemma4/
-# convert_gemma4_weights.py; the 12B: models/gemma4_unified/convert_gemma4_unified_weights.py),
-# class defaults written out; a unit test holds each equal to what the classes produce.
-BUILTIN_CONFIGS = {
-    "gemma4-e2b": _gemma4_text("gemma4_text", 35, 5, 8, 1, 512),
-    "gemma4-e4b": _gemma4_text("gemma4_text", 42, 6, 8, 2, 512),
-    "gemma4-12b": _gemma4_text("gemma4_unified_text", 48, 6, 16, 8, 1024, 1, k_eq_v=True),
-    "gemma4-26b-a4b": _gemma4_text("gemma4_text", 30, 6, 16, 8, 1024, 2, k_eq_v=True),
-    "gemma4-31b": _gemma4_text("gemma4_text", 60, 6, 32, 16, 1024, 4, k_eq_v=True),
-}
-
-
 def config_shapes(config: ModelConfig | dict, model: str, where: str, tensor_parallel: int = 1) -> list[LayerShape]:
     """The attention shapes of a model with attention layers alone (no mixer, no latent attention)."""
     text, model_type = text_section(typed(config, where))
     return attention_shapes(text, model_type, model, tensor_parallel)
-
-
-BUILTIN_MODELS: dict[str, list[LayerShape]] = {
-    name: config_shapes(config, name, f"built-in {name}") for name, config in BUILTIN_CONFIGS.items()
-}
-# One rank's shapes under tensor parallelism 2 and 4 (vLLM issue 36802 is TP 4 on four T4s): the
-# query heads split, the KV heads split or, fewer than ranks, are replicated, so the query-per-KV
-# ratio (BLOCK_M, BLOCK_Q) and the unified page size change per rank.
-BUILTIN_TP_MODELS: dict[str, list[LayerShape]] = {
-    f"{name}-tp{tp}": config_shapes(config, f"{name}-tp{tp}", f"built-in {name}", tp)
-    for tp in TENSOR_PARALLEL_SIZES[1:] for name, config in BUILTIN_CONFIGS.items()
-}
-
-
-# The attention-only families vLLM serves through this launcher. vLLM's Triton backend lists no head
-# sizes (it takes any head size >= 32), so the matrix takes them from the families' configs: per head
-# size, the query-per-KV ratios their checkpoints use (the ratio, not the head counts, reaches the
-# kernel's tiles: BLOCK_M and BLOCK_Q), full attention, and the windows that change vLLM's tile choice.
-# (layer name, head size, query heads per KV head, sliding window): examples
-FAMILY_LAYERS = (
-    ("head64-r4", 64, 4, None),  # Llama 3.2 1B
-    ("head64-r7", 64, 7, None),  # Qwen2.5 0.5B
-    ("head80-r1", 80, 1, None),  # Phi-2, StableLM 2
-    ("head96-r1", 96, 1, None),  # Phi-3 / Phi-3.5 mini
-    ("head128-r1", 128, 1, None),  # Llama 2 7B, OLMo 2
-    ("head128-r2", 128, 2, None),  # Qwen3 0.6B / 1.7B, Gemma 3 27B's global layers
-    ("head128-r3", 128, 3, None),  # Llama 3.2 3B, Nemotron-Mini 4B, Minitron 4B
-    ("head128-r4", 128, 4, None),  # Llama 3.x 8B, Mistral 7B v0.3 / Nemo / Small, Qwen3 4B / 8B, Phi-4
-    ("head128-r5", 128, 5, None),  # Qwen2.5 14B / 32B, Qwen3 14B
-    ("head128-r6", 128, 6, None),  # Qwen2.5 1.5B
-    ("head128-r7", 128, 7, None),  # Qwen2.5 7B
-    ("head128-r8", 128, 8, None),  # Llama 3.x 70B, Qwen2.5 3B / 72B, Qwen3 32B / 30B-A3B
-    ("head128-r4-window4096", 128, 4, 4096),  # Mistral 7B v0.1
-    ("head128-r2-window1024", 128, 2, 1024),  # Gemma 3 27B's sliding layers (vLLM's Gemma 3 tiles)
-    ("head256-r2", 256, 2, None),  # Gemma 3 4B / 12B global layers (issue 36802's Gemma-3-4B base)
-    ("head256-r4", 256, 4, None),  # Gemma 3 1B global layers
-    ("head256-r8", 256, 8, None),
-)
-FAMILY_KV_HEADS = 2  # any count: the verdict is keyed by the ratio (table.SHAPE_FIELDS)
-FAMILY_SHAPES = [LayerShape("family", name, ratio * FAMILY_KV_HEADS, FAMILY_KV_HEADS, head, window)
-                 for name, head, ratio, window in FAMILY_LAYERS]
-
-# Encoder (bidirectional) attention: what reaches vLLM's context_attention_fwd. ENCODER layers are
-# encoder-only and embedding models through the Triton backend (TritonAttentionImpl: window
-# (w - 1, w - 1) or none); MM_ENCODER layers are multimodal towers under
-# `--mm-encoder-attn-backend TRITON_ATTN` (vit_attn_wrappers: no window, one KV head per query head).
-# (layer name, head size, query heads per KV head, sliding window, attention): examples
-ENCODER_LAYERS = (
-    ("encoder-head64-r1", 64, 1, None, ENCODER),  # BERT base / large, RoBERTa, XLM-R, MiniLM, BGE, E5, NomicBERT
-    ("encoder-head64-r1-window65", 64, 1, 65, ENCODER),  # ModernBERT base / large local layers (128-token window)
-    ("encoder-head256-r3-window512", 256, 3, 512, ENCODER),  # EmbeddingGemma 300M sliding layers (3 / 1 heads)
-    ("encoder-head256-r3", 256, 3, None, ENCODER),  # EmbeddingGemma 300M full-attention layers
-    # no checkpoint we know; the largest head the kernel takes here, so the clamp's head-512 tile is proven
-    ("encoder-head512-r8", 512, 8, None, ENCODER),  # a bidirectional Gemma 4 global layer (E2B-like 8 / 1)
-    ("mm-encoder-head64", 64, 1, None, MM_ENCODER),  # Gemma 4 E2B / E4B vision tower, SigLIP base
-    ("mm-encoder-head72", 72, 1, None, MM_ENCODER),  # Gemma 4 26B / 31B vision tower (SigLIP so400m)
-    ("mm-encoder-head80", 80, 1, None, MM_ENCODER),  # Qwen2-VL / Qwen2.5-VL vision tower
-    ("mm-encoder-head128", 128, 1, None, MM_ENCODER),  # Gemma 4 audio tower (8 heads of 128)
-)
-ENCODER_KV_HEADS = 2  # any count: the verdict is keyed by the ratio, as for the families
-ENCODER_SHAPES = [LayerShape("encoder", name, ratio * ENCODER_KV_HEADS, ENCODER_KV_HEADS, head, window,
-                             attention=attention)
-                  for name, head, ratio, window, attention in ENCODER_LAYERS]
-# The multimodal towers a config describes, which run the encoder kernel under
-# `--mm-encoder-attn-backend TRITON_ATTN` (MM_ENCODER): (config field, the tower's width fields, its
-# head-count fields), first present wins. Qwen2-VL's vision `hidden_size` is the language model's and its
-# own width is `embed_dim`; the others name their width `hidden_size`.
-TOWER_FIELDS = (("vision_config", ("embed_dim", "hidden_size"), ("num_heads", "num_attention_heads")),
-                ("audio_config", ("hidden_size",), ("num_attention_heads", "num_heads")))
-BUILTIN_TOWER_HEADS = tuple(head for _, head, _, _, kind in ENCODER_LAYERS if kind == MM_ENCODER)
-
-
-def tower_shapes(config: ModelConfig | dict, model: str, where: str) -> list[LayerShape]:
-    """One MM_ENCODER shape per multimodal tower of a model's config (a tower's heads are its own: one KV
-    head per query head, no window); UnprovenLayers naming a tower whose head size it cannot read."""
-    config = typed(config, where)
-    shapes = []
-    for key, widths, counts in TOWER_FIELDS:
-        tower = config.top.object(key)
-        if tower is None:
-            continue
-        head = tower.value("head_dim")
-        width = next((tower.value(f) for f in widths if tower.has(f)), None)
-        heads = next((tower.value(f) for f in counts if tower.has(f)), None)
-        if head is None and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (width, heads)):
-            head = width // heads if width % heads == 0 else None
-        if isinstance(head, bool) or not isinstance(head, int) or head <= 0:
-            raise UnprovenLayers(f"{where}: '{key}': no head size to read ('head_dim', or {' / '.join(widths)} over "
-                                 f"{' / '.join(counts)}), so its tower's encoder attention under TRITON_ATTN is unknown")
-        count = heads if isinstance(heads, int) and not isinstance(heads, bool) and heads > 0 else 1
-        shapes.append(LayerShape(model, f"{key.split('_')[0]}-tower", count, count, head, None, attention=MM_ENCODER))
-    return shapes
 
 
 def read_config(path: str | Path) -> ModelConfig:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contract.model_config import ModelConfig
-from patches.fitcheck import attention, families
+from patches.fitcheck import families
+from patches.fitcheck.families import encoders
 from patches.fitcheck import table as table_
 from patches.fitcheck.base import ConfigError, UnprovenLayers
 
@@ -94,14 +95,14 @@ def lookup(table_path: str | Path, config: ModelConfig | dict, cc: int, limit: i
     if not towers:
         return decide(document, shapes, cc, limit, versions, dtype)
     try:
-        tower_shapes = attention.tower_shapes(config, Path(where).parent.name or "model", where)
+        tower_shapes = encoders.tower_shapes(config, Path(where).parent.name or "model", where)
     except UnprovenLayers as error:
         return Lookup(False, str(error), unproven=True)
     found = decide(document, shapes + tower_shapes, cc, limit, versions, dtype)
     # A miss the language model's layers alone do not have is a tower's, which the full check does not
     # compile: not proven. Any other miss (another table, a layer without a verdict) goes to the full check.
     if not found.hit and tower_shapes and decide(document, shapes, cc, limit, versions, dtype).hit:
-        heads = ", ".join(map(str, attention.BUILTIN_TOWER_HEADS))
+        heads = ", ".join(map(str, encoders.BUILTIN_TOWER_HEADS))
         return Lookup(False, f"{found.miss}: a multimodal tower under --mm-encoder-attn-backend TRITON_ATTN (the "
                              f"build proves tower heads {heads})", unproven=True)
     return found

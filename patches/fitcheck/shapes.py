@@ -11,6 +11,10 @@ from patches.fitcheck.base import (DEFAULT_DTYPE, DTYPES, TENSOR_PARALLEL_SIZES,
                                    UnprovenLayers)
 from patches.fitcheck.families import MATRICES, builtin_shapes, has_mixer, model_layers  # noqa: F401
 from patches.fitcheck.families import attention_layers as shapes_from_config  # noqa: F401
+from patches.fitcheck.families.dense import FAMILY_KV_HEADS, FAMILY_LAYERS, FAMILY_SHAPES  # noqa: F401
+from patches.fitcheck.families.encoders import (BUILTIN_TOWER_HEADS, ENCODER_KV_HEADS, ENCODER_LAYERS,  # noqa: F401
+                                                ENCODER_SHAPES, TOWER_FIELDS, tower_shapes)
+from patches.fitcheck.families.gemma4 import BUILTIN_CONFIGS, BUILTIN_MODELS, BUILTIN_TP_MODELS  # noqa: F401
 
 
 def load_model_config(path: str | Path, tensor_parallel: int = 1, dtype: str = DEFAULT_DTYPE) -> list:
