@@ -185,7 +185,8 @@ def replayssm_unproven(use_replayssm: object, buffer_len: object, model_type: ob
     if use_replayssm is not True:
         return None
     try:
-        from patches.fitcheck.mixer_shapes import KDA_TYPES, REPLAYSSM_HISTORY
+        from patches.fitcheck.families.kda import KDA_TYPES
+        from patches.fitcheck.mixer_shapes import REPLAYSSM_HISTORY
     except ImportError:
         return "ReplaySSM's decode (patches.fitcheck is not importable here)"
     if model_type in KDA_TYPES:

@@ -1,5 +1,5 @@
-"""The Triton launches of one Mamba-2 or Mamba-1 mixer or LFM2 short convolution (mixer_shapes.MixerShape,
-mixer_shapes.Mamba1Shape, mixer_shapes.ShortConvShape), made by
+"""The Triton launches of one Mamba-2 or Mamba-1 mixer or LFM2 short convolution (families/mamba2.py MixerShape,
+families/mamba1.py Mamba1Shape, families/short_conv.py ShortConvShape), made by
 vLLM's real mixer ops on CPU tensors with a recorder in place of each kernel, and their verdict once
 compiled for a device.
 
@@ -29,8 +29,8 @@ import os
 from dataclasses import dataclass
 
 from patches.fitcheck.compiler import compile_launches
-from patches.fitcheck.mixer_shapes import (MAMBA1, MAMBA2, MLA, MODEL_DTYPE, REPLAYSSM_HISTORY, SHORT_CONV, Mamba1Shape,
-                                     MixerShape, MlaShape, ShortConvShape)
+from patches.fitcheck.mixer_shapes import (MAMBA1, MAMBA2, MLA, MODEL_DTYPE, REPLAYSSM_HISTORY, SHORT_CONV,
+                                           RecordedShape)
 from patches.fitcheck.recorder import Launch, _Recorder, prepare_cpu_host
 from patches.fitcheck.util import swapped
 
@@ -49,7 +49,7 @@ REPLAYSSM = "selective_state_update_replayssm_output_only"
 class MixerCase:
     """One call of a mixer op: the report's case for its launches."""
 
-    shape: MixerShape
+    shape: RecordedShape
     kind: str  # conv-prefill | ssd-prefill | norm | checkpoint | conv-decode | ssm-decode | replayssm-decode
     query_len: int
     num_seqs: int = 1
@@ -164,7 +164,7 @@ def _conv_calls(dim: int, width: int, seqlen: int, conv, dtype_name: str, activa
 MAMBA1_PREFILL_LEN = 256
 
 
-def _short_conv_calls(shape: ShortConvShape, ops: dict, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
+def _short_conv_calls(shape: RecordedShape, ops: dict, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
     """LFM2's ShortConv ops: the conv's prefill and decode with no activation and, as LiquidAI's checkpoints
     have it (conv_bias false), no bias (with one the needs are the same: 1,024 and 0 bytes at width 3 on
     sm_75 and sm_86, measured with the image's Triton 3.8.0)."""
@@ -178,7 +178,7 @@ MLA_PAGE_SIZE = 16
 MLA_KV_SPLITS = 4
 
 
-def _mla_calls(shape: MlaShape, ops: dict, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
+def _mla_calls(shape: RecordedShape, ops: dict, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
     """TRITON_MLA's decode as triton_mla.py calls decode_attention_fwd: the query of latent rank plus rope
     dim against the latent cache with a head dim of 1, its first kv_lora_rank channels the values."""
     import torch
@@ -202,7 +202,7 @@ def _mla_calls(shape: MlaShape, ops: dict, dtype_name: str) -> list[tuple[str, i
     return [("mla-decode", 1, batch, kernels, mla_decode)]
 
 
-def _mamba1_calls(shape: Mamba1Shape, ops: dict, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
+def _mamba1_calls(shape: RecordedShape, ops: dict, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
     """A Mamba-1 mixer's Triton ops (mamba_mixer.py): the conv's prefill and decode, and the decode's
     selective_state_update on its 3-D state (one row per channel, no heads), with the dtypes the mixer
     passes: A and the time step bias in fp32, D in the model's dtype."""
@@ -227,7 +227,7 @@ def _mamba1_calls(shape: Mamba1Shape, ops: dict, dtype_name: str) -> list[tuple[
         ("ssm-decode", 1, batch, ((ssm, ("_selective_scan_update_kernel",)),), ssm_decode)]
 
 
-def _calls(shape: MixerShape, ops: dict, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
+def _calls(shape: RecordedShape, ops: dict, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
     """(kind, query_len, num_seqs, kernels, call) for each op the mixer runs."""
     import torch
 
@@ -335,20 +335,20 @@ def _record(shape, calls, what: str, dtype: str) -> list[Launch]:
         "release's mixer ops"))
 
 
-def record_mamba2(shape: MixerShape, dtype: str = DTYPE_NAME) -> list[Launch]:
+def record_mamba2(shape: RecordedShape, dtype: str = DTYPE_NAME) -> list[Launch]:
     """Every launch one Mamba-2 mixer's ops make (autotuned kernels: one per configuration)."""
     return _record(shape, _calls, "Mamba-2 mixer", dtype)
 
 
-def record_mamba1(shape: Mamba1Shape, dtype: str = DTYPE_NAME) -> list[Launch]:
+def record_mamba1(shape: RecordedShape, dtype: str = DTYPE_NAME) -> list[Launch]:
     return _record(shape, _mamba1_calls, "Mamba-1 mixer", dtype)
 
 
-def record_short_conv(shape: ShortConvShape, dtype: str = DTYPE_NAME) -> list[Launch]:
+def record_short_conv(shape: RecordedShape, dtype: str = DTYPE_NAME) -> list[Launch]:
     return _record(shape, _short_conv_calls, "short convolution", dtype)
 
 
-def record_mla(shape: MlaShape, dtype: str = DTYPE_NAME) -> list[Launch]:
+def record_mla(shape: RecordedShape, dtype: str = DTYPE_NAME) -> list[Launch]:
     return _record(shape, _mla_calls, "multi-head latent attention", dtype)
 
 
@@ -357,7 +357,7 @@ def record_mla(shape: MlaShape, dtype: str = DTYPE_NAME) -> list[Launch]:
 _RECORDERS = {MAMBA2: record_mamba2, MAMBA1: record_mamba1, SHORT_CONV: record_short_conv, MLA: record_mla}
 
 
-def record_mixer(shape: MixerShape | Mamba1Shape | ShortConvShape | MlaShape, dtype: str = DTYPE_NAME) -> list[Launch]:
+def record_mixer(shape: RecordedShape, dtype: str = DTYPE_NAME) -> list[Launch]:
     """Every launch one Mamba-2 or Mamba-1 mixer's, short convolution's or latent attention's ops make."""
     return _RECORDERS[shape.mixer](shape, dtype)
 
