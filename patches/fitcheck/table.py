@@ -38,7 +38,9 @@ CHECKED_DTYPE = DEFAULT_DTYPE  # the dtype of the launches a run records unless 
 # A shape recorded by its family (a mixer, latent attention): its verdicts sit in `mixer_verdicts`, keyed
 # by the fields that size its kernels, which follow its kind, the verdict's `mixer` (its class's FIELDS).
 def mixer_verdict_keys(mixer: object) -> tuple | None:
-    """The keys of a mixer verdict of kind `mixer`; None for a kind this release does not know."""
+    """The keys of a mixer verdict of kind `mixer`; None for a kind this release does not know. The kinds
+    are those of the RecordedShape classes imported: whatever merges or looks verdicts up (run.py,
+    lookup.py) imports the registry first, which imports every family's module."""
     fields = fields_by_kind().get(mixer) if isinstance(mixer, str) else None
     return ("cc", "limit", "dtype") + fields if fields else None
 
