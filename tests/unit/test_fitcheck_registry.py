@@ -184,3 +184,16 @@ def test_a_family_module_is_named_by_the_preflight_and_by_the_unread_mixer_messa
 def test_without_the_module_the_toy_model_is_not_proven():
     with pytest.raises(families.UnprovenLayers, match="toy_hybrid"):
         families.model_layers(dict(TOY_CONFIG, mamba_d_state=16), "m", "config.json")
+
+
+@pytest.mark.parametrize("module", ["patches.fitcheck.run", "patches.fitcheck.lookup"])
+def test_what_merges_or_looks_verdicts_up_knows_every_familys_verdict_keys(module):
+    # table.py keys a mixer verdict by its kind's fields, known once the kind's module is imported
+    import subprocess
+    import sys
+
+    code = (f"import {module}\nfrom patches.fitcheck import families, mixer_shapes\n"
+            "kinds = {f.shape_type.mixer for f in families.FAMILIES if f.role in ('mixer', 'latent')}\n"
+            "assert kinds and kinds <= set(mixer_shapes.fields_by_kind()), kinds")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-500:]
