@@ -15,6 +15,8 @@ import os
 import stat
 from typing import Iterator
 
+from contract.model_config import json_kind  # noqa: F401 (this module's name for it too)
+
 MiB = 2**20
 JSON_CAP = 4 * MiB        # config.json and the small text files around it
 INDEX_CAP = 16 * MiB      # a weight index lists every tensor: the largest MoE indexes are a few MiB
@@ -148,17 +150,3 @@ def read_object(path: str, name: str, cap: int = JSON_CAP, unique_keys: bool = T
     if not isinstance(found, dict):
         raise FileProblem(f"{name} holds {json_kind(found)}, not a JSON object")
     return found
-
-
-def json_kind(value: object) -> str:
-    """How a JSON value is called in messages: `a list`, `null`, `the string "8"`, `true`, ..."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return f"the string {shown(json.dumps(value[:40]))}"
-    if isinstance(value, (int, float)):
-        text = repr(value)
-        return f"the number {text if len(text) <= 24 else text[:12] + '...(' + str(len(text)) + ' digits)'}"
-    return {list: "a list", dict: "an object"}.get(type(value), type(value).__name__)

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from contract.model_config import ModelConfig
 from contract.verdict import Result, failed, warned
 
 from . import environment, hub
@@ -63,7 +64,7 @@ def fit_check(resolved: model.Resolved, tensor_parallel_size: int = 1, dtype: st
     and what the extra words and the environment make it launch beyond them (ReplaySSM, tuned files)."""
     def run(device: Device) -> Check | Background:
         config = resolved.config_file
-        if config is None or resolved.config is None:
+        if config is None or model_config(resolved) is None:
             return lambda: warned(clamp.FIT, "not run: the model's config.json is not present or not readable",
                                   "see the model check")
         typed = resolved.typed
@@ -73,7 +74,7 @@ def fit_check(resolved: model.Resolved, tensor_parallel_size: int = 1, dtype: st
             clamp.tuned_folder_unproven(env or {})) if why]
         towers = str(extras.get("mm_encoder_attn_backend") or "").strip().upper() == "TRITON_ATTN"
         return Background(lambda: clamp.with_unproven(
-            clamp.start_fit(config, resolved.config, device.cc, device.smem_optin, tensor_parallel=tensor_parallel_size,
+            clamp.start_fit(config, model_config(resolved), device.cc, device.smem_optin, tensor_parallel=tensor_parallel_size,
                             dtype=dtype, towers=towers), unproven))
     return run
 
@@ -132,10 +133,10 @@ def disk_targets(settings: Settings) -> list[disk.Target]:
             disk.Target("vLLM cache", settings.vllm_cache_root, disk.NEED_VLLM_CACHE)]
 
 
-def model_config(resolved: model.Resolved) -> dict | None:
-    """The model's config.json as read once (also when its weights are not whole), or None when it
-    could not be read (the model check says why)."""
-    return resolved.config
+def model_config(resolved: model.Resolved) -> ModelConfig | None:
+    """The model's config.json as read and typed once (also when its weights are not whole), or None when
+    it could not be read (the model check says why)."""
+    return resolved.typed
 
 
 def quantization_check(models: Models, extras: Extras, loaded: Loaded) -> Callable[[Device], Check]:

@@ -17,8 +17,9 @@ from __future__ import annotations
 import ctypes.util
 import importlib.util
 import json
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Sequence
 
+from contract.model_config import ModelConfig
 from contract.verdict import Result, failed, passed
 
 NAME = "audio"
@@ -31,14 +32,14 @@ FIX = "build with the audio extra (python3 build.py --extras audio), or turn aud
       "--limit-mm-per-prompt '{\"audio\": 0}' in VLLM_EXTRA_ARGS"
 
 
-def audio_tower(config: Mapping | None) -> str | None:
+def audio_tower(config: ModelConfig | None) -> str | None:
     """What in config.json shows an audio tower (the key or the model type), or None."""
-    config = config or {}
+    if config is None:
+        return None
     for key in AUDIO_CONFIG_KEYS:
-        if isinstance(config.get(key), dict):
+        if config.top.object(key) is not None:
             return key
-    model_type = str(config.get("model_type", ""))
-    return f"model_type {model_type}" if model_type in AUDIO_MODEL_TYPES else None
+    return f"model_type {config.model_type}" if config.model_type in AUDIO_MODEL_TYPES else None
 
 
 def requested_audio(limit, text_only: bool = False) -> int | None:
@@ -64,7 +65,7 @@ def _count(value) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def judge_audio(config: Mapping | None, decoders: Sequence[str], requested: int | None) -> Result:
+def judge_audio(config: ModelConfig | None, decoders: Sequence[str], requested: int | None) -> Result:
     """`decoders`: the audio decoders this image has, in vLLM's order; `requested`: requested_audio()."""
     tower = audio_tower(config)
     if tower is None:
@@ -94,7 +95,7 @@ def ffmpeg_present() -> bool:
     return ctypes.util.find_library("avcodec") is not None
 
 
-def check_audio(config: Mapping | None, extras=None) -> Result:
+def check_audio(config: ModelConfig | None, extras=None) -> Result:
     """`extras`: what the server's extra words set, by dest (entrypoint.argv.Extras), or None."""
     if audio_tower(config) is None:  # the common case answers without looking at the image
         return judge_audio(config, [], None)

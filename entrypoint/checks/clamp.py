@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from contract import layout
+from contract.model_config import ModelConfig
 from contract.verdict import Result, Status, failed, passed, warned
 
 CLAMP = "clamp"
@@ -132,7 +133,7 @@ def code_root(module: str) -> str | None:
     return str(Path(spec.origin).resolve().parents[module.count(".") + (spec.submodule_search_locations is not None)])
 
 
-def start_fit(model_config: str, config: dict, cc: tuple[int, int], limit: int,
+def start_fit(model_config: str, config: ModelConfig, cc: tuple[int, int], limit: int,
               module: str = FIT_MODULE, tensor_parallel: int = 1, dtype: str = "auto",
               towers: bool = False) -> Callable[[], Result]:
     """Answers from the fit table's verdicts for `config` (the parsed `model_config`, as the model
@@ -151,11 +152,7 @@ def start_fit(model_config: str, config: dict, cc: tuple[int, int], limit: int,
     if found is not None and found.refused:
         return lambda: failed(FIT, found.miss, found.refused)
     if found is not None and found.unproven:
-        return lambda: warned(FIT, f"not proven: {found.miss}", "the fit check proves vLLM's Triton attention "
-                              "kernels, the Mamba-2 mixers of Nemotron-H, Granite 4.0-H, Falcon-H1, "
-                              "Zamba 2 and Mamba-2 models, the Mamba-1 mixers of Jamba, Mamba and Falcon Mamba, "
-                              "LFM2's short convolutions, the gated delta net of Qwen3-Next and Qwen3.5, and "
-                              "multi-head latent attention and Kimi Linear's KDA on compute capability 8.x; watch "
+        return lambda: warned(FIT, f"not proven: {found.miss}", f"the fit check proves {proven_families()}; watch "
                               "the first request's log for OutOfResources on this device")
     if found is not None and found.unreadable:
         # vLLM may still serve it (transformers fills what the file leaves out); the full check
@@ -188,7 +185,8 @@ def replayssm_unproven(use_replayssm: object, buffer_len: object, model_type: ob
     if use_replayssm is not True:
         return None
     try:
-        from patches.fitcheck.mixers import KDA_TYPES, REPLAYSSM_HISTORY
+        from patches.fitcheck.families.kda import KDA_TYPES
+        from patches.fitcheck.mixer_shapes import REPLAYSSM_HISTORY
     except ImportError:
         return "ReplaySSM's decode (patches.fitcheck is not importable here)"
     if model_type in KDA_TYPES:
@@ -227,7 +225,16 @@ def with_unproven(collect: Callable[[], Result], unproven: list[str]) -> Callabl
     return judged
 
 
-def run_dtype(config: dict, cc: tuple[int, int], setting: str) -> str:
+def proven_families() -> str:
+    """What the build's proof covers, named by its families (patches.fitcheck.families)."""
+    try:
+        from patches.fitcheck.families import proven
+    except ImportError:
+        return "vLLM's Triton attention kernels"
+    return proven()
+
+
+def run_dtype(config: ModelConfig, cc: tuple[int, int], setting: str) -> str:
     """The dtype vLLM runs the model in on this device (patches.fitcheck.shapes.run_dtype); float16,
     the check's own default, where that module is missing (the fit check then says why)."""
     try:
@@ -237,7 +244,7 @@ def run_dtype(config: dict, cc: tuple[int, int], setting: str) -> str:
     return decided(config, cc[0] * 10 + cc[1], setting)
 
 
-def lookup_fit(table: str, config: dict, model_config: str, cc: tuple[int, int], limit: int,
+def lookup_fit(table: str, config: ModelConfig, model_config: str, cc: tuple[int, int], limit: int,
                tensor_parallel: int = 1, dtype: str = "float16", towers: bool = False):
     """The fit table's verdicts for the model in `dtype` (with its multimodal towers when `towers`; a
     Lookup), None when the lookup module is missing."""

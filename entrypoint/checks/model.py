@@ -12,10 +12,10 @@ import re
 import struct
 from typing import Mapping
 
+from contract.model_config import ConfigProblem, ModelConfig, max_len_problem, parse_config
 from contract.verdict import Result, failed, passed, warned
 
 from .. import files
-from .model_config import ConfigProblem, ModelConfig, max_len_problem, parse_config
 
 MODEL = "model"
 DRAFTER = "drafter"
@@ -376,8 +376,8 @@ def check_drafter(drafter: Resolved | None) -> Result:
         return drafter.problem
     found = drafter.found
     path = files.shown(found.path)
-    if isinstance(found.config.get("quantization_config"), dict):
-        method = found.typed.quant_method if found.typed and found.typed.quant_method else "unknown"
+    if found.typed is not None and found.typed.top.object("quantization_config") is not None:
+        method = found.typed.quant_method or "unknown"
         if method == "compressed-tensors":
             return failed(DRAFTER, f"{path} is quantized (compressed-tensors): "
                           + QUANTIZED_DRAFTER.format(method=method),

@@ -17,6 +17,7 @@ import sys
 import time
 from typing import Callable
 
+from contract.model_config import ConfigProblem, ModelConfig
 from contract.verdict import Result, failed, passed
 
 from ..device import Device
@@ -85,16 +86,16 @@ def nccl_defaults(cc: tuple[int, int], tp: int, env) -> dict[str, str]:
     return {}
 
 
-def plan_parallel(tp: int, pp: int, devices: list[Device], config: dict | None, env):
+def plan_parallel(tp: int, pp: int, devices: list[Device], config: ModelConfig | None, env):
     """The check as preflight runs it, over the model's config.json as the model check read it: a
     verdict now, or a callable that starts the NCCL probe."""
-    from patches.fitcheck.shapes import ConfigError, shapes_from_config
+    from patches.fitcheck.families import attention_layers
 
     layers = None
     if config is not None:
         try:
-            layers = layer_heads(shapes_from_config(config, "model", "config.json"))
-        except ConfigError:
+            layers = layer_heads(attention_layers(config, "model", "config.json"))
+        except ConfigProblem:
             layers = None  # the model check reports a bad config.json
     verdict = decide(tp, pp, devices, layers)
     if verdict is not None:
@@ -103,7 +104,7 @@ def plan_parallel(tp: int, pp: int, devices: list[Device], config: dict | None, 
 
 
 def layer_heads(shapes) -> list[LayerHeads]:
-    """From the fit check's layer shapes (patches' shapes_from_config): one entry per layer type."""
+    """From the fit check's layer shapes (patches' families.attention_layers): one entry per layer type."""
     return [LayerHeads(shape.layer, shape.num_query_heads, shape.num_kv_heads) for shape in shapes]
 
 

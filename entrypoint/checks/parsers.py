@@ -3,11 +3,11 @@ on another model parse nothing (tool calls stay text); a Gemma 4 model without t
 request with tools with HTTP 400 ("auto" tool choice requires --tool-call-parser)."""
 from __future__ import annotations
 
+from contract.model_config import ModelConfig
 from contract.verdict import Result, passed, skipped, warned
 
 from ..files import shown
 from .model import Resolved
-from .model_config import ModelConfig
 
 NAME = "parsers"
 # vLLM 0.33.0's registered names (vllm/tool_parsers and vllm/reasoning): both "gemma4".

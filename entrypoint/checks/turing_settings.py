@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Callable, Mapping
 
+from contract.model_config import ModelConfig
 from contract.verdict import Result, failed, passed
 
 from ..argv import Extras
@@ -58,15 +59,14 @@ def settings_problem(env: Mapping[str, str], extras: Extras, cc: tuple[int, int]
     return None
 
 
-def quantization_methods(config: Mapping | None, extras: Extras) -> list[tuple[str, str]]:
+def quantization_methods(config: ModelConfig | None, extras: Extras) -> list[tuple[str, str]]:
     """(where it comes from, method): the --quantization flag, the checkpoint's quantization_config."""
     methods = []
     flag = extras.get("quantization")
     if isinstance(flag, str) and flag:
         methods.append((EXTRA_ARGS + " --quantization", flag))
-    quant = (config or {}).get("quantization_config")
-    if isinstance(quant, dict) and quant.get("quant_method"):
-        methods.append(("the checkpoint's config.json quantization_config", str(quant["quant_method"])))
+    if config is not None and config.quant_method:
+        methods.append(("the checkpoint's config.json quantization_config", config.quant_method))
     return methods
 
 
@@ -106,7 +106,7 @@ def minimum_from(known: Mapping[str, int] | None) -> Callable[[str], int | None]
     return lambda method: known[method] if known and method in known else vllm_min_capability(method)
 
 
-def check_quantization(config: Mapping | None, extras: Extras, cc: tuple[int, int],
+def check_quantization(config: ModelConfig | None, extras: Extras, cc: tuple[int, int],
                        minimum: Callable[[str], int | None] = vllm_min_capability) -> Result:
     methods = quantization_methods(config, extras)
     try:

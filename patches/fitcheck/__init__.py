@@ -23,6 +23,6 @@ Exit: 0 every launch fits, 1 a launch exceeds the limit (named on stderr), 2 bad
 from __future__ import annotations
 
 from patches.fitcheck.run import DEVICES, FitOptions, FitPlan, UsageError, plan, resolve_device, run
-from patches.fitcheck.shapes import ConfigError
+from patches.fitcheck.base import ConfigError
 
 __all__ = ["DEVICES", "ConfigError", "FitOptions", "FitPlan", "UsageError", "plan", "resolve_device", "run"]

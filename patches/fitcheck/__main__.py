@@ -8,7 +8,8 @@ import sys
 import patches.fitcheck as fitcheck
 from patches.fitcheck import report as report_
 from patches.fitcheck.run import DEVICES, FitOptions, UsageError, plan, run
-from patches.fitcheck.shapes import MATRICES, ConfigError
+from patches.fitcheck.base import ConfigError
+from patches.fitcheck.families import MATRICES
 
 
 def _parser() -> argparse.ArgumentParser:

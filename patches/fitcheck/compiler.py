@@ -173,7 +173,7 @@ def _compile(job: _Job, hook) -> CompileResult:
     import triton
     from triton import knobs
 
-    from patches.fitcheck.recorder import swapped
+    from patches.fitcheck.util import swapped
 
     started = time.process_time()
     try:

@@ -30,8 +30,9 @@ import importlib
 from types import SimpleNamespace
 
 from patches.fitcheck.mixer_launches import DTYPE_NAME, record_calls
-from patches.fitcheck.mixers import GdnShape
-from patches.fitcheck.recorder import Launch, prepare_cpu_host, simulated_device, swapped
+from patches.fitcheck.mixer_shapes import RecordedShape
+from patches.fitcheck.recorder import Launch, prepare_cpu_host, simulated_device
+from patches.fitcheck.util import swapped
 
 FLA_OPS = "vllm.third_party.flash_linear_attention.ops"
 CONV_OPS = "vllm.model_executor.layers.mamba.ops.causal_conv1d"
@@ -90,7 +91,7 @@ def host_choices_differ(cc: int, limit: int) -> list[str]:
     return [f"{what}: host {host}, device {device}" for what, device, host in choices if host != device]
 
 
-def prefill_backend(shape: GdnShape, cc: int, limit: int) -> str:
+def prefill_backend(shape: RecordedShape, cc: int, limit: int) -> str:
     """The chunked prefill backend vLLM's layer picks on a CUDA device of compute capability `cc`
     (its own _resolve_gdn_prefill_backend, default settings): "triton" is what this module records."""
     prepare_cpu_host()
@@ -104,7 +105,7 @@ def prefill_backend(shape: GdnShape, cc: int, limit: int) -> str:
         return layer._resolve_gdn_prefill_backend(config)[1]
 
 
-def _calls(shape: GdnShape, ops: dict, dtype_name: str = DTYPE_NAME) -> list[tuple[str, int, int, tuple, object]]:
+def _calls(shape: RecordedShape, ops: dict, dtype_name: str = DTYPE_NAME) -> list[tuple[str, int, int, tuple, object]]:
     """(kind, query_len, num_seqs, kernels, call) for each op the layer runs, called as
     QwenGatedDeltaNetAttention._forward_core calls it."""
     import torch
@@ -222,7 +223,7 @@ def _calls(shape: GdnShape, ops: dict, dtype_name: str = DTYPE_NAME) -> list[tup
     ]
 
 
-def record_gdn(shape: GdnShape, dtype: str = DTYPE_NAME) -> list[Launch]:
+def record_gdn(shape: RecordedShape, dtype: str = DTYPE_NAME) -> list[Launch]:
     """Every launch one gated delta net layer's ops make (autotuned kernels: one per configuration)."""
     ops = _ops()
     from vllm.utils import torch_utils

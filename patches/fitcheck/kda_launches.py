@@ -34,8 +34,9 @@ import functools
 
 from patches.fitcheck.gdn_launches import CHUNK_SIZE, DECODE_BATCH, DRAFT_TOKENS, FLA_OPS, GdnError, imported_ops
 from patches.fitcheck.mixer_launches import DTYPE_NAME, record_calls
-from patches.fitcheck.mixers import KDA_GATE_LOWER_BOUND_MIN, KdaShape
-from patches.fitcheck.recorder import Launch, simulated_device, swapped
+from patches.fitcheck.mixer_shapes import KDA_GATE_LOWER_BOUND_MIN, RecordedShape
+from patches.fitcheck.recorder import Launch, simulated_device
+from patches.fitcheck.util import swapped
 
 KDA_OPS = "vllm.models.kimi_k3.nvidia.ops.third_party.kda"
 MAMBA_OPS = "vllm.model_executor.layers.mamba.ops"
@@ -67,7 +68,7 @@ def _device_tensor():
     return type("DeviceTensor", (torch.Tensor,), {"is_cuda": property(lambda self: True)})
 
 
-def _calls(shape: KdaShape, ops: dict, cc: int, limit: int, dtype_name: str = DTYPE_NAME) -> list[tuple]:
+def _calls(shape: RecordedShape, ops: dict, cc: int, limit: int, dtype_name: str = DTYPE_NAME) -> list[tuple]:
     """(kind, query_len, num_seqs, kernels, call) for each op the layer runs, called as
     KimiGatedDeltaNetAttention._forward calls it."""
     import torch
@@ -178,7 +179,7 @@ def _calls(shape: KdaShape, ops: dict, cc: int, limit: int, dtype_name: str = DT
     ]
 
 
-def record_kda(shape: KdaShape, cc: int, limit: int, dtype: str = DTYPE_NAME) -> list[Launch]:
+def record_kda(shape: RecordedShape, cc: int, limit: int, dtype: str = DTYPE_NAME) -> list[Launch]:
     """Every launch one KDA layer's ops make on a device of compute capability `cc` with `limit` bytes
     (autotuned kernels: one per configuration)."""
     ops = _ops()

@@ -11,9 +11,11 @@ import importlib.metadata
 from dataclasses import dataclass
 from pathlib import Path
 
-from patches.fitcheck import mixers
-from patches.fitcheck import shapes as shapes_
+from contract.model_config import ModelConfig
+from patches.fitcheck import families
+from patches.fitcheck.families import encoders
 from patches.fitcheck import table as table_
+from patches.fitcheck.base import ConfigError, UnprovenLayers
 
 
 @dataclass(frozen=True)
@@ -40,26 +42,6 @@ def installed_versions() -> dict | None:
         return None
 
 
-def _described(shape) -> str:
-    """What sizes a layer shape's kernels, for a miss."""
-    if isinstance(shape, mixers.MixerShape):
-        return (f"Mamba-2 mixer: head dim {shape.head_dim}, state {shape.state_size}, chunk {shape.chunk_size}, "
-                f"conv {shape.conv_width}, norm {shape.norm_width or 'in PyTorch'}")
-    if isinstance(shape, mixers.Mamba1Shape):
-        return f"Mamba-1 mixer: state {shape.state_size}, conv {shape.conv_width}"
-    if isinstance(shape, mixers.ShortConvShape):
-        return f"short convolution: width {shape.conv_width}"
-    if isinstance(shape, mixers.MlaShape):
-        return f"multi-head latent attention: kv_lora_rank {shape.kv_lora_rank}, rope dim {shape.rope_dim}"
-    if isinstance(shape, mixers.GdnShape):
-        return (f"gated delta net: key/value head dims {shape.key_head_dim}/{shape.value_head_dim}, conv "
-                f"{shape.conv_width}, {shape.state_dtype} state")
-    if isinstance(shape, mixers.KdaShape):
-        return f"KDA: head dim {shape.head_dim}, conv {shape.conv_width}{', gate lower bound' if shape.safe_gate else ''}"
-    kind = "" if shape.attention == shapes_.DECODER else f"{shape.attention} attention, "
-    return f"{kind}head {shape.head_size}, {shape.num_query_heads}/{shape.num_kv_heads} heads"
-
-
 def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | None,
            dtype: str = table_.CHECKED_DTYPE) -> Lookup:
     """The verdicts of `document` for `shapes` on (cc, limit) in `dtype` under `versions` (pure)."""
@@ -70,7 +52,7 @@ def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | N
         return Lookup(False, f"fit table {mismatch}")
     recorded = {table_.verdict_key(v, name): v for name in ("verdicts", "mixer_verdicts")
                 for v in document.get(name) or [] if isinstance(v, dict)}
-    unrecorded = mixers.unrecorded_on(shapes, cc)
+    unrecorded = families.unrecorded_on(shapes, cc)
     if unrecorded:
         return Lookup(False, unrecorded, unproven=True)
     found = []
@@ -78,7 +60,7 @@ def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | N
         verdict = recorded.get(table_.verdict_fields(shape, cc, limit, dtype)[1])
         if verdict is None:
             rank = f" per rank at tensor parallel {shape.tensor_parallel}" if shape.tensor_parallel > 1 else ""
-            return Lookup(False, f"no verdict in the fit table for {shape.label} ({_described(shape)}{rank}) on cc "
+            return Lookup(False, f"no verdict in the fit table for {shape.label} ({families.describe(shape)}{rank}) on cc "
                                  f"{cc} at {limit} bytes in {dtype}")
         found.append(verdict)
     needs = [v["max_shared"] for v in found if v.get("max_shared") is not None]
@@ -87,23 +69,23 @@ def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | N
                   not failing, max(failing, key=lambda v: v.get("max_shared") or 0) if failing else None)
 
 
-def lookup(table_path: str | Path, config: dict, cc: int, limit: int, where: str = "config.json",
+def lookup(table_path: str | Path, config: ModelConfig | dict, cc: int, limit: int, where: str = "config.json",
            tensor_parallel: int = 1, dtype: str = table_.CHECKED_DTYPE, towers: bool = False) -> Lookup:
     """decide() for one rank's shapes of a model's parsed config.json (as the entrypoint's model check
-    read it) under `tensor_parallel` ranks in `dtype` (shapes.run_dtype), over the table file, with its
+    read it) under `tensor_parallel` ranks in `dtype` (attention.run_dtype), over the table file, with its
     multimodal towers when they run the encoder kernel (`towers`: --mm-encoder-attn-backend TRITON_ATTN);
     an unreadable table or an unusable config is a miss (the full check reports it)."""
     # Before the layers are read: a model vLLM cannot run here is refused even beside layers the check
     # does not know (Kimi Linear's KDA next to its latent attention, DeepSeek V4's compressed layers)
-    refusal = mixers.config_refused_on(config, Path(where).parent.name or "model", where, tensor_parallel, cc)
+    refusal = families.config_refused_on(config, Path(where).parent.name or "model", where, tensor_parallel, cc)
     if refusal is not None:
         return Lookup(False, refusal.reason, refused=refusal.fix)
     try:
         document = table_.read_table(Path(table_path), "--known-table")
-        shapes = shapes_.model_layers(config, Path(where).parent.name or "model", where, tensor_parallel, dtype)
-    except shapes_.UnprovenLayers as error:
+        shapes = families.model_layers(config, Path(where).parent.name or "model", where, tensor_parallel, dtype)
+    except UnprovenLayers as error:
         return Lookup(False, str(error), unproven=True)
-    except shapes_.ConfigError as error:
+    except ConfigError as error:
         return Lookup(False, str(error), unreadable=True)
     except table_.TableError as error:
         return Lookup(False, str(error))
@@ -113,14 +95,14 @@ def lookup(table_path: str | Path, config: dict, cc: int, limit: int, where: str
     if not towers:
         return decide(document, shapes, cc, limit, versions, dtype)
     try:
-        tower_shapes = shapes_.tower_shapes(config, Path(where).parent.name or "model", where)
-    except shapes_.UnprovenLayers as error:
+        tower_shapes = encoders.tower_shapes(config, Path(where).parent.name or "model", where)
+    except UnprovenLayers as error:
         return Lookup(False, str(error), unproven=True)
     found = decide(document, shapes + tower_shapes, cc, limit, versions, dtype)
     # A miss the language model's layers alone do not have is a tower's, which the full check does not
     # compile: not proven. Any other miss (another table, a layer without a verdict) goes to the full check.
     if not found.hit and tower_shapes and decide(document, shapes, cc, limit, versions, dtype).hit:
-        heads = ", ".join(map(str, shapes_.BUILTIN_TOWER_HEADS))
+        heads = ", ".join(map(str, encoders.BUILTIN_TOWER_HEADS))
         return Lookup(False, f"{found.miss}: a multimodal tower under --mm-encoder-attn-backend TRITON_ATTN (the "
                              f"build proves tower heads {heads})", unproven=True)
     return found

@@ -1,5 +1,5 @@
-"""The Triton launches of one Mamba-2 or Mamba-1 mixer or LFM2 short convolution (mixers.MixerShape,
-mixers.Mamba1Shape, mixers.ShortConvShape), made by
+"""The Triton launches of one Mamba-2 or Mamba-1 mixer or LFM2 short convolution (families/mamba2.py MixerShape,
+families/mamba1.py Mamba1Shape, families/short_conv.py ShortConvShape), made by
 vLLM's real mixer ops on CPU tensors with a recorder in place of each kernel, and their verdict once
 compiled for a device.
 
@@ -8,7 +8,7 @@ mamba_mixer2.py): a prefill of two chunks (causal_conv1d_fn, mamba_chunk_scan_co
 rms_norm_gated where the mixer uses it, store_prefill_checkpoint) and a decode step of four sequences
 (causal_conv1d_update, selective_state_update on its Triton backend), and the same step under ReplaySSM
 (`--use-replayssm`, opt-in: selective_state_update_replayssm_output_only's precompute and update
-kernels over a history of mixers.REPLAYSSM_HISTORY inputs; FlashInfer's variant with
+kernels over a history of mixer_shapes.REPLAYSSM_HISTORY inputs; FlashInfer's variant with
 `--mamba-backend flashinfer` is CUDA, outside the check). A Mamba-1 mixer (MambaMixer,
 mamba_mixer.py) runs the same conv ops and selective_state_update on a state without heads; its
 prefill scan is CUDA (selective_scan_fn), not Triton. LFM2's ShortConv (short_conv.py) runs the conv ops
@@ -29,9 +29,10 @@ import os
 from dataclasses import dataclass
 
 from patches.fitcheck.compiler import compile_launches
-from patches.fitcheck.mixers import (MAMBA1, MAMBA2, MLA, MODEL_DTYPE, REPLAYSSM_HISTORY, SHORT_CONV, Mamba1Shape,
-                                     MixerShape, MlaShape, ShortConvShape)
-from patches.fitcheck.recorder import Launch, _Recorder, prepare_cpu_host, swapped
+from patches.fitcheck.mixer_shapes import (MAMBA1, MAMBA2, MLA, MODEL_DTYPE, REPLAYSSM_HISTORY, SHORT_CONV,
+                                           RecordedShape)
+from patches.fitcheck.recorder import Launch, _Recorder, prepare_cpu_host
+from patches.fitcheck.util import swapped
 
 DTYPE_NAME = MODEL_DTYPE
 OPS = "vllm.model_executor.layers.mamba.ops"
@@ -48,7 +49,7 @@ REPLAYSSM = "selective_state_update_replayssm_output_only"
 class MixerCase:
     """One call of a mixer op: the report's case for its launches."""
 
-    shape: MixerShape
+    shape: RecordedShape
     kind: str  # conv-prefill | ssd-prefill | norm | checkpoint | conv-decode | ssm-decode | replayssm-decode
     query_len: int
     num_seqs: int = 1
@@ -163,7 +164,7 @@ def _conv_calls(dim: int, width: int, seqlen: int, conv, dtype_name: str, activa
 MAMBA1_PREFILL_LEN = 256
 
 
-def _short_conv_calls(shape: ShortConvShape, ops: dict, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
+def _short_conv_calls(shape: RecordedShape, ops: dict, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
     """LFM2's ShortConv ops: the conv's prefill and decode with no activation and, as LiquidAI's checkpoints
     have it (conv_bias false), no bias (with one the needs are the same: 1,024 and 0 bytes at width 3 on
     sm_75 and sm_86, measured with the image's Triton 3.8.0)."""
@@ -177,7 +178,7 @@ MLA_PAGE_SIZE = 16
 MLA_KV_SPLITS = 4
 
 
-def _mla_calls(shape: MlaShape, ops: dict, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
+def _mla_calls(shape: RecordedShape, ops: dict, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
     """TRITON_MLA's decode as triton_mla.py calls decode_attention_fwd: the query of latent rank plus rope
     dim against the latent cache with a head dim of 1, its first kv_lora_rank channels the values."""
     import torch
@@ -201,7 +202,7 @@ def _mla_calls(shape: MlaShape, ops: dict, dtype_name: str) -> list[tuple[str, i
     return [("mla-decode", 1, batch, kernels, mla_decode)]
 
 
-def _mamba1_calls(shape: Mamba1Shape, ops: dict, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
+def _mamba1_calls(shape: RecordedShape, ops: dict, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
     """A Mamba-1 mixer's Triton ops (mamba_mixer.py): the conv's prefill and decode, and the decode's
     selective_state_update on its 3-D state (one row per channel, no heads), with the dtypes the mixer
     passes: A and the time step bias in fp32, D in the model's dtype."""
@@ -226,7 +227,7 @@ def _mamba1_calls(shape: Mamba1Shape, ops: dict, dtype_name: str) -> list[tuple[
         ("ssm-decode", 1, batch, ((ssm, ("_selective_scan_update_kernel",)),), ssm_decode)]
 
 
-def _calls(shape: MixerShape, ops: dict, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
+def _calls(shape: RecordedShape, ops: dict, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:
     """(kind, query_len, num_seqs, kernels, call) for each op the mixer runs."""
     import torch
 
@@ -328,18 +329,37 @@ def record_calls(shape, calls, failure) -> list[Launch]:
     return launches
 
 
-# Per mixer kind: what records its ops, and what the check calls it in an error
-_CALLS = {MAMBA2: (_calls, "Mamba-2 mixer"), MAMBA1: (_mamba1_calls, "Mamba-1 mixer"),
-          SHORT_CONV: (_short_conv_calls, "short convolution"), MLA: (_mla_calls, "multi-head latent attention")}
-
-
-def record_mixer(shape: MixerShape | Mamba1Shape | ShortConvShape | MlaShape, dtype: str = DTYPE_NAME) -> list[Launch]:
-    """Every launch one Mamba-2 or Mamba-1 mixer's, short convolution's or latent attention's ops make
-    (autotuned kernels: one per configuration)."""
-    calls, what = _CALLS[shape.mixer]
+def _record(shape, calls, what: str, dtype: str) -> list[Launch]:
     return record_calls(shape, calls(shape, _ops(), dtype), lambda kind, error: MixerError(
         f"vLLM's {kind} op of the {what} failed on {shape.label} ({error}); the check does not know this "
         "release's mixer ops"))
+
+
+def record_mamba2(shape: RecordedShape, dtype: str = DTYPE_NAME) -> list[Launch]:
+    """Every launch one Mamba-2 mixer's ops make (autotuned kernels: one per configuration)."""
+    return _record(shape, _calls, "Mamba-2 mixer", dtype)
+
+
+def record_mamba1(shape: RecordedShape, dtype: str = DTYPE_NAME) -> list[Launch]:
+    return _record(shape, _mamba1_calls, "Mamba-1 mixer", dtype)
+
+
+def record_short_conv(shape: RecordedShape, dtype: str = DTYPE_NAME) -> list[Launch]:
+    return _record(shape, _short_conv_calls, "short convolution", dtype)
+
+
+def record_mla(shape: RecordedShape, dtype: str = DTYPE_NAME) -> list[Launch]:
+    return _record(shape, _mla_calls, "multi-head latent attention", dtype)
+
+
+# The probes' way in (bench/ssm_kernels_probe.py, the image tier), for a shape of these kinds; the fit check
+# itself records each shape through its family (families/).
+_RECORDERS = {MAMBA2: record_mamba2, MAMBA1: record_mamba1, SHORT_CONV: record_short_conv, MLA: record_mla}
+
+
+def record_mixer(shape: RecordedShape, dtype: str = DTYPE_NAME) -> list[Launch]:
+    """Every launch one Mamba-2 or Mamba-1 mixer's, short convolution's or latent attention's ops make."""
+    return _RECORDERS[shape.mixer](shape, dtype)
 
 
 # FLA's tile names (gated delta net); the SSD kernels' all start with BLOCK

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contract import clamp_paths as layout
-from patches.fitcheck.shapes import CONTEXT_LEN, ENCODER, ENCODER_KINDS, Case
+from patches.fitcheck.attention import CONTEXT_LEN, ENCODER, ENCODER_KINDS, Case
+from patches.fitcheck.util import swapped  # noqa: F401 (tooling takes it from here too)
 
 LAUNCHER_MODULE = "vllm.v1.attention.ops.triton_unified_attention"
 # Kernel objects the launcher indexes with a grid, across releases 0.19 to 0.33.
@@ -137,18 +138,6 @@ def _require_real_triton(module) -> None:
             f"{module.__name__} has no Triton kernels (vLLM disabled Triton on this host); "
             "set CUDA_VISIBLE_DEVICES= (empty) on hosts without a GPU"
         )
-
-
-@contextlib.contextmanager
-def swapped(owner, name: str, value):
-    """`owner.name` is `value` for the duration, then what it was (vLLM's module-level choices that a
-    CPU host answers otherwise than the simulated device)."""
-    saved = getattr(owner, name)
-    setattr(owner, name, value)
-    try:
-        yield
-    finally:
-        setattr(owner, name, saved)
 
 
 @contextlib.contextmanager

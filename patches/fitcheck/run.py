@@ -8,8 +8,10 @@ from pathlib import Path
 
 from contract import clamp_paths as layout
 from contract.devices import DEVICES
+from patches.fitcheck import attention as shapes_
+from patches.fitcheck import families
 from patches.fitcheck import report as report_
-from patches.fitcheck import shapes as shapes_
+from patches.fitcheck.base import DEFAULT_DTYPE, DTYPES, TENSOR_PARALLEL_SIZES, ConfigError, UnprovenLayers
 
 
 class UsageError(ValueError):
@@ -27,10 +29,10 @@ class FitOptions:
     workers: int | None = None
     launcher: str | None = None  # another release's triton_unified_attention.py
     known_table: str | None = None  # a fit table whose entries stand in for compiles
-    matrix: str = "all"  # without model_config: shapes_.MATRICES
+    matrix: str = "all"  # without model_config: families.MATRICES
     tensor_parallel: int = 1  # with model_config: check one rank's shapes of this tensor-parallel size
     full_compile: bool = False  # compile to cubin instead of up to the shared-memory allocation (compiler.py)
-    dtype: str = shapes_.DEFAULT_DTYPE  # the activations' dtype of the recorded launches (shapes.DTYPES)
+    dtype: str = DEFAULT_DTYPE  # the activations' dtype of the recorded launches (base.DTYPES)
 
 
 def resolve_device(options: FitOptions) -> dict:
@@ -60,25 +62,23 @@ def check_combination(options: FitOptions) -> None:
 
 
 def resolve_shapes(options: FitOptions, cc: int) -> list:
-    if options.matrix not in shapes_.MATRICES:
-        raise UsageError(f"--matrix {options.matrix!r} is unknown; use one of {', '.join(shapes_.MATRICES)}")
-    if options.dtype not in shapes_.DTYPES:
-        raise UsageError(f"--dtype {options.dtype!r} is unknown; use one of {', '.join(shapes_.DTYPES)}")
+    if options.matrix not in families.MATRICES:
+        raise UsageError(f"--matrix {options.matrix!r} is unknown; use one of {', '.join(families.MATRICES)}")
+    if options.dtype not in DTYPES:
+        raise UsageError(f"--dtype {options.dtype!r} is unknown; use one of {', '.join(DTYPES)}")
     if options.tensor_parallel < 1:
         raise UsageError(f"--tensor-parallel-size {options.tensor_parallel}: expected a positive integer")
     if options.model_config:
-        from patches.fitcheck.mixers import config_refused_on
-
         path = Path(options.model_config)
         config, model = shapes_.read_config(path), path.parent.name or path.stem
-        refusal = config_refused_on(config, model, str(path), options.tensor_parallel, cc)
+        refusal = families.config_refused_on(config, model, str(path), options.tensor_parallel, cc)
         if refusal is not None:
-            raise shapes_.ConfigError(f"{refusal.reason}: {refusal.fix}")
-        return shapes_.model_layers(config, model, str(path), options.tensor_parallel, options.dtype)
+            raise ConfigError(f"{refusal.reason}: {refusal.fix}")
+        return families.model_layers(config, model, str(path), options.tensor_parallel, options.dtype)
     if options.tensor_parallel != 1:
         raise UsageError("--tensor-parallel-size goes with --model-config; the built-in matrix already holds "
-                         f"tensor parallel {', '.join(map(str, shapes_.TENSOR_PARALLEL_SIZES))}")
-    return shapes_.builtin_shapes(options.matrix, options.dtype)
+                         f"tensor parallel {', '.join(map(str, TENSOR_PARALLEL_SIZES))}")
+    return families.builtin_shapes(options.matrix, options.dtype)
 
 
 def _versions() -> dict:
@@ -156,24 +156,16 @@ def _mixer_rows(mixer_shapes, cc: int, limit: int, workers, dtype: str) -> list[
     the device's."""
     if not mixer_shapes:
         return []
-    from patches.fitcheck import gdn_launches, kda_launches, mixer_launches
-    from patches.fitcheck.mixers import GdnShape, KdaShape
+    from patches.fitcheck import gdn_launches, mixer_launches
 
-    fla = [shape for shape in mixer_shapes if isinstance(shape, (GdnShape, KdaShape))]
+    fla = [shape for shape in mixer_shapes if families.family_of(shape).host_dependent]
     differ = gdn_launches.host_choices_differ(cc, limit) if fla else []
     if differ:
         raise gdn_launches.GdnError(f"{fla[0].label}: this host decides FLA's kernels otherwise than cc {cc} at "
                                     f"{limit} bytes does ({differ[0]}); run the check on a host without a GPU, as "
                                     "the build does")
 
-    def recorded(shape):
-        if isinstance(shape, GdnShape):
-            return gdn_launches.record_gdn(shape, dtype)
-        if isinstance(shape, KdaShape):
-            return kda_launches.record_kda(shape, cc, limit, dtype)
-        return mixer_launches.record_mixer(shape, dtype)
-
-    launches = [launch for shape in mixer_shapes for launch in recorded(shape)]
+    launches = [launch for shape in mixer_shapes for launch in families.record(shape, cc, limit, dtype)]
     return [dict(report_.launch_row(launch, result, limit), autotune=autotune)
             for launch, result, autotune in mixer_launches.judged(launches, cc, limit, workers)]
 
@@ -224,18 +216,16 @@ def plan(options: FitOptions) -> FitPlan:
     check_combination(options)
     device = resolve_device(options)
     shapes = tuple(resolve_shapes(options, device["cc"]))
-    from patches.fitcheck.mixers import refused_on, unrecorded_on
-
     if not options.model_config:  # the built-in matrix holds what vLLM serves on the device: a model with a
         # layer vLLM cannot run there is left out whole (Kimi Linear's KDA beside its latent attention)
-        refused = {shape.model for shape in shapes if refused_on([shape], device["cc"]) is not None}
+        refused = {shape.model for shape in shapes if families.refused_on([shape], device["cc"]) is not None}
         shapes = tuple(shape for shape in shapes if shape.model not in refused)
-    refusal = refused_on(shapes, device["cc"])
+    refusal = families.refused_on(shapes, device["cc"])
     if refusal is not None:
-        raise shapes_.ConfigError(f"{refusal.reason}: {refusal.fix}")
-    unrecorded = unrecorded_on(shapes, device["cc"])
+        raise ConfigError(f"{refusal.reason}: {refusal.fix}")
+    unrecorded = families.unrecorded_on(shapes, device["cc"])
     if unrecorded:
-        raise shapes_.UnprovenLayers(unrecorded)
+        raise UnprovenLayers(unrecorded)
     return FitPlan(options, device, shapes)
 
 
@@ -256,11 +246,9 @@ def _checked(fit: FitPlan) -> dict:
     from patches.fitcheck.recorder import record_launches, release_features
 
     started = time.monotonic()
-    from patches.fitcheck.mixers import is_mixer
-
     options, device = fit.options, fit.device
-    shapes = [shape for shape in fit.shapes if not is_mixer(shape)]
-    mixer_shapes = [shape for shape in fit.shapes if is_mixer(shape)]
+    shapes = [shape for shape in fit.shapes if not families.is_mixer(shape)]
+    mixer_shapes = [shape for shape in fit.shapes if families.is_mixer(shape)]
     cc, limit = device["cc"], device["limit"]
     installed = _launcher(options)
     encoder = _encoder_launcher(shapes)

@@ -15,8 +15,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from patches.fitcheck.mixers import FIELDS_BY_MIXER, is_mixer, mixer_fields
-from patches.fitcheck.shapes import DEFAULT_DTYPE
+from patches.fitcheck.attention import LayerShape
+from patches.fitcheck.base import DEFAULT_DTYPE
+from patches.fitcheck.mixer_shapes import fields_by_kind
 
 FORMAT = 1
 SMALLEST_TILE = 16
@@ -28,18 +29,25 @@ ATTENTION_PATHS = ("2d", "3d", "encoder")  # "encoder": context_attention_fwd's 
 # the grid, and the model's KV heads only move the split-K threshold (which path a batch takes; the
 # matrix runs both), so a verdict recorded for these fields holds for any model with such a layer
 # (tests/image/test_fitcheck.py compiles real family configs against it). One rank of a tensor-parallel
-# model is a model with that rank's heads (shapes.rank_heads).
+# model is a model with that rank's heads (attention.rank_heads).
 SHAPE_FIELDS = ("attention", "head_size", "queries_per_kv", "sliding_window", "softcap", "block_size")
 VERDICT_KEYS = ("cc", "limit", "dtype") + SHAPE_FIELDS
 CHECKED_DTYPE = DEFAULT_DTYPE  # the dtype of the launches a run records unless it says another (--dtype)
 
 
-# A hybrid's mixer: its verdicts sit in `mixer_verdicts`, keyed by the fields that size its kernels,
-# which follow its kind, the verdict's `mixer` (mixers.FIELDS_BY_MIXER).
+# A shape recorded by its family (a mixer, latent attention): its verdicts sit in `mixer_verdicts`, keyed
+# by the fields that size its kernels, which follow its kind, the verdict's `mixer` (its class's FIELDS).
 def mixer_verdict_keys(mixer: object) -> tuple | None:
-    """The keys of a mixer verdict of kind `mixer`; None for a kind this release does not know."""
-    fields = FIELDS_BY_MIXER.get(mixer) if isinstance(mixer, str) else None
+    """The keys of a mixer verdict of kind `mixer`; None for a kind this release does not know. The kinds
+    are those of the RecordedShape classes imported: whatever merges or looks verdicts up (run.py,
+    lookup.py) imports the registry first, which imports every family's module."""
+    fields = fields_by_kind().get(mixer) if isinstance(mixer, str) else None
     return ("cc", "limit", "dtype") + fields if fields else None
+
+
+def mixer_fields(shape) -> dict:
+    """The fields that size a mixer's (or latent attention's) kernels, by its class's FIELDS."""
+    return {name: getattr(shape, name) for name in type(shape).FIELDS}
 
 
 def verdict_key(verdict: dict, section: str) -> tuple | None:
@@ -169,8 +177,8 @@ def merge(existing: dict | None, entries: list[dict], versions: dict, verdicts: 
 
 
 def shape_fields(shape) -> dict:
-    """A layer shape's SHAPE_FIELDS (a mixer's fields, mixers.mixer_fields)."""
-    if is_mixer(shape):
+    """A layer shape's SHAPE_FIELDS (a mixer's fields, mixer_fields)."""
+    if not isinstance(shape, LayerShape):
         return mixer_fields(shape)
     fields = {name: getattr(shape, name) for name in SHAPE_FIELDS}
     fields["softcap"] = float(shape.softcap)
@@ -181,7 +189,7 @@ def verdict_fields(shape, cc: int, limit: int, dtype: str = CHECKED_DTYPE) -> tu
     """A shape's verdict fields on (cc, limit) in `dtype` and its key: their values under the keys a
     verdict of its kind is recorded by (verdict_key's)."""
     fields = dict({"cc": cc, "limit": limit, "dtype": dtype}, **shape_fields(shape))
-    return fields, verdict_key(fields, "mixer_verdicts" if is_mixer(shape) else "verdicts")
+    return fields, verdict_key(fields, "verdicts" if isinstance(shape, LayerShape) else "mixer_verdicts")
 
 
 def shape_verdicts(rows: list[dict], shapes, cc: int, limit: int, dtype: str = CHECKED_DTYPE) -> list[dict]:

@@ -127,13 +127,13 @@ def test_staged_bytes_are_unknown_when_one_model_is_not_readable(tmp_path):
 # MAX_MODEL_LEN against the limit vLLM 0.33.0 derives (config/model.py _get_and_verify_max_len)
 
 def typed(config):
-    from entrypoint.checks.model_config import parse_config
+    from contract.model_config import parse_config
     return parse_config(config)
 
 
 @pytest.mark.parametrize("variant", ["gemma4-e2b", "gemma4-12b"])
 def test_a_real_gemma4_config_limits_max_model_len_from_its_text_config(variant):
-    from entrypoint.checks.model_config import max_len_problem
+    from contract.model_config import max_len_problem
     from tests.support.gemma4_configs import config_dict
 
     config = typed(config_dict(variant))
@@ -153,14 +153,14 @@ def test_a_real_gemma4_config_limits_max_model_len_from_its_text_config(variant)
     ({"rope_type": "default"}, 4096),
 ])
 def test_rope_scaling_changes_the_limit_as_vllm_derives_it(rope, limit):
-    from entrypoint.checks.model_config import derived_max_len
+    from contract.model_config import derived_max_len
 
     config = typed({"model_type": "llama", "max_position_embeddings": 4096, "rope_scaling": rope})
     assert derived_max_len(config)[1] == limit
 
 
 def test_the_smallest_limit_key_wins_and_model_max_length_overrides_it():
-    from entrypoint.checks.model_config import derived_max_len, max_len_problem
+    from contract.model_config import derived_max_len, max_len_problem
 
     assert derived_max_len(typed({"max_position_embeddings": 4096, "seq_length": 2048})) == ("seq_length", 2048)
     assert derived_max_len(typed({"max_position_embeddings": 4096, "model_max_length": 8192}))[1] == 8192
@@ -195,7 +195,7 @@ def test_no_config_transformers_writes_is_refused_but_for_vision_encoders_vllm_d
     import warnings
 
     import transformers
-    from entrypoint.checks.model_config import ConfigProblem, derived_max_len, parse_config
+    from contract.model_config import ConfigProblem, derived_max_len, parse_config
 
     transformers.logging.set_verbosity_error()
     refused, read = set(), 0

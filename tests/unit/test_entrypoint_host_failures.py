@@ -9,6 +9,7 @@ import pytest
 
 from entrypoint.argv import judge_extra
 
+from contract.model_config import parse_config
 from contract.verdict import Status
 from entrypoint import linker_cache
 from entrypoint.checks import audio, driver_floor, turing_settings
@@ -210,7 +211,7 @@ VLLM_033_MIN = {"fp8": 75, "awq": 75, "gptq": 60, "modelopt": 80, "mxfp4": 80}  
 
 
 def test_quantization_above_the_device_fails_naming_where_it_came_from():
-    config = {"quantization_config": {"quant_method": "modelopt"}}
+    config = parse_config({"quantization_config": {"quant_method": "modelopt"}})
     result = turing_settings.judge_quantization(turing_settings.quantization_methods(config, words()),
                                                 VLLM_033_MIN.get, (7, 5))
     assert result.status is Status.FAIL and "config.json" in result.message and "8.0" in result.message
@@ -223,14 +224,14 @@ def test_quantization_flag_and_unknown_method():
     unknown = turing_settings.judge_quantization([("flag", "nope")], VLLM_033_MIN.get, (7, 5))
     assert unknown.status is Status.FAIL and "not a quantization method" in unknown.message
     assert turing_settings.judge_quantization(
-        turing_settings.quantization_methods({"quantization_config": {"quant_method": "awq"}}, words()),
+        turing_settings.quantization_methods(parse_config({"quantization_config": {"quant_method": "awq"}}), words()),
         VLLM_033_MIN.get, (7, 5)).status is Status.PASS
     assert turing_settings.judge_quantization([], VLLM_033_MIN.get, (7, 5)).status is Status.PASS
 
 
 # 4. audio
 
-GEMMA4_AUDIO = {"model_type": "gemma4", "audio_config": {"hidden_size": 1536}}
+GEMMA4_AUDIO = parse_config({"model_type": "gemma4", "audio_config": {"hidden_size": 1536}})
 
 
 def audio_option_table() -> dict:
@@ -282,7 +283,7 @@ def test_an_audio_tower_fails_only_when_audio_is_requested_and_nothing_can_decod
     assert unstated.status is Status.PASS and "--extras audio" in unstated.message
     assert audio.judge_audio(GEMMA4_AUDIO, [], 0).message.endswith("audio input is off")
     assert audio.judge_audio(GEMMA4_AUDIO, ["soundfile"], 1).status is Status.PASS
-    assert audio.judge_audio({"audio_config": None}, [], 1).message == "the model has no audio tower"
+    assert audio.judge_audio(parse_config({"audio_config": None}), [], 1).message == "the model has no audio tower"
 
 
 def test_torchcodec_decodes_only_with_ffmpegs_libraries():

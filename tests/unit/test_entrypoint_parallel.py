@@ -173,6 +173,6 @@ def test_a_model_without_whole_weights_is_still_judged_by_its_config(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(config))
     resolved = model.resolve(model.MODEL, "MODEL", str(tmp_path), str(tmp_path / "hub"), True)
     assert resolved.found is None and resolved.problem.status is Status.FAIL  # no .safetensors
-    assert preflight.model_config(resolved) == config
+    assert preflight.model_config(resolved).top.values == config
     refused = parallel.plan_parallel(2, 1, gpus((7, 5), (7, 5)), preflight.model_config(resolved), {})
     assert refused.status is Status.FAIL and "3 KV heads do not divide by 2" in refused.message

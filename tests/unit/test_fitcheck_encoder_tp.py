@@ -130,7 +130,7 @@ def tower_preflight(tmp_path, monkeypatch, config: dict, backend: str | None, ta
     """The preflight's fit result on a T4 for `config` with `--mm-encoder-attn-backend backend` (if any)."""
     from entrypoint.argv import Extras
     from entrypoint.checks.model import Resolved
-    from entrypoint.checks.model_config import parse_config
+    from contract.model_config import parse_config
     from entrypoint.device import Device
     from entrypoint.preflight import fit_check
 

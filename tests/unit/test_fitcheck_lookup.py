@@ -150,7 +150,7 @@ def test_a_config_the_fit_check_cannot_read_is_not_judged_and_does_not_stop_the_
     (folder / "config.json").write_text(json.dumps({"model_type": "odd", "hidden_size": 1024}))
     result = start_fit_on(folder / "config.json")
     assert result.status is Status.WARN and result.message.startswith("not judged:")
-    assert "'num_attention_heads' is None" in result.message and "OutOfResources" in result.fix
+    assert "'num_attention_heads' is not set" in result.message and "OutOfResources" in result.fix
 
 
 def test_on_ampere_a_bf16_checkpoint_is_answered_from_bf16_verdicts_and_dtype_float16_from_fp16(

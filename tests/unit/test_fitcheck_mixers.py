@@ -304,7 +304,7 @@ def fit_with_words(tmp_path, monkeypatch, config: dict, words: dict, env: dict |
     from contract import layout
     from entrypoint.argv import Extras
     from entrypoint.checks.model import Resolved
-    from entrypoint.checks.model_config import parse_config
+    from contract.model_config import parse_config
     from entrypoint.device import Device
     from entrypoint.preflight import fit_check
 

@@ -101,14 +101,14 @@ def test_plain_full_attention_model_derives_head_dim(tmp_path):
 @pytest.mark.parametrize("content, says", [
     ('{"num_attention_heads": 8,', "not JSON"),
     ("[1, 2]", "expected a JSON object"),
-    ({"num_key_value_heads": 2}, "'num_attention_heads' is None"),
+    ({"num_key_value_heads": 2}, "'num_attention_heads' is not set"),
     ({"num_attention_heads": 8, "num_key_value_heads": 3, "head_dim": 64}, "not a multiple"),
     ({"num_attention_heads": 8, "head_dim": 64, "layer_types": ["sliding_attention"]}, "without 'sliding_window'"),
     ({"num_attention_heads": 8, "head_dim": 64, "layer_types": ["chunked"]}, "'layer_types'"),
     ({"text_config": "gemma", "num_attention_heads": 8}, "'text_config'"),
-    ({"num_attention_heads": 8, "head_dim": 64, "per_layer_config": [1]}, "'per_layer_config' is list"),
+    ({"num_attention_heads": 8, "head_dim": 64, "per_layer_config": [1]}, "'per_layer_config' is a list"),
     ({"num_attention_heads": 8, "head_dim": 64, "per_layer_config": {"7": {}}}, "layer index below 1"),
-    ({"num_attention_heads": 8, "head_dim": 64, "per_layer_config": {"0": {"head_dim": 0}}}, "per_layer_config[0]"),
+    ({"num_attention_heads": 8, "head_dim": 64, "per_layer_config": {"0": {"head_dim": 0}}}, "'per_layer_config.0.head_dim' is the number 0"),
 ])
 def test_malformed_configs_are_refused_in_one_line(tmp_path, content, says):
     path = write(tmp_path, "bad", content)

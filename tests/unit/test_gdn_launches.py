@@ -54,7 +54,7 @@ def test_head_counts_vllm_refuses_are_config_errors_naming_the_field():
         mixers.gdn_from_config(mixers.BUILTIN_GDN["qwen3-next-80b-a3b"], "q", "c", tensor_parallel=3)
     with pytest.raises(ConfigError, match="not a multiple of 16 key heads"):
         mixers.gdn_shape({"linear_num_value_heads": 24}, "qwen3_next", "q", "c")
-    with pytest.raises(ConfigError, match="'linear_key_head_dim' is 0"):
+    with pytest.raises(ConfigError, match="'linear_key_head_dim' is the number 0"):
         mixers.gdn_shape({"linear_key_head_dim": 0}, "qwen3_next", "q", "c")
 
 
@@ -63,7 +63,7 @@ def test_the_recurrent_state_takes_mamba_ssm_dtype_only_for_qwen3_5():
     assert mixers.gdn_from_config({"model_type": "qwen3_5", "text_config": {"mamba_ssm_dtype": "float32"}},
                                         "q", "c").state_dtype == "float32"
     assert mixers.gdn_shape({"mamba_ssm_dtype": "float32"}, "qwen3_next", "q", "c").state_dtype == "float16"
-    with pytest.raises(ConfigError, match="'mamba_ssm_dtype' is 'int8'"):
+    with pytest.raises(ConfigError, match='\'mamba_ssm_dtype\' is the string "int8"'):
         mixers.gdn_shape({"mamba_ssm_dtype": "int8"}, "qwen3_5_text", "q", "c")
 
 

@@ -62,13 +62,13 @@ def test_each_rank_holds_its_share_of_the_heads_or_the_split_is_refused_naming_t
 
 
 @pytest.mark.parametrize("fields, named", [
-    ({"linear_head_dim": 0}, "'linear_head_dim' is 0"),
-    ({"linear_conv_kernel_dim": "4"}, "'linear_conv_kernel_dim' is '4'"),
-    ({"linear_num_heads": True}, "'linear_num_heads' is True"),
-    ({"linear_attn_config": {"head_dim": -1}}, "'linear_attn_config.head_dim' is -1"),
-    ({"linear_attn_config": {"short_conv_kernel_size": 2.5}}, "'linear_attn_config.short_conv_kernel_size' is 2.5"),
-    ({"linear_attn_config": {"gate_lower_bound": 0.5}}, "'linear_attn_config.gate_lower_bound' is 0.5"),
-    ({"linear_attn_config": [128]}, "'linear_attn_config' is \\[128\\]")])
+    ({"linear_head_dim": 0}, "'linear_head_dim' is the number 0"),
+    ({"linear_conv_kernel_dim": "4"}, '\'linear_conv_kernel_dim\' is the string "4"'),
+    ({"linear_num_heads": True}, "'linear_num_heads' is true"),
+    ({"linear_attn_config": {"head_dim": -1}}, "'linear_attn_config.head_dim' is the number -1"),
+    ({"linear_attn_config": {"short_conv_kernel_size": 2.5}}, "'linear_attn_config.short_conv_kernel_size' is the number 2.5"),
+    ({"linear_attn_config": {"gate_lower_bound": 0.5}}, "'linear_attn_config.gate_lower_bound' is the number 0.5"),
+    ({"linear_attn_config": [128]}, "'linear_attn_config' is a list")])
 def test_a_bad_kda_field_is_one_line_naming_it(tmp_path, fields, named):
     config = dict(saved(tmp_path), **fields)
     with pytest.raises(ConfigError, match=named) as raised:

@@ -1,0 +1,199 @@
+"""The fit check's family registry (patches/fitcheck/families): the package's import graph has no circles,
+and a family added as one module is picked up by the proof's plan, the built-in matrix, the fit table's
+verdict keys, the lookup and the preflight's naming, with no other edit."""
+from __future__ import annotations
+
+import ast
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from patches.fitcheck import families, lookup, table
+from patches.fitcheck.run import FitOptions, plan
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "patches" / "fitcheck"
+VERSIONS = {"vllm": "0.33.0", "triton": "3.8.0"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(path: Path, name: str, modules) -> set[str]:
+    """The modules `path` imports anywhere in it (module level and inside functions): `from package import
+    module` is an edge to the module (a package's __init__ runs before any of its modules whatever they
+    import), `from module import name` an edge to the module."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            for alias in node.names:
+                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    return {name: {other for other in imported(path, name, modules) if other in modules and other != name}
+            for name, path in modules.items()}
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One circle of the graph (its modules in order), None when it has none."""
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if state.get(other) == "open":
+                return stack[stack.index(other):] + [other]
+            if other not in state and (found := visit(other)):
+                return found
+        state[node] = "done"
+        stack.pop()
+        return None
+
+    return next((found for node in sorted(graph) if node not in state and (found := visit(node))), None)
+
+
+def test_the_package_imports_without_circles_counting_function_level_imports():
+    graph = import_graph()
+    assert "patches.fitcheck.families.mamba2" in graph and graph["patches.fitcheck.families.mamba2"]
+    assert cycle(graph) is None, " -> ".join(cycle(graph))
+
+
+def test_the_circle_finder_finds_a_circle_through_a_function_level_import():
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert cycle({"a": {"b"}, "b": set()}) is None
+
+
+TOY = '''
+"""A toy family for the registry's test: a model type whose mixer is a convolution of width `toy_width`."""
+from dataclasses import dataclass
+
+from patches.fitcheck.base import Family, Refusal
+from patches.fitcheck.mixer_shapes import RecordedShape
+
+
+@dataclass(frozen=True)
+class ToyShape(RecordedShape):
+    model: str
+    width: int
+    tensor_parallel: int = 1
+    mixer: str = "toy"
+    layer: str = "toy"
+    FIELDS = ("mixer", "width")
+
+
+def read(text, model_type, model, where, tensor_parallel, dtype):
+    return ToyShape(model, text.positive_int("toy_width", 3), tensor_parallel)
+
+
+FAMILY = Family(
+    name="toy", role="mixer", description="toy convolution", proves="the toy convolutions of Toy models",
+    reads_phrase="the toy convolutions of toy_hybrid", shape_type=ToyShape, model_types=("toy_hybrid",),
+    mixer_types=("toy_hybrid",), read=read, record=lambda shape, cc, limit, dtype: [],
+    describe=lambda shape: f"toy convolution: width {shape.width}",
+    refused_on=lambda shape, cc: Refusal(f"{shape.label}: toy needs 7.5", "use a T4") if cc < 75 else None,
+    unrecorded_on=lambda shape, cc: f"{shape.label}: toy runs otherwise from 9.0" if cc >= 90 else None,
+    builtin={"toy-1b": {"model_type": "toy_hybrid", "num_attention_heads": 8, "num_key_value_heads": 2,
+                        "head_dim": 64, "toy_width": 5}},
+    order=75)
+'''
+TOY_CONFIG = {"model_type": "toy_hybrid", "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 128,
+              "toy_width": 7}
+
+
+@pytest.fixture
+def toy_family(tmp_path, monkeypatch):
+    """The registry with one more module on the families package's path (the way a new family is added),
+    and nothing else changed."""
+    folder = tmp_path / "more_families"
+    folder.mkdir()
+    (folder / "toy.py").write_text(textwrap.dedent(TOY), encoding="utf-8")
+    monkeypatch.setattr(families, "__path__", [*families.__path__, str(folder)])
+    monkeypatch.setattr(families, "FAMILIES", families.discover())
+    yield next(family for family in families.FAMILIES if family.name == "toy")
+    import sys
+    sys.modules.pop("patches.fitcheck.families.toy", None)
+
+
+def saved(tmp_path, config: dict) -> Path:
+    path = tmp_path / "toy-model" / "config.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return path
+
+
+def test_a_family_module_is_all_the_proof_needs_to_plan_its_shapes(toy_family, tmp_path):
+    planned = plan(FitOptions(device="sm75", model_config=str(saved(tmp_path, TOY_CONFIG))))
+    toy = [shape for shape in planned.shapes if isinstance(shape, toy_family.shape_type)]
+    attention = [shape for shape in planned.shapes if not families.is_mixer(shape)]
+    assert [shape.width for shape in toy] == [7] and attention and all(s.block_size == 0 for s in attention)
+    assert families.record(toy[0], 75, 65536, "float16") == []
+    with pytest.raises(families.UnprovenLayers, match="toy runs otherwise from 9.0"):
+        plan(FitOptions(device="sm90", model_config=str(saved(tmp_path / "b", TOY_CONFIG))))
+    with pytest.raises(families.ConfigError, match="toy needs 7.5"):
+        plan(FitOptions(device="sm70", model_config=str(saved(tmp_path / "c", TOY_CONFIG))))
+
+
+def test_a_family_module_adds_its_models_to_the_built_in_matrix(toy_family):
+    toy = [shape for shape in families.builtin_shapes("all") if isinstance(shape, toy_family.shape_type)]
+    assert {(shape.model, shape.width) for shape in toy} == {("toy-1b", 5), ("toy-1b-tp2", 5), ("toy-1b-tp4", 5)}
+    assert not [shape for shape in families.builtin_shapes("attention") if families.is_mixer(shape)
+                and isinstance(shape, toy_family.shape_type)]
+
+
+def test_a_family_module_is_keyed_in_the_table_and_answered_by_the_lookup(toy_family, tmp_path):
+    shapes = families.model_layers(TOY_CONFIG, "m", "config.json")
+    toy = shapes[-1]
+    fields, key = table.verdict_fields(toy, 75, 65536)
+    assert fields["mixer"] == "toy" and key == (75, 65536, "float16", "toy", 7)
+    rows = [{"model": s.model, "layer": s.layer, "shared": 1024, "fits": True} for s in shapes]
+    attention = [s for s in shapes if not families.is_mixer(s)]
+    document = table.merge(None, [], VERSIONS, table.shape_verdicts(rows, attention, 75, 65536),
+                           table.shape_verdicts(rows, [toy], 75, 65536))
+    path = tmp_path / "fit-table.json"
+    table.write_table(path, document)
+    found = lookup.decide(table.read_table(path), shapes, 75, 65536, VERSIONS)
+    assert found.hit and found.all_fit
+    missing = lookup.decide(table.merge(None, [], VERSIONS, table.shape_verdicts(rows, attention, 75, 65536)),
+                            shapes, 75, 65536, VERSIONS)
+    assert not missing.hit and "toy convolution: width 7" in missing.miss
+
+
+def test_a_family_module_is_named_by_the_preflight_and_by_the_unread_mixer_message(toy_family):
+    from entrypoint.checks.clamp import proven_families
+
+    assert "the toy convolutions of Toy models" in proven_families()
+    with pytest.raises(families.UnprovenLayers, match="the toy convolutions of toy_hybrid"):
+        families.model_layers({"model_type": "plamo2", "num_attention_heads": 8}, "p", "config.json")
+
+
+def test_without_the_module_the_toy_model_is_not_proven():
+    with pytest.raises(families.UnprovenLayers, match="toy_hybrid"):
+        families.model_layers(dict(TOY_CONFIG, mamba_d_state=16), "m", "config.json")
+
+
+@pytest.mark.parametrize("module", ["patches.fitcheck.run", "patches.fitcheck.lookup"])
+def test_what_merges_or_looks_verdicts_up_knows_every_familys_verdict_keys(module):
+    # table.py keys a mixer verdict by its kind's fields, known once the kind's module is imported
+    import subprocess
+    import sys
+
+    code = (f"import {module}\nfrom patches.fitcheck import families, mixer_shapes\n"
+            "kinds = {f.shape_type.mixer for f in families.FAMILIES if f.role in ('mixer', 'latent')}\n"
+            "assert kinds and kinds <= set(mixer_shapes.fields_by_kind()), kinds")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-500:]
