@@ -269,6 +269,6 @@ def main(argv=None) -> int:
     except (PlanError, depth.SizingError, endpoint.ApiKeyError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    except (driver.EndpointError, prom.MetricsError) as exc:
+    except (driver.EndpointError, client.HttpError, prom.MetricsError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1

@@ -11,6 +11,11 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from tooling.endpoint import replies
+from tooling.endpoint.client import EndpointError
+
+LIST_MODELS = "GET /v1/models"
+
 # Gemma 4's thinking delimiters and the role label inside them, as decoded text.
 THINKING_MARKERS = ("<|channel>", "<channel|>", "<think>", "</think>")
 THOUGHT_LABEL = "thought\n"
@@ -23,7 +28,7 @@ class Reply:
     status: int
     body: object = None          # the decoded JSON body, None when it was not JSON
     text: str = ""               # the raw body (for streams: the assembled content)
-    events: list = field(default_factory=list)  # decoded SSE events of a stream
+    events: list = field(default_factory=list)  # a stream's events, typed (replies.ChatChunk)
     done: bool = False           # a stream ended with `data: [DONE]`
     elapsed_s: float = 0.0
     first_token_s: float | None = None
@@ -68,12 +73,10 @@ class ModelListed:
     """/v1/models lists the served model (any model, when none was named)."""
 
     def judge(self, reply: Reply, model: str | None) -> str | None:
-        data = reply.body.get("data") if isinstance(reply.body, dict) else None
-        if not isinstance(data, list):
-            return "the body has no `data` list of models"
-        ids = [card.get("id") for card in data if isinstance(card, dict)]
-        if not ids:
-            return "the server lists no model"
+        try:
+            ids = replies.served_ids(replies.model_cards_of(LIST_MODELS, reply.body))
+        except EndpointError as exc:
+            return exc.line
         if model is not None and model not in ids:
             return f"model {model!r} is not listed; the server lists {ids}"
         return None
@@ -197,8 +200,6 @@ class StreamCompleted:
     def judge(self, reply: Reply, model: str | None) -> str | None:
         if not reply.events:
             return "no server-sent events came back"
-        if not all(isinstance(event.get("choices"), list) for event in reply.events):
-            return "a server-sent event has no `choices` list"
         if not reply.done:
             return "the stream ended without `data: [DONE]`"
         return None
