@@ -121,7 +121,7 @@ class Tokenizer:
 
 
 def stream_completion(base_url: str, model: str, prompt: str, max_tokens: int, salt: str,
-                      clock0: float | None = None) -> StreamTiming:
+                      clock0: float | None = None, deadline_s: float = STREAM_S) -> StreamTiming:
     """One streamed /v1/completions request, greedy, exactly max_tokens long (ignore_eos). Each
     event carrying text is timed as it is read, so a burst (events already waiting in the buffer)
     shows as gaps too short to be decode steps."""
@@ -133,7 +133,7 @@ def stream_completion(base_url: str, model: str, prompt: str, max_tokens: int, s
     offset = sent - (clock0 or sent)
     try:
         client = client_for(base_url)
-        with client.stream("POST", "/v1/completions", json_body=body, deadline_s=STREAM_S) as stream:
+        with client.stream("POST", "/v1/completions", json_body=body, deadline_s=deadline_s) as stream:
             if not stream.ok:
                 client.expect_ok(stream.answer())
             for index, event in enumerate(stream.events()):

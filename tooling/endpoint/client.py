@@ -341,8 +341,9 @@ class EndpointClient:
         headers = None if with_key else {"Authorization": None}   # requests drops a header set to None
         _current.watch = watch
         try:
+            # No redirects: the operation talks to the endpoint it names (and its key goes nowhere else).
             response = self._session.request(method, self.url(path), json=json_body, headers=headers, stream=True,
-                                             timeout=(watch.remaining(), watch.remaining()))
+                                             allow_redirects=False, timeout=(watch.remaining(), watch.remaining()))
         except WIRE_ERRORS as exc:
             watch.finish()
             raise self._failure(operation, exc, watch, None) from None
