@@ -149,3 +149,29 @@ def test_smoke_and_bench_end_in_time_with_a_row_or_one_line(behaviour):
         except bench_client.HttpError as exc:
             assert exc.line.startswith("GET /v1/models: ") and "\n" not in exc.line
         assert time.monotonic() - started < 3 * CALLER_DEADLINE_S + 2 * MARGIN_S
+
+
+chat_like = st.fixed_dictionaries({}, optional={
+    "choices": st.one_of(json_values, st.lists(st.fixed_dictionaries({}, optional={
+        "finish_reason": json_values,
+        "message": st.one_of(json_values, st.fixed_dictionaries({}, optional={
+            "content": json_values, "reasoning": json_values, "reasoning_content": json_values,
+            "tool_calls": st.one_of(json_values, st.lists(st.fixed_dictionaries({}, optional={
+                "type": json_values, "function": st.one_of(json_values, st.fixed_dictionaries(
+                    {}, optional={"name": json_values, "arguments": json_values}))}), max_size=2))}))}),
+        max_size=2)),
+    "error": json_values})
+
+
+@given(st.sampled_from([check for check in CHECKS if not check.stream]), st.one_of(chat_like, json_values),
+       st.sampled_from([200, 400, 401, 500]), st.booleans())
+@example(next(c for c in CHECKS if c.name == "tool-calls"),
+         {"choices": [{"message": {"content": None, "tool_calls": "call"}}]}, 200, True)
+@example(next(c for c in CHECKS if c.name == "reasoning"), {"choices": [{"message": {"content": 5, "reasoning": None}}]},
+         200, True)
+def test_every_check_judges_any_body_as_a_row_in_one_line(check, body, status, judge_answers):
+    """Smoke's judgement of a whole reply, typed: whatever JSON comes back, a row, never a traceback."""
+    reply = runner.Reply(status=status, body=body, text=json.dumps(body))
+    row = runner.verdict(check, reply, "m", probing=True, judge_answers=judge_answers, audio_capable=True)
+    assert row.status in (Status.PASS, Status.FAIL, Status.SKIP, Status.NOT_JUDGED)
+    assert "\n" not in row.verdict.message

@@ -186,3 +186,58 @@ def chat_chunk(operation: str, data: str, index: int) -> ChatChunk:
                                 text_field(operation, f"event {index}: choices[{i}].delta.reasoning",
                                            delta.get("reasoning"))))
     return ChatChunk(tuple(deltas))
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolCall:
+    type: str | None
+    name: str | None
+    arguments: str | None     # JSON text, as the server sends it
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatMessage:
+    """choices[0] of a chat completion: its message, typed, and why it finished."""
+    content: str | None
+    reasoning: str | None
+    has_reasoning: bool               # the `reasoning` key is there (vLLM 0.33 sends it, null when empty)
+    reasoning_content: str | None     # the old key
+    tool_calls: tuple[ToolCall, ...]
+    finish_reason: str | None
+
+
+def chat_message(operation: str, body) -> ChatMessage:
+    """choices[0].message of a chat completion's decoded body."""
+    if not isinstance(body, dict):
+        raise _refuse(operation, "the body", body, "a JSON object")
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise (_refuse(operation, "'choices'", choices, "a list of choices") if not isinstance(choices, list)
+               else EndpointError(operation, "'choices' is empty, expected a choice"))
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        raise _refuse(operation, "choices[0]", choice, "an object")
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        raise _refuse(operation, "choices[0].message", message, "an object")
+    field = "choices[0].message."
+    calls = message.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise _refuse(operation, field + "tool_calls", calls, "a list")
+    tool_calls = []
+    for i, call in enumerate(calls):
+        if not isinstance(call, dict):
+            raise _refuse(operation, f"{field}tool_calls[{i}]", call, "an object")
+        function = call.get("function") or {}
+        if not isinstance(function, dict):
+            raise _refuse(operation, f"{field}tool_calls[{i}].function", function, "an object")
+        tool_calls.append(ToolCall(text_field(operation, f"{field}tool_calls[{i}].type", call.get("type")),
+                                   text_field(operation, f"{field}tool_calls[{i}].function.name", function.get("name")),
+                                   text_field(operation, f"{field}tool_calls[{i}].function.arguments",
+                                              function.get("arguments"))))
+    return ChatMessage(text_field(operation, field + "content", message.get("content")),
+                       text_field(operation, field + "reasoning", message.get("reasoning")),
+                       "reasoning" in message,
+                       text_field(operation, field + "reasoning_content", message.get("reasoning_content")),
+                       tuple(tool_calls),
+                       text_field(operation, "choices[0].finish_reason", choice.get("finish_reason")))
