@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "from the start; raise it for a server that binds its port late)")
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between /health polls (default 2)")
     parser.add_argument("--request-timeout", type=float, default=300.0,
-                        help="seconds one check may wait for its reply (default 300)")
+                        help="seconds one check may take, its whole reply or stream included (default 300)")
     parser.add_argument("--contract-only", action="store_true",
                         help="judge only the server's side of the contract (status codes, field shapes, "
                              "streaming, tools and extra keys accepted); report the answers' correctness as "

@@ -8,6 +8,7 @@ import pytest
 
 from bench.servebench import command
 from bench.servebench.plan import PlanError, Sweep, derive_seed, runs
+from tests.support import wire_failures
 from tests.support.openai_standin_streaming import salt_problem
 
 REPO = Path(__file__).resolve().parents[2]
@@ -125,9 +126,11 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path):
 
 
 def test_cli_unreachable_endpoint_is_a_failed_check(tmp_path):
-    done = serve("run", "--out", tmp_path / "s", "--base-url", "http://127.0.0.1:9", "--ready-timeout", "0")
+    url = wire_failures.refused_url()
+    done = serve("run", "--out", tmp_path / "s", "--base-url", url, "--ready-timeout", "0")
     assert done.returncode == 1
-    assert "http://127.0.0.1:9/v1/models" in done.stderr and "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"bench/serve: GET /v1/models: connection refused: nothing listens on "
+                                  f"{url.removeprefix('http://')}") and "Traceback" not in done.stderr
     assert not (tmp_path / "s").exists()
 
 
