@@ -143,6 +143,16 @@ def test_a_model_list_of_the_wrong_shape_is_refused_naming_the_field(body, line)
     assert one_line(refused.value, "GET /v1/models") == line
 
 
+def test_json_nested_past_the_parsers_recursion_is_refused_as_not_json():
+    nesting = 100_000     # json.loads raises RecursionError, not ValueError, for this
+    with HostileServer(hostile.once(hostile.answer(b"[" * nesting + b"]" * nesting))) as server:
+        answer, _ = get(server)
+    with pytest.raises(EndpointError, match=r"^GET /v1/models: HTTP 200 with a body that is not JSON"):
+        answer.json()
+    with pytest.raises(EndpointError, match=r"^POST /v1/completions: event 0 is not JSON"):
+        replies.completion_chunk("POST /v1/completions", "[" * nesting, 0)
+
+
 def test_a_well_formed_model_list_is_typed():
     with HostileServer(hostile.once(hostile.ok_json({"object": "list", "data": [CARD]}))) as server:
         answer, _ = get(server)

@@ -9,8 +9,8 @@ import time
 
 from hypothesis import example, given, settings, strategies as st
 
-from bench.servebench import client as bench_client
-from buildtool.smoke import runner
+from bench.servebench import client as bench_client, prom
+from buildtool.smoke import metrics as smoke_metrics, runner
 from buildtool.smoke.checks import CHECKS
 from contract.verdict import Status
 from tests.support import hostile_server as hostile
@@ -175,3 +175,31 @@ def test_every_check_judges_any_body_as_a_row_in_one_line(check, body, status, j
     row = runner.verdict(check, reply, "m", probing=True, judge_answers=judge_answers, audio_capable=True)
     assert row.status in (Status.PASS, Status.FAIL, Status.SKIP, Status.NOT_JUDGED)
     assert "\n" not in row.verdict.message
+
+
+METRIC_NAMES = [prom.RUNNING, prom.TPOT + "_bucket", prom.TPOT + "_count", prom.TPOT + "_sum", prom.CACHE_CONFIG,
+                smoke_metrics.DRAFTS, smoke_metrics.ACCEPTED]
+metric_lines = st.builds(
+    lambda name, labels, value: name + ("{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+                                        if labels else "") + " " + value,
+    st.sampled_from(METRIC_NAMES),
+    st.dictionaries(st.sampled_from(["le", "engine", "kv_cache_size_tokens", "kv_cache_max_concurrency",
+                                     "num_gpu_blocks", "block_size"]), st.text(max_size=8), max_size=3),
+    st.sampled_from(["1", "0", "-1", "NaN", "+Inf", "1e308", "abc", ""]))
+metric_texts = st.one_of(st.text(max_size=200), st.lists(metric_lines, max_size=8).map("\n".join))
+
+
+@given(metric_texts, metric_texts)
+@example("", f"{prom.TPOT}_bucket 1")    # a bucket without `le`: a KeyError in bench/serve once
+def test_the_metrics_readers_take_any_text_to_rows_or_one_metrics_error(before, after):
+    """/metrics as smoke and bench read it: smoke's rows whatever the text; bench's figures, or
+    one MetricsError (bench/serve turns it into one line, exit 1)."""
+    for result in smoke_metrics.metric_rows(after, "", 4096, True):
+        assert "\n" not in result.message
+    try:
+        first, last = prom.Snapshot.of(before), prom.Snapshot.of(after)
+        prom.histogram_mean(last, first, prom.TPOT)
+        prom.quantile(0.5, prom.bucket_delta(last, first, prom.TPOT))
+        last.total(prom.RUNNING)
+    except prom.MetricsError as exc:
+        assert "\n" not in str(exc)

@@ -63,6 +63,15 @@ class EndpointError(Exception):
         return f"EndpointError({self.line!r})"
 
 
+def parse_json(text: str) -> object:
+    """JSON text as a value; ValueError when it is not JSON, or nests deeper than Python's parser
+    recurses (a 32 MiB body of `[` would)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deep") from None
+
+
 @dataclasses.dataclass(frozen=True)
 class Answer:
     """A whole answer: its status and its body as sent (at most the operation's cap)."""
@@ -91,7 +100,7 @@ class Answer:
     def json(self) -> object:
         """The body as JSON, or a refusal naming the operation."""
         try:
-            return json.loads(self.text())
+            return parse_json(self.text())
         except ValueError:
             raise EndpointError(self.operation, f"HTTP {self.status} with a body that is not JSON "
                                                 f"({self.shown(80)!r})",

@@ -5,9 +5,8 @@ IndexError further in. Pure functions over client.Answer and server-sent event d
 from __future__ import annotations
 
 import dataclasses
-import json
 
-from .client import Answer, EndpointError
+from .client import Answer, EndpointError, parse_json
 
 NO_MODEL_FIX = ("start the server with a model (vllm serve MODEL, or the image's MODEL setting); "
                 "a server still loading lists it once /health answers 200")
@@ -113,7 +112,7 @@ def context_limit(answer: Answer) -> int:
 
 def _event_object(operation: str, data: str, index: int) -> dict:
     try:
-        event = json.loads(data)
+        event = parse_json(data)
     except ValueError:
         raise EndpointError(operation, f"event {index} is not JSON ({data[:80]!r})") from None
     if not isinstance(event, dict):
