@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from buildtool.status_line import StatusLine
 from contract.verdict import Result, Status
 from tooling import endpoint
-from tooling.endpoint.client import EndpointClient, EndpointError
+from tooling.endpoint.client import MAX_DEADLINE_S, EndpointClient, EndpointError, valid_deadline
 
 from .checks import CHECKS, MODALITIES, takes_audio
 from .metrics import METRIC_ROWS, metric_rows
@@ -93,9 +93,10 @@ def run(args: argparse.Namespace) -> int:
         url = base_url(args.url)
         modalities = parse_modalities(args.modalities)
         checks, metric_names = select_checks(args.only)
-        if min(args.timeout, args.connect_grace, args.interval, args.request_timeout) <= 0:
+        if not all(valid_deadline(seconds) for seconds in
+                   (args.timeout, args.connect_grace, args.interval, args.request_timeout)):
             raise UsageError("--timeout, --connect-grace, --interval and --request-timeout must be "
-                             "positive seconds")
+                             f"positive seconds, at most {MAX_DEADLINE_S:g} (a week)")
         api_key = endpoint.read_api_key(args.api_key_file)
     except (UsageError, endpoint.ApiKeyError) as exc:
         print(f"smoke: {exc}", file=sys.stderr)

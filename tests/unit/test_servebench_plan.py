@@ -125,6 +125,13 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path):
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "1e9"])
+def test_cli_a_ready_timeout_no_timer_can_wait_is_one_line_and_exit_2(tmp_path, value):
+    done = serve("depth", "--out", tmp_path, "--depths", "64", "--ready-timeout", value)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert f"--ready-timeout: '{value}': expected seconds from 0 (one try) to 604800 (a week)" in done.stderr
+
+
 def test_cli_unreachable_endpoint_is_a_failed_check(tmp_path):
     url = wire_failures.refused_url()
     done = serve("run", "--out", tmp_path / "s", "--base-url", url, "--ready-timeout", "0")

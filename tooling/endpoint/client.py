@@ -34,6 +34,7 @@ import urllib3.exceptions
 
 from tooling import endpoint
 
+MAX_DEADLINE_S = 7 * 24 * 3600.0   # a week: longer is no deadline (and past what a timer can wait)
 MIB = 1024 * 1024
 BODY_CAP = 32 * MIB        # /tokenize of a 256k-token prompt lists its ids: about 2 MiB
 LINE_CAP = 1 * MIB         # one server-sent event; a token's chunk is a few hundred bytes
@@ -117,10 +118,18 @@ class Event:
 _current = threading.local()
 
 
+def valid_deadline(seconds: float) -> bool:
+    """A deadline the client takes: positive and finite, at most MAX_DEADLINE_S (NaN is not)."""
+    return 0 < seconds <= MAX_DEADLINE_S
+
+
 class _Watch:
     """The connections one operation uses, shut down when its deadline passes."""
 
     def __init__(self, operation: str, deadline_s: float):
+        if not valid_deadline(deadline_s):
+            raise ValueError(f"{operation}: a deadline of {deadline_s} s; expected more than 0, "
+                             f"at most {MAX_DEADLINE_S:g}")
         self.operation, self.deadline_s = operation, deadline_s
         self.ends = time.monotonic() + deadline_s
         self.expired = False
