@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import ssl
 import threading
 from dataclasses import dataclass
 
@@ -84,15 +85,16 @@ def cut_body(declared: int = 1000, sent: bytes = b'{"data": [') -> Behaviour:
 
 
 class HostileServer:
-    def __init__(self, behaviour: Behaviour):
-        self.behaviour = behaviour
+    def __init__(self, behaviour: Behaviour, tls: ssl.SSLContext | None = None):
+        """`tls`: a server-side context; the answers go over TLS (url then says https://localhost)."""
+        self.behaviour, self._tls = behaviour, tls
         self.requests: list[bytes] = []
         self._stop = threading.Event()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._connections: set = set()
         self._lock = threading.Lock()
         self.port = self._listener.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"https://localhost:{self.port}" if tls else f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> "HostileServer":
         threading.Thread(target=self._accept, daemon=True).start()
@@ -138,9 +140,12 @@ class HostileServer:
             body += piece
         return True
 
-    def _serve(self, connection: socket.socket) -> None:
-        behaviour = self.behaviour
+    def _serve(self, accepted: socket.socket) -> None:
+        behaviour, connection = self.behaviour, accepted
         try:
+            if self._tls is not None:
+                connection.settimeout(5)
+                connection = self._tls.wrap_socket(connection, server_side=True)
             if not self._read_request(connection):
                 return
             for delay, data in behaviour.pieces:
@@ -157,7 +162,7 @@ class HostileServer:
             pass    # the client closed the connection: what a client ending at its deadline does
         finally:
             with self._lock:
-                self._connections.discard(connection)
+                self._connections.discard(accepted)
             with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
             connection.close()

@@ -3,11 +3,12 @@ operation ends within its deadline however the server paces its bytes, no body o
 read past its cap, a field of the wrong type is refused naming the operation and the field, and the
 API key is in no error or repr. Bounds on time are generous upper bounds (deadline + 3 s), the
 deadline itself is the lower one: a test fails only if the client waits far too long."""
+import ssl
 import time
 
 import pytest
 
-from tests.support import hostile_server as hostile
+from tests.support import hostile_server as hostile, wire_failures
 from tests.support.hostile_server import HostileServer
 from tooling import endpoint
 from tooling.endpoint import replies
@@ -190,3 +191,18 @@ def test_a_client_whose_operation_ran_out_serves_the_next_one():
                 client.get("/health", deadline_s=0.5)
             server.behaviour = hostile.once(hostile.answer(b"", status=200))
             assert client.get("/health", deadline_s=DEADLINE_S).status == 200
+
+
+def test_over_tls_a_trickled_answer_ends_at_its_deadline_too(tmp_path, monkeypatch):
+    """The watchdog shuts the socket under the TLS layer: a read blocked in the SSL socket ends too."""
+    cert, key = wire_failures.self_signed_cert(tmp_path, alt_names="DNS:localhost")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(cert))     # the client trusts this server's certificate
+    trickled = hostile.trickle(hostile.ok_json({"data": [CARD]}), every_s=0.3)
+    with HostileServer(trickled, tls=context) as server:
+        error, elapsed = get(server)
+        server.behaviour = hostile.once(hostile.ok_json({"data": [CARD]}))
+        answer, _ = get(server)
+    assert error.kind == DEADLINE and DEADLINE_S - 0.1 <= elapsed < DEADLINE_S + MARGIN_S
+    assert replies.model_cards(answer) == (replies.ModelCard("m", "m", 4096),)    # the TLS itself works
