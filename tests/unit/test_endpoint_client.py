@@ -206,3 +206,20 @@ def test_over_tls_a_trickled_answer_ends_at_its_deadline_too(tmp_path, monkeypat
         answer, _ = get(server)
     assert error.kind == DEADLINE and DEADLINE_S - 0.1 <= elapsed < DEADLINE_S + MARGIN_S
     assert replies.model_cards(answer) == (replies.ModelCard("m", "m", 4096),)    # the TLS itself works
+
+
+def test_a_silence_shorter_than_the_deadline_is_waited_through():
+    """A long prefill is silence before the first byte: the deadline is total, never per read."""
+    answer = hostile.ok_json({"data": [CARD]})
+    with HostileServer(hostile.Behaviour(((1.0, answer[:20]), (1.0, answer[20:])))) as server:
+        answer, elapsed = get(server, deadline_s=2 + MARGIN_S + 10)
+    assert elapsed >= 2 and replies.model_cards(answer) == (replies.ModelCard("m", "m", 4096),)
+
+
+def test_a_compressed_body_is_refused_though_identity_was_asked():
+    gzipped = hostile.answer(b"\x1f\x8b" + b"\0" * 20, **{"Content-Encoding": "gzip"})
+    with HostileServer(hostile.once(gzipped)) as server:
+        error, _ = get(server)
+    assert b"accept-encoding: identity" in server.requests[0].lower()
+    assert one_line(error, "GET /v1/models") == ("GET /v1/models: answered with Content-Encoding 'gzip', "
+                                                 "though only identity was accepted")
