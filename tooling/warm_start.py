@@ -14,9 +14,8 @@ import dataclasses
 import re
 import time
 
-import requests
-
 from tooling import serving_stack
+from tooling.endpoint.client import EndpointClient, EndpointError
 
 # The shipped CPU settings with compilation on: the only change is ENFORCE_EAGER.
 COMPILE_SETTINGS = {**serving_stack.CPU_SETTINGS, "ENFORCE_EAGER": "0"}
@@ -76,11 +75,12 @@ def inductor_files(stack: serving_stack.Stack) -> dict[str, tuple[int, str]]:
 def wait_http_healthy(stack: serving_stack.Stack, started: float, timeout: float) -> float:
     """Seconds from `started` to the first 200 from /health; raises with the logs if the container
     stops or the time runs out."""
+    client = EndpointClient(stack.url)
     while time.monotonic() - started < timeout:
         try:
-            if requests.get(f"{stack.url}/health", timeout=2).status_code == 200:
+            if client.get("/health", deadline_s=2).status == 200:
                 return time.monotonic() - started
-        except requests.RequestException:
+        except EndpointError:
             pass
         state = stack.inspect()["State"]
         if state["Status"] in ("exited", "dead") or state.get("Restarting"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import pathlib
 import shlex
@@ -12,6 +13,7 @@ import sys
 
 from contract import pins
 from tooling import endpoint
+from tooling.endpoint.client import MAX_DEADLINE_S, valid_deadline
 
 from . import client, command, depth, driver, plot, probes, prom, record, report
 from .plan import PlanError, Sweep, runs
@@ -27,6 +29,17 @@ def int_list(text: str) -> tuple[int, ...]:
     if not values:
         raise argparse.ArgumentTypeError("expected at least one integer")
     return values
+
+
+def wait_seconds(text: str) -> float:
+    """Seconds to wait: 0 (one try) up to a week."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value == 0 or valid_deadline(value)):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds from 0 (one try) to {MAX_DEADLINE_S:g} (a week)")
+    return value
 
 
 def output_len(text: str) -> int | None:
@@ -60,7 +73,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-prompts", type=int, help="fixed requests per run (overrides --prompts-per-stream)")
     p.add_argument("--seed", type=int, default=d.base_seed, help="base seed; each run's seed derives from it")
     p.add_argument("--warmup-prompts", type=int, help="warm-up requests before the first run (default: the largest concurrency; 0: none)")
-    p.add_argument("--ready-timeout", type=float, default=600, help="seconds to wait for /v1/models (default %(default)s)")
+    p.add_argument("--ready-timeout", type=wait_seconds, default=600, help="seconds to wait for /v1/models (default %(default)s)")
     p.add_argument("--dry-run", action="store_true", help="print the runs and their commands, run nothing")
     endpoint.add_key_argument(p)
 
@@ -135,7 +148,7 @@ def add_endpoint_arguments(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--out", required=True, type=pathlib.Path, help=f"folder for {what}")
     p.add_argument("--label", help="endpoint name in the output (default: the folder name)")
     p.add_argument("--model", help="served model name (default: the first of GET /v1/models)")
-    p.add_argument("--ready-timeout", type=float, default=600, help="seconds to wait for the server (default %(default)s)")
+    p.add_argument("--ready-timeout", type=wait_seconds, default=600, help="seconds to wait for the server (default %(default)s)")
     endpoint.add_key_argument(p)
 
 
@@ -269,6 +282,6 @@ def main(argv=None) -> int:
     except (PlanError, depth.SizingError, endpoint.ApiKeyError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    except (driver.EndpointError, prom.MetricsError) as exc:
+    except (driver.EndpointError, client.HttpError, prom.MetricsError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1

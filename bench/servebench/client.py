@@ -1,16 +1,17 @@
-"""HTTP to a vLLM OpenAI server through `requests` (tooling/endpoint.py's session, carrying the
-API key): /health, /v1/models, /tokenize, /metrics and streamed completions (the side effects of
-the sweep, record and depth probes). A failure is one line naming its cause (DNS, refused, TLS,
-401/403, not ready); DNS, TLS and 401/403 end a wait at once, a refused port after a short grace."""
+"""HTTP to a vLLM OpenAI server through the endpoint client (tooling/endpoint/client.py: a total
+deadline per operation, byte caps, the API key carried and never shown): /health, /v1/models,
+/tokenize, /metrics and streamed completions (the side effects of the sweep, record and depth
+probes). A failure is one line naming the operation and its cause (DNS, refused, TLS, 401/403, not
+ready, a deadline, a cap, a field of the wrong type); DNS, TLS and 401/403 end a wait at once, a
+refused port after a short grace."""
 from __future__ import annotations
 
-import json
 import threading
 import time
 
-import requests
-
 from tooling import endpoint
+from tooling.endpoint import replies
+from tooling.endpoint.client import DEADLINE, EndpointClient, EndpointError as HttpError
 
 from . import prom
 from .depth import MetricPeaks, StreamTiming, spaced_gaps
@@ -18,10 +19,14 @@ from .periodic import Periodic
 
 # A refused port while waiting for a server: a container binding its port late gets this long.
 REFUSED_GRACE_S = 5.0
+# Each operation's whole deadline: a scrape or a probe of the server, one /tokenize of a prompt up
+# to the longest context, one streamed completion (a long prefill, then the decode).
+SCRAPE_S, POLL_S, TOKENIZE_S, STREAM_S = 30.0, 10.0, 600.0, 3600.0
 
 
 class EndpointError(RuntimeError):
-    """The endpoint does not answer as an OpenAI server; the message says what to check."""
+    """A run did not go as it must (a server that serves another model, a `vllm bench serve`
+    that failed); the message says what to check. The wire's own failures are HttpError."""
 
 
 _key: str | None = None
@@ -35,82 +40,64 @@ def use_key(api_key: str | None) -> None:
     _local.__dict__.clear()
 
 
-def session() -> requests.Session:
-    """This thread's session (the sweep's threads each keep one; the key is shared)."""
-    s = getattr(_local, "session", None)
-    if s is None or getattr(_local, "key", None) != _key:
-        s = _local.session = endpoint.session(_key)
-        _local.key = _key
-    return s
+def client_for(base_url: str) -> EndpointClient:
+    """This thread's client of base_url (the sweep's threads each keep one; the key is shared)."""
+    clients = _local.__dict__.setdefault("clients", {})
+    key = (base_url, _key)
+    if key not in clients:
+        clients[key] = EndpointClient(base_url, _key)
+    return clients[key]
 
 
-def _send(method: str, url: str, timeout: float, **kwargs) -> requests.Response:
-    try:
-        resp = session().request(method, url, timeout=timeout, **kwargs)
-    except requests.RequestException as exc:
-        raise EndpointError(f"{method} {url}: {endpoint.wire_failure(exc, url, timeout).line}") from None
-    if resp.status_code >= 400:
-        cause = endpoint.status_cause(resp.status_code, url, _key is not None)
-        raise EndpointError(cause or f"{method} {url}: HTTP {resp.status_code} {resp.text[:200]}")
-    return resp
-
-
-def post_json(url: str, body: dict, timeout: float = 600) -> dict:
-    try:
-        return _send("POST", url, timeout, json=body).json()
-    except ValueError:
-        raise EndpointError(f"POST {url}: the answer is not JSON; is this a vLLM OpenAI server?") from None
-
-
-def get_text(url: str, timeout: float = 30) -> str:
-    return _send("GET", url, timeout).text
+def post_json(base_url: str, path: str, body: dict, deadline_s: float = TOKENIZE_S):
+    client = client_for(base_url)
+    return client.expect_ok(client.post(path, body, deadline_s=deadline_s))
 
 
 def metrics(base_url: str) -> prom.Snapshot:
-    return prom.Snapshot.of(get_text(f"{base_url}/metrics"))
+    client = client_for(base_url)
+    return prom.Snapshot.of(client.expect_ok(client.get("/metrics", deadline_s=SCRAPE_S)).text())
 
 
-def wait_for(url: str, timeout_s: float, poll_s: float, read=lambda resp: resp) -> tuple[object, float]:
-    """(read(response), seconds) once GET url answers 200 and read() accepts it, polling while
-    the server loads (503, a dropped connection, a refused port within REFUSED_GRACE_S).
-    DNS, TLS, 401/403 and 404 fail at once, each in one line."""
+def wait_for(base_url: str, path: str, timeout_s: float, poll_s: float, read=lambda answer: answer) -> tuple[object, float]:
+    """(read(answer), seconds) once GET path answers 200 and read() accepts it, polling while the
+    server loads (503, a dropped connection, a refused port within REFUSED_GRACE_S), each poll
+    within what is left of timeout_s. DNS, TLS, 401/403, 404 and an answer of the wrong shape
+    fail at once, each in one line."""
+    client = client_for(base_url)
     start = time.monotonic()
     last = "no answer"
     while True:
         elapsed = time.monotonic() - start
         try:
-            resp = session().get(url, timeout=10)
-        except requests.RequestException as exc:
-            failure = endpoint.wire_failure(exc, url, 10)
-            if failure.final or (failure.kind == endpoint.REFUSED and elapsed >= min(REFUSED_GRACE_S, timeout_s)):
-                raise EndpointError(f"{url}: {failure.line}") from None
-            last = failure.message
+            answer = client.get(path, deadline_s=max(min(POLL_S, timeout_s - elapsed), 0.5))
+        except HttpError as exc:
+            if exc.final or exc.kind not in (endpoint.REFUSED, endpoint.DROPPED, endpoint.NO_ANSWER, DEADLINE) or (
+                    exc.kind == endpoint.REFUSED and elapsed >= min(REFUSED_GRACE_S, timeout_s)):
+                raise
+            last = exc.message
         else:
-            cause = endpoint.status_cause(resp.status_code, url, _key is not None)
-            if resp.status_code in (401, 403, 404):
-                raise EndpointError(cause)
-            if resp.status_code == 200:
-                try:
-                    return read(resp), time.monotonic() - start
-                except (ValueError, KeyError, TypeError):
-                    raise EndpointError(f"{url} answered 200 but not as a vLLM OpenAI server does; "
-                                        "check the URL") from None
-            last = f"HTTP {resp.status_code}" + (" (the engine is loading)" if resp.status_code == 503 else "")
+            if answer.status in (401, 403, 404):
+                client.expect_ok(answer)
+            if answer.status == 200:
+                return read(answer), time.monotonic() - start
+            last = f"HTTP {answer.status}" + (" (the engine is loading)" if answer.status == 503 else "")
+        elapsed = time.monotonic() - start
         if elapsed >= timeout_s:
-            raise EndpointError(f"{url}: not ready after {timeout_s:g} s (last answer: {last}); "
-                                "look at the server's log, or raise --ready-timeout")
-        time.sleep(poll_s)
+            raise HttpError(f"GET {path}", f"not ready after {timeout_s:g} s (last answer: {last})",
+                            "look at the server's log, or raise --ready-timeout", kind=DEADLINE)
+        time.sleep(min(poll_s, max(timeout_s - elapsed, 0)))
 
 
 def wait_healthy(base_url: str, timeout_s: float, poll_s: float = 1.0) -> float:
     """Seconds until GET /health answers 200 (vLLM answers 503 while the engine loads)."""
-    return wait_for(f"{base_url}/health", timeout_s, poll_s)[1]
+    return wait_for(base_url, "/health", timeout_s, poll_s)[1]
 
 
 def served_models(base_url: str, timeout_s: float, poll_s: float = 2.0) -> list[str]:
     """Model ids from GET /v1/models, waiting up to timeout_s while the server loads."""
-    ids, _ = wait_for(f"{base_url}/v1/models", timeout_s, poll_s,
-                      lambda resp: [m["id"] for m in resp.json()["data"]])
+    ids, _ = wait_for(base_url, "/v1/models", timeout_s, poll_s,
+                      lambda answer: replies.served_ids(replies.model_cards(answer)))
     return ids
 
 
@@ -119,50 +106,44 @@ class Tokenizer:
     special-token handling the server applies to a completion prompt, with nothing on the host."""
 
     def __init__(self, base_url: str, model: str):
-        self.url, self.model = f"{base_url}/tokenize", model
+        self.base_url, self.model = base_url, model
         self.calls = 0
 
-    def info(self, text: str) -> dict:
+    def info(self, text: str):
         self.calls += 1
-        return post_json(self.url, {"model": self.model, "prompt": text, "add_special_tokens": True})
+        return post_json(self.base_url, "/tokenize", {"model": self.model, "prompt": text, "add_special_tokens": True})
 
     def count(self, text: str) -> int:
-        return self.info(text)["count"]
+        return replies.token_count(self.info(text))
 
     def max_model_len(self) -> int:
-        return self.info("x")["max_model_len"]
+        return replies.context_limit(self.info("x"))
 
 
 def stream_completion(base_url: str, model: str, prompt: str, max_tokens: int, salt: str,
-                      clock0: float | None = None) -> StreamTiming:
+                      clock0: float | None = None, deadline_s: float = STREAM_S) -> StreamTiming:
     """One streamed /v1/completions request, greedy, exactly max_tokens long (ignore_eos). Each
     event carrying text is timed as it is read, so a burst (events already waiting in the buffer)
     shows as gaps too short to be decode steps."""
     body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
             "stream": True, "stream_options": {"include_usage": True}, "cache_salt": salt}
-    url = f"{base_url}/v1/completions"
     sent = time.monotonic()
     arrivals: list[float] = []
-    usage = {}
+    usage = replies.Usage(0, 0)
     offset = sent - (clock0 or sent)
     try:
-        with session().post(url, json=body, stream=True, timeout=3600) as resp:
-            if resp.status_code >= 400:
-                cause = endpoint.status_cause(resp.status_code, url, _key is not None)
-                return StreamTiming(0, 0, None, None, offset, cause or f"HTTP {resp.status_code} {resp.text[:200]}")
-            for line in resp.iter_lines():
-                line = line.decode().strip()
-                if not line.startswith("data:") or line == "data: [DONE]":
-                    continue
-                chunk = json.loads(line[5:])
-                if chunk.get("choices"):
-                    arrivals.append(time.monotonic() - sent)
-                usage = chunk.get("usage") or usage
-    except requests.RequestException as exc:
-        return StreamTiming(0, 0, None, None, offset, endpoint.wire_failure(exc, url).line)
-    except ValueError as exc:
-        return StreamTiming(0, 0, None, None, offset, f"an event that is not JSON: {exc}")
-    return StreamTiming(usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0),
+        client = client_for(base_url)
+        with client.stream("POST", "/v1/completions", json_body=body, deadline_s=deadline_s) as stream:
+            if not stream.ok:
+                client.expect_ok(stream.answer())
+            for index, event in enumerate(stream.events()):
+                chunk = replies.completion_chunk(stream.operation, event.data, index)
+                if chunk.choices:
+                    arrivals.append(event.arrived - sent)
+                usage = chunk.usage or usage
+    except HttpError as exc:
+        return StreamTiming(0, 0, None, None, offset, exc.line)
+    return StreamTiming(usage.prompt_tokens, usage.completion_tokens,
                         arrivals[0] if arrivals else None, arrivals[-1] if arrivals else None, offset,
                         events=len(arrivals), spaced=spaced_gaps(arrivals))
 
@@ -192,7 +173,7 @@ class MetricsWatch(Periodic):
     def tick(self) -> None:
         try:
             self.sample()
-        except EndpointError:
+        except (HttpError, prom.MetricsError):
             pass   # a missed scrape under load; the first and last ones are taken in the caller's thread
 
     def peaks(self) -> MetricPeaks:
@@ -223,5 +204,5 @@ class LoadStart(Periodic):
     def tick(self) -> None:
         try:
             self.sample()
-        except EndpointError:
+        except (HttpError, prom.MetricsError):
             pass

@@ -46,9 +46,20 @@ class Snapshot:
         counts: dict[float, float] = {}
         for s in self.samples:
             if s.name == f"{name}_bucket":
-                le = math.inf if s.labels.get("le") in ("+Inf", "Inf") else float(s.labels["le"])
+                le = bucket_bound(name, s.labels.get("le"))
                 counts[le] = counts.get(le, 0.0) + s.value
         return sorted(counts.items())
+
+
+def bucket_bound(name: str, le) -> float:
+    """A histogram bucket's upper bound, from its `le` label."""
+    if le in ("+Inf", "Inf"):
+        return math.inf
+    try:
+        return float(le)
+    except (TypeError, ValueError):
+        raise MetricsError(f"/metrics: a {name}_bucket sample has le={le!r}, expected a number or +Inf; "
+                           "expected a vLLM OpenAI server's metrics") from None
 
 
 def histogram_mean(after: Snapshot, before: Snapshot, name: str) -> tuple[float, float | None]:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from tooling.endpoint.replies import ModelCard
+
 from .expect import (ContentMatches, MessageShaped, ModelListed, ReasoningField, ReasoningSeparated, Status,
                      StreamCompleted, StreamText, ToolCalled)
 from .media import b64, data_url, solid_png, tone_wav
@@ -121,5 +123,5 @@ AUDIO_MODELS = re.compile(r"gemma-4-E[24]B|gemma-3n", re.I)
 MISSING_AUDIO_EXTRAS = re.compile(r"install vllm\[audio\]")
 
 
-def takes_audio(card: dict) -> bool:
-    return any(isinstance(card.get(key), str) and AUDIO_MODELS.search(card[key]) for key in ("id", "root"))
+def takes_audio(card: ModelCard) -> bool:
+    return any(name is not None and AUDIO_MODELS.search(name) for name in (card.id, card.root))

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from buildtool.status_line import StatusLine
 from contract.verdict import Result, Status
 from tooling import endpoint
+from tooling.endpoint.client import MAX_DEADLINE_S, EndpointClient, EndpointError, valid_deadline
 
 from .checks import CHECKS, MODALITIES, takes_audio
 from .metrics import METRIC_ROWS, metric_rows
@@ -46,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "from the start; raise it for a server that binds its port late)")
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between /health polls (default 2)")
     parser.add_argument("--request-timeout", type=float, default=300.0,
-                        help="seconds one check may wait for its reply (default 300)")
+                        help="seconds one check may take, its whole reply or stream included (default 300)")
     parser.add_argument("--contract-only", action="store_true",
                         help="judge only the server's side of the contract (status codes, field shapes, "
                              "streaming, tools and extra keys accepted); report the answers' correctness as "
@@ -92,34 +93,38 @@ def run(args: argparse.Namespace) -> int:
         url = base_url(args.url)
         modalities = parse_modalities(args.modalities)
         checks, metric_names = select_checks(args.only)
-        if min(args.timeout, args.connect_grace, args.interval, args.request_timeout) <= 0:
+        if not all(valid_deadline(seconds) for seconds in
+                   (args.timeout, args.connect_grace, args.interval, args.request_timeout)):
             raise UsageError("--timeout, --connect-grace, --interval and --request-timeout must be "
-                             "positive seconds")
+                             f"positive seconds, at most {MAX_DEADLINE_S:g} (a week)")
         api_key = endpoint.read_api_key(args.api_key_file)
     except (UsageError, endpoint.ApiKeyError) as exc:
         print(f"smoke: {exc}", file=sys.stderr)
         return 2
-    with endpoint.session(api_key) as session:
-        readiness = wait_ready(session, url, timeout_s=args.timeout, interval_s=args.interval,
+    with EndpointClient(url, api_key) as client:
+        readiness = wait_ready(client, timeout_s=args.timeout, interval_s=args.interval,
                                connect_grace_s=args.connect_grace, status=StatusLine())
-        cards = []
+        cards = ()
         if readiness.ready:
-            status, cards = served_models(session, url, args.request_timeout)
-            readiness = access(status, url, readiness, key_given=api_key is not None)
-        model = args.model or (cards[0]["id"] if cards else None)
-        max_model_len = next((card.get("max_model_len") for card in cards if card["id"] == model), None)
-        max_model_len = max_model_len if isinstance(max_model_len, int) else None
+            try:
+                status, cards = served_models(client, args.request_timeout)
+                readiness = access(status, url, readiness, key_given=api_key is not None)
+            except EndpointError as exc:
+                readiness = stopped(readiness, "models", exc.line, str(exc.status))
+        model = args.model or (cards[0].id if cards else None)
+        card = next((card for card in cards if card.id == model), None)
+        max_model_len = card.max_model_len if card else None
         rows = []
         if readiness.ready:
             for check in checks:
-                rows.append(run_check(session, url, check, model, modalities, args.request_timeout,
+                rows.append(run_check(client, check, model, modalities, args.request_timeout,
                                       max_model_len,
                                       judge_answers=not args.contract_only,
-                                      served=[card["id"] for card in cards],
-                                      audio_capable=any(takes_audio(c) for c in cards if c["id"] == model),
+                                      served=[card.id for card in cards],
+                                      audio_capable=card is not None and takes_audio(card),
                                       key_given=api_key is not None))
             if metric_names:
-                text, why_not = read_metrics(session, url, args.request_timeout)
+                text, why_not = read_metrics(client, args.request_timeout)
                 rows += [metric_row(result) for result in metric_rows(text, why_not, max_model_len, not args.contract_only)
                          if result.name in metric_names]
     report = build_report(url, model, readiness, rows)
@@ -132,8 +137,12 @@ def access(status: int | None, url: str, readiness: Readiness, key_given: bool) 
     one line (every check would fail the same way), naming the key to set or to check."""
     if status not in (401, 403):
         return readiness
-    cause = endpoint.status_cause(status, url + "/v1/models", key_given)
-    return Readiness(Result("access", Status.FAIL, cause), readiness.elapsed_s, str(status), readiness.polls)
+    return stopped(readiness, "access", endpoint.status_cause(status, url + "/v1/models", key_given), str(status))
+
+
+def stopped(readiness: Readiness, name: str, why: str, last: str) -> Readiness:
+    """The run ends here, before the checks, with one line saying why."""
+    return Readiness(Result(name, Status.FAIL, why), readiness.elapsed_s, last, readiness.polls)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,6 +11,11 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from tooling.endpoint import replies
+from tooling.endpoint.client import EndpointError
+
+LIST_MODELS = "GET /v1/models"
+
 # Gemma 4's thinking delimiters and the role label inside them, as decoded text.
 THINKING_MARKERS = ("<|channel>", "<channel|>", "<think>", "</think>")
 THOUGHT_LABEL = "thought\n"
@@ -23,7 +28,7 @@ class Reply:
     status: int
     body: object = None          # the decoded JSON body, None when it was not JSON
     text: str = ""               # the raw body (for streams: the assembled content)
-    events: list = field(default_factory=list)  # decoded SSE events of a stream
+    events: list = field(default_factory=list)  # a stream's events, typed (replies.ChatChunk)
     done: bool = False           # a stream ended with `data: [DONE]`
     elapsed_s: float = 0.0
     first_token_s: float | None = None
@@ -32,18 +37,19 @@ class Reply:
     def error_message(self) -> str:
         """vLLM's error text ({"error": {"message": ...}}), else the raw body."""
         if isinstance(self.body, dict) and isinstance(self.body.get("error"), dict):
-            return str(self.body["error"].get("message", ""))
-        return self.text.strip()[:300]
+            return " ".join(str(self.body["error"].get("message", "")).split())[:300]
+        return " ".join(self.text.split())[:300]
 
 
-def first_message(reply: Reply) -> dict | None:
-    """choices[0].message of a chat completion, or None when the body has none."""
-    body = reply.body
-    if not isinstance(body, dict) or not body.get("choices"):
-        return None
-    choice = body["choices"][0]
-    message = choice.get("message") if isinstance(choice, dict) else None
-    return message if isinstance(message, dict) else None
+CHAT = "POST /v1/chat/completions"
+
+
+def first_message(reply: Reply) -> replies.ChatMessage | str:
+    """choices[0].message of a chat completion, typed, or why the body has none."""
+    try:
+        return replies.chat_message(CHAT, reply.body)
+    except EndpointError as exc:
+        return exc.line
 
 
 def _shown(text: str, limit: int = 80) -> str:
@@ -68,12 +74,10 @@ class ModelListed:
     """/v1/models lists the served model (any model, when none was named)."""
 
     def judge(self, reply: Reply, model: str | None) -> str | None:
-        data = reply.body.get("data") if isinstance(reply.body, dict) else None
-        if not isinstance(data, list):
-            return "the body has no `data` list of models"
-        ids = [card.get("id") for card in data if isinstance(card, dict)]
-        if not ids:
-            return "the server lists no model"
+        try:
+            ids = replies.served_ids(replies.model_cards_of(LIST_MODELS, reply.body))
+        except EndpointError as exc:
+            return exc.line
         if model is not None and model not in ids:
             return f"model {model!r} is not listed; the server lists {ids}"
         return None
@@ -81,15 +85,12 @@ class ModelListed:
 
 @dataclass(frozen=True)
 class MessageShaped:
-    """A chat completion with choices[0].message whose content is a string or null."""
+    """A chat completion with choices[0].message whose fields have their types (content a string
+    or null, tool calls a list of calls)."""
 
     def judge(self, reply: Reply, model: str | None) -> str | None:
         message = first_message(reply)
-        if message is None:
-            return "the body has no choices[0].message"
-        if not isinstance(message.get("content"), (str, type(None))):
-            return f"choices[0].message.content is a {type(message['content']).__name__}, not a string"
-        return None
+        return message if isinstance(message, str) else None
 
 
 @dataclass(frozen=True)
@@ -99,11 +100,11 @@ class ReasoningField:
 
     def judge(self, reply: Reply, model: str | None) -> str | None:
         message = first_message(reply)
-        if message is None:
-            return "the body has no choices[0].message"
-        if message.get("reasoning_content") and not message.get("reasoning"):
+        if isinstance(message, str):
+            return message
+        if message.reasoning_content and not message.reasoning:
             return "thinking came back in message.reasoning_content, expected message.reasoning"
-        if "reasoning" not in message:
+        if not message.has_reasoning:
             return "choices[0].message has no `reasoning` field (vLLM 0.33 always sends it, null when empty)"
         return None
 
@@ -117,9 +118,9 @@ class ContentMatches:
 
     def judge(self, reply: Reply, model: str | None) -> str | None:
         message = first_message(reply)
-        if message is None:
-            return "the body has no choices[0].message"
-        content = message.get("content") or ""
+        if isinstance(message, str):
+            return message
+        content = message.content or ""
         if re.search(self.pattern, content, self.flags):
             return None
         return f"the answer {_shown(content)} does not match /{self.pattern}/"
@@ -135,19 +136,18 @@ class ToolCalled:
 
     def judge(self, reply: Reply, model: str | None) -> str | None:
         message = first_message(reply)
-        if message is None:
-            return "the body has no choices[0].message"
-        calls = message.get("tool_calls") or []
-        if not calls:
+        if isinstance(message, str):
+            return message
+        if not message.tool_calls:
             hint = " (is --enable-auto-tool-choice with the gemma4 tool parser set?)"
-            return f"no tool_calls; content {_shown(message.get('content') or '')}" + hint
-        function = calls[0].get("function") or {}
-        if calls[0].get("type") != "function" or function.get("name") != self.function:
-            return f"tool_calls[0] calls {function.get('name')!r}, expected {self.function!r}"
+            return f"no tool_calls; content {_shown(message.content or '')}" + hint
+        call = message.tool_calls[0]
+        if call.type != "function" or call.name != self.function:
+            return f"tool_calls[0] calls {call.name!r}, expected {self.function!r}"
         try:
-            arguments = json.loads(function.get("arguments") or "")
+            arguments = json.loads(call.arguments or "")
         except ValueError:
-            return f"tool_calls[0].function.arguments is not JSON: {_shown(str(function.get('arguments')))}"
+            return f"tool_calls[0].function.arguments is not JSON: {_shown(str(call.arguments))}"
         value = arguments.get(self.argument) if isinstance(arguments, dict) else None
         if not isinstance(value, str) or not re.search(self.argument_pattern, value, re.I):
             return f"argument {self.argument!r} is {value!r}, expected /{self.argument_pattern}/"
@@ -168,25 +168,25 @@ class ReasoningSeparated:
 
     def judge(self, reply: Reply, model: str | None) -> str | None:
         message = first_message(reply)
-        if message is None:
-            return "the body has no choices[0].message"
-        content = message.get("content") or ""
-        reasoning = message.get("reasoning") or ""
+        if isinstance(message, str):
+            return message
+        content = message.content or ""
+        reasoning = message.reasoning or ""
         for name, text in (("content", content), ("reasoning", reasoning)):
             leaked = [marker for marker in THINKING_MARKERS if marker in text]
             if leaked:
                 return f"raw thinking delimiter {leaked[0]!r} in message.{name}: is --reasoning-parser gemma4 set?"
         if content.startswith(THOUGHT_LABEL):
             return "content starts with the thinking label 'thought': is --reasoning-parser gemma4 set?"
-        finish = (reply.body["choices"][0] or {}).get("finish_reason")
-        if finish == "length" and not re.search(self.answer_pattern, content):
+        if message.finish_reason == "length" and not re.search(self.answer_pattern, content):
             return "max_tokens ran out before the answer (thinking too long)"
         if not re.search(self.answer_pattern, content):
             return f"the answer {_shown(content)} does not match /{self.answer_pattern}/"
         return None
 
     def note(self, reply: Reply) -> str:
-        reasoning = (first_message(reply) or {}).get("reasoning") or ""
+        message = first_message(reply)
+        reasoning = "" if isinstance(message, str) else message.reasoning or ""
         return f"{len(reasoning)} chars of reasoning" if reasoning else "no thinking emitted (allowed)"
 
 
@@ -197,8 +197,6 @@ class StreamCompleted:
     def judge(self, reply: Reply, model: str | None) -> str | None:
         if not reply.events:
             return "no server-sent events came back"
-        if not all(isinstance(event.get("choices"), list) for event in reply.events):
-            return "a server-sent event has no `choices` list"
         if not reply.done:
             return "the stream ended without `data: [DONE]`"
         return None

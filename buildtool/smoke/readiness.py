@@ -4,18 +4,18 @@ vLLM answers 503 while the engine loads (100 to 230 s for the seed models). A na
 resolve and a failed TLS handshake are final at once; a refused connection before the server ever
 answered may be a container still binding its port (a short grace); after it answered, it means
 the server exited. 401/403 on /health means a proxy in front wants credentials (vLLM's own key
-guards only /v1). The cause is named by tooling/endpoint.py.
+guards only /v1). The cause is named by tooling/endpoint/. Each poll ends within its deadline (the
+endpoint client's), at most what is left of --timeout, however slowly the server answers.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 
-import requests
-
 from contract.verdict import Result, Status
 from buildtool.status_line import StatusLine
 from tooling import endpoint
+from tooling.endpoint.client import EndpointClient, EndpointError
 
 LOGS_HINT = "see `docker compose logs vllm` or `journalctl --user -u vllm-turing`"
 REFUSED = "connection refused"
@@ -44,7 +44,7 @@ class Readiness:
 
 
 def decide(last: str, answered_before: bool, elapsed_s: float, timeout_s: float,
-           connect_grace_s: float, url: str, failure: endpoint.WireFailure | None = None,
+           connect_grace_s: float, url: str, failure: EndpointError | None = None,
            key_given: bool = False) -> Result:
     """Judge the latest poll: PASS ready, FAIL gave up, NOT_JUDGED keep waiting. `last` is the
     status code as text or the wire's failure kind; `failure` its one-line cause."""
@@ -70,30 +70,33 @@ def decide(last: str, answered_before: bool, elapsed_s: float, timeout_s: float,
     return Result(NAME, Status.NOT_JUDGED, f"still waiting (last answer: {last})")
 
 
-def poll(session: requests.Session, url: str, timeout_s: float) -> tuple[str, endpoint.WireFailure | None]:
+POLL_S = 5.0   # the most one poll may take: a slow answer is a still-loading server, polled again
+
+
+def poll(client: EndpointClient, deadline_s: float) -> tuple[str, EndpointError | None]:
     """One GET /health: (the status code as text, None), or (the failure's kind, its cause)."""
     try:
-        return str(session.get(url + "/health", timeout=timeout_s).status_code), None
-    except requests.RequestException as exc:
-        failure = endpoint.wire_failure(exc, url, timeout_s)
-        return (REFUSED if failure.kind == endpoint.REFUSED else failure.kind), failure
+        return str(client.get("/health", deadline_s=deadline_s).status), None
+    except EndpointError as exc:
+        return (REFUSED if exc.kind == endpoint.REFUSED else exc.kind), exc
 
 
-def wait_ready(session: requests.Session, url: str, *, timeout_s: float, interval_s: float,
+def wait_ready(client: EndpointClient, *, timeout_s: float, interval_s: float,
                connect_grace_s: float, status: StatusLine) -> Readiness:
+    url = client.base_url
     start = time.monotonic()
     answered_before = False
     polls = 0
-    key_given = "Authorization" in session.headers
     while True:
-        last, failure = poll(session, url, timeout_s=max(interval_s, 5.0))
+        left = timeout_s - (time.monotonic() - start)
+        last, failure = poll(client, deadline_s=max(min(max(interval_s, POLL_S), left), 0.5))
         polls += 1
         elapsed = time.monotonic() - start
         answered_before = answered_before or last.isdigit()
-        verdict = decide(last, answered_before, elapsed, timeout_s, connect_grace_s, url, failure, key_given)
+        verdict = decide(last, answered_before, elapsed, timeout_s, connect_grace_s, url, failure, client.key_given)
         shown = {"503": "503 still loading", "200": "200 ready"}.get(last, last)
         status.update(f"waiting for {url}/health  {elapsed:5.0f} s  last: {shown}", key=shown)
         if verdict.status is not Status.NOT_JUDGED:
             status.finish()
             return Readiness(verdict, round(elapsed, 2), last, polls)
-        time.sleep(interval_s)
+        time.sleep(min(interval_s, max(timeout_s - elapsed, 0)))

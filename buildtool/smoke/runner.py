@@ -6,14 +6,13 @@ are pure and decide everything else.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from dataclasses import dataclass
 
-import requests
-
 from contract.verdict import Result, Status
 from tooling import endpoint
+from tooling.endpoint import replies
+from tooling.endpoint.client import DEADLINE, Answer, EndpointClient, EndpointError
 
 from .checks import MISSING_AUDIO_EXTRAS, Check
 from .expect import Reply, unsupported_input
@@ -95,67 +94,62 @@ def verdict(check: Check, reply: Reply, model: str | None, probing: bool, judge_
     return row(check, Status.PASS, "; ".join(notes), reply=reply, answer=Status.PASS if check.answer else None)
 
 
-def _read_stream(response: requests.Response, started: float, reply: Reply) -> None:
-    """Collect server-sent events, the text of their deltas and the first token's time."""
+def _read_stream(stream, started: float, reply: Reply) -> None:
+    """Collect server-sent events (typed: a chunk of the wrong shape is a refusal naming its
+    field), the text of their deltas and the first token's time."""
     pieces = []
-    for line in response.iter_lines(decode_unicode=True):
-        if not line or not line.startswith("data:"):
-            continue
-        data = line[len("data:"):].strip()
-        if data == "[DONE]":
-            reply.done = True
-            break
-        try:
-            event = json.loads(data)
-        except ValueError:
-            continue
-        reply.events.append(event)
-        for choice in event.get("choices") or []:
-            delta = choice.get("delta") or {}
-            text = (delta.get("content") or "") + (delta.get("reasoning") or "")
-            if text and reply.first_token_s is None:
-                reply.first_token_s = time.monotonic() - started
-            pieces.append(delta.get("content") or "")
+    for index, event in enumerate(stream.events()):
+        chunk = replies.chat_chunk(stream.operation, event.data, index)
+        reply.events.append(chunk)
+        for delta in chunk.deltas:
+            if (delta.content or delta.reasoning) and reply.first_token_s is None:
+                reply.first_token_s = event.arrived - started
+            pieces.append(delta.content or "")
+    reply.done = stream.done
     reply.text = "".join(pieces)
 
 
-def exchange(session: requests.Session, url: str, check: Check, body: dict | None,
-             timeout_s: float, with_key: bool = True) -> Reply:
-    """Send the check's request (`body` as sized); raises requests exceptions on the wire.
-    with_key=False drops the session's Authorization header for this request."""
+def _whole(reply: Reply, answer: Answer) -> None:
+    reply.text = answer.body.decode("utf-8", "replace")
+    try:
+        reply.body = answer.json()
+    except EndpointError:
+        reply.body = None
+
+
+def exchange(client: EndpointClient, check: Check, body: dict | None, timeout_s: float,
+             with_key: bool = True) -> Reply:
+    """Send the check's request (`body` as sized) and read its reply, all within timeout_s;
+    raises EndpointError. with_key=False sends it without the API key."""
     started = time.monotonic()
-    headers = None if with_key else {"Authorization": None}   # requests drops a header set to None
-    if body is None:
-        response = session.get(url + check.path, timeout=timeout_s, headers=headers)
+    if not check.stream:
+        answer = client.exchange("GET" if body is None else "POST", check.path, json_body=body,
+                                 deadline_s=timeout_s, with_key=with_key)
+        reply = Reply(status=answer.status)
+        _whole(reply, answer)
     else:
-        response = session.post(url + check.path, json=body, timeout=timeout_s, stream=check.stream,
-                                headers=headers)
-    reply = Reply(status=response.status_code)
-    if check.stream and response.ok:
-        _read_stream(response, started, reply)
-    else:
-        reply.text = response.text
-        try:
-            reply.body = response.json()
-        except ValueError:
-            pass
+        with client.stream("POST", check.path, json_body=body, deadline_s=timeout_s, with_key=with_key) as stream:
+            reply = Reply(status=stream.status)
+            if stream.ok:
+                _read_stream(stream, started, reply)
+            else:
+                _whole(reply, stream.answer())
     reply.elapsed_s = time.monotonic() - started
     return reply
 
 
-def prompt_tokens(session: requests.Session, url: str, body: dict, timeout_s: float) -> int:
+def prompt_tokens(client: EndpointClient, body: dict, timeout_s: float) -> int:
     """The prompt's token count from vLLM's POST /tokenize (chat template and tools included), or
     an upper-bound estimate when the server does not answer it."""
     ask = {key: body[key] for key in ("model", "messages", "tools", "chat_template_kwargs") if key in body}
     try:
-        count = session.post(url + "/tokenize", json={**ask, "add_generation_prompt": True},
-                             timeout=timeout_s).json().get("count")
-    except (requests.RequestException, ValueError, AttributeError):
-        count = None
-    return count if isinstance(count, int) else estimated_prompt_tokens(body)
+        answer = client.post("/tokenize", {**ask, "add_generation_prompt": True}, deadline_s=timeout_s)
+        return replies.token_count(answer) if answer.ok else estimated_prompt_tokens(body)
+    except EndpointError:
+        return estimated_prompt_tokens(body)
 
 
-def run_check(session: requests.Session, url: str, check: Check, model: str | None,
+def run_check(client: EndpointClient, check: Check, model: str | None,
               modalities: frozenset[str] | None, timeout_s: float,
               max_model_len: int | None = None, judge_answers: bool = True,
               served: list[str] | None = None, audio_capable: bool = False, key_given: bool = False) -> Row:
@@ -169,26 +163,31 @@ def run_check(session: requests.Session, url: str, check: Check, model: str | No
     sizing = Sizing(None)
     try:
         if body is not None and "max_tokens" in body:
-            counted = prompt_tokens(session, url, body, timeout_s) if max_model_len else None
+            counted = prompt_tokens(client, body, timeout_s) if max_model_len else None
             sizing = size_request(body["max_tokens"], check.least_tokens, max_model_len, counted)
             if sizing.max_tokens is None:
                 return row(check, Status.SKIP, sizing.note, RAISE_CONTEXT)
             body["max_tokens"] = sizing.max_tokens
-        reply = exchange(session, url, check, body, timeout_s, with_key=not check.without_key)
+        reply = exchange(client, check, body, timeout_s, with_key=not check.without_key)
         if check.without_key:
-            return key_verdict(check, reply, exchange(session, url, check, body, timeout_s))
-    except requests.Timeout:
-        return row(check, Status.FAIL, f"no reply within {timeout_s:.0f} s",
-                   f"raise --request-timeout, or {LOGS_HINT}")
-    except requests.RequestException as exc:
-        failure = endpoint.wire_failure(exc, url, timeout_s)
-        if failure.final:
-            return row(check, Status.FAIL, failure.message, failure.fix)
-        what = "connection refused" if failure.kind == endpoint.REFUSED else "connection lost"
-        return row(check, Status.FAIL, f"{what}: the server exited", LOGS_HINT)
+            return key_verdict(check, reply, exchange(client, check, body, timeout_s))
+    except EndpointError as exc:
+        return failed_exchange(check, exc, timeout_s)
     judged = verdict(check, reply, model, probing=modalities is None, judge_answers=judge_answers,
                      audio_capable=audio_capable)
     return noted(judged, sizing.note)
+
+
+def failed_exchange(check: Check, exc: EndpointError, timeout_s: float) -> Row:
+    """The row of a check whose exchange failed: the deadline, the wire, or an answer refused."""
+    if exc.kind == DEADLINE:
+        return row(check, Status.FAIL, f"no complete reply within {timeout_s:g} s",
+                   f"raise --request-timeout, or {LOGS_HINT}")
+    if exc.kind in (endpoint.REFUSED, endpoint.DROPPED, endpoint.NO_ANSWER) and not exc.final \
+            and exc.status is None:
+        what = "connection refused" if exc.kind == endpoint.REFUSED else "connection lost"
+        return row(check, Status.FAIL, f"{what}: the server exited", LOGS_HINT)
+    return row(check, Status.FAIL, f"{exc.operation}: {exc.message}", exc.fix)
 
 
 def key_verdict(check: Check, without: Reply, with_key: Reply) -> Row:
@@ -212,31 +211,31 @@ def noted(judged: Row, note: str) -> Row:
     return dataclasses.replace(judged, verdict=dataclasses.replace(judged.verdict, message=message))
 
 
-def served_models(session: requests.Session, url: str, timeout_s: float) -> tuple[int | None, list[dict]]:
-    """(GET /v1/models' status, None when the wire failed; the model cards it lists, [] when none)."""
+def served_models(client: EndpointClient, timeout_s: float) -> tuple[int | None, tuple[replies.ModelCard, ...]]:
+    """(GET /v1/models' status, None when the wire failed; the model cards it lists, () when none
+    or not a 200). A 200 whose body is not a list of model cards raises EndpointError."""
     try:
-        response = session.get(url + "/v1/models", timeout=timeout_s)
-        data = response.json().get("data") or []
-    except requests.RequestException:
-        return None, []
-    except (ValueError, AttributeError):
-        return response.status_code, []
-    return response.status_code, [card for card in data if isinstance(card, dict) and isinstance(card.get("id"), str)]
+        answer = client.get("/v1/models", deadline_s=timeout_s)
+    except EndpointError as exc:
+        if exc.kind in (endpoint.REFUSED, endpoint.DROPPED, endpoint.NO_ANSWER, DEADLINE):
+            return None, ()
+        raise
+    return answer.status, replies.model_cards(answer) if answer.status == 200 else ()
 
 
 METRIC_PROVES = {"spec-decode": "with a drafter, it drafts: mean acceptance length well above 1.0 (/metrics)",
                  "kv-cache": "the KV cache vLLM allocated: tokens and maximum concurrency (/metrics)"}
 
 
-def read_metrics(session: requests.Session, url: str, timeout_s: float) -> tuple[str | None, str]:
+def read_metrics(client: EndpointClient, timeout_s: float) -> tuple[str | None, str]:
     """GET /metrics: (the text, "") or (None, why it could not be read)."""
     try:
-        response = session.get(url + "/metrics", timeout=timeout_s)
-    except requests.RequestException as exc:
-        return None, f"GET /metrics failed: {type(exc).__name__}"
-    if response.status_code != 200:
-        return None, f"GET /metrics answered {response.status_code}"
-    return response.text, ""
+        answer = client.get("/metrics", deadline_s=timeout_s)
+        if answer.status != 200:
+            return None, f"GET /metrics answered {answer.status}"
+        return answer.text(), ""
+    except EndpointError as exc:
+        return None, exc.line
 
 
 def metric_row(result: Result) -> Row:

@@ -64,11 +64,13 @@ def status_server(status: int):
         yield f"http://127.0.0.1:{server.server_address[1]}"
 
 
-def self_signed_cert(folder: Path) -> tuple[Path, Path]:
-    """(certificate, key) for CN=localhost, made by the openssl command line."""
+def self_signed_cert(folder: Path, alt_names: str | None = None) -> tuple[Path, Path]:
+    """(certificate, key) for CN=localhost, made by the openssl command line; `alt_names` (e.g.
+    "DNS:localhost") makes it one a client trusting it accepts for those names."""
     cert, key = folder / "cert.pem", folder / "key.pem"
+    extension = ["-addext", f"subjectAltName={alt_names}"] if alt_names else []
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
-                    "-out", str(cert), "-days", "1", "-subj", "/CN=localhost"],
+                    "-out", str(cert), "-days", "1", "-subj", "/CN=localhost", *extension],
                    check=True, capture_output=True, timeout=120)
     return cert, key
 

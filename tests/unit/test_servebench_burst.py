@@ -2,16 +2,22 @@
 in one burst (every SSE event in one write, as a server that coalesced its output) is reported as
 "not measured", never as a fast decode; the server's own time-per-output-token histogram is used
 when /metrics has it; a paced stream is timed by the client. Plus the wire's causes, in one line."""
+import itertools
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.support import wire_failures
+from bench.servebench import client as bench_client
+from tests.support import hostile_server as hostile, wire_failures
+from tests.support.hostile_server import HostileServer
+from tests.support.openai_standin import StandInResponse
 from tests.support.openai_standin_streaming import StreamingCompletionsStandIn
+from tooling.endpoint import replies
 
 REPO = Path(__file__).resolve().parents[2]
 DECODE = 32
@@ -115,3 +121,34 @@ def test_the_bench_containers_get_the_key_by_name_only(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "-e OPENAI_API_KEY " in proc.stdout            # the docker client passes the value from its env
     assert "sk-bench-argv-77" not in proc.stdout + proc.stderr
+
+
+def test_a_server_trickling_a_byte_a_second_ends_the_wait_at_the_ready_timeout(tmp_path):
+    with HostileServer(hostile.trickle(hostile.ok_json({"data": []}), every_s=1.0)) as server:
+        started = time.monotonic()
+        proc, _ = depth(server.url, tmp_path, "--ready-timeout", "5")
+        elapsed = time.monotonic() - started
+    err = one_line(proc)
+    assert err.startswith("bench/serve: GET /v1/models: not ready after 5 s "
+                          "(last answer: no complete answer within 5 s)"), err
+    assert elapsed < 5 + 15    # the interpreter's start on a loaded machine, and a margin; the wait is 5 s
+
+
+@pytest.mark.parametrize("models, line", [
+    ({"data": 5}, "GET /v1/models: 'data' is a number, expected a list of models"),
+    ({"data": []}, f"GET /v1/models: the server lists no model; {replies.NO_MODEL_FIX}"),
+])
+def test_a_model_list_of_the_wrong_shape_or_none_is_one_line(tmp_path, models, line):
+    with HostileServer(hostile.once(hostile.ok_json(models))) as server:
+        err = one_line(depth(server.url, tmp_path)[0])
+    assert err == f"bench/serve: {line}\n"
+
+
+def test_a_probe_stream_that_never_ends_fails_at_its_deadline():
+    with StreamingCompletionsStandIn() as standin:
+        endless = StandInResponse(200, events=itertools.repeat({"choices": [{"text": " w"}]}))
+        standin.route("POST", "/v1/completions", lambda body: endless)
+        started = time.monotonic()
+        timing = bench_client.stream_completion(standin.url, standin.model, "a b", 4, "salt", deadline_s=1.5)
+    assert time.monotonic() - started < 1.5 + 3
+    assert timing.error == "POST /v1/completions: no complete answer within 1.5 s"

@@ -8,6 +8,7 @@ import pytest
 
 from bench.servebench import command
 from bench.servebench.plan import PlanError, Sweep, derive_seed, runs
+from tests.support import wire_failures
 from tests.support.openai_standin_streaming import salt_problem
 
 REPO = Path(__file__).resolve().parents[2]
@@ -124,10 +125,19 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path):
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "1e9"])
+def test_cli_a_ready_timeout_no_timer_can_wait_is_one_line_and_exit_2(tmp_path, value):
+    done = serve("depth", "--out", tmp_path, "--depths", "64", "--ready-timeout", value)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert f"--ready-timeout: '{value}': expected seconds from 0 (one try) to 604800 (a week)" in done.stderr
+
+
 def test_cli_unreachable_endpoint_is_a_failed_check(tmp_path):
-    done = serve("run", "--out", tmp_path / "s", "--base-url", "http://127.0.0.1:9", "--ready-timeout", "0")
+    url = wire_failures.refused_url()
+    done = serve("run", "--out", tmp_path / "s", "--base-url", url, "--ready-timeout", "0")
     assert done.returncode == 1
-    assert "http://127.0.0.1:9/v1/models" in done.stderr and "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"bench/serve: GET /v1/models: connection refused: nothing listens on "
+                                  f"{url.removeprefix('http://')}") and "Traceback" not in done.stderr
     assert not (tmp_path / "s").exists()
 
 

@@ -3,17 +3,16 @@ import io
 import threading
 import time
 
-import requests
-
 from buildtool.status_line import StatusLine
 from contract.verdict import Status
 from buildtool.smoke.readiness import LOGS_HINT, REFUSED, decide, wait_ready
 from tests.support.openai_standin import OpenAIStandIn
+from tooling.endpoint.client import EndpointClient
 
 
 def wait(url, *, timeout_s=10.0, connect_grace_s=5.0, stream=None, live=False):
-    with requests.Session() as session:
-        return wait_ready(session, url, timeout_s=timeout_s, interval_s=0.05,
+    with EndpointClient(url) as client:
+        return wait_ready(client, timeout_s=timeout_s, interval_s=0.05,
                           connect_grace_s=connect_grace_s,
                           status=StatusLine(stream or io.StringIO(), live=live))
 

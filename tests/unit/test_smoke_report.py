@@ -63,6 +63,8 @@ def test_a_server_that_never_gets_ready_gives_a_report_without_checks(capsys):
     (["--only", "nonsense"], "--only names unknown check(s) ['nonsense']"),
     (["--modalities", "image,video"], "--modalities names ['video']"),
     (["--timeout", "0"], "must be positive seconds"),
+    (["--request-timeout", "nan"], "must be positive seconds, at most 604800"),   # a traceback from the timer once
+    (["--timeout", "inf"], "must be positive seconds, at most 604800"),
     (["--api-key-file", "/nonexistent/key"], "--api-key-file /nonexistent/key: no such file"),
     (["--api-key-file", "/dev/null"], "--api-key-file /dev/null: the file is empty"),
 ])

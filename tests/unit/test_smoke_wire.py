@@ -1,16 +1,20 @@
 """`build.py smoke` names the cause of a failed endpoint in one line, against real sockets: DNS,
 a refused port and TLS end the wait at once (or after the short connect grace), not after the
 readiness timeout; 401/403 name the API key; the key itself is never printed."""
+import itertools
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.support import wire_failures
-from tests.support.openai_standin import OpenAIStandIn
+from tests.support import hostile_server as hostile, wire_failures
+from tests.support.hostile_server import HostileServer
+from tests.support.openai_standin import OpenAIStandIn, StandInResponse, chat_chunk
+from tooling.endpoint import replies
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "sk-wire-test-9f3a51"
@@ -118,3 +122,46 @@ def test_without_a_key_the_api_key_row_is_skipped_naming_how_to_give_one():
     assert proc.returncode == 0
     [row] = report["checks"]
     assert row["status"] == "skip" and "OPENAI_API_KEY" in row["message"] and "--api-key-file" in row["message"]
+
+
+def timed_smoke(url, *args):
+    started = time.monotonic()
+    proc, report = smoke(url, *args)
+    return proc, report, time.monotonic() - started
+
+
+def test_a_server_trickling_a_byte_a_second_ends_the_wait_at_its_timeout():
+    with HostileServer(hostile.trickle(hostile.answer(b""), every_s=1.0)) as server:
+        proc, report, elapsed = timed_smoke(server.url, "--timeout", "5")
+    error = one_line(proc, report)
+    assert error.startswith("not ready after 5 s (last answer: no complete answer within 5 s)"), error
+    assert elapsed < 5 + 15    # the interpreter's start on a loaded machine, and a margin; the wait is 5 s
+
+
+def test_a_stream_that_never_ends_fails_its_row_at_the_request_timeout():
+    with OpenAIStandIn() as standin:
+        endless = StandInResponse(200, events=itertools.repeat(chat_chunk(standin.model, {"content": "1 "})))
+        standin.route("POST", "/v1/chat/completions", lambda body: endless)
+        proc, report, elapsed = timed_smoke(standin.url, "--only", "stream", "--request-timeout", "2")
+    [row] = report["checks"]
+    assert proc.returncode == 1 and row["status"] == "fail" and elapsed < 2 + 15
+    assert row["message"] == "no complete reply within 2 s" and "--request-timeout" in row["fix"]
+
+
+@pytest.mark.parametrize("models, line", [
+    ({"data": 5}, "GET /v1/models: 'data' is a number, expected a list of models"),
+    ({"data": [{"id": 7}]}, "GET /v1/models: data[0].id is a number, expected the model's name (a string)"),
+])
+def test_a_model_list_of_the_wrong_shape_stops_the_run_in_one_line(models, line):
+    with OpenAIStandIn() as standin:
+        standin.route("GET", "/v1/models", lambda body: StandInResponse(200, models))
+        proc, report = smoke(standin.url)
+    assert one_line(proc, report) == line
+
+
+def test_an_empty_model_list_fails_the_models_row_with_the_fix():
+    with OpenAIStandIn(broken={"models"}) as standin:
+        proc, report = smoke(standin.url, "--only", "models")
+    [row] = report["checks"]
+    assert proc.returncode == 1 and row["status"] == "fail"
+    assert row["message"] == f"GET /v1/models: the server lists no model; {replies.NO_MODEL_FIX}"

@@ -128,16 +128,22 @@ def wire_failure(exc: requests.RequestException, url: str, timeout_s: float | No
                        "a container still starting behind its port does this; otherwise see the server's log")
 
 
-def status_cause(status: int, url: str, key_given: bool) -> str | None:
-    """One line for the answers that have a cause of their own, else None."""
+def status_reason(status: int, key_given: bool) -> str | None:
+    """What an answer with its own cause means, with the fix, in one line; None for the rest."""
     if status in (401, 403):
         if key_given:
-            return (f"{url} answered HTTP {status}: the API key was refused; check the key in "
+            return (f"answered HTTP {status}: the API key was refused; check the key in "
                     f"{KEY_FILE_FLAG} or ${KEY_ENV} against the server's")
-        return (f"{url} answered HTTP {status}: the server wants an API key; set ${KEY_ENV} "
+        return (f"answered HTTP {status}: the server wants an API key; set ${KEY_ENV} "
                 f"or pass {KEY_FILE_FLAG} PATH")
     if status == 503:
-        return f"{url} answered HTTP 503: the engine is not (or no longer) ready"
+        return "answered HTTP 503: the engine is not (or no longer) ready"
     if status == 404:
-        return f"{url} answered HTTP 404: this is not a vLLM OpenAI server; check the URL"
+        return "answered HTTP 404: this is not a vLLM OpenAI server; check the URL"
     return None
+
+
+def status_cause(status: int, url: str, key_given: bool) -> str | None:
+    """One line for the answers that have a cause of their own, naming the URL, else None."""
+    reason = status_reason(status, key_given)
+    return f"{url} {reason}" if reason else None
