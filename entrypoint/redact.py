@@ -5,7 +5,8 @@
 
 A name matches by its parts (split at - _ . and spaces), so `--max-num-batched-tokens` and
 `--ssl-keyfile` are not secret-bearing and keep their values. The word after a secret-bearing
-option is masked even when it starts with a dash (`--api-key -x` is a key to the user)."""
+option is masked even when it starts with a dash (`--api-key -x` is a key to the user), but not
+when it is another long option (`-x --api-key KEY`: the next option's value is the secret)."""
 from __future__ import annotations
 
 import re
@@ -13,7 +14,7 @@ import re
 MASK = "***"
 SECRET_PARTS = frozenset(("key", "token", "secret", "password", "passwd", "credential", "credentials", "apikey"))
 _VALUE = r"""(?:'[^']*'?|"(?:[^"\\]|\\.)*"?|[^\s'"]+)"""
-OPTION_VALUE = re.compile(rf"(?<![\w-])(--?[A-Za-z0-9][\w.-]*)(=|\s+)({_VALUE})")
+OPTION_VALUE = re.compile(rf"(?<![\w-])(--?[A-Za-z0-9][\w.-]*)(=|\s+)(?!--)({_VALUE})")
 JSON_VALUE = re.compile(r"""(["']([\w.-]+)["']\s*:\s*)("(?:[^"\\]|\\.)*"?|'[^']*'?|[^\s,}\]]+)""")
 ASSIGNMENT = re.compile(rf"(?<![\w-])([A-Za-z][\w.]*)(=)({_VALUE})")
 URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@'\"]+@")

@@ -4,7 +4,6 @@ in one line as vLLM's parser refuses it; the options that change what a check de
 the effective values (--hf-overrides, --hf-config-path, --mm-encoder-attn-backend, the files the
 server opens), not refused wholesale. The table is made here by argparse with the kinds of options
 vLLM's parser has; the image tier (tests/image/test_argv_types_in_image.py) judges with the real one."""
-import argparse
 import json
 import os
 
@@ -16,35 +15,11 @@ from entrypoint.argv import judge_extra
 from entrypoint.argv_files import opened_files_problem
 from entrypoint.checks import model, turing_settings
 from entrypoint.settings import SettingsError, parse_settings
-from imagefacts.shape import option_table
 from imagefacts.value_types import human_readable_int, type_spec
 from tests.support.model_files import write_model_dir
+from tests.support.option_tables import vllm_like_table
 
 VLLM_033_MIN = {"awq": 75, "gptq": 60, "fp8": 89}
-
-
-def vllm_like_table() -> dict:
-    """Options of the kinds vLLM 0.33.0's server parser has, with the types it gives them."""
-    parser = argparse.ArgumentParser()
-    parser.add_argument("model_tag", nargs="?")
-    parser.add_argument("--seed", type=int)
-    parser.add_argument("--max-loras", type=int)
-    parser.add_argument("--swap-space", type=float)
-    parser.add_argument("--load-format", choices=["auto", "pt", "safetensors", "dummy"])
-    parser.add_argument("--max-num-batched-tokens", type=human_readable_int)
-    parser.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction)
-    parser.add_argument("--cudagraph-capture-sizes", type=int, nargs="+")
-    for flag in ("--hf-overrides", "--hf-config-path", "--tokenizer", "--chat-template", "--mm-encoder-attn-backend",
-                 "--attention-backend", "--compilation-config", "--download-dir", "--quantization",
-                 "--tool-parser-plugin", "--generation-config", "--ssl-keyfile"):
-        parser.add_argument(flag)
-    table = option_table(parser)
-    spec = {"hf_overrides": "union_dict_and_str", "compilation_config": "dataclass", "chat_template": "optional:str",
-            "hf_config_path": "optional:str", "tokenizer": "optional:str"}
-    for entry in table["options"]:
-        if entry["dest"] in spec:
-            entry["type"] = spec[entry["dest"]]
-    return table
 
 
 TABLE = vllm_like_table()
