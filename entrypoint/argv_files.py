@@ -8,7 +8,7 @@ What each option's value is, as vLLM 0.33.0 reads it:
   (vllm/entrypoints/chat_utils.py: a value without those that cannot be opened is an error);
 - `--tokenizer`, `--generation-config` (besides `auto` and `vllm`): a folder, or a Hub id;
 - `--tool-parser-plugin`, `--reasoning-parser-plugin`, `--ssl-keyfile`, `--ssl-certfile`,
-  `--ssl-ca-certs`: files;
+  `--ssl-ca-certs`, `--mm-encoder-fp8-scale-path`: files;
 - `--allowed-local-media-path`: a folder;
 - `--hf-overrides`: a JSON object (its keys are applied to config.json before the model, fit,
   length and quantization checks read it: entrypoint/checks/model.py);
@@ -22,7 +22,8 @@ from .argv import Extras, is_json_object
 from .settings import SettingsError
 
 JINJA_CHARS = "{}\n"
-FILE_DESTS = ("tool_parser_plugin", "reasoning_parser_plugin", "ssl_keyfile", "ssl_certfile", "ssl_ca_certs")
+FILE_DESTS = ("tool_parser_plugin", "reasoning_parser_plugin", "ssl_keyfile", "ssl_certfile", "ssl_ca_certs",
+              "mm_encoder_fp8_scale_path")
 FOLDER_DESTS = ("tokenizer", "generation_config", "allowed_local_media_path")
 # values of --generation-config that name no folder
 GENERATION_WORDS = ("auto", "vllm")

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from tests.image.containers import run_to_end
+from tests.support.option_tables import option_words
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
@@ -48,20 +49,8 @@ def values(entry: dict) -> st.SearchStrategy:
 
 
 def word_lists(table: dict) -> st.SearchStrategy:
-    options = [entry for entry in table["options"] if entry["dest"] not in NOT_PARSED_HERE]
-
-    @st.composite
-    def one_option(draw) -> list[str]:
-        entry = draw(st.sampled_from(options))
-        flag = draw(st.sampled_from(entry["options"]))
-        if entry["nargs"] == 0:
-            return [flag]
-        count = draw(st.integers(1, 3)) if entry["nargs"] in ("+", "*") else 1
-        given = [draw(values(entry)) for _ in range(count)]
-        if count == 1 and flag.startswith("--") and draw(st.booleans()):
-            return [f"{flag}={given[0]}"]
-        return [flag, *given]
-    return st.lists(one_option(), min_size=1, max_size=3).map(lambda groups: [w for group in groups for w in group])
+    return st.lists(option_words(table, values, NOT_PARSED_HERE), min_size=1, max_size=3).map(
+        lambda groups: [word for group in groups for word in group])
 
 
 def generated(table: dict) -> list[list[str]]:

@@ -15,7 +15,7 @@ from entrypoint.command import server_argv
 from entrypoint.settings import ENTRYPOINT_ONLY, SHARED_WITH_SERVER, SettingsError, parse_settings
 from imagefacts.value_types import converter
 from tests.support.entrypoint_cli import run_entrypoint
-from tests.support.option_tables import vllm_like_table
+from tests.support.option_tables import option_words, vllm_like_table
 
 TABLE = vllm_like_table()
 SETTINGS = sorted(set(ENTRYPOINT_ONLY) | set(SHARED_WITH_SERVER))
@@ -61,20 +61,10 @@ def value_for(entry: dict) -> st.SearchStrategy:
 OPTIONS = [entry for entry in TABLE["options"] if entry["dest"] != "help"]
 
 
-@st.composite
-def option_words(draw) -> list[str]:
-    entry = draw(st.sampled_from(OPTIONS))
-    flag = draw(st.sampled_from(entry["options"]))
-    if entry["nargs"] == 0:
-        return [flag]
-    value = draw(value_for(entry))
-    return [f"{flag}={value}"] if draw(st.booleans()) else [flag, value]
-
-
 SECRET_WORDS = st.sampled_from([["--api-key", SECRET], [f"--api_key={SECRET}"], ["--hf-token", SECRET],
                                 [f"--my-token={SECRET}"], ["--x-secret", SECRET], ["--db-password", SECRET],
                                 ["--download-dir", f"https://user:{SECRET}@host/path"], [f"--api-key={SECRET}", "-x"]])
-WORDS = st.lists(option_words() | SECRET_WORDS | st.lists(st.text(max_size=10), max_size=2), max_size=5).map(
+WORDS = st.lists(option_words(TABLE, value_for) | SECRET_WORDS | st.lists(st.text(max_size=10), max_size=2), max_size=5).map(
     lambda groups: [word for group in groups for word in group])
 
 
