@@ -93,8 +93,9 @@ def written_config(config: dict) -> str:
 
 def config_source(extras: Extras) -> model.ConfigSource:
     """Where the server reads the model's config from, as the extra words set it."""
+    revision = extras.get("revision")
     return model.ConfigSource(json_object(extras.get("hf_overrides")) or None, extras.get("hf_config_path") or None,
-                              extras.name("hf_config_path"))
+                              extras.name("hf_config_path"), revision if isinstance(revision, str) and revision else None)
 
 
 @dataclass(frozen=True)

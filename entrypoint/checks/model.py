@@ -55,18 +55,23 @@ class ModelDir:
     weight_format: str = SAFETENSORS  # which of vLLM's weight formats the files are
 
 
-def hf_cache_snapshot(model_id: str, hub_cache: str) -> str | None:
-    """The snapshot directory of `model_id` in a huggingface_hub cache (refs/main first), if any."""
+def hf_cache_snapshot(model_id: str, hub_cache: str, revision: str | None = None) -> str | None:
+    """The snapshot directory of `model_id` in a huggingface_hub cache, if any: of `revision` (a
+    branch or tag under refs/, or a commit) when given, else refs/main's, else the newest."""
     repo = os.path.join(hub_cache, "models--" + model_id.replace("/", "--"))
     snapshots = os.path.join(repo, "snapshots")
+    name = revision or "main"
     try:
-        revision = files.read_bytes(os.path.join(repo, "refs", "main"), "refs/main", REF_CAP).decode("ascii").strip()
+        ref = files.read_bytes(os.path.join(repo, "refs", name), f"refs/{name}", REF_CAP).decode("ascii").strip() \
+            if REVISION.fullmatch(name) and name not in (".", "..") else ""
     except (files.FileProblem, UnicodeDecodeError):
-        revision = ""
-    if REVISION.fullmatch(revision) and revision not in (".", ".."):
-        candidate = os.path.join(snapshots, revision)
-        if os.path.isdir(candidate):
-            return candidate
+        ref = ""
+    for candidate in (ref, revision or ""):
+        if REVISION.fullmatch(candidate) and candidate not in (".", "..") \
+                and os.path.isdir(os.path.join(snapshots, candidate)):
+            return os.path.join(snapshots, candidate)
+    if revision:
+        return None  # that revision is not in the cache: the server downloads it
     try:
         entries = [os.path.join(snapshots, name) for name in os.listdir(snapshots)]
     except (OSError, ValueError):
@@ -82,13 +87,14 @@ def _mtime(path: str) -> float:
         return 0.0
 
 
-def locate(model: str, hub_cache: str) -> str | None:
-    """A local directory as given, else the HF cache's snapshot of that id; None when neither exists."""
+def locate(model: str, hub_cache: str, revision: str | None = None) -> str | None:
+    """A local directory as given, else the HF cache's snapshot of that id (at `revision`, the
+    server's --revision, when given); None when neither exists."""
     if os.path.isdir(model):
         return model
     if os.path.isabs(model) or model.startswith("."):
         return None
-    return hf_cache_snapshot(model, hub_cache)
+    return hf_cache_snapshot(model, hub_cache, revision)
 
 
 def _name(path: str, file: str) -> str:
@@ -381,12 +387,14 @@ class Resolved:
 
 @dataclasses.dataclass(frozen=True)
 class ConfigSource:
-    """Where the server reads the model's config from, so the checks read the same: the config of
-    --hf-config-path (`config_path`, named `config_named` in messages) instead of the model folder's,
-    with the --hf-overrides object (`overrides`) applied."""
+    """Where the server reads the model from, so the checks read the same: the snapshot of
+    `revision` (--revision) of a Hub id, the config of --hf-config-path (`config_path`, named
+    `config_named` in messages) instead of the model folder's, with the --hf-overrides object
+    (`overrides`) applied."""
     overrides: Mapping | None = None
     config_path: str | None = None
     config_named: str = "--hf-config-path"
+    revision: str | None = None
 
 
 MODEL_FOLDER_CONFIG = ConfigSource()
@@ -419,7 +427,7 @@ def resolve(name: str, variable: str, model: str, hub_cache: str, offline: bool,
     that names it."""
     path = None
     try:
-        path = locate(model, hub_cache)
+        path = locate(model, hub_cache, source.revision)
         if path is None:
             return Resolved(None, None, not_found(name, variable, model, hub_cache, offline))
         try:

@@ -31,7 +31,7 @@ def vllm_like_table() -> dict:
     parser.add_argument("--kv-transfer-config")
     for flag in ("--hf-overrides", "--hf-config-path", "--tokenizer", "--chat-template", "--mm-encoder-attn-backend",
                  "--attention-backend", "--compilation-config", "--download-dir", "--quantization",
-                 "--tool-parser-plugin", "--generation-config", "--ssl-keyfile"):
+                 "--tool-parser-plugin", "--generation-config", "--ssl-keyfile", "--revision"):
         parser.add_argument(flag)
     table = option_table(parser)
     spec = {"hf_overrides": "union_dict_and_str", "compilation_config": "dataclass", "kv_transfer_config": "dataclass", "chat_template": "optional:str",

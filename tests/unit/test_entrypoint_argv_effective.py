@@ -16,7 +16,7 @@ from entrypoint.argv_files import opened_files_problem
 from entrypoint.checks import model, turing_settings
 from entrypoint.settings import SettingsError, parse_settings
 from imagefacts.value_types import human_readable_int, type_spec
-from tests.support.model_files import write_model_dir
+from tests.support.model_files import write_hf_cache_model, write_model_dir
 from tests.support.option_tables import vllm_like_table
 
 VLLM_033_MIN = {"awq": 75, "gptq": 60, "fp8": 89}
@@ -165,6 +165,16 @@ def test_an_hf_config_path_that_is_not_there_fails_naming_it(tmp_path):
     assert result.status is Status.FAIL and f"--hf-config-path {tmp_path / 'none'} does not exist" in result.message
     result, _ = model_result(tmp_path, ("--hf-config-path", "org/not-cached"), 4096)
     assert result.status is Status.FAIL and "not in the Hugging Face cache" in result.message
+
+
+def test_revision_picks_the_snapshot_the_checks_read(tmp_path):
+    snapshot = write_hf_cache_model(tmp_path / "hf" / "hub", "org/llama", config=LLAMA)
+    chosen = parse_settings({"MODEL": "org/llama", "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"})
+    for words, found in (((), True), (("--revision", "main"), True), (("--revision", snapshot.name), True),
+                         (("--revision", "v2"), False)):
+        resolved = preflight.resolve_models(chosen, None, judge_extra(words, (), TABLE)).model
+        assert (resolved.path == str(snapshot)) is found, (words, resolved)
+    assert "HF_HUB_OFFLINE is set" in resolved.problem.message
 
 
 def test_the_fit_check_is_handed_the_overridden_config(tmp_path):
