@@ -37,12 +37,28 @@ def _masked(match: re.Match, name_group: int = 1) -> str:
     return match.group(0)[:match.start(match.lastindex) - match.start(0)] + MASK
 
 
+def _mask_values(pattern: re.Pattern, text: str) -> str:
+    """Each value `pattern` (groups: name, separator, value) finds after a secret-bearing name masked.
+    Scanned name by name: a name that holds no secret gives up only itself, so what follows it is
+    looked at in turn (`-0 -api-key=KEY`: `-0` does not swallow the next option, nor
+    `VLLM_EXTRA_ARGS='HF_TOKEN=KEY'` the assignment inside its value)."""
+    out, position = [], 0
+    while (match := pattern.search(text, position)) is not None:
+        if secret_name(match.group(1)):
+            out.append(text[position:match.start(3)] + MASK)
+            position = match.end(3)
+        else:
+            out.append(text[position:match.end(1)])
+            position = match.end(1)
+    return "".join(out) + text[position:]
+
+
 def redact(text: str) -> str:
     """`text` with every secret value it shows replaced by MASK."""
     text = URL_CREDENTIALS.sub(rf"\1{MASK}@", text)
-    text = OPTION_VALUE.sub(_masked, text)
+    text = _mask_values(OPTION_VALUE, text)
     text = JSON_VALUE.sub(lambda match: _masked(match, 2), text)
-    return ASSIGNMENT.sub(_masked, text)
+    return _mask_values(ASSIGNMENT, text)
 
 
 def redact_words(words: list[str]) -> list[str]:
