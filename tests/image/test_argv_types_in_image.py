@@ -96,3 +96,12 @@ def agrees(judged: dict, parsed) -> bool:
         return False
     return all(parsed[dest] == judged[dest] or (isinstance(parsed[dest], str) and parsed[dest].startswith("<"))
                for dest in judged)
+
+
+def test_the_samples_hold_both_verdicts_and_the_issues_example(outcomes):
+    by_words = {" ".join(outcome["words"]): outcome for outcome in outcomes}
+    assert by_words["--seed abc"]["judge"] == by_words["--seed abc"]["vllm"] == "refused"
+    assert by_words["--seed 7"]["judge"] == by_words["--seed 7"]["vllm"] == {"seed": 7}
+    assert by_words["--max-model-len 1k"]["judge"] == {"max_model_len": 1000}
+    verdicts = {outcome["judge"] == "refused" for outcome in outcomes}
+    assert verdicts == {True, False}, "the generated lists must reach both an acceptance and a refusal"
