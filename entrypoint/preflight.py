@@ -168,6 +168,9 @@ def cache_writes(settings: Settings, extras: Extras) -> tuple[cache.Written, ...
     if settings.inductor_cache_dir:
         written.append(cache.Written("TORCHINDUCTOR_CACHE_DIR", settings.inductor_cache_dir, False,
                                      "torch.compile fails at its first compile unless ENFORCE_EAGER is set"))
+    if settings.cuda_cache_path:
+        written.append(cache.Written("CUDA_CACHE_PATH", settings.cuda_cache_path, False,
+                                     "CUDA compiles its PTX afresh at every start"))
     download = extras.get("download_dir")
     if isinstance(download, str) and os.path.isabs(download):
         written.append(cache.Written(extras.name("download_dir"), download, False,

@@ -29,7 +29,7 @@ ENTRYPOINT_ONLY = ("MODEL", "SERVED_MODEL_NAME", "HOST", "PORT", "DTYPE", "MAX_M
 # Names the entrypoint reads that the server (vLLM, huggingface_hub, Triton) reads too: passed on.
 SHARED_WITH_SERVER = (ENV_API_KEY, "HOME", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TMPDIR",
                       "TRITON_CACHE_DIR", "VLLM_CACHE_ROOT", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
-                      "TORCHINDUCTOR_CACHE_DIR", "TURING_CLAMP_SMEM_LIMIT", "TURING_CLAMP_CC", "TURING_CLAMP_FIT_TABLE",
+                      "TORCHINDUCTOR_CACHE_DIR", "CUDA_CACHE_PATH", "TURING_CLAMP_SMEM_LIMIT", "TURING_CLAMP_CC", "TURING_CLAMP_FIT_TABLE",
                       "TURING_CLAMP_RANKED_CONFIGS", "VLLM_TURING_SMEM_LIMIT", "VLLM_TURING_CC", "VLLM_TURING_FIT_TABLE")
 
 DTYPES = {"auto": "auto", "half": "float16", "float16": "float16", "bfloat16": "bfloat16",
@@ -93,6 +93,7 @@ class Settings:
     clamp_cc: int | None = None
     cache_home: str | None = None           # XDG_CACHE_HOME, else HOME/.cache
     inductor_cache_dir: str | None = None   # TORCHINDUCTOR_CACHE_DIR when set
+    cuda_cache_path: str | None = None      # CUDA_CACHE_PATH (CUDA's PTX JIT cache) when set
 
     @property
     def world_size(self) -> int:
@@ -313,6 +314,7 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
         clamp_cc=_clamp_int(env, ENV_CC, 30, 199, "75"),
         cache_home=cache_home,
         inductor_cache_dir=_absolute_path(env, "TORCHINDUCTOR_CACHE_DIR", None),
+        cuda_cache_path=_absolute_path(env, "CUDA_CACHE_PATH", None),
     )
 
 

@@ -223,6 +223,9 @@ def test_the_cache_folders_the_words_name_are_probed(tmp_path):
     assert named["VLLM_EXTRA_ARGS --download-dir"] == "/d"
     assert named["VLLM_EXTRA_ARGS --compilation-config cache_dir"] == "/c"
     assert named["TRITON_CACHE_DIR"] == "/root/.triton/cache"
+    chosen = settings(tmp_path, CUDA_CACHE_PATH="/cuda", TORCHINDUCTOR_CACHE_DIR="/inductor", XDG_CACHE_HOME="/xdg")
+    named = {written.setting: written.path for written in preflight.cache_writes(chosen, extras)}
+    assert (named["CUDA_CACHE_PATH"], named["TORCHINDUCTOR_CACHE_DIR"], named["XDG_CACHE_HOME"]) == ("/cuda", "/inductor", "/xdg")
 
 
 @pytest.mark.parametrize("variable, raw", [
