@@ -34,10 +34,13 @@ OWNED = {
     "tensor_parallel_size": "TENSOR_PARALLEL_SIZE", "pipeline_parallel_size": "PIPELINE_PARALLEL_SIZE",
     "max_model_len": "MAX_MODEL_LEN", "max_num_seqs": "MAX_NUM_SEQS",
     "gpu_memory_utilization": "GPU_MEMORY_UTILIZATION", "enforce_eager": "ENFORCE_EAGER",
-    "speculative_config": "SPECULATIVE_CONFIG or DRAFTER", "reasoning_parser": "REASONING_PARSER",
+    "reasoning_parser": "REASONING_PARSER",
     "tool_call_parser": "TOOL_CALL_PARSER", "enable_auto_tool_choice": "TOOL_CALL_PARSER",
     "api_key": "API_KEY_FILE",
 }
+# --speculative-config is judged like SPECULATIVE_CONFIG (its drafter by the drafter, memory and disk
+# checks: speculative_problem, preflight.resolve_models); given together with the setting it is refused.
+SPECULATIVE_SETTING = "SPECULATIVE_CONFIG or DRAFTER"
 # Owned dests no check reads: the setting is their one place, not a checked value.
 NOT_CHECKED = ("served_model_name", "enforce_eager", "max_num_seqs", "gpu_memory_utilization")
 # dest -> why it cannot be given at all, and what to do instead.
@@ -173,6 +176,30 @@ def owner_problem(values: dict, table: dict, where: str, raw: str, spelled: dict
         if key in json_object(values.get(dest)):
             return SettingsError(where, raw, f"no {key} in {long_option(table, dest)}: the entrypoint sets it from "
                                  f"{setting}", f"Set {setting} instead.")
+    return None
+
+
+def speculative_drafter(extras: Extras) -> str | None:
+    """The drafter --speculative-config names in the extra words, if any."""
+    model = json_object(extras.get("speculative_config")).get("model")
+    return model if isinstance(model, str) and model else None
+
+
+def speculative_problem(extras: Extras, set_by_settings: bool) -> SettingsError | None:
+    """--speculative-config in the extra words, judged as SPECULATIVE_CONFIG is: a JSON object whose
+    "model" is printable text; refused beside SPECULATIVE_CONFIG or DRAFTER (one place for it)."""
+    value = extras.get("speculative_config")
+    if value is None:
+        return None
+    name = extras.name("speculative_config")
+    if set_by_settings:
+        return SettingsError(name, str(value), f"no {name.split()[-1]} while {SPECULATIVE_SETTING} is set",
+                             f"Set the drafter in one place: {SPECULATIVE_SETTING}, or the option alone.")
+    model = json_object(value).get("model", "")
+    if not is_json_object(value) or not isinstance(model, str) or not model.isprintable():
+        return SettingsError(name, str(value), 'a JSON object such as {"model": "/models/drafter", '
+                             '"num_speculative_tokens": 4} whose "model" is a path or model id',
+                             f"Fix the JSON, or set {SPECULATIVE_SETTING} instead.")
     return None
 
 

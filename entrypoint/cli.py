@@ -14,7 +14,7 @@ from contract.layout import ENV_API_KEY
 from contract.verdict import any_failed
 
 from . import facts, files, identity, linker_cache, preflight, report, start_report
-from .argv import Extras, judge_extra
+from .argv import Extras, judge_extra, speculative_problem
 from .argv_files import opened_files_problem
 from .checks import cache, driver_floor, parallel, turing_settings
 from .command import server_argv
@@ -62,7 +62,7 @@ def judge_words(settings: Settings, container_args: tuple[str, ...], server_fact
     extras = judge_extra(settings.extra_args, container_args, server_facts.server_parser if server_facts else None)
     if server_facts is not None:
         validate_parser_names(settings, server_facts.document["parsers"], set(extras.values))
-    problem = opened_files_problem(extras)
+    problem = speculative_problem(extras, settings.speculative_config is not None) or opened_files_problem(extras)
     if problem:
         raise problem
     return extras

@@ -13,7 +13,7 @@ from typing import Callable, Mapping
 from contract.verdict import Result, failed, warned
 
 from . import environment, hub
-from .argv import Extras, argv_result, json_object
+from .argv import Extras, argv_result, json_object, speculative_drafter
 from .facts import Loaded
 from .checks import (audio, cache, clamp, devices, disk, driver, memory, model, parallel, parsers, port, shm,
                      turing_settings)
@@ -127,8 +127,10 @@ def hub_problem(name: str, variable: str, value: str, settings: Settings,
 
 
 def resolve_models(settings: Settings, env: Mapping[str, str] | None = None, extras: Extras | None = None) -> Models:
-    """MODEL (its config read as the server will: --hf-config-path, --hf-overrides) and DRAFTER."""
+    """MODEL (its config read as the server will: --hf-config-path, --hf-overrides) and the drafter
+    (DRAFTER / SPECULATIVE_CONFIG, or --speculative-config in the extra words)."""
     source = config_source(extras) if extras is not None else model.MODEL_FOLDER_CONFIG
+    drafter = settings.drafter or (speculative_drafter(extras) if extras is not None else None)
 
     def resolve(name: str, variable: str, value: str, source: model.ConfigSource) -> model.Resolved:
         def read() -> model.Resolved:
@@ -145,8 +147,8 @@ def resolve_models(settings: Settings, env: Mapping[str, str] | None = None, ext
         except Exception as error:
             return model.Resolved(None, None, could_not_run(name, error))
     return Models(resolve(model.MODEL, "MODEL", settings.model, source),
-                  resolve(model.DRAFTER, "DRAFTER", settings.drafter, model.MODEL_FOLDER_CONFIG)
-                  if settings.drafter else None)
+                  resolve(model.DRAFTER, "DRAFTER" if settings.drafter else extras.name("speculative_config") + " model",
+                          drafter, model.MODEL_FOLDER_CONFIG) if drafter else None)
 
 
 def disk_targets(settings: Settings) -> list[disk.Target]:

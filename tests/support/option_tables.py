@@ -31,11 +31,11 @@ def vllm_like_table() -> dict:
     parser.add_argument("--kv-transfer-config")
     for flag in ("--hf-overrides", "--hf-config-path", "--tokenizer", "--chat-template", "--mm-encoder-attn-backend",
                  "--attention-backend", "--compilation-config", "--download-dir", "--quantization",
-                 "--tool-parser-plugin", "--generation-config", "--ssl-keyfile", "--revision"):
+                 "--tool-parser-plugin", "--generation-config", "--ssl-keyfile", "--revision", "--speculative-config"):
         parser.add_argument(flag)
     table = option_table(parser)
     spec = {"hf_overrides": "union_dict_and_str", "compilation_config": "dataclass", "kv_transfer_config": "dataclass", "chat_template": "optional:str",
-            "hf_config_path": "optional:str", "tokenizer": "optional:str"}
+            "hf_config_path": "optional:str", "tokenizer": "optional:str", "speculative_config": "optional:json"}
     for entry in table["options"]:
         if entry["dest"] in spec:
             entry["type"] = spec[entry["dest"]]

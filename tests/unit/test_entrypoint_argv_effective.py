@@ -11,7 +11,7 @@ import pytest
 
 from contract.verdict import Status
 from entrypoint import preflight
-from entrypoint.argv import judge_extra
+from entrypoint.argv import judge_extra, speculative_problem
 from entrypoint.argv_files import opened_files_problem
 from entrypoint.checks import model, turing_settings
 from entrypoint.settings import SettingsError, parse_settings
@@ -175,6 +175,21 @@ def test_revision_picks_the_snapshot_the_checks_read(tmp_path):
         resolved = preflight.resolve_models(chosen, None, judge_extra(words, (), TABLE)).model
         assert (resolved.path == str(snapshot)) is found, (words, resolved)
     assert "HF_HUB_OFFLINE is set" in resolved.problem.message
+
+
+def test_speculative_config_in_the_words_is_judged_like_the_setting(tmp_path):
+    write_model_dir(tmp_path / "model", LLAMA)
+    write_model_dir(tmp_path / "drafter", {**LLAMA, "quantization_config": {"quant_method": "compressed-tensors"}})
+    words = ("--speculative-config.model", str(tmp_path / "drafter"), "--speculative-config.num_speculative_tokens", "4")
+    extras = judge_extra(words, (), TABLE)
+    assert speculative_problem(extras, False) is None
+    drafter = preflight.resolve_models(settings(tmp_path), None, extras).drafter
+    assert model.check_drafter(drafter).status is Status.FAIL  # the quantized drafter, found through the option
+    conflict = speculative_problem(extras, True)
+    assert conflict is not None and "while SPECULATIVE_CONFIG or DRAFTER is set" in str(conflict)
+    for value in ("[1]", '{"model": ["/d"]}'):
+        problem = speculative_problem(judge_extra(("--speculative-config", value), (), TABLE), False)
+        assert problem is not None and problem.variable == "VLLM_EXTRA_ARGS --speculative-config", value
 
 
 def test_the_fit_check_is_handed_the_overridden_config(tmp_path):
