@@ -192,12 +192,13 @@ def speculative_problem(extras: Extras, set_by_settings: bool) -> SettingsError 
     if value is None:
         return None
     name = extras.name("speculative_config")
+    shown = value if isinstance(value, str) else json.dumps(value)
     if set_by_settings:
-        return SettingsError(name, str(value), f"no {name.split()[-1]} while {SPECULATIVE_SETTING} is set",
+        return SettingsError(name, shown, f"no {name.split()[-1]} while {SPECULATIVE_SETTING} is set",
                              f"Set the drafter in one place: {SPECULATIVE_SETTING}, or the option alone.")
     model = json_object(value).get("model", "")
     if not is_json_object(value) or not isinstance(model, str) or not model.isprintable():
-        return SettingsError(name, str(value), 'a JSON object such as {"model": "/models/drafter", '
+        return SettingsError(name, shown, 'a JSON object such as {"model": "/models/drafter", '
                              '"num_speculative_tokens": 4} whose "model" is a path or model id',
                              f"Fix the JSON, or set {SPECULATIVE_SETTING} instead.")
     return None
