@@ -88,6 +88,15 @@ def human_readable_int_or_auto(value: str) -> int:
     return human_readable_int(value)
 
 
+def loads(value: str):
+    """json.loads as argparse calls it (its message says "invalid loads value"), with JSON nested
+    deeper than the parser's stack refused like any other bad JSON instead of raising past argparse."""
+    try:
+        return json.loads(value)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
 def _json_object(value: str) -> dict:
     try:
         found = json.loads(value)
@@ -118,10 +127,10 @@ def _optional(spec: str, inner: Callable) -> Callable:
 def union_dict_and_str(value: str):
     if not re.match(r"(?s)^\s*{.*}\s*$", value):
         return str(value)
-    return _optional("json", json.loads)(value)
+    return _optional("json", loads)(value)
 
 
-BASIC: dict[str, Callable] = {"int": int, "float": float, "str": str, "json": json.loads,
+BASIC: dict[str, Callable] = {"int": int, "float": float, "str": str, "json": loads,
                               "human_readable_int": human_readable_int,
                               "human_readable_int_or_auto": human_readable_int_or_auto,
                               "union_dict_and_str": union_dict_and_str, "dataclass": _json_object}

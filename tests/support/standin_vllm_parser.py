@@ -51,6 +51,7 @@ def add_vllm_like_options(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     for flag in ("--compilation-config", "--kv-transfer-config"):
         parser.add_argument(flag, type=parse_dataclass)
     parser.add_argument("--speculative-config", type=standin_optional_type(json.loads))
+    parser.add_argument("--default-chat-template-kwargs", type=json.loads)
     for flag in ("--hf-config-path", "--tokenizer", "--chat-template", "--mm-encoder-attn-backend",
                  "--attention-backend", "--download-dir", "--quantization", "--revision"):
         parser.add_argument(flag, type=standin_optional_type(str))

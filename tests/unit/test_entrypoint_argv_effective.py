@@ -44,6 +44,9 @@ def refusal(*words) -> str:
     (("--compilation-config", "3"), "argument --compilation-config: expected a JSON object"),
     (("--compilation-config", "{level: 3}"), "argument --compilation-config: invalid JSON"),
     (("--hf-overrides", '{"max_position_embeddings": }'), "argument --hf-overrides: Value"),
+    (("--default-chat-template-kwargs", "[" * 100000), "invalid loads value"),  # deeper than json's stack
+    (("--hf-overrides", '{"a": ' + "[" * 100000 + "}"), "argument --hf-overrides: Value"),
+    (("--compilation-config", "[" * 100000), "argument --compilation-config: invalid JSON"),
 ])
 def test_a_value_vllms_parser_refuses_is_refused_in_one_line_as_it_says(words, vllm_says):
     message = refusal(*words)

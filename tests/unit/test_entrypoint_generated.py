@@ -53,8 +53,9 @@ def value_for(entry: dict) -> st.SearchStrategy:
         return st.sampled_from(entry["choices"]) | st.text(max_size=8)
     if entry.get("type") in ("int", "human_readable_int"):
         return st.integers(-5, 10**6).map(str) | st.sampled_from(["8k", "1.5K", "2M", "abc", "²", ""])
-    if entry.get("type") in ("union_dict_and_str", "dataclass"):
-        return st.sampled_from(['{"max_position_embeddings": 1024}', "{}", "3", "{bad", f'{{"token": "{SECRET}"}}'])
+    if str(entry.get("type")).split(":")[-1] in ("union_dict_and_str", "dataclass", "json"):
+        return st.sampled_from(['{"max_position_embeddings": 1024}', "{}", "3", "{bad", f'{{"token": "{SECRET}"}}',
+                                "[" * 3000, '{"a": ' + "[" * 3000 + "}"])
     return st.text(string.ascii_letters + string.digits + "/._-{} ", max_size=12)
 
 
