@@ -56,11 +56,18 @@ OLD_NAME = {new: old for old, new in DEPRECATED_ENV_NAMES.items()}
 
 class SettingsError(ValueError):
     """A bad setting: what was found, what was expected, the one thing to do; every secret value it
-    would show masked (entrypoint/redact.py)."""
+    would show masked (entrypoint/redact.py), the value and what was expected cut to a line's length."""
 
     def __init__(self, variable: str, found: str, expected: str, fix: str):
         self.variable = variable
-        super().__init__(redact(f"{variable}={found!r}: expected {expected}. {fix}"))
+        super().__init__(f"{variable}={capped(redact(repr(found)), 240)}: expected {capped(redact(expected), 480)}. "
+                         f"{redact(fix)}")
+
+
+def capped(text: str, most: int) -> str:
+    """`text`, cut at `most` characters with its length said (a refusal stays one readable line
+    however long the value was: an env var can hold 128 KiB)."""
+    return text if len(text) <= most else f"{text[:most]}...({len(text)} characters)"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -40,6 +40,7 @@ def test_every_setting_is_typed_or_refused_in_one_line_naming_it(name, raw):
     except SettingsError as error:
         line = refusal_line(f"bad setting {error}")
         assert "\n" not in line and error.variable == name and f"bad setting {name}=" in line, line
+        assert len(line) < 1500, line
         assert SECRET not in line
         return
     assert isinstance(parsed.model, str) and parsed.model.isprintable() and parsed.model.strip()
@@ -101,6 +102,7 @@ def test_generated_extra_words_are_typed_or_refused_in_one_line_without_the_secr
     except SettingsError as error:
         line = refusal_line(f"bad setting {error}")
         assert "\n" not in line and line.startswith("vllm-turing: bad setting VLLM_EXTRA_ARGS"), line
+        assert len(line) < 1500, line
         assert SECRET not in line or f"/{SECRET}" in raw and "--chat-template" in raw  # a path is no secret
         return
     assert typed_as_recorded(extras.values), extras.values
