@@ -6,6 +6,7 @@ server opens), not refused wholesale. The table is made here by argparse with th
 vLLM's parser has; the image tier (tests/image/test_argv_types_in_image.py) judges with the real one."""
 import json
 import os
+import shutil
 
 import pytest
 
@@ -197,7 +198,11 @@ def test_speculative_config_in_the_words_is_judged_like_the_setting(tmp_path):
 
 def test_the_fit_check_is_handed_the_overridden_config(tmp_path):
     path = preflight.written_config({"max_position_embeddings": 1024})
-    assert json.loads(open(path).read()) == {"max_position_embeddings": 1024} and os.path.basename(path) == "config.json"
+    try:
+        assert json.loads(open(path).read()) == {"max_position_embeddings": 1024}
+        assert os.path.basename(path) == "config.json"
+    finally:
+        shutil.rmtree(os.path.dirname(path))
 
 
 # the files and folders the words point the server at
