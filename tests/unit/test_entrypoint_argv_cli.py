@@ -8,6 +8,7 @@ import pytest
 
 from tests.support.entrypoint_cli import REPO, run_entrypoint
 from tests.support.model_files import write_model_dir
+from tests.support.standin_driver import build_standin_driver
 from tests.support.standin_vllm_parser import write_standin_vllm_parser
 
 SECRET = "sk-planted-cli-2b7e"
@@ -69,3 +70,16 @@ def test_hf_overrides_are_judged_on_the_effective_config(entrypoint):
                          VLLM_EXTRA_ARGS="--hf-overrides.max_position_embeddings 8192")
     assert raised["model"]["status"] == "pass", raised["model"]
     assert "parsed with vLLM" in raised["argv"]["message"] and "hf_overrides" in raised["argv"]["message"]
+
+
+@pytest.mark.parametrize("cc, refused", [((7, 5), True), ((8, 6), False)])
+def test_an_encoder_backend_the_device_lacks_is_refused_naming_the_option(entrypoint, tmp_path, cc, refused):
+    driver = build_standin_driver(tmp_path / "driver", cc=cc)
+    done = run_entrypoint({"MODEL": str(tmp_path / "model"), "PYTHONPATH": f"{tmp_path / 'standin'}:{REPO}",
+                           "VLLM_EXTRA_ARGS": "--mm-encoder-attn-backend FLASH_ATTN"}, "print-command",
+                          library_path=driver)
+    if refused:
+        line = refused_line(done)
+        assert "VLLM_EXTRA_ARGS --mm-encoder-attn-backend='FLASH_ATTN'" in line and "needs 8.0 or newer" in line, line
+    else:
+        assert done.returncode == 0 and "--mm-encoder-attn-backend FLASH_ATTN" in done.stdout, done.stderr
