@@ -5,17 +5,22 @@ vLLM's FlexibleArgumentParser first rewrites the words (underscores to dashes in
 `-O3` to `--optimization-level 3`, dotted `--a.b v` to `--a '{"b": v}'`), then hands them to
 argparse, which takes unambiguous prefixes (`--dt` is `--dtype`). `parse_extra` does the same with
 the image's option table (imagefacts/shape.py), so every spelling vLLM accepts lands on its dest.
-A dest that one of the entrypoint's settings owns is refused naming that setting: the preflight
-checked the setting, and the last word would win in vLLM. What the checks re-judge from here
-(quantization, attention backend, executor backend) they read from `Extras.values`."""
+Each value is converted with the type, choices and nargs vLLM's parser gives its option (the
+table records them: imagefacts/value_types.py), so `--seed abc` is refused here as vLLM's parser
+refuses it. A dest that one of the entrypoint's settings owns is refused naming that setting and the
+spelling the user wrote: the setting is the one place for it (the preflight checks most of them), and
+the last word would win in vLLM. What the checks re-judge from here (quantization, attention
+backends, executor backend, the config overrides and the files the server opens) they read from
+`Extras.values`, typed."""
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
 import re
+import shlex
 
-from imagefacts.shape import ArgvError, long_option, rebuild_parser
+from imagefacts.shape import SPELLED, ArgvError, long_option, rebuild_parser
 from contract.verdict import Result, passed, warned
 from .settings import SettingsError
 
@@ -29,10 +34,15 @@ OWNED = {
     "tensor_parallel_size": "TENSOR_PARALLEL_SIZE", "pipeline_parallel_size": "PIPELINE_PARALLEL_SIZE",
     "max_model_len": "MAX_MODEL_LEN", "max_num_seqs": "MAX_NUM_SEQS",
     "gpu_memory_utilization": "GPU_MEMORY_UTILIZATION", "enforce_eager": "ENFORCE_EAGER",
-    "speculative_config": "SPECULATIVE_CONFIG or DRAFTER", "reasoning_parser": "REASONING_PARSER",
+    "reasoning_parser": "REASONING_PARSER",
     "tool_call_parser": "TOOL_CALL_PARSER", "enable_auto_tool_choice": "TOOL_CALL_PARSER",
     "api_key": "API_KEY_FILE",
 }
+# --speculative-config is judged like SPECULATIVE_CONFIG (its drafter by the drafter, memory and disk
+# checks: speculative_problem, preflight.resolve_models); given together with the setting it is refused.
+SPECULATIVE_SETTING = "SPECULATIVE_CONFIG or DRAFTER"
+# Owned dests no check reads: the setting is their one place, not a checked value.
+NOT_CHECKED = ("served_model_name", "enforce_eager", "max_num_seqs", "gpu_memory_utilization")
 # dest -> why it cannot be given at all, and what to do instead.
 REFUSED = {
     "config": ("a config file sets options the preflight never sees",
@@ -50,14 +60,22 @@ OPTION_NAME = re.compile(r"(?<=--)[^.]*")
 
 @dataclasses.dataclass(frozen=True)
 class Extras:
-    """What the extra words set, by dest (each value as given: a string, True for a flag, a list for
-    nargs '+'/'*'); `judged` is False when no option table was at hand to parse them."""
+    """What the extra words set, by dest (each value converted as vLLM's parser converts it: an int
+    for `--seed 1`, a dict for a JSON option, the constant for a flag, a list for nargs '+'/'*'; text
+    where the table records no type); `judged` is False when no option table was at hand to parse
+    them (then the values are the re-checked options' text)."""
     values: dict
     judged: bool = True
     words: int = 0
+    # dest -> where it was given and how it was spelled there: "VLLM_EXTRA_ARGS --tokenizer"
+    named: dict = dataclasses.field(default_factory=dict)
 
     def get(self, dest: str, default=None):
         return self.values.get(dest, default)
+
+    def name(self, dest: str) -> str:
+        """How a message names the option of `dest`: where it was given, as it was spelled."""
+        return self.named.get(dest) or f"{EXTRA_ARGS} --{dest.replace('_', '-')}"
 
 
 def flexible_words(words: list[str]) -> list[str]:
@@ -103,18 +121,37 @@ def flexible_words(words: list[str]) -> list[str]:
     return out
 
 
-def parse_extra(words: list[str], table: dict) -> dict:
-    """dest -> value for each option the words set; ArgvError for what vLLM's parser would refuse."""
+def parse_words(words: list[str], table: dict) -> tuple[dict, dict]:
+    """(dest -> typed value, dest -> the spelling that set it) for each option the words set;
+    ArgvError for what vLLM's parser would refuse."""
     try:
         namespace, unknown = rebuild_parser(table).parse_known_args(flexible_words(words))
     except argparse.ArgumentError as error:
-        raise ArgvError(str(error)) from None
+        raise ArgvError(" ".join(str(error).split())) from None
     if unknown:
         raise ArgvError(f"unrecognized arguments: {' '.join(unknown)}")
-    return vars(namespace)
+    values = vars(namespace)
+    spelled = values.pop(SPELLED, {})
+    return values, spelled
 
 
-def _json_keys(value) -> dict:
+def parse_extra(words: list[str], table: dict) -> dict:
+    """dest -> typed value for each option the words set; ArgvError for what vLLM's parser would refuse."""
+    return parse_words(words, table)[0]
+
+
+def is_json_object(value) -> bool:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError):
+            return False
+    return isinstance(value, dict)
+
+
+def json_object(value) -> dict:
+    """A JSON option's value as an object: typed already (the option table's type), or text as given
+    where the table records no type; {} for anything else."""
     if isinstance(value, str):
         try:
             value = json.loads(value)
@@ -123,20 +160,52 @@ def _json_keys(value) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def owner_problem(values: dict, table: dict, where: str, raw: str) -> SettingsError | None:
+def owner_problem(values: dict, table: dict, where: str, raw: str, spelled: dict | None = None) -> SettingsError | None:
+    """The first option the words set that a setting owns or that cannot be given, named as written."""
     for dest in values:
-        option = long_option(table, dest) if dest not in ("model_tag",) else "a positional model"
+        option = (spelled or {}).get(dest) or (long_option(table, dest) if dest in table_dests(table)
+                                               else "a positional model")
         if dest in OWNED:
-            return SettingsError(where, raw, f"no {option}: the entrypoint sets it from {OWNED[dest]}, "
-                                 "which the preflight checked", f"Set {OWNED[dest]} instead and remove {option}.")
+            why = "" if dest in NOT_CHECKED else ", which the preflight checks"
+            return SettingsError(where, raw, f"no {option}: the entrypoint sets it from {OWNED[dest]}{why}",
+                                 f"Set {OWNED[dest]} instead and remove {option}.")
         if dest in REFUSED:
             why, fix = REFUSED[dest]
             return SettingsError(where, raw, f"no {option}: {why}", f"Remove {option}; {fix}.")
     for (dest, key), setting in OWNED_KEYS.items():
-        if key in _json_keys(values.get(dest)):
+        if key in json_object(values.get(dest)):
             return SettingsError(where, raw, f"no {key} in {long_option(table, dest)}: the entrypoint sets it from "
                                  f"{setting}", f"Set {setting} instead.")
     return None
+
+
+def speculative_drafter(extras: Extras) -> str | None:
+    """The drafter --speculative-config names in the extra words, if any."""
+    model = json_object(extras.get("speculative_config")).get("model")
+    return model if isinstance(model, str) and model else None
+
+
+def speculative_problem(extras: Extras, set_by_settings: bool) -> SettingsError | None:
+    """--speculative-config in the extra words, judged as SPECULATIVE_CONFIG is: a JSON object whose
+    "model" is printable text; refused beside SPECULATIVE_CONFIG or DRAFTER (one place for it)."""
+    value = extras.get("speculative_config")
+    if value is None:
+        return None
+    name = extras.name("speculative_config")
+    shown = value if isinstance(value, str) else json.dumps(value)
+    if set_by_settings:
+        return SettingsError(name, shown, f"no {name.split()[-1]} while {SPECULATIVE_SETTING} is set",
+                             f"Set the drafter in one place: {SPECULATIVE_SETTING}, or the option alone.")
+    model = json_object(value).get("model", "")
+    if not is_json_object(value) or not isinstance(model, str) or not model.isprintable():
+        return SettingsError(name, shown, 'a JSON object such as {"model": "/models/drafter", '
+                             '"num_speculative_tokens": 4} whose "model" is a path or model id',
+                             f"Fix the JSON, or set {SPECULATIVE_SETTING} instead.")
+    return None
+
+
+def table_dests(table: dict) -> set[str]:
+    return {entry["dest"] for entry in table["options"]}
 
 
 # Without an option table (no image facts and no vLLM to ask), the checks still see these options
@@ -170,20 +239,22 @@ def judge_extra(extra_args: tuple[str, ...], container_args: tuple[str, ...], ta
         return Extras(spelled_out(list(extra_args) + list(container_args)), judged=False,
                       words=len(extra_args) + len(container_args))
     values: dict = {}
+    named: dict = {}
     for where, words in ((EXTRA_ARGS, extra_args), (CONTAINER_ARGS, container_args)):
         if not words:
             continue
-        raw = " ".join(words)
+        raw = shlex.join(words)
         try:
-            parsed = parse_extra(list(words), table)
+            parsed, spelled = parse_words(list(words), table)
         except ArgvError as error:
             raise SettingsError(where, raw, f"options of this vLLM's server ({error})",
                                 "Fix or remove that word; `vllm serve --help=all` lists the options.") from None
-        problem = owner_problem(parsed, table, where, raw)
+        problem = owner_problem(parsed, table, where, raw, spelled)
         if problem:
             raise problem
         values.update(parsed)
-    return Extras(values, words=len(extra_args) + len(container_args))
+        named.update({dest: f"{where} {spelled.get(dest) or long_option(table, dest)}" for dest in parsed})
+    return Extras(values, words=len(extra_args) + len(container_args), named=named)
 
 
 NAME = "argv"

@@ -14,13 +14,15 @@ from contract.layout import ENV_API_KEY
 from contract.verdict import any_failed
 
 from . import facts, files, identity, linker_cache, preflight, report, start_report
-from .argv import judge_extra
+from .argv import Extras, judge_extra, speculative_problem
+from .argv_files import opened_files_problem
 from .checks import cache, driver_floor, parallel, turing_settings
 from .command import server_argv
 from .device import NoDevice, probe_devices, weakest
 from .api_key import server_api_key
 from .environment import server_env
-from .settings import SettingsError, parse_settings, validate_for_device, validate_parser_names
+from .redact import redact, redact_words
+from .settings import Settings, SettingsError, parse_settings, validate_for_device, validate_parser_names
 
 MODES = ("check", "print-command")
 USAGE = "usage: entrypoint check [--json] | print-command [--json] | [extra server args...]"
@@ -40,11 +42,30 @@ def parse_argv(argv: list[str]) -> tuple[str, bool, tuple[str, ...]]:
     return "serve", False, tuple(argv)
 
 
+def refusal_line(message: str) -> str:
+    """The one stderr line of a refusal: secrets masked, unprintable characters escaped."""
+    return f"vllm-turing: {files.shown(redact(message))}"
+
+
 def refuse(message: str, as_json: bool, **fields) -> int:
-    print(f"vllm-turing: {files.shown(message)}", file=sys.stderr)
+    print(refusal_line(message), file=sys.stderr)
+    message = redact(message)
     if as_json:
         print(json.dumps({"ok": False, "error": message, **fields}))
     return 2
+
+
+def judge_words(settings: Settings, container_args: tuple[str, ...], server_facts: facts.Facts | None) -> Extras:
+    """The extra words (VLLM_EXTRA_ARGS, the container's arguments) judged as vLLM will take them:
+    typed by the server's option table, none owned by a setting, the parser names registered, the
+    files they name usable; SettingsError (exit 2) naming the option as written otherwise."""
+    extras = judge_extra(settings.extra_args, container_args, server_facts.server_parser if server_facts else None)
+    if server_facts is not None:
+        validate_parser_names(settings, server_facts.document["parsers"], set(extras.values))
+    problem = speculative_problem(extras, settings.speculative_config is not None) or opened_files_problem(extras)
+    if problem:
+        raise problem
+    return extras
 
 
 def main(argv: list[str], env: Mapping[str, str]) -> int:
@@ -60,10 +81,7 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
         settings = parse_settings(env)
         loaded = facts.load()
         server_facts, argv_source = facts.for_argv(loaded)
-        extras = judge_extra(settings.extra_args, container_args,
-                             server_facts.server_parser if server_facts else None)
-        if server_facts is not None:
-            validate_parser_names(settings, server_facts.document["parsers"], set(extras.values))
+        extras = judge_words(settings, container_args, server_facts)
         try:
             gpus, device_error = probe_devices(), ""
         except NoDevice as error:
@@ -79,17 +97,18 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
         return refuse(f"bad setting {error}", as_json, variable=error.variable)
     argv_out = server_argv(settings, device, container_args)
     if mode == "print-command":
-        print(json.dumps({"argv": argv_out}) if as_json else shlex.join(argv_out))
+        shown_argv = redact_words(argv_out)
+        print(json.dumps({"argv": shown_argv}) if as_json else shlex.join(shown_argv))
         return 0
     linker_cache.refresh(os.geteuid())
     started = time.perf_counter()
     results = preflight.run_checks(
-        preflight.plan(settings, device, preflight.resolve_models(settings, env), env, gpus, extras, loaded,
+        preflight.plan(settings, device, preflight.resolve_models(settings, env, extras), env, gpus, extras, loaded,
                        argv_source),
         settings.skip_checks)
     elapsed = time.perf_counter() - started
     if as_json:
-        print(report.render_json(results, elapsed, device, device_error, argv_out))
+        print(report.render_json(results, elapsed, device, device_error, redact_words(argv_out)))
     else:
         print(report.render_text(results, elapsed, device, device_error))
     if any_failed(results):
@@ -99,7 +118,7 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
     stamp_problem = cache.stamp_before_start(settings.vllm_cache_root, settings.skip_checks)
     if stamp_problem:
         print(f"vllm-turing: WARN cache: {stamp_problem}", file=sys.stderr)
-    print("vllm-turing: exec " + shlex.join(argv_out), flush=True)
+    print("vllm-turing: exec " + shlex.join(redact_words(argv_out)), flush=True)
     sys.stderr.flush()
     exec_env = {**server_env(env), **start_report.exec_env(elapsed)}
     if api_key is not None:

@@ -2,7 +2,9 @@
 (skipped by SKIP_CHECKS with a warning, each timed)."""
 from __future__ import annotations
 
+import json
 import os
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -12,7 +14,7 @@ from contract.model_config import ModelConfig
 from contract.verdict import Result, failed, warned
 
 from . import environment, hub
-from .argv import Extras, argv_result
+from .argv import Extras, argv_result, json_object, speculative_drafter
 from .facts import Loaded
 from .checks import (audio, cache, clamp, devices, disk, driver, memory, model, parallel, parsers, port, shm,
                      turing_settings)
@@ -64,6 +66,8 @@ def fit_check(resolved: model.Resolved, tensor_parallel_size: int = 1, dtype: st
     and what the extra words and the environment make it launch beyond them (ReplaySSM, tuned files)."""
     def run(device: Device) -> Check | Background:
         config = resolved.config_file
+        if config is not None and resolved.config is not None and resolved.overridden:
+            config = written_config(resolved.config)
         if config is None or model_config(resolved) is None:
             return lambda: warned(clamp.FIT, "not run: the model's config.json is not present or not readable",
                                   "see the model check")
@@ -77,6 +81,22 @@ def fit_check(resolved: model.Resolved, tensor_parallel_size: int = 1, dtype: st
             clamp.start_fit(config, model_config(resolved), device.cc, device.smem_optin, tensor_parallel=tensor_parallel_size,
                             dtype=dtype, towers=towers), unproven))
     return run
+
+
+def written_config(config: dict) -> str:
+    """`config` (config.json with --hf-overrides applied) as a file for the fit check's subprocess."""
+    folder = tempfile.mkdtemp(prefix="vllm-turing-config-")
+    path = os.path.join(folder, "config.json")
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(config, handle)
+    return path
+
+
+def config_source(extras: Extras) -> model.ConfigSource:
+    """Where the server reads the model's config from, as the extra words set it."""
+    revision = extras.get("revision")
+    return model.ConfigSource(json_object(extras.get("hf_overrides")) or None, extras.get("hf_config_path") or None,
+                              extras.name("hf_config_path"), revision if isinstance(revision, str) and revision else None)
 
 
 @dataclass(frozen=True)
@@ -107,10 +127,15 @@ def hub_problem(name: str, variable: str, value: str, settings: Settings,
         "container network access (HTTPS_PROXY where a proxy is needed)"))
 
 
-def resolve_models(settings: Settings, env: Mapping[str, str] | None = None) -> Models:
-    def resolve(name: str, variable: str, value: str) -> model.Resolved:
+def resolve_models(settings: Settings, env: Mapping[str, str] | None = None, extras: Extras | None = None) -> Models:
+    """MODEL (its config read as the server will: --hf-config-path, --hf-overrides) and the drafter
+    (DRAFTER / SPECULATIVE_CONFIG, or --speculative-config in the extra words)."""
+    source = config_source(extras) if extras is not None else model.MODEL_FOLDER_CONFIG
+    drafter = settings.drafter or (speculative_drafter(extras) if extras is not None else None)
+
+    def resolve(name: str, variable: str, value: str, source: model.ConfigSource) -> model.Resolved:
         def read() -> model.Resolved:
-            found = model.resolve(name, variable, value, settings.hf_hub_cache, settings.hf_offline)
+            found = model.resolve(name, variable, value, settings.hf_hub_cache, settings.hf_offline, source)
             if found.path is None and env is not None:
                 return hub_problem(name, variable, value, settings, env) or found
             return found
@@ -122,8 +147,9 @@ def resolve_models(settings: Settings, env: Mapping[str, str] | None = None) -> 
                                                            "network mount, a FIFO)"))
         except Exception as error:
             return model.Resolved(None, None, could_not_run(name, error))
-    return Models(resolve(model.MODEL, "MODEL", settings.model),
-                  resolve(model.DRAFTER, "DRAFTER", settings.drafter) if settings.drafter else None)
+    return Models(resolve(model.MODEL, "MODEL", settings.model, source),
+                  resolve(model.DRAFTER, "DRAFTER" if settings.drafter else extras.name("speculative_config") + " model",
+                          drafter, model.MODEL_FOLDER_CONFIG) if drafter else None)
 
 
 def disk_targets(settings: Settings) -> list[disk.Target]:
@@ -131,6 +157,32 @@ def disk_targets(settings: Settings) -> list[disk.Target]:
             disk.Target("TMPDIR", settings.tmpdir, disk.NEED_TMPDIR),
             disk.Target("Triton cache", settings.triton_cache_dir, disk.NEED_TRITON_CACHE),
             disk.Target("vLLM cache", settings.vllm_cache_root, disk.NEED_VLLM_CACHE)]
+
+
+def cache_writes(settings: Settings, extras: Extras) -> tuple[cache.Written, ...]:
+    """Every cache folder the server writes besides VLLM_CACHE_ROOT (the cache check judges that one
+    itself), with what an unwritable one does."""
+    written = [cache.Written("TRITON_CACHE_DIR", settings.triton_cache_dir, True, cache.TRITON_CONSEQUENCE),
+               cache.Written("HF_HUB_CACHE", settings.hf_hub_cache, False,
+                             "a Hub model id cannot be downloaded or locked there")]
+    if settings.cache_home:
+        written.append(cache.Written("XDG_CACHE_HOME", settings.cache_home, False,
+                                     "libraries that keep their caches there (FlashInfer, outlines) fail or rebuild"))
+    if settings.inductor_cache_dir:
+        written.append(cache.Written("TORCHINDUCTOR_CACHE_DIR", settings.inductor_cache_dir, False,
+                                     "torch.compile fails at its first compile unless ENFORCE_EAGER is set"))
+    if settings.cuda_cache_path:
+        written.append(cache.Written("CUDA_CACHE_PATH", settings.cuda_cache_path, False,
+                                     "CUDA compiles its PTX afresh at every start"))
+    download = extras.get("download_dir")
+    if isinstance(download, str) and os.path.isabs(download):
+        written.append(cache.Written(extras.name("download_dir"), download, False,
+                                     "a Hub model id cannot be downloaded there"))
+    compile_cache = json_object(extras.get("compilation_config")).get("cache_dir")
+    if isinstance(compile_cache, str) and os.path.isabs(compile_cache):
+        written.append(cache.Written(f"{extras.name('compilation_config')} cache_dir", compile_cache, False,
+                                     "torch.compile's artifacts are not kept, every start compiles afresh"))
+    return tuple(written)
 
 
 def model_config(resolved: model.Resolved) -> ModelConfig | None:
@@ -180,7 +232,7 @@ def plan(settings: Settings, device: Device | None, models: Models, env: Mapping
         "quantization": needs_device("quantization", device, quantization_check(models, extras, loaded)),
         "audio": lambda: audio.check_audio(model_config(models.model), extras),
         "disk": lambda: disk.check_disk(disk_targets(settings)),
-        "cache": lambda: cache.check_cache(settings.vllm_cache_root),
+        "cache": lambda: cache.check_cache(settings.vllm_cache_root, written=cache_writes(settings, extras)),
         "shm": lambda: shm.check_shm(parallel_sizes, parallel_sizes.executor(cuda=device is not None),
                                      shm.mq_chunk_mb(env)),
         "memory": lambda: memory.check_memory(model.staged_bytes(models.loaded), read_text(memory.MEMINFO)),

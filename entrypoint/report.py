@@ -5,6 +5,7 @@ import json
 
 from .device import Device
 from .files import shown
+from .redact import redact
 from contract.verdict import Result, Status, any_failed
 
 
@@ -23,8 +24,8 @@ def render_text(results: list[Result], elapsed_s: float, device: Device | None, 
     width = max(len(result.name) for result in results)
     lines = [f"vllm-turing preflight, {shown(device_line(device, device_error))}"]
     for result in results:
-        line = f"{result.status.value.upper():4}  {result.name:{width}}  {shown(result.message)}"
-        lines.append(line + (f" -> fix: {shown(result.fix)}" if result.fix and result.status is not Status.PASS
+        line = f"{result.status.value.upper():4}  {result.name:{width}}  {shown(redact(result.message))}"
+        lines.append(line + (f" -> fix: {shown(redact(result.fix))}" if result.fix and result.status is not Status.PASS
                              else ""))
     tally = counts(results)
     lines.append(f"checks took {elapsed_s:.2f} s: {tally['fail']} failed, {tally['warn']} warned, "
@@ -40,6 +41,7 @@ def render_json(results: list[Result], elapsed_s: float, device: Device | None, 
         "device": device.to_dict() if device else None,
         "device_error": device_error or None,
         "counts": counts(results),
-        "checks": [result.to_dict() for result in results],
+        "checks": [{**result.to_dict(), "message": redact(result.message), "fix": redact(result.fix or "") or result.fix}
+                   for result in results],
         "argv": argv,
     }, indent=2)

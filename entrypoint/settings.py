@@ -11,7 +11,8 @@ import shlex
 from typing import Mapping
 
 from contract.devices import BF16_MIN_CC, FP8_MIN_CC
-from contract.layout import ENV_API_KEY, ENV_API_KEY_FILE
+from contract.layout import DEPRECATED_ENV_NAMES, ENV_API_KEY, ENV_API_KEY_FILE, ENV_CC, ENV_FIT_TABLE, ENV_SMEM_LIMIT
+from .redact import redact
 
 # The one program the entrypoint execs. Nothing in the environment replaces it: the test tiers
 # put a stand-in `vllm` package on PYTHONPATH instead (tests/support/standin_vllm.py).
@@ -27,7 +28,9 @@ ENTRYPOINT_ONLY = ("MODEL", "SERVED_MODEL_NAME", "HOST", "PORT", "DTYPE", "MAX_M
                    "TENSOR_PARALLEL_SIZE", "PIPELINE_PARALLEL_SIZE", ENV_API_KEY_FILE)
 # Names the entrypoint reads that the server (vLLM, huggingface_hub, Triton) reads too: passed on.
 SHARED_WITH_SERVER = (ENV_API_KEY, "HOME", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TMPDIR",
-                      "TRITON_CACHE_DIR", "VLLM_CACHE_ROOT", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+                      "TRITON_CACHE_DIR", "VLLM_CACHE_ROOT", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
+                      "TORCHINDUCTOR_CACHE_DIR", "CUDA_CACHE_PATH", "TURING_CLAMP_SMEM_LIMIT", "TURING_CLAMP_CC", "TURING_CLAMP_FIT_TABLE",
+                      "TURING_CLAMP_RANKED_CONFIGS", "VLLM_TURING_SMEM_LIMIT", "VLLM_TURING_CC", "VLLM_TURING_FIT_TABLE")
 
 DTYPES = {"auto": "auto", "half": "float16", "float16": "float16", "bfloat16": "bfloat16",
           "float": "float32", "float32": "float32"}
@@ -42,13 +45,28 @@ MAX_CONTEXT = 16 * 2**20
 MAX_SEQS = 65536
 MAX_GPUS = 64
 
+# The clamp's settings (patches/turing_clamp/runtime.py reads them in the server, where a bad value
+# is an error at the first attention launch, after the load): a shared-memory limit in bytes (no GPU
+# has more than 228 KiB per block), a compute capability as the clamp writes it (75 for 7.5), files.
+MAX_SMEM_LIMIT = 256 * 1024
+ENV_RANKED_CONFIGS = "TURING_CLAMP_RANKED_CONFIGS"
+OLD_NAME = {new: old for old, new in DEPRECATED_ENV_NAMES.items()}
+
 
 class SettingsError(ValueError):
-    """A bad setting: what was found, what was expected, the one thing to do."""
+    """A bad setting: what was found, what was expected, the one thing to do; every secret value it
+    would show masked (entrypoint/redact.py), the value and what was expected cut to a line's length."""
 
     def __init__(self, variable: str, found: str, expected: str, fix: str):
         self.variable = variable
-        super().__init__(f"{variable}={found!r}: expected {expected}. {fix}")
+        super().__init__(f"{variable}={capped(redact(repr(found)), 240)}: expected {capped(redact(expected), 480)}. "
+                         f"{redact(fix)}")
+
+
+def capped(text: str, most: int) -> str:
+    """`text`, cut at `most` characters with its length said (a refusal stays one readable line
+    however long the value was: an env var can hold 128 KiB)."""
+    return text if len(text) <= most else f"{text[:most]}...({len(text)} characters)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +95,11 @@ class Settings:
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     api_key_file: str | None = None
+    clamp_smem_limit: int | None = None
+    clamp_cc: int | None = None
+    cache_home: str | None = None           # XDG_CACHE_HOME, else HOME/.cache
+    inductor_cache_dir: str | None = None   # TORCHINDUCTOR_CACHE_DIR when set
+    cuda_cache_path: str | None = None      # CUDA_CACHE_PATH (CUDA's PTX JIT cache) when set
 
     @property
     def world_size(self) -> int:
@@ -242,6 +265,20 @@ def _skip_checks(env) -> tuple[str, ...]:
     return names
 
 
+def _clamp_int(env, name: str, low: int, high: int, example: str) -> int | None:
+    """The clamp's integer setting under its name, else under the first release's name (as the clamp
+    reads them: the new name wins)."""
+    for variable in (name, OLD_NAME.get(name)):
+        if variable and _get(env, variable) is not None:
+            return _bounded_int(env, variable, low, high, example)
+    return None
+
+
+def _clamp_paths(env) -> None:
+    for name in (ENV_FIT_TABLE, OLD_NAME[ENV_FIT_TABLE], ENV_RANKED_CONFIGS):
+        _absolute_path(env, name, None)
+
+
 def parse_settings(env: Mapping[str, str]) -> Settings:
     """All settings from `env`; raises SettingsError on the first bad value."""
     _device_list(env, "CUDA_VISIBLE_DEVICES", ())
@@ -250,6 +287,7 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
     if model is None:
         raise SettingsError("MODEL", "", "a local model directory or a Hugging Face model id",
                             "Set MODEL in the env file, e.g. MODEL=/models/gemma-4-E2B-it.")
+    _clamp_paths(env)
     home = _absolute_path(env, "HOME", "/root")
     cache_home = _absolute_path(env, "XDG_CACHE_HOME", os.path.join(home, ".cache"))
     hf_home = _absolute_path(env, "HF_HOME", os.path.join(cache_home, "huggingface"))
@@ -278,6 +316,11 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
         tensor_parallel_size=_bounded_int(env, "TENSOR_PARALLEL_SIZE", 1, MAX_GPUS, "2") or 1,
         pipeline_parallel_size=_bounded_int(env, "PIPELINE_PARALLEL_SIZE", 1, MAX_GPUS, "1") or 1,
         api_key_file=_absolute_path(env, ENV_API_KEY_FILE, None),
+        clamp_smem_limit=_clamp_int(env, ENV_SMEM_LIMIT, 1, MAX_SMEM_LIMIT, "65536"),
+        clamp_cc=_clamp_int(env, ENV_CC, 30, 199, "75"),
+        cache_home=cache_home,
+        inductor_cache_dir=_absolute_path(env, "TORCHINDUCTOR_CACHE_DIR", None),
+        cuda_cache_path=_absolute_path(env, "CUDA_CACHE_PATH", None),
     )
 
 

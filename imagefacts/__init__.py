@@ -7,8 +7,9 @@ importing torch or vLLM at every start:
   say after a `pip install -U` in a derived image, sends the preflight back to importing them);
 - torch: its CUDA version and compiled arch list;
 - server_parser: the option table of the argument parser `python3 -m vllm.entrypoints.openai.api_server`
-  builds (every option string, its dest, whether it takes a value, its choices), so the entrypoint
-  judges the argv it will exec with vLLM's own options and aliases;
+  builds (every option string, its dest, its nargs, and for an option that takes a value its type
+  by name, choices and const: value_types.py), so the entrypoint judges the argv it will exec with
+  vLLM's own options, aliases and value types;
 - parsers: the tool-call and reasoning parser names vLLM registers;
 - quantization: each quantization method's minimum compute capability (vLLM's get_min_capability).
 

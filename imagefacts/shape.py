@@ -2,7 +2,9 @@
 reader (entrypoint/facts.py, every start, standard library only).
 
 The server parser's option table is argparse's own view of vLLM's parser: per action its option
-strings, dest and nargs (0 for flags). `rebuild_parser` makes a standard-library parser with the
+strings, dest and nargs (0 for flags); for options taking a value also its type (named by
+imagefacts/value_types.py), choices and const where argparse has them (facts written before these
+were recorded lack them: such options take any text). `rebuild_parser` makes a standard-library parser with the
 same options, abbreviation rule and prefix characters, so the entrypoint parses an argv exactly as
 vLLM's parser will (the same Python's argparse, in the same image) without importing vLLM.
 """
@@ -10,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+
+from imagefacts.value_types import converter, type_spec
 
 SCHEMA = 1
 PACKAGES = ("vllm", "torch", "triton")
@@ -39,9 +43,29 @@ def flag_values(action: argparse.Action, options: list[str]) -> dict[str, object
     return {option: False if option in negative else value for option in options}
 
 
+JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def value_facts(action: argparse.Action) -> dict:
+    """type, choices and const of an option that takes a value, where argparse has them and the
+    table can hold them (choices and const only as JSON scalars)."""
+    found = {}
+    spec = type_spec(action.type)
+    if spec is not None:
+        found["type"] = spec
+    if action.choices is not None:
+        choices = list(action.choices)
+        if all(isinstance(choice, JSON_SCALARS) for choice in choices):
+            found["choices"] = choices
+    if action.nargs == argparse.OPTIONAL and isinstance(action.const, JSON_SCALARS) and action.const is not None:
+        found["const"] = action.const
+    return found
+
+
 def option_table(parser: argparse.ArgumentParser) -> dict:
     """Every option string the parser has registered for each action (help-hidden spellings included,
-    which vLLM's EnableDisableAction leaves out of `option_strings`), its dest and nargs."""
+    which vLLM's EnableDisableAction leaves out of `option_strings`), its dest and nargs, and for an
+    option that takes a value its type, choices and const (value_facts)."""
     registered: dict[int, list[str]] = {}
     for option, action in parser._option_string_actions.items():
         registered.setdefault(id(action), []).append(option)
@@ -51,9 +75,9 @@ def option_table(parser: argparse.ArgumentParser) -> dict:
         if action.option_strings:
             strings = registered.get(id(action), list(action.option_strings))
             options.append({"options": strings, **entry,
-                            **({"values": flag_values(action, strings)} if action.nargs == 0 else {})})
+                            **({"values": flag_values(action, strings)} if action.nargs == 0 else value_facts(action))})
         else:
-            positionals.append(entry)
+            positionals.append({**entry, **value_facts(action)})
     return {"allow_abbrev": parser.allow_abbrev, "prefix_chars": parser.prefix_chars,
             "options": options, "positionals": positionals}  # vLLM's order: argparse's messages list them so
 
@@ -67,8 +91,35 @@ class _RaisingParser(argparse.ArgumentParser):
         raise ArgvError(message)
 
 
+SPELLED = "_spelled"  # namespace attribute: dest -> the option string the words used for it
+
+
+class _Spelled(argparse.Action):
+    """store (or store_const for a flag) that also records which spelling set the dest, so a message
+    names what the user wrote (`--enforce-eager`, not the longest spelling `--no-enforce-eager`)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
+        spelled = dict(getattr(namespace, SPELLED, {}))
+        spelled[self.dest] = option_string
+        setattr(namespace, SPELLED, spelled)
+
+
+def _value_kwargs(entry: dict) -> dict:
+    kwargs = {}
+    convert = converter(entry.get("type"))
+    if convert is not None:
+        kwargs["type"] = convert
+    if isinstance(entry.get("choices"), list) and (convert is not None or entry.get("type") is None):
+        kwargs["choices"] = entry["choices"]
+    if "const" in entry and entry["nargs"] == argparse.OPTIONAL:
+        kwargs["const"] = entry["const"]
+    return kwargs
+
+
 def rebuild_parser(table: dict) -> argparse.ArgumentParser:
-    """A parser with the table's options; every dest absent unless given (default SUPPRESS)."""
+    """A parser with the table's options, types and choices; every dest absent unless given (default
+    SUPPRESS); the spelling that set each dest in the namespace's SPELLED."""
     parser = _RaisingParser(prog="vllm", add_help=False, allow_abbrev=table["allow_abbrev"],
                             prefix_chars=table["prefix_chars"], exit_on_error=False)
     for entry in table["options"]:
@@ -76,12 +127,12 @@ def rebuild_parser(table: dict) -> argparse.ArgumentParser:
             values = entry.get("values") or dict.fromkeys(entry["options"], True)
             for value in dict.fromkeys(values.values()):
                 parser.add_argument(*[o for o in entry["options"] if values.get(o, True) == value], dest=entry["dest"],
-                                    action="store_const", const=value, default=argparse.SUPPRESS)
+                                    action=_Spelled, nargs=0, const=value, default=argparse.SUPPRESS)
         else:
-            parser.add_argument(*entry["options"], dest=entry["dest"], nargs=entry["nargs"],
-                                default=argparse.SUPPRESS)
+            parser.add_argument(*entry["options"], dest=entry["dest"], nargs=entry["nargs"], action=_Spelled,
+                                default=argparse.SUPPRESS, **_value_kwargs(entry))
     for entry in table["positionals"]:
-        parser.add_argument(entry["dest"], nargs=entry["nargs"], default=argparse.SUPPRESS)
+        parser.add_argument(entry["dest"], nargs=entry["nargs"], default=argparse.SUPPRESS, **_value_kwargs(entry))
     return parser
 
 

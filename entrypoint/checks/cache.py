@@ -5,6 +5,12 @@ change with the image. A cache from another image, one without a stamp, or a cac
 a writable directory is a warning, never a failure: vLLM keys its artifacts itself, so a stale cache
 costs a full compile and disk space, not correctness.
 
+Every other cache the server writes (Triton's, the Hub's, XDG_CACHE_HOME, torch inductor's when
+set, the folders the extra words name) is probed by creating and removing a file in it (or in its
+nearest existing parent, where it will be created) as the uid the server runs as: Triton's raises
+PermissionError at the first kernel compile, after the load (measured in the image as uid 4242:4242
+with the units' cache paths), so an unwritable Triton cache fails the check; the others warn.
+
 `check` only reports; the serve path stamps (after the preflight passed, right before exec)."""
 from __future__ import annotations
 
@@ -13,11 +19,12 @@ import hashlib
 import json
 import os
 import stat
+import tempfile
 from typing import Callable, Mapping
 
 from imagefacts.shape import PACKAGES, installed
 from contract.layout import CACHE_STAMP_NAME, CLAMP_REPORT, FIT_TABLE, IMAGE_FACTS, VERSIONS_REPORT
-from contract.verdict import Result, passed, warned
+from contract.verdict import Result, Status, failed, passed, warned
 from .. import files
 from .disk import existing_ancestor
 
@@ -114,13 +121,58 @@ def _read_stamp(root: str) -> tuple[Identity | None, str]:
 
 
 def _unwritable_why(path: str) -> str:
-    """Why `path` (an existing directory) cannot take new files, or "" when it can."""
+    """Why `path` (an existing directory) cannot take new files as this process's uid, or "" when it
+    can: a file is created there and removed (os.access answers for the real uid, and not for a
+    read-only mount or an ACL)."""
     try:
         if os.statvfs(path).f_flag & os.ST_RDONLY:
             return "read-only filesystem"
+        fd, probe = tempfile.mkstemp(prefix=".vllm-turing-probe-", dir=path)
     except OSError as error:
-        return error.strerror or str(error)
-    return "" if os.access(path, os.W_OK | os.X_OK) else "permission denied"
+        return (error.strerror or str(error)).lower()
+    os.close(fd)
+    try:
+        os.unlink(probe)
+    except OSError:
+        pass
+    return ""
+
+
+def writable_why(path: str) -> str:
+    """Why the server cannot write under `path` (created where missing), or "" when it can."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return _unwritable_why(existing_ancestor(path))
+    except (OSError, ValueError) as error:
+        return (getattr(error, "strerror", None) or str(error)).lower()
+    if not stat.S_ISDIR(info.st_mode):
+        return f"it is {files.kind(info.st_mode)}, not a directory"
+    return _unwritable_why(path)
+
+
+@dataclasses.dataclass(frozen=True)
+class Written:
+    """A cache folder the server writes: the setting (or option) that names it, the path, whether
+    an unwritable one fails the preflight, and what happens when the server cannot write it."""
+    setting: str
+    path: str
+    required: bool
+    consequence: str
+
+
+TRITON_CONSEQUENCE = "Triton raises PermissionError at the first kernel compile, after the model has loaded"
+
+
+def unwritable(written: Written, why: str) -> str:
+    return f"{written.setting} {written.path} is not writable by uid {os.geteuid()} ({why}): {written.consequence}"
+
+
+def writable_fix(written: list[Written]) -> str:
+    names = " and ".join(dict.fromkeys(item.setting for item in written))
+    return (f"mount a volume writable by uid {os.geteuid()} (gid {os.getegid()}) there (chown or chmod g+w on the host "
+            f"with the group the container runs in), point {names} at a writable folder, or run the container as the "
+            "folder's owner")
 
 
 WALK_LIMIT = 10_000  # directory entries read before a cache of empty directories counts as filled
@@ -196,8 +248,21 @@ def needs_stamp(state: CacheState, ours: Identity) -> bool:
         (state.stamp is None or state.stamp.digest != ours.digest)
 
 
-def check_cache(root: str, ours: Identity | None = None) -> Result:
-    return judge(root, inspect(root), ours or image_identity())
+def check_cache(root: str, ours: Identity | None = None, written: tuple[Written, ...] = ()) -> Result:
+    """VLLM_CACHE_ROOT judged (judge), and every other cache in `written` probed: a required one that
+    is not writable fails, any other warns (with the VLLM_CACHE_ROOT finding after it)."""
+    problems = [(item, why) for item in written for why in [writable_why(item.path)] if why]
+    required = [(item, why) for item, why in problems if item.required]
+    if required:
+        return failed(NAME, "; ".join(unwritable(item, why) for item, why in required),
+                      writable_fix([item for item, _ in required]))
+    result = judge(root, inspect(root), ours or image_identity())
+    if not problems:
+        return result
+    lines = [unwritable(item, why) for item, why in problems]
+    if result.status is not Status.PASS:
+        return warned(NAME, "; ".join([result.message, *lines]), f"{result.fix}; {writable_fix([i for i, _ in problems])}")
+    return warned(NAME, "; ".join(lines), writable_fix([item for item, _ in problems]))
 
 
 def write_stamp(root: str, ours: Identity) -> None:

@@ -55,18 +55,23 @@ class ModelDir:
     weight_format: str = SAFETENSORS  # which of vLLM's weight formats the files are
 
 
-def hf_cache_snapshot(model_id: str, hub_cache: str) -> str | None:
-    """The snapshot directory of `model_id` in a huggingface_hub cache (refs/main first), if any."""
+def hf_cache_snapshot(model_id: str, hub_cache: str, revision: str | None = None) -> str | None:
+    """The snapshot directory of `model_id` in a huggingface_hub cache, if any: of `revision` (a
+    branch or tag under refs/, or a commit) when given, else refs/main's, else the newest."""
     repo = os.path.join(hub_cache, "models--" + model_id.replace("/", "--"))
     snapshots = os.path.join(repo, "snapshots")
+    name = revision or "main"
     try:
-        revision = files.read_bytes(os.path.join(repo, "refs", "main"), "refs/main", REF_CAP).decode("ascii").strip()
+        ref = files.read_bytes(os.path.join(repo, "refs", name), f"refs/{name}", REF_CAP).decode("ascii").strip() \
+            if REVISION.fullmatch(name) and name not in (".", "..") else ""
     except (files.FileProblem, UnicodeDecodeError):
-        revision = ""
-    if REVISION.fullmatch(revision) and revision not in (".", ".."):
-        candidate = os.path.join(snapshots, revision)
-        if os.path.isdir(candidate):
-            return candidate
+        ref = ""
+    for candidate in (ref, revision or ""):
+        if REVISION.fullmatch(candidate) and candidate not in (".", "..") \
+                and os.path.isdir(os.path.join(snapshots, candidate)):
+            return os.path.join(snapshots, candidate)
+    if revision:
+        return None  # that revision is not in the cache: the server downloads it
     try:
         entries = [os.path.join(snapshots, name) for name in os.listdir(snapshots)]
     except (OSError, ValueError):
@@ -82,13 +87,14 @@ def _mtime(path: str) -> float:
         return 0.0
 
 
-def locate(model: str, hub_cache: str) -> str | None:
-    """A local directory as given, else the HF cache's snapshot of that id; None when neither exists."""
+def locate(model: str, hub_cache: str, revision: str | None = None) -> str | None:
+    """A local directory as given, else the HF cache's snapshot of that id (at `revision`, the
+    server's --revision, when given); None when neither exists."""
     if os.path.isdir(model):
         return model
     if os.path.isabs(model) or model.startswith("."):
         return None
-    return hf_cache_snapshot(model, hub_cache)
+    return hf_cache_snapshot(model, hub_cache, revision)
 
 
 def _name(path: str, file: str) -> str:
@@ -179,24 +185,71 @@ def pytorch_problem(path: str, name: str) -> str | None:
 
 def _redownload(path: str, file: str | None = None, problem: object = None) -> str:
     if "Permission denied" in str(problem or ""):  # the file is there; this uid may not read it
-        return (f"make {files.shown(path)} readable by the container's user (uid {os.geteuid()}): chmod -R a+rX "
-                "on the host, or run the container as a user of its group")
+        return unreadable_fix(path)
     again = f"download the model again into {files.shown(path)} (huggingface-cli download, or copy it whole)"
     return f"replace {files.shown(file)} with the model's own file: {again}" if file else again
 
 
-def read_config(path: str) -> tuple[dict, ModelConfig]:
-    """The model directory's config.json, parsed and typed; raises ModelProblem with the fix."""
-    name = _name(path, "config.json")
-    if not os.path.lexists(os.path.join(path, "config.json")):
-        raise ModelProblem(f"{files.shown(path)} has no config.json", _redownload(path))
+def unreadable_fix(path: str) -> str:
+    return (f"make {files.shown(path)} readable by uid {os.geteuid()} (gid {os.getegid()}): chmod -R a+rX, or chown "
+            "it to that user, on the host; or run the container as its owner (compose `user:`, docker run --user, "
+            "podman --userns=keep-id) or with its group (group_add / --group-add)")
+
+
+# config.json keys whose value transformers loads as a nested config: --hf-overrides updates them key
+# by key (vLLM's ModelConfig._apply_dict_overrides); every other key, a dict too, is replaced whole.
+NOT_NESTED_CONFIGS = ("quantization_config",)
+
+
+def with_overrides(config: dict, overrides: Mapping) -> dict:
+    """config.json as vLLM sees it after `--hf-overrides` (a new dict; `config` is left as read)."""
+    merged = dict(config)
+    for key, value in overrides.items():
+        nested = merged.get(key)
+        if (isinstance(nested, dict) and isinstance(value, dict) and key.endswith("_config")
+                and key not in NOT_NESTED_CONFIGS):
+            merged[key] = _updated(nested, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _updated(target: dict, updates: Mapping) -> dict:
+    out = dict(target)
+    for key, value in updates.items():
+        out[key] = _updated(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+OVERRIDES_FLAG = "--hf-overrides"
+
+
+def read_config(path: str, overrides: Mapping | None = None, config_file: str | None = None) -> tuple[dict, ModelConfig]:
+    """The model's config.json (`config_file`, else the one in `path`), with `overrides` (the
+    --hf-overrides object) applied, parsed and typed; raises ModelProblem with the fix."""
+    config_file = config_file or os.path.join(path, "config.json")
+    folder = os.path.dirname(config_file)
+    name = files.shown(config_file)
     try:
-        raw = files.read_object(os.path.join(path, "config.json"), name)
-        return raw, parse_config(raw)
+        os.lstat(config_file)
+    except PermissionError:
+        raise ModelProblem(f"{files.shown(folder)} cannot be read by uid {os.geteuid()} (gid {os.getegid()}): "
+                           "permission denied", unreadable_fix(folder)) from None
+    except (OSError, ValueError):
+        raise ModelProblem(f"{files.shown(folder)} has no config.json", _redownload(folder)) from None
+    try:
+        raw = files.read_object(config_file, name)
     except files.FileProblem as problem:
-        raise ModelProblem(str(problem), _redownload(path, "config.json", problem)) from None
+        raise ModelProblem(str(problem), _redownload(folder, "config.json", problem)) from None
+    if overrides:
+        raw = with_overrides(raw, overrides)
+    try:
+        return raw, parse_config(raw)
     except ConfigProblem as problem:
-        raise ModelProblem(f"{name}: {problem}", f"correct that field in config.json, or {_redownload(path)}") from None
+        if overrides:
+            raise ModelProblem(f"{name} with {OVERRIDES_FLAG}: {problem}",
+                               f"correct that field in {OVERRIDES_FLAG} or config.json") from None
+        raise ModelProblem(f"{name}: {problem}", f"correct that field in config.json, or {_redownload(folder)}") from None
 
 
 def _index(path: str, index: str, present: list[str]) -> list[str] | None:
@@ -251,9 +304,12 @@ def read_model_dir(path: str, config: dict | None = None, typed: ModelConfig | N
         config, typed = read_config(path)
     try:
         names = sorted(os.listdir(path))
+    except PermissionError:
+        raise ModelProblem(f"{files.shown(path)} cannot be listed by uid {os.geteuid()} (gid {os.getegid()}): "
+                           "permission denied", unreadable_fix(path)) from None
     except (OSError, ValueError) as error:
         raise ModelProblem(f"{files.shown(path)} cannot be listed ({getattr(error, 'strerror', None) or error})",
-                           "make the model directory readable by the container's user") from None
+                           unreadable_fix(path)) from None
     kind, loaded = weight_files(path, names)
     judge = safetensors_problem if kind == SAFETENSORS else pytorch_problem
     total = 0
@@ -318,30 +374,72 @@ class Resolved:
     # it); None unless it is an object whose fields the checks read have their types (model_config)
     config: dict | None = None
     typed: ModelConfig | None = None
+    config_from: str | None = None  # the config file read instead of the folder's (--hf-config-path)
+    overridden: bool = False        # `config` is the file's with --hf-overrides applied
 
     @property
     def config_file(self) -> str | None:
-        """The config.json to hand to a subprocess (the fit check), when the directory has one."""
-        config = os.path.join(self.path, "config.json") if self.path else None
+        """The config file read (the folder's config.json, or --hf-config-path's), when there is one;
+        with `overridden`, `config` is not that file's content (the fit check writes its own copy)."""
+        config = self.config_from or (os.path.join(self.path, "config.json") if self.path else None)
         return config if config and os.path.isfile(config) else None
 
 
-def resolve(name: str, variable: str, model: str, hub_cache: str, offline: bool) -> Resolved:
-    """Finds the model directory and reads it (config.json, each weight file's header) once; every
-    failure, expected or not, ends in the Result that names it."""
+@dataclasses.dataclass(frozen=True)
+class ConfigSource:
+    """Where the server reads the model from, so the checks read the same: the snapshot of
+    `revision` (--revision) of a Hub id, the config of --hf-config-path (`config_path`, named
+    `config_named` in messages) instead of the model folder's, with the --hf-overrides object
+    (`overrides`) applied."""
+    overrides: Mapping | None = None
+    config_path: str | None = None
+    config_named: str = "--hf-config-path"
+    revision: str | None = None
+
+
+MODEL_FOLDER_CONFIG = ConfigSource()
+
+
+def config_file_of(source: ConfigSource, hub_cache: str) -> str | None:
+    """The config file --hf-config-path names (a file, a folder holding config.json, or a Hub id in
+    the HF cache), None without it; ModelProblem when it names none the checks can read."""
+    value = source.config_path
+    if not value:
+        return None
+    if os.path.isfile(value):
+        return value
+    folder = locate(value, hub_cache)
+    if folder is not None:
+        return os.path.join(folder, "config.json")
+    shown = files.shown(value)
+    if os.path.isabs(value) or value.startswith("."):
+        raise ModelProblem(f"{source.config_named} {shown} does not exist (neither a config.json nor a folder with one)",
+                           f"mount that config at {shown}, or remove {source.config_named}")
+    raise ModelProblem(f"{source.config_named} {shown} is not in the Hugging Face cache {files.shown(hub_cache)}: the "
+                       "server would read another config than the checks can", f"download it first (huggingface-cli "
+                       f"download {shown} config.json) into the mounted HF_HOME, or give a local path")
+
+
+def resolve(name: str, variable: str, model: str, hub_cache: str, offline: bool,
+            source: ConfigSource = MODEL_FOLDER_CONFIG) -> Resolved:
+    """Finds the model directory and reads it (config.json, or the config `source` names, with its
+    overrides; each weight file's header) once; every failure, expected or not, ends in the Result
+    that names it."""
     path = None
     try:
-        path = locate(model, hub_cache)
+        path = locate(model, hub_cache, source.revision)
         if path is None:
             return Resolved(None, None, not_found(name, variable, model, hub_cache, offline))
         try:
-            config, typed = read_config(path)
+            config_file = config_file_of(source, hub_cache)
+            config, typed = read_config(path, source.overrides, config_file)
         except ModelProblem as problem:
             return Resolved(path, None, failed(name, str(problem), problem.fix))
+        read_as = {"config_from": config_file, "overridden": bool(source.overrides)}
         try:
-            return Resolved(path, read_model_dir(path, config, typed), None, config, typed)
+            return Resolved(path, read_model_dir(path, config, typed), None, config, typed, **read_as)
         except ModelProblem as problem:
-            return Resolved(path, None, failed(name, str(problem), problem.fix), config, typed)
+            return Resolved(path, None, failed(name, str(problem), problem.fix), config, typed, **read_as)
     except Exception as error:  # a shape no branch above foresaw: a line, not a traceback
         where = files.shown(path or model)
         return Resolved(path, None, failed(name, f"{variable} {where} could not be read "

@@ -4,13 +4,12 @@ minimum capability (read from the installed vLLM's own quantization config class
 device's, whether asked for by flag or by the checkpoint's config.json."""
 from __future__ import annotations
 
-import json
 from typing import Callable, Mapping
 
 from contract.model_config import ModelConfig
 from contract.verdict import Result, failed, passed
 
-from ..argv import Extras
+from ..argv import Extras, json_object
 from ..settings import SettingsError, cc_text
 
 QUANTIZATION = "quantization"
@@ -25,21 +24,23 @@ BACKEND_MIN_CC = {
 BACKEND_VARIABLE = "VLLM_ATTENTION_BACKEND"
 
 
+# dests of the extra words that pick an attention backend: the decoder's, and the multimodal
+# encoder towers' (vLLM's MultiModalConfig.mm_encoder_attn_backend)
+BACKEND_DESTS = ("attention_backend", "mm_encoder_attn_backend")
+
+
 def forced_backends(env: Mapping[str, str], extras: Extras) -> list[tuple[str, str]]:
     """(where it was set, backend name) for each attention backend the user forces."""
     forced = []
     if env.get(BACKEND_VARIABLE, "").strip():
         forced.append((BACKEND_VARIABLE, env[BACKEND_VARIABLE].strip()))
-    flag = extras.get("attention_backend")
-    if isinstance(flag, str) and flag:
-        forced.append((EXTRA_ARGS + " --attention-backend", flag))
-    config = extras.get("attention_config")
-    try:
-        backend = json.loads(config).get("backend") if isinstance(config, str) else None
-    except (ValueError, AttributeError, RecursionError):
-        backend = None
+    for dest in BACKEND_DESTS:
+        flag = extras.get(dest)
+        if isinstance(flag, str) and flag:
+            forced.append((extras.name(dest), flag))
+    backend = json_object(extras.get("attention_config")).get("backend")
     if backend:
-        forced.append((EXTRA_ARGS + " --attention-config", str(backend)))
+        forced.append((extras.name("attention_config"), str(backend)))
     return forced
 
 
@@ -64,9 +65,11 @@ def quantization_methods(config: ModelConfig | None, extras: Extras) -> list[tup
     methods = []
     flag = extras.get("quantization")
     if isinstance(flag, str) and flag:
-        methods.append((EXTRA_ARGS + " --quantization", flag))
+        methods.append((extras.name("quantization"), flag))
     if config is not None and config.quant_method:
-        methods.append(("the checkpoint's config.json quantization_config", config.quant_method))
+        overridden = "quantization_config" in json_object(extras.get("hf_overrides"))
+        methods.append((f"{extras.name('hf_overrides')} quantization_config" if overridden
+                        else "the checkpoint's config.json quantization_config", config.quant_method))
     return methods
 
 
@@ -85,8 +88,8 @@ def judge_quantization(methods: list[tuple[str, str]], minimum: Callable[[str], 
             return failed(QUANTIZATION, f"{where}: {method} needs compute capability {needed // 10}.{needed % 10} "
                                         f"or newer, this device is {cc_text(cc)}",
                           "use a checkpoint quantized for this GPU (e.g. AWQ or GPTQ, which run with Marlin on "
-                          "7.5) or the unquantized model" + ("" if where.endswith("config.json")
-                                                              else f"; remove --quantization from {EXTRA_ARGS}"))
+                          "7.5) or the unquantized model" + ("" if where.endswith("config.json quantization_config")
+                                                              else f"; remove {where}"))
     listed = ", ".join(method for _, method in methods)
     return passed(QUANTIZATION, f"{listed}: vLLM's minimum capability is met by {cc_text(cc)}")
 

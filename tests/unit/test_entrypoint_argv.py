@@ -72,7 +72,7 @@ def test_options_no_setting_owns_pass_with_their_values_for_the_checks():
                           "--chat-template", "/t/a b.jinja"), ("--max-lora-rank", "8"), table())
     assert extras.judged and extras.words == 10
     assert extras.values == {"seed": "1", "attention_backend": "FLASHINFER", "quantization": "awq",
-                             "enable_prefix_caching": False, "chat_template": "/t/a b.jinja", "max_lora_rank": "8"}
+                             "enable_prefix_caching": False, "chat_template": "/t/a b.jinja", "max_lora_rank": 8}
     assert judge_extra(("--enable-prefix-caching",), (), table()).values == {"enable_prefix_caching": True}
 
 

@@ -1,0 +1,94 @@
+"""The files and folders the extra words point the server at, judged before anything starts: a path
+the server would fail to open after the load (or at its first request) is refused now, naming the
+option as written and the fix (SettingsError: exit 2). A Hugging Face id (`--tokenizer org/name`)
+is not a path: the server resolves it as it resolves MODEL.
+
+What each option's value is, as vLLM 0.33.0 reads it:
+- `--chat-template`: a file, or the template itself when it holds `{`, `}` or a newline
+  (vllm/entrypoints/chat_utils.py: a value without those that cannot be opened is an error);
+- `--tokenizer`, `--generation-config` (besides `auto` and `vllm`): a folder, or a Hub id;
+- `--tool-parser-plugin`, `--reasoning-parser-plugin`, `--ssl-keyfile`, `--ssl-certfile`,
+  `--ssl-ca-certs`, `--mm-encoder-fp8-scale-path`: files;
+- `--allowed-local-media-path`: a folder;
+- `--hf-overrides`: a JSON object (its keys are applied to config.json before the model, fit,
+  length and quantization checks read it: entrypoint/checks/model.py);
+- `--hf-config-path`: the config the checks read instead of the model folder's (model.py)."""
+from __future__ import annotations
+
+import os
+
+from . import files
+from .argv import Extras, is_json_object
+from .settings import SettingsError
+
+JINJA_CHARS = "{}\n"
+FILE_DESTS = ("tool_parser_plugin", "reasoning_parser_plugin", "ssl_keyfile", "ssl_certfile", "ssl_ca_certs",
+              "mm_encoder_fp8_scale_path")
+FOLDER_DESTS = ("tokenizer", "generation_config", "allowed_local_media_path")
+# values of --generation-config that name no folder
+GENERATION_WORDS = ("auto", "vllm")
+# folder options whose value may be a Hub id instead (a value that is not a local path)
+HUB_DESTS = ("tokenizer", "generation_config")
+
+
+def local_path(value: str) -> bool:
+    """Whether the server reads `value` as a path on this filesystem rather than a Hub id."""
+    return os.path.isabs(value) or value.startswith(("./", "../", "~")) or value in (".", "..")
+
+
+def file_problem(path: str) -> str | None:
+    """Why the server could not open `path` as a file (this uid, without blocking), or None."""
+    try:
+        with files.opened(os.path.expanduser(path), files.shown(path)):
+            return None
+    except files.FileProblem as problem:
+        return str(problem)
+
+
+def folder_problem(path: str) -> str | None:
+    """Why the server could not list `path` as a folder (this uid), or None."""
+    try:
+        os.listdir(os.path.expanduser(path))
+        return None
+    except PermissionError:
+        return f"{files.shown(path)} cannot be read by uid {os.geteuid()} (permission denied)"
+    except FileNotFoundError:
+        return f"{files.shown(path)} does not exist"
+    except NotADirectoryError:
+        return f"{files.shown(path)} is not a folder"
+    except (OSError, ValueError) as error:
+        return f"{files.shown(path)} cannot be read ({getattr(error, 'strerror', None) or error})"
+
+
+def _problem(dest: str, value: str) -> str | None:
+    if dest == "chat_template":
+        return None if any(char in value for char in JINJA_CHARS) else file_problem(value)
+    if dest in FILE_DESTS:
+        return file_problem(value)
+    if dest == "generation_config" and value in GENERATION_WORDS:
+        return None
+    if dest in HUB_DESTS and not local_path(value):
+        return None
+    return folder_problem(value)
+
+
+def opened_files_problem(extras: Extras) -> SettingsError | None:
+    """The first path among the extra words the server could not open, or an --hf-overrides that
+    is not a JSON object; None when every one is usable."""
+    overrides = extras.get("hf_overrides")
+    if overrides is not None and not is_json_object(overrides):
+        return SettingsError(extras.name("hf_overrides"), str(overrides), 'a JSON object of config.json keys, such as '
+                             '{"max_position_embeddings": 8192}', "Fix the JSON, or remove the option.")
+    for dest in ("chat_template", *FILE_DESTS, *FOLDER_DESTS):
+        value = extras.get(dest)
+        if not isinstance(value, str) or not value:
+            continue
+        problem = _problem(dest, value)
+        if problem:
+            expected = ("a readable template file, or the template itself" if dest == "chat_template" else
+                        "a readable file" if dest in FILE_DESTS else
+                        "a readable folder" + (" or a Hugging Face id" if dest in HUB_DESTS else ""))
+            return SettingsError(extras.name(dest), value, f"{expected} ({problem})",
+                                 "Mount it into the container (the path is read inside it), make it readable by "
+                                 f"uid {os.geteuid()}, or remove the option.")
+    return None

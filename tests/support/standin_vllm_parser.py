@@ -1,0 +1,87 @@
+"""A stand-in for the parts of vLLM the entrypoint reads its option table from when the image facts
+are missing (imagefacts/read.py read_server_facts): `vllm.utils.argparse_utils.FlexibleArgumentParser`,
+`vllm.entrypoints.common.cli_args.make_arg_parser`, and the tool and reasoning parser registries.
+Its parser has options of the kinds vLLM 0.33.0's server parser has, with type callables of the
+names vLLM uses (optional_type's `_optional_type`, `parse_dataclass`, `union_dict_and_str`, ...), so
+the option table recorded from it holds the same type names. `write_standin_vllm_parser(root)` puts
+the package in `root` for a subprocess's PYTHONPATH (tests/support/entrypoint_cli.py)."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from imagefacts.value_types import human_readable_int, union_dict_and_str
+
+TOOL_PARSERS = ["hermes", "gemma4"]
+REASONING_PARSERS = ["deepseek_r1", "gemma4"]
+
+
+def standin_optional_type(return_type):
+    """vLLM's optional_type: the table reads `return_type` from the closure."""
+    def _optional_type(value: str):
+        return None if value in ("", "None") else return_type(value)
+    return _optional_type
+
+
+def parse_dataclass(value: str):
+    """vLLM's pydantic config parse, as far as the entrypoint needs it: a JSON object."""
+    found = json.loads(value)
+    if not isinstance(found, dict):
+        raise argparse.ArgumentTypeError("expected a JSON object")
+    return found
+
+
+def add_vllm_like_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("model_tag", nargs="?")
+    parser.add_argument("--model")
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--max-loras", type=int)
+    parser.add_argument("--swap-space", type=float)
+    parser.add_argument("--load-format", choices=["auto", "pt", "safetensors", "dummy"])
+    parser.add_argument("--max-num-batched-tokens", type=human_readable_int)
+    parser.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction)
+    parser.add_argument("--cudagraph-capture-sizes", type=int, nargs="+")
+    parser.add_argument("--port", type=int)
+    parser.add_argument("--dtype", choices=["auto", "half", "float16", "bfloat16", "float", "float32"])
+    parser.add_argument("--served-model-name", nargs="+")
+    parser.add_argument("--api-key", nargs="+")
+    parser.add_argument("--hf-token")
+    parser.add_argument("--hf-overrides", type=union_dict_and_str)
+    for flag in ("--compilation-config", "--kv-transfer-config"):
+        parser.add_argument(flag, type=parse_dataclass)
+    parser.add_argument("--speculative-config", type=standin_optional_type(json.loads))
+    parser.add_argument("--default-chat-template-kwargs", type=json.loads)
+    for flag in ("--hf-config-path", "--tokenizer", "--chat-template", "--mm-encoder-attn-backend",
+                 "--attention-backend", "--download-dir", "--quantization", "--revision"):
+        parser.add_argument(flag, type=standin_optional_type(str))
+    for flag in ("--tool-parser-plugin", "--generation-config", "--ssl-keyfile", "--response-role"):
+        parser.add_argument(flag)
+    return parser
+
+
+MODULES = {
+    ("utils", "argparse_utils.py"): "import argparse\n\n\nclass FlexibleArgumentParser(argparse.ArgumentParser):\n"
+                                    "    pass\n",
+    ("entrypoints", "common", "cli_args.py"): "from tests.support.standin_vllm_parser import add_vllm_like_options "
+                                              "as make_arg_parser  # noqa: F401\n",
+    ("reasoning", "__init__.py"): "from tests.support.standin_vllm_parser import REASONING_PARSERS\n\n\n"
+                                  "class ReasoningParserManager:\n    @staticmethod\n    def list_registered():\n"
+                                  "        return list(REASONING_PARSERS)\n",
+    ("tool_parsers", "__init__.py"): "from tests.support.standin_vllm_parser import TOOL_PARSERS\n\n\n"
+                                     "class ToolParserManager:\n    @staticmethod\n    def list_registered():\n"
+                                     "        return list(TOOL_PARSERS)\n",
+}
+
+
+def write_standin_vllm_parser(root: Path) -> Path:
+    """`root` holding the stand-in `vllm` package (parser and registries only); returns root."""
+    for parts, source in MODULES.items():
+        folder = root / "vllm"
+        for part in parts[:-1]:
+            folder = folder / part
+        folder.mkdir(parents=True, exist_ok=True)
+        for package in [root / "vllm", *[root / "vllm" / Path(*parts[:i]) for i in range(1, len(parts))]]:
+            (package / "__init__.py").touch()
+        (folder / parts[-1]).write_text(source)
+    return root
