@@ -139,11 +139,11 @@ def test_an_fp8_quantization_override_is_refused_on_turing_by_the_quantization_c
     write_model_dir(tmp_path / "model", LLAMA)
     words = ("--hf-overrides", '{"quantization_config": {"quant_method": "fp8"}}')
     _, models = model_result(tmp_path, words, 4096)
-    result = turing_settings.check_quantization(models.model.config, judge_extra(words, (), TABLE), (7, 5),
+    result = turing_settings.check_quantization(models.model.typed, judge_extra(words, (), TABLE), (7, 5),
                                                 VLLM_033_MIN.get)
     assert result.status is Status.FAIL and "VLLM_EXTRA_ARGS --hf-overrides quantization_config: fp8" in result.message
     assert "remove VLLM_EXTRA_ARGS --hf-overrides quantization_config" in result.fix
-    assert turing_settings.check_quantization(models.model.config, judge_extra(words, (), TABLE), (8, 9),
+    assert turing_settings.check_quantization(models.model.typed, judge_extra(words, (), TABLE), (8, 9),
                                               VLLM_033_MIN.get).status is Status.PASS
 
 
