@@ -7,7 +7,7 @@ import docker
 from buildtool import flags
 from buildtool.docker.engine import connect, image_or_none
 from buildtool.errors import BuildError
-from contract.layout import BUILD_REPORTS, INSTALL_DIR
+from contract.layout import BUILD_REPORTS, FIT_TABLE, INSTALL_DIR
 from contract.verdict import Result, Status, failed, passed
 
 # CUDA_VISIBLE_DEVICES empty: vLLM keeps Triton enabled on a host without a GPU driver.
@@ -19,8 +19,12 @@ CLAMP_CHECK = ["python3", "-m", "patches.turing_clamp", "check", "--site", "unif
 # The clamp's second site, vLLM's encoder attention (context_attention_fwd).
 ENCODER_CLAMP_CHECK = ["python3", "-m", "patches.turing_clamp", "check", "--site", "encoder", "--json"]
 # The Gemma 4 classes, whose head-512 layers are what the clamp exists for; the build's own fit
-# check proved the whole matrix (Gemma 4 and the families) and its report is in the image.
-FIT_CHECK = ["python3", "-m", "patches.fitcheck", "--device", "sm75", "--matrix", "gemma4", "--json"]
+# check proved the whole matrix (Gemma 4 and the families) and its report is in the image. The launches
+# the image's clamped launcher makes are recorded anew and each need is taken from the image's fit
+# table, which that build compiled with this image's Triton (same versions, or the table is ignored
+# and every launch compiled); a launch the table lacks is compiled here.
+FIT_CHECK = ["python3", "-m", "patches.fitcheck", "--device", "sm75", "--matrix", "gemma4",
+             "--known-table", FIT_TABLE, "--json"]
 
 
 def add_arguments(parser) -> None:
@@ -127,6 +131,9 @@ def _fit_summary(text: str) -> str:
     misfits = [l for l in report.get("launches", []) if not l.get("fits")]
     summary = "max shared %s of %s bytes over %d launches" % (
         report.get("max_shared"), report.get("device", {}).get("limit"), len(report.get("launches", [])))
+    known = report.get("known_table") or {}
+    if known.get("used"):
+        summary += " (%s from the build's fit table, %s compiled)" % (known.get("from_table"), known.get("compiled"))
     if misfits:
         summary += "; does not fit: " + ", ".join(
             "%s %s head %s tile %s (%s bytes)" % (l.get("model"), l.get("path"), l.get("head_size"),

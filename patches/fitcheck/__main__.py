@@ -47,24 +47,35 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None) -> tuple[FitOptions, bool]:
+    """The check's options, and whether the report is wanted as JSON."""
     args = _parser().parse_args(argv)
     device = args.device or (None if args.cc is not None and args.limit is not None else "sm75")
-    options = FitOptions(device, args.cc, args.limit, args.model_config, args.compare_unpatched,
-                         args.write_table, args.workers, args.launcher, args.known_table, args.matrix,
-                         args.tensor_parallel_size, args.full_compile, args.dtype)
+    return FitOptions(device, args.cc, args.limit, args.model_config, args.compare_unpatched,
+                      args.write_table, args.workers, args.launcher, args.known_table, args.matrix,
+                      args.tensor_parallel_size, args.full_compile, args.dtype), args.json
+
+
+def refusals() -> tuple:
+    """The errors that end a check with exit 2 in one line (bad input, a launcher or compiler that
+    cannot be used)."""
     from patches.fitcheck.compiler import CompilerDrift
     from patches.fitcheck.gdn_launches import GdnError
     from patches.fitcheck.mixer_launches import MixerError
     from patches.fitcheck.recorder import LauncherError
     from patches.fitcheck.table import TableError
 
+    return UsageError, ConfigError, LauncherError, TableError, MixerError, GdnError, CompilerDrift
+
+
+def main(argv: list[str] | None = None) -> int:
+    options, as_json = parse(argv)
     try:
         report = run(plan(options))  # bad options and configs are refused before vLLM is imported
-    except (UsageError, ConfigError, LauncherError, TableError, MixerError, GdnError, CompilerDrift) as error:
+    except refusals() as error:
         print(f"fitcheck: {error}", file=sys.stderr)
         return 2
-    if args.json:
+    if as_json:
         print(json.dumps(report, indent=1))
     else:
         print(report_.format_table(report))

@@ -51,6 +51,7 @@ class _Job:
     source: object  # triton ASTSource
     options: dict
     key: str
+    target: object  # triton GPUTarget
 
     @property
     def kernel(self) -> str:
@@ -83,7 +84,7 @@ def _prepare(fn, params: dict, launch_options: dict, target, backend) -> _Job:
     options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound_args, specialization, options)
     source = ASTSource(fn, signature, constexprs, attrs)
     key = f"{target.arch}:{source.hash()}:{sorted(options.__dict__.items())!r}"
-    return _Job(source, options.__dict__, key)
+    return _Job(source, options.__dict__, key, target)
 
 
 def _allocation_passes():
@@ -137,11 +138,11 @@ def default_mode() -> str:
 # Results of this process by mode and compile key: a launch compiled for the fit table is not
 # compiled again when the check meets it.
 _DONE: dict[tuple[str, str], CompileResult] = {}
-# Per kernel, the shared-memory-only compile of largest need so far: what cross_check() compiles in full.
-_WITNESSES: dict[str, tuple[int, _Job]] = {}
+# Per kernel and target capability, the shared-memory-only compile of largest need so far: what
+# cross_check() compiles in full.
+_WITNESSES: dict[tuple[str, int], tuple[int, _Job]] = {}
 # Filled before the worker pool forks, so workers find the jobs without pickling Triton objects.
 _JOBS: list[_Job] = []
-_TARGET = None
 _MODE = [FULL]
 # Every compile this process ran, in order: (mode, cc, kernel, CompileResult), for the cost breakdown
 # (bench/fitcheck) and the build's progress.
@@ -178,7 +179,7 @@ def _compile(job: _Job, hook) -> CompileResult:
     started = time.process_time()
     try:
         with swapped(knobs.runtime, "add_stages_inspection_hook", hook):
-            compiled = triton.compile(job.source, target=_TARGET, options=job.options)
+            compiled = triton.compile(job.source, target=job.target, options=job.options)
     except Exception as error:  # a compile error is a finding about this launch, not a crash
         first_line = (str(error).strip().splitlines() or [""])[0]
         return CompileResult(None, None, None, f"{type(error).__name__}: {first_line}"[:300],
@@ -188,19 +189,30 @@ def _compile(job: _Job, hook) -> CompileResult:
                          cpu_s=time.process_time() - started)
 
 
-def _compile_jobs(jobs: list[_Job], target, workers: int | None) -> list[CompileResult]:
-    global _TARGET
+def _compile_jobs(jobs: list[_Job], workers: int | None) -> list[CompileResult]:
+    from patches.fitcheck import progress
+
     _JOBS[:] = jobs
-    _TARGET = target
     workers = min(len(_JOBS), workers or os.cpu_count() or 1)
+    shown = progress.current()
     try:
         if workers <= 1:
-            return [_compile_one(i) for i in range(len(_JOBS))]
+            results = []
+            for index in range(len(_JOBS)):
+                results.append(_compile_one(index))
+                if shown:
+                    shown.compiled(len(results), len(_JOBS))
+            return results
         # Frozen, the parent's objects are out of the workers' garbage collections, which would
         # otherwise touch (and so copy) every page of the forked heap.
         gc.freeze()
         with multiprocessing.get_context("fork").Pool(workers) as pool:
-            return pool.map(_compile_one, range(len(_JOBS)), chunksize=1)
+            results = []
+            for result in pool.imap(_compile_one, range(len(_JOBS)), chunksize=1):
+                results.append(result)
+                if shown:
+                    shown.compiled(len(results), len(_JOBS))
+            return results
     finally:
         gc.unfreeze()
         _JOBS.clear()
@@ -218,7 +230,7 @@ def compile_launches(requests: list[tuple], cc: int, workers: int | None = None)
     for job in prepared:
         if (mode, job.key) not in _DONE:
             jobs.setdefault(job.key, job)
-    results = _compile_jobs(list(jobs.values()), target, workers)
+    results = _compile_jobs(list(jobs.values()), workers)
     for job, result in zip(jobs.values(), results):
         _DONE[mode, job.key] = result
         LEDGER.append((mode, cc, job.kernel, result))
@@ -227,29 +239,31 @@ def compile_launches(requests: list[tuple], cc: int, workers: int | None = None)
     for job in prepared:
         result = _DONE[mode, job.key]
         if mode == SHARED_ONLY and result.shared is not None:
-            largest = _WITNESSES.get(job.kernel)
+            largest = _WITNESSES.get((job.kernel, cc))
             if largest is None or result.shared > largest[0]:
-                _WITNESSES[job.kernel] = (result.shared, job)
+                _WITNESSES[job.kernel, cc] = (result.shared, job)
     return [_DONE[mode, job.key] for job in prepared]
 
 
-def cross_check(cc: int, workers: int | None = None) -> list[dict]:
-    """Compiles in full, per kernel, the shared-memory-only compile of largest need since the last call;
-    [{kernel, shared}] when every number agrees, else CompilerDrift naming the kernel."""
+def cross_check(workers: int | None = None) -> list[dict]:
+    """Compiles in full, per kernel and target capability, the shared-memory-only compile of largest need
+    since the last call (one batch whatever the targets); [{kernel, cc, shared}] when every number agrees,
+    else CompilerDrift naming the kernel. The image's passes call it once, after all of them: a kernel
+    checked in fp16 and bf16 on one target is compiled in full once, at its larger need."""
     witnesses = sorted(_WITNESSES.items())
     _WITNESSES.clear()
     if not witnesses:
         return []
     with compile_mode(FULL):
-        results = _compile_jobs([job for _, (_, job) in witnesses], _target(cc), workers)
+        results = _compile_jobs([job for _, (_, job) in witnesses], workers)
     checked = []
-    for (kernel, (quick, job)), full in zip(witnesses, results):
+    for ((kernel, cc), (quick, job)), full in zip(witnesses, results):
         _DONE[FULL, job.key] = full
         LEDGER.append((FULL, cc, kernel, full))
         if full.shared != quick:
             found = f"{full.shared} bytes" if full.error is None else f"an error ({full.error})"
-            raise CompilerDrift(f"{kernel}: the shared-memory-only compile says {quick} bytes, Triton's full "
-                                f"compile {found}; this Triton lowers otherwise than the check assumes: run "
+            raise CompilerDrift(f"{kernel} (cc {cc}): the shared-memory-only compile says {quick} bytes, Triton's "
+                                f"full compile {found}; this Triton lowers otherwise than the check assumes: run "
                                 "the check with --full-compile")
-        checked.append({"kernel": kernel, "shared": quick})
+        checked.append({"kernel": kernel, "cc": cc, "shared": quick})
     return checked

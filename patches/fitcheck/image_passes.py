@@ -1,20 +1,26 @@
 """The image build's fit check: every pass, in one process, so vLLM, torch and Triton are imported
 once rather than once per pass. `python3 -m patches.fitcheck.image_passes` (the Dockerfile's step).
 
-Each pass merges its entries and verdicts into the image's fit table and writes its JSON report; the
-first pass that fails (exit 1: a launch does not fit; 2: bad input) ends the run with its code,
-its report written, its own stderr the step's last lines, so the build fails naming the launch. Last, the versions the passes proved.
+Each pass merges its entries and verdicts into the image's fit table and writes its JSON report. The
+full compiles that confirm the shared-memory-only ones (compiler.cross_check) run once, after every
+pass, one per kernel and target: a kernel met in fp16 and bf16 on one target is compiled in full once,
+at its larger need. The first pass that fails (exit 1: a launch does not fit; 2: bad input) ends the
+run with its code, its report written and its failing launches printed whole, so the build fails
+naming them. Last, the versions the passes proved.
+
+While it runs it prints a progress line per pass and, during long compile batches, the compiles done
+and left (patches/fitcheck/progress.py); at the end a summary of at most about 30 lines.
 """
 from __future__ import annotations
 
-import contextlib
 import importlib.metadata
-import io
 import json
+import sys
 from pathlib import Path
 
 from contract.clamp_paths import FIT_REPORT, FIT_REPORT_SM86, FIT_REPORT_SM86_BF16, FIT_TABLE, VERSIONS_REPORT
-from patches.fitcheck.__main__ import main as fitcheck
+from patches.fitcheck import progress as progress_
+from patches.fitcheck import report as report_
 
 # (the pass's options, where its report goes or None)
 PASSES = (
@@ -30,17 +36,74 @@ PASSES = (
 PROVED_PACKAGES = ("vllm", "torch", "triton")
 
 
+def check_pass(options: tuple) -> dict:
+    """One pass's report (its cross-check left to the end); raises the check's refusals."""
+    from patches.fitcheck.__main__ import parse
+    from patches.fitcheck.run import plan, run
+
+    fit_options, _ = parse([*options, "--write-table", FIT_TABLE])
+    return run(plan(fit_options), cross_check=False)
+
+
+def cross_check() -> list[dict]:
+    from patches.fitcheck.compiler import cross_check as full_compiles
+
+    return full_compiles()
+
+
 def main() -> int:
-    for options, report in PASSES:
-        printed = io.StringIO()
-        with contextlib.redirect_stdout(printed):
-            code = fitcheck([*options, "--write-table", FIT_TABLE, "--json"])
-        if report is not None:
-            Path(report).write_text(printed.getvalue())
-        if code != 0:  # the pass's own last line names the launch: build.py reports that line
-            return code
+    from patches.fitcheck.__main__ import refusals
+
+    shown = progress_.Progress()
+    progress_.turn_on(shown)
+    done = []
+    try:
+        for options, path in PASSES:
+            shown.label = pass_label(options)
+            shown.say("recording and compiling")
+            try:
+                report = check_pass(options)
+            except refusals() as error:
+                print(f"fitcheck: {shown.label}: {error}", file=sys.stderr, flush=True)
+                return 2
+            done.append((options, path, report))
+            _write(path, report)
+            if not report["all_fit"]:
+                for line in report_.failures(report):
+                    print(f"fitcheck: does not fit: {line}", file=sys.stderr, flush=True)
+                return 1
+            shown.say(report_.pass_line(report))
+        shown.label = "every pass"
+        shown.say("compiling the largest need of each kernel in full, to confirm the shared-memory-only compiles")
+        try:
+            checked = cross_check()
+        except refusals() as error:
+            print(f"fitcheck: {error}", file=sys.stderr, flush=True)
+            return 2
+        for options, path, report in done:
+            cc = report["device"]["cc"]
+            report["compile"]["cross_checked"] = [entry for entry in checked if entry["cc"] == cc]
+            _write(path, report)
+        shown.label = ""
+        shown.say(f"{len(checked)} kernels confirmed by a full compile")
+        for line in report_.build_summary([report for _, _, report in done], FIT_TABLE):
+            print(f"fitcheck: {line}", file=sys.stderr, flush=True)
+    finally:
+        progress_.turn_on(None)
     Path(VERSIONS_REPORT).write_text(json.dumps(proved_versions()))
     return 0
+
+
+def pass_label(options: tuple) -> str:
+    device = options[options.index("--device") + 1]
+    dtype = options[options.index("--dtype") + 1] if "--dtype" in options else "float16"
+    matrix = options[options.index("--matrix") + 1] if "--matrix" in options else "all"
+    return f"{device} {dtype}" + ("" if matrix == "all" else f" ({matrix})")
+
+
+def _write(path: str | None, report: dict) -> None:
+    if path is not None:
+        Path(path).write_text(json.dumps(report, separators=(",", ":")))
 
 
 def proved_versions() -> dict[str, str]:

@@ -154,6 +154,55 @@ def summary(report: dict) -> str:
     elif known is not None:
         text += f"; fit table {known['path']} ignored ({known['ignored_because']}), every launch compiled"
     if report["inert"] is not None:
-        text += ("; patched launches identical to unpatched" if report["inert"]
-                 else "; the clamp changed launch parameters")
+        text += "; " + _inertness(report["inert"])
     return text
+
+
+def _inertness(inert: bool) -> str:
+    return "patched launches identical to unpatched" if inert else "the clamp changed launch parameters"
+
+
+def pass_line(report: dict) -> str:
+    """One pass in one line: its launches, its largest need against the limit, its verdict."""
+    device = report["device"]
+    launches, mixers = len(report["launches"]), len(report.get("mixer_launches", []))
+    verdict = "every launch fits" if report["all_fit"] else "launches do NOT fit"
+    return (f"{launches + mixers} launches ({launches} attention, {mixers} mixer), largest need "
+            f"{report['max_shared']} of {device['limit']} bytes: {verdict}")
+
+
+def _largest(report: dict) -> dict | None:
+    rows = [row for row in report["launches"] + report.get("mixer_launches", []) if row["shared"] is not None]
+    return max(rows, key=lambda row: row["shared"], default=None)
+
+
+def _models(rows: list[dict]) -> list[str]:
+    return sorted({row["model"] for row in rows})
+
+
+MODELS_SHOWN = 12
+
+
+def build_summary(reports: list[dict], table_path: str) -> list[str]:
+    """The build's fit verdict in a few lines: per device and dtype the launches and the largest need
+    against the limit, the models proven and the ones left out as vLLM cannot serve them there; where
+    the full reports and the table are."""
+    lines = []
+    for report in reports:
+        device, rows = report["device"], report["launches"] + report.get("mixer_launches", [])
+        largest = _largest(report)
+        worst = f" ({largest['model']}/{largest['layer']}, {largest['kernel']})" if largest else ""
+        lines.append(f"{device['name']} {report.get('dtype', 'float16')}: {len(rows)} launches, largest need "
+                     f"{report['max_shared']} of {device['limit']} bytes{worst}, "
+                     f"{'every launch fits' if report['all_fit'] else 'launches do NOT fit'}")
+        models = _models(rows)
+        shown = ", ".join(models[:MODELS_SHOWN]) + (f" and {len(models) - MODELS_SHOWN} more" if len(models) > MODELS_SHOWN else "")
+        lines.append(f"  proven: {len(models)} models: {shown}")
+        left_out = report.get("left_out") or {}
+        if left_out:
+            lines.append(f"  not proven (vLLM cannot serve them there): " +
+                         "; ".join(f"{model} ({why})" for model, why in sorted(left_out.items())))
+        if report.get("inert") is not None:
+            lines.append("  " + _inertness(report["inert"]))
+    lines.append(f"the fit table: {table_path}; every launch: the fit-report*.json beside it")
+    return lines
