@@ -3,6 +3,8 @@ table, and the environment names the clamp reads. Kept apart from layout.py, whi
 because the Dockerfile copies this file alone before the fit check's long build step."""
 from __future__ import annotations
 
+import gzip
+import json
 import posixpath
 
 INSTALL_DIR = "/opt/vllm-turing"
@@ -14,9 +16,11 @@ def in_install_dir(name: str) -> str:
 
 FIT_TABLE = in_install_dir("fit-table.json")
 # The build's fit-check reports (patches/fitcheck/image_passes.py writes them) and the versions it proved.
-FIT_REPORT = in_install_dir("fit-report.json")
-FIT_REPORT_SM86 = in_install_dir("fit-report-sm86.json")
-FIT_REPORT_SM86_BF16 = in_install_dir("fit-report-sm86-bf16.json")
+# Every launch of a pass is a row: 4.5 MB of JSON for the three, 76 KB gzipped (the image's derived
+# layers stay within 2 MiB), so they are stored compressed and read with read_report().
+FIT_REPORT = in_install_dir("fit-report.json.gz")
+FIT_REPORT_SM86 = in_install_dir("fit-report-sm86.json.gz")
+FIT_REPORT_SM86_BF16 = in_install_dir("fit-report-sm86-bf16.json.gz")
 VERSIONS_REPORT = in_install_dir("versions.json")
 
 # Environment names the clamp reads inside the server process. They must not start with VLLM_:
@@ -27,3 +31,18 @@ VERSIONS_REPORT = in_install_dir("versions.json")
 ENV_FIT_TABLE = "TURING_CLAMP_FIT_TABLE"
 ENV_SMEM_LIMIT = "TURING_CLAMP_SMEM_LIMIT"
 ENV_CC = "TURING_CLAMP_CC"
+
+
+def write_report(path: str, report: dict) -> None:
+    """A build report as compact JSON, gzipped when the path ends in .gz (no timestamp inside, so the
+    same report is the same bytes)."""
+    data = json.dumps(report, separators=(",", ":")).encode()
+    with open(path, "wb") as handle:
+        handle.write(gzip.compress(data, mtime=0) if str(path).endswith(".gz") else data)
+
+
+def read_report(path: str) -> dict:
+    """A build report written by write_report (or any JSON file)."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    return json.loads(gzip.decompress(data) if str(path).endswith(".gz") else data)

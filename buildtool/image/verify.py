@@ -46,7 +46,8 @@ def finding_line(finding: Result) -> str:
 
 
 def read_build_reports(client: docker.DockerClient, image: str) -> dict:
-    script = "import json; print(json.dumps({k: json.load(open(p)) for k, p in %r.items()}))" % (BUILD_REPORTS,)
+    script = ("import json; from contract.clamp_paths import read_report; "
+              "print(json.dumps({k: read_report(p) for k, p in %r.items()}))" % (BUILD_REPORTS,))
     out = _run(client, image, ["python3", "-c", script])
     if out.exit_code != 0:
         raise BuildError("the image holds no build reports in %s: %s" % (INSTALL_DIR, out.text.strip()[-300:]))

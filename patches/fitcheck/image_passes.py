@@ -16,9 +16,11 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import sys
+import time
 from pathlib import Path
 
-from contract.clamp_paths import FIT_REPORT, FIT_REPORT_SM86, FIT_REPORT_SM86_BF16, FIT_TABLE, VERSIONS_REPORT
+from contract.clamp_paths import (FIT_REPORT, FIT_REPORT_SM86, FIT_REPORT_SM86_BF16, FIT_TABLE, VERSIONS_REPORT,
+                                  write_report)
 from patches.fitcheck import progress as progress_
 from patches.fitcheck import report as report_
 
@@ -34,6 +36,9 @@ PASSES = (
     (("--device", "sm90", "--matrix", "gemma4", "--dtype", "bfloat16"), None),
 )
 PROVED_PACKAGES = ("vllm", "torch", "triton")
+# Per pass and for the closing cross-check: (label, wall seconds, the span of compiler.LEDGER it added),
+# for bench/fitcheck's breakdown.
+TIMINGS: list[tuple[str, float, int, int]] = []
 
 
 def check_pass(options: tuple) -> dict:
@@ -51,6 +56,16 @@ def cross_check() -> list[dict]:
     return full_compiles()
 
 
+def _timed(label: str, work):
+    from patches.fitcheck.compiler import LEDGER
+
+    started, first = time.monotonic(), len(LEDGER)
+    try:
+        return work()
+    finally:
+        TIMINGS.append((label, time.monotonic() - started, first, len(LEDGER)))
+
+
 def main() -> int:
     from patches.fitcheck.__main__ import refusals
 
@@ -62,7 +77,7 @@ def main() -> int:
             shown.label = pass_label(options)
             shown.say("recording and compiling")
             try:
-                report = check_pass(options)
+                report = _timed(shown.label, lambda: check_pass(options))
             except refusals() as error:
                 print(f"fitcheck: {shown.label}: {error}", file=sys.stderr, flush=True)
                 return 2
@@ -76,7 +91,7 @@ def main() -> int:
         shown.label = "every pass"
         shown.say("compiling the largest need of each kernel in full, to confirm the shared-memory-only compiles")
         try:
-            checked = cross_check()
+            checked = _timed("cross-check", cross_check)
         except refusals() as error:
             print(f"fitcheck: {error}", file=sys.stderr, flush=True)
             return 2
@@ -103,7 +118,7 @@ def pass_label(options: tuple) -> str:
 
 def _write(path: str | None, report: dict) -> None:
     if path is not None:
-        Path(path).write_text(json.dumps(report, separators=(",", ":")))
+        write_report(path, report)
 
 
 def proved_versions() -> dict[str, str]:

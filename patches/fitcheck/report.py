@@ -204,5 +204,5 @@ def build_summary(reports: list[dict], table_path: str) -> list[str]:
                          "; ".join(f"{model} ({why})" for model, why in sorted(left_out.items())))
         if report.get("inert") is not None:
             lines.append("  " + _inertness(report["inert"]))
-    lines.append(f"the fit table: {table_path}; every launch: the fit-report*.json beside it")
+    lines.append(f"the fit table: {table_path}; every launch: the fit-report*.json.gz beside it")
     return lines

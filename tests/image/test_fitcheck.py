@@ -278,7 +278,8 @@ def test_without_a_table_the_sm90_limit_changes_nothing(run_in_image):
 
 
 # The families' layers: proven by the build, answered at preflight from the build's verdicts.
-BUILD_REPORTS = "python3 -c 'import json; print(json.dumps([json.load(open(p)) for p in (\"/opt/vllm-turing/fit-report.json\", \"/opt/vllm-turing/fit-report-sm86.json\", \"/opt/vllm-turing/fit-table.json\")]))'"
+BUILD_REPORTS = ("python3 -c 'import json; from contract.clamp_paths import FIT_REPORT, FIT_REPORT_SM86, FIT_TABLE, "
+                 "read_report; print(json.dumps([read_report(p) for p in (FIT_REPORT, FIT_REPORT_SM86, FIT_TABLE)]))'")
 
 
 def build_reports(run_in_image) -> tuple[dict, dict, dict]:
@@ -482,7 +483,8 @@ def test_the_build_proved_every_hybrids_mixer_and_attention_on_sm75_and_sm86(run
 
 
 
-BF16_REPORT = "cat /opt/vllm-turing/fit-report-sm86-bf16.json"
+BF16_REPORT = ("python3 -c 'import json; from contract.clamp_paths import FIT_REPORT_SM86_BF16, read_report; "
+               "print(json.dumps(read_report(FIT_REPORT_SM86_BF16)))'")
 SAME_LAUNCH = ("model", "layer", "kind", "query_len", "num_seqs", "kernel", "path")
 LAUNCH_CONFIG = ("tile_size", "block_m", "launch_num_warps", "launch_num_stages")
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import transformers
 
+from contract.clamp_paths import FIT_REPORT, FIT_REPORT_SM86, FIT_REPORT_SM86_BF16, FIT_TABLE
 from contract.devices import AMPERE
 from patches.fitcheck.mixers import BUILTIN_KDA, KDA_FIELDS
 from tests.image.containers import run_to_end
@@ -29,8 +30,7 @@ KDA_KERNELS = {"_causal_conv1d_fwd_kernel", "_gather_initial_states_kernel", "l2
 AUTOTUNED = {"kda_gate_chunk_cumsum_vector_kernel": 6, "chunk_kda_fwd_kernel_intra_token_parallel": 16,
              "chunk_kda_fwd_kernel_inter_solve_fused": 6, "recompute_w_u_fwd_kernel": 9,
              "chunk_gated_delta_rule_fwd_kernel_h_blockdim64": 12, "chunk_gla_fwd_kernel_o": 36}
-REPORTS = ("/opt/vllm-turing/fit-report.json", "/opt/vllm-turing/fit-report-sm86.json",
-           "/opt/vllm-turing/fit-report-sm86-bf16.json", "/opt/vllm-turing/fit-table.json")
+REPORTS = (FIT_REPORT, FIT_REPORT_SM86, FIT_REPORT_SM86_BF16, FIT_TABLE)
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def run_in_image(docker_client, image, mounts):
 
 
 def test_the_build_proved_kimi_linears_kda_on_sm86_in_fp16_and_bf16_whatever_its_head_counts(run_in_image):
-    code, out, err = run_in_image(f"python3 - <<'PY'\nimport json\nprint(json.dumps([json.load(open(p)) for p in "
+    code, out, err = run_in_image(f"python3 - <<'PY'\nimport json\nfrom contract.clamp_paths import read_report\nprint(json.dumps([read_report(p) for p in "
                                   f"{list(REPORTS)!r}]))\nPY")
     assert code == 0, err[-2000:]
     sm75, sm86, sm86_bf16, fit_table = json.loads(out)

@@ -1,49 +1,108 @@
 """patches/fitcheck/image_passes.py, the Dockerfile's fit-check step: each pass's report written
-where the image keeps it, and the first failing pass ends the step with its exit code (the build
-fails), its report written, no later pass run. The passes themselves (the real fit check) run in
-every image build; here the fit check is a stand-in that answers by pass."""
+where the image keeps it, the first failing pass ends the step with its exit code (the build fails)
+and its failing launches printed whole, the full compiles that confirm the others run once after
+every pass, and the log gets progress and a short summary, not every launch. The passes themselves
+(the real fit check) run in every image build; here a stand-in answers by pass."""
 import json
 
 import pytest
 
 from patches.fitcheck import image_passes
+from patches.fitcheck.compiler import CompilerDrift
+from patches.fitcheck.run import UsageError
+
+LIMITS = {"sm75": (75, 65536), "sm86": (86, 101376), "sm90": (90, 232448)}
 
 
 @pytest.fixture
 def passes(tmp_path, monkeypatch):
     reports = [tmp_path / "sm75.json", tmp_path / "sm86.json", None]
     monkeypatch.setattr(image_passes, "PASSES", tuple(zip(
-        (("--device", "sm75"), ("--device", "sm86"), ("--device", "sm90")), reports)))
+        (("--device", "sm75"), ("--device", "sm86", "--dtype", "bfloat16"), ("--device", "sm90", "--matrix", "gemma4")),
+        reports)))
     monkeypatch.setattr(image_passes, "FIT_TABLE", str(tmp_path / "fit-table.json"))
     monkeypatch.setattr(image_passes, "VERSIONS_REPORT", str(tmp_path / "versions.json"))
     monkeypatch.setattr(image_passes, "proved_versions", lambda: {"vllm": "0.33.0", "torch": "2.14.0", "triton": "3.8.0"})
     return tmp_path, reports
 
 
-def standin_fitcheck(codes: dict, ran: list):
-    def fitcheck(argv):
-        device = argv[argv.index("--device") + 1]
-        ran.append(argv)
-        print(json.dumps({"device": device}))
-        return codes.get(device, 0)
-    return fitcheck
+def row(model: str, shared: int, limit: int) -> dict:
+    return {"model": model, "layer": "global", "head_size": 512, "kind": "prefill", "query_len": 16, "kernel":
+            "kernel_unified_attention", "path": "2d", "tile_size": 16, "block_m": 16, "shared": shared,
+            "limit": limit, "fits": shared <= limit, "error": None}
 
 
-def test_every_pass_writes_its_report_into_the_one_table_then_the_versions(passes, monkeypatch):
+def standin_check(fails: set, ran: list, launches: int = 2500):
+    def check_pass(options):
+        device = options[options.index("--device") + 1]
+        ran.append(options)
+        cc, limit = LIMITS[device]
+        shared = limit + 1 if device in fails else limit // 2
+        rows = [row(f"model-{i % 7}", shared if i == 0 else 1024, limit) for i in range(launches)]
+        return {"device": {"name": device, "cc": cc, "limit": limit}, "dtype": "float16", "launches": rows,
+                "mixer_launches": [], "max_shared": shared, "all_fit": device not in fails, "inert": None,
+                "unpatched": None, "compile": {"mode": "shared-only", "cross_checked": []}}
+    return check_pass
+
+
+def test_every_pass_writes_its_report_and_the_full_compiles_run_once_after_them(passes, monkeypatch, capsys):
     folder, reports = passes
-    ran = []
-    monkeypatch.setattr(image_passes, "fitcheck", standin_fitcheck({}, ran))
+    ran, checks = [], []
+    monkeypatch.setattr(image_passes, "check_pass", standin_check(set(), ran))
+    monkeypatch.setattr(image_passes, "cross_check", lambda: checks.append(len(ran)) or [
+        {"kernel": "kernel_unified_attention", "cc": 75, "shared": 32768},
+        {"kernel": "kernel_unified_attention", "cc": 86, "shared": 50688}])
     assert image_passes.main() == 0
-    assert [json.loads(r.read_text())["device"] for r in reports[:2]] == ["sm75", "sm86"]
-    assert all(argv[-3:] == ["--write-table", str(folder / "fit-table.json"), "--json"] for argv in ran)
-    assert len(ran) == 3 and json.loads((folder / "versions.json").read_text())["vllm"] == "0.33.0"
+    assert checks == [3], "one cross-check, after every pass"
+    written = [json.loads(r.read_text()) for r in reports[:2]]
+    assert [w["device"]["name"] for w in written] == ["sm75", "sm86"]
+    assert [w["compile"]["cross_checked"][0]["cc"] for w in written] == [75, 86], "each report its own target's"
+    assert json.loads((folder / "versions.json").read_text())["vllm"] == "0.33.0"
+    err = capsys.readouterr().err.splitlines()
+    assert all(line.startswith("fitcheck: ") for line in err)
+    assert len(err) <= 30, "a summary, not the 7,500 launches"
+    assert any("sm86 float16: 2500 launches, largest need 50688 of 101376 bytes" in line for line in err)
 
 
-def test_a_failing_pass_ends_the_step_with_its_code_and_its_report(passes, monkeypatch, capsys):
+def test_a_failing_pass_ends_the_step_with_its_code_its_report_and_its_launches(passes, monkeypatch, capsys):
     folder, reports = passes
     ran = []
-    monkeypatch.setattr(image_passes, "fitcheck", standin_fitcheck({"sm86": 1}, ran))
+    monkeypatch.setattr(image_passes, "check_pass", standin_check({"sm86"}, ran))
+    monkeypatch.setattr(image_passes, "cross_check", lambda: pytest.fail("no cross-check after a failed pass"))
     assert image_passes.main() == 1
-    assert json.loads(reports[1].read_text())["device"] == "sm86"   # the build log names the launch from it
+    assert json.loads(reports[1].read_text())["all_fit"] is False
     assert len(ran) == 2 and not (folder / "versions.json").exists()
-    assert capsys.readouterr().err == ""  # nothing after the pass's own lines: build.py reports the last one
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("fitcheck: does not fit: model-0/global prefill") and "needs 101377 bytes" in err[-1]
+
+
+@pytest.mark.parametrize("refusal, where", [(UsageError("--matrix 'x' is unknown"), "check_pass"),
+                                            (CompilerDrift("kernel_unified_attention (cc 75): differs"), "cross_check")])
+def test_a_refusal_ends_the_step_with_exit_2_in_one_line(passes, monkeypatch, capsys, refusal, where):
+    def refused(*_):
+        raise refusal
+    monkeypatch.setattr(image_passes, "check_pass", standin_check(set(), []))
+    monkeypatch.setattr(image_passes, "cross_check", lambda: [])
+    monkeypatch.setattr(image_passes, where, refused)
+    assert image_passes.main() == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("fitcheck: ") and str(refusal) in last
+
+
+def test_compile_progress_is_a_line_when_the_interval_has_passed_never_one_per_compile():
+    import io
+
+    from patches.fitcheck.progress import Progress
+
+    now = [100.0]
+    stream = io.StringIO()
+    shown = Progress(stream, every_s=20.0, clock=lambda: now[0])
+    shown.label = "sm75 float16"
+    shown.say("recording and compiling")
+    for done in range(1, 301):
+        now[0] += 0.5  # 300 compiles over 150 s
+        shown.compiled(done, 300)
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "fitcheck: sm75 float16: recording and compiling (0 s)"
+    assert 6 <= len(lines) - 1 <= 8, lines
+    assert lines[1] == "fitcheck: sm75 float16: 40/300 compiles done, 260 left (20 s)"
