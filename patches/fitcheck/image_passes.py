@@ -74,7 +74,7 @@ def main() -> int:
     done = []
     try:
         for options, path in PASSES:
-            shown.label = pass_label(options)
+            shown.start(pass_label(options))
             shown.say("recording and compiling")
             try:
                 report = _timed(shown.label, lambda: check_pass(options))
@@ -88,7 +88,7 @@ def main() -> int:
                     print(f"fitcheck: does not fit: {line}", file=sys.stderr, flush=True)
                 return 1
             shown.say(report_.pass_line(report))
-        shown.label = "every pass"
+        shown.start("every pass")
         shown.say("compiling the largest need of each kernel in full, to confirm the shared-memory-only compiles")
         try:
             checked = _timed("cross-check", cross_check)
@@ -99,7 +99,7 @@ def main() -> int:
             cc = report["device"]["cc"]
             report["compile"]["cross_checked"] = [entry for entry in checked if entry["cc"] == cc]
             _write(path, report)
-        shown.label = ""
+        shown.start("")
         shown.say(f"{len(checked)} kernels confirmed by a full compile")
         for line in report_.build_summary([report for _, _, report in done], FIT_TABLE):
             print(f"fitcheck: {line}", file=sys.stderr, flush=True)

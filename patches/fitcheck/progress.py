@@ -21,6 +21,7 @@ class Progress:
         self.started = clock()
         self.label = ""
         self._printed_at = float("-inf")
+        self.batches = 0  # compile batches begun under this label (a pass runs several: tile search, launches, ...)
 
     def elapsed(self) -> str:
         return f"{self.clock() - self.started:.0f} s"
@@ -32,8 +33,13 @@ class Progress:
 
     def compiled(self, done: int, total: int) -> None:
         """Called as compiles finish; prints when EVERY_S has passed since the last line."""
+        if done == 1:
+            self.batches += 1
         if done < total and self.clock() - self._printed_at >= self.every_s:
-            self.say(f"{done}/{total} compiles done, {total - done} left")
+            self.say(f"compile batch {self.batches}: {done}/{total} done, {total - done} left")
+
+    def start(self, label: str) -> None:
+        self.label, self.batches = label, 0
 
 
 _CURRENT: list[Progress | None] = [None]

@@ -97,7 +97,7 @@ def test_compile_progress_is_a_line_when_the_interval_has_passed_never_one_per_c
     now = [100.0]
     stream = io.StringIO()
     shown = Progress(stream, every_s=20.0, clock=lambda: now[0])
-    shown.label = "sm75 float16"
+    shown.start("sm75 float16")
     shown.say("recording and compiling")
     for done in range(1, 301):
         now[0] += 0.5  # 300 compiles over 150 s
@@ -105,4 +105,4 @@ def test_compile_progress_is_a_line_when_the_interval_has_passed_never_one_per_c
     lines = stream.getvalue().splitlines()
     assert lines[0] == "fitcheck: sm75 float16: recording and compiling (0 s)"
     assert 6 <= len(lines) - 1 <= 8, lines
-    assert lines[1] == "fitcheck: sm75 float16: 40/300 compiles done, 260 left (20 s)"
+    assert lines[1] == "fitcheck: sm75 float16: compile batch 1: 40/300 done, 260 left (20 s)"
