@@ -47,7 +47,9 @@ def check_pass(options: tuple) -> dict:
     from patches.fitcheck.run import plan, run
 
     fit_options, _ = parse([*options, "--write-table", FIT_TABLE])
-    return run(plan(fit_options), cross_check=False)
+    report = run(plan(fit_options), cross_check=False)
+    report["matrix"] = fit_options.matrix
+    return report
 
 
 def cross_check() -> list[dict]:

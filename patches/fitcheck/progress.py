@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 
-EVERY_S = 20.0
+EVERY_S = 30.0
 PREFIX = "fitcheck: "
 
 

@@ -1,6 +1,8 @@
 """The fit check's report: launch rows, verdicts, inertness and the printed table (pure)."""
 from __future__ import annotations
 
+import re
+
 # What must match between patched and unpatched launches for the clamp to be inert.
 LAUNCH_PARAMETERS = ("kernel", "path", "grid", "tile_size", "block_m", "launch_num_warps", "launch_num_stages")
 # Where a row's `shared` came from.
@@ -177,7 +179,8 @@ def _largest(report: dict) -> dict | None:
 
 
 def _models(rows: list[dict]) -> list[str]:
-    return sorted({row["model"] for row in rows})
+    """The models of the rows, each once: a tensor-parallel rank (name-tpN) counts as its model."""
+    return sorted({re.sub(r"-tp\d+$", "", row["model"]) for row in rows})
 
 
 MODELS_SHOWN = 12
@@ -185,8 +188,12 @@ MODELS_SHOWN = 12
 
 def build_summary(reports: list[dict], table_path: str) -> list[str]:
     """The build's fit verdict in a few lines: per device and dtype the launches and the largest need
-    against the limit, the models proven and the ones left out as vLLM cannot serve them there; where
-    the full reports and the table are."""
+    against the limit, the models proven, and those of the same matrix proven on another device but
+    left out here (vLLM cannot serve them there); where the full reports and the table are."""
+    matrices: dict[str, set] = {}
+    for report in reports:
+        matrices.setdefault(report.get("matrix", "all"), set()).update(
+            _models(report["launches"] + report.get("mixer_launches", [])))
     lines = []
     for report in reports:
         device, rows = report["device"], report["launches"] + report.get("mixer_launches", [])
@@ -196,13 +203,14 @@ def build_summary(reports: list[dict], table_path: str) -> list[str]:
                      f"{report['max_shared']} of {device['limit']} bytes{worst}, "
                      f"{'every launch fits' if report['all_fit'] else 'launches do NOT fit'}")
         models = _models(rows)
-        shown = ", ".join(models[:MODELS_SHOWN]) + (f" and {len(models) - MODELS_SHOWN} more" if len(models) > MODELS_SHOWN else "")
-        lines.append(f"  proven: {len(models)} models: {shown}")
-        left_out = report.get("left_out") or {}
+        lines.append(f"  proven: {len(models)} models ({_listed(models)})")
+        left_out = sorted(matrices[report.get("matrix", "all")] - set(models))
         if left_out:
-            lines.append(f"  not proven (vLLM cannot serve them there): " +
-                         "; ".join(f"{model} ({why})" for model, why in sorted(left_out.items())))
-        if report.get("inert") is not None:
-            lines.append("  " + _inertness(report["inert"]))
+            lines.append(f"  not proven, vLLM cannot serve them here: {_listed(left_out)}")
     lines.append(f"the fit table: {table_path}; every launch: the fit-report*.json.gz beside it")
     return lines
+
+
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(names[:MODELS_SHOWN])
+    return shown + (f" and {len(names) - MODELS_SHOWN} more" if len(names) > MODELS_SHOWN else "")

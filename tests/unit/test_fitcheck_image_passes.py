@@ -39,7 +39,10 @@ def standin_check(fails: set, ran: list, launches: int = 2500):
         cc, limit = LIMITS[device]
         shared = limit + 1 if device in fails else limit // 2
         rows = [row(f"model-{i % 7}", shared if i == 0 else 1024, limit) for i in range(launches)]
-        return {"device": {"name": device, "cc": cc, "limit": limit}, "dtype": "float16", "launches": rows,
+        if device == "sm86":  # a model vLLM serves only from Ampere: the built-in matrix leaves it out on Turing
+            rows += [row("deepseek-v3-tp2", 2048, limit)]
+        matrix = options[options.index("--matrix") + 1] if "--matrix" in options else "all"
+        return {"matrix": matrix, "device": {"name": device, "cc": cc, "limit": limit}, "dtype": "float16", "launches": rows,
                 "mixer_launches": [], "max_shared": shared, "all_fit": device not in fails, "inert": None,
                 "unpatched": None, "compile": {"mode": "shared-only", "cross_checked": []}}
     return check_pass
@@ -61,7 +64,11 @@ def test_every_pass_writes_its_report_and_the_full_compiles_run_once_after_them(
     err = capsys.readouterr().err.splitlines()
     assert all(line.startswith("fitcheck: ") for line in err)
     assert len(err) <= 30, "a summary, not the 7,500 launches"
-    assert any("sm86 float16: 2500 launches, largest need 50688 of 101376 bytes" in line for line in err)
+    assert any("sm86 float16: 2501 launches, largest need 50688 of 101376 bytes" in line for line in err)
+    sm75 = err.index(next(line for line in err if line.startswith("fitcheck: sm75 float16: 2500 launches, largest")))
+    assert err[sm75 + 1] == "fitcheck:   proven: 7 models (model-0, model-1, model-2, model-3, model-4, model-5, model-6)"
+    assert err[sm75 + 2] == "fitcheck:   not proven, vLLM cannot serve them here: deepseek-v3"
+    assert not any("not proven" in line for line in err[err.index(next(l for l in err if "sm90" in l and "launches, largest" in l)):])
 
 
 def test_a_failing_pass_ends_the_step_with_its_code_its_report_and_its_launches(passes, monkeypatch, capsys):
@@ -96,7 +103,7 @@ def test_compile_progress_is_a_line_when_the_interval_has_passed_never_one_per_c
 
     now = [100.0]
     stream = io.StringIO()
-    shown = Progress(stream, every_s=20.0, clock=lambda: now[0])
+    shown = Progress(stream, every_s=20.0, clock=lambda: now[0])  # the interval given, not the default
     shown.start("sm75 float16")
     shown.say("recording and compiling")
     for done in range(1, 301):
