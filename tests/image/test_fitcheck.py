@@ -735,7 +735,7 @@ def test_a_shared_memory_figure_the_full_compile_does_not_confirm_fails_naming_t
     lines = [line for line in err.splitlines() if line.startswith("fitcheck:")]
     assert len(lines) == 1 and "Traceback" not in err, err[-2000:]
     quick, full = (int(n) for n in re.findall(r"says (\d+) bytes, Triton's full compile (\d+) bytes", lines[0])[0])
-    assert lines[0].startswith("fitcheck: kernel_unified_attention: ") and quick == full + 16, lines
+    assert lines[0].startswith("fitcheck: kernel_unified_attention (cc 75): ") and quick == full + 16, lines
     assert "--full-compile" in lines[0]
 
 
