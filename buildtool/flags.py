@@ -93,7 +93,7 @@ def base_image(text: str) -> str:
     return text if text == "pypi" else image_reference(text)
 
 
-_VERSION = re.compile(r"[0-9]{1,4}(?:\.[0-9]{1,4}){1,3}(?:(?:a|b|rc|\.post|\.dev)[0-9]{1,4})*", re.ASCII)
+_VERSION = re.compile(r"[0-9]{1,4}(?:\.[0-9]{1,4}){1,3}(?:(?:a|b|rc|\.post|\.dev)[0-9]{1,10})*", re.ASCII)
 
 
 def vllm_version(text: str) -> str:

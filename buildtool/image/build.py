@@ -1,4 +1,5 @@
 """`build.py build`: the derived image, verified before it gets the tag."""
+import contextlib
 import datetime
 import signal
 import tempfile
@@ -116,14 +117,26 @@ def move_tag(client: docker.DockerClient, image_id: str, tag: str) -> None:
     """The image that held the tag before becomes <tag>-previous (rollback). Ctrl-C and SIGTERM wait
     until both tags are written, so the tag is the old image or the new one, never half moved."""
     repository, _, version = tag.rpartition(":") if ":" in tag.split("/")[-1] else (tag, "", "latest")
-    stops = {signal.SIGINT, signal.SIGTERM}
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
-    try:
+    with signals_deferred():
         old = image_or_none(client, tag)
         new = client.images.get(image_id)
         if old is not None and old.id != new.id:
             old.tag(repository, f"{version}-previous")
             print(f"the previous {tag} is now {repository}:{version}-previous", flush=True)
         new.tag(repository, version)
+
+
+@contextlib.contextmanager
+def signals_deferred(stops=(signal.SIGINT, signal.SIGTERM)):
+    """SIGINT and SIGTERM noted while the block runs, then raised again once it is done. Python runs
+    signal handlers in the main thread whichever thread the kernel hands the signal to, so this holds in
+    a process with other threads too (a blocked mask is per thread, and the kernel may pick another)."""
+    caught: list[int] = []
+    previous = {stop: signal.signal(stop, lambda signum, _frame: caught.append(signum)) for stop in stops}
+    try:
+        yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        for stop, handler in previous.items():
+            signal.signal(stop, handler)
+        if caught:
+            signal.raise_signal(caught[0])

@@ -196,9 +196,11 @@ def _stream_until_closed(url: str, model: str, record: dict, first_chunk: thread
     try:
         with requests.post(f"{url}/v1/chat/completions", json=body, stream=True, timeout=(10, 120)) as reply:
             record["status"] = reply.status_code
-            for line in reply.iter_lines(decode_unicode=True):
+            # Bytes split at newlines only: decoded text would also split at U+2028 or U+0085, which a
+            # tiny random model's tokens may carry inside a JSON string.
+            for line in reply.iter_lines():
                 if line:
-                    record["lines"].append(line)
+                    record["lines"].append(line.decode("utf-8"))
                     first_chunk.set()
         record["ended"] = "closed"
     except requests.RequestException as exc:
