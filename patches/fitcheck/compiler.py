@@ -197,25 +197,25 @@ def _compile_jobs(jobs: list[_Job], workers: int | None) -> list[CompileResult]:
     shown = progress.current()
     try:
         if workers <= 1:
-            results = []
-            for index in range(len(_JOBS)):
-                results.append(_compile_one(index))
-                if shown:
-                    shown.compiled(len(results), len(_JOBS))
-            return results
+            return _collected(map(_compile_one, range(len(_JOBS))), len(_JOBS), shown)
         # Frozen, the parent's objects are out of the workers' garbage collections, which would
         # otherwise touch (and so copy) every page of the forked heap.
         gc.freeze()
         with multiprocessing.get_context("fork").Pool(workers) as pool:
-            results = []
-            for result in pool.imap(_compile_one, range(len(_JOBS)), chunksize=1):
-                results.append(result)
-                if shown:
-                    shown.compiled(len(results), len(_JOBS))
-            return results
+            return _collected(pool.imap(_compile_one, range(len(_JOBS)), chunksize=1), len(_JOBS), shown)
     finally:
         gc.unfreeze()
         _JOBS.clear()
+
+
+def _collected(results, total: int, shown) -> list[CompileResult]:
+    """The results in order, each one reported to the build's progress (when it is on) as it arrives."""
+    collected = []
+    for result in results:
+        collected.append(result)
+        if shown:
+            shown.compiled(len(collected), total)
+    return collected
 
 
 def compile_launches(requests: list[tuple], cc: int, workers: int | None = None) -> list[CompileResult]:

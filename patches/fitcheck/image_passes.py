@@ -1,12 +1,13 @@
 """The image build's fit check: every pass, in one process, so vLLM, torch and Triton are imported
 once rather than once per pass. `python3 -m patches.fitcheck.image_passes` (the Dockerfile's step).
 
-Each pass merges its entries and verdicts into the image's fit table and writes its JSON report. The
-full compiles that confirm the shared-memory-only ones (compiler.cross_check) run once, after every
-pass, one per kernel and target: a kernel met in fp16 and bf16 on one target is compiled in full once,
-at its larger need. The first pass that fails (exit 1: a launch does not fit; 2: bad input) ends the
-run with its code, its report written and its failing launches printed whole, so the build fails
-naming them. Last, the versions the passes proved.
+Each pass merges its entries and verdicts into the image's fit table; its JSON report is written
+once the full compiles have confirmed it (a failing pass's at once). The full compiles that confirm
+the shared-memory-only ones (compiler.cross_check) run once, after every pass, one per kernel and
+target: a kernel met in fp16 and bf16 on one target is compiled in full once, at its larger need.
+The first pass that fails (exit 1: a launch does not fit; 2: bad input) ends the run with its code,
+its report written and its failing launches printed whole, so the build fails naming them. Last, the
+versions the passes proved.
 
 While it runs it prints a progress line per pass and, during long compile batches, the compiles done
 and left (patches/fitcheck/progress.py); at the end a summary of at most about 30 lines.
@@ -84,8 +85,8 @@ def main() -> int:
                 print(f"fitcheck: {shown.label}: {error}", file=sys.stderr, flush=True)
                 return 2
             done.append((options, path, report))
-            _write(path, report)
             if not report["all_fit"]:
+                _write(path, report)  # the build log names the launch; the report holds every row
                 for line in report_.failures(report):
                     print(f"fitcheck: does not fit: {line}", file=sys.stderr, flush=True)
                 return 1
@@ -97,7 +98,7 @@ def main() -> int:
         except refusals() as error:
             print(f"fitcheck: {error}", file=sys.stderr, flush=True)
             return 2
-        for options, path, report in done:
+        for _, path, report in done:  # written once, with the full compiles that confirmed its target's needs
             cc = report["device"]["cc"]
             report["compile"]["cross_checked"] = [entry for entry in checked if entry["cc"] == cc]
             _write(path, report)
