@@ -31,7 +31,8 @@ RUN set -e; \
     python3 -m patches.turing_clamp apply --site encoder --json > /opt/vllm-turing/clamp-report-encoder.json; \
     python3 -m patches.turing_clamp check; \
     python3 -c 'import patches.turing_clamp as c, py_compile; [py_compile.compile(str(c.find_target(s)), doraise=True) for s in c.SITES.values()]'
-# The passes, one process (patches/fitcheck/image_passes.py): sm_75; sm_86 in fp16 and in bf16
+# The passes, imported once and forked into two processes by target, so both cores stay busy
+# (patches/fitcheck/image_passes.py): sm_75; sm_86 in fp16 and in bf16
 # (Ampere runs a bf16 checkpoint in bf16, Turing casts it to fp16); sm_90, Gemma 4 only.
 # Triton's cache lives in a BuildKit cache mount: a rebuild recompiles only changed kernels,
 # and the 40 MB of compiled kernels stay out of the image.

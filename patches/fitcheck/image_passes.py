@@ -1,12 +1,17 @@
-"""The image build's fit check: every pass, in one process, so vLLM, torch and Triton are imported
-once rather than once per pass. `python3 -m patches.fitcheck.image_passes` (the Dockerfile's step).
+"""The image build's fit check: every pass, with vLLM, torch and Triton imported once rather than
+once per pass. `python3 -m patches.fitcheck.image_passes` (the Dockerfile's step).
 
-Each pass merges its entries and verdicts into the image's fit table; its JSON report is written
-once the full compiles have confirmed it (a failing pass's at once). The full compiles that confirm
-the shared-memory-only ones (compiler.cross_check) run once, after every pass, one per kernel and
-target: a kernel met in fp16 and bf16 on one target is compiled in full once, at its larger need.
-The first pass that fails (exit 1: a launch does not fit; 2: bad input) ends the run with its code,
-its report written and its failing launches printed whole, so the build fails naming them. Last, the
+The passes run in two processes, split by target (TARGET_GROUPS): the parent imports, then forks a
+child for the second group, so that each one's serial recording runs while the other compiles and
+both cores stay busy. A target's passes stay in one process: they share its table entries and its
+full compiles. Each group writes its own fit table, merged into the image's at the end.
+
+Each pass merges its entries and verdicts into its group's table; its JSON report is written once
+the full compiles have confirmed it (a failing pass's at once). The full compiles that confirm the
+shared-memory-only ones (compiler.cross_check) run once per group, after its passes, one per kernel
+and target: a kernel met in fp16 and bf16 on one target is compiled in full once, at its larger need.
+A pass that fails (exit 1: a launch does not fit; 2: bad input) ends the run with its code, its
+report written and its failing launches printed whole, so the build fails naming them. Last, the
 versions the passes proved.
 
 While it runs it prints a progress line per pass and, during long compile batches, the compiles done
@@ -37,17 +42,20 @@ PASSES = (
     (("--device", "sm90", "--matrix", "gemma4", "--dtype", "bfloat16"), None),
 )
 PROVED_PACKAGES = ("vllm", "torch", "triton")
-# Per pass and for the closing cross-check: (label, wall seconds, the span of compiler.LEDGER it added),
-# for bench/fitcheck's breakdown.
+# The passes' devices by process: the first group in the parent, the second in a forked child.
+# Balanced by their compiles' CPU time (docs/benchmarks.md): sm_86 in two dtypes against the rest.
+TARGET_GROUPS = (("sm75", "sm90"), ("sm86",))
+# Per pass and for each group's closing cross-check: (label, wall seconds, the span of compiler.LEDGER it
+# added), for bench/fitcheck's breakdown.
 TIMINGS: list[tuple[str, float, int, int]] = []
 
 
-def check_pass(options: tuple) -> dict:
+def check_pass(options: tuple, table: str = FIT_TABLE) -> dict:
     """One pass's report (its cross-check left to the end); raises the check's refusals."""
     from patches.fitcheck.__main__ import parse
     from patches.fitcheck.run import plan, run
 
-    fit_options, _ = parse([*options, "--write-table", FIT_TABLE])
+    fit_options, _ = parse([*options, "--write-table", table])
     report = run(plan(fit_options), cross_check=False)
     report["matrix"] = fit_options.matrix
     return report
@@ -69,45 +77,150 @@ def _timed(label: str, work):
         TIMINGS.append((label, time.monotonic() - started, first, len(LEDGER)))
 
 
-def main() -> int:
+def device_of(options: tuple) -> str:
+    return options[options.index("--device") + 1]
+
+
+def grouped(passes=None, groups=None) -> list[list[tuple]]:
+    """The passes of each target group, in PASSES order; a device no group names joins the first."""
+    passes, groups = passes or PASSES, groups or TARGET_GROUPS
+    placed = [[] for _ in groups]
+    for entry in passes:
+        index = next((i for i, devices in enumerate(groups) if device_of(entry[0]) in devices), 0)
+        placed[index].append(entry)
+    return [group for group in placed if group]
+
+
+def run_group(passes: list[tuple], table: str, shown) -> tuple[int, list[tuple], list[dict]]:
+    """(exit code, [(options, report path, report)], the cross-check) of one group's passes, in order;
+    each report is written once confirmed, a failing one at once (then the code is 1 or 2)."""
     from patches.fitcheck.__main__ import refusals
+
+    done = []
+    for options, path in passes:
+        shown.start(pass_label(options))
+        shown.say("recording and compiling")
+        try:
+            report = _timed(shown.label, lambda: check_pass(options, table))
+        except refusals() as error:
+            print(f"fitcheck: {shown.label}: {error}", file=sys.stderr, flush=True)
+            return 2, done, []
+        done.append((options, path, report))
+        if not report["all_fit"]:
+            _write(path, report)  # the build log names the launch; the report holds every row
+            for line in report_.failures(report):
+                print(f"fitcheck: does not fit: {line}", file=sys.stderr, flush=True)
+            return 1, done, []
+        shown.say(report_.pass_line(report))
+    shown.start(", ".join(pass_label(options) for options, _ in passes))
+    shown.say("compiling the largest need of each kernel in full, to confirm the shared-memory-only compiles")
+    try:
+        checked = _timed("cross-check " + shown.label, cross_check)
+    except refusals() as error:
+        print(f"fitcheck: {error}", file=sys.stderr, flush=True)
+        return 2, done, []
+    for _, path, report in done:  # written once, with the full compiles that confirmed its target's needs
+        cc = report["device"]["cc"]
+        report["compile"]["cross_checked"] = [entry for entry in checked if entry["cc"] == cc]
+        _write(path, report)
+    return 0, done, checked
+
+
+def _child(passes: list[tuple], table: str, connection) -> None:
+    """The forked group: its outcome, reports and compiler ledger go back through `connection`."""
+    from patches.fitcheck.compiler import LEDGER
 
     shown = progress_.Progress()
     progress_.turn_on(shown)
-    done = []
+    first = len(LEDGER)
     try:
-        for options, path in PASSES:
-            shown.start(pass_label(options))
-            shown.say("recording and compiling")
-            try:
-                report = _timed(shown.label, lambda: check_pass(options))
-            except refusals() as error:
-                print(f"fitcheck: {shown.label}: {error}", file=sys.stderr, flush=True)
-                return 2
-            done.append((options, path, report))
-            if not report["all_fit"]:
-                _write(path, report)  # the build log names the launch; the report holds every row
-                for line in report_.failures(report):
-                    print(f"fitcheck: does not fit: {line}", file=sys.stderr, flush=True)
-                return 1
-            shown.say(report_.pass_line(report))
-        shown.start("every pass")
-        shown.say("compiling the largest need of each kernel in full, to confirm the shared-memory-only compiles")
+        code, done, checked = run_group(passes, table, shown)
+    except BaseException as error:  # the parent reports it; a traceback here would be lost in the log
+        connection.send((2, [], [], [], [], f"{type(error).__name__}: {error}"))
+        return
+    timings = [(label, wall, start - first, end - first) for label, wall, start, end in TIMINGS]
+    connection.send((code, done, checked, LEDGER[first:], timings, None))
+    connection.close()
+
+
+def _run_in_child(passes: list[tuple], table: str):
+    """Starts `passes` in a forked child; returns a function that waits for its outcome."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    receiving, sending = context.Pipe(duplex=False)
+    # not a daemon: its compiles run in a pool of its own
+    child = context.Process(target=_child, args=(passes, table, sending))
+    child.start()
+    sending.close()
+
+    def outcome() -> tuple[int, list[tuple], list[dict]]:
+        from patches.fitcheck.compiler import LEDGER
+
         try:
-            checked = _timed("cross-check", cross_check)
-        except refusals() as error:
-            print(f"fitcheck: {error}", file=sys.stderr, flush=True)
-            return 2
-        for _, path, report in done:  # written once, with the full compiles that confirmed its target's needs
-            cc = report["device"]["cc"]
-            report["compile"]["cross_checked"] = [entry for entry in checked if entry["cc"] == cc]
-            _write(path, report)
+            code, done, checked, ledger, timings, crash = receiving.recv()
+        except EOFError:
+            code, done, checked, ledger, timings, crash = 2, [], [], [], [], "it ended without a result"
+        child.join()
+        if crash is not None:
+            print(f"fitcheck: {', '.join(pass_label(o) for o, _ in passes)}: the check failed: {crash}",
+                  file=sys.stderr, flush=True)
+        offset = len(LEDGER)
+        LEDGER.extend(ledger)
+        TIMINGS.extend((label, wall, start + offset, end + offset) for label, wall, start, end in timings)
+        return code, done, checked
+
+    def stop() -> None:
+        if child.is_alive():
+            child.terminate()
+        child.join()
+
+    return outcome, stop
+
+
+def merge_tables(into: str, other: str) -> None:
+    """Merges the fit table at `other` (another group's: other targets' keys) into the one at `into`,
+    then removes it."""
+    from patches.fitcheck import table as table_
+
+    document, extra = table_.read_table(Path(into)), table_.read_table(Path(other))
+    if extra is not None:
+        versions = {"vllm": extra["vllm_version"], "triton": extra["triton_version"]}
+        merged = table_.merge(document, extra["entries"], versions, extra.get("verdicts", ()),
+                              extra.get("mixer_verdicts", ()))
+        table_.write_table(Path(into), merged)
+        Path(other).unlink()
+
+
+def main() -> int:
+    groups = grouped()
+    tables = [FIT_TABLE] + [f"{FIT_TABLE}.group{index}" for index in range(1, len(groups))]
+    for table in tables[1:]:
+        Path(table).unlink(missing_ok=True)
+    children = [_run_in_child(passes, table) for passes, table in zip(groups[1:], tables[1:])]
+    shown = progress_.Progress()
+    progress_.turn_on(shown)
+    try:
+        code, done, checked = run_group(groups[0], FIT_TABLE, shown)
+        if code != 0:
+            return code
+        results = [(code, done, checked)]
+        for outcome, _ in children:
+            results.append(outcome())
+        failed = next((code for code, _, _ in results if code != 0), 0)
+        if failed:
+            return failed
+        for table in tables[1:]:
+            merge_tables(FIT_TABLE, table)
+        by_options = {options: report for _, group_done, _ in results for options, _, report in group_done}
         shown.start("")
-        shown.say(f"{len(checked)} kernels confirmed by a full compile")
-        for line in report_.build_summary([report for _, _, report in done], FIT_TABLE):
+        shown.say(f"{sum(len(checked) for _, _, checked in results)} kernels confirmed by a full compile")
+        for line in report_.build_summary([by_options[options] for options, _ in PASSES], FIT_TABLE):
             print(f"fitcheck: {line}", file=sys.stderr, flush=True)
     finally:
         progress_.turn_on(None)
+        for _, stop in children:
+            stop()
     Path(VERSIONS_REPORT).write_text(json.dumps(proved_versions()))
     return 0
 

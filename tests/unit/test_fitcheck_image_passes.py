@@ -21,6 +21,7 @@ def passes(tmp_path, monkeypatch):
         (("--device", "sm75"), ("--device", "sm86", "--dtype", "bfloat16"), ("--device", "sm90", "--matrix", "gemma4")),
         reports)))
     monkeypatch.setattr(image_passes, "FIT_TABLE", str(tmp_path / "fit-table.json"))
+    monkeypatch.setattr(image_passes, "TARGET_GROUPS", (("sm75", "sm86", "sm90"),))  # one process (see below)
     monkeypatch.setattr(image_passes, "VERSIONS_REPORT", str(tmp_path / "versions.json"))
     monkeypatch.setattr(image_passes, "proved_versions", lambda: {"vllm": "0.33.0", "torch": "2.14.0", "triton": "3.8.0"})
     return tmp_path, reports
@@ -33,7 +34,7 @@ def row(model: str, shared: int, limit: int) -> dict:
 
 
 def standin_check(fails: set, ran: list, launches: int = 2500):
-    def check_pass(options):
+    def check_pass(options, table=None):
         device = options[options.index("--device") + 1]
         ran.append(options)
         cc, limit = LIMITS[device]
@@ -69,6 +70,53 @@ def test_every_pass_writes_its_report_and_the_full_compiles_run_once_after_them(
     assert err[sm75 + 1] == "fitcheck:   proven: 7 models (model-0, model-1, model-2, model-3, model-4, model-5, model-6)"
     assert err[sm75 + 2] == "fitcheck:   not proven, vLLM cannot serve them here: deepseek-v3"
     assert not any("not proven" in line for line in err[err.index(next(l for l in err if "sm90" in l and "launches, largest" in l)):])
+
+
+def test_two_target_groups_run_in_two_processes_and_end_as_one_step(passes, monkeypatch, capfd):
+    """The real fork: the child's passes write their reports, its full compiles stay its own, its
+    compiler ledger and timings come back, and its progress reaches the same log."""
+    from patches.fitcheck import compiler
+    from patches.fitcheck.compiler import CompileResult
+
+    folder, reports = passes
+    monkeypatch.setattr(image_passes, "TARGET_GROUPS", (("sm75", "sm90"), ("sm86",)))
+    monkeypatch.setattr(image_passes, "TIMINGS", [])
+    monkeypatch.setattr(compiler, "LEDGER", [])
+    parent = __import__("os").getpid()
+    standin = standin_check(set(), [])
+
+    def check_pass(options, table):
+        compiler.LEDGER.append(("shared-only", 0, "kernel_in_" + str(__import__("os").getpid() == parent), CompileResult(1, 4, 1)))
+        assert table.endswith("fit-table.json" if __import__("os").getpid() == parent else ".group1")
+        return standin(options)
+    checks = []
+    monkeypatch.setattr(image_passes, "check_pass", check_pass)
+    monkeypatch.setattr(image_passes, "cross_check", lambda: checks.append(1) or [
+        {"kernel": "kernel_unified_attention", "cc": 75, "shared": 32768},
+        {"kernel": "kernel_unified_attention", "cc": 86, "shared": 50688}])
+    assert image_passes.main() == 0
+    assert checks == [1], "the parent's cross-check here; the child's in the child"
+    written = [json.loads(r.read_text()) for r in reports[:2]]
+    assert [w["device"]["name"] for w in written] == ["sm75", "sm86"]
+    assert [w["compile"]["cross_checked"][0]["cc"] for w in written] == [75, 86]
+    assert sorted(kernel for *_, kernel, _ in compiler.LEDGER) == ["kernel_in_False", "kernel_in_True", "kernel_in_True"]
+    assert [label for label, *_ in image_passes.TIMINGS if not label.startswith("cross")] == \
+        ["sm75 float16", "sm90 float16 (gemma4)", "sm86 bfloat16"]
+    err = capfd.readouterr().err.splitlines()
+    assert any(line.startswith("fitcheck: sm86 bfloat16: 2501 launches") for line in err), "the child's progress"
+    assert sum("launches, largest need" in line and "every launch fits" in line and "(" not in line.split("fits")[-1]
+               for line in err) == 3, "one summary, in PASSES order"
+
+
+def test_a_failing_pass_in_the_child_group_fails_the_step_with_its_code(passes, monkeypatch, capfd):
+    folder, reports = passes
+    monkeypatch.setattr(image_passes, "TARGET_GROUPS", (("sm75", "sm90"), ("sm86",)))
+    monkeypatch.setattr(image_passes, "check_pass", lambda options, table: standin_check({"sm86"}, [])(options))
+    monkeypatch.setattr(image_passes, "cross_check", lambda: [])
+    assert image_passes.main() == 1
+    assert json.loads(reports[1].read_text())["all_fit"] is False
+    assert not (folder / "versions.json").exists()
+    assert any(line.startswith("fitcheck: does not fit: model-0/global") for line in capfd.readouterr().err.splitlines())
 
 
 def test_a_failing_pass_ends_the_step_with_its_code_its_report_and_its_launches(passes, monkeypatch, capsys):
