@@ -1,4 +1,6 @@
 """An OS image made with debootstrap + `docker import`, for hosts that can pull nothing."""
+import contextlib
+import fcntl
 import os
 import shutil
 import tempfile
@@ -13,7 +15,32 @@ from buildtool.hostconfig import debian_mirror
 BOOTSTRAP_IMAGE = "vllm-turing-os:bookworm"
 
 
+# Two builds on one host (the base and the CPU vehicle, say) that both find no OS image bootstrap it
+# one after the other: the second finds the first's image and uses it, instead of tagging another.
+LOCK_FILE = Path(tempfile.gettempdir()) / "vllm-turing-bootstrap.lock"
+
+
+@contextlib.contextmanager
+def _one_bootstrap_at_a_time():
+    with open(LOCK_FILE, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def bootstrap_os_image(client: docker.DockerClient, suite: str = "bookworm", ref: str = BOOTSTRAP_IMAGE) -> str:
+    with _one_bootstrap_at_a_time():
+        try:
+            client.images.get(ref)
+        except docker.errors.ImageNotFound:
+            return _bootstrap(client, suite, ref)
+    print(f"using {ref}, bootstrapped by another build meanwhile", flush=True)
+    return ref
+
+
+def _bootstrap(client: docker.DockerClient, suite: str, ref: str) -> str:
     if os.geteuid() != 0:
         raise BuildError("making an OS image with debootstrap needs root: run as root, or pass --os-image of an image you have", 2)
     if not shutil.which("debootstrap"):
