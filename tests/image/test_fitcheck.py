@@ -672,15 +672,21 @@ def test_a_mixer_kernel_no_configuration_of_which_fits_fails_naming_it(run_in_im
 
 
 
+# The six checks in one process (vLLM imported once, not six times): each check's report as its
+# --json prints it, by model and mode.
 QUICK_VS_FULL = r"""
-cd /tmp && for config in /models/gemma-4-e2b-like %s/embeddinggemma-300m %s/nemotron-h-8b; do
-  for mode in shared-only full; do
-    flag=""; [ $mode = full ] && flag=--full-compile
-    python3 -m patches.fitcheck --device sm75 --model-config $config/config.json --compare-unpatched $flag \
-      --json > "/tmp/$(basename $config).$mode.json"
-  done
-done
-cd /src && python3 -c 'import glob, json; print(json.dumps({p: json.load(open(p)) for p in glob.glob("/tmp/*.json")}))'
+cd /tmp && python3 - <<'PY'
+import json
+from patches.fitcheck.__main__ import parse
+from patches.fitcheck.run import plan, run
+reports = {}
+for config in ("/models/gemma-4-e2b-like", "%s/embeddinggemma-300m", "%s/nemotron-h-8b"):
+    for mode, flags in (("shared-only", []), ("full", ["--full-compile"])):
+        options, _ = parse(["--device", "sm75", "--model-config", config + "/config.json", "--compare-unpatched",
+                            *flags])
+        reports[f"/tmp/{config.rsplit('/', 1)[-1]}.{mode}.json"] = run(plan(options))
+print(json.dumps(reports))
+PY
 """ % (ENCODERS, HYBRIDS)
 ROW_FIGURES = ("kernel", "path", "query_len", "tile_size", "shared", "num_warps", "num_stages", "fits", "error")
 
