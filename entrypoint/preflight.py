@@ -162,7 +162,7 @@ def disk_targets(settings: Settings) -> list[disk.Target]:
 def cache_writes(settings: Settings, extras: Extras) -> tuple[cache.Written, ...]:
     """Every cache folder the server writes besides VLLM_CACHE_ROOT (the cache check judges that one
     itself), with what an unwritable one does."""
-    written = [cache.Written("TRITON_CACHE_DIR", settings.triton_cache_dir, True, cache.TRITON_CONSEQUENCE),
+    written = [cache.Written("TRITON_CACHE_DIR", settings.triton_cache_dir, True, cache.TRITON_CONSEQUENCE, True),
                cache.Written("HF_HUB_CACHE", settings.hf_hub_cache, False,
                              "a Hub model id cannot be downloaded or locked there")]
     if settings.cache_home:
@@ -170,7 +170,7 @@ def cache_writes(settings: Settings, extras: Extras) -> tuple[cache.Written, ...
                                      "libraries that keep their caches there (FlashInfer, outlines) fail or rebuild"))
     if settings.inductor_cache_dir:
         written.append(cache.Written("TORCHINDUCTOR_CACHE_DIR", settings.inductor_cache_dir, False,
-                                     "torch.compile fails at its first compile unless ENFORCE_EAGER is set"))
+                                     "torch.compile fails at its first compile unless ENFORCE_EAGER is set", True))
     if settings.cuda_cache_path:
         written.append(cache.Written("CUDA_CACHE_PATH", settings.cuda_cache_path, False,
                                      "CUDA compiles its PTX afresh at every start"))
@@ -181,7 +181,7 @@ def cache_writes(settings: Settings, extras: Extras) -> tuple[cache.Written, ...
     compile_cache = json_object(extras.get("compilation_config")).get("cache_dir")
     if isinstance(compile_cache, str) and os.path.isabs(compile_cache):
         written.append(cache.Written(f"{extras.name('compilation_config')} cache_dir", compile_cache, False,
-                                     "torch.compile's artifacts are not kept, every start compiles afresh"))
+                                     "torch.compile's artifacts are not kept, every start compiles afresh", True))
     return tuple(written)
 
 
