@@ -33,6 +33,8 @@ API_KEY_PATH = "/run/secrets/vllm-api-key"
 
 # The stamp the entrypoint keeps in VLLM_CACHE_ROOT: which image filled the cache volume.
 CACHE_STAMP_NAME = "vllm-turing-image.json"
+# The start ledger beside it: whether the last start became healthy (entrypoint/start_ledger.py).
+START_LEDGER_NAME = "vllm-turing-starts.json"
 
 # The units' stop grace (compose stop_grace_period, Quadlet StopTimeout, Kubernetes
 # terminationGracePeriodSeconds): SIGTERM, then SIGKILL after this many seconds. The server's
