@@ -1,13 +1,11 @@
 """The mount a cache lives on (entrypoint/mounts.py) and the cache check's refusal of a noexec mount
 for the caches the server loads compiled code from: real mountinfo texts, and one real tmpfs."""
-import subprocess
-
-import pytest
 from hypothesis import given, strategies as st
 
 from contract.verdict import Status
 from entrypoint import mounts
 from entrypoint.checks import cache
+from tests.unit.test_entrypoint_cache_agreement import tmpfs  # noqa: F401  (a real tmpfs, mounted by the test)
 
 # A container's mountinfo as Docker writes it: a named volume, the default noexec tmpfs, /dev/shm.
 DOCKER = """\
@@ -82,17 +80,8 @@ def test_any_text_parses_without_raising(text):
         assert mount.mount_point.startswith("/")
 
 
-@pytest.fixture
-def noexec_tmpfs(tmp_path):
-    """A real tmpfs mounted noexec inside tmp_path, as Docker mounts one (the test machine runs as root)."""
-    mount = tmp_path / "tmpfs"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m,noexec", "tmpfs", str(mount)], check=True)
-    yield mount
-    subprocess.run(["umount", str(mount)], check=True)
-
-
-def test_a_real_noexec_mount_fails_the_cache_check_before_any_load(tmp_path, noexec_tmpfs):
+def test_a_real_noexec_mount_fails_the_cache_check_before_any_load(tmp_path, tmpfs):
+    noexec_tmpfs = tmpfs("tmpfs", "size=16m,noexec")  # as Docker mounts one
     root = noexec_tmpfs / "vllm"  # missing: created on the noexec mount
     result = cache.check_cache(str(root), cache.Identity({}, "a" * 64))
     assert result.status is Status.FAIL and f"on {noexec_tmpfs} (tmpfs), mounted noexec" in result.message
