@@ -229,3 +229,14 @@ def test_the_exec_d_server_holds_the_ledger_locked_and_the_next_start_sees_its_d
     done = run_entrypoint(env)
     assert "vllm-turing: cache healed: VLLM_CACHE_ROOT" in done.stderr and "died before it became healthy" in done.stderr
     assert not (root / "torch_compile_cache").exists() and (root / CACHE_STAMP_NAME).exists()
+
+
+def test_a_triton_cache_inside_the_vllm_cache_is_scanned_once_and_moved_with_it(tmp_path, real_so):
+    root = tmp_path / "vllm"
+    (root / "triton" / "k").mkdir(parents=True)
+    (root / "triton" / "k" / "main.so").write_bytes(b"")
+    lines = []
+    ledger = start_ledger.prepare(str(root), str(root / "triton"), NOW, lines.append)
+    close_inherited(ledger)
+    assert len(lines) == 1 and "VLLM_CACHE_ROOT" in lines[0] and "triton/k/main.so (empty)" in lines[0], lines
+    assert not (root / "triton").exists() and (root / START_LEDGER_NAME).exists()
