@@ -33,12 +33,25 @@ API_KEY_PATH = "/run/secrets/vllm-api-key"
 
 # The stamp the entrypoint keeps in VLLM_CACHE_ROOT: which image filled the cache volume.
 CACHE_STAMP_NAME = "vllm-turing-image.json"
+# The start ledger beside it: whether the last start became healthy (entrypoint/start_ledger.py).
+START_LEDGER_NAME = "vllm-turing-starts.json"
 
 # The units' stop grace (compose stop_grace_period, Quadlet StopTimeout, Kubernetes
-# terminationGracePeriodSeconds): SIGTERM, then SIGKILL after this many seconds. The server's
-# HTTP drain after its engine has stopped is bounded well inside it (entrypoint/graceful_stop.py).
+# terminationGracePeriodSeconds less its preStop delay): SIGTERM, then SIGKILL after this many
+# seconds; the default of the STOP_GRACE_SECONDS setting. The server's HTTP drain after its engine has
+# stopped is bounded well inside it (entrypoint/graceful_stop.py).
 STOP_GRACE_S = 60
 SERVER_HTTP_DRAIN_S = STOP_GRACE_S // 4
+# vLLM drains its requests in flight for --shutdown-timeout seconds after SIGTERM (0, its default,
+# aborts them); then the HTTP drain runs; this margin keeps both inside the grace.
+STOP_MARGIN_S = 5
+STOP_GRACE_MIN_S = SERVER_HTTP_DRAIN_S + STOP_MARGIN_S + 5
+STOP_GRACE_MAX_S = 3600
+
+
+def shutdown_timeout_s(stop_grace_s: int) -> int:
+    """vLLM's --shutdown-timeout for a stop grace: what is left of it after the HTTP drain and a margin."""
+    return max(stop_grace_s - SERVER_HTTP_DRAIN_S - STOP_MARGIN_S, 0)
 
 # The start report (entrypoint/start_report.py): the entrypoint hands the preflight's seconds and the
 # process start time to the server in this variable; the server adds its phases file for the engine

@@ -13,7 +13,7 @@ from typing import Mapping
 from contract.layout import ENV_API_KEY
 from contract.verdict import any_failed
 
-from . import facts, files, identity, linker_cache, preflight, report, start_report
+from . import facts, files, identity, linker_cache, preflight, report, start_ledger, start_report
 from .argv import Extras, judge_extra, speculative_problem
 from .argv_files import opened_files_problem
 from .checks import cache, driver_floor, parallel, turing_settings
@@ -115,12 +115,14 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
         return 1
     if mode == "check":
         return 0
+    ledger = start_ledger.prepare(settings.vllm_cache_root, settings.triton_cache_dir, time.time(),
+                                  lambda line: print(line, file=sys.stderr))
     stamp_problem = cache.stamp_before_start(settings.vllm_cache_root, settings.skip_checks)
     if stamp_problem:
         print(f"vllm-turing: WARN cache: {stamp_problem}", file=sys.stderr)
     print("vllm-turing: exec " + shlex.join(redact_words(argv_out)), flush=True)
     sys.stderr.flush()
-    exec_env = {**server_env(env), **start_report.exec_env(elapsed)}
+    exec_env = {**server_env(env), **start_report.exec_env(elapsed, ledger=ledger)}
     if api_key is not None:
         exec_env[ENV_API_KEY] = api_key
     if driver_floor.compat_applied(results):

@@ -3,12 +3,29 @@ from __future__ import annotations
 
 import json
 
+from contract.layout import shutdown_timeout_s
+
 from .device import Device
 from .settings import SERVER_CMD, Settings, resolve_dtype
+
+SHUTDOWN_TIMEOUT = "--shutdown-timeout"
 
 
 def option(flag: str, value) -> list[str]:
     return [] if value is None else [flag, str(value)]
+
+
+def gives_option(words, flag: str) -> bool:
+    """Whether the user's words set `flag` themselves (`--flag N` or `--flag=N`)."""
+    return any(word == flag or word.startswith(flag + "=") for word in words)
+
+
+def drain_option(settings: Settings, user_words) -> list[str]:
+    """vLLM's --shutdown-timeout sized from STOP_GRACE_SECONDS (vLLM's default, 0, aborts every
+    request in flight at SIGTERM), unless the user gave one."""
+    if gives_option(user_words, SHUTDOWN_TIMEOUT):
+        return []
+    return [SHUTDOWN_TIMEOUT, str(shutdown_timeout_s(settings.stop_grace_s))]
 
 
 def server_argv(settings: Settings, device: Device | None, container_args: tuple[str, ...] = ()) -> list[str]:
@@ -30,4 +47,5 @@ def server_argv(settings: Settings, device: Device | None, container_args: tuple
     argv += option("--reasoning-parser", settings.reasoning_parser)
     if settings.tool_call_parser:
         argv += ["--enable-auto-tool-choice", "--tool-call-parser", settings.tool_call_parser]
+    argv += drain_option(settings, [*settings.extra_args, *container_args])
     return argv + list(settings.extra_args) + list(container_args)

@@ -153,16 +153,17 @@ def resolve_models(settings: Settings, env: Mapping[str, str] | None = None, ext
 
 
 def disk_targets(settings: Settings) -> list[disk.Target]:
-    return [disk.Target("HF cache", settings.hf_hub_cache, disk.NEED_HF_CACHE),
+    """The paths measured, each marked as the cache check judges an unwritable one (cache_writes)."""
+    return [disk.Target("HF cache", settings.hf_hub_cache, disk.NEED_HF_CACHE, must_write=False),
             disk.Target("TMPDIR", settings.tmpdir, disk.NEED_TMPDIR),
             disk.Target("Triton cache", settings.triton_cache_dir, disk.NEED_TRITON_CACHE),
-            disk.Target("vLLM cache", settings.vllm_cache_root, disk.NEED_VLLM_CACHE)]
+            disk.Target("vLLM cache", settings.vllm_cache_root, disk.NEED_VLLM_CACHE, must_write=False)]
 
 
 def cache_writes(settings: Settings, extras: Extras) -> tuple[cache.Written, ...]:
     """Every cache folder the server writes besides VLLM_CACHE_ROOT (the cache check judges that one
     itself), with what an unwritable one does."""
-    written = [cache.Written("TRITON_CACHE_DIR", settings.triton_cache_dir, True, cache.TRITON_CONSEQUENCE),
+    written = [cache.Written("TRITON_CACHE_DIR", settings.triton_cache_dir, True, cache.TRITON_CONSEQUENCE, True),
                cache.Written("HF_HUB_CACHE", settings.hf_hub_cache, False,
                              "a Hub model id cannot be downloaded or locked there")]
     if settings.cache_home:
@@ -170,7 +171,7 @@ def cache_writes(settings: Settings, extras: Extras) -> tuple[cache.Written, ...
                                      "libraries that keep their caches there (FlashInfer, outlines) fail or rebuild"))
     if settings.inductor_cache_dir:
         written.append(cache.Written("TORCHINDUCTOR_CACHE_DIR", settings.inductor_cache_dir, False,
-                                     "torch.compile fails at its first compile unless ENFORCE_EAGER is set"))
+                                     "torch.compile fails at its first compile unless ENFORCE_EAGER is set", True))
     if settings.cuda_cache_path:
         written.append(cache.Written("CUDA_CACHE_PATH", settings.cuda_cache_path, False,
                                      "CUDA compiles its PTX afresh at every start"))
@@ -181,7 +182,7 @@ def cache_writes(settings: Settings, extras: Extras) -> tuple[cache.Written, ...
     compile_cache = json_object(extras.get("compilation_config")).get("cache_dir")
     if isinstance(compile_cache, str) and os.path.isabs(compile_cache):
         written.append(cache.Written(f"{extras.name('compilation_config')} cache_dir", compile_cache, False,
-                                     "torch.compile's artifacts are not kept, every start compiles afresh"))
+                                     "torch.compile's artifacts are not kept, every start compiles afresh", True))
     return tuple(written)
 
 

@@ -11,7 +11,8 @@ import shlex
 from typing import Mapping
 
 from contract.devices import BF16_MIN_CC, FP8_MIN_CC
-from contract.layout import DEPRECATED_ENV_NAMES, ENV_API_KEY, ENV_API_KEY_FILE, ENV_CC, ENV_FIT_TABLE, ENV_SMEM_LIMIT
+from contract.layout import (DEPRECATED_ENV_NAMES, ENV_API_KEY, ENV_API_KEY_FILE, ENV_CC, ENV_FIT_TABLE, ENV_SMEM_LIMIT,
+                             STOP_GRACE_MAX_S, STOP_GRACE_MIN_S, STOP_GRACE_S)
 from .redact import redact
 
 # The one program the entrypoint execs. Nothing in the environment replaces it: the test tiers
@@ -25,7 +26,7 @@ CUDA_COMPAT_MODES = ("auto", "on", "off")
 ENTRYPOINT_ONLY = ("MODEL", "SERVED_MODEL_NAME", "HOST", "PORT", "DTYPE", "MAX_MODEL_LEN", "MAX_NUM_SEQS",
                    "GPU_MEMORY_UTILIZATION", "KV_CACHE_DTYPE", "ENFORCE_EAGER", "SPECULATIVE_CONFIG", "DRAFTER",
                    "REASONING_PARSER", "TOOL_CALL_PARSER", "VLLM_EXTRA_ARGS", "SKIP_CHECKS", "CUDA_COMPAT",
-                   "TENSOR_PARALLEL_SIZE", "PIPELINE_PARALLEL_SIZE", ENV_API_KEY_FILE)
+                   "TENSOR_PARALLEL_SIZE", "PIPELINE_PARALLEL_SIZE", ENV_API_KEY_FILE, "STOP_GRACE_SECONDS")
 # Names the entrypoint reads that the server (vLLM, huggingface_hub, Triton) reads too: passed on.
 SHARED_WITH_SERVER = (ENV_API_KEY, "HOME", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TMPDIR",
                       "TRITON_CACHE_DIR", "VLLM_CACHE_ROOT", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
@@ -100,6 +101,7 @@ class Settings:
     cache_home: str | None = None           # XDG_CACHE_HOME, else HOME/.cache
     inductor_cache_dir: str | None = None   # TORCHINDUCTOR_CACHE_DIR when set
     cuda_cache_path: str | None = None      # CUDA_CACHE_PATH (CUDA's PTX JIT cache) when set
+    stop_grace_s: int = STOP_GRACE_S        # STOP_GRACE_SECONDS: the units' grace, sizing vLLM's drain
 
     @property
     def world_size(self) -> int:
@@ -321,6 +323,8 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
         cache_home=cache_home,
         inductor_cache_dir=_absolute_path(env, "TORCHINDUCTOR_CACHE_DIR", None),
         cuda_cache_path=_absolute_path(env, "CUDA_CACHE_PATH", None),
+        stop_grace_s=_bounded_int(env, "STOP_GRACE_SECONDS", STOP_GRACE_MIN_S, STOP_GRACE_MAX_S,
+                                  str(STOP_GRACE_S)) or STOP_GRACE_S,
     )
 
 

@@ -185,11 +185,13 @@ def process_started_at(pid: str = "self") -> float | None:
         return None
 
 
-def exec_env(preflight_s: float, now: float | None = None) -> dict[str, str]:
-    """What the entrypoint adds to the server's environment before exec."""
+def exec_env(preflight_s: float, now: float | None = None, ledger: str | None = None) -> dict[str, str]:
+    """What the entrypoint adds to the server's environment before exec; `ledger` the start ledger
+    the server marks healthy when it is ready (entrypoint/start_ledger.py)."""
     started = process_started_at()
     started = started if started is not None else (now if now is not None else time.time())
-    return {START_ENV: json.dumps({"started_at": round(started, 3), "preflight_s": round(preflight_s, 3)})}
+    state = {"started_at": round(started, 3), "preflight_s": round(preflight_s, 3)}
+    return {START_ENV: json.dumps({**state, "ledger": ledger} if ledger else state)}
 
 
 # --- effects: the server's side (sitecustomize) --------------------------------------------------
@@ -216,6 +218,19 @@ def read_events(path: str) -> list[Event]:
     except OSError:
         pass
     return events
+
+
+def mark_ledger(path) -> None:
+    """The start ledger marked healthy (the server is ready); a ledger that cannot be written stays
+    as it is, and the next start treats this one as having died before it was healthy."""
+    if not isinstance(path, str):
+        return
+    from .start_ledger import mark_healthy
+    try:
+        mark_healthy(path)
+    except OSError as error:
+        print(f"vllm-turing: WARN cache: cannot mark {path} healthy ({error.strerror or error}): the next start "
+              "will move the compile cache aside", file=sys.stderr, flush=True)
 
 
 class PhaseRecorder:
@@ -246,6 +261,7 @@ class PhaseRecorder:
                 handle.write(event.to_json() + "\n")
             if event.kind == "ready" and os.getpid() == self.state.get("server_pid"):
                 self.done = True
+                mark_ledger(self.state.get("ledger"))
                 summary = summarize(read_events(self.state["phases_file"]), self.state["started_at"],
                                     self.state.get("preflight_s"), event.at)
                 print(summary.line(), file=self.stream or sys.stdout, flush=True)

@@ -183,7 +183,8 @@ def _pod_spec(spec: UnitSpec, memory: str) -> dict:
         "securityContext": {"runAsNonRoot": True, "runAsUser": POD_UID, "runAsGroup": POD_GID,
                             "fsGroup": POD_GID, "fsGroupChangePolicy": "OnRootMismatch",
                             "seccompProfile": {"type": "RuntimeDefault"}},
-        "terminationGracePeriodSeconds": STOP_GRACE_S,
+        # the preStop delay runs inside the grace: the server still gets STOP_GRACE_S after SIGTERM
+        "terminationGracePeriodSeconds": STOP_GRACE_S + PRE_STOP_S,
         "containers": [_container(spec, memory)],
         "volumes": [
             _model_volume(spec),

@@ -122,6 +122,10 @@ ENV_FILE_ENTRIES = [
     'VLLM_EXTRA_ARGS=--enable-prefix-caching',
     'Checks to skip by name (the report still warns about each).',
     'SKIP_CHECKS=',
+    "Seconds from a stop's SIGTERM to its SIGKILL; vLLM drains the requests in flight for most of it.",
+    "The units' grace (stop_grace_period, StopTimeout, terminationGracePeriodSeconds) is rendered with",
+    "this default: change both together.",
+    ('STOP_GRACE_SECONDS', str(STOP_GRACE_S)),
 ]
 
 

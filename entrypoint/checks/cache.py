@@ -11,6 +11,10 @@ nearest existing parent, where it will be created) as the uid the server runs as
 PermissionError at the first kernel compile, after the load (measured in the image as uid 4242:4242
 with the units' cache paths), so an unwritable Triton cache fails the check; the others warn.
 
+A cache the server loads compiled code from (VLLM_CACHE_ROOT, Triton's, inductor's, a compilation
+cache_dir) on a mount with `noexec` fails: the load dies tens of seconds in, naming the wrong folder.
+Free space is the disk check's to judge, not this one's.
+
 `check` only reports; the serve path stamps (after the preflight passed, right before exec)."""
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ from typing import Callable, Mapping
 from imagefacts.shape import PACKAGES, installed
 from contract.layout import CACHE_STAMP_NAME, CLAMP_REPORT, FIT_TABLE, IMAGE_FACTS, VERSIONS_REPORT
 from contract.verdict import Result, Status, failed, passed, warned
-from .. import files
+from .. import files, mounts
 from .disk import existing_ancestor
 
 NAME = "cache"
@@ -159,6 +163,7 @@ class Written:
     path: str
     required: bool
     consequence: str
+    loads_code: bool = False  # the server maps compiled code (.so files) from it
 
 
 TRITON_CONSEQUENCE = "Triton raises PermissionError at the first kernel compile, after the model has loaded"
@@ -173,6 +178,31 @@ def writable_fix(written: list[Written]) -> str:
     return (f"mount a volume writable by uid {os.geteuid()} (gid {os.getegid()}) there (chown or chmod g+w on the host "
             f"with the group the container runs in), point {names} at a writable folder, or run the container as the "
             "folder's owner")
+
+
+NOEXEC_FIX = ("mount a named volume there (the units do), or a tmpfs with the exec option "
+              "(docker run --tmpfs PATH:exec,size=4g; Docker mounts a tmpfs noexec by default)")
+
+
+def noexec_problems(loaded: list[tuple[str, str]], mounted: list[mounts.Mount]) -> list[str]:
+    """For each (setting, resolved path) the server loads compiled code from, why it cannot: the
+    mount holding it has `noexec`."""
+    problems = []
+    for setting, path in loaded:
+        mount = mounts.mount_of(path, mounted)
+        if mount is not None and mount.noexec:
+            problems.append(f"{setting} {path} is on {mount.mount_point} ({mount.fstype}), mounted noexec: the "
+                            "server loads its compiled kernels from there and would die at the first load "
+                            "(\"failed to map segment from shared object\")")
+    return problems
+
+
+def check_executable(loaded: list[tuple[str, str]], mountinfo: str | None = None) -> Result | None:
+    """A failure when a cache the server loads code from is on a noexec mount, else None."""
+    text = mounts.read_mountinfo() if mountinfo is None else mountinfo
+    problems = noexec_problems([(setting, mounts.resolved(path)) for setting, path in loaded],
+                               mounts.parse_mountinfo(text))
+    return failed(NAME, "; ".join(problems), NOEXEC_FIX) if problems else None
 
 
 WALK_LIMIT = 10_000  # directory entries read before a cache of empty directories counts as filled
@@ -248,9 +278,15 @@ def needs_stamp(state: CacheState, ours: Identity) -> bool:
         (state.stamp is None or state.stamp.digest != ours.digest)
 
 
-def check_cache(root: str, ours: Identity | None = None, written: tuple[Written, ...] = ()) -> Result:
-    """VLLM_CACHE_ROOT judged (judge), and every other cache in `written` probed: a required one that
-    is not writable fails, any other warns (with the VLLM_CACHE_ROOT finding after it)."""
+def check_cache(root: str, ours: Identity | None = None, written: tuple[Written, ...] = (),
+                mountinfo: str | None = None) -> Result:
+    """A cache the server loads code from on a noexec mount fails; then VLLM_CACHE_ROOT judged
+    (judge), and every other cache in `written` probed: a required one that is not writable fails,
+    any other warns (with the VLLM_CACHE_ROOT finding after it)."""
+    noexec = check_executable([("VLLM_CACHE_ROOT", root)] + [(item.setting, item.path) for item in written
+                                                             if item.loads_code], mountinfo)
+    if noexec is not None:
+        return noexec
     problems = [(item, why) for item in written for why in [writable_why(item.path)] if why]
     required = [(item, why) for item, why in problems if item.required]
     if required:

@@ -1,5 +1,14 @@
 """Disk: each path (HF cache, TMPDIR, Triton and vLLM caches) measured on its own filesystem, since
-they often sit on different ones; the needs of paths sharing a filesystem add up."""
+they often sit on different ones; the needs of paths sharing a filesystem add up.
+
+What a read-only or full filesystem does, as the cache check and docs/deploy.md say it too:
+- read-only: a path the server must write (TMPDIR: gcc builds Triton's launchers there; Triton's
+  cache: PermissionError at the first kernel compile) fails; a cache the server only keeps (vLLM's,
+  the Hub's) warns: every start compiles (or downloads) afresh;
+- writable but with less free space than the need: fails, since a compile that runs out of space
+  leaves cut files behind; less than twice the need warns.
+The needs are floors from the seed deployments: docs/benchmarks.md has no measured compile-cache
+size per model class to derive them from."""
 from __future__ import annotations
 
 import dataclasses
@@ -24,6 +33,7 @@ class Target:
     label: str
     path: str
     need: int
+    must_write: bool = True  # False: a cache the server keeps but can run without (it recompiles)
 
 
 def existing_ancestor(path: str) -> str:
@@ -32,6 +42,14 @@ def existing_ancestor(path: str) -> str:
     while not os.path.exists(path):
         path = os.path.dirname(path)
     return path
+
+
+def read_only(members: list[Target], names: str) -> Result:
+    """A read-only filesystem: a failure where the server must write, else a warning (nothing is kept)."""
+    if any(member.must_write for member in members):
+        return Result(NAME, Status.FAIL, f"{names}: read-only filesystem", "mount a writable volume there")
+    return Result(NAME, Status.WARN, f"{names}: read-only filesystem: nothing is kept there, every start "
+                                     "compiles (and downloads) afresh", "mount a writable volume there")
 
 
 def check_disk(targets: list[Target]) -> Result:
@@ -49,7 +67,7 @@ def check_disk(targets: list[Target]) -> Result:
         need = sum(member.need for member in members)
         names = ", ".join(f"{member.label} {member.path}" for member in members)
         if vfs.f_flag & os.ST_RDONLY:
-            findings.append(Result(NAME, Status.FAIL, f"{names}: read-only filesystem", "mount a writable volume there"))
+            findings.append(read_only(members, names))
         elif free < need:
             findings.append(Result(NAME, Status.FAIL, f"{names}: {gib(free)} free on that filesystem, need {gib(need)}",
                                    MAKE_ROOM))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from contract.layout import CACHE_STAMP_NAME
+from contract.layout import CACHE_STAMP_NAME, START_LEDGER_NAME
 from contract.verdict import Status
 from entrypoint.checks import cache
 from tests.support.entrypoint_cli import REPO, run_entrypoint
@@ -149,11 +149,12 @@ def test_check_mode_reports_and_serve_mode_stamps_before_exec(tmp_path):
     report = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
     assert report["cache"]["status"] == "pass" and "empty" in report["cache"]["message"]
     assert not root.exists()
-    standin = write_standin_vllm(tmp_path / "standin", "import os; print('served', os.listdir(os.environ['VLLM_CACHE_ROOT']))")
+    standin = write_standin_vllm(tmp_path / "standin", "import os; print('served', sorted(os.listdir(os.environ['VLLM_CACHE_ROOT'])))")
     done = run_entrypoint({**env, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
                            "PYTHONPATH": f"{standin}:{REPO}"})
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"served ['{CACHE_STAMP_NAME}']" in done.stdout  # stamped before the server started
+    # stamped, and the start recorded in the ledger, before the server started
+    assert f"served {sorted([CACHE_STAMP_NAME, START_LEDGER_NAME])}" in done.stdout
     done = run_entrypoint(env, "check", "--json")
     report = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
     assert report["cache"]["status"] == "pass" and "belongs to this image" in report["cache"]["message"]

@@ -42,9 +42,9 @@ def test_disk_passes_with_room_and_counts_filesystems(tmp_path, small_fs):
     assert result.status is Status.PASS and "2 filesystem(s)" in result.message
 
 
-def test_read_only_filesystem_fails(small_fs):
+def test_read_only_filesystem_fails_a_path_the_server_must_write(small_fs):
     subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
-    result = check_disk([Target("HF cache", str(small_fs / "hub"), MIB)])
+    result = check_disk([Target("TMPDIR", str(small_fs / "tmp"), MIB)])
     assert result.status is Status.FAIL and "read-only" in result.message
 
 

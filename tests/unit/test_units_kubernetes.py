@@ -168,7 +168,9 @@ def test_the_kubernetes_manifests_carry_what_compose_carries():
     cache_mounts = {m["subPath"]: m["mountPath"] for m in main["volumeMounts"] if m["name"] == "cache"}
     assert cache_mounts == unit_spec.cache_volumes == \
         {v.split(":")[0]: v.split(":")[1] for v in service["volumes"] if isinstance(v, str)}
-    assert pod["terminationGracePeriodSeconds"] == seconds(service["stop_grace_period"])
+    # the preStop delay runs inside Kubernetes' grace: the server gets compose's grace after SIGTERM
+    assert pod["terminationGracePeriodSeconds"] == seconds(service["stop_grace_period"]) + \
+        main["lifecycle"]["preStop"]["sleep"]["seconds"]
     assert main["livenessProbe"]["periodSeconds"] == seconds(service["healthcheck"]["interval"])
     shm = next(v for v in pod["volumes"] if v["name"] == "dshm")["emptyDir"]
     assert shm["medium"] == "Memory" and size_bytes(shm["sizeLimit"].removesuffix("i")) == size_bytes(service["shm_size"])

@@ -1,0 +1,74 @@
+"""Drain on stop: one setting, STOP_GRACE_SECONDS, sizes vLLM's --shutdown-timeout (vLLM's default,
+0, aborts every request in flight at SIGTERM) in the argv the entrypoint builds, unless the user gave
+one, and the units' grace is rendered from the same default."""
+import pytest
+import yaml
+from hypothesis import given, strategies as st
+
+from buildtool.units.kubernetes import PRE_STOP_S
+from contract.layout import (SERVER_HTTP_DRAIN_S, STOP_GRACE_MAX_S, STOP_GRACE_MIN_S, STOP_GRACE_S,
+                             shutdown_timeout_s)
+from entrypoint.command import SHUTDOWN_TIMEOUT, server_argv
+from entrypoint.settings import SettingsError, parse_settings
+from tests.support.deploy_units import parse_unit
+from tests.unit.test_units import REPO
+
+BASE = {"MODEL": "/models/m"}
+
+
+def drain_of(argv):
+    return [argv[i + 1] for i, word in enumerate(argv) if word == SHUTDOWN_TIMEOUT]
+
+
+@given(st.integers(STOP_GRACE_MIN_S, STOP_GRACE_MAX_S))
+def test_the_drain_and_the_http_bound_fit_inside_any_accepted_grace(grace):
+    settings = parse_settings({**BASE, "STOP_GRACE_SECONDS": str(grace)})
+    [drain] = drain_of(server_argv(settings, None))
+    assert 1 <= int(drain) and int(drain) + SERVER_HTTP_DRAIN_S < grace
+    assert int(drain) == shutdown_timeout_s(grace)
+
+
+def test_the_default_grace_is_the_units_and_drains_for_40_s():
+    assert parse_settings(BASE).stop_grace_s == STOP_GRACE_S
+    assert drain_of(server_argv(parse_settings(BASE), None)) == [str(STOP_GRACE_S - SERVER_HTTP_DRAIN_S - 5)] == ["40"]
+
+
+@pytest.mark.parametrize("words, container_args", [
+    ("--shutdown-timeout 7", ()), ("--shutdown-timeout=7", ()), ("", ("--shutdown-timeout", "7")),
+    ("", ("--shutdown-timeout=7",))])
+def test_a_shutdown_timeout_the_user_gave_is_theirs_alone(words, container_args):
+    argv = server_argv(parse_settings({**BASE, "VLLM_EXTRA_ARGS": words}), None, container_args)
+    assert sum(word.startswith(SHUTDOWN_TIMEOUT) for word in argv) == 1 and argv[-1].endswith("7")
+
+
+@given(st.text(max_size=12))
+def test_a_bad_grace_is_refused_naming_the_setting(raw):
+    try:
+        value = parse_settings({**BASE, "STOP_GRACE_SECONDS": raw}).stop_grace_s
+    except SettingsError as error:
+        assert str(error).startswith("STOP_GRACE_SECONDS=") and "\n" not in str(error)
+        assert error.variable == "STOP_GRACE_SECONDS"
+    else:
+        assert STOP_GRACE_MIN_S <= value <= STOP_GRACE_MAX_S
+
+
+@pytest.mark.parametrize("raw", ["0", "20", "3601", "-5", "60s", "1e3"])
+def test_a_grace_too_short_to_drain_or_not_seconds_is_refused(raw):
+    with pytest.raises(SettingsError, match=f"an integer from {STOP_GRACE_MIN_S} to {STOP_GRACE_MAX_S}"):
+        parse_settings({**BASE, "STOP_GRACE_SECONDS": raw})
+
+
+def test_the_committed_units_give_the_server_the_settings_default_grace():
+    compose = yaml.safe_load((REPO / "compose.yaml").read_text())["services"]["vllm"]
+    assert compose["stop_grace_period"] == f"{STOP_GRACE_S}s"
+    quadlet = parse_unit((REPO / "quadlet/vllm-turing.container").read_text())["Container"]
+    assert quadlet["StopTimeout"] == [str(STOP_GRACE_S)]
+    docs = list(yaml.safe_load_all((REPO / "kubernetes/base/vllm-turing.yaml").read_text()))
+    pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert container["lifecycle"]["preStop"]["sleep"]["seconds"] == PRE_STOP_S
+    assert pod["terminationGracePeriodSeconds"] == STOP_GRACE_S + PRE_STOP_S
+    env_file = dict(line.split("=", 1) for line in (REPO / "quadlet/vllm-turing.env").read_text().splitlines()
+                    if line and not line.startswith("#"))
+    assert env_file["STOP_GRACE_SECONDS"] == str(STOP_GRACE_S)
+    assert parse_settings({**BASE, **env_file}).stop_grace_s == STOP_GRACE_S
