@@ -86,9 +86,11 @@ READ_ONLY_NOTE = (
     "there wins), and the toolkit's hook writes the same file. The server itself runs read-only with a",
     "tmpfs /tmp (measured on the CPU server, tests/serving); docs/deploy.md shows the override.",
 )
-# The non-root uid the Kubernetes pods run as (Restricted Pod Security Standard), in group 0 as
-# OpenShift assigns: the image reads and writes what it needs as any uid of group 0.
-POD_UID = 2000
+# The image's default user (the Dockerfile's USER, held to these by a unit test) and the uid the
+# Kubernetes pods run as: non-root, at least 10000 so that it is no host account's uid (checkov's
+# CKV_K8S_40), in group 0 as OpenShift assigns: the image reads and writes what it needs as any uid
+# of group 0. Its HOME is the image's /home/vllm (an emptyDir in the pods, whose root is read-only).
+POD_UID = 10001
 POD_GID = 0
 POD_HOME = "/home/vllm"
 _VERSION_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
@@ -145,6 +147,7 @@ class ClusterValues:
     model_claim: str = "vllm-turing-models"
     runtime_class: str | None = None
     node_selector: tuple[tuple[str, str], ...] = ()
+    cpus: int | None = None  # whole CPUs per replica (request = limit); None: sized from the GPUs
 
 
 @dataclass(frozen=True)
