@@ -2,6 +2,7 @@
 CUDA runtime and forward compatibility, the linker cache, settings that break Turing, quantization
 methods above the device, audio towers without the audio extra, two CUDA stacks in one image.
 Decisions over values; the driver check end to end over gcc-built StandIn driver libraries."""
+import json
 import os
 import subprocess
 
@@ -18,7 +19,10 @@ from entrypoint.cli import main
 from entrypoint.cuda_stack import DRIVER_FLOOR, driver_floor as floor_of, judge_stack, stack_wheels, torch_cuda_version
 from entrypoint.settings import SettingsError, parse_settings
 
+from tests.support.model_files import write_model_dir
 from tests.support.standin_driver import build_standin_driver, proc_driver_version_text
+from tests.unit.test_entrypoint_cli import DEVICE_CHECKS, serve
+from tooling.serving_stack import free_port
 
 T4, RTX_2080, RTX_3090 = "Tesla T4", "NVIDIA GeForce RTX 2080 Ti", "NVIDIA GeForce RTX 3090"
 
@@ -181,6 +185,19 @@ def test_a_stale_libcuda_in_the_cache_loses_to_the_override_without_ldconfig_run
     assert before is not None and before.status is Status.FAIL
     server_env = {**env, **linker_cache.triton_override(env, loader)}
     assert linker_cache.judge_agreement("driver", in_root(linker_cache.triton_libcuda(cache, server_env)), loader) is None
+
+
+@pytest.mark.parametrize("given", [None, "/opt/driver"])
+def test_the_server_starts_with_triton_pointed_at_the_libcuda_the_entrypoint_loaded(tmp_path, given):
+    """The whole path: the entrypoint loads a StandIn libcuda through LD_LIBRARY_PATH and execs the
+    (stand-in) server with TRITON_LIBCUDA_PATH naming that directory; one the user set is kept."""
+    libs = build_standin_driver(tmp_path / "libs")
+    write_model_dir(tmp_path / "model")
+    env = {"MODEL": str(tmp_path / "model"), "PORT": str(free_port()), "LD_LIBRARY_PATH": str(libs),
+           "SKIP_CHECKS": DEVICE_CHECKS + ",port", **({"TRITON_LIBCUDA_PATH": given} if given else {})}
+    process, record, out, err = serve(tmp_path, env)
+    assert process.returncode == 0, out + err
+    assert json.loads(record.read_text())["env"]["TRITON_LIBCUDA_PATH"] == (given or str(libs))
 
 
 # 3. settings that break Turing
