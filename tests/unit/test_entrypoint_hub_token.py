@@ -5,7 +5,9 @@ import json
 import os
 
 import pytest
+from hypothesis import example, given, strategies as st
 
+from entrypoint.hub import token_file_refusal
 from tests.unit.test_entrypoint_api_key import make_fifo, served
 
 TOKEN = "hf_plantedTokenForTheHubTest0123456789"
@@ -45,3 +47,12 @@ def test_a_token_file_the_server_could_not_use_is_refused_naming_the_setting_not
 def test_a_relative_token_path_is_refused(tmp_path):
     process, seen, output = served(tmp_path, {"HF_TOKEN_PATH": "secrets/token"})
     assert process.returncode == 2 and "HF_TOKEN_PATH" in output and "an absolute path" in output
+
+
+@given(st.text(max_size=60).map(lambda tail: "/" + tail) | st.sampled_from(["/dev/zero", "/proc/self/mem", "/", "/tmp"]))
+@example("/\x00")
+@example("/" + "a" * 5000)
+def test_any_token_path_is_usable_absent_or_refused_naming_the_setting_never_a_traceback(path):
+    refusal = token_file_refusal(path)
+    if refusal is not None:
+        assert refusal.variable == "HF_TOKEN_PATH" and "\n" not in str(refusal)
