@@ -18,13 +18,16 @@ LIBCUDA = "libcuda.so.1"
 TRITON_LIBCUDA_PATH = "TRITON_LIBCUDA_PATH"  # Triton's own override: a directory
 
 
-def triton_override(env: Mapping[str, str], loader: str | None) -> dict[str, str]:
+def triton_override(env: Mapping[str, str], loader: str | None,
+                    exists: Callable[[str], bool] = os.path.exists) -> dict[str, str]:
     """What the server's environment gets so that Triton uses the loader's libcuda.so.1: its directory
-    as TRITON_LIBCUDA_PATH, unless the user set that (theirs is judged by the driver check) or no
-    libcuda was loaded (no GPU: nothing to point at)."""
+    as TRITON_LIBCUDA_PATH, unless the user set that (theirs is judged by the driver check), no
+    libcuda was loaded (no GPU: nothing to point at), or the mapped file's directory holds no
+    libcuda.so.1 (a symlink into another folder: Triton links against that name in the directory)."""
     if (env.get(TRITON_LIBCUDA_PATH) or "").strip() or not loader:
         return {}
-    return {TRITON_LIBCUDA_PATH: os.path.dirname(loader)}
+    directory = os.path.dirname(loader)
+    return {TRITON_LIBCUDA_PATH: directory} if exists(os.path.join(directory, LIBCUDA)) else {}
 
 
 def cache_paths(ldconfig_p: str, soname: str = LIBCUDA) -> list[str]:

@@ -151,11 +151,16 @@ def test_disagreeing_loaders_fail_naming_both_files():
 
 
 def test_the_server_gets_triton_pointed_at_the_loaders_directory_unless_the_user_set_it():
+    # the maps name the mapped file itself (as measured on an H200 host: libcuda.so.580.159.04)
     loader = "/usr/local/nvidia/lib64/libcuda.so.535.104.05"
-    assert linker_cache.triton_override({}, loader) == {"TRITON_LIBCUDA_PATH": "/usr/local/nvidia/lib64"}
-    assert linker_cache.triton_override({"TRITON_LIBCUDA_PATH": "/opt/driver"}, loader) == {}
-    assert linker_cache.triton_override({"TRITON_LIBCUDA_PATH": " "}, loader) == {"TRITON_LIBCUDA_PATH": "/usr/local/nvidia/lib64"}
-    assert linker_cache.triton_override({}, None) == {}  # no GPU: no libcuda loaded, nothing to point at
+    present = {"/usr/local/nvidia/lib64/libcuda.so.1"}.__contains__
+    assert linker_cache.triton_override({}, loader, present) == {"TRITON_LIBCUDA_PATH": "/usr/local/nvidia/lib64"}
+    assert linker_cache.triton_override({"TRITON_LIBCUDA_PATH": "/opt/driver"}, loader, present) == {}
+    assert linker_cache.triton_override({"TRITON_LIBCUDA_PATH": " "}, loader, present) == \
+        {"TRITON_LIBCUDA_PATH": "/usr/local/nvidia/lib64"}
+    assert linker_cache.triton_override({}, None, present) == {}  # no GPU: no libcuda loaded, nothing to point at
+    # a libcuda.so.1 symlink into a folder without that name: Triton could not link there; left to the cache
+    assert linker_cache.triton_override({}, "/opt/real/libcuda.so.535.104.05", present) == {}
 
 
 def test_loaded_libcuda_reads_a_maps_file_and_none_where_there_is_none(tmp_path):
