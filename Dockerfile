@@ -92,6 +92,15 @@ COPY entrypoint/sitecustomize.py /opt/vllm-turing/sitecustomize.py
 # start (and every health check, which imports sitecustomize) compiled them again.
 RUN python3 -m compileall -q /opt/vllm-turing
 
+# The default user: uid 10001 in group 0, not root (buildtool/units/spec.py's POD_UID and POD_GID, the
+# uid the Kubernetes pods run as; a unit test holds the three equal). Its home and the cache folders
+# above are group 0 and writable by it, so any uid of group 0 runs the image the same (OpenShift).
+# Root only where asked: `docker run --user 0`, compose `user: "0:0"`, Quadlet `User=0`.
+# (--no-log-init: no sparse lastlog entry for a high uid.)
+RUN useradd --no-log-init --uid 10001 --gid 0 --home-dir /home/vllm --create-home --shell /usr/sbin/nologin vllm \
+    && chmod 0775 /home/vllm
+USER 10001:0
+
 EXPOSE 8000
 # /health answers 503 until the model is loaded: the start period allows a 4-minute load.
 # The units' health check (HEALTH and HEALTH_CMD of buildtool/units/spec.py, which say why these

@@ -13,7 +13,7 @@ from typing import Mapping
 from contract.layout import ENV_API_KEY
 from contract.verdict import any_failed
 
-from . import facts, files, identity, linker_cache, preflight, report, start_ledger, start_report
+from . import facts, files, hub, identity, linker_cache, preflight, report, start_ledger, start_report
 from .argv import Extras, judge_extra, speculative_problem
 from .argv_files import opened_files_problem
 from .checks import cache, driver_floor, parallel, turing_settings
@@ -93,6 +93,8 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
         if problem:
             raise problem
         api_key = server_api_key(env, settings.api_key_file)
+        if token_refusal := hub.token_file_refusal(settings.hf_token_path):
+            raise token_refusal
     except SettingsError as error:
         return refuse(f"bad setting {error}", as_json, variable=error.variable)
     argv_out = server_argv(settings, device, container_args)
@@ -100,7 +102,6 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
         shown_argv = redact_words(argv_out)
         print(json.dumps({"argv": shown_argv}) if as_json else shlex.join(shown_argv))
         return 0
-    linker_cache.refresh(os.geteuid())
     started = time.perf_counter()
     results = preflight.run_checks(
         preflight.plan(settings, device, preflight.resolve_models(settings, env, extras), env, gpus, extras, loaded,
@@ -130,6 +131,7 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
         print(f"vllm-turing: LD_LIBRARY_PATH={exec_env['LD_LIBRARY_PATH']}", flush=True)
     if device is not None:
         exec_env.update(parallel.nccl_defaults(device.cc, settings.tensor_parallel_size, env))
+    exec_env.update(linker_cache.triton_override(env, linker_cache.loaded_libcuda()))
     try:
         os.execvpe(argv_out[0], argv_out, exec_env)
     except OSError as error:

@@ -9,7 +9,30 @@ import socket
 from typing import Mapping
 from urllib.parse import urlsplit
 
+from . import files
+from .settings import SettingsError
+
 PROBE_TIMEOUT_S = 3.0
+# huggingface_hub's own setting for the token's file (default $HF_HOME/token): the Hub client reads
+# the token from it, so it is in no process's environment, argv or log (the Kubernetes pods mount
+# the Secret there). The preflight only judges the file; the token is never kept.
+ENV_HF_TOKEN_PATH = "HF_TOKEN_PATH"
+MAX_TOKEN_FILE_BYTES = 64 * 1024
+
+
+def token_file_refusal(path: str | None, present=os.path.lexists) -> SettingsError | None:
+    """Why the file HF_TOKEN_PATH names cannot serve as the token, None when it can or when there
+    is none (no file is no token: huggingface_hub then asks anonymously). An unreadable one would
+    raise PermissionError in the server, after the preflight, at its first Hub request."""
+    if path is None or not present(path):
+        return None
+    try:
+        files.read_bytes(path, "the file", MAX_TOKEN_FILE_BYTES)
+    except files.FileProblem as problem:
+        return SettingsError(ENV_HF_TOKEN_PATH, path, f"a readable token file, or none at that path ({problem})",
+                             f"Put the token alone in that file (e.g. a Secret mounted there), readable by uid "
+                             f"{os.geteuid()} or group 0, or unset {ENV_HF_TOKEN_PATH}.")
+    return None
 
 
 def endpoint(env: Mapping[str, str]) -> str | None:

@@ -1,7 +1,10 @@
 """The container's linker cache as the NVIDIA container toolkit's hook leaves it, and where each loader
 finds libcuda.so.1. Triton asks `ldconfig -p` first and reads LD_LIBRARY_PATH only when the cache
 lists no libcuda.so.1; torch and the entrypoint dlopen through the loader (LD_LIBRARY_PATH first).
-Without the toolkit nothing refreshes the cache, and a stale libcuda in it wins for Triton alone."""
+Without the toolkit nothing refreshes the cache, and a stale libcuda in it would win for Triton alone.
+So the server is started with TRITON_LIBCUDA_PATH, Triton's own override, naming the directory of the
+libcuda.so.1 the loader mapped: Triton then never reads the cache, and the entrypoint never has to
+rewrite /etc/ld.so.cache (which took root and a writable root filesystem)."""
 from __future__ import annotations
 
 import os
@@ -10,18 +13,21 @@ from typing import Callable, Mapping
 
 from contract.verdict import Result, failed
 
-NVIDIA_LIB_DIR = "/usr/local/nvidia/lib64"
 LDCONFIG = "/sbin/ldconfig"  # the path Triton runs
 LIBCUDA = "libcuda.so.1"
 TRITON_LIBCUDA_PATH = "TRITON_LIBCUDA_PATH"  # Triton's own override: a directory
 
 
-def refresh_argv(euid: int, lib_dir: str = NVIDIA_LIB_DIR, is_dir: Callable[[str], bool] = os.path.isdir) -> list[str] | None:
-    """The ldconfig run that adds the mounted driver directory to the cache: only as root (rootful, or
-    rootless podman's user-namespace root), whose cache file lives in the container layer."""
-    if euid != 0 or not is_dir(lib_dir):
-        return None
-    return [LDCONFIG, lib_dir]
+def triton_override(env: Mapping[str, str], loader: str | None,
+                    exists: Callable[[str], bool] = os.path.exists) -> dict[str, str]:
+    """What the server's environment gets so that Triton uses the loader's libcuda.so.1: its directory
+    as TRITON_LIBCUDA_PATH, unless the user set that (theirs is judged by the driver check), no
+    libcuda was loaded (no GPU: nothing to point at), or the mapped file's directory holds no
+    libcuda.so.1 (a symlink into another folder: Triton links against that name in the directory)."""
+    if (env.get(TRITON_LIBCUDA_PATH) or "").strip() or not loader:
+        return {}
+    directory = os.path.dirname(loader)
+    return {TRITON_LIBCUDA_PATH: directory} if exists(os.path.join(directory, LIBCUDA)) else {}
 
 
 def cache_paths(ldconfig_p: str, soname: str = LIBCUDA) -> list[str]:
@@ -57,21 +63,19 @@ def judge_agreement(name: str, triton: str | None, loader: str | None,
     """A failure naming both files when Triton and the loader would use different libcuda.so.1; else None."""
     if triton is None or loader is None or realpath(triton) == realpath(loader):
         return None
-    return failed(name, f"Triton would use {triton} (the linker cache lists it first) but the loader "
-                        f"loaded {loader}: two different libcuda.so.1",
-                  f"remove the stale {triton} from the image or run as root so the entrypoint refreshes the "
-                  f"cache for {NVIDIA_LIB_DIR} (or set {TRITON_LIBCUDA_PATH}={os.path.dirname(loader)})")
+    return failed(name, f"Triton would use {triton} ({TRITON_LIBCUDA_PATH} names its directory) but the "
+                        f"loader loaded {loader}: two different libcuda.so.1",
+                  f"unset {TRITON_LIBCUDA_PATH} (the entrypoint then points it at the loader's) or set "
+                  f"{TRITON_LIBCUDA_PATH}={os.path.dirname(loader)}")
 
 
-def refresh(euid: int) -> None:
-    """The effect: run ldconfig for the driver directory; a read-only root filesystem leaves the cache
-    as it was, and the driver check then reports any disagreement."""
-    argv = refresh_argv(euid)
-    if argv:
-        try:
-            subprocess.run(argv, capture_output=True, timeout=30, check=False)
-        except (OSError, subprocess.SubprocessError):
-            pass
+def loaded_libcuda(maps_path: str = "/proc/self/maps") -> str | None:
+    """The effect: the libcuda this process mapped (the device probe loaded it), None when none."""
+    try:
+        with open(maps_path, encoding="utf-8", errors="replace") as handle:
+            return loaded_path(handle.read())
+    except OSError:
+        return None
 
 
 def ldconfig_listing() -> str:

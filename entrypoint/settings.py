@@ -28,7 +28,7 @@ ENTRYPOINT_ONLY = ("MODEL", "SERVED_MODEL_NAME", "HOST", "PORT", "DTYPE", "MAX_M
                    "REASONING_PARSER", "TOOL_CALL_PARSER", "VLLM_EXTRA_ARGS", "SKIP_CHECKS", "CUDA_COMPAT",
                    "TENSOR_PARALLEL_SIZE", "PIPELINE_PARALLEL_SIZE", ENV_API_KEY_FILE, "STOP_GRACE_SECONDS")
 # Names the entrypoint reads that the server (vLLM, huggingface_hub, Triton) reads too: passed on.
-SHARED_WITH_SERVER = (ENV_API_KEY, "HOME", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TMPDIR",
+SHARED_WITH_SERVER = (ENV_API_KEY, "HF_TOKEN_PATH", "HOME", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TMPDIR",
                       "TRITON_CACHE_DIR", "VLLM_CACHE_ROOT", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
                       "TORCHINDUCTOR_CACHE_DIR", "CUDA_CACHE_PATH", "TURING_CLAMP_SMEM_LIMIT", "TURING_CLAMP_CC", "TURING_CLAMP_FIT_TABLE",
                       "TURING_CLAMP_RANKED_CONFIGS", "VLLM_TURING_SMEM_LIMIT", "VLLM_TURING_CC", "VLLM_TURING_FIT_TABLE")
@@ -96,6 +96,7 @@ class Settings:
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     api_key_file: str | None = None
+    hf_token_path: str | None = None        # HF_TOKEN_PATH: the Hub token's file (huggingface_hub reads it)
     clamp_smem_limit: int | None = None
     clamp_cc: int | None = None
     cache_home: str | None = None           # XDG_CACHE_HOME, else HOME/.cache
@@ -318,6 +319,7 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
         tensor_parallel_size=_bounded_int(env, "TENSOR_PARALLEL_SIZE", 1, MAX_GPUS, "2") or 1,
         pipeline_parallel_size=_bounded_int(env, "PIPELINE_PARALLEL_SIZE", 1, MAX_GPUS, "1") or 1,
         api_key_file=_absolute_path(env, ENV_API_KEY_FILE, None),
+        hf_token_path=_absolute_path(env, "HF_TOKEN_PATH", None),
         clamp_smem_limit=_clamp_int(env, ENV_SMEM_LIMIT, 1, MAX_SMEM_LIMIT, "65536"),
         clamp_cc=_clamp_int(env, ENV_CC, 30, 199, "75"),
         cache_home=cache_home,

@@ -5,6 +5,7 @@
 #     bookworm, so they are downloaded with a temporary sources list and unpacked into
 #     TOOLS_DIR (no trixie package is ever installed)
 #   - debootstrap, for `build.py base --bootstrap` where no OS image can be pulled
+#   - python3-venv, for the unit tier's checkov venv (tests/run)
 # Idempotent: a second run only checks. Needs root and the machine's own Debian mirror.
 set -euo pipefail
 
@@ -21,6 +22,8 @@ apt_install() {
 
 command -v dockerd >/dev/null || { log "installing docker.io"; apt_install docker.io; }
 command -v debootstrap >/dev/null || { log "installing debootstrap"; apt_install debootstrap; }
+# tests/run makes a venv for checkov (tests/requirements-checkov.txt): Debian's venv needs ensurepip
+python3 -c 'import ensurepip' 2>/dev/null || { log "installing python3-venv"; apt_install python3-venv; }
 
 # The machine's own Debian mirror, read from its sources (deb822 or one-line format).
 debian_mirror() {

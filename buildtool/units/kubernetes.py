@@ -1,12 +1,15 @@
 """Renders the Kubernetes manifests from the same UnitSpec as compose and Quadlet.
 
 One multi-document YAML file: a ConfigMap made from the env file, the cache claim, a Deployment
-(one GPU or one tensor-parallel group per replica), a Service and a NetworkPolicy that admits only
-the namespace's own pods. The pods meet the Restricted Pod Security Standard (non-root uid in group
-0, no privilege escalation, every capability dropped, the runtime's default seccomp profile) except
-with `--model-volume hostPath`, which the standard forbids (Baseline then). The policy the schema
-cannot express (a GPU limit, probes on /health, no secret in plain text, no privileged pod) is
-`manifest_problems`, which the renderer applies to its own output and the tests to broken copies.
+(one GPU or one tensor-parallel group per replica), a PodDisruptionBudget when there is more than one
+replica, a Service and a NetworkPolicy that admits only the namespace's own pods. The pods meet the
+Restricted Pod Security Standard (non-root uid in group 0, no privilege escalation, every capability
+dropped, the runtime's default seccomp profile) except with `--model-volume hostPath`, which the
+standard forbids (Baseline then), and checkov's restricted checks (tests/unit/test_units_checkov.py):
+CPU and memory requests and limits, a read-only root filesystem with writable volumes only where the
+server writes, secrets as files, a uid of 10000 or more. The policy the schema cannot express (a GPU
+limit, the probes, no secret in plain text, no privileged pod) is `manifest_problems`, which the
+renderer applies to its own output and the tests to broken copies.
 """
 from __future__ import annotations
 
@@ -21,8 +24,10 @@ from buildtool.units.spec import (API_KEY_PATH, API_KEY_SECRET, CONTAINER_PORT, 
                                   ENV_API_KEY, HEALTH, MODEL_MOUNT, POD_GID, POD_HOME, POD_UID, SHM_SIZE,
                                   START_TIMEOUT_S, STOP_GRACE_S, UNIT_NAME, ClusterValues, HostValues,
                                   UnitSpec)
+from entrypoint.checks.disk import NEED_TMPDIR
 from entrypoint.checks.memory import staging_need
 from entrypoint.checks.model import ModelProblem, read_model_dir
+from entrypoint.ready import COMMAND as READY_COMMAND
 
 MANIFEST_PATH = f"kubernetes/base/{UNIT_NAME}.yaml"
 # The base's kustomization, written beside the manifests so that an overlay's `../../base` builds
@@ -39,14 +44,29 @@ CACHE_CLAIM = f"{UNIT_NAME}-cache"
 CACHE_CLAIM_SIZE = "20Gi"  # Triton and vLLM caches (tens to hundreds of MB), Hub downloads when not offline
 HF_SECRET = f"{UNIT_NAME}-hf"
 HF_TOKEN = "HF_TOKEN"
-# The Secrets the pods read, by variable: only references are in the manifests, never a value.
+# The Secrets the pods read, by the variable a user would otherwise set: (Secret, its key). Both are
+# mounted as files, never given as environment variables: the API key's file is API_KEY_FILE (the
+# entrypoint reads it), the token's is huggingface_hub's own HF_TOKEN_PATH (the Hub client reads it,
+# so the token is in no process's environment).
 SECRET_REFERENCES = {HF_TOKEN: (HF_SECRET, HF_TOKEN), ENV_API_KEY: (API_KEY_SECRET, API_KEY_SECRET)}
 API_KEY_VOLUME = "api-key"
+HF_TOKEN_VOLUME = "hf-token"
+HF_TOKEN_DIR = f"/run/secrets/{HF_SECRET}"
+ENV_HF_TOKEN_PATH = "HF_TOKEN_PATH"
 HEALTH_PATH = "/health"
 PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
 STARTUP_PERIOD_S = 10
 READINESS_PERIOD_S = 10
 HOME_SIZE = "1Gi"
+# /tmp: the entrypoint's start report and config copies, torch's and Triton's temporary files; the
+# preflight's disk check wants NEED_TMPDIR free there, the limit allows twice that.
+TMP_SIZE = f"{2 * NEED_TMPDIR // 2**30}Gi"
+# CPUs per replica when --cpus is not given: one for vLLM's API server (HTTP, tokenization) and two
+# per GPU (the engine core or worker that drives it, and Triton's and inductor's compiles at start).
+# One GPU gets 3, which fits the 4-vCPU nodes GPU pools often have (allocatable about 3.9).
+SERVER_CPUS = 1
+CPUS_PER_GPU = 2
+MAX_CPUS = 512
 MAX_REPLICAS = 1000  # a typo guard: more replicas than any GPU pool here has
 PRE_STOP_S = 5  # the Service drops the pod from its endpoints before the server stops taking requests
 # /dev/shm is tmpfs: what the server writes there counts against the pod's memory limit.
@@ -92,6 +112,11 @@ def gpus_per_replica(spec: UnitSpec) -> int:
     return len(spec.host.gpu_indices)
 
 
+def cpu_cores(spec: UnitSpec) -> int:
+    """Request = limit, like the memory: the pod's QoS class is Guaranteed."""
+    return spec.cluster.cpus or SERVER_CPUS + CPUS_PER_GPU * gpus_per_replica(spec)
+
+
 def memory_gib(spec: UnitSpec) -> int:
     """Request = limit: the entrypoint's memory check wants staging_need() under the cgroup limit
     (Kubernetes nodes run without swap), plus what /dev/shm may hold, in whole GiB."""
@@ -99,8 +124,8 @@ def memory_gib(spec: UnitSpec) -> int:
     return math.ceil(need / 2**30)
 
 
-def _probe(period_s: int, timeout_s: int, failures: int) -> dict:
-    return {"httpGet": {"path": HEALTH_PATH, "port": "http"}, "periodSeconds": period_s,
+def _probe(period_s: int, timeout_s: int, failures: int, action: dict | None = None) -> dict:
+    return {**(action or {"httpGet": {"path": HEALTH_PATH, "port": "http"}}), "periodSeconds": period_s,
             "timeoutSeconds": timeout_s, "failureThreshold": failures}
 
 
@@ -109,7 +134,9 @@ def _probes() -> dict:
     return {
         # preflight + weight loading (98-157 s on a T4) + a first compile: the same budget systemd gets
         "startupProbe": _probe(STARTUP_PERIOD_S, timeout, START_TIMEOUT_S // STARTUP_PERIOD_S),
-        "readinessProbe": _probe(READINESS_PERIOD_S, timeout, HEALTH["retries"]),
+        # "this model answers": the served model listed by /v1/models, asked with the pod's key
+        "readinessProbe": _probe(READINESS_PERIOD_S, timeout, HEALTH["retries"], {"exec": {"command": list(READY_COMMAND)}}),
+        # the process is up: a restart is the cure only for a server that no longer answers at all
         "livenessProbe": _probe(seconds(HEALTH["interval"]), timeout, HEALTH["retries"]),
     }
 
@@ -120,32 +147,27 @@ def _model_volume(spec: UnitSpec) -> dict:
     return {"name": "models", "persistentVolumeClaim": {"claimName": spec.cluster.model_claim, "readOnly": True}}
 
 
-def _secret_env(spec: UnitSpec) -> list[dict]:
-    """HF_TOKEN, and vLLM's own VLLM_API_KEY unless the key comes as a file: each from its Secret,
-    optional, so a cluster without that Secret starts the server without it."""
-    names = [HF_TOKEN] + ([] if spec.host.api_key_file else [ENV_API_KEY])
-    return [{"name": name, "valueFrom": {"secretKeyRef": {"name": SECRET_REFERENCES[name][0],
-                                                          "key": SECRET_REFERENCES[name][1], "optional": True}}}
-            for name in names]
-
-
 def _container(spec: UnitSpec, memory: str) -> dict:
     gpus = gpus_per_replica(spec)
-    environment = {**spec.environment, "HOME": POD_HOME,
-                   **(spec.api_key_environment if spec.host.api_key_file else {})}
+    cpus = cpu_cores(spec)
+    environment = {**spec.environment, "HOME": POD_HOME, **spec.api_key_environment,
+                   ENV_HF_TOKEN_PATH: f"{HF_TOKEN_DIR}/{HF_TOKEN}"}
     env = [{"name": key, "value": value} for key, value in environment.items() if key not in DEVICE_PLUGIN_OWNS]
-    env += _secret_env(spec)
     mounts = [{"name": "models", "mountPath": MODEL_MOUNT, "readOnly": True}]
     # One claim, a subPath per cache; the compile caches' subPaths carry the image's version.
     mounts += [{"name": "cache", "mountPath": target, "subPath": name} for name, target in spec.cache_volumes.items()]
+    # The root filesystem is read-only: these are every other place the server writes.
     mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
     mounts.append({"name": "home", "mountPath": POD_HOME})
-    if spec.host.api_key_file:
-        # A Secret volume is a directory of one file per key: subPath makes API_KEY_FILE the file
-        # itself (a subPath is not updated when the Secret changes; vLLM reads the key at start only,
-        # so a new key takes a restart either way: `kubectl rollout restart`).
-        mounts.append({"name": API_KEY_VOLUME, "mountPath": API_KEY_PATH, "subPath": API_KEY_SECRET,
-                       "readOnly": True})
+    mounts.append({"name": "tmp", "mountPath": "/tmp"})
+    # A Secret volume is a directory of one file per key: subPath makes API_KEY_FILE the file itself
+    # (a subPath is not updated when the Secret changes; vLLM reads the key at start only, so a new
+    # key takes a restart either way: `kubectl rollout restart`). The Secret is required: a pod
+    # without it waits in ContainerCreating rather than serving /v1 to anyone.
+    mounts.append({"name": API_KEY_VOLUME, "mountPath": API_KEY_PATH, "subPath": API_KEY_SECRET, "readOnly": True})
+    # The token's Secret is optional: mounted as a whole directory (an absent Secret is an empty one,
+    # and huggingface_hub then asks anonymously), so HF_TOKEN_PATH names a file that may not exist.
+    mounts.append({"name": HF_TOKEN_VOLUME, "mountPath": HF_TOKEN_DIR, "readOnly": True})
     return {
         "name": "vllm",
         "image": spec.host.image,
@@ -153,13 +175,13 @@ def _container(spec: UnitSpec, memory: str) -> dict:
         "envFrom": [{"configMapRef": {"name": CONFIG_MAP}}],
         "env": env,
         "ports": [{"name": "http", "containerPort": CONTAINER_PORT, "protocol": "TCP"}],
-        "resources": {"requests": {"memory": memory, GPU_RESOURCE: gpus},
-                      "limits": {"memory": memory, GPU_RESOURCE: gpus}},
+        "resources": {"requests": {"cpu": str(cpus), "memory": memory, GPU_RESOURCE: gpus},
+                      "limits": {"cpu": str(cpus), "memory": memory, GPU_RESOURCE: gpus}},
         "volumeMounts": mounts,
         **_probes(),
         "lifecycle": {"preStop": {"sleep": {"seconds": PRE_STOP_S}}},
         "securityContext": {"privileged": False, "allowPrivilegeEscalation": False, "runAsNonRoot": True,
-                            "capabilities": {"drop": list(DROP_CAPABILITIES)}},
+                            "readOnlyRootFilesystem": True, "capabilities": {"drop": list(DROP_CAPABILITIES)}},
     }
 
 
@@ -192,8 +214,10 @@ def _pod_spec(spec: UnitSpec, memory: str) -> dict:
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": kube_quantity(SHM_SIZE)}},
             # HOME for the non-root uid: what writes under ~ outside the caches (~/.config/vllm)
             {"name": "home", "emptyDir": {"sizeLimit": HOME_SIZE}},
-            *([{"name": API_KEY_VOLUME, "secret": {"secretName": API_KEY_SECRET, "defaultMode": 0o440}}]
-              if spec.host.api_key_file else []),
+            {"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE}},
+            # mode 0440: root and group 0 (the pod's gid) read them
+            {"name": API_KEY_VOLUME, "secret": {"secretName": API_KEY_SECRET, "defaultMode": 0o440}},
+            {"name": HF_TOKEN_VOLUME, "secret": {"secretName": HF_SECRET, "defaultMode": 0o440, "optional": True}},
         ],
     })
     return pod
@@ -227,6 +251,10 @@ def manifests(spec: UnitSpec, env: dict[str, str]) -> list[dict]:
                   # No spare GPU is assumed: replace one pod at a time, old one out first.
                   "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
                   "template": {"metadata": {"labels": LABELS}, "spec": _pod_spec(spec, memory)}}},
+        # A node drain takes one replica at a time, so the others keep serving (one replica: a drain
+        # has nothing to keep and a budget would only block it).
+        *([{"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": meta,
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": LABELS}}}] if cluster.replicas > 1 else []),
         {"apiVersion": "v1", "kind": "Service", "metadata": meta,
          "spec": {"type": "ClusterIP", "selector": LABELS,
                   "ports": [{"name": "http", "port": spec.host.port, "targetPort": "http", "protocol": "TCP"}]}},
@@ -237,8 +265,9 @@ def manifests(spec: UnitSpec, env: dict[str, str]) -> list[dict]:
 def _secret_problems(where: str, name: str, value: str) -> list[str]:
     if SECRET_VALUE.search(value):
         return [f"{where}: {name} carries what looks like a token"]
-    # NAME_FILE is Docker's convention for the path of a secret's file (API_KEY_FILE): a path, not a secret
-    if value and SECRET_NAME.search(name) and not name.endswith("_FILE"):
+    # NAME_FILE is Docker's convention for the path of a secret's file (API_KEY_FILE), NAME_PATH
+    # huggingface_hub's (HF_TOKEN_PATH): a path, not a secret
+    if value and SECRET_NAME.search(name) and not name.endswith(("_FILE", "_PATH")):
         return [f"{where}: {name} is a secret given in plain text"]
     return []
 
@@ -261,8 +290,11 @@ def manifest_problems(docs: list[dict]) -> list[str]:
             if not isinstance(gpus, int) or gpus < 1:
                 problems.append(f"{where}: no {GPU_RESOURCE} limit (found {gpus!r}); the pod would start without a GPU")
             for probe in PROBES:
-                path = (container.get(probe) or {}).get("httpGet", {}).get("path")
-                if path != HEALTH_PATH:
+                found = container.get(probe) or {}
+                if probe == "readinessProbe":
+                    if found.get("exec", {}).get("command") != list(READY_COMMAND):
+                        problems.append(f"{where}: {probe} does not run `{' '.join(READY_COMMAND)}` (the served model listed)")
+                elif found.get("httpGet", {}).get("path") != HEALTH_PATH:
                     problems.append(f"{where}: {probe} is not an HTTP GET of {HEALTH_PATH}")
             for item in container.get("env") or []:
                 if item.get("name") in DEVICE_PLUGIN_OWNS:
@@ -285,16 +317,15 @@ def render_kubernetes(spec: UnitSpec, env: dict[str, str]) -> str:
     if problems := manifest_problems(docs):
         raise ValueError("; ".join(problems))
     cluster = spec.cluster
-    key_file = spec.host.api_key_file
-    key = ([f"API key: the Secret {API_KEY_SECRET} mounted at {API_KEY_PATH} (API_KEY_FILE); create it with",
-            f"  kubectl create secret generic {API_KEY_SECRET} --from-file={API_KEY_SECRET}={key_file}"] if key_file else
-           [f"API key: VLLM_API_KEY from the Secret {API_KEY_SECRET} when it exists (optional); create it with",
-            f"  kubectl create secret generic {API_KEY_SECRET} --from-file={API_KEY_SECRET}=FILE",
-            "or render with --api-key-file FILE to mount it as a file instead (docs/fleet.md)."])
+    key = [f"API key (required): the Secret {API_KEY_SECRET} mounted at {API_KEY_PATH} (API_KEY_FILE); create it with",
+           f"  kubectl create secret generic {API_KEY_SECRET} --from-file={API_KEY_SECRET}={spec.host.api_key_file or 'FILE'}",
+           f"Hub token (optional): the Secret {HF_SECRET} mounted at {HF_TOKEN_DIR} ({ENV_HF_TOKEN_PATH}); create it with",
+           f"  kubectl create secret generic {HF_SECRET} --from-file={HF_TOKEN}=FILE"]
     baseline = (["hostPath model volume: the pods meet the Baseline Pod Security Standard, not Restricted",
                  "(which forbids hostPath); use a claim (--model-volume pvc) for a Restricted namespace."]
                 if cluster.model_volume == "hostPath" else [])
-    sizing = [f"memory per replica: {memory_gib(spec)} GiB = staging {cluster.weight_bytes / 2**30:.2f} GiB of "
+    sizing = [f"CPUs per replica: {cpu_cores(spec)} (--cpus; default {SERVER_CPUS} + {CPUS_PER_GPU} per GPU)",
+              f"memory per replica: {memory_gib(spec)} GiB = staging {cluster.weight_bytes / 2**30:.2f} GiB of "
               "weights (entrypoint/checks/memory.py)",
               f"plus {SHM_ALLOWANCE_PER_GPU // 2**30} GiB of /dev/shm per GPU; "
               f"{cluster.replicas} replica(s) of {gpus_per_replica(spec)} GPU(s)"]
@@ -306,9 +337,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Kubernetes", f"--kubernetes writes {MANIFEST_PATH} instead of compose and Quadlet; this host is not "
                       "read, --gpus is the GPUs of one replica (default 1), --image, --port and --model-dir apply")
     group.add_argument("--kubernetes", action="store_true",
-                       help="write Kubernetes manifests (ConfigMap from the env file, cache claim, Deployment, Service, "
+                       help="write Kubernetes manifests (ConfigMap from the env file, cache claim, Deployment, PodDisruptionBudget with --replicas > 1, Service, "
                             "NetworkPolicy) and the base's kustomization.yaml")
     group.add_argument("--replicas", type=flags.bounded_int(1, MAX_REPLICAS, "a number of replicas"), default=1, help="pods, each with its own GPU(s) (default: 1)")
+    group.add_argument("--cpus", type=flags.bounded_int(1, MAX_CPUS, "a number of CPUs"), metavar="N",
+                       help=f"CPUs per replica, request and limit (default: {SERVER_CPUS} + {CPUS_PER_GPU} per GPU)")
     group.add_argument("--weights-gib", type=flags.gib, metavar="GIB",
                        help="size of the model's .safetensors files; sizes the memory request")
     group.add_argument("--weights-from", type=flags.existing_directory, metavar="DIR", help="a local copy of the model to size the memory request from")
@@ -345,7 +378,8 @@ def spec_from_args(args: argparse.Namespace) -> UnitSpec:
                          "e.g. --model-dir /srv/models", exit_code=2)
     cluster = ClusterValues(replicas=args.replicas, weight_bytes=_weight_bytes(args),
                             model_volume=args.model_volume, model_claim=args.model_claim,
-                            runtime_class=args.runtime_class, node_selector=tuple(args.node_selector))
+                            runtime_class=args.runtime_class, node_selector=tuple(args.node_selector),
+                            cpus=args.cpus)
     host = HostValues(gpu_indices=gpus, model_dir=args.model_dir, image=args.image, port=args.port,
                       api_key_file=args.api_key_file)
     return UnitSpec(host, cluster=cluster)

@@ -79,16 +79,18 @@ UNIT_NAME = "vllm-turing"
 # capability (the entrypoint's ldconfig refresh as root writes a root-owned file, which needs none)
 # and never gains privileges through a setuid file.
 DROP_CAPABILITIES = ("ALL",)
-# Why the root filesystem stays writable (a comment in compose and Quadlet; docs/deploy.md has the override).
+# Why the root filesystem stays writable here (a comment in compose and Quadlet; docs/deploy.md has the
+# override; the Kubernetes pods are read-only, with a volume wherever the server writes).
 READ_ONLY_NOTE = (
-    "No read-only root filesystem: at start the entrypoint, as root, refreshes /etc/ld.so.cache for the",
-    "mounted driver libraries (Triton reads the linker cache before LD_LIBRARY_PATH, and a stale libcuda",
-    "there wins), and the toolkit's hook writes the same file. The server itself runs read-only with a",
-    "tmpfs /tmp (measured on the CPU server, tests/serving); docs/deploy.md shows the override.",
+    "No read-only root filesystem by default: what writes outside the volumes (/tmp, HOME) would need a",
+    "tmpfs each. The server runs read-only with a tmpfs /tmp (measured on the CPU server, tests/serving),",
+    "and Triton finds the host's libcuda without a linker cache refresh; docs/deploy.md shows the override.",
 )
-# The non-root uid the Kubernetes pods run as (Restricted Pod Security Standard), in group 0 as
-# OpenShift assigns: the image reads and writes what it needs as any uid of group 0.
-POD_UID = 2000
+# The image's default user (the Dockerfile's USER, held to these by a unit test) and the uid the
+# Kubernetes pods run as: non-root, at least 10000 so that it is no host account's uid (checkov's
+# CKV_K8S_40), in group 0 as OpenShift assigns: the image reads and writes what it needs as any uid
+# of group 0. Its HOME is the image's /home/vllm (an emptyDir in the pods, whose root is read-only).
+POD_UID = 10001
 POD_GID = 0
 POD_HOME = "/home/vllm"
 _VERSION_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
@@ -145,6 +147,7 @@ class ClusterValues:
     model_claim: str = "vllm-turing-models"
     runtime_class: str | None = None
     node_selector: tuple[tuple[str, str], ...] = ()
+    cpus: int | None = None  # whole CPUs per replica (request = limit); None: sized from the GPUs
 
 
 @dataclass(frozen=True)

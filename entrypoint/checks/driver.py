@@ -93,8 +93,10 @@ def check_driver(libcuda: str = LIBCUDA, libnvml: str = LIBNVML, proc_version: s
                       "pass the device nodes and the host driver's own libcuda.so.1 into the container")
     cuda_version = cuda_stack.torch_cuda_version(cuda_stack.torch_version_file(torch_module))
     floor = driver_floor.judge_floor(library, cuda_version, gpu_name, compat_mode, driver_floor.compat_present())
+    # As the server will run: TRITON_LIBCUDA_PATH the user's, else the loader's directory (cli.py).
+    loader = linker_cache.loaded_libcuda()
+    triton_env = {**os.environ, **linker_cache.triton_override(os.environ, loader)}
     disagreement = linker_cache.judge_agreement(
-        NAME, linker_cache.triton_libcuda(linker_cache.ldconfig_listing(), os.environ),
-        linker_cache.loaded_path(read_text("/proc/self/maps") or ""))
+        NAME, linker_cache.triton_libcuda(linker_cache.ldconfig_listing(), triton_env), loader)
     return next((r for r in (floor.result, disagreement) if r is not None and r.failed),
                 floor.result or disagreement or result)

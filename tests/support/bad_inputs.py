@@ -132,6 +132,9 @@ CASES = [
     refused("api-key-file-device", "secrets", {"API_KEY_FILE": "/dev/zero"}, says=("API_KEY_FILE", "a regular file")),
     refused("api-key-two-sources", "secrets", {"API_KEY_FILE": "/corpus/key", "VLLM_API_KEY": "other"},
             says=("API_KEY_FILE", "VLLM_API_KEY is set too")),
+    refused("hf-token-path-relative", "secrets", {"HF_TOKEN_PATH": "token"}, says=("HF_TOKEN_PATH", "an absolute path")),
+    refused("hf-token-path-directory", "secrets", {"HF_TOKEN_PATH": "/corpus"}, says=("HF_TOKEN_PATH", "a regular file")),
+    refused("hf-token-path-device", "secrets", {"HF_TOKEN_PATH": "/dev/zero"}, says=("HF_TOKEN_PATH", "a regular file")),
     # argv: every spelling of an option a setting owns, in VLLM_EXTRA_ARGS
     extra("dtype-extra", "--dtype bfloat16", "DTYPE"),
     extra("dtype-equals", "--dtype=bfloat16", "DTYPE"),

@@ -1,9 +1,9 @@
 """The Dockerfiles agree with the host side: their ARG defaults with contract/pins.py, the
-image's HEALTHCHECK with the units' health check."""
+image's HEALTHCHECK with the units' health check, its default user with the pods' uid."""
 import re
 from pathlib import Path
 
-from buildtool.units.spec import HEALTH, HEALTH_CMD
+from buildtool.units.spec import HEALTH, HEALTH_CMD, POD_GID, POD_HOME, POD_UID
 from contract import pins
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,6 +33,20 @@ def test_the_images_healthcheck_is_the_units_health_check():
     assert dict(option[2:].split("=", 1) for option in options.split()) == \
         {key.replace("_", "-"): str(value) for key, value in HEALTH.items()}
     assert command == HEALTH_CMD
+
+
+def test_the_images_default_user_is_the_pods_uid_in_group_0_with_their_home():
+    """Non-root by default (checkov's CKV_DOCKER_3): the last USER is numeric (runAsNonRoot can judge
+    only a number) and the uid, group and HOME the Kubernetes pods run with, created before it."""
+    steps = instructions(REPO / "Dockerfile")
+    users = [text for text in steps if text.startswith("USER ")]
+    assert users and users[-1] == f"USER {POD_UID}:{POD_GID}"
+    assert POD_UID >= 10000 and POD_GID == 0
+    [created] = [text for text in steps if text.startswith("RUN useradd ")]
+    assert f"--uid {POD_UID} --gid {POD_GID} --home-dir {POD_HOME} --create-home" in created
+    assert steps.index(created) < steps.index(users[-1])
+    # every RUN after USER would run as that uid: the build's own steps all come before it
+    assert not [text for text in steps[steps.index(users[-1]):] if text.startswith("RUN ")]
 
 
 def contract_modules_imported(folder: Path) -> set[str]:

@@ -2,6 +2,7 @@
 CUDA runtime and forward compatibility, the linker cache, settings that break Turing, quantization
 methods above the device, audio towers without the audio extra, two CUDA stacks in one image.
 Decisions over values; the driver check end to end over gcc-built StandIn driver libraries."""
+import json
 import os
 import subprocess
 
@@ -18,7 +19,10 @@ from entrypoint.cli import main
 from entrypoint.cuda_stack import DRIVER_FLOOR, driver_floor as floor_of, judge_stack, stack_wheels, torch_cuda_version
 from entrypoint.settings import SettingsError, parse_settings
 
+from tests.support.model_files import write_model_dir
 from tests.support.standin_driver import build_standin_driver, proc_driver_version_text
+from tests.unit.test_entrypoint_cli import DEVICE_CHECKS, serve
+from tooling.serving_stack import free_port
 
 T4, RTX_2080, RTX_3090 = "Tesla T4", "NVIDIA GeForce RTX 2080 Ti", "NVIDIA GeForce RTX 3090"
 
@@ -146,33 +150,59 @@ def test_disagreeing_loaders_fail_naming_both_files():
     assert linker_cache.judge_agreement("driver", "/a/libcuda.so.1", "/a/libcuda.so.1") is None
 
 
-def test_the_refresh_runs_only_as_root_and_only_with_the_mount():
-    assert linker_cache.refresh_argv(0, is_dir=lambda p: True) == ["/sbin/ldconfig", "/usr/local/nvidia/lib64"]
-    assert linker_cache.refresh_argv(1000, is_dir=lambda p: True) is None
-    assert linker_cache.refresh_argv(0, is_dir=lambda p: False) is None
+def test_the_server_gets_triton_pointed_at_the_loaders_directory_unless_the_user_set_it():
+    # the maps name the mapped file itself (as measured on an H200 host: libcuda.so.580.159.04)
+    loader = "/usr/local/nvidia/lib64/libcuda.so.535.104.05"
+    present = {"/usr/local/nvidia/lib64/libcuda.so.1"}.__contains__
+    assert linker_cache.triton_override({}, loader, present) == {"TRITON_LIBCUDA_PATH": "/usr/local/nvidia/lib64"}
+    assert linker_cache.triton_override({"TRITON_LIBCUDA_PATH": "/opt/driver"}, loader, present) == {}
+    assert linker_cache.triton_override({"TRITON_LIBCUDA_PATH": " "}, loader, present) == \
+        {"TRITON_LIBCUDA_PATH": "/usr/local/nvidia/lib64"}
+    assert linker_cache.triton_override({}, None, present) == {}  # no GPU: no libcuda loaded, nothing to point at
+    # a libcuda.so.1 symlink into a folder without that name: Triton could not link there; left to the cache
+    assert linker_cache.triton_override({}, "/opt/real/libcuda.so.535.104.05", present) == {}
 
 
-def test_one_mount_suffices_the_cache_then_lists_it_and_triton_agrees_with_the_loader(tmp_path):
-    """Real ldconfig over a StandIn libcuda in its own root: after the entrypoint's refresh the cache lists
-    the /usr/local/nvidia/lib64 mount, so Triton and the loader resolve the same file without a second
-    mount in /usr/lib/x86_64-linux-gnu; without the refresh (not root) the cache lists none and Triton's
-    LD_LIBRARY_PATH fallback finds the same mount."""
-    mount = tmp_path / "usr/local/nvidia/lib64"
+def test_loaded_libcuda_reads_a_maps_file_and_none_where_there_is_none(tmp_path):
+    maps = tmp_path / "maps"
+    maps.write_text("7f20-7f30 r-xp 00000000 08:01 13 /usr/local/nvidia/lib64/libcuda.so.1\n")
+    assert linker_cache.loaded_libcuda(str(maps)) == "/usr/local/nvidia/lib64/libcuda.so.1"
+    assert linker_cache.loaded_libcuda(str(tmp_path / "absent")) is None
+
+
+def test_a_stale_libcuda_in_the_cache_loses_to_the_override_without_ldconfig_running(tmp_path):
+    """Real ldconfig over StandIn drivers in their own root: the image's cache lists a stale libcuda in
+    /usr/lib/x86_64-linux-gnu, which Triton alone would take; nothing rewrites the cache (the root may
+    be read-only, the uid is not root), and TRITON_LIBCUDA_PATH from the loader makes Triton agree."""
+    stale, mount = tmp_path / "usr/lib/x86_64-linux-gnu", tmp_path / "usr/local/nvidia/lib64"
+    build_standin_driver(stale)
     build_standin_driver(mount)
     (tmp_path / "etc").mkdir()
     (tmp_path / "etc/ld.so.conf").write_text("")
-    env = {"LD_LIBRARY_PATH": str(mount)}
-    before = subprocess.run(["/sbin/ldconfig", "-p", "-C", str(tmp_path / "etc/ld.so.cache")],
-                            capture_output=True, text=True).stdout
-    assert linker_cache.cache_paths(before) == []
-    assert linker_cache.triton_libcuda(before, env) == str(mount / "libcuda.so.1")
-    subprocess.run(["/sbin/ldconfig", "-r", str(tmp_path), "/usr/local/nvidia/lib64"], check=True)
-    after = subprocess.run(["/sbin/ldconfig", "-p", "-C", str(tmp_path / "etc/ld.so.cache")],
+    subprocess.run(["/sbin/ldconfig", "-r", str(tmp_path), "/usr/lib/x86_64-linux-gnu"], check=True)
+    cache = subprocess.run(["/sbin/ldconfig", "-p", "-C", str(tmp_path / "etc/ld.so.cache")],
                            capture_output=True, text=True, check=True).stdout
-    assert linker_cache.cache_paths(after) == ["/usr/local/nvidia/lib64/libcuda.so.1"]
+    assert linker_cache.cache_paths(cache) == ["/usr/lib/x86_64-linux-gnu/libcuda.so.1"]
+    env = {"LD_LIBRARY_PATH": str(mount)}
     loader = str(mount / "libcuda.so.1")  # the loader: LD_LIBRARY_PATH first
-    in_root = lambda path: str(tmp_path) + path if path.startswith("/usr/local") else path  # noqa: E731
-    assert linker_cache.judge_agreement("driver", in_root(linker_cache.triton_libcuda(after, env)), loader) is None
+    in_root = lambda path: path if path.startswith(str(tmp_path)) else str(tmp_path) + path  # noqa: E731
+    before = linker_cache.judge_agreement("driver", in_root(linker_cache.triton_libcuda(cache, env)), loader)
+    assert before is not None and before.status is Status.FAIL
+    server_env = {**env, **linker_cache.triton_override(env, loader)}
+    assert linker_cache.judge_agreement("driver", in_root(linker_cache.triton_libcuda(cache, server_env)), loader) is None
+
+
+@pytest.mark.parametrize("given", [None, "/opt/driver"])
+def test_the_server_starts_with_triton_pointed_at_the_libcuda_the_entrypoint_loaded(tmp_path, given):
+    """The whole path: the entrypoint loads a StandIn libcuda through LD_LIBRARY_PATH and execs the
+    (stand-in) server with TRITON_LIBCUDA_PATH naming that directory; one the user set is kept."""
+    libs = build_standin_driver(tmp_path / "libs")
+    write_model_dir(tmp_path / "model")
+    env = {"MODEL": str(tmp_path / "model"), "PORT": str(free_port()), "LD_LIBRARY_PATH": str(libs),
+           "SKIP_CHECKS": DEVICE_CHECKS + ",port", **({"TRITON_LIBCUDA_PATH": given} if given else {})}
+    process, record, out, err = serve(tmp_path, env)
+    assert process.returncode == 0, out + err
+    assert json.loads(record.read_text())["env"]["TRITON_LIBCUDA_PATH"] == (given or str(libs))
 
 
 # 3. settings that break Turing

@@ -152,7 +152,7 @@ def cluster_specs(draw) -> dict:
             "node_selector": draw(st.lists(node_labels, max_size=3, unique_by=lambda x: x.split("=")[0])),
             "host_path": draw(st.booleans()), "model_dir": "/" + draw(host_dirs).lstrip("~/"),
             "image": draw(image_refs), "port": draw(st.integers(1, 65535)),
-            "api_key_file": draw(st.one_of(st.none(), host_dirs))}
+            "api_key_file": draw(st.one_of(st.none(), host_dirs)), "cpus": draw(st.one_of(st.none(), st.integers(1, 512)))}
 
 
 @settings(max_examples=25)
@@ -166,9 +166,12 @@ def test_accepted_cluster_specs_render_manifests_the_pinned_schemas_accept_with_
     argv += ["--runtime-class", spec["runtime_class"]] if spec["runtime_class"] else []
     argv += [a for label in spec["node_selector"] for a in ("--node-selector", label)]
     argv += ["--api-key-file", spec["api_key_file"]] if spec["api_key_file"] else []
+    argv += ["--cpus", str(spec["cpus"])] if spec["cpus"] else []
     assert build_py().main(argv) == 0
     docs = [d for d in yaml.safe_load_all((out / MANIFEST_PATH).read_text()) if d]
-    assert [d["kind"] for d in docs] == ["ConfigMap", "PersistentVolumeClaim", "Deployment", "Service", "NetworkPolicy"]
+    budget = ["PodDisruptionBudget"] if spec["replicas"] > 1 else []
+    assert [d["kind"] for d in docs] == ["ConfigMap", "PersistentVolumeClaim", "Deployment", *budget, "Service",
+                                         "NetworkPolicy"]
     for doc in docs:
         kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
     assert manifest_problems(docs) == []
@@ -180,6 +183,8 @@ def test_accepted_cluster_specs_render_manifests_the_pinned_schemas_accept_with_
     assert pod.get("nodeSelector", {}) == dict(label.split("=", 1) for label in spec["node_selector"])
     assert docs[2]["spec"]["replicas"] == spec["replicas"] and [c["image"] for c in pod["containers"]] == [spec["image"]]
     assert pod["containers"][0]["securityContext"]["privileged"] is False
+    cpus = pod["containers"][0]["resources"]["limits"]["cpu"]
+    assert cpus == pod["containers"][0]["resources"]["requests"]["cpu"] == str(spec["cpus"] or 1 + 2 * spec["gpus"])
 
 
 def test_the_issues_injection_through_image_is_refused_and_nothing_is_written(tmp_path, capsys):

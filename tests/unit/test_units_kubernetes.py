@@ -97,7 +97,9 @@ def test_golden_files_are_exactly_what_the_generator_writes(tmp_path, name):
 @pytest.mark.parametrize("name", GOLDEN)
 def test_golden_files_validate_against_the_pinned_kubernetes_schemas(name):
     docs = load((REPO / GOLDEN[name][1]).read_text())
-    assert [d["kind"] for d in docs] == ["ConfigMap", "PersistentVolumeClaim", "Deployment", "Service", "NetworkPolicy"]
+    budget = ["PodDisruptionBudget"] if deployment(docs)["spec"]["replicas"] > 1 else []
+    assert [d["kind"] for d in docs] == ["ConfigMap", "PersistentVolumeClaim", "Deployment", *budget, "Service",
+                                         "NetworkPolicy"]
     assert schema_errors(docs) == [] and manifest_problems(docs) == []
 
 
@@ -162,8 +164,8 @@ def test_the_kubernetes_manifests_carry_what_compose_carries():
     main = container(docs)
     pod = deployment(docs)["spec"]["template"]["spec"]
     env = {e["name"]: e["value"] for e in main["env"] if "value" in e}
-    # HOME: the pods' non-root uid gets an emptyDir of its own (compose keeps the image's)
-    assert {k: v for k, v in env.items() if k != "HOME"} == \
+    # HOME: an emptyDir over the image's (the root is read-only); the secrets' files: always in the pods
+    assert {k: v for k, v in env.items() if k not in ("HOME", ENV_API_KEY_FILE, "HF_TOKEN_PATH")} == \
         {k: v for k, v in service["environment"].items() if k != "NVIDIA_VISIBLE_DEVICES"}
     cache_mounts = {m["subPath"]: m["mountPath"] for m in main["volumeMounts"] if m["name"] == "cache"}
     assert cache_mounts == unit_spec.cache_volumes == \
@@ -181,10 +183,11 @@ def test_the_kubernetes_manifests_carry_what_compose_carries():
     assert not main["securityContext"]["privileged"]
 
 
-def test_hf_token_is_a_secret_reference_never_a_value():
-    main = container(manifests(spec(), ENV))
-    token = next(e for e in main["env"] if e["name"] == "HF_TOKEN")
-    assert "value" not in token and token["valueFrom"]["secretKeyRef"]["key"] == "HF_TOKEN"
+@pytest.mark.parametrize("name", VARIANTS)
+def test_no_secret_reaches_the_environment_not_even_by_reference(name):
+    main = container(manifests(VARIANTS[name], ENV))
+    assert not [e for e in main["env"] if "valueFrom" in e]
+    assert {e["name"] for e in main["env"]}.isdisjoint({"HF_TOKEN", ENV_API_KEY})
 
 
 # The negative cases: each one broken copy of valid manifests, and what must catch it.
@@ -193,8 +196,8 @@ def _break_probe_type(docs):
     probe["httpGett"] = probe.pop("httpGet")
 
 
-def _probe_without_http(docs):
-    container(docs)["readinessProbe"] = {"tcpSocket": {"port": "http"}, "periodSeconds": 10}
+def _readiness_on_health_alone(docs):
+    container(docs)["readinessProbe"] = {"httpGet": {"path": "/health", "port": "http"}, "periodSeconds": 10}
 
 
 def _drop_gpu_limit(docs):
@@ -220,7 +223,7 @@ def _all_gpus_env(docs):
 
 @pytest.mark.parametrize("breaks, schema_catches, policy_says", [
     (_break_probe_type, True, "livenessProbe is not an HTTP GET"),
-    (_probe_without_http, False, "readinessProbe is not an HTTP GET"),
+    (_readiness_on_health_alone, False, "readinessProbe does not run `python3 -m entrypoint.ready`"),
     (_drop_gpu_limit, False, f"no {GPU_RESOURCE} limit"),
     (_secret_in_env, False, "HF_TOKEN_FALLBACK carries what looks like a token"),
     (_secret_in_config_map, False, "OPENAI_API_KEY is a secret given in plain text"),
@@ -393,12 +396,19 @@ def test_the_network_policy_admits_only_the_namespaces_pods_on_the_server_port()
 
 # ---- secrets: only references, only from Secrets ---------------------------------------------------
 
-def test_vllm_api_key_and_hf_token_come_from_secrets_optional_by_default():
-    main = container(manifests(spec(), ENV))
-    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in main["env"] if "valueFrom" in e}
-    assert refs == {"HF_TOKEN": {"name": "vllm-turing-hf", "key": "HF_TOKEN", "optional": True},
-                    ENV_API_KEY: {"name": API_KEY_SECRET, "key": API_KEY_SECRET, "optional": True}}
-    assert ENV_API_KEY_FILE not in {e["name"] for e in main["env"]}
+def test_the_api_key_is_a_required_file_and_the_hub_token_an_optional_one():
+    docs = manifests(spec(), ENV)
+    main, pod = container(docs), deployment(docs)["spec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in main["env"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    key = next(m for m in main["volumeMounts"] if m["mountPath"] == env[ENV_API_KEY_FILE] == API_KEY_PATH)
+    # no Secret, no pod: /v1 is never served without the key
+    assert volumes[key["name"]]["secret"] == {"secretName": API_KEY_SECRET, "defaultMode": 0o440}
+    token_dir, token_file = env["HF_TOKEN_PATH"].rsplit("/", 1)
+    token = next(m for m in main["volumeMounts"] if m["mountPath"] == token_dir)
+    # a whole-directory mount of an optional Secret: without it the file is absent, the Hub asked anonymously
+    assert "subPath" not in token and token["readOnly"] is True and token_file == "HF_TOKEN"
+    assert volumes[token["name"]]["secret"] == {"secretName": "vllm-turing-hf", "defaultMode": 0o440, "optional": True}
 
 
 def test_an_api_key_file_mounts_the_secret_as_a_file_named_by_api_key_file(tmp_path):
@@ -421,7 +431,7 @@ def test_an_api_key_file_mounts_the_secret_as_a_file_named_by_api_key_file(tmp_p
 def test_the_pods_run_as_a_non_root_uid_of_group_0_with_a_writable_home():
     pod = deployment(manifests(spec(), ENV))["spec"]["template"]["spec"]
     assert (pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"],
-            pod["securityContext"]["fsGroup"]) == (2000, 0, 0)
+            pod["securityContext"]["fsGroup"]) == (10001, 0, 0)
     home = next(e["value"] for e in pod["containers"][0]["env"] if e["name"] == "HOME")
     mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["mountPath"] == home)
     assert "emptyDir" in next(v for v in pod["volumes"] if v["name"] == mount["name"])
@@ -476,3 +486,55 @@ def test_fleet_docs_ingress_validates_and_routes_v1_to_the_service():
     service = next(d for d in manifests(spec(), ENV) if d["kind"] == "Service")
     assert path["path"] == "/v1" and path["backend"]["service"]["name"] == service["metadata"]["name"]
     assert path["backend"]["service"]["port"]["name"] == service["spec"]["ports"][0]["name"]
+
+
+# ---- checkov's restricted checks, field by field (tests/unit/test_units_checkov.py runs checkov) -----
+
+def test_cpu_request_and_limit_are_sized_from_the_gpus_unless_given():
+    one, pair = container(manifests(spec(), ENV)), container(manifests(spec(gpus=2), ENV))
+    assert one["resources"]["requests"]["cpu"] == one["resources"]["limits"]["cpu"] == "3"
+    assert pair["resources"]["requests"]["cpu"] == pair["resources"]["limits"]["cpu"] == "5"
+    given = container(manifests(spec(cpus=12), ENV))["resources"]
+    assert given["requests"]["cpu"] == given["limits"]["cpu"] == "12"
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "2.5", "many", "513"])
+def test_a_bad_cpu_count_is_refused_naming_the_flag(tmp_path, capsys, value):
+    assert generate(tmp_path, *GOLDEN_WEIGHTS, "--cpus", value) == 2
+    err = capsys.readouterr().err
+    assert "--cpus" in err and f"{value!r}" in err and err.count("\n") == 1
+    assert not (tmp_path / MANIFEST_PATH).exists()
+
+
+def test_the_root_is_read_only_and_every_place_the_server_writes_is_a_writable_volume():
+    """The server's write paths as the entrypoint derives them from the pod's environment (the settings
+    the preflight's cache and disk checks probe), each under a mount that is not read-only."""
+    from entrypoint.settings import parse_settings
+    docs = manifests(spec(), ENV)
+    main = container(docs)
+    assert main["securityContext"]["readOnlyRootFilesystem"] is True
+    settings = parse_settings({**ENV, **{e["name"]: e["value"] for e in main["env"]}})
+    written = [settings.tmpdir, settings.triton_cache_dir, settings.vllm_cache_root, settings.hf_hub_cache,
+               settings.cache_home, settings.cuda_cache_path, "/dev/shm",
+               next(e["value"] for e in main["env"] if e["name"] == "HOME")]
+    writable = [m["mountPath"] for m in main["volumeMounts"] if not m.get("readOnly")]
+    for path in written:
+        assert any(path == mount or path.startswith(mount + "/") for mount in writable), path
+    read_only = {m["mountPath"] for m in main["volumeMounts"] if m.get("readOnly")}
+    assert read_only == {"/models", API_KEY_PATH, settings.hf_token_path.rsplit("/", 1)[0]}
+
+
+def test_more_than_one_replica_gets_a_disruption_budget_of_one_pod_over_the_same_pods():
+    assert not [d for d in manifests(spec(), ENV) if d["kind"] == "PodDisruptionBudget"]
+    docs = manifests(spec(replicas=4), ENV)
+    [budget] = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    assert budget["spec"] == {"maxUnavailable": 1, "selector": deployment(docs)["spec"]["selector"]}
+
+
+def test_readiness_asks_for_the_served_model_and_liveness_stays_on_health():
+    main = container(manifests(spec(), ENV))
+    assert main["readinessProbe"]["exec"]["command"] == ["python3", "-m", "entrypoint.ready"]
+    assert main["livenessProbe"]["httpGet"]["path"] == main["startupProbe"]["httpGet"]["path"] == "/health"
+    # the kubelet kills the probe at timeoutSeconds: the request gives up before it, with its own line
+    from entrypoint.ready import REQUEST_TIMEOUT_S
+    assert REQUEST_TIMEOUT_S < main["readinessProbe"]["timeoutSeconds"]
