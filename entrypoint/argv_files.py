@@ -12,13 +12,17 @@ What each option's value is, as vLLM 0.33.0 reads it:
 - `--allowed-local-media-path`: a folder;
 - `--hf-overrides`: a JSON object (its keys are applied to config.json before the model, fit,
   length and quantization checks read it: entrypoint/checks/model.py);
-- `--hf-config-path`: the config the checks read instead of the model folder's (model.py)."""
+- `--hf-config-path`: the config the checks read instead of the model folder's (model.py);
+- `--load-format`: one of vLLM's load formats, which picks the weight files the model check reads
+  (model.py LOAD_PATTERNS; `gguf` and `bitsandbytes` are gone from 0.33.0);
+- `--config-format`: auto, hf or mistral (which needs params.json in the folder: model.py)."""
 from __future__ import annotations
 
 import os
 
 from . import files
 from .argv import Extras, is_json_object
+from .checks.model import CONFIG_FORMATS, LOAD_FORMATS
 from .settings import SettingsError
 
 JINJA_CHARS = "{}\n"
@@ -72,9 +76,26 @@ def _problem(dest: str, value: str) -> str | None:
     return folder_problem(value)
 
 
+# dest -> the values vLLM 0.33.0 knows (its parser takes any text for these)
+FORMATS = {"load_format": LOAD_FORMATS, "config_format": CONFIG_FORMATS}
+
+
+def format_problem(extras: Extras) -> SettingsError | None:
+    """A --load-format or --config-format this vLLM has no loader or parser for."""
+    for dest, known in FORMATS.items():
+        value = extras.get(dest)
+        if isinstance(value, str) and value not in known:
+            return SettingsError(extras.name(dest), value, f"one of this vLLM's formats: {', '.join(known)}",
+                                 f"Fix the name, or remove {extras.name(dest).split()[-1]} (auto is the default).")
+    return None
+
+
 def opened_files_problem(extras: Extras) -> SettingsError | None:
-    """The first path among the extra words the server could not open, or an --hf-overrides that
-    is not a JSON object; None when every one is usable."""
+    """The first path among the extra words the server could not open, a load or config format it
+    does not know, or an --hf-overrides that is not a JSON object; None when every one is usable."""
+    problem = format_problem(extras)
+    if problem:
+        return problem
     overrides = extras.get("hf_overrides")
     if overrides is not None and not is_json_object(overrides):
         return SettingsError(extras.name("hf_overrides"), str(overrides), 'a JSON object of config.json keys, such as '

@@ -4,14 +4,19 @@ cannot run, the load format and the weights it reads, the config format, the LoR
 --quantization-config, and every JSON option parsed once. The option table is made here by
 argparse with these options of the kinds vLLM 0.33.0's parser gives them (the image facts' types)."""
 import argparse
+import json
 
 import pytest
 from hypothesis import example, given, strategies as st
 
+from contract.verdict import Status
+from entrypoint import preflight
 from entrypoint.argv import judge_extra
-from entrypoint.checks import turing_settings
-from entrypoint.settings import SettingsError
+from entrypoint.argv_files import opened_files_problem
+from entrypoint.checks import model, turing_settings
+from entrypoint.settings import SettingsError, parse_settings
 from imagefacts.shape import option_table
+from tests.support.model_files import write_model_dir
 from tests.support.standin_vllm_parser import add_vllm_like_options, parse_dataclass, standin_optional_type
 
 
@@ -95,3 +100,86 @@ def test_a_backend_is_accepted_or_refused_in_one_line_naming_its_option(option, 
         assert problem.variable == f"VLLM_EXTRA_ARGS {option}" and "\n" not in str(problem), problem
     if value in ("triton", "auto") or (value == "TRITON_ATTN" and option in BACKEND_OPTIONS[-2:]):
         assert problem is None
+
+
+# --load-format and --config-format: the weights and config the server reads from the folder
+
+LLAMA = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "max_position_embeddings": 4096,
+         "num_attention_heads": 8, "num_key_value_heads": 8, "hidden_size": 512, "num_hidden_layers": 2}
+
+
+def model_check(tmp_path, *given):
+    extras = words(*given)
+    chosen = parse_settings({"MODEL": str(tmp_path / "model"), "HF_HOME": str(tmp_path / "hf")})
+    resolved = preflight.resolve_models(chosen, None, extras).model
+    return model.check_model(resolved, 4096), resolved
+
+
+def test_a_load_format_whose_files_the_folder_lacks_fails_the_model_check_naming_it(tmp_path):
+    write_model_dir(tmp_path / "model", LLAMA)               # safetensors only
+    for load_format in ("pt", "npcache"):
+        result, _ = model_check(tmp_path, "--load-format", load_format)
+        assert result.status is Status.FAIL, result
+        assert f"--load-format {load_format} loads" in result.message and "remove VLLM_EXTRA_ARGS --load-format" \
+            in result.fix, result
+    for load_format in ("auto", "hf", "safetensors", "fastsafetensors"):
+        assert model_check(tmp_path, "--load-format", load_format)[0].status is Status.PASS, load_format
+
+
+def test_the_mistral_layout_is_read_by_its_own_patterns(tmp_path):
+    write_model_dir(tmp_path / "model", LLAMA)
+    result, _ = model_check(tmp_path, "--load-format", "mistral")
+    assert result.status is Status.FAIL and "consolidated*.safetensors" in result.message, result
+    (tmp_path / "model" / "model.safetensors").rename(tmp_path / "model" / "consolidated.safetensors")
+    result, resolved = model_check(tmp_path, "--load-format", "mistral")
+    assert result.status is Status.PASS and resolved.found.weight_files == ("consolidated.safetensors",), result
+
+
+def test_pytorch_weights_are_read_by_pt_only_as_pt_files(tmp_path):
+    write_model_dir(tmp_path / "model", LLAMA)
+    (tmp_path / "model" / "model.safetensors").unlink()
+    (tmp_path / "model" / "weights.pt").write_bytes(b"PK\x03\x04" + b"\0" * 64 + b"PK\x05\x06" + b"\0" * 18)
+    assert model_check(tmp_path, "--load-format", "safetensors")[0].status is Status.FAIL
+    for load_format in ("pt", "auto", "npcache"):  # npcache falls back to *.pt as the default loader does
+        result, resolved = model_check(tmp_path, "--load-format", load_format)
+        assert resolved.found is not None and resolved.found.weight_files == ("weights.pt",), (load_format, result)
+
+
+def test_dummy_weights_need_no_weight_files(tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps(LLAMA))
+    assert model_check(tmp_path)[0].status is Status.FAIL                       # no weights: refused
+    result, resolved = model_check(tmp_path, "--load-format", "dummy")          # random weights: none read
+    assert result.status is Status.PASS and resolved.found.weight_bytes == 0, result
+
+
+@pytest.mark.parametrize("given", [("--load-format", "gguf"), ("--load-format", "bitsandbytes"),
+                                   ("--load-format", "Safetensors"), ("--config-format", "json")])
+def test_a_format_this_vllm_does_not_have_is_refused_naming_the_option(given):
+    problem = opened_files_problem(words(*given))
+    assert problem is not None and problem.variable == f"VLLM_EXTRA_ARGS {given[0]}", problem
+    assert "\n" not in str(problem) and "auto is the default" in str(problem)
+
+
+def test_config_format_mistral_needs_params_json_in_the_folder(tmp_path):
+    write_model_dir(tmp_path / "model", LLAMA)
+    result, _ = model_check(tmp_path, "--config-format", "mistral")
+    assert result.status is Status.FAIL and "has no params.json" in result.message, result
+    assert "remove VLLM_EXTRA_ARGS --config-format" in result.fix
+    (tmp_path / "model" / "params.json").write_text("{}")
+    assert model_check(tmp_path, "--config-format", "mistral")[0].status is Status.PASS
+    assert model_check(tmp_path, "--config-format", "hf")[0].status is Status.PASS
+
+
+@given(st.sampled_from(sorted(model.LOAD_FORMATS)) | st.text(max_size=10),
+       st.sets(st.sampled_from(["model.safetensors", "consolidated.safetensors", "pytorch_model.bin", "w.pt",
+                                "optimizer.pt", ".hidden.safetensors", "training_args.bin"]), max_size=4))
+@example("gguf", set())
+def test_any_load_format_and_folder_end_in_weights_or_one_line(load_format, present):
+    try:
+        kind, found = model.weight_files("/nowhere", sorted(present), load_format)
+    except model.ModelProblem as problem:
+        assert "\n" not in str(problem) and ("/nowhere" in str(problem) or "--load-format" in str(problem))
+        return
+    assert found and set(found) <= present and not any(name.startswith(".") for name in found)
+    assert not set(found) & set(model.NOT_WEIGHTS)
