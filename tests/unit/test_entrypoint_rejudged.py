@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, strategies as st
 
 from contract.verdict import Status
-from entrypoint import preflight
+from entrypoint import argv_files, preflight
 from entrypoint.argv import judge_extra
 from entrypoint.argv_files import opened_files_problem
 from entrypoint.checks import model, turing_settings
@@ -183,3 +183,53 @@ def test_any_load_format_and_folder_end_in_weights_or_one_line(load_format, pres
         return
     assert found and set(found) <= present and not any(name.startswith(".") for name in found)
     assert not set(found) & set(model.NOT_WEIGHTS)
+
+
+# --lora-modules: each adapter as vLLM's parser reads it, its local folder readable
+
+def adapter(folder):
+    folder.mkdir(parents=True)
+    (folder / "adapter_config.json").write_text('{"r": 8, "target_modules": ["q_proj"]}')
+    return folder
+
+
+def test_lora_adapters_the_server_can_read_are_accepted(tmp_path):
+    first, second = adapter(tmp_path / "a"), adapter(tmp_path / "b")
+    given = ("--enable-lora", "--lora-modules", f"sql={first}", json.dumps({"name": "b", "path": str(second),
+                                                                             "base_model_name": "m"}), "hub=org/adapter")
+    assert opened_files_problem(words(*given)) is None
+    assert argv_files.lora_module(f"sql={first}") == argv_files.LoraModule("sql", str(first))
+
+
+@pytest.mark.parametrize("word, says", [
+    ("sql=/nowhere/adapter", "/nowhere/adapter does not exist"),
+    ("{bad", "neither name=path nor a JSON object"),
+    ('{"name": "a"}', 'needs "name" and "path"'),
+    ('{"name": "a", "path": "/p", "rank": 8}', "rank not among name, path"),
+    ("[1, 2]", "a list, not a JSON object"),
+])
+def test_a_lora_adapter_vllm_refuses_or_cannot_read_is_refused_naming_the_option(word, says):
+    problem = opened_files_problem(words("--lora-modules", word))
+    assert problem is not None and problem.variable == "VLLM_EXTRA_ARGS --lora-modules", problem
+    assert says in str(problem) and "\n" not in str(problem), problem
+
+
+def test_a_lora_folder_without_its_adapter_config_is_refused(tmp_path):
+    (tmp_path / "empty").mkdir()
+    problem = opened_files_problem(words("--lora-modules", f"a={tmp_path / 'empty'}"))
+    assert problem is not None and "adapter_config.json" in str(problem), problem
+
+
+@given(st.lists(st.text(max_size=24) | st.sampled_from(["a=/", "a=b", '{"name": 1, "path": "/"}', "{}", "null"]),
+                min_size=1, max_size=3))
+@example(["a=b,c"])
+@example(['{"name": "a", "path": "' + "[" * 3000 + '"}'])
+def test_any_lora_words_end_typed_or_in_one_line_naming_the_option(given):
+    try:
+        extras = words("--lora-modules", *given)
+    except SettingsError as error:   # the parser's own refusal (a word that reads as an option)
+        assert "\n" not in str(error)
+        return
+    problem = opened_files_problem(extras)
+    if problem is not None:
+        assert problem.variable == "VLLM_EXTRA_ARGS --lora-modules" and "\n" not in str(problem), problem
