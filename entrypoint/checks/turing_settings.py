@@ -9,7 +9,7 @@ import dataclasses
 from typing import Callable, Mapping
 
 from contract.model_config import ModelConfig
-from contract.verdict import Result, failed, passed
+from contract.verdict import Result, failed, passed, warned
 
 from ..argv import Extras, json_object
 from ..settings import SettingsError, cc_text
@@ -158,9 +158,25 @@ def minimum_from(known: Mapping[str, int] | None) -> Callable[[str], int | None]
     return lambda method: known[method] if known and method in known else vllm_min_capability(method)
 
 
+def ignored_quantization_config(methods: list[tuple[str, str]], extras: Extras) -> Result | None:
+    """--quantization-config with no method to apply it to: vLLM 0.33.0 quantizes nothing then
+    (config/quantization.py resolve_quantization_config; weight_utils.get_quant_config reads it only
+    under a method: --quantization online or a shorthand, or the checkpoint's own)."""
+    if extras.get("quantization_config") in (None, {}) or methods:
+        return None
+    name = extras.name("quantization_config")
+    return warned(QUANTIZATION, f"{name} has no effect: neither --quantization nor the checkpoint names a "
+                                "method, so vLLM quantizes nothing",
+                  f"add --quantization online (or a shorthand such as fp8_per_channel) to quantize at load, or "
+                  f"remove {name.split()[-1]}")
+
+
 def check_quantization(config: ModelConfig | None, extras: Extras, cc: tuple[int, int],
                        minimum: Callable[[str], int | None] = vllm_min_capability) -> Result:
     methods = quantization_methods(config, extras)
+    ignored = ignored_quantization_config(methods, extras)
+    if ignored:
+        return ignored
     try:
         return judge_quantization(methods, minimum, cc)
     except Exception as error:  # vLLM itself does not import: the torch check names why

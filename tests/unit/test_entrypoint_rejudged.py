@@ -17,6 +17,7 @@ from entrypoint.checks import model, turing_settings
 from entrypoint.settings import SettingsError, parse_settings
 from imagefacts.shape import option_table
 from tests.support.model_files import write_model_dir
+from tests.unit.test_entrypoint_host_failures import VLLM_033_MIN
 from tests.support.standin_vllm_parser import add_vllm_like_options, parse_dataclass, standin_optional_type
 
 
@@ -233,3 +234,47 @@ def test_any_lora_words_end_typed_or_in_one_line_naming_the_option(given):
     problem = opened_files_problem(extras)
     if problem is not None:
         assert problem.variable == "VLLM_EXTRA_ARGS --lora-modules" and "\n" not in str(problem), problem
+
+
+# --quantization-config: judged with the method it is applied under
+
+QUANTIZE_LINEAR = '{"linear": "fp8_per_channel_static"}'
+
+
+def quantization(*given, config=None, cc=TURING):
+    return turing_settings.check_quantization(config, words(*given), cc, VLLM_033_MIN.get)
+
+
+def test_a_quantization_config_without_a_method_is_named_as_having_no_effect():
+    result = quantization("--quantization-config", QUANTIZE_LINEAR)
+    assert result.status is Status.WARN and "VLLM_EXTRA_ARGS --quantization-config has no effect" in result.message
+    assert "--quantization online" in result.fix
+    assert quantization("--quantization-config", "{}").status is Status.PASS
+
+
+def test_a_quantization_config_is_judged_by_the_method_it_applies_under(tmp_path):
+    assert quantization("--quantization", "online", "--quantization-config", QUANTIZE_LINEAR).status is Status.PASS
+    refused = quantization("--quantization", "mxfp4", "--quantization-config", QUANTIZE_LINEAR)
+    assert refused.status is Status.FAIL and "VLLM_EXTRA_ARGS --quantization: mxfp4 needs compute capability 8.0" \
+        in refused.message, refused
+    write_model_dir(tmp_path / "model", {**LLAMA, "quantization_config": {"quant_method": "awq"}})
+    _, resolved = model_check(tmp_path)
+    composed = quantization("--quantization-config", QUANTIZE_LINEAR, config=resolved.typed)
+    assert composed.status is Status.PASS and "awq" in composed.message, composed
+
+
+JSON_OPTIONS = ["--kernel-config", "--attention-config", "--structured-outputs-config", "--quantization-config",
+                "--compilation-config", "--hf-overrides", "--speculative-config", "--default-chat-template-kwargs"]
+
+
+@given(st.sampled_from(JSON_OPTIONS), st.text(max_size=20) | st.sampled_from(["{", "[1]", "3", "null", "[" * 5000]))
+@example("--kernel-config", "{bad")
+@example("--quantization-config", "[" * 5000)
+def test_a_json_option_is_parsed_once_or_refused_in_one_line_naming_it(option, value):
+    try:
+        extras = words(option, value)
+    except SettingsError as error:
+        assert "\n" not in str(error) and f"argument {option}" in str(error), error
+        return
+    dest = option[2:].replace("-", "_")
+    assert extras.get(dest) is None or isinstance(extras.get(dest), (dict, list, str, int, float, bool))
