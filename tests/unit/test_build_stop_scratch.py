@@ -102,7 +102,7 @@ def test_a_build_stopped_at_verification_removes_its_scratch_images_and_keeps_th
     old = engine.refs[OLD_TAG]
     plan = BuildPlan(tag=OLD_TAG, base=BASE, pypi_base=None, extras=None, options=BuildOptions())
 
-    assert build.guarded("build", lambda: image_build.build_verified(engine, plan)) == code
+    assert build.guarded("build", lambda: image_build.build_verified(engine, plan, {})) == code
 
     scratch, labelled = engine.built
     assert labelled == scratch + "-labelled" and scratch.startswith("vllm-turing-build:")
