@@ -312,10 +312,11 @@ def weight_files(path: str, names: list[str], load_format: str = "auto",
             listed = _index(path, "consolidated.safetensors.index.json" if load_format == "mistral" else INDEX, found)
             return SAFETENSORS, [name for name in found if listed is None or name in listed]
         found = [name for name in found if name not in NOT_WEIGHTS]
-        if found:
-            if pattern == "*.bin":
-                _index(path, BIN_INDEX, found)
-            return pattern[2:], found
+        if not found:  # vLLM stops at the first pattern that matched, then filters: nothing is left
+            break
+        if pattern == "*.bin":
+            _index(path, BIN_INDEX, found)
+        return pattern[2:], found
     if load_format == "hf":
         raise ModelProblem(f"{files.shown(path)} has no weights (.safetensors, or PyTorch .bin)", _redownload(path))
     raise ModelProblem(f"{files.shown(path)} has no weights that {load_named} {load_format} loads "

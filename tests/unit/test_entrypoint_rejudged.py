@@ -278,3 +278,10 @@ def test_a_json_option_is_parsed_once_or_refused_in_one_line_naming_it(option, v
         return
     dest = option[2:].replace("-", "_")
     assert extras.get(dest) is None or isinstance(extras.get(dest), (dict, list, str, int, float, bool))
+
+
+def test_training_files_alone_are_no_weights_though_pt_files_follow_as_vllm_globs_them():
+    """The default loader stops at the first pattern that matches, then drops the training files."""
+    with pytest.raises(model.ModelProblem):
+        model.weight_files("/m", ["training_args.bin", "weights.pt"], "hf")
+    assert model.weight_files("/m", ["optimizer.pt", "weights.pt"], "pt") == ("pt", ["weights.pt"])
