@@ -1,8 +1,17 @@
-"""Values a build takes from the host's own configuration, never written in the repo."""
+"""Values a build takes from the host's own configuration, never written in the repo, each parsed
+once into a typed value: package index URLs, trusted hosts, the CA bundle. A value that would
+break pip inside the build minutes later, or be passed over for another, is refused at once in one
+line naming the variable (HostSettingError, exit 2), its URL credentials masked."""
+import ipaddress
 import os
+import re
 import subprocess
+import urllib.parse
 from pathlib import Path
 from typing import Mapping
+
+from buildtool.errors import BuildError
+from entrypoint.redact import redact
 
 
 # (pip's environment variable, its config key, the BuildKit secret the Dockerfiles read it from);
@@ -17,6 +26,85 @@ SYSTEM_CA_BUNDLES = (Path("/etc/ssl/certs/ca-certificates.crt"), Path("/etc/pki/
                      Path("/etc/ssl/cert.pem"))
 
 
+class HostSettingError(BuildError):
+    """A host setting that cannot be used: one line `host setting NAME='value': expected ...; fix`."""
+
+    def __init__(self, name: str, value: str, expected: str, fix: str):
+        shown = redact(value)
+        shown = repr(shown if len(shown) <= 80 else shown[:80] + "...")
+        super().__init__(f"host setting {name}={shown}: expected {expected}; {fix}", 2)
+        self.name = name
+
+
+HOST_NAME = re.compile(r"(?i)(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*")
+
+
+def _host_and_port(text: str) -> bool:
+    """`host`, `host:port`, `[v6]` or `[v6]:port` as pip's --trusted-host takes them."""
+    host, port = text, ""
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        if rest and not rest.startswith(":"):
+            return False
+        port = rest[1:]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return False
+    else:
+        host, _, port = text.partition(":")
+        if not HOST_NAME.fullmatch(host):
+            return False
+    return not port or (port.isascii() and port.isdigit() and 0 < int(port) < 65536)
+
+
+def index_urls(name: str, value: str) -> tuple[str, ...]:
+    """The http(s) index URLs of a pip index setting (space-separated; file:// indexes stay on the
+    host and are left out); HostSettingError for a word pip could not use as an index."""
+    urls = []
+    for word in value.split():
+        if word.startswith("file:"):
+            continue
+        try:
+            parts = urllib.parse.urlsplit(word)
+            parts.port  # noqa: B018 (raises for a port that is not a number in range)
+        except ValueError:
+            parts = None
+        if (parts is None or parts.scheme not in ("http", "https") or not parts.hostname
+                or not word.isascii() or not word.isprintable()):
+            raise HostSettingError(name, value, "space-separated http(s):// index URLs with a host (or file:// ones, "
+                                   "which stay on the host)", f"fix or unset {name}")
+        urls.append(word)
+    return tuple(urls)
+
+
+def trusted_hosts(name: str, value: str) -> tuple[str, ...]:
+    """pip's trusted hosts (`host` or `host:port`, space-separated); HostSettingError otherwise."""
+    hosts = tuple(value.split())
+    for host in hosts:
+        if not _host_and_port(host):
+            raise HostSettingError(name, value, "space-separated host names or host:port, without a scheme",
+                                   f"fix or unset {name}")
+    return hosts
+
+
+# pip's own CA settings: pip on this host fails when they name no file, so the build refuses them too
+PIP_CA_SOURCES = ("PIP_CERT", "pip's cert config")
+
+
+def ca_file(name: str, value: str) -> Path | None:
+    """The CA bundle a setting names: None when unset; HostSettingError when it names no readable file
+    (passing over it would build with another CA than the host's pip uses)."""
+    if not value:
+        return None
+    path = Path(value)
+    if not path.is_file() or not os.access(path, os.R_OK):
+        why = "a folder" if path.is_dir() else "not readable" if path.exists() else "not there"
+        raise HostSettingError(name, value, f"a readable CA bundle file (it is {why})",
+                               f"point {name} at the bundle file, or unset it")
+    return path
+
+
 def pip_index_secrets(env: Mapping[str, str] = os.environ, config_get=None) -> dict[str, str]:
     """BuildKit secret id -> the host's package index URLs, for offline sites: the environment first
     (pip reads it before its config), then pip's config. They travel as secrets, never build
@@ -26,9 +114,9 @@ def pip_index_secrets(env: Mapping[str, str] = os.environ, config_get=None) -> d
     config_get = config_get or _pip_config_get
     secrets = {}
     for variable, key, secret in PIP_INDEXES:
-        value = env.get(variable) or config_get(key)
-        words = value.split() if variable == "PIP_TRUSTED_HOST" else \
-            [u for u in value.split() if u.startswith(("http://", "https://"))]
+        from_env = env.get(variable)
+        value, source = (from_env, variable) if from_env else (config_get(key), f"pip's {key} config")
+        words = trusted_hosts(source, value) if variable == "PIP_TRUSTED_HOST" else index_urls(source, value)
         if words:
             secrets[secret] = " ".join(words)
     if not {"pip-index-url", "pip-extra-index-url"} & set(secrets):
@@ -46,8 +134,12 @@ def host_ca_bundle(env: Mapping[str, str] = os.environ, config_get=None,
     candidates += [(env.get(name, ""), name) for name in CA_VARIABLES[1:]]
     candidates += [(str(path), "the system store") for path in system]
     for value, source in candidates:
-        if value and Path(value).is_file():
-            return Path(value), source
+        if source in PIP_CA_SOURCES:
+            path = ca_file(source, value)
+        else:  # borrowed from other tools' settings: one that names no file is passed over
+            path = Path(value) if value and Path(value).is_file() else None
+        if path is not None:
+            return path, source
     return None
 
 

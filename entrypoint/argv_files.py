@@ -12,13 +12,23 @@ What each option's value is, as vLLM 0.33.0 reads it:
 - `--allowed-local-media-path`: a folder;
 - `--hf-overrides`: a JSON object (its keys are applied to config.json before the model, fit,
   length and quantization checks read it: entrypoint/checks/model.py);
-- `--hf-config-path`: the config the checks read instead of the model folder's (model.py)."""
+- `--hf-config-path`: the config the checks read instead of the model folder's (model.py);
+- `--load-format`: one of vLLM's load formats, which picks the weight files the model check reads
+  (model.py LOAD_PATTERNS; `gguf` and `bitsandbytes` are gone from 0.33.0);
+- `--config-format`: auto, hf or mistral (which needs params.json in the folder: model.py);
+- `--lora-modules`: each word `name=path` or a JSON object with "name" and "path"
+  (entrypoints/common/cli_args.py LoRAParserAction); a local path is a folder whose
+  adapter_config.json the server reads at start, after the model's load (lora/peft_helper.py), any
+  other path a Hub id (lora/utils.py get_adapter_absolute_path)."""
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 
 from . import files
 from .argv import Extras, is_json_object
+from .checks.model import CONFIG_FORMATS, LOAD_FORMATS
 from .settings import SettingsError
 
 JINJA_CHARS = "{}\n"
@@ -72,9 +82,78 @@ def _problem(dest: str, value: str) -> str | None:
     return folder_problem(value)
 
 
+# dest -> the values vLLM 0.33.0 knows (its parser takes any text for these)
+FORMATS = {"load_format": LOAD_FORMATS, "config_format": CONFIG_FORMATS}
+
+
+def format_problem(extras: Extras) -> SettingsError | None:
+    """A --load-format or --config-format this vLLM has no loader or parser for."""
+    for dest, known in FORMATS.items():
+        value = extras.get(dest)
+        if isinstance(value, str) and value not in known:
+            return SettingsError(extras.name(dest), value, f"one of this vLLM's formats: {', '.join(known)}",
+                                 f"Fix the name, or remove {extras.name(dest).split()[-1]} (auto is the default).")
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class LoraModule:
+    name: str
+    path: str
+    base_model_name: str | None = None
+
+
+LORA_FIELDS = ("name", "path", "base_model_name", "is_3d_lora_weight")
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+def lora_module(word: str) -> LoraModule:
+    """One --lora-modules word as vLLM's LoRAParserAction reads it; ValueError saying what is wrong."""
+    if "=" in word and "," not in word:
+        name, path = word.split("=", 1)
+        return LoraModule(name, path)
+    try:
+        found = json.loads(word)
+    except (ValueError, RecursionError):
+        raise ValueError("neither name=path nor a JSON object") from None
+    if not isinstance(found, dict):
+        raise ValueError(f"{files.json_kind(found)}, not a JSON object")
+    unknown = sorted(set(found) - set(LORA_FIELDS))
+    if unknown or not {"name", "path"} <= set(found):
+        raise ValueError(f"{', '.join(unknown)} not among {', '.join(LORA_FIELDS)}" if unknown else
+                         'the object needs "name" and "path"')
+    if not all(isinstance(found[key], str) and found[key] for key in ("name", "path")):
+        raise ValueError('"name" and "path" must be text')
+    base = found.get("base_model_name")
+    return LoraModule(found["name"], found["path"], base if isinstance(base, str) else None)
+
+
+def lora_problem(extras: Extras) -> SettingsError | None:
+    """The first --lora-modules word vLLM's parser refuses, or whose local folder the server could
+    not read its adapter_config.json from."""
+    for word in extras.get("lora_modules") or ():
+        if not isinstance(word, str) or not word:
+            continue
+        try:
+            module = lora_module(word)
+        except ValueError as error:
+            return SettingsError(extras.name("lora_modules"), word, f'name=path or {{"name": ..., "path": ...}} ({error})',
+                                 "Fix that word, or remove it.")
+        if local_path(module.path):
+            problem = folder_problem(module.path) or file_problem(os.path.join(module.path, ADAPTER_CONFIG))
+            if problem:
+                return SettingsError(extras.name("lora_modules"), word, f"a readable LoRA adapter folder with its "
+                                     f"{ADAPTER_CONFIG} ({problem})", "Mount the adapter into the container (the path "
+                                     f"is read inside it), make it readable by uid {os.geteuid()}, or remove it.")
+    return None
+
+
 def opened_files_problem(extras: Extras) -> SettingsError | None:
-    """The first path among the extra words the server could not open, or an --hf-overrides that
-    is not a JSON object; None when every one is usable."""
+    """The first path among the extra words the server could not open, a load or config format it
+    does not know, or an --hf-overrides that is not a JSON object; None when every one is usable."""
+    problem = format_problem(extras) or lora_problem(extras)
+    if problem:
+        return problem
     overrides = extras.get("hf_overrides")
     if overrides is not None and not is_json_object(overrides):
         return SettingsError(extras.name("hf_overrides"), str(overrides), 'a JSON object of config.json keys, such as '

@@ -95,8 +95,12 @@ def written_config(config: dict) -> str:
 def config_source(extras: Extras) -> model.ConfigSource:
     """Where the server reads the model's config from, as the extra words set it."""
     revision = extras.get("revision")
+    load_format, config_format = extras.get("load_format"), extras.get("config_format")
     return model.ConfigSource(json_object(extras.get("hf_overrides")) or None, extras.get("hf_config_path") or None,
-                              extras.name("hf_config_path"), revision if isinstance(revision, str) and revision else None)
+                              extras.name("hf_config_path"), revision if isinstance(revision, str) and revision else None,
+                              load_format if load_format in model.LOAD_FORMATS else "auto", extras.name("load_format"),
+                              config_format if config_format in model.CONFIG_FORMATS else "auto",
+                              extras.name("config_format"))
 
 
 @dataclass(frozen=True)

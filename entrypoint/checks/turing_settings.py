@@ -1,13 +1,15 @@
 """Settings that break Turing (compute capability below 8.0), refused with the variable and the fix:
 a Triton architecture override, an attention backend the device lacks, a quantization method whose
 minimum capability (read from the installed vLLM's own quantization config classes) is above the
-device's, whether asked for by flag or by the checkpoint's config.json."""
+device's, whether asked for by flag or by the checkpoint's config.json; a kernel backend (Mamba,
+GDN, KDA) that vLLM cannot run on the device, or does not know."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Mapping
 
 from contract.model_config import ModelConfig
-from contract.verdict import Result, failed, passed
+from contract.verdict import Result, failed, passed, warned
 
 from ..argv import Extras, json_object
 from ..settings import SettingsError, cc_text
@@ -44,6 +46,53 @@ def forced_backends(env: Mapping[str, str], extras: Extras) -> list[tuple[str, s
     return forced
 
 
+@dataclasses.dataclass(frozen=True)
+class Runs:
+    """Where vLLM 0.33.0 runs a kernel backend: capabilities whose major is in `majors`, or exactly
+    one of `exact`; on no CUDA device at all when `platform` names the one it is for."""
+    text: str
+    majors: tuple[int, ...] = ()
+    exact: tuple[tuple[int, int], ...] = ()
+    platform: str | None = None
+
+    def allows(self, cc: tuple[int, int]) -> bool:
+        return self.platform is None and (cc[0] in self.majors or cc in self.exact)
+
+
+# (dest, value) -> where vLLM 0.33.0 runs it, for the backends it refuses on other devices (a value
+# not listed runs on any CUDA device, or vLLM falls back to Triton by itself). From its source:
+# model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py _resolve_gdn_prefill_backend (flashinfer
+# and cutedsl fall back to Triton below 9.0), models/kimi_k3/nvidia/kda.py resolve_kda_prefill_backend,
+# is_flashkda_supported, resolve_kda_decode_backend.
+KERNEL_BACKENDS = {
+    ("gdn_prefill_backend", "sycl"): Runs("Intel XPUs only", platform="XPU"),
+    ("gdn_prefill_backend", "aiter_flydsl"): Runs("AMD ROCm GPUs only", platform="ROCm"),
+    ("kda_prefill_backend", "fused"): Runs("AMD ROCm GPUs only", platform="ROCm"),
+    ("kda_prefill_backend", "flashkda"): Runs("compute capability 9.x, 10.x or 12.x", majors=(9, 10, 12)),
+    ("kda_prefill_backend", "flashinfer"): Runs("compute capability 10.0 or 10.3", exact=((10, 0), (10, 3))),
+    ("kda_decode_backend", "native"): Runs("compute capability 9.0, 10.x or 12.x", majors=(10, 12), exact=((9, 0),)),
+    ("kda_decode_backend", "flashinfer"): Runs("compute capability 10.x", majors=(10,)),
+}
+# vLLM 0.33.0's MambaBackendEnum (config/mamba.py), matched by its upper-cased name; --mamba-backend
+# takes any text and an unknown one fails when the engine's config is made.
+MAMBA_BACKENDS = ("triton", "flashinfer", "cpu")
+
+
+def kernel_backend_problem(extras: Extras, cc: tuple[int, int] | None) -> SettingsError | None:
+    """The first Mamba/GDN/KDA backend of the extra words that vLLM would refuse on this device
+    (cc None: only a name it does not know)."""
+    mamba = extras.get("mamba_backend")
+    if isinstance(mamba, str) and mamba.lower() not in MAMBA_BACKENDS:
+        return SettingsError(extras.name("mamba_backend"), mamba, "one of vLLM's Mamba backends: "
+                             + ", ".join(MAMBA_BACKENDS), "Fix the name, or remove the option (triton is the default).")
+    for (dest, value), runs in KERNEL_BACKENDS.items():
+        if cc and extras.get(dest) == value and not runs.allows(cc):
+            return SettingsError(extras.name(dest), value, f"a backend that compute capability {cc_text(cc)} has "
+                                 f"({value} runs on {runs.text})",
+                                 f"Remove {extras.name(dest).split()[-1]}; vLLM then picks its Triton kernels.")
+    return None
+
+
 def settings_problem(env: Mapping[str, str], extras: Extras, cc: tuple[int, int] | None) -> SettingsError | None:
     """The first setting that breaks this device (cc None: only what breaks any device here)."""
     override = env.get("TRITON_OVERRIDE_ARCH", "").strip()
@@ -57,7 +106,7 @@ def settings_problem(env: Mapping[str, str], extras: Extras, cc: tuple[int, int]
             return SettingsError(where, backend, f"a backend that compute capability {cc_text(cc)} has "
                                  f"({backend} needs {cc_text(needed)} or newer)",
                                  f"Remove the {backend} setting; vLLM then picks TRITON_ATTN, which the clamp fixes.")
-    return None
+    return kernel_backend_problem(extras, cc)
 
 
 def quantization_methods(config: ModelConfig | None, extras: Extras) -> list[tuple[str, str]]:
@@ -109,9 +158,25 @@ def minimum_from(known: Mapping[str, int] | None) -> Callable[[str], int | None]
     return lambda method: known[method] if known and method in known else vllm_min_capability(method)
 
 
+def ignored_quantization_config(methods: list[tuple[str, str]], extras: Extras) -> Result | None:
+    """--quantization-config with no method to apply it to: vLLM 0.33.0 quantizes nothing then
+    (config/quantization.py resolve_quantization_config; weight_utils.get_quant_config reads it only
+    under a method: --quantization online or a shorthand, or the checkpoint's own)."""
+    if extras.get("quantization_config") in (None, {}) or methods:
+        return None
+    name = extras.name("quantization_config")
+    return warned(QUANTIZATION, f"{name} has no effect: neither --quantization nor the checkpoint names a "
+                                "method, so vLLM quantizes nothing",
+                  f"add --quantization online (or a shorthand such as fp8_per_channel) to quantize at load, or "
+                  f"remove {name.split()[-1]}")
+
+
 def check_quantization(config: ModelConfig | None, extras: Extras, cc: tuple[int, int],
                        minimum: Callable[[str], int | None] = vllm_min_capability) -> Result:
     methods = quantization_methods(config, extras)
+    ignored = ignored_quantization_config(methods, extras)
+    if ignored:
+        return ignored
     try:
         return judge_quantization(methods, minimum, cc)
     except Exception as error:  # vLLM itself does not import: the torch check names why

@@ -3,7 +3,9 @@ operation ends within its deadline however the server paces its bytes, no body o
 read past its cap, a field of the wrong type is refused naming the operation and the field, and the
 API key is in no error or repr. Bounds on time are generous upper bounds (deadline + 3 s), the
 deadline itself is the lower one: a test fails only if the client waits far too long."""
+import socket
 import ssl
+import threading
 import time
 
 import pytest
@@ -223,3 +225,60 @@ def test_a_compressed_body_is_refused_though_identity_was_asked():
     assert b"accept-encoding: identity" in server.requests[0].lower()
     assert one_line(error, "GET /v1/models") == ("GET /v1/models: answered with Content-Encoding 'gzip', "
                                                  "though only identity was accepted")
+
+
+class StandinResolver:
+    """socket.getaddrinfo for the client's lookups: `hanging` names block until released (a resolver
+    that never answers), `local` names resolve to 127.0.0.1, every other name as the system does."""
+
+    def __init__(self, hanging=(), local=()):
+        self.hanging, self.local = set(hanging), set(local)
+        self.release = threading.Event()
+        self.blocked = threading.Event()
+        self._system = socket.getaddrinfo
+
+    def __call__(self, host, port, *args, **kwargs):
+        if host in self.hanging:
+            self.blocked.set()
+            self.release.wait()
+            raise socket.gaierror(socket.EAI_AGAIN, "released by the test")
+        return self._system("127.0.0.1" if host in self.local else host, port, *args, **kwargs)
+
+
+def test_a_name_lookup_that_hangs_ends_at_the_deadline(monkeypatch):
+    resolver = StandinResolver(hanging={"hangs.standin.invalid"})
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    try:
+        with EndpointClient("http://hangs.standin.invalid:8000", KEY) as client:
+            error, elapsed = timed(lambda: client.get("/v1/models", deadline_s=DEADLINE_S))
+        assert resolver.blocked.is_set()  # the lookup was under way, and still is: nothing else ended it
+        assert DEADLINE_S - 0.1 <= elapsed < DEADLINE_S + MARGIN_S
+        line = one_line(error, "GET /v1/models")
+        assert error.kind == endpoint.NO_ANSWER and "within 1.5 s" in line and "lookup (DNS) may hang" in line, line
+    finally:
+        resolver.release.set()
+
+
+def test_a_name_that_resolves_in_time_is_connected_to_and_answers(monkeypatch):
+    monkeypatch.setattr(socket, "getaddrinfo", StandinResolver(local={"answers.standin.invalid"}))
+    with HostileServer(hostile.once(hostile.ok_json({"data": [CARD]}))) as server:
+        with EndpointClient(f"http://answers.standin.invalid:{server.port}", KEY) as client:
+            answer = client.get("/v1/models", deadline_s=DEADLINE_S)
+    assert answer.status == 200 and answer.json() == {"data": [CARD]}
+
+
+def test_a_connection_made_after_its_deadline_is_closed_not_leaked():
+    from tooling.endpoint.client import _within
+
+    release, closed = threading.Event(), threading.Event()
+
+    class Late:
+        def close(self):
+            closed.set()
+
+    def work():
+        release.wait()
+        return Late()
+    assert _within(work, 0.05, lambda late: late.close()) is None
+    release.set()
+    assert closed.wait(MARGIN_S)

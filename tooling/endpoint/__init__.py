@@ -13,6 +13,7 @@ The causes a user must tell apart, and how soon each is final:
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import pathlib
 import socket
@@ -103,6 +104,15 @@ class WireFailure:
         return "; ".join(part for part in (self.message, self.fix) if part)
 
 
+def _is_address(name: str | None) -> bool:
+    """Whether the URL's host is an IP address (no name lookup before the connect)."""
+    try:
+        ipaddress.ip_address(name or "")
+        return True
+    except ValueError:
+        return False
+
+
 def wire_failure(exc: requests.RequestException, url: str, timeout_s: float | None = None) -> WireFailure:
     """What went wrong on the wire, in one line naming the cause."""
     host = _host(url)
@@ -121,7 +131,8 @@ def wire_failure(exc: requests.RequestException, url: str, timeout_s: float | No
                            "start the server, or check the port in the URL")
     if isinstance(exc, requests.exceptions.ConnectTimeout):
         return WireFailure(NO_ANSWER, f"no answer from {host} within {timeout_s or 0:g} s",
-                           "check the address: a firewall may be dropping the packets")
+                           "check the address: a firewall may be dropping the packets" if _is_address(name) else
+                           "check the address: the host name's lookup (DNS) may hang, or a firewall drop the packets")
     if isinstance(exc, requests.Timeout):
         return WireFailure(NO_ANSWER, f"{host} accepted the connection but sent no reply within {timeout_s or 0:g} s")
     return WireFailure(DROPPED, f"{host} accepted the connection, then closed it without a reply",

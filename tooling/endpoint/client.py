@@ -5,7 +5,8 @@ Every operation has a total deadline: connect, headers and the whole body (or th
 end within it, however the server paces its bytes. A watchdog timer shuts the operation's socket
 down when the deadline passes, so a read blocked inside requests or urllib3 (a server trickling its
 headers a byte at a time, or silent mid-stream) returns at once; between reads the monotonic clock
-is checked as well. (A name lookup in the resolver is the one step no socket shutdown can end.)
+is checked as well. The name lookup and the connect, which no socket shutdown can end (the system
+resolver blocks in C), run in a helper thread that the operation waits for only until its deadline.
 
 Every body and every stream line has a byte cap: a Content-Length over the cap is refused before a
 byte of the body is read, and a body or line that grows past it is refused as soon as it does.
@@ -30,6 +31,7 @@ from typing import Iterator
 import requests
 import requests.adapters
 import urllib3
+import urllib3.connection
 import urllib3.exceptions
 
 from tooling import endpoint
@@ -182,6 +184,57 @@ def _shut(connection) -> None:
             socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
+def _within(work, seconds: float, abandon):
+    """work()'s value, or None when it has not returned within `seconds`; work then runs on in a
+    daemon thread and abandon(value) disposes of what it returns late. Its exception is raised here."""
+    box: dict = {}
+    lock = threading.Lock()
+
+    def run() -> None:
+        try:
+            value = work()
+        except BaseException as error:  # handed to the caller's thread
+            box["error"] = error
+            return
+        with lock:
+            box["value"] = value
+            late = box.get("late", False)
+        if late:
+            abandon(value)
+    helper = threading.Thread(target=run, name="endpoint-connect", daemon=True)
+    helper.start()
+    helper.join(seconds)
+    with lock:
+        if "value" not in box and "error" not in box:
+            box["late"] = True
+            return None
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+class _BoundedConnect:
+    """A connection whose name lookup and connect end within the operation's deadline."""
+
+    def _new_conn(self):
+        watch = getattr(_current, "watch", None)
+        if watch is None:
+            return super()._new_conn()
+        sock = _within(super()._new_conn, watch.remaining(), lambda late: late.close())
+        if sock is None:
+            raise urllib3.exceptions.ConnectTimeoutError(
+                self, f"name lookup and connect to {self.host} did not finish within {watch.deadline_s:g} s")
+        return sock
+
+
+class _BoundedHTTPConnection(_BoundedConnect, urllib3.connection.HTTPConnection):
+    pass
+
+
+class _BoundedHTTPSConnection(_BoundedConnect, urllib3.connection.HTTPSConnection):
+    pass
+
+
 class _Watched:
     def _get_conn(self, timeout=None):
         connection = super()._get_conn(timeout)
@@ -192,11 +245,11 @@ class _Watched:
 
 
 class _WatchedHTTPPool(_Watched, urllib3.HTTPConnectionPool):
-    pass
+    ConnectionCls = _BoundedHTTPConnection
 
 
 class _WatchedHTTPSPool(_Watched, urllib3.HTTPSConnectionPool):
-    pass
+    ConnectionCls = _BoundedHTTPSConnection
 
 
 class _WatchedAdapter(requests.adapters.HTTPAdapter):
