@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from contract.verdict import Result, failed, passed, warned
+from contract.model_config import ModelConfig
 from .model import gib
 
 NAME = "memory"
@@ -77,3 +78,27 @@ def check_memory(weight_bytes: int | None, meminfo_text: str, cgroup_root: str =
         return warned(NAME, f"{where} {gib(available)}: tight for staging {gib(weight_bytes)} of weights "
                             f"(up to {gib(need)})", fix)
     return passed(NAME, f"{where} {gib(available)} covers staging {gib(weight_bytes)} of weights ({gib(need)})")
+
+
+# What one server takes of its GPU beyond weights and KV cache: the CUDA context, activations at
+# the profiling run's peak, CUDA graphs (none with ENFORCE_EAGER). A planning figure, used only to
+# weigh servers against each other when they share a card.
+GPU_RUNTIME_ALLOWANCE = 2**30
+KV_DTYPE_BYTES = {"fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}  # anything else: 2 (fp16/bf16 on these GPUs)
+
+
+def kv_bytes_per_token(config: ModelConfig, kv_cache_dtype: str | None) -> int:
+    """Key and value bytes one token takes over every layer, from the text config's attention
+    shape (an upper bound for sliding-window and hybrid models, whose some layers keep less);
+    ConfigProblem when the config lacks the shape."""
+    text = config.text
+    layers = text.positive_int("num_hidden_layers")
+    heads = text.positive_int("num_attention_heads")
+    kv_heads = text.positive_int("num_key_value_heads", heads)
+    head_dim = text.positive_int("head_dim", max(text.positive_int("hidden_size") // heads, 1))
+    return 2 * layers * kv_heads * head_dim * KV_DTYPE_BYTES.get(kv_cache_dtype or "", 2)
+
+
+def gpu_need(weight_bytes: int, kv_per_token: int, tokens: int) -> int:
+    """GPU bytes a server wants: its weights, a KV cache of `tokens`, the runtime's allowance."""
+    return weight_bytes + kv_per_token * tokens + GPU_RUNTIME_ALLOWANCE
