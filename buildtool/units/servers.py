@@ -14,11 +14,12 @@ import re
 from dataclasses import dataclass
 
 from buildtool.units.spec import UNIT_NAME, ServerValues
+from contract.devices import SHARED_CARD_BUDGET, VLLM_DEFAULT_UTILIZATION
 from entrypoint.checks.memory import gpu_need
 from entrypoint.settings import Settings
 
-CARD_BUDGET = 0.95  # the most the fractions of one GPU may sum to
-ALONE_FRACTION = 0.9  # vLLM's own default: what a server alone on its GPUs gets
+CARD_BUDGET = SHARED_CARD_BUDGET  # the most the fractions of one GPU may sum to
+ALONE_FRACTION = VLLM_DEFAULT_UTILIZATION  # what a server alone on its GPUs gets
 MIN_FRACTION = 0.05  # below it vLLM cannot hold a model's weights and a KV block on any card here
 # vLLM 0.33.0's max_num_seqs for the OpenAI server when MAX_NUM_SEQS is unset.
 DEFAULT_MAX_NUM_SEQS = 256
