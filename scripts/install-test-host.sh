@@ -5,6 +5,8 @@
 #     bookworm, so they are downloaded with a temporary sources list and unpacked into
 #     TOOLS_DIR (no trixie package is ever installed)
 #   - debootstrap, for `build.py base --bootstrap` where no OS image can be pulled
+#   - prometheus (bookworm's): its promtool checks monitoring/'s rules and config in the unit tier,
+#     and the serving tier starts the real prometheus against the served units
 # Idempotent: a second run only checks. Needs root and the machine's own Debian mirror.
 set -euo pipefail
 
@@ -21,6 +23,7 @@ apt_install() {
 
 command -v dockerd >/dev/null || { log "installing docker.io"; apt_install docker.io; }
 command -v debootstrap >/dev/null || { log "installing debootstrap"; apt_install debootstrap; }
+command -v promtool >/dev/null || { log "installing prometheus (promtool)"; apt_install prometheus; }
 
 # The machine's own Debian mirror, read from its sources (deb822 or one-line format).
 debian_mirror() {
@@ -63,4 +66,4 @@ if ! docker info >/dev/null 2>&1; then
     docker info >/dev/null 2>&1 || { echo "install-test-host: dockerd did not start, see /var/log/dockerd.log" >&2; exit 1; }
 fi
 
-log "ready: $(docker version --format 'engine {{.Server.Version}}'), $(docker compose version --short 2>/dev/null | sed 's/^/compose /'), $(docker buildx version | awk '{print "buildx", $2}'), quadlet at $TOOLS_DIR/bin/quadlet"
+log "ready: $(docker version --format 'engine {{.Server.Version}}'), $(docker compose version --short 2>/dev/null | sed 's/^/compose /'), $(docker buildx version | awk '{print "buildx", $2}'), quadlet at $TOOLS_DIR/bin/quadlet, $(promtool --version 2>&1 | awk 'NR==1 {print "promtool", $3}')"

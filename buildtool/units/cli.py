@@ -17,7 +17,7 @@ from pathlib import Path
 
 from buildtool import flags
 from buildtool.errors import BuildError
-from buildtool.units import kubernetes
+from buildtool.units import kubernetes, monitoring
 from buildtool.units.compose import render_compose, render_toolkit_override
 from buildtool.units.quadlet import render_env_file, render_quadlet
 from buildtool.units.servers import ModelSize, PlanError, PlannedServer, ServerInput, plan_servers
@@ -40,12 +40,19 @@ class Rendered:
     keep_existing: bool = False  # user-edited files are never overwritten
 
 
-def render_all(host: HostValues, cdi: bool = False) -> list[Rendered]:
+def render_all(host: HostValues, cdi: bool = False, with_monitoring: bool = False) -> list[Rendered]:
     spec = UnitSpec(host)
-    return [Rendered("compose.yaml", render_compose(spec)),
+    return [Rendered("compose.yaml", render_compose(spec, with_monitoring=with_monitoring)),
             Rendered("compose.toolkit.yaml", render_toolkit_override(spec)),
             Rendered(QUADLET_UNIT, render_quadlet(UnitSpec(host, toolkit=cdi))),
-            Rendered(ENV_FILE, render_env_file(), keep_existing=True)]
+            Rendered(ENV_FILE, render_env_file(), keep_existing=True),
+            *(monitoring_files((spec,)) if with_monitoring else [])]
+
+
+def monitoring_files(specs: tuple[UnitSpec, ...]) -> list[Rendered]:
+    """Prometheus's config (every server of compose.yaml) and the rules, for the monitoring profile."""
+    return [Rendered(monitoring.CONFIG_PATH, monitoring.compose_config(specs)),
+            Rendered(monitoring.RULES_PATH, monitoring.rules_text())]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,6 +89,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "secret vllm-api-key (podman secret create vllm-api-key FILE), Kubernetes the Secret of "
                              "that name; API_KEY_FILE names it in the container. FILE is never read: the key is in "
                              "no unit (default: the wiring is written commented out)")
+    parser.add_argument("--monitoring", action="store_true",
+                        help="Prometheus for the servers, with monitoring/rules.yml: compose gets a `prometheus` service "
+                             "under the `monitoring` profile and monitoring/prometheus.yml; --kubernetes a ConfigMap "
+                             "with a scrape config (docs/deploy.md, \"Watching the box\")")
+    parser.add_argument("--pod-monitor", action="store_true",
+                        help="with --kubernetes --monitoring: a PodMonitor and a PrometheusRule for the Prometheus "
+                             "operator instead of the scrape config")
     parser.add_argument("--dev-root", type=Path, default=Path("/dev"), help=argparse.SUPPRESS)
     kubernetes.add_arguments(parser)
 
@@ -155,7 +169,7 @@ def host_files(args: argparse.Namespace) -> tuple[list[Rendered], str]:
     """One server: compose, the toolkit override, the Quadlet unit and the env file (the template
     where none is in --out, a copy of --env-file where one is given)."""
     host = host_values(args)
-    files = render_checked(lambda: render_all(host, cdi=args.cdi))
+    files = render_checked(lambda: render_all(host, cdi=args.cdi, with_monitoring=args.monitoring))
     if args.env_file:
         text = read_env_file(args.env_file[0])[0]
         files = [Rendered(ENV_FILE, text) if item.path == ENV_FILE else item for item in files]
@@ -170,7 +184,8 @@ def kubernetes_files(args: argparse.Namespace) -> tuple[list[Rendered], str]:
     env_path = args.env_file[0] if args.env_file else args.out / ENV_FILE
     try:
         env_text, env_name = (env_path.read_text(), str(env_path)) if env_path.exists() else (render_env_file(), ENV_FILE)
-        text = kubernetes.render_kubernetes(spec, kubernetes.parse_env_file(env_text, env_name))
+        text = kubernetes.render_kubernetes(spec, kubernetes.parse_env_file(env_text, env_name),
+                                            pod_monitor=pod_monitor(args))
     except OSError as exc:
         raise BuildError(f"cannot read {env_path}: {exc.strerror}; fix its permissions", exit_code=2) from None
     except ValueError as exc:
@@ -277,16 +292,17 @@ def shared_host_files(args: argparse.Namespace) -> tuple[list[Rendered], str]:
     servers = ", ".join(f"{s.server.name} (port {s.host.port}, GPU {','.join(map(str, s.host.gpu_indices))}, "
                         f"GPU_MEMORY_UTILIZATION {dict(s.server.settings)['GPU_MEMORY_UTILIZATION']})" for s in specs)
     if args.kubernetes:
-        text = render_checked(lambda: kubernetes.render_kubernetes(specs[0], envs[0], *zip(specs[1:], envs[1:])))
+        text = render_checked(lambda: kubernetes.render_kubernetes(specs[0], envs[0], *zip(specs[1:], envs[1:]),
+                                                                   pod_monitor=pod_monitor(args)))
         return [Rendered(kubernetes.MANIFEST_PATH, text),
                 Rendered(kubernetes.KUSTOMIZATION_PATH, kubernetes.KUSTOMIZATION_TEXT)], f"kubernetes: {servers}"
     units = [dataclasses.replace(spec, toolkit=args.cdi) for spec in specs]
-    files = render_checked(lambda: [Rendered("compose.yaml", render_compose(*specs)),
+    files = render_checked(lambda: [Rendered("compose.yaml", render_compose(*specs, with_monitoring=args.monitoring)),
                                     Rendered("compose.toolkit.yaml", render_toolkit_override(*specs)),
                                     *[Rendered(f"quadlet/{unit.server.name}.container", render_quadlet(unit))
                                       for unit in units]])
     copies = [Rendered(f"quadlet/{spec.server.env_file}", text) for spec, text in zip(specs, texts)]
-    return files + copies, f"units for {len(specs)} servers: {servers}"
+    return files + copies + (monitoring_files(tuple(specs)) if args.monitoring else []), f"units for {len(specs)} servers: {servers}"
 
 
 def render_checked(render):
@@ -296,7 +312,15 @@ def render_checked(render):
         raise BuildError(f"{exc}", exit_code=2) from None
 
 
+def pod_monitor(args: argparse.Namespace) -> bool | None:
+    """Kubernetes monitoring: None (none), False (a plain scrape config) or True (the operator's objects)."""
+    return args.pod_monitor if args.monitoring else None
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.pod_monitor and not (args.kubernetes and args.monitoring):
+        raise BuildError("--pod-monitor: the operator's objects are Kubernetes monitoring; pass it with "
+                         "--kubernetes --monitoring", exit_code=2)
     if len(args.env_file) > 1:
         files, summary = shared_host_files(args)
     else:

@@ -2,6 +2,7 @@
 (buildtool/units/serialize.py), with the comments that explain them."""
 from __future__ import annotations
 
+from buildtool.units import monitoring
 from buildtool.units.serialize import Off, Section, Tagged, yaml_document
 from buildtool.units.spec import (API_KEY_PATH, API_KEY_SECRET, CONTAINER_PORT, DROP_CAPABILITIES,
                                   ENV_API_KEY_FILE, HEALTH, HEALTH_CMD, READ_ONLY_NOTE, SHM_SIZE,
@@ -94,17 +95,36 @@ def _service(spec: UnitSpec) -> tuple:
     )
 
 
-def render_compose(*specs: UnitSpec) -> str:
-    """One service per spec (a host's servers; their names, ports and volumes planned distinct)."""
+def _prometheus_service(spec: UnitSpec) -> tuple:
+    published = ":".join((interpolated("VLLM_TURING_BIND", published_address(spec.host.bind_address)),
+                          interpolated("VLLM_TURING_PROMETHEUS_PORT", str(monitoring.PROMETHEUS_PORT)),
+                          str(monitoring.PROMETHEUS_PORT)))
+    return ("Prometheus, only with `docker compose --profile monitoring up -d` (docs/deploy.md, \"Watching the box\"):",
+            f"it scrapes every server above ({monitoring.CONFIG_PATH}) and evaluates {monitoring.RULES_PATH}.",
+            {"image": monitoring.PROMETHEUS_IMAGE, "profiles": [monitoring.PROFILE],
+             "command": ["--config.file=/etc/prometheus/prometheus.yml", "--storage.tsdb.path=/prometheus",
+                         f"--storage.tsdb.retention.time={monitoring.RETENTION}"],
+             "volumes": ["./monitoring:/etc/prometheus:ro", f"{monitoring.DATA_VOLUME}:/prometheus"],
+             "ports": [published],
+             "cap_drop": list(DROP_CAPABILITIES), "security_opt": ["no-new-privileges:true"],
+             "restart": "unless-stopped"})
+
+
+def render_compose(*specs: UnitSpec, with_monitoring: bool = False) -> str:
+    """One service per spec (a host's servers; their names, ports and volumes planned distinct), and
+    Prometheus under the monitoring profile when asked."""
     spec = specs[0]
+    servers = tuple(Section(each.server.service, _service(each)) for each in specs)
+    prometheus = (Section("prometheus", _prometheus_service(spec)),) if with_monitoring else ()
+    volumes = [name for each in specs for name in each.cache_volumes] + ([monitoring.DATA_VOLUME] if with_monitoring else [])
     return yaml_document([
         *HEADER,
         "Hosts without nvidia-container-toolkit: device nodes and driver libraries are passed by hand.",
         "Hosts with it: docker compose -f compose.yaml -f compose.toolkit.yaml up -d",
         "docs/deploy.md walks through it.",
         {"name": UNIT_NAME},
-        Section("services", tuple(Section(each.server.service, _service(each)) for each in specs)),
-        {"volumes": {name: {} for each in specs for name in each.cache_volumes}},
+        Section("services", servers + prometheus),
+        {"volumes": {name: {} for name in volumes}},
         *_api_key_top_level(spec),
     ])
 

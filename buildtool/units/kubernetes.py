@@ -16,6 +16,7 @@ import re
 
 from buildtool import flags
 from buildtool.errors import BuildError
+from buildtool.units import monitoring
 from buildtool.units.servers import CARD_BUDGET
 from buildtool.units.serialize import comment, yaml_document, yaml_documents
 from buildtool.units.spec import (API_KEY_PATH, API_KEY_SECRET, CONTAINER_PORT, DROP_CAPABILITIES,
@@ -300,11 +301,14 @@ SHARING_NOTE = ("Several servers: one Deployment per server, each with its own C
                 f"least the servers per card); each server's GPU_MEMORY_UTILIZATION is set below, summing to <= {CARD_BUDGET}.")
 
 
-def render_kubernetes(spec: UnitSpec, env: dict[str, str], *others: tuple[UnitSpec, dict[str, str]]) -> str:
-    """The manifest file of one server, or of several (`others`); ValueError with every problem when
-    the policy refuses it."""
+def render_kubernetes(spec: UnitSpec, env: dict[str, str], *others: tuple[UnitSpec, dict[str, str]],
+                      pod_monitor: bool | None = None) -> str:
+    """The manifest file of one server, or of several (`others`), with the monitoring objects unless
+    `pod_monitor` is None; ValueError with every problem when the policy refuses it."""
     servers = ((spec, env), *others)
     docs = [doc for each, each_env in servers for doc in manifests(each, each_env)]
+    watching = () if pod_monitor is None else monitoring.kubernetes_note(pod_monitor)
+    docs += [] if pod_monitor is None else monitoring.kubernetes_objects(pod_monitor, LABELS)
     if problems := manifest_problems(docs):
         raise ValueError("; ".join(problems))
     sharing = [*SHARING_NOTE, *(f"{each.server.name}: {memory_gib(each)} GiB of memory per replica, GPU_MEMORY_UTILIZATION "
@@ -324,7 +328,7 @@ def render_kubernetes(spec: UnitSpec, env: dict[str, str], *others: tuple[UnitSp
               "weights (entrypoint/checks/memory.py)",
               f"plus {SHM_ALLOWANCE_PER_GPU // 2**30} GiB of /dev/shm per GPU; "
               f"{cluster.replicas} replica(s) of {gpus_per_replica(spec)} GPU(s)"]
-    return "".join(comment(line) for line in (*HEADER, *key, *baseline, *(sharing or sizing))) + to_yaml(docs)
+    return "".join(comment(line) for line in (*HEADER, *key, *baseline, *(sharing or sizing), *watching)) + to_yaml(docs)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
