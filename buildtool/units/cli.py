@@ -64,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cdi", action="store_true",
                         help="Quadlet unit for a host with nvidia-container-toolkit's CDI spec "
                              "(AddDevice=nvidia.com/gpu=all, no hand-wired devices or libraries)")
-    parser.add_argument("--env-file", type=flags.existing_file, action="append", default=[], metavar="FILE",
+    parser.add_argument("--env-file", type=flags.file_to_read, action="append", default=[], metavar="FILE",
                         help="a server's settings (KEY=value, as quadlet/vllm-turing.env); give it once per server "
                              "to run several on this host (docs/deploy.md, \"Two models on one card\"); each is "
                              "copied beside the units (default: the template, one server)")
@@ -181,17 +181,18 @@ def kubernetes_files(args: argparse.Namespace) -> tuple[list[Rendered], str]:
     """The manifests, their ConfigMap made from --env-file, else the env file in --out (the template
     where none is)."""
     spec = kubernetes.spec_from_args(args)
-    env_path = args.env_file[0] if args.env_file else args.out / ENV_FILE
-    try:
-        env_text, env_name = (env_path.read_text(), str(env_path)) if env_path.exists() else (render_env_file(), ENV_FILE)
-        text = kubernetes.render_kubernetes(spec, kubernetes.parse_env_file(env_text, env_name),
-                                            pod_monitor=pod_monitor(args))
-    except OSError as exc:
-        raise BuildError(f"cannot read {env_path}: {exc.strerror}; fix its permissions", exit_code=2) from None
-    except ValueError as exc:
-        secrets = ", ".join(f"{name} in the Secret {secret}" for name, (secret, _) in kubernetes.SECRET_REFERENCES.items())
-        raise BuildError(f"{env_name}: {exc}; a secret goes in a Secret ({secrets}; docs/fleet.md), "
-                         "never in the env file's ConfigMap", exit_code=2) from None
+    if args.env_file:
+        env_name, env = str(args.env_file[0]), read_env_file(args.env_file[0])[1]
+    else:
+        env_path = args.out / ENV_FILE
+        try:
+            env_text, env_name = (env_path.read_text(), str(env_path)) if env_path.exists() else (render_env_file(), ENV_FILE)
+            env = kubernetes.parse_env_file(env_text, env_name)
+        except OSError as exc:
+            raise BuildError(f"cannot read {env_path}: {exc.strerror}; fix its permissions", exit_code=2) from None
+        except ValueError as exc:
+            raise BuildError(f"{exc}", exit_code=2) from None
+    text = checked_manifests(lambda: kubernetes.render_kubernetes(spec, env, pod_monitor=pod_monitor(args)), env_name)
     summary = (f"kubernetes: {spec.cluster.replicas} replica(s) of {len(spec.host.gpu_indices)} GPU(s), "
                f"{kubernetes.memory_gib(spec)} GiB of memory each, settings from {env_name}")
     return [Rendered(kubernetes.MANIFEST_PATH, text),
@@ -249,8 +250,10 @@ def read_env_file(path: Path) -> tuple[str, dict[str, str], Settings]:
         text = path.read_text(encoding="utf-8")
         env = kubernetes.parse_env_file(text, str(path))
         return text, env, parse_settings(env)
+    except FileNotFoundError:
+        raise BuildError(f"--env-file {path}: no such file; give the path of an existing env file", exit_code=2) from None
     except OSError as exc:
-        raise BuildError(f"--env-file {path}: cannot be read ({exc.strerror}); fix its permissions", exit_code=2) from None
+        raise BuildError(f"--env-file {path}: cannot be read ({exc.strerror}); give a readable file", exit_code=2) from None
     except UnicodeDecodeError:
         raise BuildError(f"--env-file {path}: not UTF-8 text; save it as UTF-8", exit_code=2) from None
     except SettingsError as exc:
@@ -292,8 +295,9 @@ def shared_host_files(args: argparse.Namespace) -> tuple[list[Rendered], str]:
     servers = ", ".join(f"{s.server.name} (port {s.host.port}, GPU {','.join(map(str, s.host.gpu_indices))}, "
                         f"GPU_MEMORY_UTILIZATION {dict(s.server.settings)['GPU_MEMORY_UTILIZATION']})" for s in specs)
     if args.kubernetes:
-        text = render_checked(lambda: kubernetes.render_kubernetes(specs[0], envs[0], *zip(specs[1:], envs[1:]),
-                                                                   pod_monitor=pod_monitor(args)))
+        text = checked_manifests(lambda: kubernetes.render_kubernetes(specs[0], envs[0], *zip(specs[1:], envs[1:]),
+                                                                      pod_monitor=pod_monitor(args)),
+                                 ", ".join(map(str, args.env_file)))
         return [Rendered(kubernetes.MANIFEST_PATH, text),
                 Rendered(kubernetes.KUSTOMIZATION_PATH, kubernetes.KUSTOMIZATION_TEXT)], f"kubernetes: {servers}"
     units = [dataclasses.replace(spec, toolkit=args.cdi) for spec in specs]
@@ -303,6 +307,16 @@ def shared_host_files(args: argparse.Namespace) -> tuple[list[Rendered], str]:
                                       for unit in units]])
     copies = [Rendered(f"quadlet/{spec.server.env_file}", text) for spec, text in zip(specs, texts)]
     return files + copies + (monitoring_files(tuple(specs)) if args.monitoring else []), f"units for {len(specs)} servers: {servers}"
+
+
+def checked_manifests(render, env_names: str) -> str:
+    """The manifests, or the policy's refusal (a secret in an env file's ConfigMap) in one line."""
+    try:
+        return render()
+    except ValueError as exc:
+        secrets = ", ".join(f"{name} in the Secret {secret}" for name, (secret, _) in kubernetes.SECRET_REFERENCES.items())
+        raise BuildError(f"{env_names}: {exc}; a secret goes in a Secret ({secrets}; docs/fleet.md), "
+                         "never in the env file's ConfigMap", exit_code=2) from None
 
 
 def render_checked(render):
