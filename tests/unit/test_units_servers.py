@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 import yaml
-from hypothesis import example, given, strategies as st
+from hypothesis import event, example, given, strategies as st
 
 from buildtool.units.servers import (CARD_BUDGET, MIN_FRACTION, ModelSize, PlanError, ServerInput, distinct_slugs,
                                      plan_servers)
@@ -185,3 +185,52 @@ def test_one_env_file_renders_exactly_the_single_server_units_with_its_settings(
     for name in ("compose.yaml", "compose.toolkit.yaml", "quadlet/vllm-turing.container"):
         assert (tmp_path / "one" / name).read_text() == (tmp_path / "plain" / name).read_text()
     assert (tmp_path / "one/quadlet/vllm-turing.env").read_text() == chat.read_text()
+
+
+SETTING_VALUES = {
+    "MODEL": st.sampled_from(["/models/chat", "/models/missing", "/models", "org/hub-model", "/models/../etc", ""]),
+    "GPU_MEMORY_UTILIZATION": st.one_of(st.sampled_from(["0.1", "0.5", "0.9", "1", "0", "2", "nan", ""]),
+                                        st.text(max_size=8)),
+    "SERVED_MODEL_NAME": st.one_of(st.sampled_from(["chat", "a b", "x:y", "${X}", "'q'", ""]), st.text(max_size=12)),
+    "MAX_MODEL_LEN": st.sampled_from(["4096", "1", "99999999999", "x", ""]),
+    "MAX_NUM_SEQS": st.sampled_from(["8", "65536", "0", ""]),
+    "KV_CACHE_DTYPE": st.sampled_from(["fp8", "auto", "int4", ""]),
+}
+SETTING_VALUES["MODEL"] = st.sampled_from(["/models/chat"] * 4 + ["/models/missing", "/models", "org/hub-model", ""])
+SETTING_VALUES["GPU_MEMORY_UTILIZATION"] = st.one_of(st.sampled_from(["0.1", "0.3", "0.5", "0.9"]),
+                                                     SETTING_VALUES["GPU_MEMORY_UTILIZATION"])
+env_files = st.lists(st.fixed_dictionaries({"MODEL": SETTING_VALUES["MODEL"]},
+                                           optional={k: v for k, v in SETTING_VALUES.items() if k != "MODEL"}),
+                     min_size=2, max_size=3)
+
+
+@given(files=env_files, names=st.lists(st.sampled_from(["chat", "Chat", "a.b", "-", "x" * 60, "émbed"]),
+                                       min_size=3, max_size=3))
+@example(files=[{"MODEL": "/models/chat"}, {"MODEL": "/models/chat"}], names=["chat", "Chat", "x"])
+@example(files=[{"MODEL": "/models/chat", "SERVED_MODEL_NAME": "a\u2028b"}, {"MODEL": "/models/missing",
+                                                                             "GPU_MEMORY_UTILIZATION": "0.1"}],
+         names=["chat", "embed", "x"])
+def test_any_env_files_render_within_the_budget_or_are_refused_in_one_line(tmp_path_factory, files, names):
+    root = tmp_path_factory.mktemp("host")
+    write_model_dir(root / "models" / "chat", LLAMA, elements=2**10)
+    args = ["--model-dir", str(root / "models")]
+    for i, (settings, name) in enumerate(zip(files, names)):
+        folder = root / f"conf{i}"
+        folder.mkdir()
+        (folder / f"{name}.env").write_text("".join(f"{key}={value}\n" for key, value in settings.items()
+                                                    if "\n" not in value and "\r" not in value))
+        args += ["--env-file", str(folder / f"{name}.env")]
+    out = root / "out"
+    import contextlib
+    import io
+    with contextlib.redirect_stderr(io.StringIO()) as err, contextlib.redirect_stdout(io.StringIO()):
+        code = units(out, *args)
+    assert code in (0, 2), err.getvalue()
+    event(f"exit {code}")
+    if code == 2:
+        assert err.getvalue().count("\n") == 1 and "Traceback" not in err.getvalue()
+        assert not out.exists() or not any(out.iterdir())
+        return
+    services = yaml.safe_load(interpolate_defaults((out / "compose.yaml").read_text()))["services"]
+    shares = [float(service["environment"]["GPU_MEMORY_UTILIZATION"]) for service in services.values()]
+    assert len(services) == len(files) and sum(shares) <= CARD_BUDGET + 1e-9
