@@ -3,6 +3,7 @@
 that `build.py units --monitoring` renders for compose and Kubernetes."""
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -122,3 +123,25 @@ def test_pod_monitor_without_kubernetes_monitoring_is_bad_usage(tmp_path, capsys
     assert units(tmp_path, "--defaults", "--pod-monitor") == 2
     err = capsys.readouterr().err
     assert "--pod-monitor" in err and err.count("\n") == 1
+
+
+def test_the_committed_dashboard_is_the_generators():
+    from monitoring import dashboard
+    assert dashboard.OUTPUT.read_text() == dashboard.text(), "regenerate: python3 monitoring/dashboard.py"
+
+
+def test_every_dashboard_query_passes_promtool_and_reads_the_rules_or_real_metrics(tmp_path):
+    from monitoring import dashboard
+    shown = json.loads(dashboard.OUTPUT.read_text())
+    exprs = [target["expr"] for panel in shown["panels"] for target in panel["targets"]]
+    assert exprs == dashboard.queries()
+    checked = {"groups": [{"name": "dashboard", "rules": [{"record": f"dashboard:panel_{i}", "expr": expr}
+                                                           for i, expr in enumerate(exprs)]}]}
+    (tmp_path / "panels.yml").write_text(yaml.safe_dump(checked))
+    done = promtool("check", "rules", str(tmp_path / "panels.yml"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    recorded = {rule["record"] for rule in rules() if "record" in rule}
+    exported = {sample.name for sample in parse(REAL_METRICS.read_text())} | {"up"}
+    for expr in exprs:
+        names = set(re.findall(r"\b(vllm_turing:[a-z0-9_:]+|vllm:[a-z_]+|up)\b", expr))
+        assert names and names <= recorded | exported, (expr, names - recorded - exported)
