@@ -244,6 +244,12 @@ def existing_directory(text: str) -> Path:
     return path
 
 
+def file_to_read(text: str) -> Path:
+    """A file read when the command runs (--env-file): a path on one line; its reader says when it is
+    missing or unreadable, so a doc can name a file an earlier line writes."""
+    return _local_path(text)
+
+
 def output_directory(text: str) -> Path:
     """--out: where files are written (made when missing)."""
     return _local_path(text)

@@ -32,3 +32,9 @@ def cc_number(cc: tuple[int, int]) -> int:
     """(8, 6) -> 86, the fit table's and the fit check's way of writing a capability."""
     major, minor = cc
     return major * 10 + minor
+
+# GPU memory fractions (vLLM's gpu_memory_utilization, of a card's total memory). The card's size is
+# not known where units are rendered, so servers sharing a card are held to a sum of fractions; what
+# it leaves is for what no server counts (the driver's reserve, a display, a CUDA context outside vLLM).
+SHARED_CARD_BUDGET = 0.95
+VLLM_DEFAULT_UTILIZATION = 0.9  # vLLM 0.33.0's default: what a server takes when the setting is unset

@@ -6,6 +6,8 @@
 #     TOOLS_DIR (no trixie package is ever installed)
 #   - debootstrap, for `build.py base --bootstrap` where no OS image can be pulled
 #   - python3-venv, for the unit tier's checkov venv (tests/run)
+#   - prometheus (bookworm's): its promtool checks monitoring/'s rules and config in the unit tier,
+#     and the serving tier starts the real prometheus against the served units
 # Idempotent: a second run only checks. Needs root and the machine's own Debian mirror.
 set -euo pipefail
 
@@ -24,6 +26,7 @@ command -v dockerd >/dev/null || { log "installing docker.io"; apt_install docke
 command -v debootstrap >/dev/null || { log "installing debootstrap"; apt_install debootstrap; }
 # tests/run makes a venv for checkov (tests/requirements-checkov.txt): Debian's venv needs ensurepip
 python3 -c 'import ensurepip' 2>/dev/null || { log "installing python3-venv"; apt_install python3-venv; }
+command -v promtool >/dev/null || { log "installing prometheus (promtool)"; apt_install prometheus; }
 
 # The machine's own Debian mirror, read from its sources (deb822 or one-line format).
 debian_mirror() {
@@ -66,4 +69,4 @@ if ! docker info >/dev/null 2>&1; then
     docker info >/dev/null 2>&1 || { echo "install-test-host: dockerd did not start, see /var/log/dockerd.log" >&2; exit 1; }
 fi
 
-log "ready: $(docker version --format 'engine {{.Server.Version}}'), $(docker compose version --short 2>/dev/null | sed 's/^/compose /'), $(docker buildx version | awk '{print "buildx", $2}'), quadlet at $TOOLS_DIR/bin/quadlet"
+log "ready: $(docker version --format 'engine {{.Server.Version}}'), $(docker compose version --short 2>/dev/null | sed 's/^/compose /'), $(docker buildx version | awk '{print "buildx", $2}'), quadlet at $TOOLS_DIR/bin/quadlet, $(promtool --version 2>&1 | awk 'NR==1 {print "promtool", $3}')"

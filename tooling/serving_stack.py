@@ -51,18 +51,19 @@ def read_env_file(path: Path = ENV_FILE) -> dict[str, str]:
     return pairs
 
 
-def override_text(compose: dict, environment: dict[str, str], service_lines: tuple[str, ...] = ()) -> str:
-    """The test override of the shipped service: no device nodes, no driver library mounts and no
-    memlock limit (containers here cannot raise RLIMIT_MEMLOCK: CAP_SYS_RESOURCE is withheld), plus
-    the user's settings. Everything else (env file, other volumes, port, healthcheck, restart,
-    stop grace, shm size) stays as shipped."""
-    service = compose["services"][SERVICE]
+def override_text(compose: dict, environment: dict[str, str], service_lines: tuple[str, ...] = (),
+                  name: str = SERVICE) -> str:
+    """The test override of the shipped service (or the rendered service `name`): no device nodes, no
+    driver library mounts and no memlock limit (containers here cannot raise RLIMIT_MEMLOCK:
+    CAP_SYS_RESOURCE is withheld), plus the user's settings. Everything else (env file, other
+    volumes, port, healthcheck, restart, stop grace, shm size) stays as shipped."""
+    service = compose["services"][name]
     kept = [v for v in service.get("volumes", [])
             if not (isinstance(v, dict) and v.get("target", "").startswith(DRIVER_LIBRARY_DIR))]
     ulimits = {k: v for k, v in (service.get("ulimits") or {}).items() if k != "memlock"}
     return "\n".join([
         "services:",
-        f"  {SERVICE}:",
+        f"  {name}:",
         "    devices: !reset []",
         f"    volumes: !override {json.dumps(kept)}",
         f"    ulimits: !override {json.dumps(ulimits)}" if ulimits else "    ulimits: !reset {}",

@@ -50,7 +50,16 @@ def _represent_tagged(dumper: yaml.SafeDumper, data: Tagged):
 
 
 _Dumper.add_representer(Tagged, _represent_tagged)
-_Dumper.add_multi_representer(str, yaml.SafeDumper.represent_str)  # typed strings (flags.ImageRef) as strings
+def _represent_str(dumper: yaml.SafeDumper, data: str):
+    """A string of several lines (a file held in a ConfigMap) as a literal block, as written; PyYAML
+    falls back to a quoted scalar where a block cannot hold it exactly."""
+    if "\n" in data:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", str(data), style="|")
+    return yaml.SafeDumper.represent_str(dumper, data)
+
+
+_Dumper.add_representer(str, _represent_str)
+_Dumper.add_multi_representer(str, _represent_str)  # typed strings (flags.ImageRef) as strings
 
 
 class _Loader(yaml.SafeLoader):

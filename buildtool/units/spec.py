@@ -151,10 +151,26 @@ class ClusterValues:
 
 
 @dataclass(frozen=True)
+class ServerValues:
+    """What tells one server of a host from another (buildtool/units/servers.py plans them). The
+    defaults are the one server of a host, whose names are those of a single-server rendering."""
+
+    name: str = UNIT_NAME  # container, unit, Deployment and Service name
+    service: str = "vllm"  # the compose service
+    env_file: str = ENV_FILE_NAME  # its env file, beside the Quadlet unit (compose: under quadlet/)
+    volume_prefix: str = ""  # put before every cache volume's name; "" keeps a single server's names
+    variable_prefix: str = "VLLM_TURING"  # compose's ${PREFIX_PORT} override of the published port
+    # Settings the plan decided for this server (SERVED_MODEL_NAME, GPU_MEMORY_UTILIZATION): set in
+    # the units' environment, which overrides the env file.
+    settings: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class UnitSpec:
     host: HostValues = field(default_factory=HostValues)
     toolkit: bool = False  # True: the container toolkit / CDI wires devices and libraries
     cluster: ClusterValues = field(default_factory=ClusterValues)
+    server: ServerValues = field(default_factory=ServerValues)
 
     @property
     def devices(self) -> list[Device]:
@@ -184,11 +200,12 @@ class UnitSpec:
     def compile_volumes(self) -> dict[str, str]:
         """name -> mount point of the caches that belong to one image: the name carries its version."""
         version = image_version(self.host.image)
-        return {f"{name}-{version}": target for name, target in COMPILE_CACHES.items()}
+        prefix = self.server.volume_prefix
+        return {f"{prefix}{name}-{version}": target for name, target in COMPILE_CACHES.items()}
 
     @property
     def cache_volumes(self) -> dict[str, str]:
-        return {HF_CACHE[0]: HF_CACHE[1], **self.compile_volumes}
+        return {self.server.volume_prefix + HF_CACHE[0]: HF_CACHE[1], **self.compile_volumes}
 
     @property
     def environment(self) -> dict[str, str]:
@@ -199,6 +216,7 @@ class UnitSpec:
             "PORT": str(CONTAINER_PORT),
             "HF_HOME": HF_CACHE[1],
             **COMPILE_ENVIRONMENT,
+            **dict(self.server.settings),
         }
 
     @property

@@ -1,11 +1,21 @@
 """Memory: RAM + swap available, and the container's cgroup limit, against the weight-staging need.
 A 7.8 GB host without swap was OOM-killed staging a 4.6 GB bf16 model cast to fp16: RAM plus swap
-peaked near twice the weights plus the process itself."""
+peaked near twice the weights plus the process itself.
+
+And the GPU: the server's share of each card it uses (GPU_MEMORY_UTILIZATION x the card's memory)
+against what is free there now, as NVML reports it, so that a second server on a shared card is
+refused with the numbers before vLLM's imports, instead of by vLLM's own free-memory error after them."""
 from __future__ import annotations
 
+import ctypes
+import dataclasses
+import math
 import os
 
+from contract.devices import SHARED_CARD_BUDGET, VLLM_DEFAULT_UTILIZATION
 from contract.verdict import Result, failed, passed, warned
+from contract.model_config import ModelConfig
+from .driver import LIBNVML
 from .model import gib
 
 NAME = "memory"
@@ -57,7 +67,19 @@ def staging_need(weight_bytes: int) -> int:
     return 2 * weight_bytes + PROCESS_OVERHEAD
 
 
-def check_memory(weight_bytes: int | None, meminfo_text: str, cgroup_root: str = CGROUP_ROOT) -> Result:
+def check_memory(weight_bytes: int | None, meminfo_text: str, cgroup_root: str = CGROUP_ROOT,
+                 gpus: tuple[GpuMemory, ...] = (), utilization: float | None = None) -> Result:
+    """The host's RAM for staging the weights, then the server's share of each of `gpus`."""
+    host = check_host_memory(weight_bytes, meminfo_text, cgroup_root)
+    share = judge_gpu_share(gpus, utilization)
+    if host.failed or share is None:
+        return host
+    if share.failed:
+        return share
+    return dataclasses.replace(host, message=f"{host.message}; {share.message}")
+
+
+def check_host_memory(weight_bytes: int | None, meminfo_text: str, cgroup_root: str = CGROUP_ROOT) -> Result:
     if weight_bytes is None:
         return warned(NAME, "the model's weights are not present, so the staging need is unknown",
                       "download the model first (see the model check)")
@@ -77,3 +99,125 @@ def check_memory(weight_bytes: int | None, meminfo_text: str, cgroup_root: str =
         return warned(NAME, f"{where} {gib(available)}: tight for staging {gib(weight_bytes)} of weights "
                             f"(up to {gib(need)})", fix)
     return passed(NAME, f"{where} {gib(available)} covers staging {gib(weight_bytes)} of weights ({gib(need)})")
+
+
+# What one server takes of its GPU beyond weights and KV cache: the CUDA context, activations at
+# the profiling run's peak, CUDA graphs (none with ENFORCE_EAGER). A planning figure, used only to
+# weigh servers against each other when they share a card.
+GPU_RUNTIME_ALLOWANCE = 2**30
+KV_DTYPE_BYTES = {"fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}  # anything else: 2 (fp16/bf16 on these GPUs)
+
+
+def kv_bytes_per_token(config: ModelConfig, kv_cache_dtype: str | None) -> int:
+    """Key and value bytes one token takes over every layer, from the text config's attention
+    shape (an upper bound for sliding-window and hybrid models, whose some layers keep less);
+    ConfigProblem when the config lacks the shape."""
+    text = config.text
+    layers = text.positive_int("num_hidden_layers")
+    heads = text.positive_int("num_attention_heads")
+    kv_heads = text.positive_int("num_key_value_heads", heads)
+    head_dim = text.positive_int("head_dim", max(text.positive_int("hidden_size") // heads, 1))
+    return 2 * layers * kv_heads * head_dim * KV_DTYPE_BYTES.get(kv_cache_dtype or "", 2)
+
+
+def gpu_need(weight_bytes: int, kv_per_token: int, tokens: int) -> int:
+    """GPU bytes a server wants: its weights, a KV cache of `tokens`, the runtime's allowance."""
+    return weight_bytes + kv_per_token * tokens + GPU_RUNTIME_ALLOWANCE
+
+
+NVML_ERROR_INSUFFICIENT_SIZE = 7
+NVML_VALUE_NOT_AVAILABLE = 2**64 - 1
+MAX_LISTED = 4  # processes named in a refusal
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuMemory:
+    """One card as NVML reports it: bytes in all and free, and the processes using it (pid, bytes;
+    None where NVML cannot say, as in a container without the host's pid namespace)."""
+
+    index: int
+    total: int
+    free: int
+    processes: tuple[tuple[int, int | None], ...] = ()
+
+
+def _process_use(processes: tuple[tuple[int, int | None], ...]) -> str:
+    listed = [f"pid {pid}: {gib(used) if used is not None else 'size not reported'}" for pid, used in processes[:MAX_LISTED]]
+    more = len(processes) - MAX_LISTED
+    return ", ".join(listed + ([f"{more} more"] if more > 0 else [])) or "no process NVML can see: another container's"
+
+
+def judge_gpu_share(gpus: tuple[GpuMemory, ...], utilization: float | None) -> Result | None:
+    """Whether the server's share of each card fits in what is free there (vLLM's own condition at its
+    start); None when no card was read (no NVML: the driver check says why)."""
+    if not gpus:
+        return None
+    fraction = VLLM_DEFAULT_UTILIZATION if utilization is None else utilization
+    setting = f"GPU_MEMORY_UTILIZATION {fraction:g}" + (" (unset: vLLM's default)" if utilization is None else "")
+    for gpu in gpus:
+        share = fraction * gpu.total
+        if share <= gpu.free:
+            continue
+        fits = math.floor(gpu.free / gpu.total * 100) / 100 if gpu.total else 0.0
+        lower = (f"set GPU_MEMORY_UTILIZATION to at most {fits:.2f} in the env file, or stop what else uses GPU "
+                 f"{gpu.index}" if fits >= 0.01 else f"GPU {gpu.index} is full: stop what else uses it")
+        return failed(NAME, f"GPU {gpu.index}: {setting} asks {gib(share)} of its {gib(gpu.total)}, but only "
+                            f"{gib(gpu.free)} is free: {gib(gpu.total - gpu.free)} is in use by other processes "
+                            f"({_process_use(gpu.processes)})",
+                      f"{lower}; servers sharing a card are rendered together (`python3 build.py units --env-file A "
+                      f"--env-file B`) so that their fractions sum to at most {SHARED_CARD_BUDGET}")
+    shown = ", ".join(f"GPU {g.index} {gib(fraction * g.total)} of {gib(g.free)} free" for g in gpus)
+    return passed(NAME, f"{setting} fits: {shown}")
+
+
+class _NvmlMemory(ctypes.Structure):
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+class _NvmlProcess(ctypes.Structure):  # nvmlProcessInfo_t of the _v2 and _v3 calls
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong),
+                ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
+
+
+def _processes(lib, handle) -> tuple[tuple[int, int | None], ...]:
+    call = getattr(lib, "nvmlDeviceGetComputeRunningProcesses_v3", None) or getattr(
+        lib, "nvmlDeviceGetComputeRunningProcesses_v2", None)
+    if call is None:
+        return ()
+    count = ctypes.c_uint(0)
+    code = call(handle, ctypes.byref(count), None)  # asks how many
+    if code not in (0, NVML_ERROR_INSUFFICIENT_SIZE) or not count.value:
+        return ()
+    room = count.value + 8  # a process may start between the two calls
+    infos = (_NvmlProcess * room)()
+    count = ctypes.c_uint(room)
+    if call(handle, ctypes.byref(count), infos):
+        return ()
+    return tuple((p.pid, None if p.usedGpuMemory == NVML_VALUE_NOT_AVAILABLE else p.usedGpuMemory)
+                 for p in infos[:count.value])
+
+
+def read_gpu_memory(count: int, libnvml: str = LIBNVML) -> tuple[GpuMemory, ...]:
+    """NVML's view of the first `count` cards of this container (those vLLM's ranks take); () where
+    NVML does not load or answer (the driver check reports that). NVML's indices, not
+    CUDA_VISIBLE_DEVICES's: the units pass a server exactly its cards."""
+    try:
+        lib = ctypes.CDLL(libnvml)
+    except OSError:
+        return ()
+    if lib.nvmlInit_v2():
+        return ()
+    try:
+        present = ctypes.c_uint(0)
+        if lib.nvmlDeviceGetCount_v2(ctypes.byref(present)):
+            return ()
+        cards = []
+        for index in range(min(count, present.value)):
+            handle, memory = ctypes.c_void_p(), _NvmlMemory()
+            if lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) or \
+                    lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory)):
+                return ()
+            cards.append(GpuMemory(index, memory.total, memory.free, _processes(lib, handle)))
+        return tuple(cards)
+    finally:
+        lib.nvmlShutdown()

@@ -28,6 +28,21 @@ STANDIN_NVML_C = r"""
 int nvmlInit_v2(void) { return NVML_INIT_CODE; }
 int nvmlShutdown(void) { return 0; }
 int nvmlSystemGetDriverVersion(char *version, unsigned length) { strncpy(version, DRIVER_VERSION, length); return 0; }
+typedef struct { unsigned long long total, free, used; } standin_memory;
+typedef struct { unsigned int pid; unsigned long long used; unsigned int gpu_instance, compute_instance; } standin_process;
+int nvmlDeviceGetCount_v2(unsigned *count) { *count = 1; return 0; }
+int nvmlDeviceGetHandleByIndex_v2(unsigned index, void **device) { *device = (void *)(long)(index + 1); return 0; }
+int nvmlDeviceGetMemoryInfo(void *device, standin_memory *memory) {
+    memory->total = GPU_TOTAL; memory->used = OTHERS_USED; memory->free = GPU_TOTAL - OTHERS_USED; return 0;
+}
+/* Another process's use, as NVML lists it: one process when OTHERS_USED is not 0. */
+int nvmlDeviceGetComputeRunningProcesses_v3(void *device, unsigned *count, standin_process *infos) {
+    unsigned present = OTHERS_USED ? 1 : 0;
+    if (*count < present) { *count = present; return 7; }
+    *count = present;
+    if (present) { infos[0].pid = OTHER_PID; infos[0].used = OTHERS_USED; infos[0].gpu_instance = infos[0].compute_instance = 0xFFFFFFFF; }
+    return 0;
+}
 const char *nvmlErrorString(int code) {
     return code == 18 ? "Driver/library version mismatch" : code == 9 ? "Driver Not Loaded" : "Unknown Error";
 }
@@ -43,14 +58,17 @@ def _compile(source: str, target: pathlib.Path, defines: dict[str, object]) -> N
 
 def build_standin_driver(directory: pathlib.Path, driver_version: str = "535.104.05", cc: tuple[int, int] = (7, 5),
                          smem_optin: int = 65536, name: str = "StandIn Tesla T4", cu_init_code: int = 0,
-                         nvml_init_code: int = 0, context_code: int = 0) -> pathlib.Path:
-    """Writes libcuda.so.1 and libnvidia-ml.so.1 into `directory`; returns it (for LD_LIBRARY_PATH)."""
+                         nvml_init_code: int = 0, context_code: int = 0, gpu_total: int = 15 * 2**30,
+                         others_used: int = 0, other_pid: int = 4242) -> pathlib.Path:
+    """Writes libcuda.so.1 and libnvidia-ml.so.1 into `directory`; returns it (for LD_LIBRARY_PATH).
+    NVML reports one card of `gpu_total` bytes, `others_used` of them taken by process `other_pid`."""
     directory.mkdir(parents=True, exist_ok=True)
     _compile(STANDIN_LIBCUDA_C, directory / "libcuda.so.1",
              {"CU_INIT_CODE": cu_init_code, "CC_MAJOR": cc[0], "CC_MINOR": cc[1], "SMEM_OPTIN": smem_optin,
               "DEVICE_NAME": f'"{name}"', "CTX_CODE": context_code})
     _compile(STANDIN_NVML_C, directory / "libnvidia-ml.so.1",
-             {"NVML_INIT_CODE": nvml_init_code, "DRIVER_VERSION": f'"{driver_version}"'})
+             {"NVML_INIT_CODE": nvml_init_code, "DRIVER_VERSION": f'"{driver_version}"',
+              "GPU_TOTAL": f"{gpu_total}ULL", "OTHERS_USED": f"{others_used}ULL", "OTHER_PID": other_pid})
     return directory
 
 

@@ -31,9 +31,9 @@ FLAGS = [
     ("vehicle", "--tag", flags.ImageRef), ("vehicle", "--base-tag", flags.ImageRef),
     ("vehicle", "--os-image", flags.ImageRef), ("vehicle", "--ca-cert", Path),
     ("verify", "image", str),
-    ("units", "--out", Path), ("units", "--gpus", flags.GpuSelection), ("units", "--lib-dir", str),
+    ("units", "--out", Path), ("units", "--gpus", list), ("units", "--env-file", list), ("units", "--lib-dir", str),
     ("units", "--model-dir", str), ("units", "--image", flags.ImageRef),
-    ("units", "--bind", (ipaddress.IPv4Address, ipaddress.IPv6Address)), ("units", "--port", int),
+    ("units", "--bind", (ipaddress.IPv4Address, ipaddress.IPv6Address)), ("units", "--port", list),
     ("units", "--api-key-file", str), ("units", "--replicas", int), ("units", "--weights-gib", float),
     ("units", "--weights-from", Path), ("units", "--model-volume", str), ("units", "--model-claim", str),
     ("units", "--runtime-class", str), ("units", "--node-selector", list),
@@ -48,6 +48,8 @@ values = st.one_of(
     st.sampled_from(["all", "0", "00", "0,00", "1,1", "-1", "nan", "inf", "1e400", "::1", "127.1", "0x10",
                      "Vllm:1", "a..b:1", "a:b", "/srv/a:b", "/srv/${HOME}", "~/m", "k=v", "=v", "a/b=c"]),
 )
+# The repeatable flags (one value per server, buildtool/units/servers.py) and each value's type.
+REPEATED = {"--gpus": flags.GpuSelection, "--port": int, "--env-file": Path}
 MEMORY_LIMIT = 8 * 2**20
 TIME_LIMIT_S = 5.0
 
@@ -87,9 +89,11 @@ def test_every_flag_ends_in_a_typed_value_or_one_line_naming_it(command, flag, k
         return
     typed = getattr(args, flag.lstrip("-").replace("-", "_"))
     assert isinstance(typed, kind), (flag, typed)
+    if kind is list and flag in REPEATED:  # a repeatable flag: a list of its one typed value
+        assert len(typed) == 1 and isinstance(typed[0], REPEATED[flag]), (flag, typed)
 
 
-UNIT_FLAGS = ["--gpus", "--lib-dir", "--model-dir", "--image", "--bind", "--port", "--api-key-file"]
+UNIT_FLAGS = ["--gpus", "--lib-dir", "--model-dir", "--image", "--bind", "--port", "--api-key-file", "--env-file"]
 KUBERNETES_FLAGS = ["--gpus", "--image", "--port", "--replicas", "--weights-gib", "--model-claim", "--runtime-class",
                     "--node-selector", "--model-dir", "--api-key-file"]
 

@@ -1,0 +1,146 @@
+"""Two models on one host, as docs/deploy.md ("Two models on one card", "Watching the box") tells a
+user: `build.py units` with two env files and --monitoring, both servers up behind the rendered
+compose.yaml (less device nodes, driver libraries and memlock, as tests/serving does), each on its
+own port, served name, volumes and memory fraction; the real `prometheus` binary scrapes both and
+evaluates monitoring/rules.yml, and the recorded queue of the chat server fills when a test sends
+more requests than its MAX_NUM_SEQS. The alert itself waits 5 minutes (`for: 5m`): promtool's unit
+tests prove it fires on such a queue (tests/unit/test_monitoring.py).
+"""
+import os
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+import requests
+import yaml
+
+from tests.support.build_py import build_py
+from tooling import serving_stack
+
+CPU = {key: value for key, value in serving_stack.CPU_SETTINGS.items() if key != "MODEL"}
+# The chat server runs one request at a time, so a burst waits in its queue.
+ENV_FILES = {"chat": {"MAX_NUM_SEQS": "1", "MAX_MODEL_LEN": "1024"}, "embed": {"MAX_MODEL_LEN": "512"}}
+HEALTHY_WITHIN_S = 900  # two cold starts side by side on a loaded 2-core host
+BURST = 6
+
+
+def wait(check, timeout: float, what: str):
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if value := check():
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"{what} not seen within {timeout:.0f} s")
+
+
+@pytest.fixture(scope="module")
+def two_servers(vehicle, models_dir, tmp_path_factory):
+    work = tmp_path_factory.mktemp("two")
+    args = ["units", "--defaults", "--monitoring", "--image", vehicle, "--model-dir", str(models_dir), "--out", str(work)]
+    ports = {}
+    for name, settings in ENV_FILES.items():
+        lines = {"MODEL": f"/models/{serving_stack.MODEL_NAME}", **settings}
+        (work / f"{name}.env").write_text("".join(f"{key}={value}\n" for key, value in lines.items()))
+        ports[name] = serving_stack.free_port()
+        args += ["--env-file", str(work / f"{name}.env"), "--port", str(ports[name])]
+    assert build_py().main(args) == 0
+    compose = yaml.safe_load((work / "compose.yaml").read_text())
+    files = ["-f", str(work / "compose.yaml")]
+    for name in ENV_FILES:
+        override = work / f"override-{name}.yaml"
+        override.write_text(serving_stack.override_text(compose, CPU, name=name))
+        files += ["-f", str(override)]
+    project = f"two-{uuid.uuid4().hex[:8]}"
+
+    def docker_compose(*words, timeout=600, check=True):
+        return serving_stack.run(["docker", "compose", "-p", project, "--project-directory", str(work), *files, *words],
+                                 timeout=timeout, check=check,
+                                 env={**os.environ, "MODEL_DIR": str(models_dir.resolve())})
+    docker_compose("up", "-d", "--no-build", "--pull", "never", *ENV_FILES)
+    try:
+        for name, port in ports.items():
+            try:
+                wait(lambda: healthy(f"http://127.0.0.1:{port}"), HEALTHY_WITHIN_S, f"{name} healthy")
+            except AssertionError:
+                logs = docker_compose("logs", "--no-color", name, check=False).stdout[-3000:]
+                pytest.fail(f"{name} did not become healthy; logs:\n{logs}", pytrace=False)
+        yield work, compose, ports
+    finally:
+        docker_compose("down", "-v", "--remove-orphans", timeout=300, check=False)
+
+
+def healthy(url: str) -> bool:
+    try:
+        return requests.get(f"{url}/health", timeout=5).ok
+    except requests.RequestException:
+        return False
+
+
+def test_both_servers_answer_on_their_own_port_and_name(two_servers):
+    _, compose, ports = two_servers
+    for name, port in ports.items():
+        served = [model["id"] for model in requests.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).json()["data"]]
+        assert served == [name]
+    shares = [float(compose["services"][name]["environment"]["GPU_MEMORY_UTILIZATION"]) for name in ports]
+    assert sum(shares) <= 0.95
+    volumes = [{v for v in compose["services"][name]["volumes"] if isinstance(v, str)} for name in ports]
+    assert not volumes[0] & volumes[1]
+
+
+@pytest.fixture(scope="module")
+def prometheus(two_servers, tmp_path_factory):
+    """The real prometheus (Debian's) on the rendered config and rules, its targets the published
+    ports (the rendered ones are the services' names on the project's network), scraping each second."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.fail("no prometheus on PATH: run scripts/install-test-host.sh", pytrace=False)
+    work, _, ports = two_servers
+    config = yaml.safe_load((work / "monitoring" / "prometheus.yml").read_text())
+    config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+    config["rule_files"] = [str(work / "monitoring" / "rules.yml")]
+    config["scrape_configs"][0]["static_configs"] = [{"targets": [f"127.0.0.1:{port}" for port in ports.values()]}]
+    data = tmp_path_factory.mktemp("prometheus")
+    (data / "prometheus.yml").write_text(yaml.safe_dump(config))
+    port = serving_stack.free_port()
+    process = subprocess.Popen([binary, f"--config.file={data / 'prometheus.yml'}", f"--storage.tsdb.path={data / 'tsdb'}",
+                                f"--web.listen-address=127.0.0.1:{port}"],
+                               stdout=subprocess.DEVNULL, stderr=(data / "log").open("w"))
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+def query(prometheus: str, expr: str) -> list:
+    try:
+        answer = requests.get(f"{prometheus}/api/v1/query", params={"query": expr}, timeout=5).json()
+    except (requests.RequestException, ValueError):
+        return []
+    return answer.get("data", {}).get("result", [])
+
+
+def test_prometheus_scrapes_both_servers(prometheus):
+    up = wait(lambda: len(r := query(prometheus, 'up{job="vllm-turing"} == 1')) == 2 and r, 120, "both targets up")
+    assert len(up) == 2
+    models = wait(lambda: {s["metric"].get("model_name") for s in query(prometheus, "vllm:num_requests_running")}
+                  >= {"chat", "embed"}, 120, "both servers' vLLM metrics")
+    assert models
+
+
+def test_the_recorded_queue_fills_when_a_burst_outruns_max_num_seqs(two_servers, prometheus):
+    _, _, ports = two_servers
+    url = f"http://127.0.0.1:{ports['chat']}/v1/completions"
+    body = {"model": "chat", "prompt": "Count slowly:", "max_tokens": 256, "ignore_eos": True}
+    burst = [threading.Thread(target=requests.post, args=(url,), kwargs={"json": body, "timeout": 600}, daemon=True)
+             for _ in range(BURST)]
+    for thread in burst:
+        thread.start()
+    waiting = wait(lambda: [s for s in query(prometheus, 'vllm_turing:requests_waiting:sum{model_name="chat"} > 0')],
+                   300, "the chat server's recorded queue above 0")
+    assert float(waiting[0]["value"][1]) >= 1
+    for thread in burst:
+        thread.join(timeout=600)
