@@ -55,7 +55,7 @@ def _host_and_port(text: str) -> bool:
         host, _, port = text.partition(":")
         if not HOST_NAME.fullmatch(host):
             return False
-    return not port or (port.isascii() and port.isdigit() and 0 < int(port) < 65536)
+    return not port or (port.isascii() and port.isdigit() and 0 < int(port) <= 65535)
 
 
 def index_urls(name: str, value: str) -> tuple[str, ...]:
