@@ -157,12 +157,22 @@ def vehicle_ahead() -> VehicleAhead | None:
     return _vehicle_ahead
 
 
+def readable_by_all(root: Path) -> None:
+    """pytest's folders are 0700 root: the server's uid (the image's own, 10001, or any other) must be
+    able to read the model, as a user's model folder must be (docs/deploy.md)."""
+    for path in [root, *root.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o555 if path.is_dir() else path.stat().st_mode | 0o444)
+
+
 def make_tiny_model(image: str, models_dir: Path) -> Path:
-    """The tiny Gemma 4, generated inside the vehicle (it has transformers) into models_dir."""
+    """The tiny Gemma 4, generated inside the vehicle (it has transformers) into models_dir, as this
+    host's user (the folder is theirs), then made readable by every uid."""
     models_dir.mkdir(parents=True, exist_ok=True)
     run(["docker", "run", "--rm", "--entrypoint", "python3", "--network", "none",
+         "--user", f"{os.getuid()}:{os.getgid()}", "-e", "HOME=/tmp",
          "-v", f"{GENERATOR}:/gen/tiny_gemma4.py:ro", "-v", f"{models_dir.resolve()}:/out",
          image, "/gen/tiny_gemma4.py", f"/out/{MODEL_NAME}"], timeout=600)
+    readable_by_all(models_dir)
     return models_dir / MODEL_NAME
 
 

@@ -299,17 +299,10 @@ UID, GID = 4242, 0
 KEYED_LINES = (f'user: "{UID}:{GID}"', "read_only: true", 'tmpfs: ["/tmp"]')
 
 
-def readable_by_all(root) -> None:
-    """pytest's folders are 0700 root: an arbitrary uid must be able to read the model, as a user's
-    model folder must be (docs/deploy.md)."""
-    for path in [root, *root.rglob("*")]:
-        path.chmod(path.stat().st_mode | 0o555 if path.is_dir() else path.stat().st_mode | 0o444)
-
-
 @pytest.fixture(scope="module")
 def keyed(stack, vehicle, models_dir, tmp_path_factory):
     stack.down()  # the shipped stack's tests are done: one server at a time on this machine
-    readable_by_all(models_dir)
+    serving_stack.readable_by_all(models_dir)
     work = tmp_path_factory.mktemp("keyed")
     key_file = work / "vllm-api-key"
     key_file.write_text(API_KEY + "\n")
@@ -382,7 +375,7 @@ def test_the_server_runs_as_the_arbitrary_uid_in_group_0(keyed):
 
 
 def test_check_as_the_arbitrary_uid_reports_the_key_requirement(vehicle, models_dir):
-    readable_by_all(models_dir)
+    serving_stack.readable_by_all(models_dir)
     done = subprocess.run(["docker", "run", "--rm", "--user", f"{UID}:{GID}", "-v", f"{models_dir.resolve()}:/models:ro",
                            "-e", f"MODEL=/models/{serving_stack.MODEL_NAME}", "-e", "VLLM_API_KEY=" + API_KEY,
                            vehicle, "check"], capture_output=True, text=True, timeout=600)
