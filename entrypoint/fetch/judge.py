@@ -1,0 +1,39 @@
+"""The image's own judgment of a model from its small files, before any weight byte is written: the
+preflight's model, fit, quantization, memory and disk checks, called as they are, on the target GPU."""
+from __future__ import annotations
+
+from contract.devices import DeviceLimits
+from contract.verdict import Result, Status, failed, worst
+
+from ..argv import Extras
+from ..checks import clamp, disk, memory, model, turing_settings
+
+MODELS_FOLDER = "models folder"
+NOT_JUDGED = Extras({}, judged=False)
+
+
+def judge(folder: str, repo_names: list[str], weight_bytes: int, missing_bytes: int, device: DeviceLimits,
+          meminfo_text: str, quantization_minimum) -> tuple[list[Result], list[str]]:
+    """(results, the weight files vLLM would load) for the model whose small files are in `folder`;
+    `missing_bytes` of its weights are still to be written there."""
+    cc = divmod(device.cc, 10)
+    try:
+        _, typed = model.read_config(folder)
+        _, loaded = model.weight_files(folder, repo_names)
+    except model.ModelProblem as problem:
+        return [failed(model.MODEL, str(problem), problem.fix)], []
+    config_file = f"{folder}/config.json"
+    results = [
+        clamp.start_fit(config_file, typed, cc, device.limit)(),
+        turing_settings.check_quantization(typed, NOT_JUDGED, cc, quantization_minimum),
+        memory.check_memory(weight_bytes, meminfo_text),
+        disk.check_disk([disk.Target(MODELS_FOLDER, folder, missing_bytes)]),
+    ]
+    return results, loaded
+
+
+def refusal(results: list[Result]) -> Result | None:
+    """The first failed result, when the model cannot serve there."""
+    if worst(results) is not Status.FAIL:
+        return None
+    return next(result for result in results if result.status is Status.FAIL)

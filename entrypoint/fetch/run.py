@@ -1,0 +1,137 @@
+"""`entrypoint fetch REPO[@REVISION] [--gpu sm75] [--models-dir DIR] [--name NAME]`: exit 0 fetched
+and verified, 1 refused by the judgment or the verification or the Hub, 2 bad usage. Each file is
+checked locally first and only what is missing or wrong is downloaded, so a re-run of a complete
+fetch verifies and writes nothing but the manifest's time, and an interrupted one resumes."""
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+from typing import Mapping
+
+from contract.devices import DeviceLimits, cc_number
+from contract.verdict import Result
+
+from .. import facts
+from ..checks import memory, turing_settings
+from ..checks.model import gib
+from ..device import NoDevice, probe_devices, weakest
+from ..files import shown
+from ..redact import redact
+from . import hub, judge, listing, manifest, verify
+from .request import FetchUsage, Request, parse_request
+
+PREFIX = "vllm-turing fetch:"
+
+
+class Refused(Exception):
+    def __init__(self, message: str, fix: str):
+        super().__init__(message)
+        self.fix = fix
+
+
+def say(message: str) -> None:
+    print(f"{PREFIX} {shown(redact(message))}", file=sys.stderr, flush=True)
+
+
+def target_device(request: Request) -> tuple[str, DeviceLimits]:
+    if request.device is not None:
+        return request.gpu, request.device
+    try:
+        device = weakest(probe_devices())
+    except NoDevice as error:
+        raise FetchUsage(f"no GPU to judge the model for ({error}): name the target with --gpu sm75 (or sm86, ...)") \
+            from None
+    limits = DeviceLimits(cc_number(device.cc), device.smem_optin)
+    return f"sm{limits.cc}", limits
+
+
+def read_meminfo() -> str:
+    try:
+        with open(memory.MEMINFO, encoding="ascii") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def discard(folder: str, file: listing.HubFile) -> None:
+    """A wrong file and huggingface_hub's note that it is complete, so the next download fetches it."""
+    for path in (os.path.join(folder, file.path),
+                 os.path.join(folder, ".cache", "huggingface", "download", file.path + ".metadata")):
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+
+
+def ensure(request: Request, commit: str, folder: str, files: list[listing.HubFile]) -> int:
+    """Every file present and verified, downloading those missing or wrong; the bytes downloaded."""
+    fetched = 0
+    for file in files:
+        local = os.path.join(folder, file.path)
+        problem = verify.file_problem(local, file)
+        if problem is None:
+            continue
+        if os.path.exists(local):
+            say(f"{problem}: fetching it again")
+            discard(folder, file)
+        hub.download(request.repo, commit, file, folder)
+        problem = verify.file_problem(local, file)
+        if problem:
+            discard(folder, file)
+            raise Refused(f"{request.repo}@{commit[:12]}: {problem} after download",
+                          "the mirror or the connection altered it: check HF_ENDPOINT, then run fetch again")
+        fetched += file.size
+    return fetched
+
+
+def fetch(request: Request, env: Mapping[str, str]) -> str:
+    """The model fetched, judged and verified; the manifest's path."""
+    gpu, device = target_device(request)
+    commit = hub.resolve_commit(request.repo, request.revision)
+    say(f"{request.repo}@{request.revision} is commit {commit}")
+    repo_files = hub.list_files(request.repo, commit)
+    folder = request.target
+    os.makedirs(folder, exist_ok=True)
+    small = listing.small_files(repo_files)
+    ensure(request, commit, folder, small)
+    names = [file.path for file in repo_files]
+    loaded = facts.load()
+    minimum = turing_settings.minimum_from(loaded.facts.quantization if loaded.facts else None)
+    weights_listed = [file for file in repo_files if file.is_weight_format]
+    weight_bytes = sum(file.size for file in weights_listed)
+    missing = sum(file.size for file in weights_listed
+                  if verify.file_problem(os.path.join(folder, file.path), file, check_hash=False))
+    results, loaded_names = judge.judge(folder, names, weight_bytes, missing, device, read_meminfo(), minimum)
+    for result in results:
+        say(f"{result.name} on {gpu}: {result.status.value} {result.message}")
+    refusal = judge.refusal(results)
+    if refusal is not None:
+        raise Refused(f"{request.repo}@{commit[:12]} cannot serve on {gpu}: {refusal.message}; no weights were "
+                      "downloaded", refusal.fix)
+    weights = listing.chosen_weights(repo_files, loaded_names)
+    say(f"{len(weights)} weight file(s), {gib(sum(file.size for file in weights))}")
+    ensure(request, commit, folder, weights)
+    when = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    doc = manifest.document(request.repo, request.revision, commit, small + weights, results, when, gpu)
+    return manifest.write(folder, doc)
+
+
+def main(argv: list[str], env: Mapping[str, str]) -> int:
+    try:
+        request = parse_request(argv)
+        path = fetch(request, env)
+    except FetchUsage as error:
+        say(str(error))
+        return 2
+    except hub.HubProblem as problem:
+        say(f"{problem}; {problem.fix}")
+        return 2 if problem.usage else 1
+    except Refused as refusal:
+        say(f"{refusal}; {refusal.fix}")
+        return 1
+    except OSError as error:
+        say(f"cannot write the model folder: {error.strerror} ({error.filename}); mount a writable --models-dir")
+        return 1
+    say(f"verified; manifest {path}")
+    return 0

@@ -1,0 +1,126 @@
+"""`entrypoint fetch` against a real Hub-compatible server (olah, offline, serving git repositories with
+LFS objects made here): the revision pinned to a commit, the model judged from its small files before
+any weight byte, every file verified, the manifest written; re-runs verify, interrupted ones resume."""
+import hashlib
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from contract import layout
+from patches.fitcheck import shapes
+from tests.support.hub_mirror import HubMirror
+from tests.support.model_files import write_tensors
+from tests.unit.test_fitcheck_lookup import VERSIONS, written_table
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+FITS = {"sliding": 40000, "global": 61440}
+GLOBAL_HEAD_TOO_BIG = {"sliding": 40000, "global": 98304}
+MANIFEST = "vllm-turing-fetch.json"
+TIMEOUT_S = 180
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory):
+    server = HubMirror(tmp_path_factory.mktemp("hub")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def site(tmp_path):
+    """vLLM and Triton as package metadata (what the fit table's lookup reads, not their code)."""
+    site = tmp_path / "site"
+    for name, version in VERSIONS.items():
+        info = site / f"{name}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    return site
+
+
+def shard_bytes(tmp_path, name: str, elements: int, fill: int = 0) -> bytes:
+    path = write_tensors(tmp_path / name, {f"{name}.weight": ("F16", [elements])})
+    raw = bytearray(path.read_bytes())
+    header_end = len(raw) - 2 * elements
+    raw[header_end:] = bytes([fill]) * (2 * elements)  # distinct content per commit
+    return bytes(raw)
+
+
+def make_model(mirror, tmp_path, repo_id: str, fill: int = 1, elements: int = 262_144) -> tuple:
+    """A two-shard model (1 MiB of weights in all): config, tokenizer and generation config in git,
+    the shards and nothing else in LFS; (repo, {path: content})."""
+    repo = mirror.repo(repo_id)
+    contents = {"config.json": json.dumps(shapes.BUILTIN_CONFIGS["gemma4-e2b"]).encode(),
+                "generation_config.json": b'{"do_sample": true}\n',
+                "tokenizer_config.json": b'{"model_max_length": 8192}\n'}
+    names = [f"model-0000{i}-of-00002.safetensors" for i in (1, 2)]
+    weight_map = {f"{name}.weight": name for name in names}
+    contents["model.safetensors.index.json"] = json.dumps({"weight_map": weight_map}).encode()
+    for path, content in contents.items():
+        (repo.path / path).write_bytes(content)
+    for name in names:
+        contents[name] = shard_bytes(tmp_path, name, elements // 2, fill)
+        repo.put_lfs(name, contents[name])
+    return repo, contents
+
+
+def fetch(mirror, tmp_path, site, table_shared, *words, **env):
+    env = mirror.env(PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]),
+                     **{layout.ENV_FIT_TABLE: str(written_table(tmp_path, table_shared))}, **env)
+    return subprocess.run([sys.executable, "-m", "entrypoint", "fetch", *words, "--gpu", "sm75",
+                           "--models-dir", str(tmp_path / "models")], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=TIMEOUT_S)
+
+
+def manifest(tmp_path, name: str) -> dict:
+    return json.loads((tmp_path / "models" / name / MANIFEST).read_text())
+
+
+def weight_files_in(folder: pathlib.Path) -> list[pathlib.Path]:
+    return [path for path in folder.rglob("*") if path.suffix in (".safetensors", ".incomplete")]
+
+
+def test_a_fetch_pins_the_commit_and_verifies_every_file_into_the_manifest(mirror, tmp_path, site):
+    repo, contents = make_model(mirror, tmp_path, "org/pinned")
+    commit = repo.commit()
+    done = fetch(mirror, tmp_path, site, FITS, "org/pinned")
+    assert done.returncode == 0, done.stderr
+    folder = tmp_path / "models" / "pinned"
+    for path, content in contents.items():
+        assert (folder / path).read_bytes() == content
+    document = manifest(tmp_path, "pinned")
+    assert (document["repo"], document["revision"], document["commit"]) == ("org/pinned", "main", commit)
+    recorded = {file["path"]: file for file in document["files"]}
+    assert set(recorded) == set(contents)
+    for path, content in contents.items():
+        assert recorded[path]["size"] == len(content)
+        if path.endswith(".safetensors"):
+            assert recorded[path]["sha256"] == hashlib.sha256(content).hexdigest()
+        else:
+            assert recorded[path]["blob_id"] == hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
+    assert document["verdict"]["fit"] == "pass"
+
+
+def test_a_rerun_only_verifies_and_a_truncated_shard_is_fetched_again(mirror, tmp_path, site):
+    repo, contents = make_model(mirror, tmp_path, "org/resumed")
+    repo.commit()
+    assert fetch(mirror, tmp_path, site, FITS, "org/resumed").returncode == 0
+    folder = tmp_path / "models" / "resumed"
+    first = manifest(tmp_path, "resumed")
+    untouched = folder / "model-00001-of-00002.safetensors"
+    truncated = folder / "model-00002-of-00002.safetensors"
+    stamp = untouched.stat().st_mtime_ns
+    again = fetch(mirror, tmp_path, site, FITS, "org/resumed")
+    assert again.returncode == 0, again.stderr
+    assert "fetching it again" not in again.stderr
+    with open(truncated, "r+b") as handle:
+        handle.truncate(truncated.stat().st_size // 3)
+    fixed = fetch(mirror, tmp_path, site, FITS, "org/resumed")
+    assert fixed.returncode == 0, fixed.stderr
+    assert truncated.read_bytes() == contents[truncated.name]
+    assert untouched.stat().st_mtime_ns == stamp
+    last = manifest(tmp_path, "resumed")
+    assert {**last, "fetched_at": None} == {**first, "fetched_at": None}
