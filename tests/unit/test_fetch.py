@@ -124,3 +124,69 @@ def test_a_rerun_only_verifies_and_a_truncated_shard_is_fetched_again(mirror, tm
     assert untouched.stat().st_mtime_ns == stamp
     last = manifest(tmp_path, "resumed")
     assert {**last, "fetched_at": None} == {**first, "fetched_at": None}
+
+
+def test_a_head_size_that_does_not_fit_sm75_is_refused_before_any_weight_byte(mirror, tmp_path, site):
+    make_model(mirror, tmp_path, "org/unfit")[0].commit()
+    refused = fetch(mirror, tmp_path, site, GLOBAL_HEAD_TOO_BIG, "org/unfit")
+    assert refused.returncode == 1
+    last = refused.stderr.strip().splitlines()[-1]
+    assert "cannot serve on sm75" in last and "head 512" in last and "no weights were downloaded" in last
+    folder = tmp_path / "models" / "unfit"
+    assert (folder / "config.json").is_file()
+    assert weight_files_in(folder) == [] and not (folder / MANIFEST).exists()
+
+
+def test_a_byte_flipped_in_a_shard_on_the_server_is_refused_naming_the_file(mirror, tmp_path, site):
+    repo, contents = make_model(mirror, tmp_path, "org/flipped")
+    repo.commit()
+    shard = "model-00002-of-00002.safetensors"
+    stored = repo.lfs_object(hashlib.sha256(contents[shard]).hexdigest())
+    altered = bytearray(stored.read_bytes())
+    altered[-1] ^= 0xFF
+    stored.write_bytes(bytes(altered))
+    refused = fetch(mirror, tmp_path, site, FITS, "org/flipped")
+    assert refused.returncode == 1
+    last = refused.stderr.strip().splitlines()[-1]
+    assert shard in last and "SHA-256" in last
+    assert not (tmp_path / "models" / "flipped" / shard).exists()
+    assert not (tmp_path / "models" / "flipped" / MANIFEST).exists()
+
+
+def test_a_branch_that_moves_between_two_fetches_stays_pinned_to_the_commit_given(mirror, tmp_path, site):
+    repo, first_contents = make_model(mirror, tmp_path, "org/moving", fill=1)
+    first = repo.commit("first")
+    shard = "model-00001-of-00002.safetensors"
+    repo.put_lfs(shard, shard_bytes(tmp_path, shard, 131_072, fill=2))
+    second = repo.commit("second")
+    pinned = fetch(mirror, tmp_path, site, FITS, f"org/moving@{first}", "--name", "pinned")
+    latest = fetch(mirror, tmp_path, site, FITS, "org/moving", "--name", "latest")
+    assert pinned.returncode == latest.returncode == 0, pinned.stderr + latest.stderr
+    assert manifest(tmp_path, "pinned")["commit"] == first and manifest(tmp_path, "latest")["commit"] == second
+    assert (tmp_path / "models" / "pinned" / shard).read_bytes() == first_contents[shard]
+    assert (tmp_path / "models" / "latest" / shard).read_bytes() != first_contents[shard]
+
+
+def test_a_repository_the_hub_lacks_is_bad_input_in_one_line(mirror, tmp_path, site):
+    missing = fetch(mirror, tmp_path, site, FITS, "org/nothing-here")
+    assert missing.returncode == 2
+    assert missing.stderr.count("\n") == 1 and "org/nothing-here" in missing.stderr
+
+
+def leaked(secret: str, *texts: str) -> list[str]:
+    """The texts that hold `secret`."""
+    return [text for text in texts if secret in text]
+
+
+def test_the_token_never_reaches_the_output_or_the_manifest(mirror, tmp_path, site):
+    planted = "hf_plantedTOKENvalue0123456789abcdef"
+    assert leaked(planted, "before", f"Authorization: Bearer {planted}") != []  # the search finds one
+    make_model(mirror, tmp_path, "org/tokened")[0].commit()
+    token_file = tmp_path / "token"
+    token_file.write_text(planted)
+    for setting in ({"HF_TOKEN": planted}, {"HF_TOKEN_PATH": str(token_file)}):
+        done = fetch(mirror, tmp_path, site, FITS, "org/tokened", **setting)
+        assert done.returncode == 0, done.stderr
+        folder = tmp_path / "models" / "tokened"
+        written = [path.read_text(errors="replace") for path in folder.rglob("*") if path.is_file()]
+        assert leaked(planted, done.stdout, done.stderr, *written) == []

@@ -1,0 +1,95 @@
+"""The fetch's pure parts: its words parsed into a typed request (any words: a request or one line
+naming the word), the files it takes first, and the judgment refusing before the weights."""
+import json
+import os
+
+import pytest
+from hypothesis import example, given, strategies as st
+
+from contract.devices import TURING
+from entrypoint.checks import disk, memory
+from entrypoint.fetch import judge, listing, verify
+from entrypoint.fetch.request import FetchUsage, Request, parse_model_ref, parse_request
+from contract import layout
+from patches.fitcheck import shapes
+from tests.unit.test_fitcheck_lookup import installed, written_table  # noqa: F401 (a fixture)
+
+WORDS = st.lists(st.one_of(st.text(max_size=40), st.sampled_from(["--gpu", "--name", "--models-dir", "sm75",
+                                                                   "org/m@main", "org/m", "-x", "=", "@"])),
+                 max_size=6)
+
+
+@given(WORDS)
+@example(["org/m", "--gpu"])
+@example(["org/m", "--name=.."])
+@example(["org/m@"])
+def test_any_words_are_a_request_or_one_line_naming_the_word(words):
+    try:
+        request = parse_request(words)
+    except FetchUsage as usage:
+        line = str(usage)
+        assert "\n" not in line and line.isprintable()
+        assert any(name in line for name in ("REPO", "REVISION", "--gpu", "--name", "--models-dir", "fetch"))
+        return
+    assert isinstance(request, Request)
+    assert request.target.startswith(request.models_dir) and ".." not in request.target.split("/")
+
+
+@pytest.mark.parametrize("text, expected", [("org/m", ("org/m", "main")), ("m@v1.0", ("m", "v1.0")),
+                                            ("org/m@" + "a" * 40, ("org/m", "a" * 40))])
+def test_a_model_reference_is_a_repository_and_a_revision(text, expected):
+    assert parse_model_ref(text) == expected
+
+
+def hub_file(path, size=10, sha256=None):
+    return listing.HubFile(path, size, sha256, "0" * 40)
+
+
+def test_the_small_files_are_everything_but_weights_training_files_and_hidden_ones():
+    files = [hub_file(name) for name in ("config.json", "tokenizer.json", "model.safetensors.index.json",
+                                         "model-1.safetensors", "pytorch_model.bin", "training_args.bin",
+                                         ".gitattributes", "original/consolidated.pth")]
+    files.append(hub_file("huge.json", listing.SMALL_FILE_CAP + 1))
+    assert [file.path for file in listing.small_files(files)] == ["config.json", "tokenizer.json",
+                                                                  "model.safetensors.index.json"]
+
+
+def test_a_file_of_the_right_size_but_another_content_is_named(tmp_path):
+    path = tmp_path / "w"
+    path.write_bytes(b"abc")
+    expected = hub_file("w", 3, "0" * 64)
+    assert verify.file_problem(str(path), expected, check_hash=False) is None
+    assert "SHA-256" in verify.file_problem(str(path), expected) and "w:" in verify.file_problem(str(path), expected)
+    assert "is 3 bytes" in verify.file_problem(str(path), hub_file("w", 4, "0" * 64))
+
+
+def model_folder(tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(shapes.BUILTIN_CONFIGS["gemma4-e2b"]))
+    return folder
+
+
+@pytest.fixture
+def fits(tmp_path, monkeypatch, installed):  # noqa: F811
+    """The fit table's verdict: every launch of the model fits sm_75 (so only the check under test fails)."""
+    monkeypatch.setenv(layout.ENV_FIT_TABLE, str(written_table(tmp_path, {"sliding": 40000, "global": 61440})))
+
+
+def judged(folder, weight_bytes, missing_bytes, meminfo):
+    return judge.judge(str(folder), ["config.json", "model.safetensors"], weight_bytes, missing_bytes, TURING,
+                       meminfo, lambda method: None)
+
+
+def test_weights_larger_than_the_free_disk_are_refused_by_the_disk_check(tmp_path, fits):
+    vfs = os.statvfs(tmp_path)
+    plenty = "MemAvailable: 1000000000 kB\n"
+    results, loaded = judged(model_folder(tmp_path), 1, 4 * vfs.f_bavail * vfs.f_frsize, plenty)
+    refusal = judge.refusal(results)
+    assert loaded == ["model.safetensors"]
+    assert refusal.name == disk.NAME and judge.MODELS_FOLDER in refusal.message and refusal.fix
+
+
+def test_weights_beyond_ram_and_swap_are_refused_by_the_memory_check(tmp_path, fits):
+    results, _ = judged(model_folder(tmp_path), 64 * 2**30, 0, "MemAvailable: 1048576 kB\nSwapFree: 0 kB\n")
+    assert judge.refusal(results).name == memory.NAME
