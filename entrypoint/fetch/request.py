@@ -51,6 +51,19 @@ def parse_model_ref(text: str) -> tuple[str, str]:
     return repo, revision if at else DEFAULT_REVISION
 
 
+def parse_gpu(text: str) -> str:
+    if text not in DEVICES:
+        raise FetchUsage(f"--gpu {shown(text[:80])!r} is not a GPU the fit table knows: give one of {', '.join(DEVICES)}")
+    return text
+
+
+def parse_name(text: str) -> str:
+    if not NAME.fullmatch(text) or text.strip(".") == "":
+        raise FetchUsage(f"--name {shown(text[:120])!r} is not a folder name (letters, digits, . _ -): give the "
+                         "model's folder under the models folder")
+    return text
+
+
 def parse_request(argv: list[str]) -> Request:
     """The words after `fetch`."""
     positional, options = [], {"--gpu": None, "--models-dir": MODELS_DIR, "--name": None}
@@ -70,15 +83,10 @@ def parse_request(argv: list[str]) -> Request:
     if len(positional) != 1:
         raise FetchUsage(f"fetch takes one REPO[@REVISION], got {len(positional)}. {USAGE}")
     repo, revision = parse_model_ref(positional[0])
-    gpu = options["--gpu"]
-    if gpu is not None and gpu not in DEVICES:
-        raise FetchUsage(f"--gpu {shown(gpu[:80])!r} is not a known GPU: give one of {', '.join(DEVICES)}")
+    gpu = options["--gpu"] and parse_gpu(options["--gpu"])
     models_dir = options["--models-dir"]
     if not models_dir or not posixpath.isabs(models_dir) or "\0" in models_dir or not models_dir.isprintable():
         raise FetchUsage(f"--models-dir {shown(models_dir[:120])!r} is not an absolute path: give the models "
                          f"folder, such as {MODELS_DIR}")
-    name = options["--name"] or repo.rsplit("/", 1)[-1]
-    if not NAME.fullmatch(name) or name.strip(".") == "":
-        raise FetchUsage(f"--name {shown(name[:120])!r} is not a folder name (letters, digits, . _ -): give the "
-                         "model's folder under --models-dir")
+    name = parse_name(options["--name"] if options["--name"] is not None else repo.rsplit("/", 1)[-1])
     return Request(repo, revision, gpu, posixpath.normpath(models_dir), name)
