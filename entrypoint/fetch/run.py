@@ -4,7 +4,10 @@ checked locally first and only what is missing or wrong is downloaded, so a re-r
 fetch verifies and writes nothing but the manifest's time, and an interrupted one resumes."""
 from __future__ import annotations
 
+import contextlib
 import datetime
+import fcntl
+import glob
 import os
 import sys
 from typing import Mapping
@@ -57,11 +60,30 @@ def read_meminfo() -> str:
 def discard(folder: str, file: listing.HubFile) -> None:
     """A wrong file and huggingface_hub's note that it is complete, so the next download fetches it."""
     for path in (os.path.join(folder, file.path),
-                 os.path.join(folder, ".cache", "huggingface", "download", file.path + ".metadata")):
+                 os.path.join(folder, DOWNLOADS, file.path + ".metadata")):
         try:
             os.remove(path)
         except FileNotFoundError:
             pass
+
+
+DOWNLOADS = os.path.join(".cache", "huggingface", "download")  # huggingface_hub's notes under local_dir
+LOCK = os.path.join(".cache", "vllm-turing-fetch.lock")
+
+
+@contextlib.contextmanager
+def only_fetch_into(folder: str):
+    """This process alone writes the folder; the temporary files an interrupted fetch left are removed
+    (huggingface_hub 2.4 downloads each file into a process-unique one, so they never resume)."""
+    os.makedirs(os.path.join(folder, DOWNLOADS), exist_ok=True)
+    with open(os.path.join(folder, LOCK), "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Refused(f"another fetch is writing {folder}", "wait for it to end, or give another --name") from None
+        for stale in glob.glob(os.path.join(glob.escape(folder), DOWNLOADS, "**", "*.incomplete"), recursive=True):
+            os.remove(stale)
+        yield
 
 
 def ensure(request: Request, commit: str, folder: str, files: list[listing.HubFile]) -> int:
@@ -85,14 +107,19 @@ def ensure(request: Request, commit: str, folder: str, files: list[listing.HubFi
     return fetched
 
 
-def fetch(request: Request, env: Mapping[str, str]) -> str:
+def fetch(request: Request) -> str:
     """The model fetched, judged and verified; the manifest's path."""
     gpu, device = target_device(request)
     commit = hub.resolve_commit(request.repo, request.revision)
     say(f"{request.repo}@{request.revision} is commit {commit}")
     repo_files = hub.list_files(request.repo, commit)
     folder = request.target
-    os.makedirs(folder, exist_ok=True)
+    with only_fetch_into(folder):
+        return fetch_into(folder, request, gpu, device, commit, repo_files)
+
+
+def fetch_into(folder: str, request: Request, gpu: str, device: DeviceLimits, commit: str,
+               repo_files: list[listing.HubFile]) -> str:
     small = listing.small_files(repo_files)
     ensure(request, commit, folder, small)
     names = [file.path for file in repo_files]
@@ -120,7 +147,7 @@ def fetch(request: Request, env: Mapping[str, str]) -> str:
 def main(argv: list[str], env: Mapping[str, str]) -> int:
     try:
         request = parse_request(argv)
-        path = fetch(request, env)
+        path = fetch(request)
     except FetchUsage as error:
         say(str(error))
         return 2
@@ -132,6 +159,12 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
         return 1
     except OSError as error:
         say(f"cannot write the model folder: {error.strerror} ({error.filename}); mount a writable --models-dir")
+        return 1
+    except KeyboardInterrupt:
+        say("interrupted; run fetch again: the files complete are kept and verified")
+        return 130
+    except Exception as error:  # a shape no branch above foresaw: a line, not a traceback
+        say(f"fetch failed ({type(error).__name__}: {str(error)[:200]}); run it again, and report this line")
         return 1
     say(f"verified; manifest {path}")
     return 0
