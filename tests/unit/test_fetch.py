@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -12,6 +13,7 @@ import pytest
 
 from contract import layout
 from patches.fitcheck import shapes
+from tests.support.cutting_proxy import CuttingProxy
 from tests.support.hub_mirror import HubMirror
 from tests.support.model_files import write_tensors
 from tests.unit.test_fitcheck_lookup import VERSIONS, written_table
@@ -190,3 +192,17 @@ def test_the_token_never_reaches_the_output_or_the_manifest(mirror, tmp_path, si
         folder = tmp_path / "models" / "tokened"
         written = [path.read_text(errors="replace") for path in folder.rglob("*") if path.is_file()]
         assert leaked(planted, done.stdout, done.stderr, *written) == []
+
+
+def test_a_download_whose_connection_is_killed_mid_shard_resumes_from_where_it_stopped(mirror, tmp_path, site):
+    # huggingface_hub keeps what it received in 10 MiB pieces: two 12 MiB shards, cut past the first piece
+    repo, contents = make_model(mirror, tmp_path, "org/cut", elements=12 * 2**20)
+    repo.commit()
+    with CuttingProxy(mirror.port, cut_after=11 * 2**20) as proxy:
+        done = fetch(mirror, tmp_path, site, FITS, "org/cut", HF_ENDPOINT=proxy.url)
+        sent = b"".join(proxy.requests).decode("latin-1")
+    assert done.returncode == 0, done.stderr
+    assert proxy.cuts == 1
+    assert re.search(r"(?i)range: bytes=[1-9][0-9]*-", sent), "the client started the cut file over"
+    for path, content in contents.items():
+        assert (tmp_path / "models" / "cut" / path).read_bytes() == content
