@@ -130,8 +130,11 @@ def test_a_rerun_only_verifies_and_a_truncated_shard_is_fetched_again(mirror, tm
 
 def test_a_head_size_that_does_not_fit_sm75_is_refused_before_any_weight_byte(mirror, tmp_path, site):
     make_model(mirror, tmp_path, "org/unfit")[0].commit()
-    refused = fetch(mirror, tmp_path, site, GLOBAL_HEAD_TOO_BIG, "org/unfit")
+    with CuttingProxy(mirror.port, cut_after=2**62) as counting:  # passes everything, records the requests
+        refused = fetch(mirror, tmp_path, site, GLOBAL_HEAD_TOO_BIG, "org/unfit", HF_ENDPOINT=counting.url)
     assert refused.returncode == 1
+    asked = b"".join(counting.requests).decode("latin-1")
+    assert "config.json" in asked and not re.search(r"GET \S+\.safetensors ", asked)
     last = refused.stderr.strip().splitlines()[-1]
     assert "cannot serve on sm75" in last and "head 512" in last and "no weights were downloaded" in last
     folder = tmp_path / "models" / "unfit"
