@@ -24,10 +24,14 @@ class HubFile:
 
     @property
     def is_weight_format(self) -> bool:
-        return self.path.endswith(WEIGHT_SUFFIXES) or posixpath.basename(self.path) in NOT_WEIGHTS
+        return is_weight_path(self.path)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def is_weight_path(path: str) -> bool:
+    return path.endswith(WEIGHT_SUFFIXES) or posixpath.basename(path) in NOT_WEIGHTS
 
 
 def small_files(listing: list[HubFile]) -> list[HubFile]:
@@ -40,3 +44,10 @@ def chosen_weights(listing: list[HubFile], loaded_names: list[str]) -> list[HubF
     """The weight files of `loaded_names` (the model check's weight_files over the repository's names)."""
     wanted = set(loaded_names)
     return [file for file in listing if file.path in wanted]
+
+
+def strays(local_names: list[str], listing: list[HubFile]) -> list[str]:
+    """Weight files in the folder that the pinned commit does not have (another commit's, a user's):
+    vLLM would load them beside the fetched ones where no index filters them."""
+    listed = {file.path for file in listing}
+    return sorted(name for name in local_names if name not in listed and is_weight_path(name))

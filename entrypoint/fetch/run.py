@@ -86,6 +86,15 @@ def only_fetch_into(folder: str):
         yield
 
 
+def local_files(folder: str) -> list[str]:
+    """The folder's files as repository paths, without huggingface_hub's notes and the manifest."""
+    names = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [name for name in dirs if not (root == folder and name == ".cache")]
+        names += [os.path.relpath(os.path.join(root, name), folder).replace(os.sep, "/") for name in files]
+    return [name for name in names if name != manifest.NAME]
+
+
 def ensure(request: Request, commit: str, folder: str, files: list[listing.HubFile]) -> int:
     """Every file present and verified, downloading those missing or wrong; the bytes downloaded."""
     fetched = 0
@@ -120,6 +129,11 @@ def fetch(request: Request) -> str:
 
 def fetch_into(folder: str, request: Request, gpu: str, device: DeviceLimits, commit: str,
                repo_files: list[listing.HubFile]) -> str:
+    found = listing.strays(local_files(folder), repo_files)
+    if found:
+        raise Refused(f"{folder} holds {len(found)} weight file(s) that {request.repo}@{commit[:12]} does not have "
+                      f"(e.g. {found[0]}), which vLLM would load beside it",
+                      "remove them, or fetch into another --name")
     small = listing.small_files(repo_files)
     ensure(request, commit, folder, small)
     names = [file.path for file in repo_files]

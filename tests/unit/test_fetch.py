@@ -209,3 +209,13 @@ def test_a_download_whose_connection_is_killed_mid_shard_resumes_from_where_it_s
     assert re.search(r"(?i)range: bytes=[1-9][0-9]*-", sent), "the client started the cut file over"
     for path, content in contents.items():
         assert (tmp_path / "models" / "cut" / path).read_bytes() == content
+
+
+def test_a_weight_file_the_commit_lacks_in_the_folder_is_refused_before_anything_is_fetched(mirror, tmp_path, site):
+    make_model(mirror, tmp_path, "org/stray")[0].commit()
+    folder = tmp_path / "models" / "stray"
+    folder.mkdir(parents=True)
+    (folder / "old-00001.safetensors").write_bytes(b"x")
+    refused = fetch(mirror, tmp_path, site, FITS, "org/stray")
+    assert refused.returncode == 1 and "old-00001.safetensors" in refused.stderr.splitlines()[-1]
+    assert sorted(path.name for path in folder.iterdir() if path.name != ".cache") == ["old-00001.safetensors"]

@@ -93,3 +93,9 @@ def test_weights_larger_than_the_free_disk_are_refused_by_the_disk_check(tmp_pat
 def test_weights_beyond_ram_and_swap_are_refused_by_the_memory_check(tmp_path, fits):
     results, _ = judged(model_folder(tmp_path), 64 * 2**30, 0, "MemAvailable: 1048576 kB\nSwapFree: 0 kB\n")
     assert judge.refusal(results).name == memory.NAME
+
+
+def test_strays_are_the_local_weight_files_the_commit_does_not_list():
+    files = [hub_file("model.safetensors"), hub_file("config.json")]
+    local = ["model.safetensors", "config.json", "notes.txt", "old.safetensors", "sub/pytorch_model.bin"]
+    assert listing.strays(local, files) == ["old.safetensors", "sub/pytorch_model.bin"]
