@@ -98,7 +98,7 @@ def local_files(folder: str) -> list[str]:
 def ensure(request: Request, commit: str, folder: str, files: list[listing.HubFile]) -> int:
     """Every file present and verified, downloading those missing or wrong; the bytes downloaded."""
     fetched = 0
-    for file in files:
+    for number, file in enumerate(files, 1):
         local = os.path.join(folder, file.path)
         problem = verify.file_problem(local, file)
         if problem is None:
@@ -106,6 +106,7 @@ def ensure(request: Request, commit: str, folder: str, files: list[listing.HubFi
         if os.path.exists(local):
             say(f"{problem}: fetching it again")
             discard(folder, file)
+        say(f"fetching {file.path} ({gib(file.size)}, file {number} of {len(files)})")
         hub.download(request.repo, commit, file, folder)
         problem = verify.file_problem(local, file)
         if problem:
