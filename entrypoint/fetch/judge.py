@@ -2,6 +2,8 @@
 preflight's model, fit, quantization, memory and disk checks, called as they are, on the target GPU."""
 from __future__ import annotations
 
+from typing import Mapping, Set
+
 from contract.devices import DeviceLimits
 from contract.verdict import Result, Status, failed, worst
 
@@ -12,16 +14,18 @@ MODELS_FOLDER = "models folder"
 NOT_JUDGED = Extras({}, judged=False)
 
 
-def judge(folder: str, repo_names: list[str], weight_bytes: int, missing_bytes: int, device: DeviceLimits,
-          meminfo_text: str, quantization_minimum) -> tuple[list[Result], list[str]]:
+def judge(folder: str, sizes: Mapping[str, int], missing: Set[str], device: DeviceLimits, meminfo_text: str,
+          quantization_minimum) -> tuple[list[Result], list[str]]:
     """(results, the weight files vLLM would load) for the model whose small files are in `folder`;
-    `missing_bytes` of its weights are still to be written there."""
+    `sizes` are the repository's files by path, `missing` those not yet complete in the folder."""
     cc = divmod(device.cc, 10)
     try:
         _, typed = model.read_config(folder)
-        _, loaded = model.weight_files(folder, repo_names)
+        _, loaded = model.weight_files(folder, sorted(sizes))
     except model.ModelProblem as problem:
         return [failed(model.MODEL, str(problem), problem.fix)], []
+    weight_bytes = sum(sizes[name] for name in loaded)
+    missing_bytes = sum(sizes[name] for name in loaded if name in missing)
     config_file = f"{folder}/config.json"
     results = [
         clamp.start_fit(config_file, typed, cc, device.limit)(),

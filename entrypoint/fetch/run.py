@@ -95,9 +95,8 @@ def local_files(folder: str) -> list[str]:
     return [name for name in names if name != manifest.NAME]
 
 
-def ensure(request: Request, commit: str, folder: str, files: list[listing.HubFile]) -> int:
-    """Every file present and verified, downloading those missing or wrong; the bytes downloaded."""
-    fetched = 0
+def ensure(request: Request, commit: str, folder: str, files: list[listing.HubFile]) -> None:
+    """Every file present and verified, downloading those missing or wrong."""
     for number, file in enumerate(files, 1):
         local = os.path.join(folder, file.path)
         problem = verify.file_problem(local, file)
@@ -113,8 +112,6 @@ def ensure(request: Request, commit: str, folder: str, files: list[listing.HubFi
             discard(folder, file)
             raise Refused(f"{request.repo}@{commit[:12]}: {problem} after download",
                           "the mirror or the connection altered it: check HF_ENDPOINT, then run fetch again")
-        fetched += file.size
-    return fetched
 
 
 def fetch(request: Request) -> str:
@@ -137,14 +134,12 @@ def fetch_into(folder: str, request: Request, gpu: str, device: DeviceLimits, co
                       "remove them, or fetch into another --name")
     small = listing.small_files(repo_files)
     ensure(request, commit, folder, small)
-    names = [file.path for file in repo_files]
     loaded = facts.load()
     minimum = turing_settings.minimum_from(loaded.facts.quantization if loaded.facts else None)
-    weights_listed = [file for file in repo_files if file.is_weight_format]
-    weight_bytes = sum(file.size for file in weights_listed)
-    missing = sum(file.size for file in weights_listed
-                  if verify.file_problem(os.path.join(folder, file.path), file, check_hash=False))
-    results, loaded_names = judge.judge(folder, names, weight_bytes, missing, device, read_meminfo(), minimum)
+    missing = {file.path for file in repo_files if file.is_weight_format
+               and verify.file_problem(os.path.join(folder, file.path), file, check_hash=False)}
+    sizes = {file.path: file.size for file in repo_files}
+    results, loaded_names = judge.judge(folder, sizes, missing, device, read_meminfo(), minimum)
     for result in results:
         say(f"{result.name} on {gpu}: {result.status.value} {result.message}")
     refusal = judge.refusal(results)

@@ -77,16 +77,19 @@ def fits(tmp_path, monkeypatch, installed):  # noqa: F811
 
 
 def judged(folder, weight_bytes, missing_bytes, meminfo):
-    return judge.judge(str(folder), ["config.json", "model.safetensors"], weight_bytes, missing_bytes, TURING,
-                       meminfo, lambda method: None)
+    """The judgment of one shard of `weight_bytes` (`missing_bytes` of it not yet on disk, as a second
+    shard's index-less name so both load) beside config.json."""
+    sizes = {"config.json": 10, "model-1.safetensors": weight_bytes, "model-2.safetensors": missing_bytes}
+    return judge.judge(str(folder), sizes, {"model-2.safetensors"}, TURING, meminfo, lambda method: None)
 
 
 def test_weights_larger_than_the_free_disk_are_refused_by_the_disk_check(tmp_path, fits):
     vfs = os.statvfs(tmp_path)
-    plenty = "MemAvailable: 1000000000 kB\n"
-    results, loaded = judged(model_folder(tmp_path), 1, 4 * vfs.f_bavail * vfs.f_frsize, plenty)
+    free = vfs.f_bavail * vfs.f_frsize
+    plenty = f"MemAvailable: {16 * free // 1024} kB\n"  # RAM to stage them, whatever the disk holds
+    results, loaded = judged(model_folder(tmp_path), 1, 4 * free, plenty)
     refusal = judge.refusal(results)
-    assert loaded == ["model.safetensors"]
+    assert loaded == ["model-1.safetensors", "model-2.safetensors"]
     assert refusal.name == disk.NAME and judge.MODELS_FOLDER in refusal.message and refusal.fix
 
 
@@ -99,3 +102,11 @@ def test_strays_are_the_local_weight_files_the_commit_does_not_list():
     files = [hub_file("model.safetensors"), hub_file("config.json")]
     local = ["model.safetensors", "config.json", "notes.txt", "old.safetensors", "sub/pytorch_model.bin"]
     assert listing.strays(local, files) == ["old.safetensors", "sub/pytorch_model.bin"]
+
+
+def test_only_the_weights_vllm_loads_count_against_memory(tmp_path, fits):
+    """A repository with both safetensors and a PyTorch copy: the .bin is not loaded, so not staged."""
+    sizes = {"config.json": 10, "model.safetensors": 1, "pytorch_model.bin": 64 * 2**40}
+    results, loaded = judge.judge(str(model_folder(tmp_path)), sizes, set(), TURING,
+                                  "MemAvailable: 100000000 kB\n", lambda method: None)
+    assert loaded == ["model.safetensors"] and judge.refusal(results) is None
