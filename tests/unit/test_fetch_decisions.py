@@ -1,5 +1,6 @@
 """The fetch's pure parts: its words parsed into a typed request (any words: a request or one line
 naming the word), the files it takes first, and the judgment refusing before the weights."""
+import hashlib
 import json
 import os
 
@@ -110,3 +111,17 @@ def test_only_the_weights_vllm_loads_count_against_memory(tmp_path, fits):
     results, loaded = judge.judge(str(model_folder(tmp_path)), sizes, set(), TURING,
                                   "MemAvailable: 100000000 kB\n", lambda method: None)
     assert loaded == ["model.safetensors"] and judge.refusal(results) is None
+
+
+@given(st.binary(max_size=300), st.binary(max_size=300), st.booleans())
+@example(b"weights", b"weights", True)
+@example(b"weights", b"weights", False)
+@example(b"weights", b"weighty", True)
+def test_a_file_passes_verification_only_when_its_bytes_are_the_hubs(tmp_path_factory, local, hub, lfs):
+    path = tmp_path_factory.mktemp("verify") / "f"
+    path.write_bytes(local)
+    expected = listing.HubFile("f", len(hub), hashlib.sha256(hub).hexdigest() if lfs else None,
+                               hashlib.sha1(b"blob %d\0" % len(hub) + hub).hexdigest())
+    problem = verify.file_problem(str(path), expected)
+    assert (problem is None) == (local == hub)
+    assert problem is None or (problem.startswith("f") and "\n" not in problem)
