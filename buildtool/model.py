@@ -47,6 +47,8 @@ def add_arguments(parser) -> None:
                        help="host models folder, mounted at /models as the units mount it (default: %(default)s)")
     fetch.add_argument("--name", type=folder_name, help="folder under --model-dir (default: the repository's name)")
     fetch.add_argument("--gpu", type=gpu_name, help="judge for this GPU (sm75, sm86, ...) instead of this host's")
+    fetch.add_argument("--drafter", action="store_true",
+                       help="a speculative drafter: judged also as the preflight judges DRAFTER")
     fetch.add_argument("--token-file", type=flags.existing_file,
                        help="a file holding the Hub token, mounted read-only (else HF_TOKEN from the environment)")
     fetch.add_argument("--host-network", action="store_true",
@@ -62,13 +64,14 @@ class FetchRun:
     gpu: str | None = None
     token_file: Path | None = None
     host_network: bool = False
+    drafter: bool = False
     uid: int = 0
     gid: int = 0
 
 
 def fetch_run(args, uid: int | None = None, gid: int | None = None) -> FetchRun:
     return FetchRun(args.model, args.image, Path(os.path.expanduser(args.model_dir)), args.name, args.gpu,
-                    args.token_file, args.host_network, os.getuid() if uid is None else uid,
+                    args.token_file, args.host_network, args.drafter, os.getuid() if uid is None else uid,
                     os.getgid() if gid is None else gid)
 
 
@@ -88,6 +91,8 @@ def docker_argv(run: FetchRun, env_names: set[str]) -> list[str]:
         argv += ["--name", run.name]
     if run.gpu:
         argv += ["--gpu", run.gpu]
+    if run.drafter:
+        argv += ["--drafter"]
     return argv
 
 

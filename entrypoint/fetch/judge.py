@@ -15,12 +15,13 @@ NOT_JUDGED = Extras({}, judged=False)
 
 
 def judge(folder: str, sizes: Mapping[str, int], missing: Set[str], device: DeviceLimits, meminfo_text: str,
-          quantization_minimum) -> tuple[list[Result], list[str]]:
+          quantization_minimum, drafter: bool = False) -> tuple[list[Result], list[str]]:
     """(results, the weight files vLLM would load) for the model whose small files are in `folder`;
-    `sizes` are the repository's files by path, `missing` those not yet complete in the folder."""
+    `sizes` are the repository's files by path, `missing` those not yet complete in the folder; a
+    `drafter` is judged also by the preflight's drafter check."""
     cc = divmod(device.cc, 10)
     try:
-        _, typed = model.read_config(folder)
+        config, typed = model.read_config(folder)
         _, loaded = model.weight_files(folder, sorted(sizes))
     except model.ModelProblem as problem:
         return [failed(model.MODEL, str(problem), problem.fix)], []
@@ -33,6 +34,9 @@ def judge(folder: str, sizes: Mapping[str, int], missing: Set[str], device: Devi
         memory.check_memory(weight_bytes, meminfo_text),
         disk.check_disk([disk.Target(MODELS_FOLDER, folder, missing_bytes)]),
     ]
+    if drafter:
+        planned = model.ModelDir(folder, config, tuple(loaded), weight_bytes, typed)
+        results.append(model.check_drafter(model.Resolved(folder, planned, None, config, typed)))
     return results, loaded
 
 

@@ -11,7 +11,8 @@ from ..checks.model import REVISION
 from ..files import shown
 
 MODELS_DIR = "/models"  # where the units mount the models folder (buildtool/units/spec.py MODEL_MOUNT)
-USAGE = "usage: entrypoint fetch REPO[@REVISION] [--gpu sm75|sm86|...] [--models-dir DIR] [--name NAME]"
+USAGE = ("usage: entrypoint fetch REPO[@REVISION] [--gpu sm75|sm86|...] [--models-dir DIR] [--name NAME] "
+         "[--drafter]")
 # The Hub's repository id: a name, or owner/name, of letters, digits and - _ . (huggingface_hub validate_repo_id)
 REPO_ID = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9._-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
@@ -29,6 +30,7 @@ class Request:
     gpu: str | None  # a name of contract.devices.DEVICES; None: this host's GPU
     models_dir: str
     name: str
+    drafter: bool = False  # a speculative drafter: judged also by the preflight's drafter check
 
     @property
     def target(self) -> str:
@@ -66,11 +68,13 @@ def parse_name(text: str) -> str:
 
 def parse_request(argv: list[str]) -> Request:
     """The words after `fetch`."""
-    positional, options = [], {"--gpu": None, "--models-dir": MODELS_DIR, "--name": None}
+    positional, options, drafter = [], {"--gpu": None, "--models-dir": MODELS_DIR, "--name": None}, False
     words = iter(argv)
     for word in words:
         flag, eq, value = word.partition("=")
-        if flag in options:
+        if word == "--drafter":
+            drafter = True
+        elif flag in options:
             if not eq:
                 value = next(words, None)
                 if value is None:
@@ -89,4 +93,4 @@ def parse_request(argv: list[str]) -> Request:
         raise FetchUsage(f"--models-dir {shown(models_dir[:120])!r} is not an absolute path: give the models "
                          f"folder, such as {MODELS_DIR}")
     name = parse_name(options["--name"] if options["--name"] is not None else repo.rsplit("/", 1)[-1])
-    return Request(repo, revision, gpu, posixpath.normpath(models_dir), name)
+    return Request(repo, revision, gpu, posixpath.normpath(models_dir), name, drafter)

@@ -139,7 +139,7 @@ def fetch_into(folder: str, request: Request, gpu: str, device: DeviceLimits, co
     missing = {file.path for file in repo_files if file.is_weight_format
                and verify.file_problem(os.path.join(folder, file.path), file, check_hash=False)}
     sizes = {file.path: file.size for file in repo_files}
-    results, loaded_names = judge.judge(folder, sizes, missing, device, read_meminfo(), minimum)
+    results, loaded_names = judge.judge(folder, sizes, missing, device, read_meminfo(), minimum, request.drafter)
     for result in results:
         say(f"{result.name} on {gpu}: {result.status.value} {result.message}")
     refusal = judge.refusal(results)

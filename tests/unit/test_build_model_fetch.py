@@ -32,6 +32,10 @@ def test_without_a_named_gpu_the_host_gpus_are_given_to_judge_on():
                                                 "--name", "m2"]
 
 
+def test_a_drafter_is_fetched_as_one():
+    assert argv_of("org/d", "--drafter", "--gpu", "sm86")[-3:] == ["--gpu", "sm86", "--drafter"]
+
+
 def test_the_token_goes_by_name_or_as_a_mounted_file_never_as_a_value(tmp_path, monkeypatch):
     token_file = tmp_path / "token"
     token_file.write_text("hf_secretvalue")

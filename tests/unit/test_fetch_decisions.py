@@ -125,3 +125,20 @@ def test_a_file_passes_verification_only_when_its_bytes_are_the_hubs(tmp_path_fa
     problem = verify.file_problem(str(path), expected)
     assert (problem is None) == (local == hub)
     assert problem is None or (problem.startswith("f") and "\n" not in problem)
+
+
+@pytest.mark.parametrize("quantization, status", [(None, "pass"), ({"quant_method": "compressed-tensors"}, "fail"),
+                                                  ({"quant_method": "awq"}, "warn")])
+def test_a_drafter_is_judged_by_the_preflights_drafter_check_before_its_weights(tmp_path, fits, quantization,
+                                                                                status):
+    folder = model_folder(tmp_path)
+    if quantization:
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, "quantization_config": quantization}))
+    results, _ = judge.judge(str(folder), {"config.json": 10, "model.safetensors": 1}, set(), TURING,
+                             "MemAvailable: 100000000 kB\n", lambda method: 75, drafter=True)
+    assert {result.name: result.status.value for result in results}["drafter"] == status
+
+
+def test_the_drafter_flag_is_typed_once():
+    assert parse_request(["org/d", "--drafter"]).drafter and not parse_request(["org/d"]).drafter
