@@ -7,20 +7,15 @@ import hashlib
 import os
 import pathlib
 import shutil
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 
+from entrypoint.nccl_probe import free_port
+
 LFS_POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {size}\n"
 START_TIMEOUT_S = 60
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def git(folder: pathlib.Path, *words: str) -> str:

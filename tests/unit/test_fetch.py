@@ -16,7 +16,7 @@ from patches.fitcheck import shapes
 from tests.support.cutting_proxy import CuttingProxy
 from tests.support.hub_mirror import HubMirror
 from tests.support.model_files import write_tensors
-from tests.unit.test_fitcheck_lookup import VERSIONS, written_table
+from tests.unit.test_fitcheck_lookup import installed, written_table  # noqa: F401 (a fixture)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FITS = {"sliding": 40000, "global": 61440}
@@ -33,14 +33,9 @@ def mirror(tmp_path_factory):
 
 
 @pytest.fixture
-def site(tmp_path):
+def site(tmp_path, installed):  # noqa: F811
     """vLLM and Triton as package metadata (what the fit table's lookup reads, not their code)."""
-    site = tmp_path / "site"
-    for name, version in VERSIONS.items():
-        info = site / f"{name}-{version}.dist-info"
-        info.mkdir(parents=True)
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-    return site
+    return tmp_path / "site"
 
 
 def shard_bytes(tmp_path, name: str, elements: int, fill: int = 0) -> bytes:
