@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,14 +66,15 @@ class FetchRun:
     token_file: Path | None = None
     host_network: bool = False
     drafter: bool = False
+    terminal: bool = False  # stderr is a terminal: huggingface_hub draws its progress bars there
     uid: int = 0
     gid: int = 0
 
 
 def fetch_run(args, uid: int | None = None, gid: int | None = None) -> FetchRun:
     return FetchRun(args.model, args.image, Path(os.path.expanduser(args.model_dir)), args.name, args.gpu,
-                    args.token_file, args.host_network, args.drafter, os.getuid() if uid is None else uid,
-                    os.getgid() if gid is None else gid)
+                    args.token_file, args.host_network, args.drafter, sys.stderr.isatty(),
+                    os.getuid() if uid is None else uid, os.getgid() if gid is None else gid)
 
 
 def docker_argv(run: FetchRun, env_names: set[str]) -> list[str]:
@@ -82,6 +84,8 @@ def docker_argv(run: FetchRun, env_names: set[str]) -> list[str]:
     argv += [word for name in PASSED_BY_NAME if name in env_names for word in ("-e", name)]
     if run.token_file is not None:
         argv += ["-v", f"{run.token_file.resolve()}:{TOKEN_MOUNT}:ro", "-e", f"HF_TOKEN_PATH={TOKEN_MOUNT}"]
+    if run.terminal:
+        argv += ["-t"]
     if run.host_network:
         argv += ["--network", "host"]
     if run.gpu is None:

@@ -1,6 +1,7 @@
 """`build.py model fetch`: the command line typed by the fetch's own parsers, and the `docker run` of
 the image's fetch it becomes (models folder at the units' mount, the token by name or as a mounted
 file, never its value)."""
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,12 @@ def test_without_a_named_gpu_the_host_gpus_are_given_to_judge_on():
     assert argv[argv.index("--gpus") + 1] == "all"
     assert argv[argv.index(DEFAULT_IMAGE):] == [DEFAULT_IMAGE, "fetch", "org/m@main", "--models-dir", MODEL_MOUNT,
                                                 "--name", "m2"]
+
+
+def test_a_terminal_gets_the_progress_bars_and_a_pipe_does_not():
+    run = fetch_run(build_py().parse(["model", "fetch", "org/m"]))
+    assert "-t" not in docker_argv(run, set())  # pytest captures stderr: not a terminal
+    assert "-t" in docker_argv(dataclasses.replace(run, terminal=True), set())
 
 
 def test_a_drafter_is_fetched_as_one():
