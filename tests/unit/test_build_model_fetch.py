@@ -2,6 +2,7 @@
 the image's fetch it becomes (models folder at the units' mount, the token by name or as a mounted
 file, never its value)."""
 import dataclasses
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -33,9 +34,10 @@ def test_without_a_named_gpu_the_host_gpus_are_given_to_judge_on():
                                                 "--name", "m2"]
 
 
-def test_a_terminal_gets_the_progress_bars_and_a_pipe_does_not():
+def test_a_terminal_gets_the_progress_bars_and_a_pipe_does_not(monkeypatch):
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # a pipe, whatever runs the tests
     run = fetch_run(build_py().parse(["model", "fetch", "org/m"]))
-    assert "-t" not in docker_argv(run, set())  # pytest captures stderr: not a terminal
+    assert "-t" not in docker_argv(run, set())
     assert "-t" in docker_argv(dataclasses.replace(run, terminal=True), set())
 
 
