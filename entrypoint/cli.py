@@ -3,6 +3,7 @@ Exit 0 ok, 1 a check failed, 2 bad settings or usage. The default mode execs the
 of this process (no shell, no child), so `docker stop` signals the server itself."""
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shlex
@@ -69,6 +70,8 @@ def judge_words(settings: Settings, container_args: tuple[str, ...], server_fact
 
 
 def main(argv: list[str], env: Mapping[str, str]) -> int:
+    if argv[:1] == ["fetch"]:
+        return importlib.import_module("entrypoint.fetch.run").main(argv[1:], env)
     try:
         mode, as_json, container_args = parse_argv(argv)
     except UsageError as error:

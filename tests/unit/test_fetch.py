@@ -1,0 +1,216 @@
+"""`entrypoint fetch` against a real Hub-compatible server (olah, offline, serving git repositories with
+LFS objects made here): the revision pinned to a commit, the model judged from its small files before
+any weight byte, every file verified, the manifest written; re-runs verify, interrupted ones resume."""
+import hashlib
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+from contract import layout
+from patches.fitcheck import shapes
+from tests.support.cutting_proxy import CuttingProxy
+from tests.support.hub_mirror import HubMirror
+from tests.support.model_files import write_tensors
+from tests.unit.test_fitcheck_lookup import installed, written_table  # noqa: F401 (a fixture)
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+FITS = {"sliding": 40000, "global": 61440}
+GLOBAL_HEAD_TOO_BIG = {"sliding": 40000, "global": 98304}
+MANIFEST = "vllm-turing-fetch.json"
+TIMEOUT_S = 180
+
+
+@pytest.fixture(scope="module")
+def mirror(tmp_path_factory):
+    server = HubMirror(tmp_path_factory.mktemp("hub")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def site(tmp_path, installed):  # noqa: F811
+    """vLLM and Triton as package metadata (what the fit table's lookup reads, not their code)."""
+    return tmp_path / "site"
+
+
+def shard_bytes(tmp_path, name: str, elements: int, fill: int = 0) -> bytes:
+    path = write_tensors(tmp_path / name, {f"{name}.weight": ("F16", [elements])})
+    raw = bytearray(path.read_bytes())
+    header_end = len(raw) - 2 * elements
+    raw[header_end:] = bytes([fill]) * (2 * elements)  # distinct content per commit
+    return bytes(raw)
+
+
+def make_model(mirror, tmp_path, repo_id: str, fill: int = 1, elements: int = 262_144) -> tuple:
+    """A two-shard model (1 MiB of weights in all): config, tokenizer and generation config in git,
+    the shards and nothing else in LFS; (repo, {path: content})."""
+    repo = mirror.repo(repo_id)
+    contents = {"config.json": json.dumps(shapes.BUILTIN_CONFIGS["gemma4-e2b"]).encode(),
+                "generation_config.json": b'{"do_sample": true}\n',
+                "tokenizer_config.json": b'{"model_max_length": 8192}\n'}
+    names = [f"model-0000{i}-of-00002.safetensors" for i in (1, 2)]
+    weight_map = {f"{name}.weight": name for name in names}
+    contents["model.safetensors.index.json"] = json.dumps({"weight_map": weight_map}).encode()
+    for path, content in contents.items():
+        (repo.path / path).write_bytes(content)
+    for name in names:
+        contents[name] = shard_bytes(tmp_path, name, elements // 2, fill)
+        repo.put_lfs(name, contents[name])
+    return repo, contents
+
+
+def fetch(mirror, tmp_path, site, table_shared, *words, **env):
+    env = mirror.env(PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]),
+                     **{layout.ENV_FIT_TABLE: str(written_table(tmp_path, table_shared))}, **env)
+    return subprocess.run([sys.executable, "-m", "entrypoint", "fetch", *words, "--gpu", "sm75",
+                           "--models-dir", str(tmp_path / "models")], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=TIMEOUT_S)
+
+
+def manifest(tmp_path, name: str) -> dict:
+    return json.loads((tmp_path / "models" / name / MANIFEST).read_text())
+
+
+def weight_files_in(folder: pathlib.Path) -> list[pathlib.Path]:
+    return [path for path in folder.rglob("*") if path.suffix in (".safetensors", ".incomplete")]
+
+
+def test_a_fetch_pins_the_commit_and_verifies_every_file_into_the_manifest(mirror, tmp_path, site):
+    repo, contents = make_model(mirror, tmp_path, "org/pinned")
+    commit = repo.commit()
+    done = fetch(mirror, tmp_path, site, FITS, "org/pinned")
+    assert done.returncode == 0, done.stderr
+    folder = tmp_path / "models" / "pinned"
+    for path, content in contents.items():
+        assert (folder / path).read_bytes() == content
+    document = manifest(tmp_path, "pinned")
+    assert (document["repo"], document["revision"], document["commit"]) == ("org/pinned", "main", commit)
+    recorded = {file["path"]: file for file in document["files"]}
+    assert set(recorded) == set(contents)
+    for path, content in contents.items():
+        assert recorded[path]["size"] == len(content)
+        if path.endswith(".safetensors"):
+            assert recorded[path]["sha256"] == hashlib.sha256(content).hexdigest()
+        else:
+            assert recorded[path]["blob_id"] == hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
+    assert document["verdict"]["fit"] == "pass"
+
+
+def test_a_rerun_only_verifies_and_a_truncated_shard_is_fetched_again(mirror, tmp_path, site):
+    repo, contents = make_model(mirror, tmp_path, "org/resumed")
+    repo.commit()
+    assert fetch(mirror, tmp_path, site, FITS, "org/resumed").returncode == 0
+    folder = tmp_path / "models" / "resumed"
+    first = manifest(tmp_path, "resumed")
+    untouched = folder / "model-00001-of-00002.safetensors"
+    truncated = folder / "model-00002-of-00002.safetensors"
+    stamp = untouched.stat().st_mtime_ns
+    again = fetch(mirror, tmp_path, site, FITS, "org/resumed")
+    assert again.returncode == 0, again.stderr
+    assert "fetching" not in again.stderr  # nothing downloaded, not even a small file
+    with open(truncated, "r+b") as handle:
+        handle.truncate(truncated.stat().st_size // 3)
+    fixed = fetch(mirror, tmp_path, site, FITS, "org/resumed")
+    assert fixed.returncode == 0, fixed.stderr
+    assert truncated.read_bytes() == contents[truncated.name]
+    assert untouched.stat().st_mtime_ns == stamp
+    last = manifest(tmp_path, "resumed")
+    assert {**last, "fetched_at": None} == {**first, "fetched_at": None}
+
+
+def test_a_head_size_that_does_not_fit_sm75_is_refused_before_any_weight_byte(mirror, tmp_path, site):
+    make_model(mirror, tmp_path, "org/unfit")[0].commit()
+    with CuttingProxy(mirror.port, cut_after=2**62) as counting:  # passes everything, records the requests
+        refused = fetch(mirror, tmp_path, site, GLOBAL_HEAD_TOO_BIG, "org/unfit", HF_ENDPOINT=counting.url)
+    assert refused.returncode == 1
+    asked = b"".join(counting.requests).decode("latin-1")
+    assert "config.json" in asked and not re.search(r"GET \S+\.safetensors ", asked)
+    last = refused.stderr.strip().splitlines()[-1]
+    assert "cannot serve on sm75" in last and "head 512" in last and "no weights were downloaded" in last
+    folder = tmp_path / "models" / "unfit"
+    assert (folder / "config.json").is_file()
+    assert weight_files_in(folder) == [] and not (folder / MANIFEST).exists()
+
+
+def test_a_byte_flipped_in_a_shard_on_the_server_is_refused_naming_the_file(mirror, tmp_path, site):
+    repo, contents = make_model(mirror, tmp_path, "org/flipped")
+    repo.commit()
+    shard = "model-00002-of-00002.safetensors"
+    stored = repo.lfs_object(hashlib.sha256(contents[shard]).hexdigest())
+    altered = bytearray(stored.read_bytes())
+    altered[-1] ^= 0xFF
+    stored.write_bytes(bytes(altered))
+    refused = fetch(mirror, tmp_path, site, FITS, "org/flipped")
+    assert refused.returncode == 1
+    last = refused.stderr.strip().splitlines()[-1]
+    assert shard in last and "SHA-256" in last
+    assert not (tmp_path / "models" / "flipped" / shard).exists()
+    assert not (tmp_path / "models" / "flipped" / MANIFEST).exists()
+
+
+def test_a_branch_that_moves_between_two_fetches_stays_pinned_to_the_commit_given(mirror, tmp_path, site):
+    repo, first_contents = make_model(mirror, tmp_path, "org/moving", fill=1)
+    first = repo.commit("first")
+    shard = "model-00001-of-00002.safetensors"
+    repo.put_lfs(shard, shard_bytes(tmp_path, shard, 131_072, fill=2))
+    second = repo.commit("second")
+    pinned = fetch(mirror, tmp_path, site, FITS, f"org/moving@{first}", "--name", "pinned")
+    latest = fetch(mirror, tmp_path, site, FITS, "org/moving", "--name", "latest")
+    assert pinned.returncode == latest.returncode == 0, pinned.stderr + latest.stderr
+    assert manifest(tmp_path, "pinned")["commit"] == first and manifest(tmp_path, "latest")["commit"] == second
+    assert (tmp_path / "models" / "pinned" / shard).read_bytes() == first_contents[shard]
+    assert (tmp_path / "models" / "latest" / shard).read_bytes() != first_contents[shard]
+
+
+def test_a_repository_the_hub_lacks_is_bad_input_in_one_line(mirror, tmp_path, site):
+    missing = fetch(mirror, tmp_path, site, FITS, "org/nothing-here")
+    assert missing.returncode == 2
+    assert missing.stderr.count("\n") == 1 and "org/nothing-here" in missing.stderr
+
+
+def leaked(secret: str, *texts: str) -> list[str]:
+    """The texts that hold `secret`."""
+    return [text for text in texts if secret in text]
+
+
+def test_the_token_never_reaches_the_output_or_the_manifest(mirror, tmp_path, site):
+    planted = "hf_plantedTOKENvalue0123456789abcdef"
+    assert leaked(planted, "before", f"Authorization: Bearer {planted}") != []  # the search finds one
+    make_model(mirror, tmp_path, "org/tokened")[0].commit()
+    token_file = tmp_path / "token"
+    token_file.write_text(planted)
+    for setting in ({"HF_TOKEN": planted}, {"HF_TOKEN_PATH": str(token_file)}):
+        done = fetch(mirror, tmp_path, site, FITS, "org/tokened", **setting)
+        assert done.returncode == 0, done.stderr
+        folder = tmp_path / "models" / "tokened"
+        written = [path.read_text(errors="replace") for path in folder.rglob("*") if path.is_file()]
+        assert leaked(planted, done.stdout, done.stderr, *written) == []
+
+
+def test_a_download_whose_connection_is_killed_mid_shard_resumes_from_where_it_stopped(mirror, tmp_path, site):
+    # huggingface_hub keeps what it received in 10 MiB pieces: two 12 MiB shards, cut past the first piece
+    repo, contents = make_model(mirror, tmp_path, "org/cut", elements=12 * 2**20)
+    repo.commit()
+    with CuttingProxy(mirror.port, cut_after=11 * 2**20) as proxy:
+        done = fetch(mirror, tmp_path, site, FITS, "org/cut", HF_ENDPOINT=proxy.url)
+        sent = b"".join(proxy.requests).decode("latin-1")
+    assert done.returncode == 0, done.stderr
+    assert proxy.cuts == 1
+    assert re.search(r"(?i)range: bytes=[1-9][0-9]*-", sent), "the client started the cut file over"
+    for path, content in contents.items():
+        assert (tmp_path / "models" / "cut" / path).read_bytes() == content
+
+
+def test_a_weight_file_the_commit_lacks_in_the_folder_is_refused_before_anything_is_fetched(mirror, tmp_path, site):
+    make_model(mirror, tmp_path, "org/stray")[0].commit()
+    folder = tmp_path / "models" / "stray"
+    folder.mkdir(parents=True)
+    (folder / "old-00001.safetensors").write_bytes(b"x")
+    refused = fetch(mirror, tmp_path, site, FITS, "org/stray")
+    assert refused.returncode == 1 and "old-00001.safetensors" in refused.stderr.splitlines()[-1]
+    assert sorted(path.name for path in folder.iterdir() if path.name != ".cache") == ["old-00001.safetensors"]
