@@ -17,6 +17,22 @@ settings.register_profile("explore", max_examples=2000, deadline=None, database=
                           suppress_health_check=(HealthCheck.too_slow,))
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+# The image runs as uid 10001 (group 0) by default, and the image and serving tiers mount pytest's
+# temporary folders into its containers: pytest makes each one 0700 for its own uid, which the server's
+# uid could neither read (a model, a probe script) nor write (a cache, a report). Each is opened to
+# every uid, as a user's model and cache folders must be (docs/deploy.md); their parent, pytest's
+# base folder, stays 0700, so no other user of the host reaches them.
+_mktemp = pytest.TempPathFactory.mktemp
+
+
+def _mktemp_for_any_uid(self, basename: str, numbered: bool = True):
+    path = _mktemp(self, basename, numbered)
+    path.chmod(0o777)
+    return path
+
+
+pytest.TempPathFactory.mktemp = _mktemp_for_any_uid
+
 # The order the tiers run in: the unit and docs tiers first, while the image tier's build (started
 # when collection ends, tests/image/conftest.py) runs beside them; then the tiers that need it.
 TIERS = ("unit", "docs", "image", "serving", "gpu")
