@@ -263,3 +263,27 @@ def smoke(url: str, *extra: str, timeout: float = 600) -> tuple[subprocess.Compl
     except json.JSONDecodeError:
         report = None
     return proc, report, wall
+
+
+def stream_chat(url: str, body: dict, record: dict, ready, ready_after: int = 1) -> None:
+    """Posts a streaming chat completion and records its status, every SSE line and how it ended
+    ("closed" or the client's error) in `record`; sets `ready` once `ready_after` lines arrived, and in
+    any case when it ends. For a thread: the serving tier's stop tests read streams while they stop."""
+    import requests
+
+    record["lines"] = []
+    try:
+        with requests.post(f"{url}/v1/chat/completions", json=body, stream=True, timeout=(10, 120)) as reply:
+            record["status"] = reply.status_code
+            # Bytes split at newlines only: decoded text would also split at U+2028 or U+0085, which a
+            # tiny random model's tokens may carry inside a JSON string.
+            for line in reply.iter_lines():
+                if line:
+                    record["lines"].append(line.decode("utf-8"))
+                    if len(record["lines"]) >= ready_after:
+                        ready.set()
+        record["ended"] = "closed"
+    except requests.RequestException as exc:
+        record["ended"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        ready.set()

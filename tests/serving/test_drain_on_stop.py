@@ -62,21 +62,7 @@ def batch_seconds_per_token(url: str, model: str) -> float:
 
 
 def read_stream(url: str, model: str, tokens: int, record: dict, ready: threading.Event) -> None:
-    record["lines"] = []
-    try:
-        with requests.post(f"{url}/v1/chat/completions", json=body(model, tokens, True), stream=True,
-                           timeout=(10, 120)) as reply:
-            record["status"] = reply.status_code
-            for line in reply.iter_lines():  # bytes split at newlines only
-                if line:
-                    record["lines"].append(line.decode("utf-8"))
-                    if len(record["lines"]) >= 3:
-                        ready.set()
-        record["ended"] = "closed"
-    except requests.RequestException as exc:
-        record["ended"] = f"{type(exc).__name__}: {exc}"
-    finally:
-        ready.set()
+    serving_stack.stream_chat(url, body(model, tokens, True), record, ready, ready_after=3)
 
 
 def test_compose_stop_drains_every_stream_in_flight_to_its_last_token(stack):

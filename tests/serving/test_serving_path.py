@@ -192,21 +192,7 @@ def test_bench_serve_sweeps_the_real_server_with_vllm_bench_serve(served, vehicl
 def _stream_until_closed(url: str, model: str, record: dict, first_chunk: threading.Event) -> None:
     body = {"model": model, "messages": [{"role": "user", "content": "Count to a thousand."}],
             "max_tokens": 4000, "ignore_eos": True, "stream": True, "temperature": 0}
-    record["lines"] = []
-    try:
-        with requests.post(f"{url}/v1/chat/completions", json=body, stream=True, timeout=(10, 120)) as reply:
-            record["status"] = reply.status_code
-            # Bytes split at newlines only: decoded text would also split at U+2028 or U+0085, which a
-            # tiny random model's tokens may carry inside a JSON string.
-            for line in reply.iter_lines():
-                if line:
-                    record["lines"].append(line.decode("utf-8"))
-                    first_chunk.set()
-        record["ended"] = "closed"
-    except requests.RequestException as exc:
-        record["ended"] = f"{type(exc).__name__}: {exc}"
-    finally:
-        first_chunk.set()
+    serving_stack.stream_chat(url, body, record, first_chunk)
 
 
 def test_compose_stop_ends_the_server_cleanly_with_a_stream_in_flight(served):
