@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -91,9 +93,10 @@ def grouped(passes=None, groups=None) -> list[list[tuple]]:
     return [group for group in placed if group]
 
 
-def run_group(passes: list[tuple], table: str, shown) -> tuple[int, list[tuple], list[dict]]:
-    """(exit code, [(options, report path, report)], the cross-check) of one group's passes, in order;
-    each report is written once confirmed, a failing one at once (then the code is 1 or 2)."""
+def run_group(passes: list[tuple], table: str, shown) -> tuple[int, list[tuple], list[dict], list[str]]:
+    """(exit code, [(options, report path, report)], the cross-check, the failure's lines) of one group's
+    passes, in order; each report is written once confirmed, a failing one at once (then the code is 1
+    or 2, and the lines, for main to print last, name what failed: a failing launch whole)."""
     from patches.fitcheck.__main__ import refusals
 
     done = []
@@ -103,48 +106,48 @@ def run_group(passes: list[tuple], table: str, shown) -> tuple[int, list[tuple],
         try:
             report = _timed(shown.label, lambda: check_pass(options, table))
         except refusals() as error:
-            print(f"fitcheck: {shown.label}: {error}", file=sys.stderr, flush=True)
-            return 2, done, []
+            return 2, done, [], [f"fitcheck: {shown.label}: {error}"]
         done.append((options, path, report))
         if not report["all_fit"]:
             _write(path, report)  # the build log names the launch; the report holds every row
-            for line in report_.failures(report):
-                print(f"fitcheck: does not fit: {line}", file=sys.stderr, flush=True)
-            return 1, done, []
+            return 1, done, [], [f"fitcheck: does not fit: {line}" for line in report_.failures(report)]
         shown.say(report_.pass_line(report))
     shown.start(", ".join(pass_label(options) for options, _ in passes))
     shown.say("compiling the largest need of each kernel in full, to confirm the shared-memory-only compiles")
     try:
         checked = _timed("cross-check " + shown.label, cross_check)
     except refusals() as error:
-        print(f"fitcheck: {error}", file=sys.stderr, flush=True)
-        return 2, done, []
+        return 2, done, [], [f"fitcheck: {error}"]
     for _, path, report in done:  # written once, with the full compiles that confirmed its target's needs
         cc = report["device"]["cc"]
         report["compile"]["cross_checked"] = [entry for entry in checked if entry["cc"] == cc]
         _write(path, report)
-    return 0, done, checked
+    return 0, done, checked, []
 
 
 def _child(passes: list[tuple], table: str, connection) -> None:
-    """The forked group: its outcome, reports and compiler ledger go back through `connection`."""
+    """The forked group, in a process group of its own (so that a stop takes its compile workers
+    too): its outcome, reports and compiler ledger go back through `connection`."""
     from patches.fitcheck.compiler import LEDGER
 
+    os.setpgid(0, 0)
     shown = progress_.Progress()
     progress_.turn_on(shown)
     first = len(LEDGER)
     try:
-        code, done, checked = run_group(passes, table, shown)
+        code, done, checked, lines = run_group(passes, table, shown)
     except BaseException as error:  # the parent reports it; a traceback here would be lost in the log
-        connection.send((2, [], [], [], [], f"{type(error).__name__}: {error}"))
+        label = ", ".join(pass_label(options) for options, _ in passes)
+        connection.send((2, [], [], [f"fitcheck: {label}: the check failed: {type(error).__name__}: {error}"], [], []))
         return
     timings = [(label, wall, start - first, end - first) for label, wall, start, end in TIMINGS]
-    connection.send((code, done, checked, LEDGER[first:], timings, None))
+    connection.send((code, done, checked, lines, LEDGER[first:], timings))
     connection.close()
 
 
 def _run_in_child(passes: list[tuple], table: str):
-    """Starts `passes` in a forked child; returns a function that waits for its outcome."""
+    """Starts `passes` in a forked child; returns a function that waits for its outcome, and one that
+    stops it at once, its compile workers with it, leaving nothing to print."""
     import multiprocessing
 
     context = multiprocessing.get_context("fork")
@@ -152,27 +155,33 @@ def _run_in_child(passes: list[tuple], table: str):
     # not a daemon: its compiles run in a pool of its own
     child = context.Process(target=_child, args=(passes, table, sending))
     child.start()
+    try:  # also here, so that a stop before the child's own setpgid still finds its group
+        os.setpgid(child.pid, child.pid)
+    except (PermissionError, ProcessLookupError):
+        pass
     sending.close()
 
-    def outcome() -> tuple[int, list[tuple], list[dict]]:
+    def outcome() -> tuple[int, list[tuple], list[dict], list[str]]:
         from patches.fitcheck.compiler import LEDGER
 
         try:
-            code, done, checked, ledger, timings, crash = receiving.recv()
+            code, done, checked, lines, ledger, timings = receiving.recv()
         except EOFError:
-            code, done, checked, ledger, timings, crash = 2, [], [], [], [], "it ended without a result"
+            label = ", ".join(pass_label(options) for options, _ in passes)
+            code, done, checked, lines, ledger, timings = 2, [], [], [f"fitcheck: {label}: the check ended "
+                                                                      "without a result"], [], []
         child.join()
-        if crash is not None:
-            print(f"fitcheck: {', '.join(pass_label(o) for o, _ in passes)}: the check failed: {crash}",
-                  file=sys.stderr, flush=True)
         offset = len(LEDGER)
         LEDGER.extend(ledger)
         TIMINGS.extend((label, wall, start + offset, end + offset) for label, wall, start, end in timings)
-        return code, done, checked
+        return code, done, checked, lines
 
     def stop() -> None:
         if child.is_alive():
-            child.terminate()
+            try:
+                os.killpg(child.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         child.join()
 
     return outcome, stop
@@ -200,27 +209,34 @@ def main() -> int:
     children = [_run_in_child(passes, table) for passes, table in zip(groups[1:], tables[1:])]
     shown = progress_.Progress()
     progress_.turn_on(shown)
+    failure: tuple[int, list[str]] | None = None
     try:
-        code, done, checked = run_group(groups[0], FIT_TABLE, shown)
-        if code != 0:
-            return code
+        code, done, checked, lines = run_group(groups[0], FIT_TABLE, shown)
         results = [(code, done, checked)]
-        for outcome, _ in children:
-            results.append(outcome())
-        failed = next((code for code, _, _ in results if code != 0), 0)
-        if failed:
-            return failed
-        for table in tables[1:]:
-            merge_tables(FIT_TABLE, table)
-        by_options = {options: report for _, group_done, _ in results for options, _, report in group_done}
-        shown.start("")
-        shown.say(f"{sum(len(checked) for _, _, checked in results)} kernels confirmed by a full compile")
-        for line in report_.build_summary([by_options[options] for options, _ in PASSES], FIT_TABLE):
-            print(f"fitcheck: {line}", file=sys.stderr, flush=True)
+        if code == 0:
+            for outcome, _ in children:
+                code, done, checked, lines = outcome()
+                results.append((code, done, checked))
+                if code != 0:
+                    break
+        if code != 0:
+            failure = code, lines
+        else:
+            for table in tables[1:]:
+                merge_tables(FIT_TABLE, table)
+            by_options = {options: report for _, group_done, _ in results for options, _, report in group_done}
+            shown.start("")
+            shown.say(f"{sum(len(checked) for _, _, checked in results)} kernels confirmed by a full compile")
+            for line in report_.build_summary([by_options[options] for options, _ in PASSES], FIT_TABLE):
+                print(f"fitcheck: {line}", file=sys.stderr, flush=True)
     finally:
         progress_.turn_on(None)
         for _, stop in children:
             stop()
+    if failure is not None:  # last, after the other group stopped: the build names this failure
+        for line in failure[1]:
+            print(line, file=sys.stderr, flush=True)
+        return failure[0]
     Path(VERSIONS_REPORT).write_text(json.dumps(proved_versions()))
     return 0
 

@@ -119,6 +119,44 @@ def test_a_failing_pass_in_the_child_group_fails_the_step_with_its_code(passes, 
     assert any(line.startswith("fitcheck: does not fit: model-0/global") for line in capfd.readouterr().err.splitlines())
 
 
+def test_a_failing_parent_group_stops_the_child_and_its_workers_and_names_its_launch_last(passes, monkeypatch,
+                                                                                       capfd, tmp_path):
+    """The child's compile workers die with it (its process group), so nothing they print after the
+    parent's failure (a broken pipe, say) becomes the build's last line."""
+    import os
+    import subprocess
+    import time
+
+    monkeypatch.setattr(image_passes, "TARGET_GROUPS", (("sm75", "sm90"), ("sm86",)))
+    worker_pid = tmp_path / "worker.pid"
+    failing = standin_check({"sm75"}, [])
+
+    def check_pass(options, table):
+        if "sm86" in options:  # the child: a worker of its own, then a long pass
+            worker = subprocess.Popen(["sleep", "600"])
+            worker_pid.write_text(str(worker.pid))
+            time.sleep(600)
+        deadline = time.monotonic() + 60
+        while not worker_pid.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return failing(options)
+    monkeypatch.setattr(image_passes, "check_pass", check_pass)
+    monkeypatch.setattr(image_passes, "cross_check", lambda: [])
+    assert image_passes.main() == 1
+    worker = int(worker_pid.read_text())
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the child's worker outlived the step")
+    err = capfd.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("fitcheck: does not fit: model-0/global"), err[-3:]
+
+
 def test_a_failing_pass_ends_the_step_with_its_code_its_report_and_its_launches(passes, monkeypatch, capsys):
     folder, reports = passes
     ran = []
