@@ -161,7 +161,7 @@ def disk_targets(settings: Settings) -> list[disk.Target]:
     return [disk.Target("HF cache", settings.hf_hub_cache, disk.NEED_HF_CACHE, must_write=False),
             disk.Target("TMPDIR", settings.tmpdir, disk.NEED_TMPDIR),
             disk.Target("Triton cache", settings.triton_cache_dir, disk.NEED_TRITON_CACHE),
-            disk.Target("vLLM cache", settings.vllm_cache_root, disk.NEED_VLLM_CACHE, must_write=False)]
+            disk.Target("vLLM cache", settings.vllm_cache_root, disk.NEED_VLLM_CACHE)]
 
 
 def cache_writes(settings: Settings, extras: Extras) -> tuple[cache.Written, ...]:

@@ -2,8 +2,9 @@
 belongs to this image. The entrypoint keeps a stamp there (contract.layout.CACHE_STAMP_NAME) naming
 the image that filled it: vLLM, torch and Triton versions, and a digest of the build reports that
 change with the image. A cache from another image, one without a stamp, or a cache root that is not
-a writable directory is a warning, never a failure: vLLM keys its artifacts itself, so a stale cache
-costs a full compile and disk space, not correctness.
+a directory is a warning: vLLM keys its artifacts itself, so a stale cache costs a full compile and
+disk space, not correctness. A cache root that cannot be written fails, as the disk check fails it:
+vLLM's compile creates its folder there (os.makedirs, vLLM 0.33.0) and dies after the load.
 
 Every other cache the server writes (Triton's, the Hub's, XDG_CACHE_HOME, torch inductor's when
 set, the folders the extra words name) is probed by creating and removing a file in it (or in its
@@ -252,9 +253,9 @@ def judge(root: str, state: CacheState, ours: Identity) -> Result:
     if state.kind not in ("missing", "directory"):
         return warned(NAME, f"{where} is {state.kind}, not a directory: vLLM cannot keep its compiles there",
                       "point VLLM_CACHE_ROOT at a directory (the units mount a volume at it)")
-    if not state.writable:
-        return warned(NAME, f"{where} is not writable ({state.unwritable_why}): every start compiles afresh",
-                      "mount a writable volume at VLLM_CACHE_ROOT")
+    if not state.writable:  # vLLM 0.33.0 makes its torch.compile folder there (os.makedirs) and dies
+        return failed(NAME, f"{where} is not writable ({state.unwritable_why}): vLLM's compile makes its "
+                            "folder there and would die after the load", "mount a writable volume at VLLM_CACHE_ROOT")
     if state.stamp_problem:
         return warned(NAME, f"{where}: its stamp is unreadable ({state.stamp_problem}); "
                             f"the server stamps it for this image at start ({ours.describe()})",

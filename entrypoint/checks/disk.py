@@ -3,8 +3,8 @@ they often sit on different ones; the needs of paths sharing a filesystem add up
 
 What a read-only or full filesystem does, as the cache check and docs/deploy.md say it too:
 - read-only: a path the server must write (TMPDIR: gcc builds Triton's launchers there; Triton's
-  cache: PermissionError at the first kernel compile) fails; a cache the server only keeps (vLLM's,
-  the Hub's) warns: every start compiles (or downloads) afresh;
+  cache: PermissionError at the first kernel compile; vLLM's cache: its compile makes a folder there)
+  fails; the Hub cache warns (a model already in it is read, nothing new is kept);
 - writable but with less free space than the need: fails, since a compile that runs out of space
   leaves cut files behind; less than twice the need warns.
 The needs are floors from the seed deployments: docs/benchmarks.md has no measured compile-cache

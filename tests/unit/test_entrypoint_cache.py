@@ -104,10 +104,10 @@ def test_a_cache_root_that_is_no_directory_is_a_warning_and_is_left_alone(tmp_pa
     assert cache.inspect(str(root)).kind == kind
 
 
-def test_an_unwritable_root_is_a_warning():
+def test_an_unwritable_root_fails_since_vllms_compile_would_die_making_its_folder_there():
     state = cache.CacheState("directory", False, "read-only filesystem")
     result = one_line(cache.judge("/cache/vllm", state, OURS))
-    assert result.status is Status.WARN and "not writable (read-only filesystem)" in result.message
+    assert result.status is Status.FAIL and "not writable (read-only filesystem)" in result.message
     assert not cache.needs_stamp(state, OURS)
     # a real read-only volume: tests/serving/test_cache_checks.py (a :ro mount in the CPU vehicle)
 
