@@ -140,6 +140,10 @@ def _child(passes: list[tuple], table: str, connection) -> None:
         label = ", ".join(pass_label(options) for options, _ in passes)
         connection.send((2, [], [], [f"fitcheck: {label}: the check failed: {type(error).__name__}: {error}"], [], []))
         return
+    finally:
+        from patches.fitcheck.recorder import remove_scratch
+
+        remove_scratch()
     timings = [(label, wall, start - first, end - first) for label, wall, start, end in TIMINGS]
     connection.send((code, done, checked, lines, LEDGER[first:], timings))
     connection.close()

@@ -105,12 +105,20 @@ def installed_launcher(name: str = LAUNCHER_MODULE):
 _scratch_dirs: list[str] = []
 
 
+def remove_scratch() -> None:
+    """Removes the launchers' scratch folders: at exit, and in a forked child (which ends without
+    running atexit's functions) before it ends."""
+    for directory in _scratch_dirs:
+        shutil.rmtree(directory, ignore_errors=True)
+    _scratch_dirs.clear()
+
+
 def launcher_from_source(source: str, name: str = "vllm_turing_unpatched_attention"):
     """Executes a launcher's source as a separate module (Triton reads kernel source from file)."""
     prepare_cpu_host()
     directory = tempfile.mkdtemp(prefix="vllm-turing-launcher-")
     if not _scratch_dirs:
-        atexit.register(lambda: [shutil.rmtree(d, ignore_errors=True) for d in _scratch_dirs])
+        atexit.register(remove_scratch)
     _scratch_dirs.append(directory)
     path = Path(directory) / f"{name}.py"
     path.write_text(source, encoding="utf-8")

@@ -10,12 +10,13 @@ CPU_ENV = {"CUDA_VISIBLE_DEVICES": ""}
 
 
 @contextlib.contextmanager
-def idle_container(client: docker.DockerClient, image: str):
-    """A container that only sleeps, for testinfra to look inside."""
+def idle_container(client: docker.DockerClient, image: str, user: str | None = None):
+    """A container that only sleeps, for testinfra to look inside (as the image's user, or `user`:
+    "root" to change what the image's own uid may not)."""
     container = client.containers.run(image, entrypoint=["sleep", "infinity"], command=[],
                                       environment=CPU_ENV, detach=True)
     try:
-        yield testinfra.get_host(f"docker://{container.id}")
+        yield testinfra.get_host(f"docker://{user + '@' if user else ''}{container.id}")
     finally:
         container.remove(force=True)
 

@@ -104,7 +104,8 @@ def test_torch_without_its_nvidia_libraries_is_caught(docker_client, image):
 def test_server_is_exec_d_as_pid_1_and_receives_docker_stops_sigterm(docker_client, image, tmp_path):
     write_model_dir(tmp_path / "model")
     write_standin_vllm(tmp_path / "server", STANDIN_SERVER)
-    (tmp_path / "record").mkdir()
+    (tmp_path / "record").mkdir(mode=0o777)  # written by the image's uid, 10001
+    (tmp_path / "record").chmod(0o777)
     record = tmp_path / "record" / "standin.json"
     container = docker_client.containers.run(
         image, ["--max-lora-rank", "8"], detach=True, shm_size="1g",

@@ -61,10 +61,11 @@ def mounts(tmp_path_factory):
 
 @pytest.fixture
 def run_in_image(docker_client, image, mounts):
-    """Runs a bash script in a fresh container of the image; returns (exit code, stdout, stderr)."""
+    """Runs a bash script in a fresh container of the image, as root (some take the clamp out of the
+    installed vLLM, which the image's own uid may not write); returns (exit code, stdout, stderr)."""
     def run(script: str):
         return run_to_end(
-            docker_client, image, [], timeout=900, entrypoint=["bash", "-c", f"set -e\n{script}"],
+            docker_client, image, [], timeout=900, entrypoint=["bash", "-c", f"set -e\n{script}"], user="0:0",
             environment={"CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": "/src", "TRITON_CACHE_DIR": "/triton-cache"},
             volumes=mounts, working_dir="/src")
     return run

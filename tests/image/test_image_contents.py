@@ -132,7 +132,7 @@ def test_the_build_leaves_nothing_in_tmp(docker_client, image, image_base):
 def test_our_modules_ship_their_bytecode_so_no_start_compiles_them(docker_client, image):
     # a read-only root or an arbitrary uid cannot write __pycache__: without it every start and every
     # health check (sitecustomize) compiled these modules again
-    with idle_container(docker_client, image) as fresh:
+    with idle_container(docker_client, image, user="root") as fresh:  # the image's uid may not write there
         fresh.run("touch /opt/vllm-turing/entrypoint/report.py && echo 'x = 1' > /opt/vllm-turing/planted.py")
         assert run_json(fresh, STALE_BYTECODE) == ["/opt/vllm-turing/entrypoint/report.py",
                                                    "/opt/vllm-turing/planted.py"]  # the search finds them
