@@ -41,7 +41,10 @@ def known_user(uid: int) -> bool:
 def with_identity(env: Mapping[str, str]) -> Mapping[str, str]:
     """`env` with the fallbacks applied, the fallback HOME made (mode 0700)."""
     uid = os.geteuid()
-    added = fallback_env(env, uid, writable_dir(env.get("HOME", "")), known_user(uid))
+    home = env.get("HOME", "")
+    # a relative HOME is bad input the settings refuse, naming it, not a folder to replace
+    usable = writable_dir(home) or (bool(home) and not os.path.isabs(home))
+    added = fallback_env(env, uid, usable, known_user(uid))
     if not added:
         return env
     if "HOME" in added:

@@ -162,3 +162,17 @@ def test_a_weight_file_this_uid_cannot_read_asks_for_chmod_not_a_download():
                               cwd="/", capture_output=True, text=True, timeout=120)
     line = next(line for line in done.stdout.splitlines() if line.split()[1:2] == ["model"])
     assert "Permission denied" in line and "chmod -R a+rX" in line and "download" not in line, done.stdout
+
+
+def test_a_relative_home_is_left_for_the_settings_to_refuse_whatever_the_uid(monkeypatch):
+    """As root, cwd / made `HOME=home` a writable /home; as the image's uid 10001 it is not: either way
+    the relative path reaches the settings, which refuse it naming HOME, instead of a silent fallback."""
+    from entrypoint import identity
+    from entrypoint.settings import SettingsError, parse_settings
+
+    monkeypatch.setattr(identity.os, "geteuid", lambda: 10001)
+    monkeypatch.setattr(identity, "writable_dir", lambda path: False)
+    env = identity.with_identity({"HOME": "home", "MODEL": "/models/m", "USER": "u", "LOGNAME": "u"})
+    assert env["HOME"] == "home"
+    with pytest.raises(SettingsError, match="HOME"):
+        parse_settings(env)
