@@ -94,7 +94,9 @@ class _Output:
 
 
 def _run(client, image, command) -> _Output:
-    container = client.containers.create(image, command=command, entrypoint=[], environment=CHECK_ENV,
+    # As root, not the image's uid (10001): the build's own check, with a Triton cache volume Docker
+    # creates root's own; what it reads in the image is the same for every uid.
+    container = client.containers.create(image, command=command, entrypoint=[], environment=CHECK_ENV, user="0:0",
                                          volumes={TRITON_VOLUME: {"bind": "/triton-cache", "mode": "rw"}})
     try:
         container.start()

@@ -297,8 +297,9 @@ def check_cache(root: str, ours: Identity | None = None, written: tuple[Written,
     if not problems:
         return result
     lines = [unwritable(item, why) for item, why in problems]
-    if result.status is not Status.PASS:
-        return warned(NAME, "; ".join([result.message, *lines]), f"{result.fix}; {writable_fix([i for i, _ in problems])}")
+    if result.status is not Status.PASS:  # the VLLM_CACHE_ROOT finding first, its status kept (a failure stays one)
+        verdict = failed if result.status is Status.FAIL else warned
+        return verdict(NAME, "; ".join([result.message, *lines]), f"{result.fix}; {writable_fix([i for i, _ in problems])}")
     return warned(NAME, "; ".join(lines), writable_fix([item for item, _ in problems]))
 
 

@@ -86,3 +86,12 @@ def test_deploy_doc_states_the_same_rules():
     assert "A read-only Hub cache is a one-line warning in both the `disk` and the `cache` checks" in text
     assert "A read-only or unwritable `VLLM_CACHE_ROOT`, `TRITON_CACHE_DIR` or `TMPDIR` fails both" in text
     assert "less free space than the need fails the `disk` check" in text
+
+
+def test_a_read_only_vllm_cache_fails_even_with_other_unwritable_caches_beside_it(tmp_path, tmpfs):
+    # the units' layout: inductor's and XDG's caches under VLLM_CACHE_ROOT, all read-only together
+    read_only = tmpfs("ro", "size=16m,ro")
+    settings = settings_for(tmp_path, VLLM_CACHE_ROOT=read_only, XDG_CACHE_HOME=read_only / "xdg",
+                            TORCHINDUCTOR_CACHE_DIR=read_only / "inductor")
+    _, cache_result = both(settings)
+    assert cache_result.status is Status.FAIL and "VLLM_CACHE_ROOT" in cache_result.message, cache_result
