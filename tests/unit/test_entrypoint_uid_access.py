@@ -62,11 +62,16 @@ def test_a_missing_triton_cache_is_judged_by_the_folder_it_would_be_made_in(root
     assert "TRITON_CACHE_DIR" not in cache["message"], cache
 
 
-def test_unwritable_vllm_and_hub_caches_warn(root_owned):
-    cache = checks(root_owned, TRITON_CACHE_DIR=str(writable(root_owned / "triton")))["cache"]
+def test_an_unwritable_hub_cache_warns_and_an_unwritable_vllm_cache_fails(root_owned):
+    triton = str(writable(root_owned / "triton"))
+    cache = checks(root_owned, TRITON_CACHE_DIR=triton, VLLM_CACHE_ROOT=str(writable(root_owned / "vllm-open")))["cache"]
     assert cache["status"] == "warn", cache
     assert f"HF_HUB_CACHE {root_owned / 'hf' / 'hub'} is not writable by uid {UID}" in cache["message"]
+    # vLLM's compile makes its folder in VLLM_CACHE_ROOT and would die after the load
+    cache = checks(root_owned, TRITON_CACHE_DIR=triton)["cache"]
+    assert cache["status"] == "fail", cache
     assert f"VLLM_CACHE_ROOT {root_owned / 'vllm'} is not writable" in cache["message"]
+    assert f"HF_HUB_CACHE {root_owned / 'hf' / 'hub'} is not writable by uid {UID}" in cache["message"]
 
 
 def test_every_cache_writable_passes(root_owned):
