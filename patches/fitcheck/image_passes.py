@@ -112,7 +112,7 @@ def run_group(passes: list[tuple], table: str, shown) -> tuple[int, list[tuple],
             _write(path, report)  # the build log names the launch; the report holds every row
             return 1, done, [], [f"fitcheck: does not fit: {line}" for line in report_.failures(report)]
         shown.say(report_.pass_line(report))
-    shown.start(", ".join(pass_label(options) for options, _ in passes))
+    shown.start(group_label(passes))
     shown.say("compiling the largest need of each kernel in full, to confirm the shared-memory-only compiles")
     try:
         checked = _timed("cross-check " + shown.label, cross_check)
@@ -137,8 +137,7 @@ def _child(passes: list[tuple], table: str, connection) -> None:
     try:
         code, done, checked, lines = run_group(passes, table, shown)
     except BaseException as error:  # the parent reports it; a traceback here would be lost in the log
-        label = ", ".join(pass_label(options) for options, _ in passes)
-        connection.send((2, [], [], [f"fitcheck: {label}: the check failed: {type(error).__name__}: {error}"], [], []))
+        connection.send((2, [], [], [f"fitcheck: {group_label(passes)}: the check failed: {type(error).__name__}: {error}"], [], []))
         return
     finally:
         from patches.fitcheck.recorder import remove_scratch
@@ -171,8 +170,7 @@ def _run_in_child(passes: list[tuple], table: str):
         try:
             code, done, checked, lines, ledger, timings = receiving.recv()
         except EOFError:
-            label = ", ".join(pass_label(options) for options, _ in passes)
-            code, done, checked, lines, ledger, timings = 2, [], [], [f"fitcheck: {label}: the check ended "
+            code, done, checked, lines, ledger, timings = 2, [], [], [f"fitcheck: {group_label(passes)}: the check ended "
                                                                       "without a result"], [], []
         child.join()
         offset = len(LEDGER)
@@ -250,6 +248,10 @@ def pass_label(options: tuple) -> str:
     dtype = options[options.index("--dtype") + 1] if "--dtype" in options else "float16"
     matrix = options[options.index("--matrix") + 1] if "--matrix" in options else "all"
     return f"{device} {dtype}" + ("" if matrix == "all" else f" ({matrix})")
+
+
+def group_label(passes: list[tuple]) -> str:
+    return ", ".join(pass_label(options) for options, _ in passes)
 
 
 def _write(path: str | None, report: dict) -> None:
