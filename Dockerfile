@@ -23,7 +23,8 @@ ENV PYTHONPATH=/opt/vllm-turing \
 # host without a GPU driver.
 # Of the contract, the fit check needs only its own names: the rest of contract/ comes later, so an
 # edit there does not re-run the fit check.
-COPY contract/__init__.py contract/clamp_paths.py contract/devices.py contract/model_config.py /opt/vllm-turing/contract/
+COPY contract/__init__.py contract/clamp_paths.py contract/devices.py contract/distributions.py contract/model_config.py \
+     /opt/vllm-turing/contract/
 COPY patches/ /opt/vllm-turing/patches/
 RUN set -e; \
     export PYTHONDONTWRITEBYTECODE=1; \

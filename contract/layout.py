@@ -7,6 +7,9 @@ from .clamp_paths import (ENV_CC, ENV_FIT_TABLE, ENV_SMEM_LIMIT, FIT_REPORT, FIT
                           FIT_REPORT_SM86_BF16, FIT_TABLE, INSTALL_DIR, VERSIONS_REPORT, in_install_dir)
 
 CLAMP_REPORT = in_install_dir("clamp-report.json")
+CLAMP_REPORT_ENCODER = in_install_dir("clamp-report-encoder.json")
+# The build's apply report per clamp site (patches.turing_clamp.SITES), which the preflight's clamp check reads
+CLAMP_REPORTS = {"unified": CLAMP_REPORT, "encoder": CLAMP_REPORT_ENCODER}
 TRITON_CACHE = in_install_dir("triton-cache")
 # What the build proved about the image's own stack (versions, torch's arch list, the vLLM
 # parser's option table, parser names), read by the preflight instead of importing torch/vLLM.

@@ -4,11 +4,11 @@ installed beside torch (two stacks in one image break at import or at the first 
 from __future__ import annotations
 
 import ast
-import importlib.metadata
 import importlib.util
 import os
 import re
 
+from contract.distributions import installed
 from contract.verdict import Result, failed, passed
 
 # The one table: a CUDA major's minimum Linux driver (NVIDIA's CUDA toolkit release notes, table 3,
@@ -79,7 +79,7 @@ def judge_stack(name: str, torch_version: str, torch_cuda: str, wheels: list[tup
 
 
 def installed_distributions() -> list[tuple[str, str]]:
-    return [(dist.metadata["Name"] or "", dist.version) for dist in importlib.metadata.distributions()]
+    return installed()
 
 
 def stack_problem(name: str, module: str = "torch") -> Result | None:

@@ -45,15 +45,32 @@ def needs_device(name: str, device: Device | None, run: Callable[[Device], Check
     return run(device)
 
 
-def torch_check(loaded: Loaded) -> Callable[[Device], Check]:
-    def run(device: Device) -> Result:
+def torch_check(loaded: Loaded) -> Callable[[Device], Check | Background]:
+    def imported(device: Device) -> Result:
         from .checks import torch_runtime
 
-        if loaded.facts is not None:
-            return torch_runtime.check_torch_from_facts(loaded.facts.torch, device.cc, context_error(device.ordinal))
         result = torch_runtime.check_torch(device.cc)  # imports torch: seconds
         return Result(result.name, result.status, f"{result.message} (torch imported: {loaded.why_not})", result.fix)
-    return lambda device: lambda: run(device)
+
+    def from_facts(device: Device) -> Background:
+        # The driver's context on the device takes a tenth of a second or more (cuDevicePrimaryCtxRetain),
+        # in ctypes calls that release the GIL: it runs beside the other checks.
+        from .checks import torch_runtime
+
+        def start() -> Check:
+            made = in_thread(lambda: context_error(device.ordinal))
+
+            def judged() -> Result:
+                try:
+                    error = made(CHECK_DEADLINE_S)
+                except Overdue:
+                    error = f"no answer from cuDevicePrimaryCtxRetain in {CHECK_DEADLINE_S:g} s"
+                return torch_runtime.check_torch_from_facts(loaded.facts.torch, device.cc, error)
+            return judged
+        return Background(start)
+    if loaded.facts is not None:
+        return from_facts
+    return lambda device: lambda: imported(device)
 
 
 NOT_JUDGED = Extras({}, judged=False)
@@ -263,9 +280,9 @@ class Overdue(Exception):
     pass
 
 
-def within(deadline_s: float, work: Callable[[], object]):
-    """work()'s value, or Overdue when it has not returned within deadline_s (it runs on in a daemon
-    thread, which neither the exec nor the exit waits for)."""
+def in_thread(work: Callable[[], object]) -> Callable[[float], object]:
+    """Starts work() in a daemon thread (which neither the exec nor the exit waits for); the returned
+    callable waits up to its deadline for work()'s value, raising Overdue when it has not returned."""
     box: dict = {}
 
     def run() -> None:
@@ -275,12 +292,20 @@ def within(deadline_s: float, work: Callable[[], object]):
             box["error"] = error
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    thread.join(deadline_s)
-    if thread.is_alive():
-        raise Overdue()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+
+    def wait(deadline_s: float):
+        thread.join(deadline_s)
+        if thread.is_alive():
+            raise Overdue()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+    return wait
+
+
+def within(deadline_s: float, work: Callable[[], object]):
+    """work()'s value, or Overdue when it has not returned within deadline_s."""
+    return in_thread(work)(deadline_s)
 
 
 def could_not_run(name: str, error: Exception) -> Result:
@@ -308,23 +333,26 @@ def collect(name: str, collector: Callable[[], Result]) -> Result:
 
 
 def run_checks(checks: dict[str, Check | Background], skip: tuple[str, ...]) -> list[Result]:
-    """Background checks start first; results come in report order, each timed from its start."""
-    started_at, collectors = {}, {}
+    """Background checks start first; results come in report order. Each is timed by what it added to
+    the preflight: a check its run, a background check its start plus the wait for its result (not the
+    other checks it ran beside)."""
+    start_s, collectors = {}, {}
     for name, check in checks.items():
         if isinstance(check, Background) and name not in skip:
-            started_at[name] = time.perf_counter()
+            started = time.perf_counter()
             try:
                 collectors[name] = check.start()
             except Exception as error:
                 collectors[name] = lambda result=could_not_run(name, error): result
+            start_s[name] = time.perf_counter() - started
     results = []
     for name, check in checks.items():
         if name in skip:
             results.append(warned(name, "skipped by SKIP_CHECKS", f"remove {name} from SKIP_CHECKS to run it"))
             continue
-        started = started_at.get(name, time.perf_counter())
+        started = time.perf_counter()
         result = (collect(name, collectors[name]) if name in collectors
                   else guarded(name, check, DEADLINES_S.get(name, CHECK_DEADLINE_S)))
         results.append(Result(result.name, result.status, result.message, result.fix,
-                              time.perf_counter() - started))
+                              start_s.get(name, 0.0) + time.perf_counter() - started))
     return results

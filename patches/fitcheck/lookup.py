@@ -7,10 +7,10 @@ the table does not hold is a miss: the caller runs the full check and says why.
 """
 from __future__ import annotations
 
-import importlib.metadata
 from dataclasses import dataclass
 from pathlib import Path
 
+from contract.distributions import installed_version
 from contract.model_config import ModelConfig
 from patches.fitcheck import families
 from patches.fitcheck.families import encoders
@@ -36,10 +36,8 @@ class Lookup:
 
 def installed_versions() -> dict | None:
     """{vllm, triton} from package metadata; None when either is not installed."""
-    try:
-        return {name: importlib.metadata.version(name) for name in ("vllm", "triton")}
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    versions = {name: installed_version(name) for name in ("vllm", "triton")}
+    return None if None in versions.values() else versions
 
 
 def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | None,

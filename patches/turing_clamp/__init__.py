@@ -25,6 +25,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from contract.distributions import version_in
 from patches.turing_clamp.placement import (
     PATCH_VERSION,
     SITES,
@@ -111,16 +112,7 @@ def vllm_version_of(path: Path) -> str:
     tail = ("vllm",) + site_of(path).target_in_package.parts
     if parts[-len(tail):] != tail:
         return "unknown"
-    site = Path(*parts[:-len(tail)])
-    metadata = sorted(site.glob("vllm-*.dist-info/METADATA"))
-    if len(metadata) != 1:
-        return "unknown"
-    for line in metadata[0].read_text(encoding="utf-8", errors="replace").splitlines():
-        if line.startswith("Version:"):
-            return line.split(":", 1)[1].strip()
-        if not line.strip():
-            break
-    return "unknown"
+    return version_in(Path(*parts[:-len(tail)]), "vllm") or "unknown"
 
 
 def _sha256(data: bytes | None) -> str | None:
@@ -232,10 +224,31 @@ def _sha256_of(path: Path | str) -> str | None:
         return None
 
 
-def check(path: Path | str, site: Site | None = None) -> ClampReport:
-    """Structural check: Outcome PRESENT / UPSTREAM / ABSENT / OUTDATED / ERROR."""
+# What an apply the build recorded means for a file still holding the bytes it wrote
+BUILT_OUTCOMES = {Outcome.APPLIED.label: Outcome.PRESENT, Outcome.ALREADY.label: Outcome.PRESENT,
+                  Outcome.SKIPPED.label: Outcome.UPSTREAM}
+
+
+def recorded_outcome(state_sha256: str | None, path: Path, built: dict | None) -> Outcome | None:
+    """The check's outcome taken from the build's apply report `built` (its JSON), when the file at
+    `path` still holds the very bytes that report proved (same path, sha256 and patch version): the
+    structural check would read the same source to the same answer. None otherwise (pure)."""
+    if not isinstance(built, dict) or state_sha256 is None:
+        return None
+    if (built.get("file") != str(path) or built.get("sha256_after") != state_sha256
+            or built.get("patch_version") != PATCH_VERSION):
+        return None
+    return BUILT_OUTCOMES.get(built.get("outcome"))
+
+
+def check(path: Path | str, site: Site | None = None, built: dict | None = None) -> ClampReport:
+    """Structural check: Outcome PRESENT / UPSTREAM / ABSENT / OUTDATED / ERROR. `built`: the build's
+    apply report for this file, which answers without parsing while the file is unchanged."""
     try:
         state = _read(path, site)
+        known = recorded_outcome(_sha256(state.data), state.path, built)
+        if known is not None:
+            return state.report(known)
         tree = parse(state.source)
     except (ClampError, PlacementError) as exc:
         return _unread_report(path, Outcome.ERROR, str(exc))

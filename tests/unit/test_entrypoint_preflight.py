@@ -60,3 +60,76 @@ def test_the_fit_check_runs_on_the_config_of_a_model_whose_weights_are_not_whole
     assert isinstance(fit, Background)
     result = fit.start()()
     assert result.name == "fit" and "[full check: no fit table at" in result.message
+
+
+class StandinClock:
+    """perf_counter for the preflight, moved only by the checks themselves."""
+
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_a_background_check_is_timed_by_its_start_and_its_wait_not_by_the_checks_ahead(monkeypatch):
+    from entrypoint import preflight
+
+    clock = StandinClock()
+    monkeypatch.setattr(preflight.time, "perf_counter", clock)
+
+    def start():
+        clock.now += 0.03  # its start (the fit table lookup)
+        return lambda: passed("fit", "fits")
+
+    def slow_torch():
+        clock.now += 5.0
+        return passed("torch", "ok")
+
+    results = run_checks({"torch": slow_torch, "fit": Background(start)}, skip=())
+    assert [round(r.elapsed_s, 3) for r in results] == [5.0, 0.03]
+
+
+FACTS = {"version": "2.14.0+cu130", "cuda": "13.0", "arch_list": ["sm_75", "sm_86"]}
+
+
+def test_the_driver_context_of_the_torch_check_runs_beside_the_other_checks(monkeypatch):
+    import threading
+
+    from entrypoint import preflight
+    from entrypoint.facts import Facts, Loaded
+
+    release, asked = threading.Event(), []
+
+    def context_error(ordinal):
+        asked.append(ordinal)
+        release.wait()
+        return None
+
+    monkeypatch.setattr(preflight, "context_error", context_error)
+    check = preflight.torch_check(Loaded(Facts({"torch": FACTS})))(T4)
+    assert isinstance(check, Background)
+    collect = check.start()  # returns while the driver call is still blocked
+    assert not release.is_set()
+    release.set()
+    result = collect()
+    assert result.status is Status.PASS and "sm_75" in result.message and asked == [T4.ordinal]
+
+
+def test_a_driver_that_makes_no_context_fails_the_torch_check_and_one_that_hangs_fails_in_time(monkeypatch):
+    import threading
+
+    from entrypoint import preflight
+    from entrypoint.facts import Facts, Loaded
+
+    loaded = Loaded(Facts({"torch": FACTS}))
+    monkeypatch.setattr(preflight, "context_error", lambda ordinal: "cuInit failed: CUDA_ERROR_NO_DEVICE (100)")
+    refused = preflight.torch_check(loaded)(T4).start()()
+    assert refused.status is Status.FAIL and "CUDA_ERROR_NO_DEVICE" in refused.message
+
+    never = threading.Event()
+    monkeypatch.setattr(preflight, "context_error", lambda ordinal: never.wait())
+    monkeypatch.setattr(preflight, "CHECK_DEADLINE_S", 0.05)
+    hung = preflight.torch_check(loaded)(T4).start()()
+    never.set()
+    assert hung.status is Status.FAIL and "no answer from cuDevicePrimaryCtxRetain in 0.05 s" in hung.message
