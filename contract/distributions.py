@@ -3,6 +3,7 @@
 importlib.metadata, whose import and METADATA reads cost the preflight about 0.1 s each."""
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ def normalized(name: str) -> str:
 def in_folder(site: Path) -> list[tuple[str, str]]:
     """(normalized name, version) of each distribution installed in the folder `site`."""
     try:
-        names = [entry.name[:-len(SUFFIX)] for entry in site.iterdir() if entry.name.endswith(SUFFIX)]
+        names = [entry[:-len(SUFFIX)] for entry in os.listdir(site) if entry.endswith(SUFFIX)]
     except OSError:
         return []
     return [(normalized(name), version) for name, _, version in (n.rpartition("-") for n in names) if name]
@@ -42,3 +43,9 @@ def installed(path: list[str] | None = None) -> list[tuple[str, str]]:
 
 def installed_version(name: str, path: list[str] | None = None) -> str | None:
     return dict(installed(path)).get(normalized(name))
+
+
+def installed_versions(names: tuple[str, ...], path: list[str] | None = None) -> dict[str, str | None]:
+    """{name: version or None} for several names, the path read once."""
+    found = dict(installed(path))
+    return {name: found.get(normalized(name)) for name in names}

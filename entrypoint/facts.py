@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 
 from contract import layout
-from imagefacts.shape import PACKAGES, SCHEMA, installed
+from contract import distributions
+from imagefacts.shape import PACKAGES, SCHEMA
 
 from . import files
 
@@ -63,7 +64,7 @@ def load(path: str = layout.IMAGE_FACTS) -> Loaded:
         document = files.read_json(path, path, MAX_FACTS_BYTES)
     except files.FileProblem as problem:
         return Loaded(None, str(problem))
-    problem = judge(document, {name: installed(name) for name in PACKAGES})
+    problem = judge(document, distributions.installed_versions(PACKAGES))
     return Loaded(None, f"{path} is {problem}") if problem else Loaded(Facts(document))
 
 

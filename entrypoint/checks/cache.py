@@ -27,7 +27,8 @@ import stat
 import tempfile
 from typing import Callable, Mapping
 
-from imagefacts.shape import PACKAGES, installed
+from contract import distributions
+from imagefacts.shape import PACKAGES
 from contract.layout import CACHE_STAMP_NAME, CLAMP_REPORT, FIT_TABLE, IMAGE_FACTS, VERSIONS_REPORT
 from contract.verdict import Result, Status, failed, passed, warned
 from .. import files, mounts
@@ -86,7 +87,7 @@ def _content(path: str) -> bytes | None:
 
 def installed_versions() -> dict[str, str | None]:
     """vllm/torch/triton from the installed distributions' metadata (no import of the packages)."""
-    return {package: installed(package) for package in PACKAGES}
+    return distributions.installed_versions(PACKAGES)
 
 
 def image_identity(files=IDENTITY_FILES, versions_file: str = VERSIONS_REPORT,

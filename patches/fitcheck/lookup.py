@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from contract.distributions import installed_version
+from contract import distributions
 from contract.model_config import ModelConfig
 from patches.fitcheck import families
 from patches.fitcheck.families import encoders
@@ -36,7 +36,7 @@ class Lookup:
 
 def installed_versions() -> dict | None:
     """{vllm, triton} from package metadata; None when either is not installed."""
-    versions = {name: installed_version(name) for name in ("vllm", "triton")}
+    versions = distributions.installed_versions(("vllm", "triton"))
     return None if None in versions.values() else versions
 
 
