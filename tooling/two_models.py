@@ -113,10 +113,13 @@ def measure(servers: serving_stack.RenderedServers, workload: pair.Workload, say
     return phases
 
 
-def where(vehicle: str) -> str:
+def where(vehicle: str, load: tuple[float, float, float]) -> str:
+    """When and where, with the host's load average over the last 5 and 15 minutes as the run ended
+    (what else ran on the host's cores shows there)."""
     today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
-    return (f"Measured {today} on a {os.cpu_count()}-core host, CPU vehicle {vehicle}, both servers the tiny "
-            "Gemma 4 (tests/serving/tiny_gemma4.py) with ENFORCE_EAGER.")
+    return (f"Measured {today} on a {os.cpu_count()}-core host (load average {load[1]:.1f} over the last 5 minutes, "
+            f"{load[2]:.1f} over 15, as the run ended), CPU vehicle {vehicle}, both servers the tiny Gemma 4 "
+            "(tests/serving/tiny_gemma4.py) with ENFORCE_EAGER.")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,11 +153,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: {error}", file=sys.stderr)
         return 1
     rows = [pair.summarize(p) for p in phases]
-    text = pair.render(rows, workload, where(vehicle))
+    place = where(vehicle, os.getloadavg())
+    text = pair.render(rows, workload, place)
     (args.out / "two_models.md").write_text(text)
-    (args.out / "two_models.json").write_text(pair.to_json(rows, workload, where(vehicle)))
+    (args.out / "two_models.json").write_text(pair.to_json(rows, workload, place))
     plot.pair_png(pair.panels(rows), f"Two models on one host: {workload.describe()}", args.out / "two_models.png")
-    print(pair.to_json(rows, workload, where(vehicle)) if args.json else text)
+    print(pair.to_json(rows, workload, place) if args.json else text)
     return 1 if any(r.failed for r in rows) else 0
 
 

@@ -121,7 +121,9 @@ def pair_png(panels, title: str, path: pathlib.Path) -> pathlib.Path:
         ax.set_title(panel.title)
         ax.set_ylabel(panel.unit)
         ax.grid(True, axis="y", alpha=0.3)
-        ax.legend(fontsize="small")
+        tallest = max((v for _, values in panel.series for v in values if v is not None), default=0)
+        ax.set_ylim(0, 1.25 * tallest or 1)   # room for the legend's row above the bars
+        ax.legend(fontsize="small", loc="upper center", ncol=len(panel.series))
     fig.suptitle(title, fontsize="medium")
     return _save(fig, path)
 
