@@ -253,6 +253,79 @@ class Stack:
         self.compose("down", "-v", "--remove-orphans", timeout=180, check=False)
 
 
+def write_env_file(path: Path, settings: dict[str, str]) -> Path:
+    """KEY=value lines, as the units' env files take them (no quoting)."""
+    path.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+    return path
+
+
+@dataclass
+class RenderedServers:
+    """Several servers on one host as docs/deploy.md ("Two models on one card") tells a user: one
+    env file each (`servers`: name -> its settings; the tiny model is its MODEL unless given),
+    `build.py units --defaults` with one `--env-file` and `--port` per server (plus `units_args`),
+    and the rendered compose.yaml run as one project with the test override of each service (the
+    CPU settings, less device nodes, driver libraries and memlock). Each server is published on a
+    free port of the loopback."""
+    project: str
+    image: str
+    models_dir: Path
+    workdir: Path
+    servers: dict[str, dict[str, str]]
+    units_args: tuple[str, ...] = ()
+    settings: dict = field(default_factory=lambda: {k: v for k, v in CPU_SETTINGS.items() if k != "MODEL"})
+
+    def __post_init__(self):
+        self.ports = {name: free_port() for name in self.servers}
+        argv = [sys.executable, str(REPO / "build.py"), "units", "--defaults", "--image", self.image,
+                "--model-dir", str(self.models_dir), "--out", str(self.workdir), *self.units_args]
+        for name, settings in self.servers.items():
+            env_file = write_env_file(self.workdir / f"{name}.env", {"MODEL": f"/models/{MODEL_NAME}", **settings})
+            argv += ["--env-file", str(env_file), "--port", str(self.ports[name])]
+        run(argv, timeout=300)
+        self.compose_spec = yaml.safe_load((self.workdir / "compose.yaml").read_text())
+        self.files = ["-f", str(self.workdir / "compose.yaml")]
+        for name in self.servers:
+            override = self.workdir / f"override-{name}.yaml"
+            override.write_text(override_text(self.compose_spec, self.settings, name=name))
+            self.files += ["-f", str(override)]
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.ports[name]}"
+
+    def compose(self, *words: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+        return run(["docker", "compose", "-p", self.project, "--project-directory", str(self.workdir), *self.files,
+                    *words], timeout=timeout, check=check, env={**os.environ, "MODEL_DIR": str(self.models_dir.resolve())})
+
+    def up(self, *names: str) -> None:
+        self.compose("up", "-d", "--no-build", "--pull", "never", *names)
+
+    def stop(self, *names: str) -> None:
+        self.compose("stop", *names, timeout=300)
+
+    def healthy(self, name: str) -> bool:
+        import requests
+
+        try:
+            return requests.get(f"{self.url(name)}/health", timeout=5).ok
+        except requests.RequestException:
+            return False
+
+    def wait_healthy(self, name: str, timeout: float) -> float:
+        """Seconds until the server's /health answers 200 on its published port; RuntimeError with the
+        end of its logs otherwise."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            if self.healthy(name):
+                return time.monotonic() - started
+            time.sleep(0.5)
+        logs = self.compose("logs", "--no-color", name, check=False).stdout[-3000:]
+        raise RuntimeError(f"{name} not healthy after {timeout:.0f} s; logs:\n{logs}")
+
+    def down(self) -> None:
+        self.compose("down", "-v", "--remove-orphans", timeout=300, check=False)
+
+
 def smoke(url: str, *extra: str, timeout: float = 600) -> tuple[subprocess.CompletedProcess, dict | None, float]:
     """`build.py smoke URL --json`: (process, report or None, wall seconds)."""
     started = time.monotonic()

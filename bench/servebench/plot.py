@@ -3,7 +3,8 @@
 - a sweep (bench/serve report): total throughput and median TTFT against concurrency, one line per
   input length, A and B side by side on shared axes (lowest-highest repeat as error bars);
 - records (bench/serve record / compare): each figure of the records as bars, side by side;
-- depth probes (bench/serve depth): TTFT and decode rate against depth.
+- depth probes (bench/serve depth): TTFT and decode rate against depth;
+- two servers on one host (bench/two_models): each figure as bars, grouped by model, one per condition.
 matplotlib with the Agg backend: no display needed. The figures are the ones the markdown holds.
 """
 from __future__ import annotations
@@ -102,6 +103,29 @@ def depth_png(label: str, rows, path: pathlib.Path) -> pathlib.Path:
     fig.suptitle(f"Depth probes: {label}")
     return _save(fig, path)
 
+
+def pair_png(panels, title: str, path: pathlib.Path) -> pathlib.Path:
+    """One panel per figure (pair.panels), a group of bars per model, a bar per condition; a figure
+    not measured is marked, not drawn."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 4.4))
+    for ax, panel in zip(axes, panels):
+        width = 0.8 / max(len(panel.series), 1)
+        for i, (condition, values) in enumerate(panel.series):
+            xs = [m + (i - (len(panel.series) - 1) / 2) * width for m in range(len(panel.models))]
+            bars = ax.bar(xs, [v or 0 for v in values], width, label=condition, color=f"C{i}")
+            for bar, v in zip(bars, values):
+                ax.annotate("not measured" if v is None else f"{v:.0f}" if v >= 100 else f"{v:.1f}",
+                            (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom",
+                            fontsize="x-small")
+        ax.set_xticks(range(len(panel.models)), panel.models)
+        ax.set_title(panel.title)
+        ax.set_ylabel(panel.unit)
+        ax.grid(True, axis="y", alpha=0.3)
+        tallest = max((v for _, values in panel.series for v in values if v is not None), default=0)
+        ax.set_ylim(0, 1.25 * tallest or 1)   # room for the legend's row above the bars
+        ax.legend(fontsize="small", loc="upper center", ncol=len(panel.series))
+    fig.suptitle(title, fontsize="medium")
+    return _save(fig, path)
 
 def _save(fig, path: pathlib.Path) -> pathlib.Path:
     fig.tight_layout()

@@ -6,7 +6,6 @@ evaluates monitoring/rules.yml, and the recorded queue of the chat server fills 
 more requests than its MAX_NUM_SEQS. The alert itself waits 5 minutes (`for: 5m`): promtool's unit
 tests prove it fires on such a queue (tests/unit/test_monitoring.py).
 """
-import os
 import shutil
 import subprocess
 import threading
@@ -17,10 +16,8 @@ import pytest
 import requests
 import yaml
 
-from tests.support.build_py import build_py
 from tooling import serving_stack
 
-CPU = {key: value for key, value in serving_stack.CPU_SETTINGS.items() if key != "MODEL"}
 # The chat server runs one request at a time, so a burst waits in its queue.
 ENV_FILES = {"chat": {"MAX_NUM_SEQS": "1", "MAX_MODEL_LEN": "1024"}, "embed": {"MAX_MODEL_LEN": "512"}}
 HEALTHY_WITHIN_S = 900  # two cold starts side by side on a loaded 2-core host
@@ -38,45 +35,19 @@ def wait(check, timeout: float, what: str):
 
 @pytest.fixture(scope="module")
 def two_servers(vehicle, models_dir, tmp_path_factory):
-    work = tmp_path_factory.mktemp("two")
-    args = ["units", "--defaults", "--monitoring", "--image", vehicle, "--model-dir", str(models_dir), "--out", str(work)]
-    ports = {}
-    for name, settings in ENV_FILES.items():
-        lines = {"MODEL": f"/models/{serving_stack.MODEL_NAME}", **settings}
-        (work / f"{name}.env").write_text("".join(f"{key}={value}\n" for key, value in lines.items()))
-        ports[name] = serving_stack.free_port()
-        args += ["--env-file", str(work / f"{name}.env"), "--port", str(ports[name])]
-    assert build_py().main(args) == 0
-    compose = yaml.safe_load((work / "compose.yaml").read_text())
-    files = ["-f", str(work / "compose.yaml")]
-    for name in ENV_FILES:
-        override = work / f"override-{name}.yaml"
-        override.write_text(serving_stack.override_text(compose, CPU, name=name))
-        files += ["-f", str(override)]
-    project = f"two-{uuid.uuid4().hex[:8]}"
-
-    def docker_compose(*words, timeout=600, check=True):
-        return serving_stack.run(["docker", "compose", "-p", project, "--project-directory", str(work), *files, *words],
-                                 timeout=timeout, check=check,
-                                 env={**os.environ, "MODEL_DIR": str(models_dir.resolve())})
-    docker_compose("up", "-d", "--no-build", "--pull", "never", *ENV_FILES)
+    servers = serving_stack.RenderedServers(project=f"two-{uuid.uuid4().hex[:8]}", image=vehicle, models_dir=models_dir,
+                                            workdir=tmp_path_factory.mktemp("two"), servers=ENV_FILES,
+                                            units_args=("--monitoring",))
+    servers.up(*ENV_FILES)
     try:
-        for name, port in ports.items():
+        for name in ENV_FILES:
             try:
-                wait(lambda: healthy(f"http://127.0.0.1:{port}"), HEALTHY_WITHIN_S, f"{name} healthy")
-            except AssertionError:
-                logs = docker_compose("logs", "--no-color", name, check=False).stdout[-3000:]
-                pytest.fail(f"{name} did not become healthy; logs:\n{logs}", pytrace=False)
-        yield work, compose, ports
+                servers.wait_healthy(name, HEALTHY_WITHIN_S)
+            except RuntimeError as error:
+                pytest.fail(str(error), pytrace=False)
+        yield servers.workdir, servers.compose_spec, servers.ports
     finally:
-        docker_compose("down", "-v", "--remove-orphans", timeout=300, check=False)
-
-
-def healthy(url: str) -> bool:
-    try:
-        return requests.get(f"{url}/health", timeout=5).ok
-    except requests.RequestException:
-        return False
+        servers.down()
 
 
 def test_both_servers_answer_on_their_own_port_and_name(two_servers):
