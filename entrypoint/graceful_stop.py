@@ -10,7 +10,8 @@ nothing will fill. uvicorn's Config has no timeout_graceful_shutdown there, so i
 those connections for ever, and the runtime's SIGKILL ends the container with 137.
 
 Two hooks, each applied right after its module is imported:
-- AsyncLLM.shutdown then hands EngineDeadError to every open request itself, on the event loop,
+- AsyncLLM.shutdown first closes the stop gate (entrypoint/stop_gate.py: new requests get 503),
+  then hands EngineDeadError to every open request itself, on the event loop,
   so each stream ends as vLLM ends it on an engine death: an error event, then [DONE];
 - uvicorn.Config gets timeout_graceful_shutdown=SERVER_HTTP_DRAIN_S where none is given, so no
   connection can hold the process past the units' stop grace.
@@ -25,6 +26,8 @@ import sys
 from typing import Callable, Sequence
 
 from contract.layout import SERVER_HTTP_DRAIN_S
+
+from . import stop_gate
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 ENGINE_MODULE = "vllm.v1.engine.async_llm"
@@ -88,6 +91,7 @@ def patch_async_llm(module) -> None:
     original = engine_class.shutdown
 
     def shutdown(self, *args, **kwargs):
+        stop_gate.STOPPING.set()  # new requests get a 503 from here on (entrypoint/stop_gate.py)
         try:
             return original(self, *args, **kwargs)
         finally:

@@ -1,0 +1,97 @@
+"""The stop gate (entrypoint/stop_gate.py): once AsyncLLM.shutdown begins, a new HTTP request gets a
+503 with Retry-After and `Connection: close` (vLLM answered 500 "cannot schedule new futures after
+shutdown"), /metrics and non-HTTP scopes pass, and the entrypoint hands the gate to vLLM's
+--middleware by an import path that resolves. Driven as ASGI, as uvicorn drives it."""
+import asyncio
+import importlib
+import json
+import types
+
+import pytest
+from hypothesis import given, strategies as st
+
+from entrypoint import graceful_stop, stop_gate
+from entrypoint.command import server_argv
+from entrypoint.settings import parse_settings
+
+
+@pytest.fixture
+def stopping():
+    stop_gate.STOPPING.set()
+    yield
+    stop_gate.STOPPING.clear()
+
+
+def call(scope: dict) -> tuple[list[dict], list[dict]]:
+    """(what the gate sent, the scopes the app behind it saw)."""
+    seen, sent = [], []
+
+    async def app(scope, receive, send):
+        seen.append(scope)
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(stop_gate.RefuseWhileStopping(app)(scope, receive, send))
+    return sent, seen
+
+
+def http(path: str) -> dict:
+    return {"type": "http", "method": "POST", "path": path, "headers": []}
+
+
+def test_before_the_stop_every_request_reaches_the_server():
+    assert not stop_gate.STOPPING.is_set()
+    sent, seen = call(http("/v1/chat/completions"))
+    assert sent == [] and [s["path"] for s in seen] == ["/v1/chat/completions"]
+
+
+def test_a_request_during_the_stop_gets_a_503_that_says_retry_elsewhere(stopping):
+    sent, seen = call(http("/v1/chat/completions"))
+    assert seen == []
+    start, body = sent
+    headers = dict(start["headers"])
+    assert (start["type"], start["status"]) == ("http.response.start", 503)
+    assert headers[b"retry-after"] == str(stop_gate.RETRY_AFTER_S).encode() and headers[b"connection"] == b"close"
+    assert int(headers[b"content-length"]) == len(body["body"])
+    error = json.loads(body["body"])["error"]
+    assert error["code"] == 503 and "stopping" in error["message"]
+
+
+@pytest.mark.parametrize("scope", [http("/metrics"), {"type": "lifespan"}, {"type": "websocket", "path": "/v1/realtime"}])
+def test_during_the_stop_metrics_and_other_scopes_pass(stopping, scope):
+    sent, seen = call(scope)
+    assert sent == [] and seen == [scope]
+
+
+@given(st.text(max_size=40), st.booleans())
+def test_only_http_requests_other_than_metrics_are_refused_and_only_while_stopping(path, is_stopping):
+    assert stop_gate.refused(http(path), is_stopping) == (is_stopping and path != "/metrics")
+    assert not stop_gate.refused({"type": "lifespan", "path": path}, is_stopping)
+
+
+def test_the_engine_clients_shutdown_closes_the_gate_before_it_stops_anything():
+    seen_by_shutdown = []
+
+    class StandinAsyncLLM:
+        def shutdown(self, timeout=None):
+            seen_by_shutdown.append(stop_gate.STOPPING.is_set())
+
+    module = types.SimpleNamespace(AsyncLLM=StandinAsyncLLM, EngineDeadError=RuntimeError)
+    graceful_stop.patch_async_llm(module)
+    try:
+        StandinAsyncLLM().shutdown(timeout=3)
+        assert seen_by_shutdown == [True]
+    finally:
+        stop_gate.STOPPING.clear()
+
+
+def test_the_server_argv_names_the_gate_by_an_import_path_that_resolves():
+    argv = server_argv(parse_settings({"MODEL": "/models/m", "VLLM_EXTRA_ARGS": "--middleware my.Other"}), None)
+    paths = [argv[i + 1] for i, word in enumerate(argv) if word == "--middleware"]
+    assert paths == [stop_gate.MIDDLEWARE, "my.Other"]  # vLLM appends: the user's middleware stays
+    module, name = stop_gate.MIDDLEWARE.rsplit(".", 1)
+    assert getattr(importlib.import_module(module), name) is stop_gate.RefuseWhileStopping
