@@ -6,8 +6,8 @@ connections, but vLLM has already shut down its renderer's executor: a new reque
 `--middleware` (an import path; vLLM 0.32 and 0.33 add a class with app.add_middleware), and
 entrypoint/graceful_stop.py sets STOPPING as AsyncLLM.shutdown begins (the stop signal, or the
 engine's death). From then on every new HTTP request but /metrics gets 503 with Retry-After and
-`Connection: close`, so a client or a load balancer retries elsewhere; requests already running are
-not touched. /metrics stays open, so the drain can be watched.
+`Connection: close`, so a client or a load balancer retries elsewhere, and so does one that came in
+just before but failed with a 500 inside vLLM after it; requests already running are not touched. /metrics stays open, so the drain can be watched.
 
 A plain ASGI class: standard library only, nothing imported from vLLM or Starlette."""
 from __future__ import annotations
@@ -28,9 +28,16 @@ HEADERS = [(b"content-type", b"application/json"), (b"content-length", str(len(B
            (b"retry-after", str(RETRY_AFTER_S).encode()), (b"connection", b"close")]
 
 
-def refused(scope: dict, stopping: bool) -> bool:
-    """Whether a request with this ASGI scope gets the 503: HTTP only, once the stop began."""
-    return stopping and scope.get("type") == "http" and scope.get("path") not in OPEN_PATHS
+def gated(scope: dict) -> bool:
+    """Whether the gate judges a request with this ASGI scope: HTTP, not /metrics."""
+    return scope.get("type") == "http" and scope.get("path") not in OPEN_PATHS
+
+
+def cut_by_the_stop(status: int, stopping: bool) -> bool:
+    """Whether an answer is the stop's doing: a 500 that starts once the stop began. A request that
+    passed the gate just before it but had not reached the engine yet fails inside vLLM (its renderer
+    is shut first: "cannot schedule new futures after shutdown"); it gets the 503 too."""
+    return stopping and status == 500
 
 
 class RefuseWhileStopping:
@@ -38,7 +45,23 @@ class RefuseWhileStopping:
         self.app = app
 
     async def __call__(self, scope, receive, send):
-        if not refused(scope, STOPPING.is_set()):
+        if not gated(scope):
             return await self.app(scope, receive, send)
-        await send({"type": "http.response.start", "status": 503, "headers": HEADERS})
-        await send({"type": "http.response.body", "body": BODY})
+        if STOPPING.is_set():
+            return await refuse(send)
+        replaced = False
+
+        async def send_unless_cut(message):
+            nonlocal replaced
+            if message["type"] == "http.response.start" and cut_by_the_stop(message["status"], STOPPING.is_set()):
+                replaced = True
+                return await refuse(send)
+            if not replaced:  # the app's own body of a replaced answer is dropped
+                await send(message)
+
+        await self.app(scope, receive, send_unless_cut)
+
+
+async def refuse(send) -> None:
+    await send({"type": "http.response.start", "status": 503, "headers": HEADERS})
+    await send({"type": "http.response.body", "body": BODY})

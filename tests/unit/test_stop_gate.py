@@ -22,12 +22,14 @@ def stopping():
     stop_gate.STOPPING.clear()
 
 
-def call(scope: dict) -> tuple[list[dict], list[dict]]:
-    """(what the gate sent, the scopes the app behind it saw)."""
+def call(scope: dict, answer=None) -> tuple[list[dict], list[dict]]:
+    """(what the gate sent, the scopes the app behind it saw); the app sends `answer`'s messages."""
     seen, sent = [], []
 
     async def app(scope, receive, send):
         seen.append(scope)
+        for message in answer() if answer else ():
+            await send(message)
 
     async def receive():
         return {"type": "http.request", "body": b"", "more_body": False}
@@ -67,10 +69,42 @@ def test_during_the_stop_metrics_and_other_scopes_pass(stopping, scope):
     assert sent == [] and seen == [scope]
 
 
-@given(st.text(max_size=40), st.booleans())
-def test_only_http_requests_other_than_metrics_are_refused_and_only_while_stopping(path, is_stopping):
-    assert stop_gate.refused(http(path), is_stopping) == (is_stopping and path != "/metrics")
-    assert not stop_gate.refused({"type": "lifespan", "path": path}, is_stopping)
+@given(st.text(max_size=40))
+def test_only_http_requests_other_than_metrics_are_gated(path):
+    assert stop_gate.gated(http(path)) == (path != "/metrics")
+    assert not stop_gate.gated({"type": "lifespan", "path": path})
+
+
+def answered(status: int, *chunks: bytes, stop_after_start: bool = False):
+    def messages():
+        yield {"type": "http.response.start", "status": status, "headers": []}
+        if stop_after_start:
+            stop_gate.STOPPING.set()
+        for i, chunk in enumerate(chunks):
+            yield {"type": "http.response.body", "body": chunk, "more_body": i < len(chunks) - 1}
+    return messages
+
+
+def test_a_request_that_passed_the_gate_and_failed_inside_vllm_once_the_stop_began_gets_the_503_instead():
+    def failed_after_the_stop_began():
+        stop_gate.STOPPING.set()  # the stop came while the request was on its way to the engine
+        yield from answered(500, b'{"error": {"message": "cannot schedule new futures after shutdown"}}')()
+
+    try:
+        sent, _ = call(http("/v1/chat/completions"), failed_after_the_stop_began)
+    finally:
+        stop_gate.STOPPING.clear()
+    assert [m.get("status") for m in sent] == [503, None] and sent[1]["body"] == stop_gate.BODY
+
+
+def test_a_500_without_a_stop_and_a_stream_the_stop_finds_running_pass_as_they_are():
+    sent, _ = call(http("/v1/chat/completions"), answered(500, b"boom"))
+    assert [m.get("status") for m in sent] == [500, None] and sent[1]["body"] == b"boom"
+    try:
+        sent, _ = call(http("/v1/chat/completions"), answered(200, b"data: 1", b"data: [DONE]", stop_after_start=True))
+    finally:
+        stop_gate.STOPPING.clear()
+    assert [m.get("status") for m in sent] == [200, None, None] and sent[-1]["body"] == b"data: [DONE]"
 
 
 def test_the_engine_clients_shutdown_closes_the_gate_before_it_stops_anything():
