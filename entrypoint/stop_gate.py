@@ -34,9 +34,10 @@ def gated(scope: dict) -> bool:
 
 
 def cut_by_the_stop(status: int, stopping: bool) -> bool:
-    """Whether an answer is the stop's doing: a 500 that starts once the stop began. A request that
-    passed the gate just before it but had not reached the engine yet fails inside vLLM (its renderer
-    is shut first: "cannot schedule new futures after shutdown"); it gets the 503 too."""
+    """Whether an answer is the stop's doing: a 500 (or an error on its way to become one) once the
+    stop began. A request that passed the gate just before it but had not reached the engine yet
+    fails inside vLLM (its renderer is shut first: "cannot schedule new futures after shutdown");
+    it gets the 503 too."""
     return stopping and status == 500
 
 
@@ -49,17 +50,26 @@ class RefuseWhileStopping:
             return await self.app(scope, receive, send)
         if STOPPING.is_set():
             return await refuse(send)
-        replaced = False
+        started = replaced = False
 
         async def send_unless_cut(message):
-            nonlocal replaced
-            if message["type"] == "http.response.start" and cut_by_the_stop(message["status"], STOPPING.is_set()):
-                replaced = True
-                return await refuse(send)
+            nonlocal started, replaced
+            if message["type"] == "http.response.start":
+                started = True
+                if cut_by_the_stop(message["status"], STOPPING.is_set()):
+                    replaced = True
+                    return await refuse(send)
             if not replaced:  # the app's own body of a replaced answer is dropped
                 await send(message)
 
-        await self.app(scope, receive, send_unless_cut)
+        try:
+            await self.app(scope, receive, send_unless_cut)
+        except Exception:
+            # vLLM's handler for an unexpected error sits outside every middleware (Starlette's
+            # ServerErrorMiddleware): the error comes through here before it becomes the 500.
+            if started or not cut_by_the_stop(500, STOPPING.is_set()):
+                raise
+            await refuse(send)
 
 
 async def refuse(send) -> None:

@@ -129,3 +129,23 @@ def test_the_server_argv_names_the_gate_by_an_import_path_that_resolves():
     assert paths == [stop_gate.MIDDLEWARE, "my.Other"]  # vLLM appends: the user's middleware stays
     module, name = stop_gate.MIDDLEWARE.rsplit(".", 1)
     assert getattr(importlib.import_module(module), name) is stop_gate.RefuseWhileStopping
+
+
+def raising(stop_first: bool):
+    def messages():
+        if stop_first:
+            stop_gate.STOPPING.set()
+        raise RuntimeError("cannot schedule new futures after shutdown")
+        yield  # a generator: the app raises where it would have answered
+    return messages
+
+
+def test_an_error_raised_inside_vllm_once_the_stop_began_becomes_the_503_and_otherwise_goes_on_to_vllm():
+    # vLLM turns an unexpected error into its 500 outside every middleware: the gate sees the error itself
+    try:
+        sent, _ = call(http("/v1/chat/completions"), raising(stop_first=True))
+    finally:
+        stop_gate.STOPPING.clear()
+    assert [m.get("status") for m in sent] == [503, None]
+    with pytest.raises(RuntimeError, match="cannot schedule"):
+        call(http("/v1/chat/completions"), raising(stop_first=False))
