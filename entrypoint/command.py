@@ -7,6 +7,7 @@ from contract.layout import shutdown_timeout_s
 
 from .device import Device
 from .settings import SERVER_CMD, Settings, resolve_dtype
+from .stop_gate import MIDDLEWARE as STOP_GATE
 
 SHUTDOWN_TIMEOUT = "--shutdown-timeout"
 
@@ -48,4 +49,5 @@ def server_argv(settings: Settings, device: Device | None, container_args: tuple
     if settings.tool_call_parser:
         argv += ["--enable-auto-tool-choice", "--tool-call-parser", settings.tool_call_parser]
     argv += drain_option(settings, [*settings.extra_args, *container_args])
+    argv += ["--middleware", STOP_GATE]  # a 503, not a 500, for a request during the drain
     return argv + list(settings.extra_args) + list(container_args)

@@ -325,9 +325,14 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
         cache_home=cache_home,
         inductor_cache_dir=_absolute_path(env, "TORCHINDUCTOR_CACHE_DIR", None),
         cuda_cache_path=_absolute_path(env, "CUDA_CACHE_PATH", None),
-        stop_grace_s=_bounded_int(env, "STOP_GRACE_SECONDS", STOP_GRACE_MIN_S, STOP_GRACE_MAX_S,
-                                  str(STOP_GRACE_S)) or STOP_GRACE_S,
+        stop_grace_s=stop_grace_setting(env),
     )
+
+
+def stop_grace_setting(env) -> int:
+    """STOP_GRACE_SECONDS, typed (SettingsError naming it): the entrypoint sizes vLLM's drain with it and
+    `build.py units` renders the units' stop grace from it, so the two cannot disagree."""
+    return _bounded_int(env, "STOP_GRACE_SECONDS", STOP_GRACE_MIN_S, STOP_GRACE_MAX_S, str(STOP_GRACE_S)) or STOP_GRACE_S
 
 
 def cc_text(cc: tuple[int, int]) -> str:

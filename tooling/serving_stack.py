@@ -338,10 +338,19 @@ def smoke(url: str, *extra: str, timeout: float = 600) -> tuple[subprocess.Compl
     return proc, report, wall
 
 
-def stream_chat(url: str, body: dict, record: dict, ready, ready_after: int = 1) -> None:
+def chat_body(model: str, tokens: int, stream: bool) -> dict:
+    """A chat completion that generates exactly `tokens` tokens (EOS ignored), the same each time."""
+    return {"model": model, "messages": [{"role": "user", "content": "Count to a thousand."}],
+            "max_tokens": tokens, "ignore_eos": True, "stream": stream, "temperature": 0}
+
+
+def stream_chat(url: str, body: dict, record: dict, ready, ready_after: int = 1,
+                abandon_after: int | None = None) -> None:
     """Posts a streaming chat completion and records its status, every SSE line and how it ended
-    ("closed" or the client's error) in `record`; sets `ready` once `ready_after` lines arrived, and in
-    any case when it ends. For a thread: the serving tier's stop tests read streams while they stop."""
+    ("closed", "abandoned" or the client's error) in `record`; sets `ready` once `ready_after` lines
+    arrived, and in any case when it ends. With `abandon_after` the client hangs up after that many
+    lines, as a user who gives up does. For a thread: the serving tier's stop and fault tests read
+    streams while they stop or break the server."""
     import requests
 
     record["lines"] = []
@@ -355,6 +364,9 @@ def stream_chat(url: str, body: dict, record: dict, ready, ready_after: int = 1)
                     record["lines"].append(line.decode("utf-8"))
                     if len(record["lines"]) >= ready_after:
                         ready.set()
+                    if abandon_after is not None and len(record["lines"]) >= abandon_after:
+                        record["ended"] = "abandoned"
+                        return  # the `with` closes the connection mid-stream
         record["ended"] = "closed"
     except requests.RequestException as exc:
         record["ended"] = f"{type(exc).__name__}: {exc}"

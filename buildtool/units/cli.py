@@ -22,12 +22,13 @@ from buildtool.units.compose import render_compose, render_toolkit_override
 from buildtool.units.quadlet import render_env_file, render_quadlet
 from buildtool.units.servers import ModelSize, PlanError, PlannedServer, ServerInput, plan_servers
 from buildtool.units.spec import (CONTAINER_PORT, DEFAULT_IMAGE, DEFAULT_LIB_DIR, DEFAULT_MODEL_DIR, ENV_FILE_NAME,
-                                  MODEL_MOUNT, UNIT_NAME, HostValues, UnitSpec, gpu_indices_from_names,
+                                  MODEL_MOUNT, STOP_GRACE_S, UNIT_NAME, HostValues, ServerValues, UnitSpec,
+                                  gpu_indices_from_names,
                                   missing_libraries, resolve_gpus)
 from contract.model_config import ConfigProblem, derived_max_len
 from entrypoint.checks.memory import kv_bytes_per_token
 from entrypoint.checks.model import ModelProblem, read_model_dir
-from entrypoint.settings import Settings, SettingsError, parse_settings
+from entrypoint.settings import Settings, SettingsError, parse_settings, stop_grace_setting
 
 QUADLET_UNIT = f"quadlet/{UNIT_NAME}.container"
 ENV_FILE = f"quadlet/{ENV_FILE_NAME}"
@@ -40,11 +41,12 @@ class Rendered:
     keep_existing: bool = False  # user-edited files are never overwritten
 
 
-def render_all(host: HostValues, cdi: bool = False, with_monitoring: bool = False) -> list[Rendered]:
-    spec = UnitSpec(host)
+def render_all(host: HostValues, cdi: bool = False, with_monitoring: bool = False,
+               stop_grace_s: int = STOP_GRACE_S) -> list[Rendered]:
+    spec = UnitSpec(host, server=ServerValues(stop_grace_s=stop_grace_s))
     return [Rendered("compose.yaml", render_compose(spec, with_monitoring=with_monitoring)),
             Rendered("compose.toolkit.yaml", render_toolkit_override(spec)),
-            Rendered(QUADLET_UNIT, render_quadlet(UnitSpec(host, toolkit=cdi))),
+            Rendered(QUADLET_UNIT, render_quadlet(dataclasses.replace(spec, toolkit=cdi))),
             Rendered(ENV_FILE, render_env_file(), keep_existing=True),
             *(monitoring_files((spec,)) if with_monitoring else [])]
 
@@ -169,7 +171,9 @@ def host_files(args: argparse.Namespace) -> tuple[list[Rendered], str]:
     """One server: compose, the toolkit override, the Quadlet unit and the env file (the template
     where none is in --out, a copy of --env-file where one is given)."""
     host = host_values(args)
-    files = render_checked(lambda: render_all(host, cdi=args.cdi, with_monitoring=args.monitoring))
+    env_name, env = single_env(args)
+    grace = stop_grace_of(env, env_name)
+    files = render_checked(lambda: render_all(host, cdi=args.cdi, with_monitoring=args.monitoring, stop_grace_s=grace))
     if args.env_file:
         text = read_env_file(args.env_file[0])[0]
         files = [Rendered(ENV_FILE, text) if item.path == ENV_FILE else item for item in files]
@@ -177,21 +181,35 @@ def host_files(args: argparse.Namespace) -> tuple[list[Rendered], str]:
     return files, f"units for {len(host.gpu_indices)} GPU(s) ({gpus}), driver libraries from {host.lib_dir}"
 
 
+def single_env(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
+    """One server's settings (name, KEY=value pairs): --env-file, else the env file in --out (the
+    user's, kept across renderings), else the template's."""
+    if args.env_file:
+        return str(args.env_file[0]), read_env_file(args.env_file[0])[1]
+    env_path = args.out / ENV_FILE
+    try:
+        env_text, env_name = (env_path.read_text(), str(env_path)) if env_path.exists() else (render_env_file(), ENV_FILE)
+        return env_name, kubernetes.parse_env_file(env_text, env_name)
+    except OSError as exc:
+        raise BuildError(f"cannot read {env_path}: {exc.strerror}; fix its permissions", exit_code=2) from None
+    except ValueError as exc:
+        raise BuildError(f"{exc}", exit_code=2) from None
+
+
+def stop_grace_of(env: dict[str, str], env_name: str) -> int:
+    """The units' stop grace: the server's own STOP_GRACE_SECONDS, so the grace and vLLM's drain agree."""
+    try:
+        return stop_grace_setting(env)
+    except SettingsError as exc:
+        raise BuildError(f"{env_name}: {exc}", exit_code=2) from None
+
+
 def kubernetes_files(args: argparse.Namespace) -> tuple[list[Rendered], str]:
     """The manifests, their ConfigMap made from --env-file, else the env file in --out (the template
     where none is)."""
     spec = kubernetes.spec_from_args(args)
-    if args.env_file:
-        env_name, env = str(args.env_file[0]), read_env_file(args.env_file[0])[1]
-    else:
-        env_path = args.out / ENV_FILE
-        try:
-            env_text, env_name = (env_path.read_text(), str(env_path)) if env_path.exists() else (render_env_file(), ENV_FILE)
-            env = kubernetes.parse_env_file(env_text, env_name)
-        except OSError as exc:
-            raise BuildError(f"cannot read {env_path}: {exc.strerror}; fix its permissions", exit_code=2) from None
-        except ValueError as exc:
-            raise BuildError(f"{exc}", exit_code=2) from None
+    env_name, env = single_env(args)
+    spec = dataclasses.replace(spec, server=dataclasses.replace(spec.server, stop_grace_s=stop_grace_of(env, env_name)))
     text = checked_manifests(lambda: kubernetes.render_kubernetes(spec, env, pod_monitor=pod_monitor(args)), env_name)
     summary = (f"kubernetes: {spec.cluster.replicas} replica(s) of {len(spec.host.gpu_indices)} GPU(s), "
                f"{kubernetes.memory_gib(spec)} GiB of memory each, settings from {env_name}")

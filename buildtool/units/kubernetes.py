@@ -24,7 +24,7 @@ from buildtool.units.servers import CARD_BUDGET
 from buildtool.units.serialize import comment, yaml_document, yaml_documents
 from buildtool.units.spec import (API_KEY_PATH, API_KEY_SECRET, CONTAINER_PORT, DROP_CAPABILITIES,
                                   ENV_API_KEY, HEALTH, MODEL_MOUNT, POD_GID, POD_HOME, POD_UID, SHM_SIZE,
-                                  START_TIMEOUT_S, STOP_GRACE_S, UNIT_NAME, ClusterValues, HostValues,
+                                  START_TIMEOUT_S, UNIT_NAME, ClusterValues, HostValues,
                                   UnitSpec)
 from entrypoint.checks.disk import NEED_TMPDIR
 from entrypoint.checks.memory import staging_need
@@ -221,7 +221,7 @@ def _pod_spec(spec: UnitSpec, memory: str) -> dict:
                             "fsGroup": POD_GID, "fsGroupChangePolicy": "OnRootMismatch",
                             "seccompProfile": {"type": "RuntimeDefault"}},
         # the preStop delay runs inside the grace: the server still gets STOP_GRACE_S after SIGTERM
-        "terminationGracePeriodSeconds": STOP_GRACE_S + PRE_STOP_S,
+        "terminationGracePeriodSeconds": spec.server.stop_grace_s + PRE_STOP_S,
         "containers": [_container(spec, memory)],
         "volumes": [
             _model_volume(spec),

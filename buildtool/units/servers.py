@@ -147,6 +147,7 @@ def plan_servers(servers: list[ServerInput]) -> list[PlannedServer]:
                               volume_prefix=f"{name}-",
                               variable_prefix=f"VLLM_TURING_{name.upper().replace('-', '_')}",
                               settings=(("SERVED_MODEL_NAME", served_name),
-                                        ("GPU_MEMORY_UTILIZATION", f"{fraction:g}")))
+                                        ("GPU_MEMORY_UTILIZATION", f"{fraction:g}")),
+                              stop_grace_s=server.settings.stop_grace_s)
         planned.append(PlannedServer(server, values, fraction))
     return planned

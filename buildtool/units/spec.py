@@ -163,6 +163,9 @@ class ServerValues:
     # Settings the plan decided for this server (SERVED_MODEL_NAME, GPU_MEMORY_UTILIZATION): set in
     # the units' environment, which overrides the env file.
     settings: tuple[tuple[str, str], ...] = ()
+    # Its env file's STOP_GRACE_SECONDS: the units' stop grace (SIGTERM to SIGKILL), the same seconds
+    # the entrypoint sizes vLLM's drain from.
+    stop_grace_s: int = STOP_GRACE_S
 
 
 @dataclass(frozen=True)

@@ -6,18 +6,22 @@ last token, and the container exits 0 within the units' grace. vLLM's default sh
 
 The streams are sized from the server's measured speed so that they are still running when the
 stop comes and end well inside the drain; the test waits on states (each stream's first chunks,
-the container's exit), never on sleeps."""
+the container's exit), never on sleeps. A request sent during the drain gets a 503 with Retry-After
+(entrypoint/stop_gate.py), where vLLM alone answered 500 "cannot schedule new futures after
+shutdown"."""
 import json
 import os
 import subprocess
 import threading
 import time
+from typing import Mapping
 
 import pytest
 import requests
 import yaml
 
 from contract.layout import shutdown_timeout_s
+from entrypoint.stop_gate import RETRY_AFTER_S
 from tests.serving.conftest import FIGURES
 from tests.support.deploy_units import seconds
 from tooling import serving_stack
@@ -41,15 +45,10 @@ def stack(vehicle, models_dir, tmp_path_factory):
         s.down()
 
 
-def body(model: str, tokens: int, stream: bool) -> dict:
-    return {"model": model, "messages": [{"role": "user", "content": "Count to a thousand."}],
-            "max_tokens": tokens, "ignore_eos": True, "stream": stream, "temperature": 0}
-
-
 def batch_seconds_per_token(url: str, model: str) -> float:
     """Seconds per generated token of one request among STREAMS running together."""
     def one():
-        requests.post(f"{url}/v1/chat/completions", json=body(model, CALIBRATION_TOKENS, False),
+        requests.post(f"{url}/v1/chat/completions", json=serving_stack.chat_body(model, CALIBRATION_TOKENS, False),
                       timeout=300).raise_for_status()
 
     workers = [threading.Thread(target=one) for _ in range(STREAMS)]
@@ -61,8 +60,19 @@ def batch_seconds_per_token(url: str, model: str) -> float:
     return (time.monotonic() - started) / CALIBRATION_TOKENS
 
 
+def answers_until_refused(url: str, model: str) -> list[tuple[int, Mapping[str, str]]]:
+    """(status, headers) of one-token requests sent one after another from the stop on, up to the
+    first that is not a 200 (a request sent before the server took the signal is served)."""
+    answers = []
+    while not answers or answers[-1][0] == 200:
+        reply = requests.post(f"{url}/v1/chat/completions", json=serving_stack.chat_body(model, 1, False),
+                              timeout=60)
+        answers.append((reply.status_code, reply.headers))  # requests' headers: any case
+    return answers
+
+
 def read_stream(url: str, model: str, tokens: int, record: dict, ready: threading.Event) -> None:
-    serving_stack.stream_chat(url, body(model, tokens, True), record, ready, ready_after=3)
+    serving_stack.stream_chat(url, serving_stack.chat_body(model, tokens, True), record, ready, ready_after=3)
 
 
 def test_compose_stop_drains_every_stream_in_flight_to_its_last_token(stack):
@@ -79,18 +89,24 @@ def test_compose_stop_drains_every_stream_in_flight_to_its_last_token(stack):
     assert all(event.wait(300) for event in ready), "a stream sent nothing"
     in_flight = sum(not r["lines"] or r["lines"][-1] != "data: [DONE]" for r in records)
     container = stack.container()
-    shutdown = stack.stop()
+    stopping = threading.Thread(target=lambda: FIGURES.__setitem__("drain_stop_s", round(stack.stop(), 1)))
+    stopping.start()
+    late = answers_until_refused(stack.url, model)
+    stopping.join(180)
+    shutdown = FIGURES["drain_stop_s"]
     for client in clients:
         client.join(120)
     state = json.loads(subprocess.run(["docker", "inspect", container], capture_output=True, text=True,
                                       check=True).stdout)[0]["State"]
-    FIGURES["drain_stop_s"] = round(shutdown, 1)
     FIGURES["drain_streams"] = f"{in_flight}/{STREAMS} in flight at the stop, {tokens} tokens each"
     logs = stack.logs()
     assert (state["Status"], state["ExitCode"], state["OOMKilled"]) == ("exited", 0, False), logs[-4000:]
     assert shutdown < GRACE_S, f"stop took {shutdown:.1f} s, the grace is {GRACE_S} s"
     assert in_flight >= 1, "every stream had finished before the stop: nothing was drained"
     assert f" --shutdown-timeout {DRAIN_S}" in logs  # the entrypoint's exec line
+    # a request sent during the drain: a clean 503 saying when to retry (vLLM alone answered 500)
+    assert late[-1][0] == 503 and late[-1][1].get("Retry-After") == str(RETRY_AFTER_S), late[-3:]
+    assert {status for status, _ in late[:-1]} <= {200}, late
     for record in records:
         assert record.get("status") == 200 and record.get("ended") == "closed", record.get("ended")
         events = [line.removeprefix("data: ") for line in record["lines"]]

@@ -113,3 +113,38 @@ def test_the_image_and_the_vehicle_ship_the_hook_as_sitecustomize():
     target = in_install_dir("sitecustomize.py")
     for dockerfile in ((REPO / "Dockerfile").read_text(), without_run_steps((REPO / "Dockerfile").read_text())):
         assert f"COPY entrypoint/sitecustomize.py {target}" in instructions(dockerfile)
+
+
+DEATH_RUN = textwrap.dedent("""
+    import sys, types
+    from entrypoint import graceful_stop
+    graceful_stop.HOOKS = {}
+    graceful_stop.install(["python3", "-m", graceful_stop.SERVER_MODULE])
+    class StandinAsyncLLM:
+        errored = False
+        def shutdown(self, timeout=None):
+            self.errored = True  # as vLLM's own cleanup marks its engine dead
+    graceful_stop.patch_async_llm(types.SimpleNamespace(AsyncLLM=StandinAsyncLLM, EngineDeadError=RuntimeError))
+    engine = StandinAsyncLLM()
+    engine.errored = sys.argv[1] == "dead"
+    engine.shutdown()  # the launcher's (a stop), or the one in its finally (after a death)
+    engine.shutdown()  # the finally's, after a stop
+""")
+
+
+@pytest.mark.parametrize("engine, code", [("dead", graceful_stop.ENGINE_DIED_EXIT), ("alive", 0)])
+def test_the_server_exits_non_zero_when_its_engine_died_and_zero_after_a_stop(engine, code):
+    run = subprocess.run([sys.executable, "-c", DEATH_RUN, engine], capture_output=True, text=True, timeout=60,
+                         cwd=REPO, env={"PYTHONPATH": str(REPO)})
+    assert run.returncode == code, run.stderr
+    assert ("the engine died" in run.stderr) == (code != 0)
+    assert code == 0 or ("Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1)
+
+
+def test_a_half_built_engine_client_is_not_taken_for_a_dead_one():
+    class Broken:
+        @property
+        def errored(self):
+            raise AttributeError("engine_core")
+
+    assert not graceful_stop.engine_dead(Broken()) and not graceful_stop.engine_dead(object())

@@ -1,6 +1,7 @@
 """Drain on stop: one setting, STOP_GRACE_SECONDS, sizes vLLM's --shutdown-timeout (vLLM's default,
 0, aborts every request in flight at SIGTERM) in the argv the entrypoint builds, unless the user gave
-one, and the units' grace is rendered from the same default."""
+one, and `build.py units` renders the units' grace (compose, Quadlet, Kubernetes) from the same setting
+of each server's env file."""
 import pytest
 import yaml
 from hypothesis import given, strategies as st
@@ -10,7 +11,10 @@ from contract.layout import (SERVER_HTTP_DRAIN_S, STOP_GRACE_MAX_S, STOP_GRACE_M
                              shutdown_timeout_s)
 from entrypoint.command import SHUTDOWN_TIMEOUT, server_argv
 from entrypoint.settings import SettingsError, parse_settings
-from tests.support.deploy_units import parse_unit
+from tests.support.build_py import build_py
+from tests.support.deploy_units import interpolate_defaults, parse_unit, seconds
+from tests.support.bad_model_folders import LLAMA
+from tests.support.model_files import write_model_dir
 from tests.unit.test_units import REPO
 
 BASE = {"MODEL": "/models/m"}
@@ -72,3 +76,61 @@ def test_the_committed_units_give_the_server_the_settings_default_grace():
                     if line and not line.startswith("#"))
     assert env_file["STOP_GRACE_SECONDS"] == str(STOP_GRACE_S)
     assert parse_settings({**BASE, **env_file}).stop_grace_s == STOP_GRACE_S
+
+
+def rendered_graces(out) -> set[int]:
+    """(compose's and Quadlet's graces of every server, Kubernetes' pod grace) as rendered in `out`."""
+    services = yaml.safe_load(interpolate_defaults((out / "compose.yaml").read_text()))["services"]
+    graces = {seconds(s["stop_grace_period"]) for s in services.values()}
+    graces |= {int(parse_unit(unit.read_text())["Container"]["StopTimeout"][0])
+               for unit in (out / "quadlet").glob("*.container")}
+    return graces
+
+
+def pod_grace(out) -> set[int]:
+    docs = yaml.safe_load_all((out / "kubernetes/base/vllm-turing.yaml").read_text())
+    return {d["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] for d in docs if d["kind"] == "Deployment"}
+
+
+@pytest.mark.parametrize("grace", [STOP_GRACE_MIN_S, 120, STOP_GRACE_MAX_S])
+def test_the_units_grace_is_the_env_files_stop_grace_seconds(tmp_path, grace):
+    env = tmp_path / "chat.env"
+    env.write_text(f"MODEL=/models/chat\nSTOP_GRACE_SECONDS={grace}\n")
+    out = tmp_path / "out"
+    assert build_py().main(["units", "--out", str(out), "--defaults", "--env-file", str(env)]) == 0
+    assert rendered_graces(out) == {grace}
+    assert build_py().main(["units", "--out", str(out), "--defaults", "--env-file", str(env), "--kubernetes",
+                            "--weights-gib", "1"]) == 0
+    assert pod_grace(out) == {grace + PRE_STOP_S}
+
+
+def test_the_grace_of_the_env_file_kept_in_out_is_rendered_again(tmp_path):
+    out = tmp_path / "out"
+    assert build_py().main(["units", "--out", str(out), "--defaults"]) == 0
+    env = out / "quadlet/vllm-turing.env"
+    env.write_text(env.read_text().replace(f"STOP_GRACE_SECONDS={STOP_GRACE_S}", "STOP_GRACE_SECONDS=90"))
+    assert build_py().main(["units", "--out", str(out), "--defaults"]) == 0
+    assert rendered_graces(out) == {90}
+
+
+def test_several_servers_each_get_their_own_grace(tmp_path):
+    models = tmp_path / "models"
+    write_model_dir(models / "chat", LLAMA, elements=2**20)
+    (tmp_path / "chat.env").write_text("MODEL=/models/chat\nMAX_MODEL_LEN=4096\nSTOP_GRACE_SECONDS=45\n")
+    (tmp_path / "embed.env").write_text("MODEL=/models/embed\nGPU_MEMORY_UTILIZATION=0.2\n")
+    out = tmp_path / "out"
+    assert build_py().main(["units", "--out", str(out), "--defaults", "--model-dir", str(models), "--env-file",
+                            str(tmp_path / "chat.env"), "--env-file", str(tmp_path / "embed.env")]) == 0
+    services = yaml.safe_load(interpolate_defaults((out / "compose.yaml").read_text()))["services"]
+    assert {name: seconds(s["stop_grace_period"]) for name, s in services.items()} == {"chat": 45, "embed": STOP_GRACE_S}
+
+
+@pytest.mark.parametrize("raw", ["20", "60s"])
+def test_a_bad_grace_in_the_env_file_is_refused_naming_file_and_setting(tmp_path, capsys, raw):
+    env = tmp_path / "chat.env"
+    env.write_text(f"MODEL=/models/chat\nSTOP_GRACE_SECONDS={raw}\n")
+    out = tmp_path / "out"
+    assert build_py().main(["units", "--out", str(out), "--defaults", "--env-file", str(env)]) == 2
+    err = capsys.readouterr().err
+    assert str(env) in err and "STOP_GRACE_SECONDS" in err and err.count("\n") == 1
+    assert not (out / "compose.yaml").exists()

@@ -1,0 +1,213 @@
+"""Faults under load, against the real vLLM server (CPU vehicle) behind the entrypoint and the
+shipped compose.yaml, one server for the whole module (each start costs about a minute), the cases
+in order:
+
+1. clients that hang up mid-stream leak nothing: vllm:num_requests_running and _waiting return to 0;
+2. the engine core killed while a stream is open: /health is never 200 more than 2 s after the
+   death, the container exits 3 (entrypoint/graceful_stop.py; vLLM alone exits 0) within 10 s, the
+   restart policy starts it again, healthy, serving, without touching the cache;
+3. `docker kill` while streams run, with a compiled `.so` in the cache cut short as a full disk
+   leaves it: `docker start` heals the cache (the start report says so) and serves.
+
+(Stop while busy: tests/serving/test_drain_on_stop.py.) Each case waits on states (the server's
+metrics, Docker's events and health, the clients' streams), never on sleeps."""
+import json
+import os
+import threading
+import time
+
+import pytest
+import requests
+
+from bench.servebench import prom
+from entrypoint.graceful_stop import ENGINE_DIED_EXIT
+from tests.serving.conftest import FIGURES
+from tooling import serving_stack
+
+HEALTHY_WITHIN_S = 900
+ABANDONING = 16
+HEALTH_AFTER_DEATH_S = 2.0
+EXIT_AFTER_DEATH_S = 10.0
+LONG = 4000  # tokens: a stream that runs for minutes here unless something ends it
+ENGINE_CORE = "VLLM::EngineCor"  # the engine core's process name (comm, 15 characters)
+CUT_SO = "/cache/vllm/torch_compile_cache/cut-by-the-fault-suite/main.so"
+
+
+@pytest.fixture(scope="module")
+def stack(vehicle, models_dir, tmp_path_factory):
+    s = serving_stack.Stack(project=f"vllm-turing-faults-{os.getpid()}", image=vehicle, models_dir=models_dir,
+                            workdir=tmp_path_factory.mktemp("faults"))
+    try:
+        FIGURES["faults_first_start_s"] = round(s.up(HEALTHY_WITHIN_S), 1)
+        yield s
+    finally:
+        s.down()
+
+
+@pytest.fixture(scope="module")
+def model(stack):
+    return requests.get(f"{stack.url}/v1/models", timeout=10).json()["data"][0]["id"]
+
+
+def in_container(container: str, code: str) -> str:
+    """Runs Python in the container as its own user (every capability is dropped: that user can
+    signal the server's processes, root could not)."""
+    return serving_stack.run(["docker", "exec", container, "python3", "-c", code], timeout=60).stdout
+
+
+def pid_of(container: str, name: str) -> int:
+    listing = in_container(container, "import os\nfor p in filter(str.isdigit, os.listdir('/proc')):\n"
+                                      "    try: print(p, open(f'/proc/{p}/comm').read().strip())\n"
+                                      "    except OSError: pass")
+    pids = [int(pid) for pid, _, comm in (line.partition(" ") for line in listing.splitlines()) if comm == name]
+    assert len(pids) == 1, listing
+    return pids[0]
+
+
+def die_events(container: str, since: float) -> list[tuple[float, int]]:
+    """(time, exit code) of each time the container's process ended since `since` (epoch seconds)."""
+    out = serving_stack.run(["docker", "events", "--since", f"{since:.3f}", "--until", f"{time.time():.3f}",
+                             "--filter", f"container={container}", "--filter", "event=die",
+                             "--format", "{{.TimeNano}} {{.Actor.Attributes.exitCode}}"]).stdout
+    return [(int(nano) / 1e9, int(code)) for nano, code in (line.split() for line in out.splitlines())]
+
+
+def wait(predicate, timeout_s: float, what: str, poll_s: float = 0.2):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll_s)
+    raise AssertionError(f"{what}: not within {timeout_s:.0f} s")
+
+
+def open_streams(url: str, model: str, count: int, abandon_after: int | None = None):
+    records = [{} for _ in range(count)]
+    ready = [threading.Event() for _ in range(count)]
+    clients = [threading.Thread(target=serving_stack.stream_chat,
+                                args=(url, serving_stack.chat_body(model, LONG, True), records[i], ready[i]),
+                                kwargs={"ready_after": 3, "abandon_after": abandon_after}, daemon=True)
+               for i in range(count)]
+    for client in clients:
+        client.start()
+    assert all(event.wait(300) for event in ready), "a stream sent nothing"
+    return records, clients
+
+
+def in_flight(url: str) -> float:
+    snapshot = prom.Snapshot.of(requests.get(f"{url}/metrics", timeout=30).text)
+    return snapshot.total(prom.RUNNING) + snapshot.total(prom.WAITING)
+
+
+def serves(url: str, model: str) -> bool:
+    reply = requests.post(f"{url}/v1/chat/completions", json=serving_stack.chat_body(model, 4, False), timeout=120)
+    return reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 4
+
+
+def ended_by_the_server(record: dict) -> bool:
+    """A stream the server ended before its last token: an error event, or the connection dropped."""
+    if record.get("ended") != "closed":
+        return record.get("ended", "").startswith(("ChunkedEncodingError", "ConnectionError"))
+    return any('"error"' in line for line in record["lines"])
+
+
+def running_again(stack, restarts: int) -> dict | None:
+    """The container's state once the restart policy has started it once more, else None."""
+    found = stack.inspect()
+    state = found["State"]
+    return state if found["RestartCount"] == restarts + 1 and state["Running"] and not state["Restarting"] else None
+
+
+class HealthWatch:
+    """GET /health every 50 ms in a thread: (send time, status or the client's error name)."""
+
+    def __init__(self, url: str):
+        self.url, self.samples, self.done = url, [], threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+
+    def _poll(self):
+        while not self.done.is_set():
+            sent = time.time()
+            try:
+                answer = requests.get(f"{self.url}/health", timeout=5).status_code
+            except requests.RequestException as error:
+                answer = type(error).__name__
+            self.samples.append((sent, answer))
+            self.done.wait(0.05)
+
+    def stop(self) -> list[tuple[float, object]]:
+        self.done.set()
+        self.thread.join(10)
+        return self.samples
+
+
+def test_clients_that_hang_up_mid_stream_leave_no_request_running(stack, model):
+    records, clients = open_streams(stack.url, model, ABANDONING, abandon_after=3)
+    for client in clients:
+        client.join(120)
+    assert [r.get("ended") for r in records] == ["abandoned"] * ABANDONING
+    started = time.monotonic()
+    wait(lambda: in_flight(stack.url) == 0, 120, "requests of clients that hung up still running")
+    FIGURES["abandoned_freed_s"] = round(time.monotonic() - started, 1)
+    assert serves(stack.url, model)
+
+
+def test_an_engine_killed_takes_the_container_down_and_the_restart_policy_brings_it_back(stack, model):
+    container = stack.container()
+    restarts = stack.inspect()["RestartCount"]
+    records, clients = open_streams(stack.url, model, 1)
+    engine = pid_of(container, ENGINE_CORE)
+    watch = HealthWatch(stack.url)
+    # the death's own time, read beside the kill (the same clock: one kernel), not the exec's start
+    killed = float(in_container(container, f"import os, signal, time; os.kill({engine}, signal.SIGKILL); "
+                                           "print(time.time())"))
+    died = wait(lambda: die_events(container, killed), 60, "the container did not exit after its engine died")
+    samples = watch.stop()
+    clients[0].join(120)
+    last_200 = max(sent for sent, answer in samples if answer == 200) if any(a == 200 for _, a in samples) else killed
+    FIGURES["engine_death_health_not_200_s"] = round(last_200 - killed, 2)
+    FIGURES["engine_death_exit_s"] = round(died[0][0] - killed, 1)
+    assert last_200 - killed <= HEALTH_AFTER_DEATH_S, samples[:60]
+    assert died[0][1] == ENGINE_DIED_EXIT and died[0][0] - killed <= EXIT_AFTER_DEATH_S, died
+    assert ended_by_the_server(records[0]), (records[0].get("ended"), records[0]["lines"][-2:])
+    # the restart policy starts it again (nothing here does), and its health starts over
+    state = wait(lambda: running_again(stack, restarts), 120, "the restart policy did not start it again")
+    assert state["Health"]["Status"] == "starting", state["Health"]["Status"]
+    stack.wait_healthy(HEALTHY_WITHIN_S)
+    FIGURES["engine_death_back_s"] = round(time.time() - killed, 1)
+    assert serves(stack.url, model)
+    logs = stack.logs()
+    assert "vllm-turing: the engine died: the server exits 3" in logs
+    assert logs.count("vllm-turing: started in ") == 2 and "cache healed" not in logs  # a death after healthy
+
+
+def test_a_kill_while_busy_with_a_cut_cache_file_heals_at_the_next_start(stack, model):
+    container = stack.container()
+    # A compiled kernel cut short, as a full disk or an interrupted copy leaves it: the head of a real
+    # shared library, its headers pointing far past the end.
+    in_container(container, "import glob, os, torch\n"
+                            f"os.makedirs(os.path.dirname({CUT_SO!r}), exist_ok=True)\n"
+                            "whole = max(glob.glob(os.path.join(os.path.dirname(torch.__file__), 'lib', '*.so')),"
+                            " key=os.path.getsize)\n"
+                            f"open({CUT_SO!r}, 'wb').write(open(whole, 'rb').read(4096))")
+    records, clients = open_streams(stack.url, model, 4)
+    killed = time.time()
+    stack.compose("kill")
+    died = wait(lambda: die_events(container, killed), 60, "the container did not die")
+    for client in clients:
+        client.join(120)
+    assert died[0][1] == 137 and stack.inspect()["State"]["Status"] == "exited", died
+    assert all(ended_by_the_server(r) for r in records), [r.get("ended") for r in records]
+    started = time.monotonic()
+    stack.compose("start")
+    stack.wait_healthy(HEALTHY_WITHIN_S)
+    FIGURES["healed_start_s"] = round(time.monotonic() - started, 1)
+    assert serves(stack.url, model)
+    logs = stack.logs()
+    [healed] = [line for line in logs.splitlines() if "vllm-turing: cache healed: " in line]
+    assert "main.so" in healed and "truncated" in healed, healed
+    moved = json.loads(in_container(container, "import glob, json; "
+                                           "print(json.dumps(glob.glob('/cache/vllm/**/main.so', recursive=True)))"))
+    assert len(moved) == 1 and "/vllm-turing-aside/" in moved[0], moved
