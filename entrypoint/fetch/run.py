@@ -22,7 +22,7 @@ from ..device import NoDevice, probe_devices, weakest
 from ..files import shown
 from ..redact import redact
 from . import hub, judge, listing, manifest, verify
-from .request import FetchUsage, Request, parse_request
+from .request import ENV_GPU, FetchUsage, NothingToFetch, Request, parse_request
 
 PREFIX = "vllm-turing fetch:"
 
@@ -43,7 +43,7 @@ def target_device(request: Request) -> tuple[str, DeviceLimits]:
     try:
         device = weakest(probe_devices())
     except NoDevice as error:
-        raise FetchUsage(f"no GPU to judge the model for ({error}): name the target with --gpu sm75 (or sm86, ...)") \
+        raise FetchUsage(f"no GPU to judge the model for ({error}): name the target with --gpu sm75 (or {ENV_GPU}=sm75, t4, ...)") \
             from None
     limits = DeviceLimits(cc_number(device.cc), device.smem_optin)
     return f"sm{limits.cc}", limits
@@ -58,36 +58,39 @@ def read_meminfo() -> str:
 
 
 def discard(folder: str, file: listing.HubFile) -> None:
-    """A wrong file and huggingface_hub's note that it is complete, so the next download fetches it."""
-    for path in (os.path.join(folder, file.path),
-                 os.path.join(folder, DOWNLOADS, file.path + ".metadata")):
+    """A wrong file, and the partial download it came from, so the next download starts afresh."""
+    for path in (os.path.join(folder, file.path), hub.partial_path(folder, file)):
         try:
             os.remove(path)
         except FileNotFoundError:
             pass
 
 
-DOWNLOADS = os.path.join(".cache", "huggingface", "download")  # huggingface_hub's notes under local_dir
 LOCK = os.path.join(".cache", "vllm-turing-fetch.lock")
 
 
 @contextlib.contextmanager
 def only_fetch_into(folder: str):
-    """This process alone writes the folder; the temporary files an interrupted fetch left are removed
-    (huggingface_hub 2.4 downloads each file into a process-unique one, so they never resume)."""
-    os.makedirs(os.path.join(folder, DOWNLOADS), exist_ok=True)
+    """This process alone writes the folder (the partial downloads it resumes are its own)."""
+    os.makedirs(os.path.join(folder, hub.PARTIAL_DIR), exist_ok=True)
     with open(os.path.join(folder, LOCK), "a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise Refused(f"another fetch is writing {folder}", "wait for it to end, or give another --name") from None
-        for stale in glob.glob(os.path.join(glob.escape(folder), DOWNLOADS, "**", "*.incomplete"), recursive=True):
-            os.remove(stale)
         yield
 
 
+def drop_other_partials(folder: str, files: list[listing.HubFile]) -> None:
+    """Partial downloads of content this commit does not have (another commit's, fetched into this folder)."""
+    wanted = {os.path.basename(hub.partial_path(folder, file)) for file in files}
+    for stale in glob.glob(os.path.join(glob.escape(folder), hub.PARTIAL_DIR, "*.partial")):
+        if os.path.basename(stale) not in wanted:
+            os.remove(stale)
+
+
 def local_files(folder: str) -> list[str]:
-    """The folder's files as repository paths, without huggingface_hub's notes and the manifest."""
+    """The folder's files as repository paths, without the fetch's own .cache and the manifest."""
     names = []
     for root, dirs, files in os.walk(folder):
         dirs[:] = [name for name in dirs if not (root == folder and name == ".cache")]
@@ -127,6 +130,7 @@ def fetch(request: Request) -> str:
 
 def fetch_into(folder: str, request: Request, gpu: str, device: DeviceLimits, commit: str,
                repo_files: list[listing.HubFile]) -> str:
+    drop_other_partials(folder, repo_files)
     found = listing.strays(local_files(folder), repo_files)
     if found:
         raise Refused(f"{folder} holds {len(found)} weight file(s) that {request.repo}@{commit[:12]} does not have "
@@ -156,8 +160,11 @@ def fetch_into(folder: str, request: Request, gpu: str, device: DeviceLimits, co
 
 def main(argv: list[str], env: Mapping[str, str]) -> int:
     try:
-        request = parse_request(argv)
+        request = parse_request(argv, env)
         path = fetch(request)
+    except NothingToFetch as nothing:
+        say(f"{nothing}; MODEL is served as it is mounted")
+        return 0
     except FetchUsage as error:
         say(str(error))
         return 2

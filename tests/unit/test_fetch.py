@@ -8,6 +8,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -15,6 +16,7 @@ from contract import layout
 from patches.fitcheck import shapes
 from tests.support.cutting_proxy import CuttingProxy
 from tests.support.hub_mirror import HubMirror
+from tests.support.range_standin import RangeStandin
 from tests.support.model_files import write_tensors
 from tests.unit.test_fitcheck_lookup import installed, written_table  # noqa: F401 (a fixture)
 
@@ -77,7 +79,7 @@ def manifest(tmp_path, name: str) -> dict:
 
 
 def weight_files_in(folder: pathlib.Path) -> list[pathlib.Path]:
-    return [path for path in folder.rglob("*") if path.suffix in (".safetensors", ".incomplete")]
+    return [path for path in folder.rglob("*") if path.suffix in (".safetensors", ".partial")]
 
 
 def test_a_fetch_pins_the_commit_and_verifies_every_file_into_the_manifest(mirror, tmp_path, site):
@@ -204,6 +206,51 @@ def test_a_download_whose_connection_is_killed_mid_shard_resumes_from_where_it_s
     assert re.search(r"(?i)range: bytes=[1-9][0-9]*-", sent), "the client started the cut file over"
     for path, content in contents.items():
         assert (tmp_path / "models" / "cut" / path).read_bytes() == content
+
+
+def fetch_process(mirror, tmp_path, site, table_shared, *words, **env) -> subprocess.Popen:
+    env = mirror.env(PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]),
+                     **{layout.ENV_FIT_TABLE: str(written_table(tmp_path, table_shared))}, **env)
+    return subprocess.Popen([sys.executable, "-m", "entrypoint", "fetch", *words, "--gpu", "sm75", "--models-dir",
+                             str(tmp_path / "models")], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def wait_for(condition, what: str, timeout_s: float = TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} did not happen in {timeout_s} s"
+        time.sleep(0.05)
+
+
+def test_a_fetch_killed_mid_shard_resumes_from_its_partial_file_in_the_next_run(mirror, tmp_path, site):
+    # huggingface_hub writes what it received in 10 MiB pieces: a 12 MiB shard stalled past 11 MiB leaves
+    # 10 MiB on disk when the run is killed
+    repo, contents = make_model(mirror, tmp_path, "org/killed", elements=12 * 2**20)
+    repo.commit()
+    shard = "model-00001-of-00002.safetensors"
+    partial = (tmp_path / "models" / "killed" / ".cache" / "vllm-turing" / "partial"
+               / f"{hashlib.sha256(contents[shard]).hexdigest()}.partial")
+    with CuttingProxy(mirror.port, cut_after=11 * 2**20, stall=True) as stalling:
+        first = fetch_process(mirror, tmp_path, site, FITS, "org/killed", HF_ENDPOINT=stalling.url)
+        try:
+            wait_for(lambda: partial.exists() and partial.stat().st_size >= 10 * 2**20, "10 MiB of the shard on disk")
+        finally:
+            first.kill()
+            first.wait()
+    kept = partial.stat().st_size
+    assert 0 < kept < len(contents[shard])
+    # olah's mirror route answers a Range request with the whole file: the standin answers it as the Hub does
+    with RangeStandin(mirror.endpoint) as hub:
+        second = fetch(mirror, tmp_path, site, FITS, "org/killed", HF_ENDPOINT=hub.url)
+    assert second.returncode == 0, second.stderr
+    assert hub.ranges == [f"bytes={kept}-"], "the second run did not resume the partial file"
+    other = len(contents["model-00002-of-00002.safetensors"])
+    # the rest of the first shard and the whole second one, with room for the API's and small files' answers
+    assert hub.answered < len(contents[shard]) - kept + other + 2**20
+    for path, content in contents.items():
+        assert (tmp_path / "models" / "killed" / path).read_bytes() == content
+    assert not partial.exists()
 
 
 def test_a_weight_file_the_commit_lacks_in_the_folder_is_refused_before_anything_is_fetched(mirror, tmp_path, site):
