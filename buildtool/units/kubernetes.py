@@ -305,6 +305,14 @@ def _network_policy(spec: UnitSpec) -> dict:
                                   "ports": [{"port": "http", "protocol": "TCP"}]}]}}
 
 
+def _fetch_network_policy(spec: UnitSpec) -> dict:
+    """No ingress at all to the fetch Job's pod (it only calls out, to the Hub)."""
+    job_labels = {**labels(spec), COMPONENT: "fetch"}
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": spec.fetch_name, "labels": job_labels},
+            "spec": {"podSelector": {"matchLabels": dict(job_labels)}, "policyTypes": ["Ingress"]}}
+
+
 def manifests(spec: UnitSpec, env: dict[str, str]) -> list[dict]:
     """The objects, in the order `kubectl apply` wants them (config and storage before the pods)."""
     cluster = spec.cluster
@@ -319,7 +327,7 @@ def manifests(spec: UnitSpec, env: dict[str, str]) -> list[dict]:
          "metadata": {"name": cache_claim_name(spec), "labels": meta["labels"]},
          "spec": {"accessModes": [access], "resources": {"requests": {"storage": CACHE_CLAIM_SIZE}}}},
         # a hostPath model folder is each node's own: `build.py model fetch` there, not a Job on some node
-        *([_fetch_job(spec, memory)] if cluster.model_volume == "pvc" else []),
+        *([_fetch_job(spec, memory), _fetch_network_policy(spec)] if cluster.model_volume == "pvc" else []),
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
          "spec": {"replicas": cluster.replicas,
                   "selector": {"matchLabels": meta["labels"]},

@@ -192,7 +192,7 @@ def test_accepted_cluster_specs_render_manifests_the_pinned_schemas_accept_with_
     assert build_py().main(argv) == 0
     docs = [d for d in yaml.safe_load_all((out / MANIFEST_PATH).read_text()) if d]
     budget = ["PodDisruptionBudget"] if spec["replicas"] > 1 else []
-    job = [] if spec["host_path"] else ["Job"]
+    job = [] if spec["host_path"] else ["Job", "NetworkPolicy"]
     assert [d["kind"] for d in docs] == ["ConfigMap", "PersistentVolumeClaim", *job, "Deployment", *budget, "Service",
                                          "NetworkPolicy"]
     for doc in docs:

@@ -98,7 +98,7 @@ def test_golden_files_are_exactly_what_the_generator_writes(tmp_path, name):
 def test_golden_files_validate_against_the_pinned_kubernetes_schemas(name):
     docs = load((REPO / GOLDEN[name][1]).read_text())
     budget = ["PodDisruptionBudget"] if deployment(docs)["spec"]["replicas"] > 1 else []
-    assert [d["kind"] for d in docs] == ["ConfigMap", "PersistentVolumeClaim", "Job", "Deployment", *budget, "Service",
+    assert [d["kind"] for d in docs] == ["ConfigMap", "PersistentVolumeClaim", "Job", "NetworkPolicy", "Deployment", *budget, "Service",
                                          "NetworkPolicy"]
     assert schema_errors(docs) == [] and manifest_problems(docs) == []
 
@@ -387,7 +387,7 @@ def test_the_checker_catches_each_restricted_field_taken_away(breaks, rule):
 
 def test_the_network_policy_admits_only_the_namespaces_pods_on_the_server_port():
     docs = manifests(spec(), ENV)
-    policy = next(d for d in docs if d["kind"] == "NetworkPolicy")["spec"]
+    policy = next(d for d in docs if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == "vllm-turing")["spec"]
     assert policy["podSelector"]["matchLabels"] == deployment(docs)["spec"]["selector"]["matchLabels"]
     assert policy["policyTypes"] == ["Ingress"]
     [rule] = policy["ingress"]
@@ -395,6 +395,16 @@ def test_the_network_policy_admits_only_the_namespaces_pods_on_the_server_port()
     assert rule["from"] == [{"podSelector": {}}]
     assert rule["ports"] == [{"port": "http", "protocol": "TCP"}]
     assert container(docs)["ports"][0]["name"] == "http"
+
+
+def test_the_fetch_jobs_pod_admits_nothing_and_the_servers_policy_does_not_select_it():
+    docs = manifests(spec(), ENV)
+    job = next(d for d in docs if d["kind"] == "Job")
+    job_labels = job["spec"]["template"]["metadata"]["labels"]
+    policy = next(d for d in docs if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == job["metadata"]["name"])
+    assert policy["spec"] == {"podSelector": {"matchLabels": job_labels}, "policyTypes": ["Ingress"]}
+    server = deployment(docs)["spec"]["selector"]["matchLabels"]
+    assert not set(server.items()) <= set(job_labels.items())  # no Service or server policy reaches the Job
 
 
 # ---- secrets: only references, only from Secrets ---------------------------------------------------
