@@ -82,7 +82,17 @@ def parse(doc: object, name: str) -> Manifest:
     return Manifest(repo, commit, when if isinstance(when, str) and when.isprintable() else "", tuple(typed))
 
 
-def read(folder: str, cap: int = files.INDEX_CAP) -> Manifest | None:
+MANIFEST_CAP = files.INDEX_CAP
+
+
+def parse_bytes(data: bytes, name: str) -> Manifest:
+    try:
+        return parse(files.parse_json(data, name), name)
+    except files.FileProblem as problem:
+        raise ManifestProblem(str(problem)) from None
+
+
+def read(folder: str, cap: int = MANIFEST_CAP) -> Manifest | None:
     """The folder's manifest, None when it has none; ManifestProblem when it is unreadable or not one."""
     path = os.path.join(folder, NAME)
     if not os.path.lexists(path):

@@ -6,7 +6,7 @@ import posixpath
 import re
 from typing import Mapping
 
-from contract.devices import DEVICES, DeviceLimits
+from contract.devices import CARDS, DEVICES, DeviceLimits
 
 from ..checks.model import REVISION
 from ..files import shown
@@ -35,7 +35,7 @@ class NothingToFetch(Exception):
 class Request:
     repo: str
     revision: str
-    gpu: str | None  # a name of contract.devices.DEVICES; None: this host's GPU
+    gpu: str | None  # a name of contract.devices.DEVICES or CARDS; None: this host's GPU
     models_dir: str
     name: str
     drafter: bool = False  # a speculative drafter: judged also by the preflight's drafter check
@@ -47,7 +47,14 @@ class Request:
 
     @property
     def device(self) -> DeviceLimits | None:
-        return DEVICES[self.gpu] if self.gpu else None
+        if not self.gpu:
+            return None
+        return DEVICES[CARDS[self.gpu].device] if self.gpu in CARDS else DEVICES[self.gpu]
+
+    @property
+    def gpu_memory(self) -> int | None:
+        """The named card's memory in bytes; None for a bare device name or this host's GPU."""
+        return CARDS[self.gpu].memory if self.gpu in CARDS else None
 
 
 def parse_model_ref(text: str) -> tuple[str, str]:
@@ -63,8 +70,9 @@ def parse_model_ref(text: str) -> tuple[str, str]:
 
 
 def parse_gpu(text: str, named: str = "--gpu") -> str:
-    if text not in DEVICES:
-        raise FetchUsage(f"{named} {shown(text[:80])!r} is not a GPU the fit table knows: give one of {', '.join(DEVICES)}")
+    if text not in DEVICES and text not in CARDS:
+        raise FetchUsage(f"{named} {shown(text[:80])!r} is not a GPU the fit table knows: give a card ("
+                         f"{', '.join(CARDS)}: its memory is judged too) or a device ({', '.join(DEVICES)})")
     return text
 
 

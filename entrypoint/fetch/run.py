@@ -5,12 +5,14 @@ fetch verifies and writes nothing but the manifest's time, and an interrupted on
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import fcntl
 import glob
 import os
+import re
 import sys
-from typing import Mapping
+from typing import Callable, Mapping
 
 from contract.devices import DeviceLimits, cc_number
 from contract.verdict import Result
@@ -21,10 +23,11 @@ from ..checks.model import gib
 from ..device import NoDevice, probe_devices, weakest
 from ..files import shown
 from ..redact import redact
-from . import hub, judge, listing, manifest, verify
+from . import hub, imported, judge, listing, manifest, verify
 from .request import ENV_GPU, FetchUsage, NothingToFetch, Request, parse_request
 
 PREFIX = "vllm-turing fetch:"
+COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 class Refused(Exception):
@@ -98,38 +101,84 @@ def local_files(folder: str) -> list[str]:
     return [name for name in names if name != manifest.NAME]
 
 
-def ensure(request: Request, commit: str, folder: str, files: list[listing.HubFile]) -> None:
-    """Every file present and verified, downloading those missing or wrong."""
+@dataclasses.dataclass(frozen=True)
+class Getter:
+    """How files come: from the Hub (downloaded) or from a copy made elsewhere (imported)."""
+    get: Callable[[listing.HubFile], object]
+    verb: str  # "fetching" / "importing"
+    done: str  # "downloaded" / "copied"
+    altered_fix: str
+
+
+def downloads(request: Request, commit: str, folder: str) -> Getter:
+    return Getter(lambda file: hub.download(request.repo, commit, file, folder), "fetching", "downloaded",
+                  "the mirror or the connection altered it: check HF_ENDPOINT, then run fetch again")
+
+
+def copies(source, folder: str) -> Getter:
+    def get(file: listing.HubFile) -> None:
+        target, partial = os.path.join(folder, file.path), hub.partial_path(folder, file)
+        os.makedirs(os.path.dirname(target) or folder, exist_ok=True)
+        with open(partial, "wb") as handle:
+            source.copy(file, handle)
+        os.replace(partial, target)
+    return Getter(get, "importing", "copied", "the copy is not the Hub's file its manifest records: copy it again "
+                                              "from a complete fetch")
+
+
+def ensure(request: Request, commit: str, folder: str, files: list[listing.HubFile], getter: Getter) -> None:
+    """Every file present and verified, getting those missing or wrong."""
     for number, file in enumerate(files, 1):
         local = os.path.join(folder, file.path)
         problem = verify.file_problem(local, file)
         if problem is None:
             continue
         if os.path.exists(local):
-            say(f"{problem}: fetching it again")
+            say(f"{problem}: {getter.verb} it again")
             discard(folder, file)
-        say(f"fetching {file.path} ({gib(file.size)}, file {number} of {len(files)})")
-        hub.download(request.repo, commit, file, folder)
+        say(f"{getter.verb} {file.path} ({gib(file.size)}, file {number} of {len(files)})")
+        getter.get(file)
         problem = verify.file_problem(local, file)
         if problem:
             discard(folder, file)
-            raise Refused(f"{request.repo}@{commit[:12]}: {problem} after download",
-                          "the mirror or the connection altered it: check HF_ENDPOINT, then run fetch again")
+            raise Refused(f"{request.repo}@{commit[:12]}: {problem} after {getter.verb[:-3]}", getter.altered_fix)
 
 
 def fetch(request: Request) -> str:
-    """The model fetched, judged and verified; the manifest's path."""
+    """The model fetched (or imported --from a copy), judged and verified; the manifest's path."""
+    if request.source:
+        return import_from(request)
     gpu, device = target_device(request)
     commit = hub.resolve_commit(request.repo, request.revision)
     say(f"{request.repo}@{request.revision} is commit {commit}")
     repo_files = hub.list_files(request.repo, commit)
     folder = request.target
     with only_fetch_into(folder):
-        return fetch_into(folder, request, gpu, device, commit, repo_files)
+        return fetch_into(folder, request, gpu, device, commit, repo_files, downloads(request, commit, folder))
+
+
+def import_from(request: Request) -> str:
+    """No network: the files and the Hub's metadata (the manifest a fetch wrote) from --from."""
+    source = imported.source(request.source)
+    try:
+        found = source.manifest()
+    except manifest.ManifestProblem as problem:
+        raise Refused(f"--from {request.source}: {problem}", "copy the folder a `fetch` wrote, its manifest whole") \
+            from None
+    if found.repo != request.repo:
+        raise Refused(f"--from {request.source} holds {found.repo}, not {request.repo}", f"give REPO {found.repo}")
+    if COMMIT.fullmatch(request.revision) and request.revision != found.commit:
+        raise Refused(f"--from {request.source} holds commit {found.commit}, not {request.revision}",
+                      f"give {found.repo}@{found.commit}, or import the copy of that commit")
+    gpu, device = target_device(request)
+    say(f"{found.repo}@{found.commit} from {request.source} (its manifest's Hub metadata, no network)")
+    folder = request.target
+    with only_fetch_into(folder):
+        return fetch_into(folder, request, gpu, device, found.commit, list(found.files), copies(source, folder))
 
 
 def fetch_into(folder: str, request: Request, gpu: str, device: DeviceLimits, commit: str,
-               repo_files: list[listing.HubFile]) -> str:
+               repo_files: list[listing.HubFile], getter: Getter) -> str:
     drop_other_partials(folder, repo_files)
     found = listing.strays(local_files(folder), repo_files)
     if found:
@@ -137,25 +186,27 @@ def fetch_into(folder: str, request: Request, gpu: str, device: DeviceLimits, co
                       f"(e.g. {found[0]}), which vLLM would load beside it",
                       "remove them, or fetch into another --name")
     small = listing.small_files(repo_files)
-    ensure(request, commit, folder, small)
+    ensure(request, commit, folder, small, getter)
     loaded = facts.load()
     minimum = turing_settings.minimum_from(loaded.facts.quantization if loaded.facts else None)
     missing = {file.path for file in repo_files if file.is_weight_format
                and verify.file_problem(os.path.join(folder, file.path), file, check_hash=False)}
     sizes = {file.path: file.size for file in repo_files}
-    results, loaded_names = judge.judge(folder, sizes, missing, device, read_meminfo(), minimum, request.drafter)
+    card = (request.gpu, request.gpu_memory) if request.gpu_memory else None
+    results, loaded_names = judge.judge(folder, sizes, missing, device, read_meminfo(), minimum, request.drafter, card)
     for result in results:
         say(f"{result.name} on {gpu}: {result.status.value} {result.message}")
     refusal = judge.refusal(results)
     if refusal is not None:
         raise Refused(f"{request.repo}@{commit[:12]} cannot serve on {gpu}: {refusal.message}; no weights were "
-                      "downloaded", refusal.fix)
+                      f"{getter.done}", refusal.fix)
     weights = listing.chosen_weights(repo_files, loaded_names)
     say(f"{len(weights)} weight file(s), {gib(sum(file.size for file in weights))}")
-    ensure(request, commit, folder, weights)
+    ensure(request, commit, folder, weights, getter)
     when = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     doc = manifest.document(request.repo, request.revision, commit, small + weights, results, when, gpu)
     return manifest.write(folder, doc)
+
 
 
 def main(argv: list[str], env: Mapping[str, str]) -> int:
@@ -171,7 +222,7 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
     except hub.HubProblem as problem:
         say(f"{problem}; {problem.fix}")
         return 2 if problem.usage else 1
-    except Refused as refusal:
+    except (Refused, imported.SourceProblem) as refusal:
         say(f"{refusal}; {refusal.fix}")
         return 1
     except OSError as error:

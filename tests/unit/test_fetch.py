@@ -2,12 +2,14 @@
 LFS objects made here): the revision pinned to a commit, the model judged from its small files before
 any weight byte, every file verified, the manifest written; re-runs verify, interrupted ones resume."""
 import hashlib
+import itertools
 import json
 import os
 import pathlib
 import re
 import subprocess
 import sys
+import tarfile
 import time
 
 import pytest
@@ -169,6 +171,18 @@ def test_a_branch_that_moves_between_two_fetches_stays_pinned_to_the_commit_give
     assert (tmp_path / "models" / "latest" / shard).read_bytes() != first_contents[shard]
 
 
+def test_a_named_card_has_its_memory_judged_and_recorded(mirror, tmp_path, site):
+    make_model(mirror, tmp_path, "org/carded")[0].commit()
+    env = mirror.env(PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]),
+                     **{layout.ENV_FIT_TABLE: str(written_table(tmp_path, FITS))})
+    done = subprocess.run([sys.executable, "-m", "entrypoint", "fetch", "org/carded", "--gpu", "t4", "--models-dir",
+                           str(tmp_path / "models")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    assert "gpu memory on t4: pass" in done.stderr
+    document = manifest(tmp_path, "carded")
+    assert (document["gpu"], document["verdict"]["gpu memory"]) == ("t4", "pass")
+
+
 def test_a_repository_the_hub_lacks_is_bad_input_in_one_line(mirror, tmp_path, site):
     missing = fetch(mirror, tmp_path, site, FITS, "org/nothing-here")
     assert missing.returncode == 2
@@ -261,3 +275,59 @@ def test_a_weight_file_the_commit_lacks_in_the_folder_is_refused_before_anything
     refused = fetch(mirror, tmp_path, site, FITS, "org/stray")
     assert refused.returncode == 1 and "old-00001.safetensors" in refused.stderr.splitlines()[-1]
     assert sorted(path.name for path in folder.iterdir() if path.name != ".cache") == ["old-00001.safetensors"]
+
+
+def offline(mirror) -> dict:
+    """No Hub to reach: an endpoint nothing listens on, and huggingface_hub told to stay offline."""
+    return {"HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"}
+
+
+COPIES = itertools.count()
+
+
+@pytest.fixture
+def fetched_copy(mirror, tmp_path, site):
+    """A model fetched (elsewhere, as an air-gapped site receives it): its folder, contents and commit,
+    of a repository org/carried-N of its own (the mirror serves the whole module)."""
+    name = f"carried-{next(COPIES)}"
+    repo, contents = make_model(mirror, tmp_path, f"org/{name}")
+    commit = repo.commit()
+    assert fetch(mirror, tmp_path, site, FITS, f"org/{name}").returncode == 0
+    return tmp_path / "models" / name, contents, commit
+
+
+def test_a_copy_made_elsewhere_is_imported_offline_and_verified_against_its_manifest(mirror, tmp_path, site,
+                                                                                      fetched_copy):
+    copy, contents, commit = fetched_copy
+    archive = tmp_path / "carried.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(copy, arcname=copy.name, filter=lambda info: None if "/.cache" in info.name else info)
+    for name, source in (("from-folder", copy), ("from-tarball", archive)):
+        done = fetch(mirror, tmp_path, site, FITS, f"org/{copy.name}", "--name", name, "--from", str(source), **offline(mirror))
+        assert done.returncode == 0, done.stderr
+        for path, content in contents.items():
+            assert (tmp_path / "models" / name / path).read_bytes() == content
+        assert manifest(tmp_path, name)["commit"] == commit
+
+
+def test_an_altered_copy_is_refused_naming_the_file_though_its_manifest_is_whole(mirror, tmp_path, site, fetched_copy):
+    copy, _, _ = fetched_copy
+    shard = copy / "model-00002-of-00002.safetensors"
+    altered = bytearray(shard.read_bytes())
+    altered[-1] ^= 0xFF
+    shard.write_bytes(bytes(altered))
+    refused = fetch(mirror, tmp_path, site, FITS, f"org/{copy.name}", "--name", "altered", "--from", str(copy),
+                    **offline(mirror))
+    assert refused.returncode == 1
+    last = refused.stderr.strip().splitlines()[-1]
+    assert shard.name in last and "SHA-256" in last
+    assert not (tmp_path / "models" / "altered" / MANIFEST).exists()
+
+
+def test_a_copy_without_its_manifest_or_of_another_repository_is_refused(mirror, tmp_path, site, fetched_copy):
+    copy, _, _ = fetched_copy
+    other = fetch(mirror, tmp_path, site, FITS, "org/another", "--name", "x", "--from", str(copy), **offline(mirror))
+    assert other.returncode == 1 and f"holds org/{copy.name}, not org/another" in other.stderr
+    (copy / MANIFEST).unlink()
+    bare = fetch(mirror, tmp_path, site, FITS, f"org/{copy.name}", "--name", "y", "--from", str(copy), **offline(mirror))
+    assert bare.returncode == 1 and MANIFEST in bare.stderr.strip().splitlines()[-1]

@@ -174,3 +174,23 @@ def test_a_drafter_is_judged_by_the_preflights_drafter_check_before_its_weights(
 
 def test_the_drafter_flag_is_typed_once():
     assert parse_request(["org/d", "--drafter"]).drafter and not parse_request(["org/d"]).drafter
+
+
+def test_a_named_card_is_its_device_and_its_memory_from_the_one_table():
+    from contract.devices import CARDS, DEVICES
+
+    request = parse_request(["org/m", "--gpu", "t4"])
+    assert request.device == DEVICES["sm75"] and request.gpu_memory == CARDS["t4"].memory
+    assert parse_request(["org/m", "--gpu", "sm75"]).gpu_memory is None
+    assert all(card.device in DEVICES for card in CARDS.values())
+
+
+def test_weights_that_leave_no_kv_cache_on_the_named_card_are_refused_and_a_small_model_passes():
+    from contract.devices import CARDS
+    from contract.verdict import Status
+
+    t4 = CARDS["t4"].memory
+    refused = memory.judge_card_memory(15 * 2**30, "t4", t4)
+    assert refused.status is Status.FAIL and "t4" in refused.message and "TENSOR_PARALLEL_SIZE" in refused.fix
+    assert memory.judge_card_memory(15 * 2**30, "t4", t4, cards=2).status is Status.PASS
+    assert memory.judge_card_memory(2**30, "t4", t4).status is Status.PASS
