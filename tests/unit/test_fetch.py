@@ -17,6 +17,7 @@ import pytest
 from contract import layout
 from patches.fitcheck import shapes
 from tests.support.cutting_proxy import CuttingProxy
+from tests.support.gated_standin import GatedStandin
 from tests.support.hub_mirror import HubMirror
 from tests.support.range_standin import RangeStandin
 from tests.support.model_files import write_tensors
@@ -331,3 +332,14 @@ def test_a_copy_without_its_manifest_or_of_another_repository_is_refused(mirror,
     (copy / MANIFEST).unlink()
     bare = fetch(mirror, tmp_path, site, FITS, f"org/{copy.name}", "--name", "y", "--from", str(copy), **offline(mirror))
     assert bare.returncode == 1 and MANIFEST in bare.stderr.strip().splitlines()[-1]
+
+
+def test_a_gated_repository_without_a_token_is_refused_in_one_line_naming_the_token_file(mirror, tmp_path, site):
+    # olah cannot gate a repository: the standin answers as the Hub does (401, X-Error-Code: GatedRepo)
+    with GatedStandin() as hub:
+        refused = fetch(mirror, tmp_path, site, FITS, "org/gated", HF_ENDPOINT=hub.url)
+    assert refused.returncode == 1
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert "org/gated is gated" in refused.stderr and "HF_TOKEN_PATH" in refused.stderr
+    assert hub.requests and all(authorization is None for _, authorization in hub.requests)
+    assert not (tmp_path / "models" / "gated").exists()
