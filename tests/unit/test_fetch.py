@@ -343,3 +343,21 @@ def test_a_gated_repository_without_a_token_is_refused_in_one_line_naming_the_to
     assert "org/gated is gated" in refused.stderr and "HF_TOKEN_PATH" in refused.stderr
     assert hub.requests and all(authorization is None for _, authorization in hub.requests)
     assert not (tmp_path / "models" / "gated").exists()
+
+
+def test_a_fetch_pinned_to_the_commit_its_manifest_records_verifies_without_the_hub(mirror, tmp_path, site):
+    repo, contents = make_model(mirror, tmp_path, "org/pinned-here")
+    commit = repo.commit()
+    assert fetch(mirror, tmp_path, site, FITS, f"org/pinned-here@{commit}").returncode == 0
+    shard = tmp_path / "models" / "pinned-here" / "model-00002-of-00002.safetensors"
+    shard.unlink()
+    with GatedStandin() as hub:  # any question to the Hub would be answered with a refusal
+        again = fetch(mirror, tmp_path, site, FITS, f"org/pinned-here@{commit}", HF_ENDPOINT=hub.url)
+    assert again.returncode == 1 and not [line for line, _ in hub.requests if "/api/" in line]
+    assert shard.name in again.stderr  # the one missing file was the only thing asked for
+    complete = fetch(mirror, tmp_path, site, FITS, f"org/pinned-here@{commit}")
+    assert complete.returncode == 0 and shard.read_bytes() == contents[shard.name]
+    with GatedStandin() as hub:
+        verified = fetch(mirror, tmp_path, site, FITS, f"org/pinned-here@{commit}", HF_ENDPOINT=hub.url)
+    assert verified.returncode == 0, verified.stderr
+    assert hub.requests == []
