@@ -105,7 +105,7 @@ def _service(spec: UnitSpec) -> tuple:
 def _fetch_service(spec: UnitSpec) -> tuple:
     """The one-shot fetch into the model directory (read-write here alone), under its profile."""
     return (
-        f"The model, fetched pinned, judged and verified before the server starts (docs/deploy.md, \"Fetching",
+        "The model, fetched pinned, judged and verified before the server starts (docs/deploy.md, \"Fetching",
         f"the model\"): `docker compose --profile {FETCH_PROFILE} up -d`. It reads FETCH_MODEL (REPO@REVISION) and",
         "FETCH_GPU (sm75, t4, ...) from the env file and writes into the folder MODEL names; complete, it",
         "verifies and downloads nothing.",

@@ -6,12 +6,13 @@ and its Authorization header (None when the client sent none)."""
 from __future__ import annotations
 
 import http.server
-import threading
+
+from tests.support.loopback_server import LoopbackServer
 
 MESSAGE = "Access to model {repo} is restricted. You must have access to it and be authenticated to access it."
 
 
-class GatedStandin:
+class GatedStandin(LoopbackServer):
     def __init__(self):
         standin = self
         self.requests: list[tuple[str, str | None]] = []
@@ -42,14 +43,4 @@ class GatedStandin:
             def do_HEAD(self) -> None:
                 self._gated(False)
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> "GatedStandin":
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(Handler)

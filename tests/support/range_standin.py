@@ -7,6 +7,8 @@ from __future__ import annotations
 import http.server
 import re
 import threading
+
+from tests.support.loopback_server import LoopbackServer
 import urllib.error
 import urllib.request
 
@@ -14,7 +16,7 @@ RANGE = re.compile(r"bytes=(\d+)-$")
 PASSED = ("authorization", "user-agent", "accept", "accept-encoding")
 
 
-class RangeStandin:
+class RangeStandin(LoopbackServer):
     def __init__(self, upstream: str):
         standin = self
         self.answered = 0
@@ -65,14 +67,4 @@ class RangeStandin:
             def do_HEAD(self) -> None:
                 self._answer(False)
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> "RangeStandin":
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(Handler)
