@@ -3,6 +3,7 @@ HF_HUB_OFFLINE itself: the token never passes through this code, argv or a messa
 becomes HubProblem: one line naming the repository and the fix."""
 from __future__ import annotations
 
+import hashlib
 import os
 
 from .listing import HubFile
@@ -57,14 +58,17 @@ def list_files(repo: str, commit: str) -> list[HubFile]:
 
 
 # Where a download in progress is kept, named by the content it is to have (the Hub's SHA-256 or git blob
-# id): an interrupted run leaves it there and the next run resumes it (an HTTP Range request) instead of
+# id) and its path: an interrupted run leaves it there and the next run resumes it (an HTTP Range request) instead of
 # starting over. huggingface_hub's own hf_hub_download cannot: since 2.x it writes every download to a
 # process-unique temporary file and deletes it on failure (file_download._download_to_tmp_and_move).
 PARTIAL_DIR = os.path.join(".cache", "vllm-turing", "partial")
 
 
 def partial_path(folder: str, file: HubFile) -> str:
-    return os.path.join(folder, PARTIAL_DIR, f"{file.sha256 or file.blob_id}.partial")
+    """Named by the content and the path: two paths of one content (a repository may hold both) are got
+    at the same time into two files."""
+    where = hashlib.sha1(file.path.encode()).hexdigest()[:12]
+    return os.path.join(folder, PARTIAL_DIR, f"{file.sha256 or file.blob_id}-{where}.partial")
 
 
 def download(repo: str, commit: str, file: HubFile, folder: str) -> str:

@@ -15,6 +15,8 @@ import time
 import pytest
 
 from contract import layout
+from entrypoint.fetch.hub import partial_path as hub_partial_path
+from entrypoint.fetch.listing import HubFile
 from patches.fitcheck import shapes
 from tests.support.cutting_proxy import CuttingProxy
 from tests.support.gated_standin import GatedStandin
@@ -244,7 +246,8 @@ def test_a_fetch_killed_mid_shard_resumes_from_its_partial_file_in_the_next_run(
     repo, contents = make_model(mirror, tmp_path, "org/killed", elements=12 * 2**20)
     repo.commit()
     partials = tmp_path / "models" / "killed" / ".cache" / "vllm-turing" / "partial"
-    shard_of = {f"{hashlib.sha256(content).hexdigest()}.partial": name for name, content in contents.items()}
+    shard_of = {pathlib.Path(hub_partial_path("", HubFile(name, len(content), hashlib.sha256(content).hexdigest(),
+                                                          "0" * 40))).name: name for name, content in contents.items()}
     with CuttingProxy(mirror.port, cut_after=11 * 2**20, stall=True) as stalling:
         first = fetch_process(mirror, tmp_path, site, FITS, "org/killed", HF_ENDPOINT=stalling.url)
         try:
@@ -361,3 +364,17 @@ def test_a_fetch_pinned_to_the_commit_its_manifest_records_verifies_without_the_
         verified = fetch(mirror, tmp_path, site, FITS, f"org/pinned-here@{commit}", HF_ENDPOINT=hub.url)
     assert verified.returncode == 0, verified.stderr
     assert hub.requests == []
+
+
+def test_two_paths_of_one_content_are_fetched_at_once_each_whole(mirror, tmp_path, site):
+    repo, contents = make_model(mirror, tmp_path, "org/twins")
+    twin = "extra/tokenizer_config.json"  # the same content at another path: small files are got together
+    (repo.path / "extra").mkdir()
+    (repo.path / twin).write_bytes(contents["tokenizer_config.json"])
+    contents[twin] = contents["tokenizer_config.json"]
+    repo.commit()
+    done = fetch(mirror, tmp_path, site, FITS, "org/twins")
+    assert done.returncode == 0, done.stderr
+    folder = tmp_path / "models" / "twins"
+    for path, content in contents.items():
+        assert (folder / path).read_bytes() == content
