@@ -47,7 +47,7 @@ def add_arguments(parser) -> None:
     fetch.add_argument("--model-dir", type=flags.host_directory, default=DEFAULT_MODEL_DIR,
                        help="host models folder, mounted at /models as the units mount it (default: %(default)s)")
     fetch.add_argument("--name", type=folder_name, help="folder under --model-dir (default: the repository's name)")
-    fetch.add_argument("--gpu", type=gpu_name, help="judge for this GPU (sm75, sm86, ...) instead of this host's")
+    fetch.add_argument("--gpu", type=gpu_name, help="judge for this card (t4, rtx2080ti, a10, ...: its memory too) or device (sm75, sm86, ...) instead of this host's")
     fetch.add_argument("--drafter", action="store_true",
                        help="a speculative drafter: judged also as the preflight judges DRAFTER")
     fetch.add_argument("--token-file", type=flags.existing_file,

@@ -18,6 +18,30 @@ DEVICES = {
     "sm86": DeviceLimits(86, 101_376),  # Ampere's consumer parts: RTX 30xx, A10
     "sm90": DeviceLimits(90, 232_448),  # Hopper: H100, H200 (the GPU tier's machine)
 }
+
+class Card(NamedTuple):
+    """A card by its name (what `fetch --gpu` takes besides the DEVICES names): its device in DEVICES
+    and its memory in bytes, as NVML reports the card's total."""
+
+    device: str
+    memory: int
+
+
+MiB = 2**20
+CARDS = {
+    "t4": Card("sm75", 15_360 * MiB),
+    "rtx2080": Card("sm75", 8_192 * MiB),
+    "rtx2080ti": Card("sm75", 11_264 * MiB),
+    "titanrtx": Card("sm75", 24_576 * MiB),
+    "quadro-rtx6000": Card("sm75", 24_576 * MiB),
+    "quadro-rtx8000": Card("sm75", 49_152 * MiB),
+    "v100-16gb": Card("sm70", 16_384 * MiB),
+    "v100-32gb": Card("sm70", 32_768 * MiB),
+    "rtx3090": Card("sm86", 24_576 * MiB),
+    "a10": Card("sm86", 23_028 * MiB),
+    "h100": Card("sm90", 81_559 * MiB),
+    "h200": Card("sm90", 143_771 * MiB),
+}
 TURING = DEVICES["sm75"]
 AMPERE = DEVICES["sm86"]
 HOPPER = DEVICES["sm90"]

@@ -16,8 +16,8 @@ from contract.verdict import Result, failed, warned
 from . import environment, hub
 from .argv import Extras, argv_result, json_object, speculative_drafter
 from .facts import Loaded
-from .checks import (audio, cache, clamp, devices, disk, driver, memory, model, parallel, parsers, port, shm,
-                     turing_settings)
+from .checks import (audio, cache, clamp, devices, disk, driver, fetched, memory, model, parallel, parsers, port,
+                     shm, turing_settings)
 from .device import Device, context_error
 from .settings import CHECK_NAMES, Settings
 
@@ -135,8 +135,8 @@ def hub_problem(name: str, variable: str, value: str, settings: Settings,
                 env: Mapping[str, str]) -> model.Resolved | None:
     """A model id that is not in the cache, on a host that cannot reach the Hub: refused now, not
     after the server's download retries."""
-    if settings.hf_offline or os.path.isabs(value) or value.startswith("."):
-        return None
+    if settings.hf_offline or not settings.download_at_start or os.path.isabs(value) or value.startswith("."):
+        return None  # without DOWNLOAD_AT_START the model check points to fetch, network or not
     down = hub.unreachable(env)
     if down is None:
         return None
@@ -156,7 +156,8 @@ def resolve_models(settings: Settings, env: Mapping[str, str] | None = None, ext
 
     def resolve(name: str, variable: str, value: str, source: model.ConfigSource) -> model.Resolved:
         def read() -> model.Resolved:
-            found = model.resolve(name, variable, value, settings.hf_hub_cache, settings.hf_offline, source)
+            found = model.resolve(name, variable, value, settings.hf_hub_cache, settings.hf_offline, source,
+                                  settings.download_at_start)
             if found.path is None and env is not None:
                 return hub_problem(name, variable, value, settings, env) or found
             return found
@@ -207,6 +208,27 @@ def cache_writes(settings: Settings, extras: Extras) -> tuple[cache.Written, ...
     return tuple(written)
 
 
+def model_check(models: Models, settings: Settings, env: Mapping[str, str]) -> Check | Background:
+    """The model check with its fetch manifest read; with VERIFY_HASHES_SECONDS its hashing runs beside
+    the other checks, bounded by that setting (and the usual deadline for the rest)."""
+    def run() -> Result:
+        found = model.check_model(models.model, settings.max_model_len, model.allow_long(env))
+        return fetched.check_fetched(found, models.model, settings.verify_hashes_s)
+    if not settings.verify_hashes_s:
+        return run
+    return in_background(model.MODEL, run, settings.verify_hashes_s + CHECK_DEADLINE_S)
+
+
+def in_background(name: str, work: Check, deadline_s: float) -> Background:
+    """`work` started before the other checks, its result (or the line saying it hung) collected in order."""
+    def start() -> Check:
+        box: dict = {}
+        thread = threading.Thread(target=lambda: box.update(result=guarded(name, work, deadline_s)), daemon=True)
+        thread.start()
+        return lambda: (thread.join(), box["result"])[1]
+    return Background(start)
+
+
 def model_config(resolved: model.Resolved) -> ModelConfig | None:
     """The model's config.json as read and typed once (also when its weights are not whole), or None when
     it could not be read (the model check says why)."""
@@ -248,7 +270,7 @@ def plan(settings: Settings, device: Device | None, models: Models, env: Mapping
         "clamp": lambda: clamp.check_clamp(),
         "fit": needs_device("fit", device, fit_check(models.model, settings.tensor_parallel_size, settings.dtype,
                                                      extras, env)),
-        "model": lambda: model.check_model(models.model, settings.max_model_len, model.allow_long(env)),
+        "model": model_check(models, settings, env),
         "drafter": lambda: model.check_drafter(models.drafter),
         "parsers": lambda: parsers.judge_parsers(parser_settings, models.model),
         "quantization": needs_device("quantization", device, quantization_check(models, extras, loaded)),

@@ -26,7 +26,8 @@ CUDA_COMPAT_MODES = ("auto", "on", "off")
 ENTRYPOINT_ONLY = ("MODEL", "SERVED_MODEL_NAME", "HOST", "PORT", "DTYPE", "MAX_MODEL_LEN", "MAX_NUM_SEQS",
                    "GPU_MEMORY_UTILIZATION", "KV_CACHE_DTYPE", "ENFORCE_EAGER", "SPECULATIVE_CONFIG", "DRAFTER",
                    "REASONING_PARSER", "TOOL_CALL_PARSER", "VLLM_EXTRA_ARGS", "SKIP_CHECKS", "CUDA_COMPAT",
-                   "TENSOR_PARALLEL_SIZE", "PIPELINE_PARALLEL_SIZE", ENV_API_KEY_FILE, "STOP_GRACE_SECONDS")
+                   "TENSOR_PARALLEL_SIZE", "PIPELINE_PARALLEL_SIZE", ENV_API_KEY_FILE, "STOP_GRACE_SECONDS",
+                   "VERIFY_HASHES_SECONDS", "DOWNLOAD_AT_START")
 # Names the entrypoint reads that the server (vLLM, huggingface_hub, Triton) reads too: passed on.
 SHARED_WITH_SERVER = (ENV_API_KEY, "HF_TOKEN_PATH", "HOME", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TMPDIR",
                       "TRITON_CACHE_DIR", "VLLM_CACHE_ROOT", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
@@ -45,6 +46,9 @@ FALSE_WORDS = ("0", "false", "no", "off")
 MAX_CONTEXT = 16 * 2**20
 MAX_SEQS = 65536
 MAX_GPUS = 64
+# The bound of the model check's opt-in hash verification against the fetch manifest: an hour reads
+# several hundred GB from a slow disk; more is a typo, and a start that long is no start.
+MAX_VERIFY_HASHES_S = 3600
 
 # The clamp's settings (patches/turing_clamp/runtime.py reads them in the server, where a bad value
 # is an error at the first attention launch, after the load): a shared-memory limit in bytes (no GPU
@@ -103,6 +107,8 @@ class Settings:
     inductor_cache_dir: str | None = None   # TORCHINDUCTOR_CACHE_DIR when set
     cuda_cache_path: str | None = None      # CUDA_CACHE_PATH (CUDA's PTX JIT cache) when set
     stop_grace_s: int = STOP_GRACE_S        # STOP_GRACE_SECONDS: the units' grace, sizing vLLM's drain
+    verify_hashes_s: int | None = None      # VERIFY_HASHES_SECONDS: hash the fetched files, within this time
+    download_at_start: bool = False         # DOWNLOAD_AT_START: a Hub id as MODEL is left to vLLM's download
 
     @property
     def world_size(self) -> int:
@@ -326,6 +332,8 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
         inductor_cache_dir=_absolute_path(env, "TORCHINDUCTOR_CACHE_DIR", None),
         cuda_cache_path=_absolute_path(env, "CUDA_CACHE_PATH", None),
         stop_grace_s=stop_grace_setting(env),
+        verify_hashes_s=_bounded_int(env, "VERIFY_HASHES_SECONDS", 0, MAX_VERIFY_HASHES_S, "300") or None,
+        download_at_start=_flag(env, "DOWNLOAD_AT_START"),
     )
 
 

@@ -19,7 +19,7 @@ from buildtool import flags
 from buildtool.errors import BuildError
 from buildtool.units import kubernetes, monitoring
 from buildtool.units.compose import render_compose, render_toolkit_override
-from buildtool.units.quadlet import render_env_file, render_quadlet
+from buildtool.units.quadlet import render_env_file, render_fetch_quadlet, render_quadlet
 from buildtool.units.servers import ModelSize, PlanError, PlannedServer, ServerInput, plan_servers
 from buildtool.units.spec import (CONTAINER_PORT, DEFAULT_IMAGE, DEFAULT_LIB_DIR, DEFAULT_MODEL_DIR, ENV_FILE_NAME,
                                   MODEL_MOUNT, STOP_GRACE_S, UNIT_NAME, HostValues, ServerValues, UnitSpec,
@@ -47,6 +47,7 @@ def render_all(host: HostValues, cdi: bool = False, with_monitoring: bool = Fals
     return [Rendered("compose.yaml", render_compose(spec, with_monitoring=with_monitoring)),
             Rendered("compose.toolkit.yaml", render_toolkit_override(spec)),
             Rendered(QUADLET_UNIT, render_quadlet(dataclasses.replace(spec, toolkit=cdi))),
+            Rendered(f"quadlet/{spec.fetch_name}.container", render_fetch_quadlet(spec)),
             Rendered(ENV_FILE, render_env_file(), keep_existing=True),
             *(monitoring_files((spec,)) if with_monitoring else [])]
 
@@ -322,6 +323,8 @@ def shared_host_files(args: argparse.Namespace) -> tuple[list[Rendered], str]:
     files = render_checked(lambda: [Rendered("compose.yaml", render_compose(*specs, with_monitoring=args.monitoring)),
                                     Rendered("compose.toolkit.yaml", render_toolkit_override(*specs)),
                                     *[Rendered(f"quadlet/{unit.server.name}.container", render_quadlet(unit))
+                                      for unit in units],
+                                    *[Rendered(f"quadlet/{unit.fetch_name}.container", render_fetch_quadlet(unit))
                                       for unit in units]])
     copies = [Rendered(f"quadlet/{spec.server.env_file}", text) for spec, text in zip(specs, texts)]
     return files + copies + (monitoring_files(tuple(specs)) if args.monitoring else []), f"units for {len(specs)} servers: {servers}"

@@ -23,12 +23,13 @@ from buildtool.units import monitoring
 from buildtool.units.servers import CARD_BUDGET
 from buildtool.units.serialize import comment, yaml_document, yaml_documents
 from buildtool.units.spec import (API_KEY_PATH, API_KEY_SECRET, CONTAINER_PORT, DROP_CAPABILITIES,
-                                  ENV_API_KEY, HEALTH, MODEL_MOUNT, POD_GID, POD_HOME, POD_UID, SHM_SIZE,
+                                  ENV_API_KEY, FETCH_COMMAND, HEALTH, MODEL_MOUNT, POD_GID, POD_HOME, POD_UID, SHM_SIZE,
                                   START_TIMEOUT_S, UNIT_NAME, ClusterValues, HostValues,
                                   UnitSpec)
 from entrypoint.checks.disk import NEED_TMPDIR
 from entrypoint.checks.memory import staging_need
 from entrypoint.checks.model import ModelProblem, read_model_dir
+from entrypoint.fetch import manifest as fetch_manifest
 from entrypoint.ready import COMMAND as READY_COMMAND
 
 MANIFEST_PATH = f"kubernetes/base/{UNIT_NAME}.yaml"
@@ -74,6 +75,17 @@ PRE_STOP_S = 5  # the Service drops the pod from its endpoints before the server
 # /dev/shm is tmpfs: what the server writes there counts against the pod's memory limit.
 SHM_ALLOWANCE_PER_GPU = 2**30
 LABELS = {"app.kubernetes.io/name": UNIT_NAME, "app.kubernetes.io/component": "server"}
+COMPONENT = "app.kubernetes.io/component"
+# The fetch step: a Job writes the model into the claim (entrypoint/fetch, reading FETCH_MODEL and
+# FETCH_GPU from the ConfigMap, into MODEL's folder); each server pod's init container waits for the
+# manifest the fetch writes last, so no server starts on a half-written model. Without FETCH_MODEL
+# both do nothing. The Job's memory is the server's: its judgment of the staging need is the pod's.
+FETCH_CPUS = 1
+GATE_RESOURCES = {"cpu": "100m", "memory": "64Mi"}
+GATE_PERIOD_S = 10
+GATE_SCRIPT = ('[ -z "$FETCH_MODEL" ] || case "$MODEL" in /*) until [ -f "$MODEL/' + fetch_manifest.NAME + '" ]; do '
+               'echo "waiting for $MODEL/' + fetch_manifest.NAME + ' (the fetch Job writes it last)"; sleep '
+               f'{GATE_PERIOD_S}; done;; esac')
 # The device plugin sets NVIDIA_VISIBLE_DEVICES to the GPUs it allocated; a pod that sets it itself
 # (to "all", as compose does) would see every GPU of the node on hosts with the container toolkit.
 DEVICE_PLUGIN_OWNS = ("NVIDIA_VISIBLE_DEVICES",)
@@ -195,9 +207,57 @@ def _container(spec: UnitSpec, memory: str) -> dict:
         "volumeMounts": mounts,
         **_probes(),
         "lifecycle": {"preStop": {"sleep": {"seconds": PRE_STOP_S}}},
-        "securityContext": {"privileged": False, "allowPrivilegeEscalation": False, "runAsNonRoot": True,
-                            "readOnlyRootFilesystem": True, "capabilities": {"drop": list(DROP_CAPABILITIES)}},
+        "securityContext": container_security(),
     }
+
+
+def container_security() -> dict:
+    """A fresh copy per container (one object shared by two would serialize as a YAML alias)."""
+    return {"privileged": False, "allowPrivilegeEscalation": False, "runAsNonRoot": True,
+            "readOnlyRootFilesystem": True, "capabilities": {"drop": list(DROP_CAPABILITIES)}}
+
+
+# Restricted Pod Security Standard: a numeric non-root uid (runAsNonRoot cannot judge a named USER),
+# group 0 as OpenShift assigns, which owns the claim's files (fsGroup).
+def pod_security() -> dict:
+    return {"runAsNonRoot": True, "runAsUser": POD_UID, "runAsGroup": POD_GID, "fsGroup": POD_GID,
+            "fsGroupChangePolicy": "OnRootMismatch", "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def _gate_container(spec: UnitSpec) -> dict:
+    """The server pod's init container: it waits for the fetch manifest in MODEL's folder (when FETCH_MODEL is set)."""
+    return {"name": "wait-for-model", "image": spec.host.image, "imagePullPolicy": "IfNotPresent",
+            "command": ["sh", "-c", GATE_SCRIPT], "envFrom": [{"configMapRef": {"name": config_map_name(spec)}}],
+            "resources": {"requests": dict(GATE_RESOURCES), "limits": dict(GATE_RESOURCES)},
+            "volumeMounts": [{"name": "models", "mountPath": MODEL_MOUNT, "readOnly": True}],
+            "securityContext": container_security()}
+
+
+def _fetch_job(spec: UnitSpec, memory: str) -> dict:
+    """The Job that fetches the model into the claim (read-write here alone), once."""
+    job_labels = {**labels(spec), COMPONENT: "fetch"}
+    environment = {"HOME": POD_HOME, "HF_HOME": f"{POD_HOME}/.cache/huggingface", "HF_HUB_OFFLINE": "0",
+                   ENV_HF_TOKEN_PATH: f"{HF_TOKEN_DIR}/{HF_TOKEN}"}
+    container = {
+        "name": "fetch", "image": spec.host.image, "imagePullPolicy": "IfNotPresent", "args": list(FETCH_COMMAND),
+        "envFrom": [{"configMapRef": {"name": config_map_name(spec)}}],
+        "env": [{"name": key, "value": value} for key, value in environment.items()],
+        "resources": {"requests": {"cpu": str(FETCH_CPUS), "memory": memory},
+                      "limits": {"cpu": str(FETCH_CPUS), "memory": memory}},
+        "volumeMounts": [{"name": "models", "mountPath": MODEL_MOUNT}, {"name": "home", "mountPath": POD_HOME},
+                         {"name": "tmp", "mountPath": "/tmp"},
+                         {"name": HF_TOKEN_VOLUME, "mountPath": HF_TOKEN_DIR, "readOnly": True}],
+        "securityContext": container_security(),
+    }
+    pod = {"restartPolicy": "OnFailure", "enableServiceLinks": False, "automountServiceAccountToken": False,
+           "securityContext": pod_security(), "containers": [container],
+           "volumes": [{"name": "models", "persistentVolumeClaim": {"claimName": spec.cluster.model_claim}},
+                       {"name": "home", "emptyDir": {"sizeLimit": HOME_SIZE}},
+                       {"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE}},
+                       {"name": HF_TOKEN_VOLUME, "secret": {"secretName": HF_SECRET, "defaultMode": 0o440,
+                                                            "optional": True}}]}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": spec.fetch_name, "labels": job_labels},
+            "spec": {"backoffLimit": 3, "template": {"metadata": {"labels": job_labels}, "spec": pod}}}
 
 
 def _pod_spec(spec: UnitSpec, memory: str) -> dict:
@@ -215,13 +275,10 @@ def _pod_spec(spec: UnitSpec, memory: str) -> dict:
         "enableServiceLinks": False,
         # The server talks to no Kubernetes API: no token in the pod.
         "automountServiceAccountToken": False,
-        # Restricted Pod Security Standard: a numeric non-root uid (runAsNonRoot cannot judge a
-        # named USER), group 0 as OpenShift assigns, which owns the claim's files (fsGroup).
-        "securityContext": {"runAsNonRoot": True, "runAsUser": POD_UID, "runAsGroup": POD_GID,
-                            "fsGroup": POD_GID, "fsGroupChangePolicy": "OnRootMismatch",
-                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": pod_security(),
         # the preStop delay runs inside the grace: the server still gets STOP_GRACE_S after SIGTERM
         "terminationGracePeriodSeconds": spec.server.stop_grace_s + PRE_STOP_S,
+        "initContainers": [_gate_container(spec)],
         "containers": [_container(spec, memory)],
         "volumes": [
             _model_volume(spec),
@@ -248,6 +305,14 @@ def _network_policy(spec: UnitSpec) -> dict:
                                   "ports": [{"port": "http", "protocol": "TCP"}]}]}}
 
 
+def _fetch_network_policy(spec: UnitSpec) -> dict:
+    """No ingress at all to the fetch Job's pod (it only calls out, to the Hub)."""
+    job_labels = {**labels(spec), COMPONENT: "fetch"}
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": spec.fetch_name, "labels": job_labels},
+            "spec": {"podSelector": {"matchLabels": dict(job_labels)}, "policyTypes": ["Ingress"]}}
+
+
 def manifests(spec: UnitSpec, env: dict[str, str]) -> list[dict]:
     """The objects, in the order `kubectl apply` wants them (config and storage before the pods)."""
     cluster = spec.cluster
@@ -261,6 +326,8 @@ def manifests(spec: UnitSpec, env: dict[str, str]) -> list[dict]:
         {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
          "metadata": {"name": cache_claim_name(spec), "labels": meta["labels"]},
          "spec": {"accessModes": [access], "resources": {"requests": {"storage": CACHE_CLAIM_SIZE}}}},
+        # a hostPath model folder is each node's own: `build.py model fetch` there, not a Job on some node
+        *([_fetch_job(spec, memory), _fetch_network_policy(spec)] if cluster.model_volume == "pvc" else []),
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
          "spec": {"replicas": cluster.replicas,
                   "selector": {"matchLabels": meta["labels"]},

@@ -75,6 +75,15 @@ COMPILE_ENVIRONMENT = {
 ENV_FILE_NAME = "vllm-turing.env"
 UNIT_NAME = "vllm-turing"
 
+# The fetch step (entrypoint/fetch): the image's `fetch`, run once before the server, reading what to
+# fetch from the server's env file (FETCH_MODEL, FETCH_GPU, into MODEL's folder). It alone writes the
+# models folder; the Hub token is a file it names (HF_TOKEN_PATH), never a variable. The env file
+# keeps the server offline (HF_HUB_OFFLINE=1): the fetch step's own environment turns that off.
+FETCH_COMMAND = ("fetch",)
+FETCH_PROFILE = "fetch"
+HF_TOKEN_SECRET = "hf-token"
+HF_TOKEN_PATH = f"/run/secrets/{HF_TOKEN_SECRET}"
+
 # Least privilege, measured against the real CPU server in the serving tier: vLLM needs no
 # capability (the entrypoint's ldconfig refresh as root writes a root-owned file, which needs none)
 # and never gains privileges through a setuid file.
@@ -221,6 +230,24 @@ class UnitSpec:
             **COMPILE_ENVIRONMENT,
             **dict(self.server.settings),
         }
+
+    @property
+    def fetch_name(self) -> str:
+        """The fetch step's container, unit and Job name."""
+        return f"{self.server.name}-fetch"
+
+    @property
+    def fetch_service(self) -> str:
+        """The fetch step's compose service: `fetch` beside the one server, `<service>-fetch` beside several."""
+        return FETCH_PROFILE if self.server.service == ServerValues.service else f"{self.server.service}-fetch"
+
+    @property
+    def fetch_model_mount(self) -> Mount:
+        return Mount(self.host.model_dir, MODEL_MOUNT, read_only=False)
+
+    @property
+    def fetch_environment(self) -> dict[str, str]:
+        return {"HF_HOME": HF_CACHE[1], "HF_HUB_OFFLINE": "0", "HF_TOKEN_PATH": HF_TOKEN_PATH}
 
     @property
     def api_key_environment(self) -> dict[str, str]:

@@ -125,6 +125,24 @@ def gpu_need(weight_bytes: int, kv_per_token: int, tokens: int) -> int:
     return weight_bytes + kv_per_token * tokens + GPU_RUNTIME_ALLOWANCE
 
 
+GPU_MEMORY = "gpu memory"  # the fetch's judgment of a named card (the preflight reads the card itself)
+
+
+def judge_card_memory(weight_bytes: int, card: str, memory: int, cards: int = 1) -> Result:
+    """The weights, split over `cards` named cards of `memory` bytes each, against vLLM's default share
+    of a card less the runtime's allowance: what is left is the KV cache's."""
+    share = VLLM_DEFAULT_UTILIZATION * memory
+    per_card = weight_bytes / cards
+    left = share - per_card - GPU_RUNTIME_ALLOWANCE
+    where = f"{cards} x {card}" if cards > 1 else card
+    if left <= 0:
+        return failed(GPU_MEMORY, f"{gib(per_card)} of weights per card and the runtime's {gib(GPU_RUNTIME_ALLOWANCE)} exceed "
+                            f"{VLLM_DEFAULT_UTILIZATION:g} of the {gib(memory)} of a {card}: no room for a KV cache",
+                      "serve a smaller or quantized checkpoint, or more cards (TENSOR_PARALLEL_SIZE), or a larger card")
+    return passed(GPU_MEMORY, f"{where}: {gib(per_card)} of weights per card leaves {gib(left)} for the KV cache "
+                        f"(of {VLLM_DEFAULT_UTILIZATION:g} x {gib(memory)})")
+
+
 NVML_ERROR_INSUFFICIENT_SIZE = 7
 NVML_VALUE_NOT_AVAILABLE = 2**64 - 1
 MAX_LISTED = 4  # processes named in a refusal

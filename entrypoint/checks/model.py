@@ -364,7 +364,11 @@ def gib(count: float) -> str:
     return f"{count / 2**30:.2f} GiB"
 
 
-def not_found(name: str, variable: str, model: str, hub_cache: str, offline: bool) -> Result:
+DOWNLOAD_AT_START = "DOWNLOAD_AT_START"
+
+
+def not_found(name: str, variable: str, model: str, hub_cache: str, offline: bool,
+              download_allowed: bool = False) -> Result:
     shown = files.shown(model)
     if (os.path.isabs(model) or model.startswith(".")) and os.path.lexists(model):
         try:
@@ -386,12 +390,16 @@ def not_found(name: str, variable: str, model: str, hub_cache: str, offline: boo
         return failed(name, f"{variable} directory {shown} does not exist",
                       f"mount the model directory at {shown} (compose `volumes:`, Quadlet `Volume=`)")
     hub = files.shown(hub_cache)
+    words = f"{shown} --drafter" if name == DRAFTER else shown
+    fetch_it = (f"fetch it first, pinned, judged and verified (`fetch {words} --gpu sm75` in the image, or "
+                f"`python3 build.py model fetch {words}`), then set {variable}=/models/{files.shown(model.rsplit('/', 1)[-1])}")
     if offline:
-        return failed(name, f"{shown} is not in the Hugging Face cache {hub} and HF_HUB_OFFLINE is set",
-                      f"download it first (huggingface-cli download {shown}) into the mounted HF_HOME")
-    return warned(name, f"{shown} is not in the Hugging Face cache {hub}: it will be downloaded at start, "
-                        "its size is unknown to the disk and memory checks",
-                  f"download it first (huggingface-cli download {shown}) into the mounted HF_HOME")
+        return failed(name, f"{shown} is not in the Hugging Face cache {hub} and HF_HUB_OFFLINE is set", fetch_it)
+    if not download_allowed:
+        return failed(name, f"{variable}={shown} is a Hub id that is not here: the server would download unpinned "
+                            "weights no check has judged", f"{fetch_it}; or set {DOWNLOAD_AT_START}=true")
+    return warned(name, f"{shown} is not in the Hugging Face cache {hub}: {DOWNLOAD_AT_START} is set, so it will be "
+                        "downloaded at start, its size unknown to the disk and memory checks", fetch_it)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -456,7 +464,7 @@ def config_file_of(source: ConfigSource, hub_cache: str) -> str | None:
 
 
 def resolve(name: str, variable: str, model: str, hub_cache: str, offline: bool,
-            source: ConfigSource = MODEL_FOLDER_CONFIG) -> Resolved:
+            source: ConfigSource = MODEL_FOLDER_CONFIG, download_allowed: bool = False) -> Resolved:
     """Finds the model directory and reads it (config.json, or the config `source` names, with its
     overrides; each weight file's header) once; every failure, expected or not, ends in the Result
     that names it."""
@@ -464,7 +472,7 @@ def resolve(name: str, variable: str, model: str, hub_cache: str, offline: bool,
     try:
         path = locate(model, hub_cache, source.revision)
         if path is None:
-            return Resolved(None, None, not_found(name, variable, model, hub_cache, offline))
+            return Resolved(None, None, not_found(name, variable, model, hub_cache, offline, download_allowed))
         try:
             config_file = config_file_of(source, hub_cache)
             config, typed = read_config(path, source.overrides, config_file)

@@ -3,6 +3,9 @@ HF_HUB_OFFLINE itself: the token never passes through this code, argv or a messa
 becomes HubProblem: one line naming the repository and the fix."""
 from __future__ import annotations
 
+import hashlib
+import os
+
 from .listing import HubFile
 
 
@@ -54,8 +57,43 @@ def list_files(repo: str, commit: str) -> list[HubFile]:
                    for entry in entries if isinstance(entry, RepoFile)), key=lambda file: file.path)
 
 
-def download(repo: str, commit: str, file: HubFile, folder: str) -> str:
-    """The file into `folder` (huggingface_hub resumes a partial download kept under folder/.cache)."""
-    from huggingface_hub import hf_hub_download
+# Where a download in progress is kept, named by the content it is to have (the Hub's SHA-256 or git blob
+# id) and its path: an interrupted run leaves it there and the next run resumes it (an HTTP Range request) instead of
+# starting over. huggingface_hub's own hf_hub_download cannot: since 2.x it writes every download to a
+# process-unique temporary file and deletes it on failure (file_download._download_to_tmp_and_move).
+PARTIAL_DIR = os.path.join(".cache", "vllm-turing", "partial")
 
-    return _guarded(lambda: hf_hub_download(repo, file.path, revision=commit, local_dir=folder), repo, commit)
+
+def partial_path(folder: str, file: HubFile) -> str:
+    """Named by the content and the path: two paths of one content (a repository may hold both) are got
+    at the same time into two files."""
+    where = hashlib.sha1(file.path.encode()).hexdigest()[:12]
+    return os.path.join(folder, PARTIAL_DIR, f"{file.sha256 or file.blob_id}-{where}.partial")
+
+
+def download(repo: str, commit: str, file: HubFile, folder: str) -> str:
+    """The file into `folder`, through huggingface_hub's own HTTP download (its retries, its token, its
+    progress bar), resumed from the partial file a previous run left; the path written."""
+    from huggingface_hub import constants, hf_hub_url
+    from huggingface_hub.file_download import http_get
+    from huggingface_hub.utils import build_hf_headers
+
+    target = os.path.join(folder, file.path)
+    partial = partial_path(folder, file)
+    os.makedirs(os.path.dirname(partial), exist_ok=True)
+    os.makedirs(os.path.dirname(target) or folder, exist_ok=True)
+
+    def get() -> None:
+        with open(partial, "ab"):
+            pass  # there, empty or as the last run left it
+        with open(partial, "r+b") as handle:
+            have = handle.seek(0, os.SEEK_END)
+            if have > file.size:  # not a prefix of this content: start over
+                handle.truncate(0)
+                have = handle.seek(0)
+            url = hf_hub_url(repo, file.path, revision=commit, endpoint=constants.ENDPOINT)
+            http_get(url, handle, resume_size=have, headers=build_hf_headers(), expected_size=file.size,
+                     displayed_filename=file.path)
+        os.replace(partial, target)
+    _guarded(get, repo, commit)
+    return target

@@ -15,10 +15,11 @@ NOT_JUDGED = Extras({}, judged=False)
 
 
 def judge(folder: str, sizes: Mapping[str, int], missing: Set[str], device: DeviceLimits, meminfo_text: str,
-          quantization_minimum, drafter: bool = False) -> tuple[list[Result], list[str]]:
+          quantization_minimum, drafter: bool = False, card: tuple[str, int] | None = None) -> tuple[list[Result], list[str]]:
     """(results, the weight files vLLM would load) for the model whose small files are in `folder`;
     `sizes` are the repository's files by path, `missing` those not yet complete in the folder; a
-    `drafter` is judged also by the preflight's drafter check."""
+    `drafter` is judged also by the preflight's drafter check; a named `card` (name, memory in bytes)
+    has its memory judged against the weights."""
     cc = divmod(device.cc, 10)
     try:
         config, typed = model.read_config(folder)
@@ -32,6 +33,7 @@ def judge(folder: str, sizes: Mapping[str, int], missing: Set[str], device: Devi
         clamp.start_fit(config_file, typed, cc, device.limit)(),
         turing_settings.check_quantization(typed, NOT_JUDGED, cc, quantization_minimum),
         memory.check_memory(weight_bytes, meminfo_text),
+        *([memory.judge_card_memory(weight_bytes, *card)] if card else []),
         disk.check_disk([disk.Target(MODELS_FOLDER, folder, missing_bytes)]),
     ]
     if drafter:

@@ -2,15 +2,34 @@
 hashes), when, and the judgment it passed. The preflight reads it to name what is mounted."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
 from contract.verdict import Result
 
+from .. import files
 from .listing import HubFile
 
 NAME = "vllm-turing-fetch.json"
 VERSION = 1
+HEX = frozenset("0123456789abcdef")
+
+
+class ManifestProblem(Exception):
+    """A manifest that cannot be read as one fetch wrote it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    repo: str
+    commit: str
+    fetched_at: str
+    files: tuple[HubFile, ...]
+
+    @property
+    def named(self) -> str:
+        return f"{self.repo}@{self.commit[:12]}"
 
 
 def document(repo: str, revision: str, commit: str, files: list[HubFile], results: list[Result], when: str,
@@ -30,3 +49,56 @@ def write(folder: str, doc: dict) -> str:
         handle.write("\n")
     os.replace(partial, path)
     return path
+
+
+def _digest(value: object, length: int) -> bool:
+    return isinstance(value, str) and len(value) == length and set(value) <= HEX
+
+
+def _file(entry: object) -> HubFile | None:
+    if not isinstance(entry, dict):
+        return None
+    path, size, sha256, blob_id = (entry.get(key) for key in ("path", "size", "sha256", "blob_id"))
+    whole = (isinstance(path, str) and path and path.isprintable() and not path.startswith("/")
+             and ".." not in path.split("/") and type(size) is int and size >= 0
+             and (sha256 is None or _digest(sha256, 64)) and _digest(blob_id, 40))
+    return HubFile(path, size, sha256, blob_id) if whole else None
+
+
+def parse(doc: object, name: str) -> Manifest:
+    """A manifest's JSON as the typed Manifest; ManifestProblem naming the first field that is wrong."""
+    if not isinstance(doc, dict) or doc.get("version") != VERSION:
+        raise ManifestProblem(f"{name} is not a version {VERSION} fetch manifest")
+    repo, commit, when, listed = doc.get("repo"), doc.get("commit"), doc.get("fetched_at"), doc.get("files")
+    if not (isinstance(repo, str) and repo.isprintable() and 0 < len(repo) <= 200):
+        raise ManifestProblem(f"{name}: 'repo' is {files.json_kind(repo)}, not a repository id")
+    if not _digest(commit, 40):
+        raise ManifestProblem(f"{name}: 'commit' is not a 40-digit commit hash")
+    if not isinstance(listed, list) or not listed:
+        raise ManifestProblem(f"{name}: 'files' is {files.json_kind(listed)}, not a list of files")
+    typed = [_file(entry) for entry in listed]
+    if None in typed:
+        raise ManifestProblem(f"{name}: file {typed.index(None) + 1} is not {{path, size, sha256, blob_id}}")
+    return Manifest(repo, commit, when if isinstance(when, str) and when.isprintable() else "", tuple(typed))
+
+
+MANIFEST_CAP = files.INDEX_CAP
+
+
+def parse_bytes(data: bytes, name: str) -> Manifest:
+    try:
+        return parse(files.parse_json(data, name), name)
+    except files.FileProblem as problem:
+        raise ManifestProblem(str(problem)) from None
+
+
+def read(folder: str, cap: int = MANIFEST_CAP) -> Manifest | None:
+    """The folder's manifest, None when it has none; ManifestProblem when it is unreadable or not one."""
+    path = os.path.join(folder, NAME)
+    if not os.path.lexists(path):
+        return None
+    name = files.shown(path)
+    try:
+        return parse(files.read_json(path, name, cap), name)
+    except files.FileProblem as problem:
+        raise ManifestProblem(str(problem)) from None

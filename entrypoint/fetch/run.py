@@ -4,13 +4,16 @@ checked locally first and only what is missing or wrong is downloaded, so a re-r
 fetch verifies and writes nothing but the manifest's time, and an interrupted one resumes."""
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import dataclasses
 import datetime
 import fcntl
 import glob
 import os
+import re
 import sys
-from typing import Mapping
+from typing import Callable, Mapping
 
 from contract.devices import DeviceLimits, cc_number
 from contract.verdict import Result
@@ -21,10 +24,11 @@ from ..checks.model import gib
 from ..device import NoDevice, probe_devices, weakest
 from ..files import shown
 from ..redact import redact
-from . import hub, judge, listing, manifest, verify
-from .request import FetchUsage, Request, parse_request
+from . import hub, imported, judge, listing, manifest, verify
+from .request import ENV_GPU, FetchUsage, NothingToFetch, Request, parse_request
 
 PREFIX = "vllm-turing fetch:"
+COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 class Refused(Exception):
@@ -43,7 +47,7 @@ def target_device(request: Request) -> tuple[str, DeviceLimits]:
     try:
         device = weakest(probe_devices())
     except NoDevice as error:
-        raise FetchUsage(f"no GPU to judge the model for ({error}): name the target with --gpu sm75 (or sm86, ...)") \
+        raise FetchUsage(f"no GPU to judge the model for ({error}): name the target with --gpu sm75 (or {ENV_GPU}=sm75, t4, ...)") \
             from None
     limits = DeviceLimits(cc_number(device.cc), device.smem_optin)
     return f"sm{limits.cc}", limits
@@ -58,36 +62,39 @@ def read_meminfo() -> str:
 
 
 def discard(folder: str, file: listing.HubFile) -> None:
-    """A wrong file and huggingface_hub's note that it is complete, so the next download fetches it."""
-    for path in (os.path.join(folder, file.path),
-                 os.path.join(folder, DOWNLOADS, file.path + ".metadata")):
+    """A wrong file, and the partial download it came from, so the next download starts afresh."""
+    for path in (os.path.join(folder, file.path), hub.partial_path(folder, file)):
         try:
             os.remove(path)
         except FileNotFoundError:
             pass
 
 
-DOWNLOADS = os.path.join(".cache", "huggingface", "download")  # huggingface_hub's notes under local_dir
 LOCK = os.path.join(".cache", "vllm-turing-fetch.lock")
 
 
 @contextlib.contextmanager
 def only_fetch_into(folder: str):
-    """This process alone writes the folder; the temporary files an interrupted fetch left are removed
-    (huggingface_hub 2.4 downloads each file into a process-unique one, so they never resume)."""
-    os.makedirs(os.path.join(folder, DOWNLOADS), exist_ok=True)
+    """This process alone writes the folder (the partial downloads it resumes are its own)."""
+    os.makedirs(os.path.join(folder, hub.PARTIAL_DIR), exist_ok=True)
     with open(os.path.join(folder, LOCK), "a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise Refused(f"another fetch is writing {folder}", "wait for it to end, or give another --name") from None
-        for stale in glob.glob(os.path.join(glob.escape(folder), DOWNLOADS, "**", "*.incomplete"), recursive=True):
-            os.remove(stale)
         yield
 
 
+def drop_other_partials(folder: str, files: list[listing.HubFile]) -> None:
+    """Partial downloads of content this commit does not have (another commit's, fetched into this folder)."""
+    wanted = {os.path.basename(hub.partial_path(folder, file)) for file in files}
+    for stale in glob.glob(os.path.join(glob.escape(folder), hub.PARTIAL_DIR, "*.partial")):
+        if os.path.basename(stale) not in wanted:
+            os.remove(stale)
+
+
 def local_files(folder: str) -> list[str]:
-    """The folder's files as repository paths, without huggingface_hub's notes and the manifest."""
+    """The folder's files as repository paths, without the fetch's own .cache and the manifest."""
     names = []
     for root, dirs, files in os.walk(folder):
         dirs[:] = [name for name in dirs if not (root == folder and name == ".cache")]
@@ -95,76 +102,166 @@ def local_files(folder: str) -> list[str]:
     return [name for name in names if name != manifest.NAME]
 
 
-def ensure(request: Request, commit: str, folder: str, files: list[listing.HubFile]) -> None:
-    """Every file present and verified, downloading those missing or wrong."""
+@dataclasses.dataclass(frozen=True)
+class Getter:
+    """How files come: from the Hub (downloaded) or from a copy made elsewhere (imported)."""
+    get: Callable[[listing.HubFile], object]
+    verb: str  # "fetching" / "importing"
+    done: str  # "downloaded" / "copied"
+    altered_fix: str
+
+
+def downloads(request: Request, commit: str, folder: str) -> Getter:
+    return Getter(lambda file: hub.download(request.repo, commit, file, folder), "fetching", "downloaded",
+                  "the mirror or the connection altered it: check HF_ENDPOINT, then run fetch again")
+
+
+def copies(source, folder: str) -> Getter:
+    def get(file: listing.HubFile) -> None:
+        target, partial = os.path.join(folder, file.path), hub.partial_path(folder, file)
+        os.makedirs(os.path.dirname(target) or folder, exist_ok=True)
+        with open(partial, "wb") as handle:
+            source.copy(file, handle)
+        os.replace(partial, target)
+    return Getter(get, "importing", "copied", "the copy is not the Hub's file its manifest records: copy it again "
+                                              "from a complete fetch")
+
+
+# Files got at once: huggingface_hub's snapshot_download takes 8; a mirror or CDN serves each stream
+# at its own pace, so one at a time leaves most of the link idle (bench/fetch measures it).
+WORKERS = 8
+
+
+def ensure(request: Request, commit: str, folder: str, files: list[listing.HubFile], getter: Getter) -> None:
+    """Every file present and verified, getting those missing or wrong (several at once)."""
+    wanted = []
     for number, file in enumerate(files, 1):
         local = os.path.join(folder, file.path)
         problem = verify.file_problem(local, file)
         if problem is None:
             continue
         if os.path.exists(local):
-            say(f"{problem}: fetching it again")
+            say(f"{problem}: {getter.verb} it again")
             discard(folder, file)
-        say(f"fetching {file.path} ({gib(file.size)}, file {number} of {len(files)})")
-        hub.download(request.repo, commit, file, folder)
-        problem = verify.file_problem(local, file)
+        say(f"{getter.verb} {file.path} ({gib(file.size)}, file {number} of {len(files)})")
+        wanted.append(file)
+
+    def get(file: listing.HubFile) -> None:
+        getter.get(file)
+        problem = verify.file_problem(os.path.join(folder, file.path), file)
         if problem:
             discard(folder, file)
-            raise Refused(f"{request.repo}@{commit[:12]}: {problem} after download",
-                          "the mirror or the connection altered it: check HF_ENDPOINT, then run fetch again")
+            raise Refused(f"{request.repo}@{commit[:12]}: {problem} after {getter.verb[:-3]}", getter.altered_fix)
+
+    if not wanted:
+        return
+    with concurrent.futures.ThreadPoolExecutor(min(WORKERS, len(wanted))) as pool:
+        futures = [pool.submit(get, file) for file in wanted]
+        try:
+            for future in futures:  # in order: the first file's failure is the one reported
+                future.result()
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
 
 
 def fetch(request: Request) -> str:
-    """The model fetched, judged and verified; the manifest's path."""
+    """The model fetched (or imported --from a copy), judged and verified; the manifest's path."""
+    if request.source:
+        return import_from(request)
     gpu, device = target_device(request)
-    commit = hub.resolve_commit(request.repo, request.revision)
-    say(f"{request.repo}@{request.revision} is commit {commit}")
-    repo_files = hub.list_files(request.repo, commit)
+    folder = request.target
+    pinned = pinned_here(request)
+    if pinned is not None:  # a commit never changes: its metadata recorded here is the Hub's
+        say(f"{pinned.named}: its manifest here lists the commit's files; verifying them without asking the Hub")
+        commit, repo_files = pinned.commit, list(pinned.files)
+    else:
+        commit = hub.resolve_commit(request.repo, request.revision)
+        say(f"{request.repo}@{request.revision} is commit {commit}")
+        repo_files = hub.list_files(request.repo, commit)
+    with only_fetch_into(folder):
+        return fetch_into(folder, request, gpu, device, commit, repo_files, downloads(request, commit, folder))
+
+
+def pinned_here(request: Request) -> manifest.Manifest | None:
+    """The target's manifest when REVISION is the very commit it records for this repository: the units'
+    fetch step at every start, verifying without the Hub (a Hub outage does not stop the server)."""
+    if not COMMIT.fullmatch(request.revision):
+        return None
+    try:
+        found = manifest.read(request.target)
+    except manifest.ManifestProblem:
+        return None
+    return found if found and (found.repo, found.commit) == (request.repo, request.revision) else None
+
+
+def import_from(request: Request) -> str:
+    """No network: the files and the Hub's metadata (the manifest a fetch wrote) from --from."""
+    source = imported.source(request.source)
+    try:
+        found = source.manifest()
+    except manifest.ManifestProblem as problem:
+        raise Refused(f"--from {request.source}: {problem}", "copy the folder a `fetch` wrote, its manifest whole") \
+            from None
+    if found.repo != request.repo:
+        raise Refused(f"--from {request.source} holds {found.repo}, not {request.repo}", f"give REPO {found.repo}")
+    if COMMIT.fullmatch(request.revision) and request.revision != found.commit:
+        raise Refused(f"--from {request.source} holds commit {found.commit}, not {request.revision}",
+                      f"give {found.repo}@{found.commit}, or import the copy of that commit")
+    gpu, device = target_device(request)
+    say(f"{found.repo}@{found.commit} from {request.source} (its manifest's Hub metadata, no network)")
     folder = request.target
     with only_fetch_into(folder):
-        return fetch_into(folder, request, gpu, device, commit, repo_files)
+        return fetch_into(folder, request, gpu, device, found.commit, list(found.files), copies(source, folder))
 
 
 def fetch_into(folder: str, request: Request, gpu: str, device: DeviceLimits, commit: str,
-               repo_files: list[listing.HubFile]) -> str:
+               repo_files: list[listing.HubFile], getter: Getter) -> str:
+    drop_other_partials(folder, repo_files)
     found = listing.strays(local_files(folder), repo_files)
     if found:
         raise Refused(f"{folder} holds {len(found)} weight file(s) that {request.repo}@{commit[:12]} does not have "
                       f"(e.g. {found[0]}), which vLLM would load beside it",
                       "remove them, or fetch into another --name")
     small = listing.small_files(repo_files)
-    ensure(request, commit, folder, small)
+    ensure(request, commit, folder, small, getter)
     loaded = facts.load()
     minimum = turing_settings.minimum_from(loaded.facts.quantization if loaded.facts else None)
     missing = {file.path for file in repo_files if file.is_weight_format
                and verify.file_problem(os.path.join(folder, file.path), file, check_hash=False)}
     sizes = {file.path: file.size for file in repo_files}
-    results, loaded_names = judge.judge(folder, sizes, missing, device, read_meminfo(), minimum, request.drafter)
+    card = (request.gpu, request.gpu_memory) if request.gpu_memory else None
+    results, loaded_names = judge.judge(folder, sizes, missing, device, read_meminfo(), minimum, request.drafter, card)
     for result in results:
         say(f"{result.name} on {gpu}: {result.status.value} {result.message}")
     refusal = judge.refusal(results)
     if refusal is not None:
         raise Refused(f"{request.repo}@{commit[:12]} cannot serve on {gpu}: {refusal.message}; no weights were "
-                      "downloaded", refusal.fix)
+                      f"{getter.done}", refusal.fix)
     weights = listing.chosen_weights(repo_files, loaded_names)
     say(f"{len(weights)} weight file(s), {gib(sum(file.size for file in weights))}")
-    ensure(request, commit, folder, weights)
+    ensure(request, commit, folder, weights, getter)
     when = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     doc = manifest.document(request.repo, request.revision, commit, small + weights, results, when, gpu)
     return manifest.write(folder, doc)
 
 
+
 def main(argv: list[str], env: Mapping[str, str]) -> int:
     try:
-        request = parse_request(argv)
+        request = parse_request(argv, env)
         path = fetch(request)
+    except NothingToFetch as nothing:
+        say(f"{nothing}; MODEL is served as it is mounted")
+        return 0
     except FetchUsage as error:
         say(str(error))
         return 2
     except hub.HubProblem as problem:
         say(f"{problem}; {problem.fix}")
         return 2 if problem.usage else 1
-    except Refused as refusal:
+    except (Refused, imported.SourceProblem) as refusal:
         say(f"{refusal}; {refusal.fix}")
         return 1
     except OSError as error:

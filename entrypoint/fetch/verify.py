@@ -3,14 +3,20 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 
 from .listing import HubFile
 
 CHUNK = 8 * 2**20
 
 
-def file_problem(path: str, expected: HubFile, check_hash: bool = True) -> str | None:
-    """Why the file at `path` is not the Hub's `expected` one; None when it is."""
+class Unfinished(Exception):
+    """The hash was not done by the deadline given."""
+
+
+def file_problem(path: str, expected: HubFile, check_hash: bool = True, deadline: float | None = None) -> str | None:
+    """Why the file at `path` is not the Hub's `expected` one; None when it is. With a `deadline`
+    (time.monotonic()), Unfinished when hashing passes it."""
     try:
         size = os.stat(path).st_size
     except FileNotFoundError:
@@ -23,6 +29,8 @@ def file_problem(path: str, expected: HubFile, check_hash: bool = True) -> str |
     with open(path, "rb") as handle:
         while chunk := handle.read(CHUNK):
             digest.update(chunk)
+            if deadline is not None and time.monotonic() > deadline:
+                raise Unfinished(expected.path)
     wanted = expected.sha256 or expected.blob_id
     if digest.hexdigest() != wanted:
         kind = "SHA-256" if expected.sha256 else "git blob id"

@@ -1,6 +1,8 @@
 """A TCP proxy on loopback (port 0) in front of a real server that kills the first connection whose
 answer passes `cut_after` bytes, mid-body, as a dropped link does; every later connection is passed
-whole. `requests` holds the raw request heads it forwarded (to show a client's Range: resume)."""
+whole. `requests` holds the raw request heads it forwarded (to show a client's Range: resume),
+`answered` the bytes of every answer passed on. With `stall`, the cut connection is held open with
+nothing more sent (a link gone quiet), so the client waits until it is killed."""
 from __future__ import annotations
 
 import socket
@@ -8,10 +10,13 @@ import threading
 
 
 class CuttingProxy:
-    def __init__(self, upstream_port: int, cut_after: int):
+    def __init__(self, upstream_port: int, cut_after: int, stall: bool = False):
         self.upstream_port = upstream_port
         self.cut_after = cut_after
+        self.stall = stall
         self.cuts = 0
+        self.answered = 0
+        self._quiet = threading.Event()
         self.requests: list[bytes] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
@@ -24,6 +29,7 @@ class CuttingProxy:
         return self
 
     def __exit__(self, *exc) -> None:
+        self._quiet.set()
         self._listener.close()
 
     def _start(self, target, *args) -> None:
@@ -62,9 +68,15 @@ class CuttingProxy:
                         self.cuts += 1
                 if cut:
                     client.sendall(data[:self.cut_after - sent])
+                    with self._lock:
+                        self.answered += self.cut_after - sent
+                    if self.stall:
+                        self._quiet.wait()
                     break
                 client.sendall(data)
                 sent += len(data)
+                with self._lock:
+                    self.answered += len(data)
         except OSError:
             pass
         finally:

@@ -7,8 +7,8 @@ from entrypoint.checks.model import DRAFTER, MODEL, check_drafter, check_model, 
 
 from tests.support.model_files import write_hf_cache_model, write_model_dir
 
-def model_result(model, hub, offline=False):
-    return check_model(resolve(MODEL, "MODEL", model, hub, offline))
+def model_result(model, hub, offline=False, download_allowed=False):
+    return check_model(resolve(MODEL, "MODEL", model, hub, offline, download_allowed=download_allowed))
 
 
 def drafter_result(drafter, hub, offline=True):
@@ -37,10 +37,13 @@ def test_model_in_hf_cache_is_found_offline(tmp_path):
     assert weight_bytes("google/gemma-4-E2B-it", str(tmp_path / "hub")) == (snapshot / "model.safetensors").stat().st_size
 
 
-def test_model_missing_from_hf_cache_fails_offline_and_warns_online(tmp_path):
+def test_model_missing_from_hf_cache_is_pointed_to_fetch_and_warns_only_when_downloading_at_start(tmp_path):
     offline = model_result("google/gemma-4-E2B-it", str(tmp_path / "hub"), offline=True)
-    assert offline.status is Status.FAIL and "huggingface-cli download google/gemma-4-E2B-it" in offline.fix
-    assert model_result("google/gemma-4-E2B-it", str(tmp_path / "hub"), offline=False).status is Status.WARN
+    assert offline.status is Status.FAIL and "fetch google/gemma-4-E2B-it" in offline.fix
+    online = model_result("google/gemma-4-E2B-it", str(tmp_path / "hub"), offline=False)
+    assert online.status is Status.FAIL and "fetch google/gemma-4-E2B-it" in online.fix
+    allowed = model_result("google/gemma-4-E2B-it", str(tmp_path / "hub"), offline=False, download_allowed=True)
+    assert allowed.status is Status.WARN
 
 
 def test_missing_local_dir_fails_with_the_mount_fix(tmp_path):
@@ -98,7 +101,7 @@ def test_drafter_quantized_otherwise_is_a_warning(tmp_path):
 
 def test_drafter_in_hf_cache_missing_offline_fails(tmp_path):
     result = drafter_result("google/gemma-4-12b-it-assistant", str(tmp_path / "hub"))
-    assert result.status is Status.FAIL and "huggingface-cli download google/gemma-4-12b-it-assistant" in result.fix
+    assert result.status is Status.FAIL and "fetch google/gemma-4-12b-it-assistant --drafter" in result.fix
 
 
 def test_a_model_is_read_once_and_its_checks_judge_that_reading(tmp_path):

@@ -2,19 +2,26 @@
 LFS objects made here): the revision pinned to a commit, the model judged from its small files before
 any weight byte, every file verified, the manifest written; re-runs verify, interrupted ones resume."""
 import hashlib
+import itertools
 import json
 import os
 import pathlib
 import re
 import subprocess
 import sys
+import tarfile
+import time
 
 import pytest
 
 from contract import layout
+from entrypoint.fetch.hub import partial_path as hub_partial_path
+from entrypoint.fetch.listing import HubFile
 from patches.fitcheck import shapes
 from tests.support.cutting_proxy import CuttingProxy
+from tests.support.gated_standin import GatedStandin
 from tests.support.hub_mirror import HubMirror
+from tests.support.range_standin import RangeStandin
 from tests.support.model_files import write_tensors
 from tests.unit.test_fitcheck_lookup import installed, written_table  # noqa: F401 (a fixture)
 
@@ -77,7 +84,7 @@ def manifest(tmp_path, name: str) -> dict:
 
 
 def weight_files_in(folder: pathlib.Path) -> list[pathlib.Path]:
-    return [path for path in folder.rglob("*") if path.suffix in (".safetensors", ".incomplete")]
+    return [path for path in folder.rglob("*") if path.suffix in (".safetensors", ".partial")]
 
 
 def test_a_fetch_pins_the_commit_and_verifies_every_file_into_the_manifest(mirror, tmp_path, site):
@@ -167,6 +174,18 @@ def test_a_branch_that_moves_between_two_fetches_stays_pinned_to_the_commit_give
     assert (tmp_path / "models" / "latest" / shard).read_bytes() != first_contents[shard]
 
 
+def test_a_named_card_has_its_memory_judged_and_recorded(mirror, tmp_path, site):
+    make_model(mirror, tmp_path, "org/carded")[0].commit()
+    env = mirror.env(PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]),
+                     **{layout.ENV_FIT_TABLE: str(written_table(tmp_path, FITS))})
+    done = subprocess.run([sys.executable, "-m", "entrypoint", "fetch", "org/carded", "--gpu", "t4", "--models-dir",
+                           str(tmp_path / "models")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    assert "gpu memory on t4: pass" in done.stderr
+    document = manifest(tmp_path, "carded")
+    assert (document["gpu"], document["verdict"]["gpu memory"]) == ("t4", "pass")
+
+
 def test_a_repository_the_hub_lacks_is_bad_input_in_one_line(mirror, tmp_path, site):
     missing = fetch(mirror, tmp_path, site, FITS, "org/nothing-here")
     assert missing.returncode == 2
@@ -206,6 +225,52 @@ def test_a_download_whose_connection_is_killed_mid_shard_resumes_from_where_it_s
         assert (tmp_path / "models" / "cut" / path).read_bytes() == content
 
 
+def fetch_process(mirror, tmp_path, site, table_shared, *words, **env) -> subprocess.Popen:
+    env = mirror.env(PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]),
+                     **{layout.ENV_FIT_TABLE: str(written_table(tmp_path, table_shared))}, **env)
+    return subprocess.Popen([sys.executable, "-m", "entrypoint", "fetch", *words, "--gpu", "sm75", "--models-dir",
+                             str(tmp_path / "models")], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def wait_for(condition, what: str, timeout_s: float = TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} did not happen in {timeout_s} s"
+        time.sleep(0.05)
+
+
+def test_a_fetch_killed_mid_shard_resumes_from_its_partial_file_in_the_next_run(mirror, tmp_path, site):
+    # huggingface_hub writes what it received in 10 MiB pieces: a 12 MiB shard stalled past 11 MiB leaves
+    # 10 MiB on disk when the run is killed (the other shard, fetched at the same time, as far as it got)
+    repo, contents = make_model(mirror, tmp_path, "org/killed", elements=12 * 2**20)
+    repo.commit()
+    partials = tmp_path / "models" / "killed" / ".cache" / "vllm-turing" / "partial"
+    shard_of = {pathlib.Path(hub_partial_path("", HubFile(name, len(content), hashlib.sha256(content).hexdigest(),
+                                                          "0" * 40))).name: name for name, content in contents.items()}
+    with CuttingProxy(mirror.port, cut_after=11 * 2**20, stall=True) as stalling:
+        first = fetch_process(mirror, tmp_path, site, FITS, "org/killed", HF_ENDPOINT=stalling.url)
+        try:
+            wait_for(lambda: any(path.stat().st_size >= 10 * 2**20 for path in partials.glob("*.partial")),
+                     "10 MiB of a shard on disk")
+        finally:
+            first.kill()
+            first.wait()
+    kept = {shard_of[path.name]: path.stat().st_size for path in partials.glob("*.partial") if path.stat().st_size}
+    assert kept and all(0 < size < len(contents[name]) for name, size in kept.items())
+    # olah's mirror route answers a Range request with the whole file: the standin answers it as the Hub does
+    with RangeStandin(mirror.endpoint) as hub:
+        second = fetch(mirror, tmp_path, site, FITS, "org/killed", HF_ENDPOINT=hub.url)
+    assert second.returncode == 0, second.stderr
+    assert sorted(hub.ranges) == sorted(f"bytes={size}-" for size in kept.values()), "a partial file was not resumed"
+    weights = sum(len(content) for name, content in contents.items() if name.endswith(".safetensors"))
+    # what the first run left was not sent again (room for the API's and the small files' answers)
+    assert hub.answered < weights - sum(kept.values()) + 2**20
+    for path, content in contents.items():
+        assert (tmp_path / "models" / "killed" / path).read_bytes() == content
+    assert list(partials.glob("*.partial")) == []
+
+
 def test_a_weight_file_the_commit_lacks_in_the_folder_is_refused_before_anything_is_fetched(mirror, tmp_path, site):
     make_model(mirror, tmp_path, "org/stray")[0].commit()
     folder = tmp_path / "models" / "stray"
@@ -214,3 +279,102 @@ def test_a_weight_file_the_commit_lacks_in_the_folder_is_refused_before_anything
     refused = fetch(mirror, tmp_path, site, FITS, "org/stray")
     assert refused.returncode == 1 and "old-00001.safetensors" in refused.stderr.splitlines()[-1]
     assert sorted(path.name for path in folder.iterdir() if path.name != ".cache") == ["old-00001.safetensors"]
+
+
+def offline(mirror) -> dict:
+    """No Hub to reach: an endpoint nothing listens on, and huggingface_hub told to stay offline."""
+    return {"HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"}
+
+
+COPIES = itertools.count()
+
+
+@pytest.fixture
+def fetched_copy(mirror, tmp_path, site):
+    """A model fetched (elsewhere, as an air-gapped site receives it): its folder, contents and commit,
+    of a repository org/carried-N of its own (the mirror serves the whole module)."""
+    name = f"carried-{next(COPIES)}"
+    repo, contents = make_model(mirror, tmp_path, f"org/{name}")
+    commit = repo.commit()
+    assert fetch(mirror, tmp_path, site, FITS, f"org/{name}").returncode == 0
+    return tmp_path / "models" / name, contents, commit
+
+
+def test_a_copy_made_elsewhere_is_imported_offline_and_verified_against_its_manifest(mirror, tmp_path, site,
+                                                                                      fetched_copy):
+    copy, contents, commit = fetched_copy
+    archive = tmp_path / "carried.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(copy, arcname=copy.name, filter=lambda info: None if "/.cache" in info.name else info)
+    for name, source in (("from-folder", copy), ("from-tarball", archive)):
+        done = fetch(mirror, tmp_path, site, FITS, f"org/{copy.name}", "--name", name, "--from", str(source), **offline(mirror))
+        assert done.returncode == 0, done.stderr
+        for path, content in contents.items():
+            assert (tmp_path / "models" / name / path).read_bytes() == content
+        assert manifest(tmp_path, name)["commit"] == commit
+
+
+def test_an_altered_copy_is_refused_naming_the_file_though_its_manifest_is_whole(mirror, tmp_path, site, fetched_copy):
+    copy, _, _ = fetched_copy
+    shard = copy / "model-00002-of-00002.safetensors"
+    altered = bytearray(shard.read_bytes())
+    altered[-1] ^= 0xFF
+    shard.write_bytes(bytes(altered))
+    refused = fetch(mirror, tmp_path, site, FITS, f"org/{copy.name}", "--name", "altered", "--from", str(copy),
+                    **offline(mirror))
+    assert refused.returncode == 1
+    last = refused.stderr.strip().splitlines()[-1]
+    assert shard.name in last and "SHA-256" in last
+    assert not (tmp_path / "models" / "altered" / MANIFEST).exists()
+
+
+def test_a_copy_without_its_manifest_or_of_another_repository_is_refused(mirror, tmp_path, site, fetched_copy):
+    copy, _, _ = fetched_copy
+    other = fetch(mirror, tmp_path, site, FITS, "org/another", "--name", "x", "--from", str(copy), **offline(mirror))
+    assert other.returncode == 1 and f"holds org/{copy.name}, not org/another" in other.stderr
+    (copy / MANIFEST).unlink()
+    bare = fetch(mirror, tmp_path, site, FITS, f"org/{copy.name}", "--name", "y", "--from", str(copy), **offline(mirror))
+    assert bare.returncode == 1 and MANIFEST in bare.stderr.strip().splitlines()[-1]
+
+
+def test_a_gated_repository_without_a_token_is_refused_in_one_line_naming_the_token_file(mirror, tmp_path, site):
+    # olah cannot gate a repository: the standin answers as the Hub does (401, X-Error-Code: GatedRepo)
+    with GatedStandin() as hub:
+        refused = fetch(mirror, tmp_path, site, FITS, "org/gated", HF_ENDPOINT=hub.url)
+    assert refused.returncode == 1
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert "org/gated is gated" in refused.stderr and "HF_TOKEN_PATH" in refused.stderr
+    assert hub.requests and all(authorization is None for _, authorization in hub.requests)
+    assert not (tmp_path / "models" / "gated").exists()
+
+
+def test_a_fetch_pinned_to_the_commit_its_manifest_records_verifies_without_the_hub(mirror, tmp_path, site):
+    repo, contents = make_model(mirror, tmp_path, "org/pinned-here")
+    commit = repo.commit()
+    assert fetch(mirror, tmp_path, site, FITS, f"org/pinned-here@{commit}").returncode == 0
+    shard = tmp_path / "models" / "pinned-here" / "model-00002-of-00002.safetensors"
+    shard.unlink()
+    with GatedStandin() as hub:  # any question to the Hub would be answered with a refusal
+        again = fetch(mirror, tmp_path, site, FITS, f"org/pinned-here@{commit}", HF_ENDPOINT=hub.url)
+    assert again.returncode == 1 and not [line for line, _ in hub.requests if "/api/" in line]
+    assert shard.name in again.stderr  # the one missing file was the only thing asked for
+    complete = fetch(mirror, tmp_path, site, FITS, f"org/pinned-here@{commit}")
+    assert complete.returncode == 0 and shard.read_bytes() == contents[shard.name]
+    with GatedStandin() as hub:
+        verified = fetch(mirror, tmp_path, site, FITS, f"org/pinned-here@{commit}", HF_ENDPOINT=hub.url)
+    assert verified.returncode == 0, verified.stderr
+    assert hub.requests == []
+
+
+def test_two_paths_of_one_content_are_fetched_at_once_each_whole(mirror, tmp_path, site):
+    repo, contents = make_model(mirror, tmp_path, "org/twins")
+    twin = "extra/tokenizer_config.json"  # the same content at another path: small files are got together
+    (repo.path / "extra").mkdir()
+    (repo.path / twin).write_bytes(contents["tokenizer_config.json"])
+    contents[twin] = contents["tokenizer_config.json"]
+    repo.commit()
+    done = fetch(mirror, tmp_path, site, FITS, "org/twins")
+    assert done.returncode == 0, done.stderr
+    folder = tmp_path / "models" / "twins"
+    for path, content in contents.items():
+        assert (folder / path).read_bytes() == content

@@ -10,7 +10,7 @@ from hypothesis import example, given, strategies as st
 from contract.devices import TURING
 from entrypoint.checks import disk, memory
 from entrypoint.fetch import judge, listing, verify
-from entrypoint.fetch.request import FetchUsage, Request, parse_model_ref, parse_request
+from entrypoint.fetch.request import FetchUsage, NothingToFetch, Request, parse_model_ref, parse_request
 from contract import layout
 from patches.fitcheck import shapes
 from tests.unit.test_fitcheck_lookup import installed, written_table  # noqa: F401 (a fixture)
@@ -24,9 +24,14 @@ WORDS = st.lists(st.one_of(st.text(max_size=40), st.sampled_from(["--gpu", "--na
 @example(["org/m", "--gpu"])
 @example(["org/m", "--name=.."])
 @example(["org/m@"])
+@example([])
+@example([""])
 def test_any_words_are_a_request_or_one_line_naming_the_word(words):
     try:
         request = parse_request(words)
+    except NothingToFetch:
+        assert not [word for word in words if not word.startswith("-")]
+        return
     except FetchUsage as usage:
         line = str(usage)
         assert "\n" not in line and line.isprintable()
@@ -34,6 +39,33 @@ def test_any_words_are_a_request_or_one_line_naming_the_word(words):
         return
     assert isinstance(request, Request)
     assert request.target.startswith(request.models_dir) and ".." not in request.target.split("/")
+
+
+SETTING_TEXT = st.one_of(st.text(max_size=30), st.sampled_from(["org/m", "org/m@v1", "/models/m", "/models/", "/", "sm75",
+                                                                 "t4", "models/m", "org/m@"]))
+
+
+@given(st.fixed_dictionaries({}, optional={"FETCH_MODEL": SETTING_TEXT, "FETCH_GPU": SETTING_TEXT,
+                                           "MODEL": SETTING_TEXT}))
+@example({"FETCH_MODEL": "org/m", "MODEL": "/"})
+@example({"FETCH_MODEL": "org/m", "MODEL": "/models/.."})
+def test_the_units_settings_are_a_request_or_one_line_naming_the_setting(env):
+    try:
+        request = parse_request([], env)
+    except NothingToFetch:
+        assert not env.get("FETCH_MODEL", "").strip()
+        return
+    except FetchUsage as usage:
+        line = str(usage)
+        assert "\n" not in line and line.isprintable()
+        assert any(name in line for name in ("FETCH_MODEL", "FETCH_GPU", "MODEL"))
+        return
+    assert ".." not in request.target.split("/") and request.target.startswith("/")
+
+
+def test_the_units_fetch_goes_into_the_folder_model_names():
+    request = parse_request([], {"FETCH_MODEL": "org/repo@v2", "FETCH_GPU": "sm75", "MODEL": "/models/served"})
+    assert (request.repo, request.revision, request.gpu, request.target) == ("org/repo", "v2", "sm75", "/models/served")
 
 
 @pytest.mark.parametrize("text, expected", [("org/m", ("org/m", "main")), ("m@v1.0", ("m", "v1.0")),
@@ -142,3 +174,23 @@ def test_a_drafter_is_judged_by_the_preflights_drafter_check_before_its_weights(
 
 def test_the_drafter_flag_is_typed_once():
     assert parse_request(["org/d", "--drafter"]).drafter and not parse_request(["org/d"]).drafter
+
+
+def test_a_named_card_is_its_device_and_its_memory_from_the_one_table():
+    from contract.devices import CARDS, DEVICES
+
+    request = parse_request(["org/m", "--gpu", "t4"])
+    assert request.device == DEVICES["sm75"] and request.gpu_memory == CARDS["t4"].memory
+    assert parse_request(["org/m", "--gpu", "sm75"]).gpu_memory is None
+    assert all(card.device in DEVICES for card in CARDS.values())
+
+
+def test_weights_that_leave_no_kv_cache_on_the_named_card_are_refused_and_a_small_model_passes():
+    from contract.devices import CARDS
+    from contract.verdict import Status
+
+    t4 = CARDS["t4"].memory
+    refused = memory.judge_card_memory(15 * 2**30, "t4", t4)
+    assert refused.status is Status.FAIL and "t4" in refused.message and "TENSOR_PARALLEL_SIZE" in refused.fix
+    assert memory.judge_card_memory(15 * 2**30, "t4", t4, cards=2).status is Status.PASS
+    assert memory.judge_card_memory(2**30, "t4", t4).status is Status.PASS

@@ -7,6 +7,7 @@ import yaml
 from hypothesis import given, strategies as st
 
 from buildtool.units.kubernetes import PRE_STOP_S
+from buildtool.units.spec import FETCH_PROFILE
 from contract.layout import (SERVER_HTTP_DRAIN_S, STOP_GRACE_MAX_S, STOP_GRACE_MIN_S, STOP_GRACE_S,
                              shutdown_timeout_s)
 from entrypoint.command import SHUTDOWN_TIMEOUT, server_argv
@@ -79,11 +80,12 @@ def test_the_committed_units_give_the_server_the_settings_default_grace():
 
 
 def rendered_graces(out) -> set[int]:
-    """(compose's and Quadlet's graces of every server, Kubernetes' pod grace) as rendered in `out`."""
+    """(compose's and Quadlet's graces of every server, Kubernetes' pod grace) as rendered in `out`; the
+    one-shot fetch units are not servers."""
     services = yaml.safe_load(interpolate_defaults((out / "compose.yaml").read_text()))["services"]
-    graces = {seconds(s["stop_grace_period"]) for s in services.values()}
+    graces = {seconds(s["stop_grace_period"]) for s in services.values() if FETCH_PROFILE not in s.get("profiles", [])}
     graces |= {int(parse_unit(unit.read_text())["Container"]["StopTimeout"][0])
-               for unit in (out / "quadlet").glob("*.container")}
+               for unit in (out / "quadlet").glob("*.container") if not unit.name.endswith("-fetch.container")}
     return graces
 
 
@@ -122,7 +124,8 @@ def test_several_servers_each_get_their_own_grace(tmp_path):
     assert build_py().main(["units", "--out", str(out), "--defaults", "--model-dir", str(models), "--env-file",
                             str(tmp_path / "chat.env"), "--env-file", str(tmp_path / "embed.env")]) == 0
     services = yaml.safe_load(interpolate_defaults((out / "compose.yaml").read_text()))["services"]
-    assert {name: seconds(s["stop_grace_period"]) for name, s in services.items()} == {"chat": 45, "embed": STOP_GRACE_S}
+    assert {name: seconds(s["stop_grace_period"]) for name, s in services.items()
+            if FETCH_PROFILE not in s.get("profiles", [])} == {"chat": 45, "embed": STOP_GRACE_S}
 
 
 @pytest.mark.parametrize("raw", ["20", "60s"])

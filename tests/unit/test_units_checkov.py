@@ -94,8 +94,9 @@ def test_every_restricted_check_is_run_and_passes_on_the_render_and_the_dockerfi
         assert outcomes.get("passed"), f"{check} ({what}) was not run"
         assert not outcomes.get("failed"), f"{check} ({what}) fails: {sorted(outcomes['failed'])}"
     assert not [c for c, outcomes in found.items() if outcomes.get("skipped")]
-    # each render's Deployment passed the pod checks, not only one of them
-    assert len(found["CKV_K8S_22"]["passed"]) == len(RENDERS)
+    # each render's Deployment and fetch Job passed the pod checks, not only one of them
+    passed = found["CKV_K8S_22"]["passed"]
+    assert len(passed) == 2 * len(RENDERS) and sum(":Job." in resource for resource in passed) == len(RENDERS)
     failed = {check for check, outcomes in found.items() if outcomes.get("failed")}
     assert failed <= set(THE_SITES), {c: sorted(found[c]["failed"]) for c in failed - set(THE_SITES)}
 

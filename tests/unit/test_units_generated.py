@@ -40,8 +40,9 @@ image_refs = st.builds(
 # Directories as a host has them, including systemd's specifier character (escaped as %%).
 host_dirs = st.builds(lambda home, parts: ("~/" if home else "/") + "/".join(parts), st.booleans(),
                       st.lists(st.from_regex(r"[A-Za-z0-9._%@+=,-]{1,12}", fullmatch=True), min_size=1, max_size=3))
+# one number is a count; indices are a comma list of two or more (a lone "0" would be a count of none)
 gpu_flags = st.one_of(st.integers(1, 8).map(str),
-                      st.sets(st.integers(0, 15), min_size=1, max_size=4).map(lambda s: ",".join(map(str, sorted(s)))))
+                      st.sets(st.integers(0, 15), min_size=2, max_size=4).map(lambda s: ",".join(map(str, sorted(s)))))
 bind_addresses = st.one_of(st.sampled_from(["127.0.0.1", "0.0.0.0", "::1", "::"]),
                            st.ip_addresses(v=4).map(str), st.ip_addresses(v=6).map(str))
 
@@ -67,13 +68,17 @@ def run_tool(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
 
 def expected_service_keys(spec: dict) -> set[str]:
     return ({"image", "env_file", "environment", "devices", "volumes", "ports", "ulimits", "cap_drop",
-             "security_opt", "healthcheck", "restart", "stop_grace_period"}
+             "security_opt", "healthcheck", "depends_on", "restart", "stop_grace_period"}
             | {"ipc" if spec["ipc_host"] else "shm_size"} | ({"secrets"} if spec["api_key_file"] else set()))
 
 
-def compose_config(out: Path, *files: str) -> dict:
+FETCH_SERVICE_KEYS = {"image", "env_file", "profiles", "command", "environment", "volumes", "cap_drop", "security_opt",
+                      "restart"}
+
+
+def compose_config(out: Path, *files: str, profile: str | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_TURING_", "NVIDIA_LIB_DIR", "MODEL_DIR"))}
-    args = [a for f in files for a in ("-f", f)]
+    args = [a for f in files for a in ("-f", f)] + (["--profile", profile] if profile else [])
     done = run_tool(["docker", "compose", *args, "config", "--format", "json", "--no-interpolate"], cwd=out, env=env)
     assert done.returncode == 0, done.stderr
     interpolated = run_tool(["docker", "compose", *args, "config", "--format", "json"], cwd=out, env=env)
@@ -91,14 +96,17 @@ def test_the_real_tools_are_here():
 @given(spec=unit_specs())
 @example(spec={"image": "vllm-turing:0.33.0", "gpus": "1", "model_dir": "~/models", "lib_dir": "/usr/lib64",
                "bind": "::1", "port": 8000, "api_key_file": "~/key%s", "cdi": False, "ipc_host": True})
+@example(spec={"image": "0.0/0", "gpus": "1", "model_dir": "/0", "lib_dir": "/0", "bind": "127.0.0.1", "port": 1,
+               "api_key_file": None, "cdi": False, "ipc_host": False})
 def test_an_accepted_spec_renders_units_the_real_tools_accept_with_only_the_keys_asked_for(spec, tmp_path_factory):
     out = tmp_path_factory.mktemp("units")
     assert build_py().main(["units", "--out", str(out), *argv_of(spec)]) == 0
 
     written = yaml.safe_load((out / "compose.yaml").read_text())
     assert set(written) == {"name", "services", "volumes"} | ({"secrets"} if spec["api_key_file"] else set())
-    assert set(written["services"]) == {"vllm"}
+    assert set(written["services"]) == {"vllm", "fetch"}
     assert set(written["services"]["vllm"]) == expected_service_keys(spec)
+    assert set(written["services"]["fetch"]) == FETCH_SERVICE_KEYS
 
     config = compose_config(out, "compose.yaml")
     service = config["services"]["vllm"]
@@ -113,6 +121,12 @@ def test_an_accepted_spec_renders_units_the_real_tools_accept_with_only_the_keys
     assert model["source"] == os.path.expanduser(spec["model_dir"]) and model["read_only"]
     toolkit = compose_config(out, "compose.yaml", "compose.toolkit.yaml")["services"]["vllm"]
     assert "privileged" not in toolkit and not toolkit.get("devices")
+    fetching = compose_config(out, "compose.yaml", profile="fetch")["services"]
+    assert set(fetching) == {"vllm", "fetch"} and fetching["fetch"]["command"] == ["fetch"]
+    assert "privileged" not in fetching["fetch"] and not fetching["fetch"].get("devices")
+    [fetch_model] = [v for v in fetching["fetch"]["volumes"] if v["target"] == "/models"]
+    assert fetch_model["source"] == model["source"] and not fetch_model.get("read_only")
+    assert fetching["fetch"]["environment"]["HF_HUB_OFFLINE"] == "0"
 
     unit_dir = out / "quadlet"
     generated = run_tool([str(QUADLET), "-dryrun", "-user"], env={**os.environ, "QUADLET_UNIT_DIRS": str(unit_dir)})
@@ -124,16 +138,24 @@ def test_an_accepted_spec_renders_units_the_real_tools_accept_with_only_the_keys
                       "HealthTimeout", "HealthRetries", "HealthStartPeriod", "Notify", "StopTimeout",
                       "PodmanArgs" if spec["ipc_host"] else "ShmSize"} | ({"Secret"} if spec["api_key_file"] else set())
     assert set(unit["Container"]) == container_keys
-    assert unit["Container"]["Image"] == [spec["image"] if "/" in spec["image"] and spec["image"].split("/")[0] in
-                                          ("localhost", "registry.example:5000", "[::1]:5000", "ghcr.io")
-                                          else "localhost/" + spec["image"]]
+    # a reference names its registry when its first component looks like a host (a dot, a port, localhost)
+    first = spec["image"].split("/")[0]
+    qualified = "/" in spec["image"] and ("." in first or ":" in first or first == "localhost")
+    assert unit["Container"]["Image"] == [spec["image"] if qualified else "localhost/" + spec["image"]]
+    assert unit["Unit"]["Requires"] == unit["Unit"]["After"] == ["vllm-turing-fetch.service"]
+    fetch_unit = parse_unit((unit_dir / "vllm-turing-fetch.container").read_text())
+    assert fetch_unit["Service"]["Type"] == ["oneshot"] and fetch_unit["Container"]["Exec"] == ["fetch"]
+    assert [v for v in fetch_unit["Container"]["Volume"] if v.endswith(":/models")]  # read-write: no :ro
+    fetch_text = generated.stdout.split("---vllm-turing-fetch.service---", 1)[1].split("---", 1)[0]
     service_text = generated.stdout.split("---vllm-turing.service---", 1)[1]
-    assert "--privileged" not in service_text
+    assert "--privileged" not in service_text and "--privileged" not in fetch_text
     if SYSTEMD_ANALYZE.is_file():
         # the generated service as systemd reads it; podman need not be installed to judge the syntax
         (out / "vllm-turing.service").write_text(service_text.replace("/usr/bin/podman", "/usr/bin/env"))
-        verified = run_tool([str(SYSTEMD_ANALYZE), "verify", "--man=no", str(out / "vllm-turing.service")])
-        assert verified.returncode == 0 and not verified.stderr.strip(), verified.stderr
+        (out / "vllm-turing-fetch.service").write_text(fetch_text.replace("/usr/bin/podman", "/usr/bin/env"))
+        for name in ("vllm-turing.service", "vllm-turing-fetch.service"):
+            verified = run_tool([str(SYSTEMD_ANALYZE), "verify", "--man=no", str(out / name)], cwd=out)
+            assert verified.returncode == 0 and not verified.stderr.strip(), verified.stderr
 
 
 _KUBE_NAME = r"[a-z0-9]([-a-z0-9]{0,20}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,10}[a-z0-9])?)?"
@@ -170,18 +192,20 @@ def test_accepted_cluster_specs_render_manifests_the_pinned_schemas_accept_with_
     assert build_py().main(argv) == 0
     docs = [d for d in yaml.safe_load_all((out / MANIFEST_PATH).read_text()) if d]
     budget = ["PodDisruptionBudget"] if spec["replicas"] > 1 else []
-    assert [d["kind"] for d in docs] == ["ConfigMap", "PersistentVolumeClaim", "Deployment", *budget, "Service",
+    job = [] if spec["host_path"] else ["Job", "NetworkPolicy"]
+    assert [d["kind"] for d in docs] == ["ConfigMap", "PersistentVolumeClaim", *job, "Deployment", *budget, "Service",
                                          "NetworkPolicy"]
     for doc in docs:
         kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
     assert manifest_problems(docs) == []
-    pod = docs[2]["spec"]["template"]["spec"]
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
     assert set(pod) == ({"tolerations", "enableServiceLinks", "automountServiceAccountToken", "securityContext",
-                         "terminationGracePeriodSeconds", "containers", "volumes"}
+                         "terminationGracePeriodSeconds", "initContainers", "containers", "volumes"}
                         | ({"runtimeClassName"} if spec["runtime_class"] else set())
                         | ({"nodeSelector"} if spec["node_selector"] else set()))
     assert pod.get("nodeSelector", {}) == dict(label.split("=", 1) for label in spec["node_selector"])
-    assert docs[2]["spec"]["replicas"] == spec["replicas"] and [c["image"] for c in pod["containers"]] == [spec["image"]]
+    assert deployment["spec"]["replicas"] == spec["replicas"] and [c["image"] for c in pod["containers"]] == [spec["image"]]
     assert pod["containers"][0]["securityContext"]["privileged"] is False
     cpus = pod["containers"][0]["resources"]["limits"]["cpu"]
     assert cpus == pod["containers"][0]["resources"]["requests"]["cpu"] == str(spec["cpus"] or 1 + 2 * spec["gpus"])

@@ -118,8 +118,14 @@ def test_two_env_files_give_two_services_in_compose_quadlet_and_kubernetes(tmp_p
     out = tmp_path / "out"
     common = ("--model-dir", str(models), "--env-file", str(chat), "--env-file", str(embed))
     assert units(out, *common) == 0
-    services = yaml.safe_load(interpolate_defaults((out / "compose.yaml").read_text()))["services"]
+    everything = yaml.safe_load(interpolate_defaults((out / "compose.yaml").read_text()))["services"]
+    services = {name: s for name, s in everything.items() if "profiles" not in s}
     assert set(services) == {"chat", "embed"}
+    fetches = {name: s for name, s in everything.items() if s.get("profiles") == ["fetch"]}
+    assert {name: s["env_file"] for name, s in fetches.items()} == {
+        "chat-fetch": "quadlet/vllm-turing-chat.env", "embed-fetch": "quadlet/vllm-turing-embed.env"}
+    assert [s["depends_on"] for s in services.values()] == [
+        {f"{name}-fetch": {"condition": "service_completed_successfully", "required": False}} for name in services]
     assert [s["ports"][0].split(":")[1] for s in services.values()] == ["8000", "8001"]
     volumes = [{v for v in s["volumes"] if isinstance(v, str)} for s in services.values()]
     assert not volumes[0] & volumes[1]
@@ -136,6 +142,7 @@ def test_two_env_files_give_two_services_in_compose_quadlet_and_kubernetes(tmp_p
     docs = list(yaml.safe_load_all((out / "kubernetes/base/vllm-turing.yaml").read_text()))
     deployments = [d["metadata"]["name"] for d in docs if d["kind"] == "Deployment"]
     assert deployments == ["vllm-turing-chat", "vllm-turing-embed"]
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "Job"] == ["vllm-turing-chat-fetch", "vllm-turing-embed-fetch"]
     selectors = [d["spec"]["selector"]["matchLabels"] for d in docs if d["kind"] == "Deployment"]
     assert selectors[0] != selectors[1]
 
@@ -231,6 +238,8 @@ def test_any_env_files_render_within_the_budget_or_are_refused_in_one_line(tmp_p
         assert err.getvalue().count("\n") == 1 and "Traceback" not in err.getvalue()
         assert not out.exists() or not any(out.iterdir())
         return
-    services = yaml.safe_load(interpolate_defaults((out / "compose.yaml").read_text()))["services"]
+    services = {name: service for name, service in
+                yaml.safe_load(interpolate_defaults((out / "compose.yaml").read_text()))["services"].items()
+                if "profiles" not in service}  # the servers, not their fetch steps
     shares = [float(service["environment"]["GPU_MEMORY_UTILIZATION"]) for service in services.values()]
     assert len(services) == len(files) and sum(shares) <= CARD_BUDGET + 1e-9
