@@ -20,7 +20,7 @@ import json
 import re
 import shlex
 
-from imagefacts.shape import SPELLED, ArgvError, long_option, rebuild_parser
+from imagefacts.shape import SPELLED, ArgvError, VllmValues, long_option, rebuild_parser
 from contract.verdict import Result, passed, warned
 from .settings import SettingsError
 
@@ -69,6 +69,8 @@ class Extras:
     words: int = 0
     # dest -> where it was given and how it was spelled there: "VLLM_EXTRA_ARGS --tokenizer"
     named: dict = dataclasses.field(default_factory=dict)
+    # vLLM's value lists the re-judged options are checked against (image facts); None: not judged
+    lists: VllmValues | None = None
 
     def get(self, dest: str, default=None):
         return self.values.get(dest, default)
@@ -232,12 +234,14 @@ def spelled_out(words: list[str]) -> dict:
     return found
 
 
-def judge_extra(extra_args: tuple[str, ...], container_args: tuple[str, ...], table: dict | None) -> Extras:
+def judge_extra(extra_args: tuple[str, ...], container_args: tuple[str, ...], table: dict | None,
+                lists: VllmValues | None = None) -> Extras:
     """Both word lists judged against `table` (None: not judged, only the re-checked options spelled
-    out are seen). Raises SettingsError naming where the word came from and the setting to use instead."""
+    out are seen), their values later against vLLM's `lists`. Raises SettingsError naming where the
+    word came from and the setting to use instead."""
     if table is None:
         return Extras(spelled_out(list(extra_args) + list(container_args)), judged=False,
-                      words=len(extra_args) + len(container_args))
+                      words=len(extra_args) + len(container_args), lists=lists)
     values: dict = {}
     named: dict = {}
     for where, words in ((EXTRA_ARGS, extra_args), (CONTAINER_ARGS, container_args)):
@@ -254,7 +258,7 @@ def judge_extra(extra_args: tuple[str, ...], container_args: tuple[str, ...], ta
             raise problem
         values.update(parsed)
         named.update({dest: f"{where} {spelled.get(dest) or long_option(table, dest)}" for dest in parsed})
-    return Extras(values, words=len(extra_args) + len(container_args), named=named)
+    return Extras(values, words=len(extra_args) + len(container_args), named=named, lists=lists)
 
 
 NAME = "argv"

@@ -13,9 +13,10 @@ What each option's value is, as vLLM 0.33.0 reads it:
 - `--hf-overrides`: a JSON object (its keys are applied to config.json before the model, fit,
   length and quantization checks read it: entrypoint/checks/model.py);
 - `--hf-config-path`: the config the checks read instead of the model folder's (model.py);
-- `--load-format`: one of vLLM's load formats, which picks the weight files the model check reads
-  (model.py LOAD_PATTERNS; `gguf` and `bitsandbytes` are gone from 0.33.0);
-- `--config-format`: auto, hf or mistral (which needs params.json in the folder: model.py);
+- `--load-format`: one of vLLM's load formats (the image facts' list), which picks the weight files
+  the model check reads (model.py LOAD_PATTERNS; `gguf` and `bitsandbytes` are gone from 0.33.0);
+- `--config-format`: one of vLLM's config formats (the facts': auto, hf or mistral in 0.33.0;
+  mistral needs params.json in the folder: model.py);
 - `--lora-modules`: each word `name=path` or a JSON object with "name" and "path"
   (entrypoints/common/cli_args.py LoRAParserAction); a local path is a folder whose
   adapter_config.json the server reads at start, after the model's load (lora/peft_helper.py), any
@@ -28,7 +29,6 @@ import os
 
 from . import files
 from .argv import Extras, is_json_object
-from .checks.model import CONFIG_FORMATS, LOAD_FORMATS
 from .settings import SettingsError
 
 JINJA_CHARS = "{}\n"
@@ -82,13 +82,12 @@ def _problem(dest: str, value: str) -> str | None:
     return folder_problem(value)
 
 
-# dest -> the values vLLM 0.33.0 knows (its parser takes any text for these)
-FORMATS = {"load_format": LOAD_FORMATS, "config_format": CONFIG_FORMATS}
-
-
 def format_problem(extras: Extras) -> SettingsError | None:
-    """A --load-format or --config-format this vLLM has no loader or parser for."""
-    for dest, known in FORMATS.items():
+    """A --load-format or --config-format this vLLM has no loader or parser for (its parser takes
+    any text for these; the known values are the image facts')."""
+    if extras.lists is None:
+        return None
+    for dest, known in (("load_format", extras.lists.load_formats), ("config_format", extras.lists.config_formats)):
         value = extras.get(dest)
         if isinstance(value, str) and value not in known:
             return SettingsError(extras.name(dest), value, f"one of this vLLM's formats: {', '.join(known)}",

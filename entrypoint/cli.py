@@ -60,7 +60,8 @@ def judge_words(settings: Settings, container_args: tuple[str, ...], server_fact
     """The extra words (VLLM_EXTRA_ARGS, the container's arguments) judged as vLLM will take them:
     typed by the server's option table, none owned by a setting, the parser names registered, the
     files they name usable; SettingsError (exit 2) naming the option as written otherwise."""
-    extras = judge_extra(settings.extra_args, container_args, server_facts.server_parser if server_facts else None)
+    extras = judge_extra(settings.extra_args, container_args, server_facts.server_parser if server_facts else None,
+                         server_facts.values if server_facts else None)
     if server_facts is not None:
         validate_parser_names(settings, server_facts.document["parsers"], set(extras.values))
     problem = speculative_problem(extras, settings.speculative_config is not None) or opened_files_problem(extras)

@@ -7,10 +7,11 @@ themselves and say so)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from contract import layout
 from contract import distributions
-from imagefacts.shape import PACKAGES, SCHEMA
+from imagefacts.shape import PACKAGES, SCHEMA, VllmValues, vllm_values
 
 from . import files
 
@@ -40,6 +41,13 @@ class Facts:
     def quantization(self) -> dict[str, int]:
         return self.document["quantization"]
 
+    @functools.cached_property
+    def values(self) -> VllmValues:
+        """vLLM's value lists (judge() and read_server_facts vouch for the section)."""
+        found = vllm_values(self.document["vllm_values"])
+        assert isinstance(found, VllmValues), found
+        return found
+
 
 @dataclasses.dataclass(frozen=True)
 class Loaded:
@@ -54,6 +62,9 @@ def judge(document, versions: dict[str, str | None]) -> str | None:
     for key in ("packages", "torch", "server_parser", "parsers", "quantization"):
         if not isinstance(document.get(key), dict):
             return f"missing its {key}"
+    values = vllm_values(document.get("vllm_values"))
+    if isinstance(values, str):
+        return values
     changed = [f"{name} {document['packages'].get(name)} -> {versions.get(name) or 'not installed'}"
                for name in PACKAGES if document["packages"].get(name) != versions.get(name)]
     return "written for other packages (" + ", ".join(changed) + ")" if changed else None

@@ -115,8 +115,9 @@ def config_source(extras: Extras) -> model.ConfigSource:
     load_format, config_format = extras.get("load_format"), extras.get("config_format")
     return model.ConfigSource(json_object(extras.get("hf_overrides")) or None, extras.get("hf_config_path") or None,
                               extras.name("hf_config_path"), revision if isinstance(revision, str) and revision else None,
-                              load_format if load_format in model.LOAD_FORMATS else "auto", extras.name("load_format"),
-                              config_format if config_format in model.CONFIG_FORMATS else "auto",
+                              load_format if isinstance(load_format, str) and load_format else "auto",
+                              extras.name("load_format"),
+                              config_format if isinstance(config_format, str) and config_format else "auto",
                               extras.name("config_format"))
 
 
@@ -236,9 +237,9 @@ def model_config(resolved: model.Resolved) -> ModelConfig | None:
 
 
 def quantization_check(models: Models, extras: Extras, loaded: Loaded) -> Callable[[Device], Check]:
-    minimum = turing_settings.minimum_from(loaded.facts.quantization if loaded.facts else None)
+    minimum, deprecated = turing_settings.quantization_from(loaded.facts)
     return lambda device: lambda: turing_settings.check_quantization(model_config(models.model), extras, device.cc,
-                                                                     minimum)
+                                                                     minimum, deprecated)
 
 
 def parallel_check(settings: Settings, gpus: list[Device], models: Models, env) -> Check | Background:

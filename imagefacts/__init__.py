@@ -11,7 +11,11 @@ importing torch or vLLM at every start:
   by name, choices and const: value_types.py), so the entrypoint judges the argv it will exec with
   vLLM's own options, aliases and value types;
 - parsers: the tool-call and reasoning parser names vLLM registers;
-- quantization: each quantization method's minimum compute capability (vLLM's get_min_capability).
+- quantization: each quantization method's minimum compute capability (vLLM's get_min_capability);
+- vllm_values: the values vLLM accepts for options its parser takes as any text (load formats, config
+  formats, Mamba backends), its deprecated quantization methods, and per attention backend the
+  compute capabilities (of a fixed probed list) its class supports: the lists the re-judged options
+  are checked against (shape.py VllmValues), so no copy of them lives in entrypoint/.
 
 read.py imports torch and vLLM and runs at build time only; shape.py (the file's shape, the option
 table and the parser rebuilt from it) is standard library, imported by the entrypoint at every start.

@@ -26,7 +26,8 @@ def main(argv: list[str]) -> int:
     os.replace(partial, args.path)
     print(f"imagefacts: {len(facts['server_parser']['options'])} server options, "
           f"{len(facts['parsers']['tool_call'])} tool and {len(facts['parsers']['reasoning'])} reasoning parsers, "
-          f"{len(facts['quantization'])} quantization methods -> {args.path}")
+          f"{len(facts['quantization'])} quantization methods, "
+          f"{len(facts['vllm_values']['attention_backends'])} attention backends probed -> {args.path}")
     return 0
 
 

@@ -55,17 +55,56 @@ def quantization_minimums() -> dict:
     return found
 
 
+# every CUDA compute capability a backend's supports_compute_capability() is asked about, as 75 for 7.5
+PROBED_CAPABILITIES = (60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90, 100, 101, 103, 110, 120, 121)
+
+
+def attention_backends() -> dict[str, list[int]]:
+    """Per attention backend of vLLM's registry, the probed capabilities its class says it supports;
+    a backend whose class does not import on this build host (no driver) is left out, not guessed."""
+    from vllm.platforms.interface import DeviceCapability
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+    found = {}
+    for backend in AttentionBackendEnum:
+        try:
+            supports = backend.get_class().supports_compute_capability
+            found[backend.name] = [cc for cc in PROBED_CAPABILITIES if supports(DeviceCapability(cc // 10, cc % 10))]
+        except Exception:
+            continue
+    return found
+
+
+def value_lists() -> dict:
+    """The values vLLM accepts for options its parser takes as any text, and its deprecated
+    quantization methods: load formats (the loader registry), config formats (auto and the parser
+    registry), Mamba backends (MambaBackendEnum's values)."""
+    from vllm.config.mamba import MambaBackendEnum
+    from vllm.model_executor.layers.quantization import DEPRECATED_QUANTIZATION_METHODS
+    from vllm.model_executor.model_loader import _LOAD_FORMAT_TO_MODEL_LOADER
+    from vllm.transformers_utils.config import _CONFIG_FORMAT_TO_CONFIG_PARSER
+
+    return {"load_formats": sorted(_LOAD_FORMAT_TO_MODEL_LOADER),
+            "config_formats": ["auto", *sorted(set(_CONFIG_FORMAT_TO_CONFIG_PARSER) - {"auto"})],
+            "mamba_backends": [backend.value for backend in MambaBackendEnum],
+            "deprecated_quantization": sorted(DEPRECATED_QUANTIZATION_METHODS)}
+
+
 def read_facts() -> dict:
     return {"schema": SCHEMA,
             "packages": {name: installed(name) for name in PACKAGES},
             "torch": torch_facts(),
             "server_parser": option_table(server_parser()),
             "parsers": parser_names(),
-            "quantization": quantization_minimums()}
+            "quantization": quantization_minimums(),
+            "vllm_values": {**value_lists(), "probed_capabilities": list(PROBED_CAPABILITIES),
+                            "attention_backends": attention_backends()}}
 
 
 def read_server_facts() -> dict:
-    """The part of the facts the entrypoint needs before its checks (the option table and parser
-    names), read from the installed vLLM when the image facts file cannot be used."""
+    """The part of the facts the entrypoint needs before its checks (the option table, parser names
+    and value lists), read from the installed vLLM when the image facts file cannot be used; the
+    attention backends are not probed here (seconds): the check asks vLLM about the one forced."""
     return {"server_parser": option_table(server_parser()), "parsers": parser_names(),
-            "packages": {"vllm": installed("vllm")}}
+            "packages": {"vllm": installed("vllm")},
+            "vllm_values": {**value_lists(), "probed_capabilities": [], "attention_backends": {}}}

@@ -11,6 +11,8 @@ vLLM's parser will (the same Python's argparse, in the same image) without impor
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from typing import Mapping
 
 from contract.distributions import installed_version
 from imagefacts.value_types import converter, type_spec
@@ -139,3 +141,57 @@ def long_option(table: dict, dest: str) -> str:
         if entry["dest"] == dest:
             return max(entry["options"], key=len)
     return dest
+
+
+VALUE_LISTS = ("load_formats", "config_formats", "mamba_backends", "deprecated_quantization")
+
+
+@dataclasses.dataclass(frozen=True)
+class VllmValues:
+    """The facts' `vllm_values` (imagefacts/read.py value_lists, attention_backends): the values vLLM
+    accepts for options its parser takes as any text, its deprecated quantization methods, and per
+    attention backend the probed compute capabilities (75 for 7.5) it supports. A backend absent, or
+    a capability not probed, is not known here (the check then asks the installed vLLM)."""
+    load_formats: tuple[str, ...]
+    config_formats: tuple[str, ...]
+    mamba_backends: tuple[str, ...]
+    deprecated_quantization: tuple[str, ...]
+    probed_capabilities: tuple[int, ...] = ()
+    attention_backends: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+
+    def backend_runs(self, backend: str, cc: tuple[int, int]) -> bool | None:
+        """Whether `backend` (upper-cased) supports `cc`; None when the facts cannot say."""
+        supported = self.attention_backends.get(backend.upper())
+        device = cc[0] * 10 + cc[1]
+        if supported is None or device not in self.probed_capabilities:
+            return None
+        return device in supported
+
+
+def _strings(value) -> tuple[str, ...] | None:
+    return tuple(value) if isinstance(value, list) and all(isinstance(item, str) for item in value) else None
+
+
+def _capabilities(value) -> tuple[int, ...] | None:
+    ok = isinstance(value, list) and all(isinstance(item, int) and not isinstance(item, bool) for item in value)
+    return tuple(value) if ok else None
+
+
+def vllm_values(section) -> VllmValues | str:
+    """The typed `vllm_values` section, or what is wrong with it (one phrase)."""
+    if not isinstance(section, dict):
+        return "missing its vllm_values"
+    lists = {name: _strings(section.get(name)) for name in VALUE_LISTS}
+    bad = [name for name, value in lists.items() if value is None]
+    probed = _capabilities(section.get("probed_capabilities"))
+    backends = section.get("attention_backends")
+    if not isinstance(backends, dict):
+        bad.append("attention_backends")
+    else:
+        backends = {name: _capabilities(value) for name, value in backends.items()}
+        bad += [f"attention_backends.{name}" for name, value in backends.items() if value is None][:1]
+    if probed is None:
+        bad.append("probed_capabilities")
+    if bad:
+        return f"holding a vllm_values.{bad[0]} that is not a list of the right kind"
+    return VllmValues(**lists, probed_capabilities=probed, attention_backends=backends)

@@ -3,18 +3,31 @@ import os
 import pathlib
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.database import DirectoryBasedExampleDatabase, ReadOnlyDatabase
 
-# The generated cases (Hypothesis) of every boundary run under one profile: a fixed budget of examples
-# per test, derandomized (the same examples on every run, so CI is deterministic and a red run is
-# reproducible), no per-example deadline (a loaded 2-core host must not fail a test by the clock:
-# tests that bound time bound it themselves, with margins), and no example database written into the
-# checkout. Every failing example Hypothesis found is kept as an explicit `@example` or corpus row.
-# HYPOTHESIS_PROFILE=explore runs many more, randomized, to look for new ones by hand.
+# The generated cases (Hypothesis) of every boundary, under one profile per purpose:
+# - "ci" (the default, every tier and CI): a fixed budget of examples per test, derandomized (the same
+#   examples on every run, so CI is deterministic and a red run reproducible), no per-example deadline
+#   (a loaded 2-core host must not fail a test by the clock: tests that bound time bound it
+#   themselves, with margins). No database: Hypothesis makes derandomize=True imply database=None
+#   (it refuses both together, as it drops the database under @seed and --hypothesis-seed too), so
+#   CI replays its stored cases through the explicit phase: every failing example ever found is kept
+#   as an `@example` on its test, or a row of the corpus (tests/support/bad_inputs.py).
+# - "dev": many more examples, randomized, saving every failure it finds into EXAMPLES (committed);
+#   a developer runs it to look for new cases (tests/hypothesis_examples/README.md says the steps).
+# - "replay": only the explicit examples and the stored ones, read-only: no generation, and a budget
+#   above the stored count, so every stored example runs in a fixed order (Hypothesis samples them at
+#   random only when they outnumber max_examples) and nothing is written.
+EXAMPLES = pathlib.Path(__file__).parent / "hypothesis_examples"
+STORED = ReadOnlyDatabase(DirectoryBasedExampleDatabase(EXAMPLES))
 settings.register_profile("ci", max_examples=60, derandomize=True, deadline=None, database=None,
                           suppress_health_check=(HealthCheck.too_slow,), print_blob=True)
-settings.register_profile("explore", max_examples=2000, deadline=None, database=None,
-                          suppress_health_check=(HealthCheck.too_slow,))
+settings.register_profile("dev", max_examples=2000, deadline=None, database=DirectoryBasedExampleDatabase(EXAMPLES),
+                          suppress_health_check=(HealthCheck.too_slow,), print_blob=True)
+settings.register_profile("replay", max_examples=100_000, deadline=None, database=STORED,
+                          phases=(Phase.explicit, Phase.reuse),
+                          suppress_health_check=(HealthCheck.too_slow,), print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # The image runs as uid 10001 (group 0) by default, and the image and serving tiers mount pytest's

@@ -25,21 +25,18 @@ BIN_INDEX = "pytorch_model.bin.index.json"
 SAFETENSORS = "safetensors"
 # vLLM's filter_files_not_needed_for_inference (model_loader/weight_utils.py)
 NOT_WEIGHTS = ("training_args.bin", "optimizer.bin", "optimizer.pt", "scheduler.pt", "scaler.pt")
-# vLLM 0.33.0's load formats (model_executor/model_loader/__init__.py). Those its DefaultModelLoader
-# reads from the folder try these patterns in order, the first that matches any file winning
+# The load formats vLLM 0.33.0's DefaultModelLoader reads from the folder (the list of formats itself
+# is the image facts'): each tries these patterns in order, the first that matches any file winning
 # (default_loader.py _prepare_weights; *.pt is the PyTorch fallback of the formats not bound to
-# safetensors); `auto` is `mistral` when consolidated*.safetensors are there, else `hf`.
+# safetensors); `auto` is `mistral` when consolidated*.safetensors are there, else `hf`. Any other
+# format has a loader of its own (dummy weights, tensorizer, ...) that the model check does not judge.
 LOAD_PATTERNS = {
     "hf": ("*.safetensors", "*.bin", "*.pt"), "safetensors": ("*.safetensors",),
     "fastsafetensors": ("*.safetensors",), "instanttensor": ("*.safetensors",),
     "mistral": ("consolidated*.safetensors",), "pt": ("*.pt",), "npcache": ("*.bin", "*.pt"),
 }
-# formats whose loader reads files of its own (or none: dummy weights are random), not judged here
-OWN_LOADERS = ("dummy", "tensorizer", "sharded_state", "runai_streamer", "runai_streamer_sharded", "ipc_cache",
-               "modelexpress")
-LOAD_FORMATS = ("auto", *LOAD_PATTERNS, *OWN_LOADERS)
-# vLLM 0.33.0's config formats (transformers_utils/config.py): mistral reads params.json
-CONFIG_FORMATS = ("auto", "hf", "mistral")
+FOLDER_FORMATS = ("auto", *LOAD_PATTERNS)
+# --config-format mistral (transformers_utils/config.py) reads params.json
 MISTRAL_CONFIG = "params.json"
 # bytes per element of the safetensors dtypes whose size is whole bytes (others are not size-checked)
 ITEM_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I16": 2, "U16": 2,
@@ -303,7 +300,7 @@ def weight_files(path: str, names: list[str], load_format: str = "auto",
     patterns = LOAD_PATTERNS.get(load_format)
     if patterns is None:
         raise ModelProblem(f"{load_named} {files.shown(load_format)[:80]!r} is no load format whose weights vLLM reads "
-                           "from the folder", f"remove {load_named}, or use one of: {', '.join(LOAD_FORMATS)}")
+                           "from the folder", f"remove {load_named}, or use one of: {', '.join(FOLDER_FORMATS)}")
     for pattern in patterns:
         found = sorted(fnmatch.filter(visible, pattern))
         if not found:
@@ -339,7 +336,7 @@ def read_model_dir(path: str, config: dict | None = None, typed: ModelConfig | N
     except (OSError, ValueError) as error:
         raise ModelProblem(f"{files.shown(path)} cannot be listed ({getattr(error, 'strerror', None) or error})",
                            unreadable_fix(path)) from None
-    if source.load_format in OWN_LOADERS:
+    if source.load_format not in FOLDER_FORMATS:
         return ModelDir(path, config, (), 0, typed, f"{source.load_format}-format (read by its own loader)")
     kind, loaded = weight_files(path, names, source.load_format, source.load_named)
     judge = safetensors_problem if kind == SAFETENSORS else pytorch_problem
@@ -434,7 +431,7 @@ class ConfigSource:
     config_path: str | None = None
     config_named: str = "--hf-config-path"
     revision: str | None = None
-    load_format: str = "auto"       # --load-format: which weight files the server loads (LOAD_FORMATS)
+    load_format: str = "auto"       # --load-format: which weight files the server loads (LOAD_PATTERNS; others load their own)
     load_named: str = "--load-format"
     config_format: str = "auto"     # --config-format: mistral reads params.json
     config_format_named: str = "--config-format"

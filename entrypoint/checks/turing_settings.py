@@ -6,23 +6,19 @@ GDN, KDA) that vLLM cannot run on the device, or does not know."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Mapping
+from typing import Callable, Collection, Mapping
 
 from contract.model_config import ModelConfig
 from contract.verdict import Result, failed, passed, warned
 
+from imagefacts.shape import VllmValues
+
 from ..argv import Extras, json_object
 from ..settings import SettingsError, cc_text
+from .quant_method import Checkpoint, Choice, QuantizationRefused, checkpoint_quantization, effective_method
 
 QUANTIZATION = "quantization"
 EXTRA_ARGS = "VLLM_EXTRA_ARGS"
-# CUDA attention backends of vLLM 0.33.0 (registry names) whose supports_compute_capability() is
-# False below the capability given; TRITON_ATTN (what the clamp fixes) runs everywhere.
-BACKEND_MIN_CC = {
-    "FLASH_ATTN": (8, 0), "FLASH_ATTN_DIFFKV": (8, 0), "FLASHINFER": (8, 0), "TRITON_FLASHINFER": (8, 0),
-    "FLASHMLA": (9, 0), "FLASHMLA_SPARSE": (9, 0), "FLASH_ATTN_MLA": (9, 0), "TRITON_FLASH_ATTN": (9, 0),
-    "FLASHINFER_MLA": (10, 0), "CUTLASS_MLA": (10, 0), "TOKENSPEED_MLA": (10, 0), "B12X": (12, 0),
-}
 BACKEND_VARIABLE = "VLLM_ATTENTION_BACKEND"
 
 
@@ -73,18 +69,15 @@ KERNEL_BACKENDS = {
     ("kda_decode_backend", "native"): Runs("compute capability 9.0, 10.x or 12.x", majors=(10, 12), exact=((9, 0),)),
     ("kda_decode_backend", "flashinfer"): Runs("compute capability 10.x", majors=(10,)),
 }
-# vLLM 0.33.0's MambaBackendEnum (config/mamba.py), matched by its upper-cased name; --mamba-backend
-# takes any text and an unknown one fails when the engine's config is made.
-MAMBA_BACKENDS = ("triton", "flashinfer", "cpu")
-
-
 def kernel_backend_problem(extras: Extras, cc: tuple[int, int] | None) -> SettingsError | None:
     """The first Mamba/GDN/KDA backend of the extra words that vLLM would refuse on this device
-    (cc None: only a name it does not know)."""
+    (cc None: only a name it does not know). --mamba-backend takes any text; vLLM matches it to its
+    MambaBackendEnum by the upper-cased name (the facts' list) when the engine's config is made."""
     mamba = extras.get("mamba_backend")
-    if isinstance(mamba, str) and mamba.lower() not in MAMBA_BACKENDS:
+    known = extras.lists.mamba_backends if extras.lists else None
+    if isinstance(mamba, str) and known is not None and mamba.lower() not in known:
         return SettingsError(extras.name("mamba_backend"), mamba, "one of vLLM's Mamba backends: "
-                             + ", ".join(MAMBA_BACKENDS), "Fix the name, or remove the option (triton is the default).")
+                             + ", ".join(known), "Fix the name, or remove the option (triton is the default).")
     for (dest, value), runs in KERNEL_BACKENDS.items():
         if cc and extras.get(dest) == value and not runs.allows(cc):
             return SettingsError(extras.name(dest), value, f"a backend that compute capability {cc_text(cc)} has "
@@ -101,46 +94,82 @@ def settings_problem(env: Mapping[str, str], extras: Extras, cc: tuple[int, int]
                              "(a stale override gives sm_89 errors on Turing)",
                              "Remove TRITON_OVERRIDE_ARCH from the environment.")
     for where, backend in forced_backends(env, extras) if cc else ():
-        needed = BACKEND_MIN_CC.get(backend.upper())
-        if needed and cc < needed:
+        where_it_runs = backend_refused(extras.lists, backend, cc)
+        if where_it_runs is not None:
             return SettingsError(where, backend, f"a backend that compute capability {cc_text(cc)} has "
-                                 f"({backend} needs {cc_text(needed)} or newer)",
+                                 f"({backend} {where_it_runs})",
                                  f"Remove the {backend} setting; vLLM then picks TRITON_ATTN, which the clamp fixes.")
     return kernel_backend_problem(extras, cc)
 
 
-def quantization_methods(config: ModelConfig | None, extras: Extras) -> list[tuple[str, str]]:
-    """(where it comes from, method): the --quantization flag, the checkpoint's quantization_config."""
-    methods = []
-    flag = extras.get("quantization")
-    if isinstance(flag, str) and flag:
-        methods.append((extras.name("quantization"), flag))
-    if config is not None and config.quant_method:
-        overridden = "quantization_config" in json_object(extras.get("hf_overrides"))
-        methods.append((f"{extras.name('hf_overrides')} quantization_config" if overridden
-                        else "the checkpoint's config.json quantization_config", config.quant_method))
-    return methods
+def vllm_backend_runs(backend: str, cc: tuple[int, int]) -> bool | None:
+    """The installed vLLM's own answer (imports its backend class: only for a forced backend the
+    image facts do not cover); None when it cannot say (no vLLM, a name it lacks)."""
+    try:
+        from vllm.platforms.interface import DeviceCapability
+        from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+        return bool(AttentionBackendEnum[backend.upper()].get_class().supports_compute_capability(DeviceCapability(*cc)))
+    except Exception:  # no vLLM here, a name vLLM refuses itself at start, a class that does not import
+        return None
 
 
-def judge_quantization(methods: list[tuple[str, str]], minimum: Callable[[str], int | None],
-                       cc: tuple[int, int]) -> Result:
-    """minimum(method): vLLM's get_min_capability() as 75 for 7.5, None when vLLM does not know it."""
-    if not methods:
+def backend_refused(lists: VllmValues | None, backend: str, cc: tuple[int, int]) -> str | None:
+    """Where `backend` runs (for the refusal) when vLLM's backend class says it does not support `cc`;
+    None when it does or nothing can say. The image facts' probe first, else vLLM itself."""
+    runs = lists.backend_runs(backend, cc) if lists else None
+    if runs is None:
+        return None if vllm_backend_runs(backend, cc) in (True, None) else "does not support it, says vLLM's own backend class"
+    if runs:
+        return None
+    supported = lists.attention_backends[backend.upper()]
+    if not supported:
+        return "runs on no CUDA device"
+    newer = [probed for probed in lists.probed_capabilities if probed >= supported[0]]
+    shown = [f"{probed // 10}.{probed % 10}" for probed in supported]
+    return f"needs {shown[0]} or newer" if list(supported) == newer else f"runs on {', '.join(shown)}"
+
+
+def checkpoint_of(config: ModelConfig | None) -> Checkpoint | None:
+    """The checkpoint's quantization config as vLLM reads it from the (overridden) config.json."""
+    if config is None:
+        return None
+    return checkpoint_quantization(config.top.values, config.model_type,
+                                   config.architectures[0] if config.architectures else "")
+
+
+def config_named(extras: Extras) -> str:
+    """How messages name the checkpoint's quantization_config (an --hf-overrides one by the option)."""
+    if "quantization_config" in json_object(extras.get("hf_overrides")):
+        return f"{extras.name('hf_overrides')} quantization_config"
+    return "the checkpoint's config.json quantization_config"
+
+
+def judge_quantization(choice: Choice, where: str, minimum: Callable[[str], int | None],
+                       deprecated: Callable[[str], bool], allow_deprecated: bool, cc: tuple[int, int]) -> Result:
+    """The effective method (`where` names what set it) judged as vLLM 0.33.0 judges it: a method it
+    knows, not deprecated unless allowed, and (minimum(method): get_min_capability() as 75 for 7.5, None
+    when vLLM does not know it) within the device's capability."""
+    method = choice.method
+    if method is None:
         return passed(QUANTIZATION, "no quantization method set")
+    written = choice.flag or choice.written
+    shown = method if method == written else f"{method} (what vLLM runs for {written})"
+    needed = minimum(method)
+    if needed is None:
+        return failed(QUANTIZATION, f"{where}: {method[:80]!r} is not a quantization method this vLLM knows",
+                      "use a method from vLLM's --quantization list, or a checkpoint made for it")
+    if deprecated(method) and not allow_deprecated:
+        return failed(QUANTIZATION, f"{where}: {shown} is deprecated in this vLLM, which refuses it",
+                      "add --allow-deprecated-quantization to VLLM_EXTRA_ARGS, or use another checkpoint")
     device = cc[0] * 10 + cc[1]
-    for where, method in methods:
-        needed = minimum(method)
-        if needed is None:
-            return failed(QUANTIZATION, f"{where}: {method!r} is not a quantization method this vLLM knows",
-                          "use a method from vLLM's --quantization list, or a checkpoint made for it")
-        if needed > device:
-            return failed(QUANTIZATION, f"{where}: {method} needs compute capability {needed // 10}.{needed % 10} "
-                                        f"or newer, this device is {cc_text(cc)}",
-                          "use a checkpoint quantized for this GPU (e.g. AWQ or GPTQ, which run with Marlin on "
-                          "7.5) or the unquantized model" + ("" if where.endswith("config.json quantization_config")
-                                                              else f"; remove {where}"))
-    listed = ", ".join(method for _, method in methods)
-    return passed(QUANTIZATION, f"{listed}: vLLM's minimum capability is met by {cc_text(cc)}")
+    if needed > device:
+        return failed(QUANTIZATION, f"{where}: {shown} needs compute capability {needed // 10}.{needed % 10} "
+                                    f"or newer, this device is {cc_text(cc)}",
+                      "use a checkpoint quantized for this GPU (e.g. AWQ or GPTQ, which run with Marlin on "
+                      "7.5) or the unquantized model" + ("" if where.endswith("config.json quantization_config")
+                                                          else f"; remove {where}"))
+    return passed(QUANTIZATION, f"{shown}: vLLM's minimum capability is met by {cc_text(cc)}")
 
 
 def vllm_min_capability(method: str) -> int | None:
@@ -158,11 +187,35 @@ def minimum_from(known: Mapping[str, int] | None) -> Callable[[str], int | None]
     return lambda method: known[method] if known and method in known else vllm_min_capability(method)
 
 
-def ignored_quantization_config(methods: list[tuple[str, str]], extras: Extras) -> Result | None:
+def vllm_deprecated(method: str) -> bool:
+    """The installed vLLM's own list (imports vLLM: only runs when a method is set); without a vLLM
+    to ask (a host run without image facts) none is known deprecated, and vLLM judges it at start."""
+    try:
+        from vllm.model_executor.layers.quantization import DEPRECATED_QUANTIZATION_METHODS
+    except ImportError:
+        return False
+
+    return method in DEPRECATED_QUANTIZATION_METHODS
+
+
+def deprecated_from(known: Collection[str] | None) -> Callable[[str], bool]:
+    """The image facts' deprecated methods, vLLM's own list when the facts have none."""
+    return (lambda method: method in known) if known is not None else vllm_deprecated
+
+
+def quantization_from(facts) -> tuple[Callable[[str], int | None], Callable[[str], bool]]:
+    """(minimum, deprecated) for check_quantization from the image facts (entrypoint.facts.Facts, or
+    None: vLLM's own answers)."""
+    if facts is None:
+        return vllm_min_capability, vllm_deprecated
+    return minimum_from(facts.quantization), deprecated_from(facts.values.deprecated_quantization)
+
+
+def ignored_quantization_config(choice: Choice, extras: Extras) -> Result | None:
     """--quantization-config with no method to apply it to: vLLM 0.33.0 quantizes nothing then
     (config/quantization.py resolve_quantization_config; weight_utils.get_quant_config reads it only
     under a method: --quantization online or a shorthand, or the checkpoint's own)."""
-    if extras.get("quantization_config") in (None, {}) or methods:
+    if extras.get("quantization_config") in (None, {}) or choice.method:
         return None
     name = extras.name("quantization_config")
     return warned(QUANTIZATION, f"{name} has no effect: neither --quantization nor the checkpoint names a "
@@ -172,13 +225,23 @@ def ignored_quantization_config(methods: list[tuple[str, str]], extras: Extras) 
 
 
 def check_quantization(config: ModelConfig | None, extras: Extras, cc: tuple[int, int],
-                       minimum: Callable[[str], int | None] = vllm_min_capability) -> Result:
-    methods = quantization_methods(config, extras)
-    ignored = ignored_quantization_config(methods, extras)
+                       minimum: Callable[[str], int | None] = vllm_min_capability,
+                       deprecated: Callable[[str], bool] = vllm_deprecated) -> Result:
+    """The method vLLM will run (quant_method.effective_method: the flag, the checkpoint's config and
+    vLLM's overrides) judged on this device; a flag vLLM refuses for the checkpoint fails in one line."""
+    flag = extras.get("quantization")
+    try:
+        choice = effective_method(flag if isinstance(flag, str) else None, checkpoint_of(config), cc)
+    except QuantizationRefused as refused:
+        where = extras.name("quantization") if refused.of_flag else config_named(extras)
+        return failed(QUANTIZATION, f"{where} {refused}", refused.fix)
+    ignored = ignored_quantization_config(choice, extras)
     if ignored:
         return ignored
+    where = extras.name("quantization") if choice.flag else config_named(extras)
     try:
-        return judge_quantization(methods, minimum, cc)
+        return judge_quantization(choice, where, minimum, deprecated,
+                                  extras.get("allow_deprecated_quantization") is True, cc)
     except Exception as error:  # vLLM itself does not import: the torch check names why
-        return failed(QUANTIZATION, f"vLLM cannot tell the minimum capability of {methods[0][1]}: "
+        return failed(QUANTIZATION, f"vLLM cannot tell the minimum capability of {choice.method}: "
                                     f"{str(error).splitlines()[0][:200]}", "see the torch check")

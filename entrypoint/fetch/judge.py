@@ -15,7 +15,8 @@ NOT_JUDGED = Extras({}, judged=False)
 
 
 def judge(folder: str, sizes: Mapping[str, int], missing: Set[str], device: DeviceLimits, meminfo_text: str,
-          quantization_minimum, drafter: bool = False, card: tuple[str, int] | None = None) -> tuple[list[Result], list[str]]:
+          quantization_minimum, drafter: bool = False, card: tuple[str, int] | None = None,
+          quantization_deprecated=turing_settings.vllm_deprecated) -> tuple[list[Result], list[str]]:
     """(results, the weight files vLLM would load) for the model whose small files are in `folder`;
     `sizes` are the repository's files by path, `missing` those not yet complete in the folder; a
     `drafter` is judged also by the preflight's drafter check; a named `card` (name, memory in bytes)
@@ -31,7 +32,7 @@ def judge(folder: str, sizes: Mapping[str, int], missing: Set[str], device: Devi
     config_file = f"{folder}/config.json"
     results = [
         clamp.start_fit(config_file, typed, cc, device.limit)(),
-        turing_settings.check_quantization(typed, NOT_JUDGED, cc, quantization_minimum),
+        turing_settings.check_quantization(typed, NOT_JUDGED, cc, quantization_minimum, quantization_deprecated),
         memory.check_memory(weight_bytes, meminfo_text),
         *([memory.judge_card_memory(weight_bytes, *card)] if card else []),
         disk.check_disk([disk.Target(MODELS_FOLDER, folder, missing_bytes)]),

@@ -16,7 +16,6 @@ import sys
 from typing import Callable, Mapping
 
 from contract.devices import DeviceLimits, cc_number
-from contract.verdict import Result
 
 from .. import facts
 from ..checks import memory, turing_settings
@@ -227,12 +226,13 @@ def fetch_into(folder: str, request: Request, gpu: str, device: DeviceLimits, co
     small = listing.small_files(repo_files)
     ensure(request, commit, folder, small, getter)
     loaded = facts.load()
-    minimum = turing_settings.minimum_from(loaded.facts.quantization if loaded.facts else None)
+    minimum, deprecated = turing_settings.quantization_from(loaded.facts)
     missing = {file.path for file in repo_files if file.is_weight_format
                and verify.file_problem(os.path.join(folder, file.path), file, check_hash=False)}
     sizes = {file.path: file.size for file in repo_files}
     card = (request.gpu, request.gpu_memory) if request.gpu_memory else None
-    results, loaded_names = judge.judge(folder, sizes, missing, device, read_meminfo(), minimum, request.drafter, card)
+    results, loaded_names = judge.judge(folder, sizes, missing, device, read_meminfo(), minimum, request.drafter, card,
+                                        deprecated)
     for result in results:
         say(f"{result.name} on {gpu}: {result.status.value} {result.message}")
     refusal = judge.refusal(results)

@@ -1,6 +1,8 @@
 """A stand-in for the parts of vLLM the entrypoint reads its option table from when the image facts
 are missing (imagefacts/read.py read_server_facts): `vllm.utils.argparse_utils.FlexibleArgumentParser`,
-`vllm.entrypoints.common.cli_args.make_arg_parser`, and the tool and reasoning parser registries.
+`vllm.entrypoints.common.cli_args.make_arg_parser`, the tool and reasoning parser registries, and the
+registries its value lists come from (load and config formats, Mamba backends, deprecated
+quantization methods: tests/support/vllm_033_facts.py).
 Its parser has options of the kinds vLLM 0.33.0's server parser has, with type callables of the
 names vLLM uses (optional_type's `_optional_type`, `parse_dataclass`, `union_dict_and_str`, ...), so
 the option table recorded from it holds the same type names. `write_standin_vllm_parser(root)` puts
@@ -60,6 +62,20 @@ def add_vllm_like_options(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     return parser
 
 
+STANDIN_BACKEND_REGISTRY = """import enum
+
+from tests.support.vllm_033_facts import VLLM_033_VALUES
+
+
+class AttentionBackendEnum(enum.Enum):
+    locals().update({name: name for name in VLLM_033_VALUES.attention_backends})
+
+    def get_class(self):
+        supported = VLLM_033_VALUES.attention_backends[self.value]
+        return type(self.value, (), {"supports_compute_capability":
+                                     staticmethod(lambda cc: cc.major * 10 + cc.minor in supported)})
+"""
+
 MODULES = {
     ("utils", "argparse_utils.py"): "import argparse\n\n\nclass FlexibleArgumentParser(argparse.ArgumentParser):\n"
                                     "    pass\n",
@@ -71,6 +87,23 @@ MODULES = {
     ("tool_parsers", "__init__.py"): "from tests.support.standin_vllm_parser import TOOL_PARSERS\n\n\n"
                                      "class ToolParserManager:\n    @staticmethod\n    def list_registered():\n"
                                      "        return list(TOOL_PARSERS)\n",
+    # the value lists imagefacts/read.py value_lists reads, as vLLM 0.33.0 holds them
+    ("config", "mamba.py"): "import enum\n\nfrom tests.support.vllm_033_facts import VLLM_033_VALUES\n\n"
+                            "MambaBackendEnum = enum.Enum('MambaBackendEnum', "
+                            "{name.upper(): name for name in VLLM_033_VALUES.mamba_backends})\n",
+    ("model_executor", "model_loader", "__init__.py"): "from tests.support.vllm_033_facts import VLLM_033_VALUES\n\n"
+                                                      "_LOAD_FORMAT_TO_MODEL_LOADER = "
+                                                      "dict.fromkeys(VLLM_033_VALUES.load_formats)\n",
+    ("model_executor", "layers", "quantization", "__init__.py"): "from tests.support.vllm_033_facts import "
+                                                                "VLLM_033_VALUES\n\nDEPRECATED_QUANTIZATION_METHODS = "
+                                                                "list(VLLM_033_VALUES.deprecated_quantization)\n",
+    # the attention backends' own answer, asked for a forced backend the facts do not cover
+    ("platforms", "interface.py"): "import collections\n\nDeviceCapability = collections.namedtuple("
+                                   "'DeviceCapability', 'major minor')\n",
+    ("v1", "attention", "backends", "registry.py"): STANDIN_BACKEND_REGISTRY,
+    ("transformers_utils", "config.py"): "from tests.support.vllm_033_facts import VLLM_033_VALUES\n\n"
+                                         "_CONFIG_FORMAT_TO_CONFIG_PARSER = "
+                                         "dict.fromkeys(VLLM_033_VALUES.config_formats[1:])\n",
 }
 
 

@@ -19,7 +19,7 @@ from entrypoint.settings import SettingsError, parse_settings
 from imagefacts.value_types import human_readable_int, type_spec
 from tests.support.model_files import write_hf_cache_model, write_model_dir
 from tests.support.option_tables import vllm_like_table
-from tests.unit.test_entrypoint_host_failures import VLLM_033_MIN
+from tests.support.vllm_033_facts import VLLM_033_MIN, VLLM_033_VALUES
 
 
 
@@ -141,14 +141,14 @@ def test_a_quantization_override_is_judged_by_the_quantization_check(tmp_path, m
     write_model_dir(tmp_path / "model", LLAMA)
     words = ("--hf-overrides", '{"quantization_config": {"quant_method": "%s"}}' % method)
     _, models = model_result(tmp_path, words, 4096)
-    result = turing_settings.check_quantization(models.model.typed, judge_extra(words, (), TABLE), (7, 5),
+    result = turing_settings.check_quantization(models.model.typed, judge_extra(words, (), TABLE, VLLM_033_VALUES), (7, 5),
                                                 VLLM_033_MIN.get)
     if runs_on_turing:
         assert result.status is Status.PASS, result
         return
     assert result.status is Status.FAIL and f"VLLM_EXTRA_ARGS --hf-overrides quantization_config: {method}" in result.message
     assert "remove VLLM_EXTRA_ARGS --hf-overrides quantization_config" in result.fix
-    assert turing_settings.check_quantization(models.model.typed, judge_extra(words, (), TABLE), (8, 0),
+    assert turing_settings.check_quantization(models.model.typed, judge_extra(words, (), TABLE, VLLM_033_VALUES), (8, 0),
                                               VLLM_033_MIN.get).status is Status.PASS
 
 
@@ -181,7 +181,7 @@ def test_revision_picks_the_snapshot_the_checks_read(tmp_path):
     chosen = parse_settings({"MODEL": "org/llama", "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"})
     for words, found in (((), True), (("--revision", "main"), True), (("--revision", snapshot.name), True),
                          (("--revision", "v2"), False)):
-        resolved = preflight.resolve_models(chosen, None, judge_extra(words, (), TABLE)).model
+        resolved = preflight.resolve_models(chosen, None, judge_extra(words, (), TABLE, VLLM_033_VALUES)).model
         assert (resolved.path == str(snapshot)) is found, (words, resolved)
     assert "HF_HUB_OFFLINE is set" in resolved.problem.message
 
@@ -190,7 +190,7 @@ def test_speculative_config_in_the_words_is_judged_like_the_setting(tmp_path):
     write_model_dir(tmp_path / "model", LLAMA)
     write_model_dir(tmp_path / "drafter", {**LLAMA, "quantization_config": {"quant_method": "compressed-tensors"}})
     words = ("--speculative-config.model", str(tmp_path / "drafter"), "--speculative-config.num_speculative_tokens", "4")
-    extras = judge_extra(words, (), TABLE)
+    extras = judge_extra(words, (), TABLE, VLLM_033_VALUES)
     assert speculative_problem(extras, False) is None
     drafter = preflight.resolve_models(settings(tmp_path), None, extras).drafter
     assert model.check_drafter(drafter).status is Status.FAIL  # the quantized drafter, found through the option
@@ -218,7 +218,7 @@ def test_the_fit_check_is_handed_the_overridden_config(tmp_path):
     ("--generation-config", "/nowhere"), ("--ssl-keyfile", "/nowhere/key.pem"),
 ])
 def test_a_path_the_server_cannot_open_is_refused_naming_the_option(words):
-    problem = opened_files_problem(judge_extra(words, (), TABLE))
+    problem = opened_files_problem(judge_extra(words, (), TABLE, VLLM_033_VALUES))
     assert problem is not None and problem.variable == f"VLLM_EXTRA_ARGS {words[0]}", problem
     assert "\n" not in str(problem) and "Mount it into the container" in str(problem)
 
@@ -229,7 +229,7 @@ def test_paths_and_values_the_server_can_use_are_accepted(tmp_path):
     for words in (("--chat-template", str(template)), ("--chat-template", "{% for m in messages %}{{ m }}{% endfor %}"),
                   ("--tokenizer", "google/gemma-4-E2B-it"), ("--tokenizer", str(tmp_path)),
                   ("--generation-config", "vllm"), ("--hf-overrides", "{}")):
-        assert opened_files_problem(judge_extra(words, (), TABLE)) is None, words
+        assert opened_files_problem(judge_extra(words, (), TABLE, VLLM_033_VALUES)) is None, words
 
 
 def test_hf_overrides_that_are_not_an_object_are_refused():
@@ -239,10 +239,10 @@ def test_hf_overrides_that_are_not_an_object_are_refused():
 
 @pytest.mark.parametrize("words", [("--mm-encoder-attn-backend", "FLASH_ATTN"), ("--attention-backend", "FLASHINFER")])
 def test_a_forced_backend_turing_lacks_is_refused_naming_the_option(words):
-    problem = turing_settings.settings_problem({}, judge_extra(words, (), TABLE), (7, 5))
+    problem = turing_settings.settings_problem({}, judge_extra(words, (), TABLE, VLLM_033_VALUES), (7, 5))
     assert problem is not None and problem.variable == f"VLLM_EXTRA_ARGS {words[0]}", problem
-    assert turing_settings.settings_problem({}, judge_extra(words, (), TABLE), (8, 6)) is None
-    assert turing_settings.settings_problem({}, judge_extra((words[0], "TRITON_ATTN"), (), TABLE), (7, 5)) is None
+    assert turing_settings.settings_problem({}, judge_extra(words, (), TABLE, VLLM_033_VALUES), (8, 6)) is None
+    assert turing_settings.settings_problem({}, judge_extra((words[0], "TRITON_ATTN"), (), TABLE, VLLM_033_VALUES), (7, 5)) is None
 
 
 def test_the_cache_folders_the_words_name_are_probed(tmp_path):

@@ -122,7 +122,7 @@ def test_an_unreachable_hub_is_told_in_seconds_naming_what_failed():
 
 
 def test_a_hub_model_on_a_host_without_network_fails_the_model_check(tmp_path):
-    done = run_entrypoint({"MODEL": "google/gemma-4-E2B-it", "HF_HUB_CACHE": str(tmp_path),
+    done = run_entrypoint({"MODEL": "google/gemma-4-E2B-it", "HF_HUB_CACHE": str(tmp_path), "DOWNLOAD_AT_START": "true",
                            "HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}", "SKIP_CHECKS": "port"}, "check")
     line = next(line for line in done.stdout.splitlines() if line.split()[1:2] == ["model"])
     assert line.startswith("FAIL") and "the Hub cannot be reached (127.0.0.1:" in line, done.stdout

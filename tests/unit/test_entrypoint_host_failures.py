@@ -21,6 +21,7 @@ from entrypoint.settings import SettingsError, parse_settings
 
 from tests.support.model_files import write_model_dir
 from tests.support.standin_driver import build_standin_driver, proc_driver_version_text
+from tests.support.vllm_033_facts import VLLM_033_MIN, VLLM_033_VALUES
 from tests.unit.test_entrypoint_cli import DEVICE_CHECKS, serve
 from tooling.serving_stack import free_port
 
@@ -208,8 +209,9 @@ def test_the_server_starts_with_triton_pointed_at_the_libcuda_the_entrypoint_loa
 # 3. settings that break Turing
 
 def words(*args: str):
-    """The extra words as the checks see them where no option table is at hand (spelled out)."""
-    return judge_extra(args, (), None)
+    """The extra words as the checks see them where no option table is at hand (spelled out), with
+    vLLM 0.33.0's value lists (its image facts)."""
+    return judge_extra(args, (), None, VLLM_033_VALUES)
 
 
 def test_triton_override_arch_is_refused_on_any_device():
@@ -237,27 +239,23 @@ def test_cli_exits_2_naming_the_variable(capsys):
     assert code == 2 and "TRITON_OVERRIDE_ARCH" in capsys.readouterr().err
 
 
-# vLLM 0.33.0's get_min_capability() of these methods, as its image facts record them
-VLLM_033_MIN = {"fp8": 75, "awq": 75, "gptq": 60, "modelopt": 80, "mxfp4": 80, "online": 75, "fp8_per_channel": 75}
+def quantization_result(config, *args):
+    return turing_settings.check_quantization(config, words(*args), (7, 5), VLLM_033_MIN.get,
+                                              turing_settings.deprecated_from(VLLM_033_VALUES.deprecated_quantization))
 
 
 def test_quantization_above_the_device_fails_naming_where_it_came_from():
-    config = parse_config({"quantization_config": {"quant_method": "modelopt"}})
-    result = turing_settings.judge_quantization(turing_settings.quantization_methods(config, words()),
-                                                VLLM_033_MIN.get, (7, 5))
+    result = quantization_result(parse_config({"quantization_config": {"quant_method": "modelopt"}}))
     assert result.status is Status.FAIL and "config.json" in result.message and "8.0" in result.message
 
 
 def test_quantization_flag_and_unknown_method():
-    methods = turing_settings.quantization_methods(None, words("-q", "mxfp4"))
-    result = turing_settings.judge_quantization(methods, VLLM_033_MIN.get, (7, 5))
+    result = quantization_result(None, "-q", "mxfp4")
     assert result.status is Status.FAIL and "--quantization" in result.fix
-    unknown = turing_settings.judge_quantization([("flag", "nope")], VLLM_033_MIN.get, (7, 5))
+    unknown = quantization_result(None, "-q", "nope")
     assert unknown.status is Status.FAIL and "not a quantization method" in unknown.message
-    assert turing_settings.judge_quantization(
-        turing_settings.quantization_methods(parse_config({"quantization_config": {"quant_method": "awq"}}), words()),
-        VLLM_033_MIN.get, (7, 5)).status is Status.PASS
-    assert turing_settings.judge_quantization([], VLLM_033_MIN.get, (7, 5)).status is Status.PASS
+    assert quantization_result(parse_config({"quantization_config": {"quant_method": "awq"}})).status is Status.PASS
+    assert quantization_result(None).status is Status.PASS
 
 
 # 4. audio

@@ -17,7 +17,7 @@ from entrypoint.checks import model, turing_settings
 from entrypoint.settings import SettingsError, parse_settings
 from imagefacts.shape import option_table
 from tests.support.model_files import write_model_dir
-from tests.unit.test_entrypoint_host_failures import VLLM_033_MIN
+from tests.support.vllm_033_facts import VLLM_033_MIN, VLLM_033_VALUES
 from tests.support.standin_vllm_parser import add_vllm_like_options, parse_dataclass, standin_optional_type
 
 
@@ -44,7 +44,7 @@ TURING, AMPERE, HOPPER, BLACKWELL = (7, 5), (8, 6), (9, 0), (10, 0)
 
 
 def words(*given):
-    return judge_extra(tuple(given), (), TABLE)
+    return judge_extra(tuple(given), (), TABLE, VLLM_033_VALUES)
 
 
 # kernel backends: refused where vLLM 0.33.0 cannot run them, as --mm-encoder-attn-backend FLASH_ATTN is
@@ -172,7 +172,7 @@ def test_config_format_mistral_needs_params_json_in_the_folder(tmp_path):
     assert model_check(tmp_path, "--config-format", "hf")[0].status is Status.PASS
 
 
-@given(st.sampled_from(sorted(model.LOAD_FORMATS)) | st.text(max_size=10),
+@given(st.sampled_from(sorted(VLLM_033_VALUES.load_formats)) | st.text(max_size=10),
        st.sets(st.sampled_from(["model.safetensors", "consolidated.safetensors", "pytorch_model.bin", "w.pt",
                                 "optimizer.pt", ".hidden.safetensors", "training_args.bin"]), max_size=4))
 @example("gguf", set())
