@@ -135,6 +135,9 @@ def _bounded(name: str, size: int, read) -> bytes:
 
 
 def audit_offline(database: Path, packages: Iterable[LockedPackage]) -> Audit:
+    if not database.exists():
+        raise BuildError(f"--database {database}: no such file or directory; give a folder of OSV JSON records, "
+                         "a zip of them or one record file", 2)
     locked = {p.name: p for p in packages}
     findings: list[Finding] = []
     count = 0
@@ -236,9 +239,9 @@ def add_arguments(parser) -> None:
     which.add_argument("--vllm-version", type=flags.vllm_version, default=pins.VLLM_VERSION,
                        help="audit the lock of this release's PyPI base (default %(default)s)")
     which.add_argument("--vehicle", action="store_true", help="audit the CPU vehicle's lock instead")
-    which.add_argument("--lock", type=flags.existing_file, default=None, help="audit this lock file instead")
+    which.add_argument("--lock", type=flags.file_to_read, default=None, help="audit this lock file instead")
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--database", type=flags.existing_path, default=None, metavar="PATH",
+    source.add_argument("--database", type=flags.file_to_read, default=None, metavar="PATH",
                         help="offline: OSV records on this host (a folder of OSV JSON files, a zip of them, or one file)")
     source.add_argument("--osv-url", type=osv_url, default=None,
                         help="online: an OSV API's query URL (a mirror's) instead of the package index's data")

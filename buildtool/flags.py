@@ -244,14 +244,6 @@ def existing_directory(text: str) -> Path:
     return path
 
 
-def existing_path(text: str) -> Path:
-    """A file or directory that must exist now (audit's --database: a folder, a zip or one file)."""
-    path = _local_path(text)
-    if not _exists(path, Path.exists):
-        raise argparse.ArgumentTypeError(f"{_shown(text)}: no such file or directory; give the path of an existing one")
-    return path
-
-
 def file_to_read(text: str) -> Path:
     """A file read when the command runs (--env-file): a path on one line; its reader says when it is
     missing or unreadable, so a doc can name a file an earlier line writes."""
