@@ -1,10 +1,12 @@
 """`build.py audit`, offline: the committed lock checked against a small OSV database the test writes
 (real OSV record format: ECOSYSTEM ranges, explicit versions, withdrawn records, other ecosystems),
 with planted findings it must report and near misses it must not."""
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
 import zipfile
 from pathlib import Path
 
@@ -163,3 +165,46 @@ def test_any_record_matches_or_not_without_an_error(record):
     """A record of any shape, however malformed, makes findings only of locked packages, never an error."""
     for finding in record_findings(record, LOCKED):
         assert finding.package in LOCKED and finding.version == LOCKED[finding.package].version
+
+
+class OsvApiStandin(http.server.BaseHTTPRequestHandler):
+    """An OSV API's /v1/query on 127.0.0.1 (no OSV service is reachable from the test host), answering
+    from the test's records as the service does: the records whose PyPI package and version match."""
+    records: list = []
+
+    def do_POST(self):
+        query = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        package = query["package"]["name"]
+        pin = parse_lock(f"{package}=={query['version']} \\\n    --hash=sha256:{'0' * 64}\n")
+        vulns = [r for r in self.records if record_findings(r, {p.name: p for p in pin})]
+        body = json.dumps({"vulns": vulns} if vulns else {}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_the_online_audit_runs_pip_audit_against_an_osv_api_and_reports_its_findings(tmp_path):
+    """The real pip-audit, through --osv-url (a mirror's OSV API), on a two-package lock."""
+    lock = tmp_path / "small.txt"
+    lock.write_text(f"aiohttp=={AIOHTTP} \\\n    --hash=sha256:{'1' * 64}\ntorch=={TORCH} \\\n    --hash=sha256:{'2' * 64}\n")
+    OsvApiStandin.records = PLANTED + NEAR_MISSES
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), OsvApiStandin)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1/query"
+        run = subprocess.run([sys.executable, str(REPO / "build.py"), "audit", "--lock", str(lock), "--osv-url", url],
+                             cwd=REPO, capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"})
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert run.returncode == 0, run.stderr
+    assert f"torch {TORCH}: 1 finding" in run.stdout and "PYSEC-2026-9001" in run.stdout
+    assert f"aiohttp {AIOHTTP}: 1 finding" in run.stdout and "GHSA-plnt-aaaa-bbbb" in run.stdout
+    assert "2 of 2 locked packages audited" in run.stdout
