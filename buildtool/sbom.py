@@ -73,7 +73,12 @@ def parse_inventory(text: str) -> Inventory:
     if set(sections) != {"os", "python", "debian"}:
         raise BuildError("the image's inventory is incomplete (found %s of os, python, debian): is it a Debian "
                          "image with python3 and pip?" % (", ".join(sorted(sections)) or "none"))
-    python = {normalized(p["name"]): p["version"] for p in json.loads("\n".join(sections["python"]))}
+    try:
+        python = {normalized(p["name"]): p["version"] for p in json.loads("\n".join(sections["python"]))}
+    except (ValueError, TypeError, KeyError) as exc:
+        raise BuildError(f"the image's `pip list --format=json` is not a list of names and versions ({str(exc)[:80]})") from None
+    if not sections["os"]:
+        raise BuildError("the image's /etc/os-release names no ID and VERSION_ID")
     debian = set()
     for row in sections["debian"]:
         status, name, version, arch = (row.split("\t") + ["", "", "", ""])[:4]

@@ -89,3 +89,10 @@ def test_any_inventory_makes_a_valid_document_whose_sets_are_the_inventorys(pyth
     inv = inventory(python, tuple(sorted((DebianPackage(*d) for d in debian), key=lambda d: (d.name, d.architecture))))
     parsed = json.loads(document(inv))
     assert sbom_sets(parsed) == (set(python.items()), {(d[0], d[1]) for d in debian})
+
+
+@pytest.mark.parametrize("python", ["not json", '[{"name": "torch"}]', '{"a": 1}', "[1]"])
+def test_a_pip_list_that_is_not_names_and_versions_is_refused_in_one_line(python):
+    text = INVENTORY_TEXT.replace('[{"name": "Torch", "version": "2.14.0"}, {"name": "typing_extensions", "version": "4.15.0"}]', python)
+    with pytest.raises(BuildError, match="pip list"):
+        parse_inventory(text)
