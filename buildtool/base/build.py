@@ -1,4 +1,8 @@
 """`build.py base`: a vLLM OpenAI base image from PyPI wheels."""
+import contextlib
+import shutil
+import tempfile
+import uuid
 from pathlib import Path
 
 import docker
@@ -9,7 +13,9 @@ from buildtool.docker import buildkit
 from buildtool.docker.engine import connect, image_or_none
 from buildtool.errors import BuildError
 from buildtool.hostconfig import host_ca_bundle, pip_index_secrets
+from buildtool.lock import PYTHON_VERSION, base_target, lock_for
 from buildtool.plan import BasePlan, BuildOptions, add_base_arguments, base_plan
+from buildtool.sbom import add_sbom
 from contract.pins import OS_IMAGE
 
 REPO = Path(__file__).resolve().parents[2]
@@ -21,19 +27,41 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     plan = base_plan(args, host_ca_bundle())
+    lock_for(base_target(plan.vllm_version))  # a release without a lock is refused before the engine is asked
     build_base(connect(), plan)
     return 0
 
 
 def build_base(client: docker.DockerClient, plan: BasePlan) -> str:
+    """Installs the release's lock (contract/locks/) on the OS image, then adds the SBOM: the tag
+    moves only once the image's packages are found equal to the lock's."""
+    lock = lock_for(base_target(plan.vllm_version))  # refused before any work when the release has none
     os_image = os_image_for(client, plan)
-    print(f"building {plan.tag}: vLLM {plan.vllm_version} from PyPI on {os_image} (about 4 GB of downloads)", flush=True)
+    print(f"building {plan.tag}: vLLM {plan.vllm_version} from PyPI on {os_image}, locked by "
+          f"{lock.relative_to(REPO)} (about 4 GB of downloads)", flush=True)
     say_ca(plan.options)
-    buildkit.build(buildkit.BuildRequest(
-        context=REPO / "base", dockerfile=REPO / "base" / "Dockerfile", tag=plan.tag,
-        build_args={"OS_IMAGE": os_image, "VLLM_VERSION": plan.vllm_version}, secrets=pip_index_secrets(),
-        ca_cert=plan.options.ca_cert, no_cache=plan.options.no_cache, pull=plan.options.pull))
+    with built_scratch(client) as scratch, tempfile.TemporaryDirectory(prefix="vllm-turing-base-ctx-") as ctx:
+        shutil.copy2(REPO / "base" / "Dockerfile", Path(ctx) / "Dockerfile")
+        (Path(ctx) / "pins").mkdir()
+        shutil.copy2(lock, Path(ctx) / "pins" / "lock.txt")
+        buildkit.build(buildkit.BuildRequest(
+            context=Path(ctx), dockerfile=Path(ctx) / "Dockerfile", tag=scratch,
+            build_args={"OS_IMAGE": os_image, "VLLM_VERSION": plan.vllm_version, "LOCK_PYTHON": PYTHON_VERSION},
+            secrets=pip_index_secrets(), ca_cert=plan.options.ca_cert, no_cache=plan.options.no_cache,
+            pull=plan.options.pull))
+        add_sbom(client, scratch, plan.tag, lock, title="vllm-turing-base", version=plan.vllm_version)
     return plan.tag
+
+
+@contextlib.contextmanager
+def built_scratch(client: docker.DockerClient):
+    """A temporary reference for an image before its SBOM; removed however the block is left."""
+    scratch = f"vllm-turing-build:{uuid.uuid4().hex[:12]}"
+    try:
+        yield scratch
+    finally:
+        if image_or_none(client, scratch) is not None:
+            client.images.remove(scratch, noprune=True)
 
 
 def say_ca(options: BuildOptions) -> None:

