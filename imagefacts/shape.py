@@ -15,7 +15,7 @@ import dataclasses
 from typing import Mapping
 
 from contract.distributions import installed_version
-from imagefacts.value_types import converter, type_spec
+from imagefacts.value_types import converter, dataclass_fields, type_spec
 
 SCHEMA = 1
 PACKAGES = ("vllm", "torch", "triton")
@@ -52,6 +52,8 @@ def value_facts(action: argparse.Action) -> dict:
     spec = type_spec(action.type)
     if spec is not None:
         found["type"] = spec
+    if spec == "dataclass" and (fields := dataclass_fields(action.type)) is not None:
+        found["fields"] = fields
     if action.choices is not None:
         choices = list(action.choices)
         if all(isinstance(choice, JSON_SCALARS) for choice in choices):
@@ -106,7 +108,7 @@ class _Spelled(argparse.Action):
 
 def _value_kwargs(entry: dict) -> dict:
     kwargs = {}
-    convert = converter(entry.get("type"))
+    convert = converter(entry.get("type"), entry.get("fields"))
     if convert is not None:
         kwargs["type"] = convert
     if isinstance(entry.get("choices"), list) and (convert is not None or entry.get("type") is None):

@@ -9,7 +9,10 @@ callable vLLM's parser uses (vllm/engine/arg_utils.py and the frontend's cli_arg
     human_readable_int       '25.6k', '1K', '2M' ... (vLLM's own)
     human_readable_int_or_auto   the same, or 'auto' / '-1'
     union_dict_and_str       a JSON object when the value looks like one, else the text
-    dataclass                a config class validated from JSON (pydantic): a JSON object
+    dataclass                a config class validated from JSON (pydantic): a JSON object; where the
+                             class forbids extra keys (every vLLM 0.33.0 config does), the table also
+                             records its `fields`, and a key outside them is refused as vLLM refuses it
+                             (the values inside are left to vLLM's validation at start)
     optional:SPEC            '' and 'None' give None, else SPEC (vLLM's optional_type)
     parse:SPEC               SPEC, its ValueError said as vLLM's parse_type says it
     callable:NAME            anything else: recorded by name, not checked here
@@ -22,6 +25,7 @@ only what is known is judged.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 from typing import Callable
@@ -53,6 +57,17 @@ def type_spec(kind) -> str | None:
     if name == "parse_dataclass":
         return "dataclass"
     return "callable:" + (getattr(kind, "__qualname__", "") or type(kind).__name__)
+
+
+def dataclass_fields(kind) -> list[str] | None:
+    """The field names of the config class a `parse_dataclass` type validates into (its `cls`
+    default), when that class forbids other keys; None when it does not, or is not found."""
+    cls = next((value for value in (getattr(kind, "__defaults__", None) or ())
+                if isinstance(value, type) and dataclasses.is_dataclass(value)), None)
+    config = getattr(cls, "__pydantic_config__", None)
+    if cls is None or not isinstance(config, dict) or config.get("extra") != "forbid":
+        return None
+    return sorted(field.name for field in dataclasses.fields(cls))
 
 
 def _described(spec: str) -> str:
@@ -107,6 +122,20 @@ def _json_object(value: str) -> dict:
     return found
 
 
+def _fields_only(fields: list[str]) -> Callable:
+    known = set(fields)
+
+    def _json_object_of(value: str) -> dict:
+        found = _json_object(value)
+        unknown = sorted(set(found) - known)
+        if unknown:
+            raise argparse.ArgumentTypeError(f"unknown key(s) {', '.join(map(repr, unknown[:3]))}; "
+                                             f"this config takes {', '.join(fields[:12])}"
+                                             f"{' ...' if len(fields) > 12 else ''}")
+        return found
+    return _json_object_of
+
+
 def _parse(spec: str, inner: Callable) -> Callable:
     def _parse_type(value: str):
         try:
@@ -136,11 +165,13 @@ BASIC: dict[str, Callable] = {"int": int, "float": float, "str": str, "json": lo
                               "union_dict_and_str": union_dict_and_str, "dataclass": _json_object}
 
 
-def converter(spec) -> Callable | None:
+def converter(spec, fields=None) -> Callable | None:
     """The callable that converts a value as the recorded type does; None where the spec is absent
-    or unknown (the value is then kept as text, unjudged)."""
+    or unknown (the value is then kept as text, unjudged). `fields`: a dataclass option's keys."""
     if not isinstance(spec, str):
         return None
+    if spec == "dataclass" and isinstance(fields, list) and all(isinstance(name, str) for name in fields):
+        return _fields_only(fields)
     for prefix, wrap in (("optional:", _optional), ("parse:", _parse)):
         if spec.startswith(prefix):
             inner = converter(spec[len(prefix):])

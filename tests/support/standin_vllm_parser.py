@@ -10,6 +10,7 @@ the package in `root` for a subprocess's PYTHONPATH (tests/support/entrypoint_cl
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -26,12 +27,36 @@ def standin_optional_type(return_type):
     return _optional_type
 
 
-def parse_dataclass(value: str):
-    """vLLM's pydantic config parse, as far as the entrypoint needs it: a JSON object."""
-    found = json.loads(value)
-    if not isinstance(found, dict):
-        raise argparse.ArgumentTypeError("expected a JSON object")
-    return found
+@dataclasses.dataclass
+class StandinCompilationConfig:
+    """Some of vLLM's CompilationConfig fields; like every vLLM 0.33.0 config, it forbids other keys."""
+    __pydantic_config__ = {"extra": "forbid"}
+    cache_dir: str = ""
+    mode: int | None = None
+    cudagraph_mode: str | None = None
+    compile_sizes: list | None = None
+
+
+@dataclasses.dataclass
+class StandinKVTransferConfig:
+    """A config that takes other keys (no `extra: forbid`): the table records no fields for it."""
+    kv_connector: str | None = None
+
+
+def dataclass_parser(dataclass_cls):
+    def parse_dataclass(value: str, cls=dataclass_cls):
+        """vLLM's pydantic config parse, as far as the entrypoint needs it: a JSON object of `cls`."""
+        found = json.loads(value)
+        if not isinstance(found, dict):
+            raise argparse.ArgumentTypeError("expected a JSON object")
+        if cls.__dict__.get("__pydantic_config__", {}).get("extra") == "forbid" and \
+                set(found) - {field.name for field in dataclasses.fields(cls)}:
+            raise argparse.ArgumentTypeError("extra inputs are not permitted")
+        return found
+    return parse_dataclass
+
+
+parse_dataclass = dataclass_parser(StandinKVTransferConfig)  # a config that takes any keys
 
 
 def add_vllm_like_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -50,8 +75,8 @@ def add_vllm_like_options(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     parser.add_argument("--api-key", nargs="+")
     parser.add_argument("--hf-token")
     parser.add_argument("--hf-overrides", type=union_dict_and_str)
-    for flag in ("--compilation-config", "--kv-transfer-config"):
-        parser.add_argument(flag, type=parse_dataclass)
+    parser.add_argument("--compilation-config", type=dataclass_parser(StandinCompilationConfig))
+    parser.add_argument("--kv-transfer-config", type=dataclass_parser(StandinKVTransferConfig))
     parser.add_argument("--speculative-config", type=standin_optional_type(json.loads))
     parser.add_argument("--default-chat-template-kwargs", type=json.loads)
     for flag in ("--hf-config-path", "--tokenizer", "--chat-template", "--mm-encoder-attn-backend",

@@ -44,6 +44,8 @@ def refusal(*words) -> str:
     (("--cudagraph-capture-sizes", "1", "x"), "argument --cudagraph-capture-sizes: invalid int value: 'x'"),
     (("--compilation-config", "3"), "argument --compilation-config: expected a JSON object"),
     (("--compilation-config", "{level: 3}"), "argument --compilation-config: invalid JSON"),
+    (("--compilation-config", '{"level": 3}'), "argument --compilation-config: unknown key(s) 'level'; this config "
+                                               "takes cache_dir, compile_sizes, cudagraph_mode, mode"),
     (("--hf-overrides", '{"max_position_embeddings": }'), "argument --hf-overrides: Value"),
     (("--default-chat-template-kwargs", "[" * 100000), "invalid loads value"),  # deeper than json's stack
     (("--hf-overrides", '{"a": ' + "[" * 100000 + "}"), "argument --hf-overrides: Value"),
@@ -61,6 +63,13 @@ def test_accepted_values_reach_the_checks_typed():
     assert extras.values == {"seed": 7, "swap_space": 2.5, "max_num_batched_tokens": 8000, "load_format": "dummy",
                              "cudagraph_capture_sizes": [1, 2], "hf_overrides": {"rope_theta": 5},
                              "compilation_config": {"cache_dir": "/c"}, "chat_template": None}
+
+
+def test_a_config_that_takes_other_keys_is_recorded_without_fields_and_keeps_them():
+    fields = {entry["dest"]: entry.get("fields") for entry in TABLE["options"] if entry.get("type") == "dataclass"}
+    assert fields == {"compilation_config": ["cache_dir", "compile_sizes", "cudagraph_mode", "mode"],
+                      "kv_transfer_config": None}
+    assert judge_extra(("--kv-transfer-config", '{"anything": 1}'), (), TABLE).get("kv_transfer_config") == {"anything": 1}
 
 
 def test_a_table_without_types_takes_any_text_as_before():
