@@ -67,10 +67,38 @@ def sigterm_caught(container) -> bool:
     return code == 0 and bool(int(mask, 16) & (1 << (15 - 1)))
 
 
-def test_docker_stop_during_the_preflight_ends_it_at_once_with_143(docker_client, image):
-    # HOST must be resolved by the port check; the DNS server given answers nothing (TEST-NET-1),
-    # so the preflight waits there, well past the moment the stop is sent
-    container = docker_client.containers.run(image, ["check"], detach=True, dns=["192.0.2.1"],
+# A DNS server that reads every query and answers none: the resolver waits its full timeout. (A
+# nameserver address that nothing serves is not enough: a host may refuse the datagram at once, and
+# the preflight then ends with "does not resolve" before the stop is sent.)
+SILENT_DNS = """
+import socket
+server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+server.bind(("0.0.0.0", 53))
+print("listening", flush=True)
+while True:
+    server.recv(4096)
+"""
+
+
+@pytest.fixture
+def silent_dns(docker_client, image):
+    server = docker_client.containers.run(image, ["-c", SILENT_DNS], entrypoint="python3", user="root", detach=True)
+    try:
+        deadline = time.monotonic() + 120
+        while b"listening" not in server.logs():
+            server.reload()
+            assert server.status in ("created", "running") and time.monotonic() < deadline, server.logs().decode()
+            time.sleep(0.1)
+        yield server.attrs["NetworkSettings"]["IPAddress"]
+    finally:
+        server.remove(force=True)
+
+
+def test_docker_stop_during_the_preflight_ends_it_at_once_with_143(docker_client, image, silent_dns):
+    # HOST must be resolved by the port check, from a server that never answers: the preflight
+    # waits there (60 s at least), well past the moment the stop is sent
+    container = docker_client.containers.run(image, ["check"], detach=True, dns=[silent_dns],
+                                             dns_opt=["timeout:30", "attempts:2"],
                                              environment={"MODEL": "google/gemma-4-E2B-it", "HF_HUB_OFFLINE": "1",
                                                           "HOST": "preflight.example"})
     try:
@@ -82,7 +110,8 @@ def test_docker_stop_during_the_preflight_ends_it_at_once_with_143(docker_client
         container.stop(timeout=30)
         stopped_in = time.monotonic() - started
         container.reload()
-        assert container.attrs["State"]["ExitCode"] == 143, (container.attrs["State"], stopped_in)
+        assert container.attrs["State"]["ExitCode"] == 143, (container.attrs["State"], stopped_in,
+                                                               container.logs().decode()[-2000:])
         print(f"docker stop during the preflight: {stopped_in:.2f} s")
     finally:
         container.remove(force=True)
