@@ -63,7 +63,8 @@ def generated(table: dict) -> list[list[str]]:
         drawn.append(words)
     draw()
     return drawn + [["--seed", "abc"], ["--seed", "7"], ["--max-model-len", "1k"], ["--hf-overrides", "{}"],
-                    ["--mm-encoder-attn-backend", "FLASH_ATTN"], ["--chat-template", "None"]]
+                    ["--mm-encoder-attn-backend", "FLASH_ATTN"], ["--chat-template", "None"],
+                    ['--fault-tolerance-config={"level": 3}'], ["--structured-outputs-config", "{}"]]
 
 
 @pytest.fixture(scope="module")

@@ -162,6 +162,9 @@ CASES = [
     refused("spec-config-extra-beside-setting", "argv", {"DRAFTER": "/corpus/good",
             "VLLM_EXTRA_ARGS": "--speculative-config '{\"model\": \"/d\"}'"},
             says=("VLLM_EXTRA_ARGS --speculative-config", "while SPECULATIVE_CONFIG or DRAFTER is set")),
+    # found by the image tier's generated word lists: vLLM's config objects forbid keys they lack
+    refused("config-object-unknown-key", "argv", {"VLLM_EXTRA_ARGS": "--fault-tolerance-config='{\"level\": 3}'"},
+            says=("VLLM_EXTRA_ARGS", "--fault-tolerance-config", "unknown key(s) 'level'")),
     refused("spec-config-extra-not-an-object", "argv", {"VLLM_EXTRA_ARGS": "--speculative-config [1]"},
             says=("VLLM_EXTRA_ARGS --speculative-config", "a JSON object")),
     Case("spec-config-dotted-judged-as-drafter", "argv", {"VLLM_EXTRA_ARGS": "--speculative-config.model /corpus/none"},
