@@ -53,7 +53,8 @@ class Request:
 
     @property
     def gpu_memory(self) -> int | None:
-        """The named card's memory in bytes; None for a bare device name or this host's GPU."""
+        """The named card's memory in bytes; None for a bare device name or this host's GPU (whose
+        memory the fetch reads from NVML: run.target)."""
         return CARDS[self.gpu].memory if self.gpu in CARDS else None
 
 

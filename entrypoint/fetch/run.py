@@ -40,16 +40,28 @@ def say(message: str) -> None:
     print(f"{PREFIX} {shown(redact(message))}", file=sys.stderr, flush=True)
 
 
-def target_device(request: Request) -> tuple[str, DeviceLimits]:
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What the model is judged for: the GPU's name, its limits, and a card (name, memory in bytes)
+    whose memory is judged against the weights where it is known."""
+
+    gpu: str
+    device: DeviceLimits
+    card: tuple[str, int] | None
+
+
+def target(request: Request) -> Target:
+    """The named GPU, else this host's weakest, with its smallest card's memory as NVML reports it."""
     if request.device is not None:
-        return request.gpu, request.device
+        return Target(request.gpu, request.device, (request.gpu, request.gpu_memory) if request.gpu_memory else None)
     try:
         device = weakest(probe_devices())
     except NoDevice as error:
         raise FetchUsage(f"no GPU to judge the model for ({error}): name the target with --gpu sm75 (or {ENV_GPU}=sm75, t4, ...)") \
             from None
     limits = DeviceLimits(cc_number(device.cc), device.smem_optin)
-    return f"sm{limits.cc}", limits
+    cards = memory.read_gpu_memory(device.count)
+    return Target(f"sm{limits.cc}", limits, (device.name, min(card.total for card in cards)) if cards else None)
 
 
 def read_meminfo() -> str:
@@ -169,7 +181,7 @@ def fetch(request: Request) -> str:
     """The model fetched (or imported --from a copy), judged and verified; the manifest's path."""
     if request.source:
         return import_from(request)
-    gpu, device = target_device(request)
+    judged_for = target(request)
     folder = request.target
     pinned = pinned_here(request)
     if pinned is not None:  # a commit never changes: its metadata recorded here is the Hub's
@@ -180,7 +192,7 @@ def fetch(request: Request) -> str:
         say(f"{request.repo}@{request.revision} is commit {commit}")
         repo_files = hub.list_files(request.repo, commit)
     with only_fetch_into(folder):
-        return fetch_into(folder, request, gpu, device, commit, repo_files, downloads(request, commit, folder))
+        return fetch_into(folder, request, judged_for, commit, repo_files, downloads(request, commit, folder))
 
 
 def pinned_here(request: Request) -> manifest.Manifest | None:
@@ -208,15 +220,16 @@ def import_from(request: Request) -> str:
     if COMMIT.fullmatch(request.revision) and request.revision != found.commit:
         raise Refused(f"--from {request.source} holds commit {found.commit}, not {request.revision}",
                       f"give {found.repo}@{found.commit}, or import the copy of that commit")
-    gpu, device = target_device(request)
+    judged_for = target(request)
     say(f"{found.repo}@{found.commit} from {request.source} (its manifest's Hub metadata, no network)")
     folder = request.target
     with only_fetch_into(folder):
-        return fetch_into(folder, request, gpu, device, found.commit, list(found.files), copies(source, folder))
+        return fetch_into(folder, request, judged_for, found.commit, list(found.files), copies(source, folder))
 
 
-def fetch_into(folder: str, request: Request, gpu: str, device: DeviceLimits, commit: str,
+def fetch_into(folder: str, request: Request, judged_for: Target, commit: str,
                repo_files: list[listing.HubFile], getter: Getter) -> str:
+    gpu = judged_for.gpu
     drop_other_partials(folder, repo_files)
     found = listing.strays(local_files(folder), repo_files)
     if found:
@@ -230,9 +243,8 @@ def fetch_into(folder: str, request: Request, gpu: str, device: DeviceLimits, co
     missing = {file.path for file in repo_files if file.is_weight_format
                and verify.file_problem(os.path.join(folder, file.path), file, check_hash=False)}
     sizes = {file.path: file.size for file in repo_files}
-    card = (request.gpu, request.gpu_memory) if request.gpu_memory else None
-    results, loaded_names = judge.judge(folder, sizes, missing, device, read_meminfo(), minimum, request.drafter, card,
-                                        deprecated)
+    results, loaded_names = judge.judge(folder, sizes, missing, judged_for.device, read_meminfo(), minimum,
+                                        request.drafter, judged_for.card, deprecated)
     for result in results:
         say(f"{result.name} on {gpu}: {result.status.value} {result.message}")
     refusal = judge.refusal(results)

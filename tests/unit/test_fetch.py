@@ -22,6 +22,7 @@ from tests.support.cutting_proxy import CuttingProxy
 from tests.support.gated_standin import GatedStandin
 from tests.support.hub_mirror import HubMirror
 from tests.support.range_standin import RangeStandin
+from tests.support.standin_driver import build_standin_driver
 from tests.support.model_files import write_tensors
 from tests.unit.test_fitcheck_lookup import installed, written_table  # noqa: F401 (a fixture)
 
@@ -184,6 +185,25 @@ def test_a_named_card_has_its_memory_judged_and_recorded(mirror, tmp_path, site)
     assert "gpu memory on t4: pass" in done.stderr
     document = manifest(tmp_path, "carded")
     assert (document["gpu"], document["verdict"]["gpu memory"]) == ("t4", "pass")
+
+
+@pytest.mark.parametrize("gpu_total, verdict", [(15 * 2**30, "pass"), (2**30, "fail")])
+def test_without_gpu_this_hosts_card_has_its_memory_judged(mirror, tmp_path, site, gpu_total, verdict):
+    """No --gpu: the weakest CUDA device here and its card's memory as NVML reports it (a standin driver
+    of one T4 whose NVML reports `gpu_total`: 1 GiB leaves nothing beside the runtime's allowance)."""
+    make_model(mirror, tmp_path, f"org/hosted-{verdict}")[0].commit()
+    libs = build_standin_driver(tmp_path / "driver", gpu_total=gpu_total)
+    env = mirror.env(PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]), LD_LIBRARY_PATH=str(libs),
+                     **{layout.ENV_FIT_TABLE: str(written_table(tmp_path, FITS))})
+    done = subprocess.run([sys.executable, "-m", "entrypoint", "fetch", f"org/hosted-{verdict}", "--models-dir",
+                           str(tmp_path / "models")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    line = next((line for line in done.stderr.splitlines() if "gpu memory on sm75:" in line), "")
+    assert f"gpu memory on sm75: {verdict} " in line and "StandIn Tesla T4" in line, done.stderr
+    if verdict == "pass":
+        assert done.returncode == 0 and manifest(tmp_path, "hosted-pass")["verdict"]["gpu memory"] == "pass"
+    else:
+        assert done.returncode == 1, done.stderr
+        assert not weight_files_in(tmp_path / "models" / "hosted-fail")
 
 
 def test_a_repository_the_hub_lacks_is_bad_input_in_one_line(mirror, tmp_path, site):
