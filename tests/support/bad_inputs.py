@@ -263,6 +263,9 @@ CASES = [
          says=("does not exist",)),
     Case("hub-id-offline", "model", {"MODEL": "google/gemma-4-E2B-it", "HF_HUB_OFFLINE": "1"}, exit=1,
          check="model", status="fail", says=("HF_HUB_OFFLINE is set",)),
-    Case("hub-id-no-network", "model", {"MODEL": "google/gemma-4-E2B-it", "HF_ENDPOINT": "http://127.0.0.1:9"},
+    Case("hub-id-not-fetched", "model", {"MODEL": "google/gemma-4-E2B-it", "HF_ENDPOINT": "http://127.0.0.1:9"},
+         exit=1, check="model", status="fail", says=("is a Hub id that is not here", "fetch", "DOWNLOAD_AT_START=true")),
+    Case("hub-id-no-network", "model", {"MODEL": "google/gemma-4-E2B-it", "HF_ENDPOINT": "http://127.0.0.1:9",
+                                        "DOWNLOAD_AT_START": "true"},
          exit=1, check="model", status="fail", says=("the Hub cannot be reached", "127.0.0.1:9")),
 ]
