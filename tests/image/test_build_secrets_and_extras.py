@@ -13,6 +13,7 @@ import threading
 import pytest
 
 from buildtool.hostconfig import host_ca_bundle
+from buildtool.lock import base_target
 from tests.image.conftest import REPO, build_command
 from tests.image.containers import CPU_ENV, idle_container, run_json, run_to_end
 from tests.image.layers import find_in_image
@@ -188,15 +189,20 @@ def test_the_search_finds_a_planted_index_password(docker_client, planted, index
 
 
 def test_pip_in_the_base_build_meets_the_index_with_its_credentials(credentialed_index, index_password):
-    """The base's pip step, made to run (a vLLM version no index has: the step's cache key changes,
-    a secret's content is no part of it), asks the credentialed index with user:password, then fails
-    in one line, the password in no output."""
+    """The base's pip step, made to run (a lock of one vLLM version no index has, written for this
+    test: the step's cache key changes, a secret's content is no part of it), asks the credentialed
+    index with user:password, then fails in one line, the password in no output."""
     server, index_env = credentialed_index
     version = "0.0.0.dev" + str(secrets.randbelow(10**9))
+    lock = base_target(version).path
+    lock.write_text(f"vllm=={version} \\\n    --hash=sha256:{'0' * 64}\n")
     before = len(server.authorized)
-    run = subprocess.run([sys.executable, str(REPO / "build.py"), "base", "--vllm-version", version,
-                          "--base-tag", "vllm-turing-test-noindex:0"], cwd=REPO, capture_output=True, text=True,
-                         env={**os.environ, **index_env})
+    try:
+        run = subprocess.run([sys.executable, str(REPO / "build.py"), "base", "--vllm-version", version,
+                              "--base-tag", "vllm-turing-test-noindex:0"], cwd=REPO, capture_output=True, text=True,
+                             env={**os.environ, **index_env})
+    finally:
+        lock.unlink()
     assert run.returncode == 1, f"exit {run.returncode}: {run.stderr.strip()[-500:]}"
     assert run.stderr.startswith("build.py base: build failed:") and len(run.stderr.strip().splitlines()) == 1, \
         run.stderr[-500:]
