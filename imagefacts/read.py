@@ -105,7 +105,7 @@ def in_child(probe: Callable[[], list], timeout_s: float = CHILD_TIMEOUT_S) -> l
     chunks = []
     try:
         while (left := deadline - time.monotonic()) > 0 and select.select([read_end], [], [], left)[0]:
-            chunk = os.read(read_end, 65536)
+            chunk = os.read(read_end, 1 << 20)
             if not chunk:
                 break
             chunks.append(chunk)
