@@ -182,20 +182,32 @@ def test_a_refusal_ends_the_step_with_exit_2_in_one_line(passes, monkeypatch, ca
     assert last.startswith("fitcheck: ") and str(refusal) in last
 
 
-def test_compile_progress_is_a_line_when_the_interval_has_passed_never_one_per_compile():
+def progress_lines(every_s: float, stage_s: float, compiles: int = 300) -> list[str]:
+    """The lines one stage of `compiles` compiles spread over `stage_s` seconds prints (a standin clock)."""
     import io
 
     from patches.fitcheck.progress import Progress
 
     now = [100.0]
     stream = io.StringIO()
-    shown = Progress(stream, every_s=20.0, clock=lambda: now[0])  # the interval given, not the default
+    shown = Progress(stream, every_s=every_s, clock=lambda: now[0])
+    now[0] += 7.0  # the stage starts after the passes' imports: its marks count from its own start
     shown.start("sm75 float16")
     shown.say("recording and compiling")
-    for done in range(1, 301):
-        now[0] += 0.5  # 300 compiles over 150 s
-        shown.compiled(done, 300)
-    lines = stream.getvalue().splitlines()
-    assert lines[0] == "fitcheck: sm75 float16: recording and compiling (0 s)"
-    assert 6 <= len(lines) - 1 <= 8, lines
-    assert lines[1] == "fitcheck: sm75 float16: compile batch 1: 40/300 done, 260 left (20 s)"
+    for done in range(1, compiles + 1):
+        now[0] += stage_s / compiles
+        shown.compiled(done, compiles)
+    return stream.getvalue().splitlines()
+
+
+def test_compile_progress_is_a_line_at_the_interval_then_each_time_the_stage_doubles_never_one_per_compile():
+    lines = progress_lines(every_s=20.0, stage_s=150.0)  # the interval given, not the default
+    assert lines == ["fitcheck: sm75 float16: recording and compiling (7 s)",
+                     "fitcheck: sm75 float16: compile batch 1: 40/300 done, 260 left (27 s)",
+                     "fitcheck: sm75 float16: compile batch 1: 80/300 done, 220 left (47 s)",
+                     "fitcheck: sm75 float16: compile batch 1: 160/300 done, 140 left (87 s)"], lines
+
+
+def test_a_stage_ten_times_slower_prints_four_lines_more_not_ten_times_as_many():
+    idle, loaded = progress_lines(every_s=30.0, stage_s=120.0), progress_lines(every_s=30.0, stage_s=1200.0)
+    assert (len(idle), len(loaded)) == (3, 7), (idle, loaded)  # marks at 30, 60 | 30 ... 960 s
