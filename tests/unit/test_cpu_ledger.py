@@ -1,0 +1,37 @@
+"""bench/ci_cpu's attribution (tooling/cpu_ledger.py) on sampled process tables and cgroup counters."""
+from tooling.cpu_ledger import BUILD_STEPS, Ledger, Proc, container_id, host_category
+
+SERVING = ("python3", "-m", "pytest", "--junitxml=reports/junit-serving.xml", "tests/serving")
+OTHERS = ("python3", "-m", "pytest", "--junitxml=reports/junit.xml", "tests/unit", "tests/docs", "tests/image")
+
+
+def table(*rows) -> dict[int, Proc]:
+    return {pid: Proc(pid, ppid, seconds, argv, cgroup) for pid, ppid, seconds, argv, cgroup in rows}
+
+
+def test_a_process_is_charged_to_its_nearest_named_ancestor():
+    procs = table((1, 0, 0, ("init",), "/"), (10, 1, 0, OTHERS, "/"), (11, 10, 0, ("python3", "build.py", "build"), "/"),
+                  (12, 11, 0, ("docker", "buildx", "build"), "/"), (20, 1, 0, SERVING, "/"), (21, 20, 0, ("docker", "compose"), "/"),
+                  (30, 1, 0, ("sshd",), "/"))
+    assert host_category(12, procs).startswith("build.py")
+    assert host_category(10, procs).startswith("unit, docs, image")
+    assert host_category(21, procs).startswith("serving tier")
+    assert host_category(30, procs) == "other host processes"
+
+
+def test_containers_and_build_steps_are_told_apart_by_their_cgroup():
+    assert container_id("/docker/abc123") == "abc123"
+    assert container_id("/docker/buildkit/xyz") is None and container_id("/") is None
+
+
+def test_each_sample_charges_the_time_since_the_last_and_new_ones_whole():
+    ledger = Ledger(name_of_container={"c1": "vllm-turing-cpu:0.32.0"}.get)
+    first = table((1, 0, 5.0, ("init",), "/"), (10, 1, 100.0, OTHERS, "/"))
+    assert ledger.add_sample(0.0, first, {"/docker/c1": 50.0}) == {}  # the baseline: nothing charged
+    later = table((1, 0, 5.0, ("init",), "/"), (10, 1, 103.0, OTHERS, "/"), (11, 10, 2.0, ("python3", "build.py"), "/"),
+                  (40, 1, 9.0, ("vllm", "serve"), "/docker/c1"))  # in a container: its cgroup counts it
+    interval = ledger.add_sample(2.0, later, {"/docker/c1": 51.5, "/docker/buildkit/s1": 4.0})
+    assert interval == {"unit, docs, image and gpu tiers (pytest and its host children)": 3.0,
+                        "build.py on the host (BuildKit's steps apart)": 2.0,
+                        "container of vllm-turing-cpu:0.32.0": 1.5, BUILD_STEPS: 4.0}
+    assert ledger.seconds == interval and len(ledger.timeline) == 2
