@@ -20,7 +20,7 @@ from buildtool.errors import BuildError
 from buildtool.units import kubernetes, monitoring
 from buildtool.units.compose import render_compose, render_toolkit_override
 from buildtool.units.quadlet import render_env_file, render_fetch_quadlet, render_quadlet
-from buildtool.units.servers import ModelSize, PlanError, PlannedServer, ServerInput, plan_servers
+from buildtool.units.servers import ModelSize, PlanError, ServerInput, plan_servers
 from buildtool.units.spec import (CONTAINER_PORT, DEFAULT_IMAGE, DEFAULT_LIB_DIR, DEFAULT_MODEL_DIR, ENV_FILE_NAME,
                                   MODEL_MOUNT, STOP_GRACE_S, UNIT_NAME, HostValues, ServerValues, UnitSpec,
                                   gpu_indices_from_names,
