@@ -189,26 +189,29 @@ MODELS_SHOWN = 12
 def build_summary(reports: list[dict], table_path: str) -> list[str]:
     """The build's fit verdict in a few lines: per device and dtype the launches and the largest need
     against the limit, the models proven, and those of the same matrix proven on another device but
-    left out here (vLLM cannot serve them there); where the full reports and the table are."""
+    left out here (vLLM cannot serve them there); where the full reports and the table are. A device's
+    dtypes whose verdicts read the same share their lines ("sm86 float16 and bfloat16: ...")."""
     matrices: dict[str, set] = {}
     for report in reports:
         matrices.setdefault(report.get("matrix", "all"), set()).update(
             _models(report["launches"] + report.get("mixer_launches", [])))
-    lines = []
+    verdicts: dict[tuple, list[str]] = {}  # the lines but the dtype -> the dtypes, in report order
     for report in reports:
         device, rows = report["device"], report["launches"] + report.get("mixer_launches", [])
         largest = _largest(report)
         worst = f" ({largest['model']}/{largest['layer']}, {largest['kernel']})" if largest else ""
-        lines.append(f"{device['name']} {report.get('dtype', 'float16')}: {len(rows)} launches, largest need "
-                     f"{report['max_shared']} of {device['limit']} bytes{worst}, "
-                     f"{'every launch fits' if report['all_fit'] else 'launches do NOT fit'}")
         models = _models(rows)
-        lines.append(f"  proven: {len(models)} models ({_listed(models)})")
         left_out = sorted(matrices[report.get("matrix", "all")] - set(models))
-        if left_out:
-            lines.append(f"  not proven, vLLM cannot serve them here: {_listed(left_out)}")
-    lines.append(f"the fit table: {table_path}; every launch: the fit-report*.json.gz beside it")
-    return lines
+        lines = (f"{len(rows)} launches, largest need {report['max_shared']} of {device['limit']} bytes{worst}, "
+                 f"{'every launch fits' if report['all_fit'] else 'launches do NOT fit'}",
+                 f"  proven: {len(models)} models ({_listed(models)})",
+                 *([f"  not proven, vLLM cannot serve them here: {_listed(left_out)}"] if left_out else []))
+        verdicts.setdefault((device["name"], lines), []).append(report.get("dtype", "float16"))
+    summary = []
+    for (device, (first, *rest)), dtypes in verdicts.items():
+        summary += [f"{device} {' and '.join(dtypes)}: {first}", *rest]
+    summary.append(f"the fit table: {table_path}; every launch: the fit-report*.json.gz beside it")
+    return summary
 
 
 def _listed(names: list[str]) -> str:

@@ -211,3 +211,18 @@ def test_compile_progress_is_a_line_at_the_interval_then_each_time_the_stage_dou
 def test_a_stage_ten_times_slower_prints_four_lines_more_not_ten_times_as_many():
     idle, loaded = progress_lines(every_s=30.0, stage_s=120.0), progress_lines(every_s=30.0, stage_s=1200.0)
     assert (len(idle), len(loaded)) == (3, 7), (idle, loaded)  # marks at 30, 60 | 30 ... 960 s
+
+def test_the_summary_gives_a_devices_dtypes_one_verdict_when_they_read_the_same():
+    from patches.fitcheck.report import build_summary
+
+    def report(device, dtype, shared, models):
+        cc, limit = LIMITS[device]
+        return {"device": {"name": device, "cc": cc, "limit": limit}, "dtype": dtype, "max_shared": shared,
+                "all_fit": True, "launches": [row(model, shared, limit) for model in models]}
+    summary = build_summary([report("sm75", "float16", 65536, ["a", "b"]), report("sm86", "float16", 99000, ["a", "b"]),
+                             report("sm86", "bfloat16", 99000, ["a", "b"]), report("sm90", "float16", 83200, ["a"]),
+                             report("sm90", "bfloat16", 83000, ["a"])], "/t.json")
+    assert [line.split(":")[0] for line in summary if not line.startswith(" ")] == [
+        "sm75 float16", "sm86 float16 and bfloat16", "sm90 float16", "sm90 bfloat16", "the fit table"]
+    assert summary[2] == ("sm86 float16 and bfloat16: 2 launches, largest need 99000 of 101376 bytes "
+                          "(a/global, kernel_unified_attention), every launch fits")
