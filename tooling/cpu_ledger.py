@@ -3,10 +3,12 @@ per process from /proc and per container from its cgroup's cpuacct counter (cgro
 cgroupfs driver: /sys/fs/cgroup/cpuacct/docker/<id>, and BuildKit's build steps under docker/buildkit/).
 
 A process is charged to the first of itself and its ancestors that a rule names (a pytest of the serving
-tier, another pytest, build.py, the Docker engine); a process in a container is charged to its
-container's image, or to "build steps" for BuildKit's. A process that starts and ends between two
-samples is not seen; the machine's own counter (/proc/stat) is the total, and what no sample saw is
-reported as "unseen".
+tier, another pytest, build.py), up to the measured command; one outside the command's tree (the Docker
+engine, other work on the host) is charged apart. A process in a container is charged to its
+container's image, or to "build steps" for BuildKit's: containers are not told apart by who started them. A process that ends between two samples is
+still counted when its parent waits for it: the parent's children time grows by the child's whole
+time, less what earlier samples already charged for the child. What no sample saw (a process whose
+parent never waits for it) is the machine's own counter (/proc/stat) less the rest: "unseen".
 """
 from __future__ import annotations
 
@@ -24,12 +26,13 @@ HOST_RULES = (  # (words all in a process's argv, category); the first rule an a
     (("pytest", "tests/serving"), "serving tier (pytest and its host children)"),
     (("build.py",), "build.py on the host (BuildKit's steps apart)"),
     (("pytest",), "unit, docs, image and gpu tiers (pytest and its host children)"),
-    (("dockerd",), "Docker engine"),
-    (("containerd",), "Docker engine"),
-    (("buildkit",), "Docker engine"),
 )
+ENGINE = "Docker engine (dockerd, containerd, their shims and proxies)"
+ENGINE_PROGRAMS = ("dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2", "docker-proxy", "runc")
 BUILD_STEPS = "build steps (BuildKit)"
-OTHER_HOST = "other host processes"
+OTHER_HOST = "other host processes of the command"
+OUTSIDE = "host processes outside the command (other work on the host)"
+SAMPLER = "bench/ci_cpu itself (sampling)"
 UNSEEN = "unseen (processes that lived between two samples)"
 
 
@@ -40,18 +43,37 @@ class Proc:
     seconds: float          # user + system CPU so far
     argv: tuple[str, ...]
     cgroup: str             # its cpuacct cgroup path ("/" on the host)
+    children_seconds: float = 0.0  # the CPU of its children it has waited for (cutime + cstime)
+
+    @property
+    def total(self) -> float:
+        return self.seconds + self.children_seconds
+
+    @property
+    def on_host(self) -> bool:
+        return not self.cgroup.startswith(DOCKER_CGROUP)
 
 
-def host_category(pid: int, procs: dict[int, Proc]) -> str:
-    """The category of a host process: the first rule met walking from it up to init."""
-    seen = set()
+def host_category(pid: int, procs: dict[int, Proc], root: int | None = None) -> str:
+    """The category of a host process: the first rule met walking from it up to `root` (the measured
+    command; None: init). A process outside root's tree (another user of the host) is OUTSIDE; the
+    Docker engine's programs are ENGINE whoever started them."""
+    if pid in procs and procs[pid].argv and Path(procs[pid].argv[0]).name in ENGINE_PROGRAMS:
+        return ENGINE
+    chain, seen = [], set()
     while pid in procs and pid not in seen:
         seen.add(pid)
-        words = " ".join(procs[pid].argv)
+        chain.append(procs[pid])
+        if pid == root:
+            break
+        pid = procs[pid].ppid
+    if root is not None and (not chain or chain[-1].pid != root):
+        return OUTSIDE
+    for proc in chain:
+        words = " ".join(proc.argv)
         for needed, category in HOST_RULES:
             if all(word in words for word in needed):
                 return category
-        pid = procs[pid].ppid
     return OTHER_HOST
 
 
@@ -67,33 +89,49 @@ class Ledger:
     """Core-seconds per category, from successive samples (add_sample)."""
 
     name_of_container: object = None            # id -> category, for containers (the image's name)
+    root: int | None = None                     # the measured command's pid: host processes outside its tree apart
+    sampler: int = field(default_factory=os.getpid)  # this process: its own reading of /proc, charged apart
     seconds: dict[str, float] = field(default_factory=dict)
     timeline: list[tuple[float, dict[str, float]]] = field(default_factory=list)
-    _last_proc: dict[int, float] = field(default_factory=dict)
+    _last_proc: dict[int, Proc] = field(default_factory=dict)
     _last_cgroup: dict[str, float] = field(default_factory=dict)
+    _category: dict[int, str] = field(default_factory=dict)
 
     def add_sample(self, at: float, procs: dict[int, Proc], cgroups: dict[str, float]) -> dict[str, float]:
         """Charges what each process and container used since the last sample; returns this interval's
-        core-seconds per category."""
+        core-seconds per category (a category may be negative in one interval: see below)."""
         interval: dict[str, float] = {}
 
         def charge(category: str, seconds: float) -> None:
-            if seconds > 0:
+            if seconds:
                 interval[category] = interval.get(category, 0.0) + seconds
 
         first = not (self._last_cgroup or self._last_proc)  # the baseline: nothing charged yet
         for pid, proc in procs.items():
-            if proc.cgroup.startswith(DOCKER_CGROUP):
+            if not proc.on_host:
                 continue  # counted whole by its cgroup below
-            # a process (or container) new since the last sample: all its time is this interval's
-            before = self._last_proc.get(pid, proc.seconds if first else 0.0)
-            charge(host_category(pid, procs), proc.seconds - before)
+            if pid not in self._category:
+                self._category[pid] = SAMPLER if pid == self.sampler else host_category(pid, procs, self.root)
+            # a process new since the last sample: all its time (and its waited-for children's) is this interval's
+            last = self._last_proc.get(pid)
+            before = last.total if last is not None else (proc.total if first else 0.0)
+            charge(self._category[pid], proc.total - before)
+        for pid, gone in self._last_proc.items():
+            if pid in procs:
+                continue
+            parent = self._last_proc.get(gone.ppid)
+            category = self._category.pop(pid, None)
+            if parent is not None and parent.on_host and (category is not None or not gone.on_host):
+                # its parent's children time now holds its whole time, of which the samples so far charged
+                # its total at the last sample (to it, or to its container): only the rest is new. Charged to
+                # the parent's category, where the parent's growth went.
+                charge(self._category.get(gone.ppid, OTHER_HOST), -gone.total)
         for path, used in cgroups.items():
             before = self._last_cgroup.get(path, used if first else 0.0)
             ident = container_id(path)
             category = BUILD_STEPS if path.startswith(BUILDKIT_CGROUP) else self._container(ident)
             charge(category, used - before)
-        self._last_proc = {pid: proc.seconds for pid, proc in procs.items()}
+        self._last_proc = dict(procs)
         self._last_cgroup = dict(cgroups)
         for category, used in interval.items():
             self.seconds[category] = self.seconds.get(category, 0.0) + used
@@ -119,7 +157,8 @@ def read_procs(root: Path = Path("/proc")) -> dict[int, Proc]:
             continue  # ended while read
         fields = stat[stat.rindex(")") + 2:].split()
         procs[int(entry.name)] = Proc(int(entry.name), int(fields[1]),
-                                      (int(fields[11]) + int(fields[12])) / TICKS_PER_S, argv, cgroup)
+                                      (int(fields[11]) + int(fields[12])) / TICKS_PER_S, argv, cgroup,
+                                      (int(fields[13]) + int(fields[14])) / TICKS_PER_S)
     return procs
 
 

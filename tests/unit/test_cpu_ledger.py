@@ -16,7 +16,11 @@ def test_a_process_is_charged_to_its_nearest_named_ancestor():
     assert host_category(12, procs).startswith("build.py")
     assert host_category(10, procs).startswith("unit, docs, image")
     assert host_category(21, procs).startswith("serving tier")
-    assert host_category(30, procs) == "other host processes"
+    assert host_category(30, procs).startswith("other host processes")
+    assert host_category(12, procs, root=10).startswith("build.py")  # the measured command's tree
+    assert host_category(21, procs, root=10).startswith("host processes outside the command")
+    engine = table((1, 0, 0, ("init",), "/"), (5, 1, 0, ("/usr/sbin/dockerd",), "/"), (6, 5, 0, ("containerd",), "/"))
+    assert host_category(6, engine, root=10).startswith("Docker engine")
 
 
 def test_containers_and_build_steps_are_told_apart_by_their_cgroup():
@@ -35,3 +39,14 @@ def test_each_sample_charges_the_time_since_the_last_and_new_ones_whole():
                         "build.py on the host (BuildKit's steps apart)": 2.0,
                         "container of vllm-turing-cpu:0.32.0": 1.5, BUILD_STEPS: 4.0}
     assert ledger.seconds == interval and len(ledger.timeline) == 2
+
+
+def test_a_child_that_ends_between_samples_is_counted_once_through_its_parents_wait():
+    init, pytest_at = Proc(1, 0, 0.0, ("init",), "/"), (lambda children: Proc(10, 1, 1.0, OTHERS, "/", children))
+    ledger = Ledger()
+    ledger.add_sample(0.0, {1: init, 10: pytest_at(0.0)}, {})
+    ledger.add_sample(1.0, {1: init, 10: pytest_at(0.0), 11: Proc(11, 10, 2.0, ("python3", "-c", "x"), "/")}, {})
+    # 11 ends having used 3.0 s in all, and a child that came and went between two samples used 0.5 s;
+    # pytest waited for both: its children time is 3.5 s
+    ledger.add_sample(2.0, {1: init, 10: pytest_at(3.5)}, {})
+    assert ledger.seconds == {"unit, docs, image and gpu tiers (pytest and its host children)": 3.5}
