@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")
-DOCKER_CGROUP = "/docker/"
-BUILDKIT_CGROUP = "/docker/buildkit/"
+ENGINE_CGROUP = "docker"  # dockerd's --cgroup-parent (its default); BuildKit's steps are under its buildkit/
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
 HOST_RULES = (  # (words all in a process's argv, category); the first rule an ancestor meets wins
@@ -51,7 +50,7 @@ class Proc:
 
     @property
     def on_host(self) -> bool:
-        return not self.cgroup.startswith(DOCKER_CGROUP)
+        return self.cgroup in ("/", "")  # else in a container (of any engine) or a build step
 
 
 def host_category(pid: int, procs: dict[int, Proc], root: int | None = None) -> str:
@@ -77,11 +76,11 @@ def host_category(pid: int, procs: dict[int, Proc], root: int | None = None) -> 
     return OTHER_HOST
 
 
-def container_id(cgroup: str) -> str | None:
-    """The container id of a cgroup path under Docker's, None for BuildKit's and the host's."""
-    if not cgroup.startswith(DOCKER_CGROUP) or cgroup.startswith(BUILDKIT_CGROUP):
+def container_id(cgroup: str, parent: str = ENGINE_CGROUP) -> str | None:
+    """The container id of a cgroup path under the engine's, None for BuildKit's and the host's."""
+    if not cgroup.startswith(f"/{parent}/") or cgroup.startswith(f"/{parent}/buildkit/"):
         return None
-    return cgroup[len(DOCKER_CGROUP):].split("/")[0] or None
+    return cgroup[len(parent) + 2:].split("/")[0] or None
 
 
 @dataclass
@@ -90,12 +89,23 @@ class Ledger:
 
     name_of_container: object = None            # id -> category, for containers (the image's name)
     root: int | None = None                     # the measured command's pid: host processes outside its tree apart
+    engine_cgroup: str = ENGINE_CGROUP          # the engine measured: other engines' containers are not charged
     sampler: int = field(default_factory=os.getpid)  # this process: its own reading of /proc, charged apart
     seconds: dict[str, float] = field(default_factory=dict)
     timeline: list[tuple[float, dict[str, float]]] = field(default_factory=list)
     _last_proc: dict[int, Proc] = field(default_factory=dict)
     _last_cgroup: dict[str, float] = field(default_factory=dict)
     _category: dict[int, str] = field(default_factory=dict)
+
+    def _root_category(self, procs: dict[int, Proc]) -> str:
+        if self.root not in self._category and self.root in procs:
+            self._category[self.root] = host_category(self.root, procs, self.root)
+        return self._category.get(self.root, OTHER_HOST)
+
+    def follow(self, root: int) -> None:
+        """From now on, host processes outside root's tree are OUTSIDE (categories are judged anew)."""
+        self.root = root
+        self._category.clear()
 
     def add_sample(self, at: float, procs: dict[int, Proc], cgroups: dict[str, float]) -> dict[str, float]:
         """Charges what each process and container used since the last sample; returns this interval's
@@ -111,11 +121,16 @@ class Ledger:
             if not proc.on_host:
                 continue  # counted whole by its cgroup below
             if pid not in self._category:
-                self._category[pid] = SAMPLER if pid == self.sampler else host_category(pid, procs, self.root)
+                self._category[pid] = host_category(pid, procs, self.root)
             # a process new since the last sample: all its time (and its waited-for children's) is this interval's
             last = self._last_proc.get(pid)
             before = last.total if last is not None else (proc.total if first else 0.0)
-            charge(self._category[pid], proc.total - before)
+            if pid == self.sampler:  # its own work apart; the command it waits for, the command's
+                before_self = last.seconds if last is not None else proc.seconds
+                charge(SAMPLER, proc.seconds - before_self)
+                charge(self._root_category(procs), (proc.total - before) - (proc.seconds - before_self))
+            else:
+                charge(self._category[pid], proc.total - before)
         for pid, gone in self._last_proc.items():
             if pid in procs:
                 continue
@@ -125,11 +140,12 @@ class Ledger:
                 # its parent's children time now holds its whole time, of which the samples so far charged
                 # its total at the last sample (to it, or to its container): only the rest is new. Charged to
                 # the parent's category, where the parent's growth went.
-                charge(self._category.get(gone.ppid, OTHER_HOST), -gone.total)
+                charge(self._root_category(procs) if gone.ppid == self.sampler
+                       else self._category.get(gone.ppid, OTHER_HOST), -gone.total)
         for path, used in cgroups.items():
             before = self._last_cgroup.get(path, used if first else 0.0)
-            ident = container_id(path)
-            category = BUILD_STEPS if path.startswith(BUILDKIT_CGROUP) else self._container(ident)
+            ident = container_id(path, self.engine_cgroup)
+            category = BUILD_STEPS if path.startswith(f"/{self.engine_cgroup}/buildkit/") else self._container(ident)
             charge(category, used - before)
         self._last_proc = dict(procs)
         self._last_cgroup = dict(cgroups)
@@ -162,12 +178,12 @@ def read_procs(root: Path = Path("/proc")) -> dict[int, Proc]:
     return procs
 
 
-def read_cgroups(root: Path = CPUACCT) -> dict[str, float]:
-    """Seconds of CPU per Docker and BuildKit leaf cgroup (container or build step)."""
+def read_cgroups(parent: str = ENGINE_CGROUP, root: Path = CPUACCT) -> dict[str, float]:
+    """Seconds of CPU per container and BuildKit build step of the engine whose cgroup parent is `parent`."""
     found = {}
-    for usage in root.glob("docker/**/cpuacct.usage"):
+    for usage in root.glob(f"{parent}/**/cpuacct.usage"):
         path = "/" + str(usage.parent.relative_to(root))
-        if path in ("/docker", "/docker/buildkit"):
+        if path in (f"/{parent}", f"/{parent}/buildkit"):
             continue
         try:
             found[path] = int(usage.read_text()) / 1e9
@@ -203,5 +219,5 @@ def docker_namer():
 
 def sample_forever(ledger: Ledger, every_s: float, running) -> None:
     while running():
-        ledger.add_sample(time.monotonic(), read_procs(), read_cgroups())
+        ledger.add_sample(time.monotonic(), read_procs(), read_cgroups(ledger.engine_cgroup))
         time.sleep(every_s)

@@ -50,3 +50,14 @@ def test_a_child_that_ends_between_samples_is_counted_once_through_its_parents_w
     # pytest waited for both: its children time is 3.5 s
     ledger.add_sample(2.0, {1: init, 10: pytest_at(3.5)}, {})
     assert ledger.seconds == {"unit, docs, image and gpu tiers (pytest and its host children)": 3.5}
+
+
+def test_the_samplers_own_time_is_apart_and_the_command_it_waits_for_is_the_commands():
+    init, bench = Proc(1, 0, 0.0, ("init",), "/"), (lambda own, children: Proc(5, 1, own, ("bench/ci_cpu",), "/", children))
+    ledger = Ledger(sampler=5)
+    ledger.add_sample(0.0, {1: init, 5: bench(1.0, 0.0)}, {})
+    ledger.follow(10)
+    ledger.add_sample(1.0, {1: init, 5: bench(1.2, 0.0), 10: Proc(10, 5, 2.0, ("bash", ".ci/run"), "/")}, {})
+    ledger.add_sample(2.0, {1: init, 5: bench(1.3, 2.5)}, {})  # the command ended at 2.5 s; bench waited for it
+    assert {k: round(v, 6) for k, v in ledger.seconds.items()} == {"bench/ci_cpu itself (sampling)": 0.3,
+                                                                   "other host processes of the command": 2.5}
