@@ -20,6 +20,8 @@ TOKEN_MOUNT = "/run/secrets/hf-token"
 # huggingface_hub's settings the fetch honours, passed by name only (values stay out of argv)
 PASSED_BY_NAME = ("HF_TOKEN", "HF_ENDPOINT", "HF_HUB_OFFLINE", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY")
 CONTAINER_HF_HOME = "/tmp/hf-home"
+# compose.yaml's image variable: where it is set, the fetch runs the image the server will run
+ENV_IMAGE = "VLLM_TURING_IMAGE"
 
 
 def _typed(parse):
@@ -42,8 +44,9 @@ def add_arguments(parser) -> None:
     fetch = sub.add_parser("fetch", help="fetch a Hub model into the models folder, judged and verified",
                            description=__doc__.split("\n\n")[0])
     fetch.add_argument("model", type=model_reference, metavar="REPO[@REVISION]")
-    fetch.add_argument("--image", type=flags.image_reference, default=DEFAULT_IMAGE,
-                       help="image whose fetch runs (default: %(default)s)")
+    fetch.add_argument("--image", type=flags.image_reference, default=os.environ.get(ENV_IMAGE) or DEFAULT_IMAGE,
+                       help=f"image whose fetch runs (default: ${ENV_IMAGE}, the image compose.yaml runs, else "
+                            f"{DEFAULT_IMAGE})")
     fetch.add_argument("--model-dir", type=flags.host_directory, default=DEFAULT_MODEL_DIR,
                        help="host models folder, mounted at /models as the units mount it (default: %(default)s)")
     fetch.add_argument("--name", type=folder_name, help="folder under --model-dir (default: the repository's name)")

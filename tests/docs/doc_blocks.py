@@ -3,7 +3,7 @@ in a shell block, and the checks a marked block gets (docs/README.md describes t
 
     <!-- docs-tier: run image; vllm-turing:0.33.0 => {image}; /srv/models/gemma-4-E2B-it => {e2b} -->
     <!-- docs-tier: run tmp -->
-    <!-- docs-tier: check gpu -->          (or cluster, registry, host, long; `elsewhere=gcloud`)
+    <!-- docs-tier: check gpu -->          (or cluster, registry, host, long; `elsewhere=gcloud`; `mirror`)
     <!-- docs-tier: env-file -->
 
 Every problem is returned as one line naming the file, the line and what is wrong; nothing here
@@ -47,6 +47,7 @@ class Marker:
     where: str  # run: image | tmp | vehicle; check: gpu | cluster | registry | host | long
     substitutions: tuple[tuple[str, str], ...] = ()
     elsewhere: frozenset = frozenset()  # programs not on this host, named in a check marker
+    mirror: bool = False  # its `build.py model fetch` lines run in the image tier against a local Hub mirror
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,8 @@ class Block:
 
 
 def parse_marker(text: str) -> Marker:
-    """`run WHERE; OLD => NEW; ...`, `check WHY [elsewhere=a,b]` or `env-file`; ValueError says why not."""
+    """`run WHERE; OLD => NEW; ...`, `check WHY [elsewhere=a,b] [mirror]; OLD => NEW; ...` or `env-file`;
+    ValueError says why not."""
     head, *subs = [part.strip() for part in text.split(";")]
     words = head.split()
     if words == ["env-file"]:
@@ -80,11 +82,14 @@ def parse_marker(text: str) -> Marker:
     allowed = RUN_WHERE if kind == "run" else CHECK_WHY
     if where not in allowed:
         raise ValueError(f"{kind} {where}: expected one of {', '.join(sorted(allowed))}")
-    elsewhere = set()
+    elsewhere, mirror = set(), False
     for option in options:
         name, _, value = option.partition("=")
+        if option == "mirror" and kind == "check":
+            mirror = True
+            continue
         if name != "elsewhere" or not value:
-            raise ValueError(f"unknown option {option!r} (only elsewhere=PROGRAM,...)")
+            raise ValueError(f"unknown option {option!r} (only elsewhere=PROGRAM,... and, in a check marker, mirror)")
         elsewhere.update(value.split(","))
     pairs = []
     for sub in subs:
@@ -92,7 +97,7 @@ def parse_marker(text: str) -> Marker:
         if not arrow or not old.strip():
             raise ValueError(f"substitution {sub!r}: write OLD => NEW")
         pairs.append((old.strip(), new.strip()))
-    return Marker(kind, where, tuple(pairs), frozenset(elsewhere))
+    return Marker(kind, where, tuple(pairs), frozenset(elsewhere), mirror)
 
 
 def read_blocks(path: Path, text: str | None = None) -> list[Block]:
@@ -376,6 +381,14 @@ def missing_paths(path: Path, text: str | None = None, repo: Path = REPO) -> lis
 def shell_script(block: Block, values: dict[str, str]) -> str:
     """The block as bash runs it in the run tiers: stop at the first failing command."""
     return "set -euo pipefail\n" + substituted(block.body, block.marker, values) + "\n"
+
+
+FETCH = ["python3", "build.py", "model", "fetch"]
+
+
+def fetch_commands(block: Block, values: dict[str, str]) -> list[list[str]]:
+    """The `build.py model fetch` commands of a block, its substitutions made."""
+    return [words for words in commands(substituted(block.body, block.marker, values)) if words[:4] == FETCH]
 
 
 def marked(blocks: list[Block], kind: str, where: str | None = None) -> list[Block]:

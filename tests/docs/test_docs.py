@@ -172,6 +172,17 @@ def test_substitutions_replace_host_values_with_the_tiers():
     assert json.dumps(block.marker.substitutions)
 
 
+def test_a_mirror_marker_names_the_fetch_lines_the_image_tier_runs_and_only_a_check_takes_it():
+    block = read_blocks(Path("x.md"), "<!-- docs-tier: check gpu mirror; /srv/models => {tmp}/models -->\n```sh\n"
+                                      "python3 build.py\npython3 build.py model fetch org/m@main --model-dir /srv/models "
+                                      "--gpu t4\n```\n")[0]
+    assert block.marker.mirror and block.marker.kind == "check"
+    assert doc_blocks.fetch_commands(block, {"tmp": "/t"}) == \
+        [["python3", "build.py", "model", "fetch", "org/m@main", "--model-dir", "/t/models", "--gpu", "t4"]]
+    with pytest.raises(ValueError, match="mirror"):
+        doc_blocks.parse_marker("run tmp mirror")
+
+
 def registered_parsers(kind: str) -> set[str]:
     """The parser names vLLM 0.33.0 registers (`vllm/tool_parsers` or `vllm/reasoning`), read from
     the pinned release's own files."""

@@ -19,6 +19,7 @@ from tests.image.containers import CPU_ENV, idle_container, run_json, run_to_end
 from tests.image.layers import find_in_image
 from tests.image.test_host_failures_image import AUDIO_REQUESTED, audio_verdict
 from tests.support import gemma4_configs
+from tests.support.docker_bridge import bridge_gateway
 
 # the lines that fail on a GPU-less host: no device nodes, no driver libraries
 DEVICE_LINES = {"devices", "driver"}
@@ -68,12 +69,6 @@ class CredentialedIndex(http.server.ThreadingHTTPServer):
                 pass
 
         super().__init__(address, Handler)
-
-
-def bridge_gateway(client) -> str:
-    """The host's address on Docker's default bridge, which build steps reach (loopback they do not)."""
-    config = client.networks.get("bridge").attrs["IPAM"]["Config"][0]
-    return config.get("Gateway") or config["Subnet"].rsplit(".", 2)[0] + ".0.1"
 
 
 @pytest.fixture(scope="module")

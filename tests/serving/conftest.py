@@ -11,6 +11,7 @@ import pytest
 
 from contract import pins
 from tests.image.conftest import docker_client, require_image  # noqa: F401  (no engine: a failure, as in the image tier)
+from tests.serving import fetched_model
 from tooling import serving_stack
 
 REPORTS = serving_stack.REPO / "reports" / "serving"
@@ -36,10 +37,21 @@ def vehicle(request, docker_client) -> str:
 
 
 @pytest.fixture(scope="session")
-def models_dir(vehicle, tmp_path_factory):
+def fetched(vehicle, docker_client, tmp_path_factory) -> fetched_model.Fetched:
+    """The tiny Gemma 4, fetched by the vehicle's `fetch` from a real Hub mirror (tests/serving/fetched_model.py)."""
     models = tmp_path_factory.mktemp("models")
-    serving_stack.make_tiny_model(vehicle, models)
-    return models
+    try:
+        done = fetched_model.fetch_tiny_model(vehicle, docker_client, models, tmp_path_factory.mktemp("fetch"))
+    except RuntimeError as exc:
+        pytest.fail(f"fetching the tiny model failed: {exc}", pytrace=False)
+    FIGURES["fetch_s"] = round(done.seconds, 1)
+    return done
+
+
+@pytest.fixture(scope="session")
+def models_dir(fetched):
+    """The models folder every server of the tier mounts: the fetched tiny model and its manifest."""
+    return fetched.models_dir
 
 
 @pytest.fixture(scope="session")

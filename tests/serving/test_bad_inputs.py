@@ -15,11 +15,15 @@ def _settings_argv(models: str) -> list[str]:
     return argv
 
 
-def test_a_truncated_safetensors_file_fails_the_preflight_and_the_server_never_starts(vehicle, models_dir, tmp_path):
+def test_a_truncated_safetensors_file_fails_the_preflight_and_the_server_never_starts(vehicle, models_dir, fetched,
+                                                                                     tmp_path):
+    """The session's model is fetched (conftest.py): the model check finds the shard short of the size its
+    fetch manifest records and names the file, the repository and the commit."""
     broken = tmp_path / "models"
     shutil.copytree(models_dir, broken)
     weights = broken / serving_stack.MODEL_NAME / "model.safetensors"
-    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    whole = weights.stat().st_size
+    weights.write_bytes(weights.read_bytes()[: whole // 2])
     stack = serving_stack.Stack(project=f"vllm-turing-serving-bad-{tmp_path.name[-12:].lower()}", image=vehicle,
                                 models_dir=broken, workdir=tmp_path)
     try:
@@ -28,7 +32,8 @@ def test_a_truncated_safetensors_file_fails_the_preflight_and_the_server_never_s
         stack.down()
     out = run.stdout + run.stderr
     assert run.returncode == 1, out[-3000:]
-    assert "model.safetensors is truncated" in out, out[-3000:]
+    assert f"is not the {fetched.repo}@{fetched.commit[:12]} (fetched " in out, out[-3000:]
+    assert f"its fetch manifest lists: model.safetensors is {whole // 2} bytes, the Hub's is {whole}" in out, out[-3000:]
     assert "vllm-turing: exec" not in out, out[-3000:]
 
 

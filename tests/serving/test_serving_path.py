@@ -26,7 +26,9 @@ import pytest
 import requests
 import yaml
 
+from buildtool.model import TOKEN_MOUNT
 from contract.layout import API_KEY_PATH
+from tests.serving import fetched_model
 from tests.serving.conftest import FIGURES
 from tooling import serving_stack, warm_start
 from tests.support.build_py import build_py
@@ -111,7 +113,7 @@ def restarted(served, cold_start, reports_dir) -> Restart:
     return Restart(volumes, files, start)
 
 
-def test_compose_ps_reports_the_service_healthy(served):
+def test_compose_ps_reports_the_service_healthy(served, fetched):
     assert served.ps_health() == "healthy"
     cmdline = subprocess.run(["docker", "exec", served.container(), "cat", "/proc/1/cmdline"],
                              capture_output=True, text=True, check=True).stdout.split("\0")
@@ -121,6 +123,9 @@ def test_compose_ps_reports_the_service_healthy(served):
     assert "vllm-turing: exec " in logs
     for check in ("model", "disk", "memory", "port"):
         assert re.search(rf"\bPASS\s+{check}\s", logs), f"the {check} check did not pass:\n{logs[-3000:]}"
+    # the model was fetched (conftest.py): the check names what its manifest records, every file of its size
+    named = re.escape(f"{fetched.repo}@{fetched.commit[:12]} (fetched ")
+    assert re.search(rf"\bPASS\s+model\s.*{named}.*: its \d+ files of the manifest's sizes", logs), logs[-3000:]
     for check in ("devices", "driver", "torch", "clamp", "fit"):
         assert re.search(rf"\bWARN\s+{check}\s+skipped by SKIP_CHECKS", logs), f"{check}:\n{logs[-3000:]}"
 
@@ -325,20 +330,38 @@ def test_with_api_key_file_v1_answers_401_without_the_key_and_200_with_it(keyed)
     assert requests.get(f"{keyed.url}/metrics", timeout=30).status_code == 200
 
 
-def test_the_key_is_in_no_argv_inspect_output_or_log_but_in_the_servers_environment(keyed):
+def traces(secret: str, sources: dict[str, str]) -> list[str]:
+    """The names of the sources whose text holds `secret`."""
+    return [name for name, text in sources.items() if secret in text]
+
+
+def test_no_secret_is_in_an_argv_inspect_output_log_manifest_or_the_sbom(keyed, fetched, vehicle):
+    """The API key (API_KEY_FILE, for the server) and the Hub token the session's fetch was given (a
+    mounted file HF_TOKEN_PATH names: conftest.py): in no argv, `docker inspect` (Path, Args, Config.Cmd,
+    Config.Env, mounts), log, `docker compose config`, the fetch manifest the server reads, or the SBOM
+    the image ships. The search finds each secret where it is: the key in vLLM's environment, handed
+    over by the entrypoint; the token in its own file."""
     container = keyed.container()
     environ = subprocess.run(["docker", "exec", container, "cat", "/proc/1/environ"],
                              capture_output=True, check=True).stdout.decode().split("\0")
-    # the search finds the key where it is: vLLM's own environment, handed over by the entrypoint
-    assert f"VLLM_API_KEY={API_KEY}" in environ
     cmdline = subprocess.run(["docker", "exec", container, "cat", "/proc/1/cmdline"],
                              capture_output=True, check=True).stdout.decode()
     inspect = subprocess.run(["docker", "inspect", container], capture_output=True, text=True, check=True).stdout
-    config = keyed.compose("config").stdout
-    for where, text in (("/proc/1/cmdline", cmdline), ("docker inspect", inspect), ("logs", keyed.logs()),
-                        ("docker compose config", config)):
-        assert API_KEY not in text, f"the key is in {where}"
+    sources = {"/proc/1/cmdline": cmdline, "docker inspect": inspect, "logs": keyed.logs(),
+               "docker compose config": keyed.compose("config").stdout,
+               "the fetch's docker argv": "\0".join(fetched.argv), "docker inspect of the fetch": fetched.inspect,
+               "the fetch's logs": fetched.logs, "the fetch manifest": fetched.manifest,
+               "the image's SBOM": fetched_model.sbom(vehicle)}
+    assert traces(API_KEY, {**sources, "vLLM's environment": "\0".join(environ)}) == ["vLLM's environment"]
+    assert traces(fetched.token, {**sources, "the token's file": fetched.token_file.read_text()}) == \
+        ["the token's file"]
+    assert f"VLLM_API_KEY={API_KEY}" in environ  # the server was given the key
+    fetch_env = json.loads(fetched.inspect)[0]["Config"]["Env"]
+    assert f"HF_TOKEN_PATH={TOKEN_MOUNT}" in fetch_env and not any(e.startswith("HF_TOKEN=") for e in fetch_env)
+    # each source is the real thing, not an empty text
     assert "python3" in cmdline and "vllm" in inspect and "exec" in keyed.logs()
+    assert "verified; manifest" in fetched.logs and fetched.commit in fetched.manifest
+    assert json.loads(sources["the image's SBOM"])["bomFormat"] == "CycloneDX"
 
 
 def test_the_server_runs_on_a_read_only_root_with_a_tmpfs_tmp(keyed):

@@ -1,6 +1,10 @@
 """A real Hub-compatible server for the fetch's tests: olah (a self-hosted Hugging Face mirror), offline,
 serving git repositories the test makes, whose large files are git LFS objects as the Hub stores them
-(a pointer in git, the content under .git/lfs/objects). huggingface_hub reaches it through HF_ENDPOINT."""
+(a pointer in git, the content under .git/lfs/objects). huggingface_hub reaches it through HF_ENDPOINT.
+
+It listens on the loopback, or on `host` where a container must reach it: the host's address on
+Docker's default bridge (docker_bridge.bridge_gateway), which a container on that bridge reaches and
+no other machine does, so a fetch runs in the image exactly as `build.py model fetch` runs it."""
 from __future__ import annotations
 
 import hashlib
@@ -12,6 +16,7 @@ import sys
 import time
 import urllib.request
 
+from entrypoint.fetch.listing import is_weight_path
 from entrypoint.nccl_probe import free_port
 
 LFS_POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {size}\n"
@@ -42,6 +47,17 @@ class MirrorRepo:
         (self.path / name).write_text(LFS_POINTER.format(oid=oid, size=len(content)))
         return oid
 
+    def put_folder(self, folder: pathlib.Path) -> None:
+        """Every file of a model folder, as the Hub keeps one: weight files in LFS, the rest in git."""
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                name = path.relative_to(folder).as_posix()
+                if is_weight_path(name):
+                    self.put_lfs(name, path.read_bytes())
+                else:
+                    (self.path / name).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(path, self.path / name)
+
     def lfs_object(self, oid: str) -> pathlib.Path:
         return self.path / ".git" / "lfs" / "objects" / oid[:2] / oid[2:4] / oid
 
@@ -52,12 +68,14 @@ class MirrorRepo:
 
 
 class HubMirror:
-    """olah on a free port, offline, serving the repositories under `root`."""
+    """olah on a free port of `host`, offline, serving the repositories under `root`."""
 
-    def __init__(self, root: pathlib.Path):
+    def __init__(self, root: pathlib.Path, host: str = "127.0.0.1"):
         self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        self.host = host
         self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.endpoint = f"http://{host}:{self.port}"
         self.process: subprocess.Popen | None = None
         self.log = root / "olah.log"
 
@@ -65,10 +83,10 @@ class HubMirror:
         return MirrorRepo(self.root / "mirrors", repo_id)
 
     def start(self) -> "HubMirror":
-        netloc = f"127.0.0.1:{self.port}"
+        netloc = f"{self.host}:{self.port}"
         config = self.root / "olah.toml"
         config.write_text(
-            f'[basic]\nhost = "127.0.0.1"\nport = {self.port}\nmirror-netloc = "{netloc}"\n'
+            f'[basic]\nhost = "{self.host}"\nport = {self.port}\nmirror-netloc = "{netloc}"\n'
             f'mirror-lfs-netloc = "{netloc}"\nmirrors-path = ["{self.root / "mirrors"}"]\n'
             f'repos-path = "{self.root / "cache"}"\nmetadata-cache-ttl = 0\n'
             '[accessibility]\noffline = true\n')

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hypothesis import given, strategies as st
 
-from buildtool.model import CONTAINER_HF_HOME, TOKEN_MOUNT, docker_argv, fetch_run
+from buildtool.model import CONTAINER_HF_HOME, ENV_IMAGE, TOKEN_MOUNT, docker_argv, fetch_run
 from buildtool.units.spec import DEFAULT_IMAGE, MODEL_MOUNT
 from tests.support.build_py import build_py
 
@@ -32,6 +32,17 @@ def test_without_a_named_gpu_the_host_gpus_are_given_to_judge_on():
     assert argv[argv.index("--gpus") + 1] == "all"
     assert argv[argv.index(DEFAULT_IMAGE):] == [DEFAULT_IMAGE, "fetch", "org/m@main", "--models-dir", MODEL_MOUNT,
                                                 "--name", "m2"]
+
+
+def test_the_image_is_compose_yamls_image_variable_where_it_is_set_and_image_wins(monkeypatch):
+    monkeypatch.setenv(ENV_IMAGE, "registry.example/vllm-turing:mine")
+    def image(*words):
+        argv = argv_of("org/m", "--gpu", "t4", *words)
+        return argv[argv.index("fetch") - 1]
+    assert image() == "registry.example/vllm-turing:mine"
+    assert image("--image", "other:1") == "other:1"
+    monkeypatch.setenv(ENV_IMAGE, "")
+    assert image() == DEFAULT_IMAGE
 
 
 def test_a_terminal_gets_the_progress_bars_and_a_pipe_does_not(monkeypatch):
