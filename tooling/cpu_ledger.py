@@ -129,6 +129,9 @@ class Ledger:
                 before_self = last.seconds if last is not None else proc.seconds
                 charge(SAMPLER, proc.seconds - before_self)
                 charge(self._root_category(procs), (proc.total - before) - (proc.seconds - before_self))
+            elif self._category[pid] == ENGINE:  # its children are containers and build steps, which their
+                # cgroups count: its own time only
+                charge(ENGINE, proc.seconds - (last.seconds if last is not None else (proc.seconds if first else 0.0)))
             else:
                 charge(self._category[pid], proc.total - before)
         for pid, gone in self._last_proc.items():
@@ -136,12 +139,14 @@ class Ledger:
                 continue
             parent = self._last_proc.get(gone.ppid)
             category = self._category.pop(pid, None)
-            if parent is not None and parent.on_host and (category is not None or not gone.on_host):
+            parent_category = self._category.get(gone.ppid)
+            if (parent is not None and parent.on_host and parent_category != ENGINE
+                    and (category is not None or not gone.on_host)):
                 # its parent's children time now holds its whole time, of which the samples so far charged
                 # its total at the last sample (to it, or to its container): only the rest is new. Charged to
                 # the parent's category, where the parent's growth went.
                 charge(self._root_category(procs) if gone.ppid == self.sampler
-                       else self._category.get(gone.ppid, OTHER_HOST), -gone.total)
+                       else parent_category or OTHER_HOST, -gone.total)
         for path, used in cgroups.items():
             before = self._last_cgroup.get(path, used if first else 0.0)
             ident = container_id(path, self.engine_cgroup)

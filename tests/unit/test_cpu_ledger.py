@@ -61,3 +61,15 @@ def test_the_samplers_own_time_is_apart_and_the_command_it_waits_for_is_the_comm
     ledger.add_sample(2.0, {1: init, 5: bench(1.3, 2.5)}, {})  # the command ended at 2.5 s; bench waited for it
     assert {k: round(v, 6) for k, v in ledger.seconds.items()} == {"bench/ci_cpu itself (sampling)": 0.3,
                                                                    "other host processes of the command": 2.5}
+
+
+def test_the_engines_children_are_its_containers_and_build_steps_counted_by_their_cgroups_not_twice():
+    init, engine = Proc(1, 0, 0.0, ("init",), "/"), (lambda own, children: Proc(5, 1, own, ("dockerd",), "/", children))
+    step = lambda used: Proc(40, 5, used, ("/bin/sh", "-c", "python3 -m patches.fitcheck.image_passes"), "/docker/buildkit/s1")
+    ledger = Ledger()
+    ledger.add_sample(0.0, {1: init, 5: engine(10.0, 0.0)}, {})
+    ledger.add_sample(1.0, {1: init, 5: engine(10.5, 0.0), 40: step(1.0)}, {"/docker/buildkit/s1": 300.0})
+    # the step's shell ends; it had waited for the compile workers: the engine reaps 700 s of children
+    ledger.add_sample(2.0, {1: init, 5: engine(10.7, 700.0)}, {"/docker/buildkit/s1": 700.0})
+    assert {k: round(v, 6) for k, v in ledger.seconds.items()} == {"Docker engine (dockerd, containerd, their shims and "
+                                                                   "proxies)": 0.7, BUILD_STEPS: 700.0}
