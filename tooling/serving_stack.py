@@ -51,15 +51,23 @@ def read_env_file(path: Path = ENV_FILE) -> dict[str, str]:
     return pairs
 
 
+def mount_target(volume) -> str:
+    """Where a compose service's volume entry (short "source:target[:mode]" or long syntax) mounts."""
+    if isinstance(volume, dict):
+        return volume.get("target", "")
+    return volume.split(":")[1] if ":" in volume else volume
+
+
 def override_text(compose: dict, environment: dict[str, str], service_lines: tuple[str, ...] = (),
-                  name: str = SERVICE) -> str:
+                  name: str = SERVICE, unmounted: tuple[str, ...] = ()) -> str:
     """The test override of the shipped service (or the rendered service `name`): no device nodes, no
     driver library mounts and no memlock limit (containers here cannot raise RLIMIT_MEMLOCK:
     CAP_SYS_RESOURCE is withheld), plus the user's settings. Everything else (env file, other
-    volumes, port, healthcheck, restart, stop grace, shm size) stays as shipped."""
+    volumes, port, healthcheck, restart, stop grace, shm size) stays as shipped, but the volumes
+    mounted at `unmounted` (a case that mounts something else there in its service_lines)."""
     service = compose["services"][name]
     kept = [v for v in service.get("volumes", [])
-            if not (isinstance(v, dict) and v.get("target", "").startswith(DRIVER_LIBRARY_DIR))]
+            if not mount_target(v).startswith(DRIVER_LIBRARY_DIR) and mount_target(v) not in unmounted]
     ulimits = {k: v for k, v in (service.get("ulimits") or {}).items() if k != "memlock"}
     return "\n".join([
         "services:",
@@ -187,11 +195,12 @@ class Stack:
     settings: dict = field(default_factory=lambda: dict(CPU_SETTINGS))
     compose_file: Path = COMPOSE_FILE  # the shipped file, or one `build.py units` rendered
     service_lines: tuple[str, ...] = ()  # more of the test override's service keys, one YAML line each
+    unmounted: tuple[str, ...] = ()  # targets of shipped volumes the override drops (service_lines remount them)
 
     def __post_init__(self):
         self.override = self.workdir / "compose.cpu-override.yaml"
         self.override.write_text(override_text(yaml.safe_load(self.compose_file.read_text()), self.settings,
-                                               self.service_lines))
+                                               self.service_lines, unmounted=self.unmounted))
 
     @property
     def url(self) -> str:

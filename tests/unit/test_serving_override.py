@@ -59,3 +59,11 @@ def test_the_parsers_of_the_served_stack_are_the_shipped_env_files():
     env = serving_stack.read_env_file()
     assert env["TOOL_CALL_PARSER"] == "gemma4" and env["REASONING_PARSER"] == "gemma4"
     assert not {"TOOL_CALL_PARSER", "REASONING_PARSER"} & set(serving_stack.CPU_SETTINGS)
+
+
+def test_a_case_can_take_one_shipped_volume_away_to_mount_something_else_there():
+    cache_root = SHIPPED["environment"]["VLLM_CACHE_ROOT"]
+    text = serving_stack.override_text({"services": {serving_stack.SERVICE: SHIPPED}}, serving_stack.CPU_SETTINGS,
+                                       unmounted=(cache_root,))
+    _, kept = yaml.load(text, Loader=TaggedLoader)["services"][serving_stack.SERVICE]["volumes"]
+    assert [serving_stack.mount_target(v) for v in override()["volumes"][1] if v not in kept] == [cache_root]

@@ -79,6 +79,18 @@ def test_the_committed_units_give_the_server_the_settings_default_grace():
     assert parse_settings({**BASE, **env_file}).stop_grace_s == STOP_GRACE_S
 
 
+def test_the_committed_units_restart_a_server_that_exits_non_zero():
+    """What the fault suite measures only for compose (no systemd or cluster on the CI machines): a server
+    whose engine died exits 3 (entrypoint/graceful_stop.py), and each unit starts it again."""
+    compose = yaml.safe_load((REPO / "compose.yaml").read_text())["services"]["vllm"]
+    assert compose["restart"] == "unless-stopped"
+    service = parse_unit((REPO / "quadlet/vllm-turing.container").read_text())["Service"]
+    assert service["Restart"] == ["on-failure"]  # systemd restarts on any exit code but 0
+    docs = list(yaml.safe_load_all((REPO / "kubernetes/base/vllm-turing.yaml").read_text()))
+    pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert pod.get("restartPolicy", "Always") == "Always"  # a Deployment's pods admit no other
+
+
 def rendered_graces(out) -> set[int]:
     """(compose's and Quadlet's graces of every server, Kubernetes' pod grace) as rendered in `out`; the
     one-shot fetch units are not servers."""
