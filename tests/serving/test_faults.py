@@ -20,6 +20,8 @@ metrics, Docker's events and health, the clients' streams), never on sleeps."""
 import dataclasses
 import json
 import os
+import select
+import subprocess
 import threading
 import time
 
@@ -123,6 +125,28 @@ def in_container(container: str, code: str) -> str:
     """Runs Python in the container as its own user (every capability is dropped: that user can
     signal the server's processes, root could not)."""
     return serving_stack.run(["docker", "exec", container, "python3", "-c", code], timeout=60).stdout
+
+
+def kill_in_container(container: str, pid: int, timeout_s: float = 120) -> float:
+    """SIGKILL to `pid` from inside the container, as its own user; returns the kill's time (read beside
+    it: the container's clock is this kernel's). The time is printed and flushed before the kill: the
+    server exits when its engine dies and can take the exec'd process down with it before that prints,
+    and a `docker exec` whose container exits under it can hang (it did at load average 17), so only its
+    line is waited on, and the client is ended if it lingers."""
+    proc = subprocess.Popen(["docker", "exec", container, "python3", "-c",
+                             f"import os, signal, time; print(time.time(), flush=True); os.kill({pid}, signal.SIGKILL)"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        readable, _, _ = select.select([proc.stdout], [], [], timeout_s)
+        line = proc.stdout.readline() if readable else ""
+        assert line.strip(), f"docker exec printed no kill time within {timeout_s:.0f} s"
+        return float(line)
+    finally:
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def pid_of(container: str, name: str) -> int:
@@ -258,9 +282,7 @@ def test_an_engine_killed_takes_the_container_down_and_the_restart_policy_brings
     engine = pid_of(container, ENGINE_CORE)
     watch = HealthWatch(stack.url)
     assert "ended" not in records[0], records[0].get("ended")  # still streaming when the engine dies
-    # the death's own time, read beside the kill (the same clock: one kernel), not the exec's start
-    killed = float(in_container(container, f"import os, signal, time; os.kill({engine}, signal.SIGKILL); "
-                                           "print(time.time())"))
+    killed = kill_in_container(container, engine)  # the death's own time, not the exec's start
     died = wait(lambda: die_events(container, killed), 60, "the container did not exit after its engine died")
     samples = watch.stop()
     clients[0].join(120)
