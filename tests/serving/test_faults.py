@@ -20,6 +20,8 @@ metrics, Docker's events and health, the clients' streams), never on sleeps."""
 import dataclasses
 import json
 import os
+import select
+import subprocess
 import threading
 import time
 
@@ -37,7 +39,11 @@ HEALTHY_WITHIN_S = 900
 ABANDONING = 16
 HEALTH_AFTER_DEATH_S = 2.0
 EXIT_AFTER_DEATH_S = 10.0
-LONG = 4000  # tokens: a stream that runs for minutes here unless something ends it
+# Tokens of a stream that must still run when a fault comes: the tiny model's whole context (its
+# max_position_embeddings, this module's MAX_MODEL_LEN), less the prompt. Compiled, the server
+# generated 4000 in the few seconds between a stream's first chunks and the engine's kill.
+CONTEXT = 32768
+LONG = CONTEXT - 768
 ENGINE_CORE = "VLLM::EngineCor"  # the engine core's process name (comm, 15 characters)
 TRITON_CACHE = "/opt/vllm-turing/triton-cache"  # compose.yaml's TRITON_CACHE_DIR, a volume of its own
 CUT_SO = f"{TRITON_CACHE}/cut-by-the-fault-suite/main.so"  # where Triton keeps its launchers' main.so
@@ -48,7 +54,8 @@ WARMED = "Warming up done."
 @pytest.fixture(scope="module")
 def project(vehicle, models_dir, tmp_path_factory):
     s = serving_stack.Stack(project=f"vllm-turing-faults-{os.getpid()}", image=vehicle, models_dir=models_dir,
-                            workdir=tmp_path_factory.mktemp("faults"), settings=dict(warm_start.COMPILE_SETTINGS))
+                            workdir=tmp_path_factory.mktemp("faults"),
+                            settings={**warm_start.COMPILE_SETTINGS, "MAX_MODEL_LEN": str(CONTEXT)})
     try:
         yield s
     finally:
@@ -118,6 +125,28 @@ def in_container(container: str, code: str) -> str:
     """Runs Python in the container as its own user (every capability is dropped: that user can
     signal the server's processes, root could not)."""
     return serving_stack.run(["docker", "exec", container, "python3", "-c", code], timeout=60).stdout
+
+
+def kill_in_container(container: str, pid: int, timeout_s: float = 120) -> float:
+    """SIGKILL to `pid` from inside the container, as its own user; returns the kill's time (read beside
+    it: the container's clock is this kernel's). The time is printed and flushed before the kill: the
+    server exits when its engine dies and can take the exec'd process down with it before that prints,
+    and a `docker exec` whose container exits under it can hang (it did at load average 17), so only its
+    line is waited on, and the client is ended if it lingers."""
+    proc = subprocess.Popen(["docker", "exec", container, "python3", "-c",
+                             f"import os, signal, time; print(time.time(), flush=True); os.kill({pid}, signal.SIGKILL)"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        readable, _, _ = select.select([proc.stdout], [], [], timeout_s)
+        line = proc.stdout.readline() if readable else ""
+        assert line.strip(), f"docker exec printed no kill time within {timeout_s:.0f} s"
+        return float(line)
+    finally:
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def pid_of(container: str, name: str) -> int:
@@ -252,9 +281,8 @@ def test_an_engine_killed_takes_the_container_down_and_the_restart_policy_brings
     records, clients = open_streams(stack.url, model, 1)
     engine = pid_of(container, ENGINE_CORE)
     watch = HealthWatch(stack.url)
-    # the death's own time, read beside the kill (the same clock: one kernel), not the exec's start
-    killed = float(in_container(container, f"import os, signal, time; os.kill({engine}, signal.SIGKILL); "
-                                           "print(time.time())"))
+    assert "ended" not in records[0], records[0].get("ended")  # still streaming when the engine dies
+    killed = kill_in_container(container, engine)  # the death's own time, not the exec's start
     died = wait(lambda: die_events(container, killed), 60, "the container did not exit after its engine died")
     samples = watch.stop()
     clients[0].join(120)
@@ -277,6 +305,7 @@ def test_an_engine_killed_takes_the_container_down_and_the_restart_policy_brings
 
 
 def test_a_kill_while_busy_with_a_cut_cache_file_heals_at_the_next_start(stack, model):
+    stack.wait_healthy(HEALTHY_WITHIN_S)  # the last start became healthy: its compile cache is left alone
     container = stack.container()
     # A compiled kernel cut short, as a full disk or an interrupted copy leaves it: the head of a real
     # shared library, its headers pointing far past the end.
