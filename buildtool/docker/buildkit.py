@@ -62,9 +62,27 @@ def build_environment(req: BuildRequest, base: dict | None = None) -> dict:
     return env
 
 
+# BuildKit loses the session with its client now and then after a long step (moby/buildkit#6422,
+# docker/buildx#456): a later step that reads a secret or the context then fails with this. Seen here
+# after a 29-minute fit step on a host at load 12. The steps that finished are in the build cache.
+SESSION_LOST = "no active session for"
+
+
 def build(req: BuildRequest, view: ProgressView | None = None) -> str:
-    """Runs the build and returns the image ID; a failure raises with the step's last line."""
+    """Runs the build and returns the image ID; a failure raises with the step's last line. A build
+    whose session BuildKit lost is run once more: its finished steps come from the cache."""
     view = view or ProgressView()
+    try:
+        return _build_once(req, view)
+    except BuildError as error:
+        if SESSION_LOST not in str(error):
+            raise
+        print(f"BuildKit lost its session with the client ({error}): building again, the finished steps "
+              "come from the cache", file=view.status.stream, flush=True)
+        return _build_once(req, ProgressView(view.status.stream, view.status.live))
+
+
+def _build_once(req: BuildRequest, view: ProgressView) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         iidfile = Path(tmp) / "iid"
         argv = buildx_argv(req, iidfile)

@@ -90,3 +90,8 @@ def test_progress_is_plain_lines_when_not_a_terminal():
     lines = stream.getvalue().splitlines()
     assert "\r" not in stream.getvalue()
     assert [line.split("last: ")[1] for line in lines] == ["503 still loading", "200 ready"]
+
+
+def test_a_last_poll_that_ends_past_the_timeout_names_the_timeout_not_the_clock():
+    late = decide("503", True, elapsed_s=6.4, timeout_s=5.0, connect_grace_s=2.0, url="http://127.0.0.1:8000")
+    assert late.message.startswith("not ready after 5 s (last answer: 503)"), late.message
