@@ -62,9 +62,9 @@ def build_environment(req: BuildRequest, base: dict | None = None) -> dict:
     return env
 
 
-# BuildKit loses the session with its client now and then after a long step (moby/buildkit#6422,
-# docker/buildx#456): a later step that reads a secret or the context then fails with this. Seen here
-# after a 29-minute fit step on a host at load 12. The steps that finished are in the build cache.
+# BuildKit loses the session with its client now and then after a long step (a known BuildKit fault,
+# open upstream): a later step that reads a secret or the context then fails with this. Seen here after
+# a 29-minute fit step on a host at load 12. The steps that finished are in the build cache.
 SESSION_LOST = "no active session for"
 
 
