@@ -123,17 +123,15 @@ class Ledger:
             if pid not in self._category:
                 self._category[pid] = host_category(pid, procs, self.root)
             # a process new since the last sample: all its time (and its waited-for children's) is this interval's
-            last = self._last_proc.get(pid)
-            before = last.total if last is not None else (proc.total if first else 0.0)
+            last = self._last_proc.get(pid, proc if first else Proc(pid, proc.ppid, 0.0, (), "/"))
+            own, children = proc.seconds - last.seconds, proc.children_seconds - last.children_seconds
             if pid == self.sampler:  # its own work apart; the command it waits for, the command's
-                before_self = last.seconds if last is not None else proc.seconds
-                charge(SAMPLER, proc.seconds - before_self)
-                charge(self._root_category(procs), (proc.total - before) - (proc.seconds - before_self))
+                charge(SAMPLER, own)
+                charge(self._root_category(procs), children)
             elif self._category[pid] == ENGINE:  # its children are containers and build steps, which their
-                # cgroups count: its own time only
-                charge(ENGINE, proc.seconds - (last.seconds if last is not None else (proc.seconds if first else 0.0)))
+                charge(ENGINE, own)              # cgroups count: its own time only
             else:
-                charge(self._category[pid], proc.total - before)
+                charge(self._category[pid], own + children)
         for pid, gone in self._last_proc.items():
             if pid in procs:
                 continue
