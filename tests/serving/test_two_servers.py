@@ -6,9 +6,9 @@ evaluates monitoring/rules.yml, and the recorded queue of the chat server fills 
 more requests than its MAX_NUM_SEQS. The alert itself waits 5 minutes (`for: 5m`): promtool's unit
 tests prove it fires on such a queue (tests/unit/test_monitoring.py).
 """
+import contextlib
 import shutil
 import subprocess
-import threading
 import time
 import uuid
 
@@ -18,10 +18,14 @@ import yaml
 
 from tooling import serving_stack
 
-# The chat server runs one request at a time, so a burst waits in its queue.
+# The chat server runs one request at a time, so a burst waits in its queue: 12 streams of 1000
+# tokens keep it above 0 for minutes even at an idle host's speed (80 tokens/s), so the scrapes,
+# which a loaded host can make late, have many chances to see it.
 ENV_FILES = {"chat": {"MAX_NUM_SEQS": "1", "MAX_MODEL_LEN": "1024"}, "embed": {"MAX_MODEL_LEN": "512"}}
 HEALTHY_WITHIN_S = 900  # two cold starts side by side on a loaded 2-core host
-BURST = 6
+BURST = 12
+BURST_TOKENS = 1000
+SCRAPE = "5s"   # its timeout too: a 1 s scrape of /metrics times out while the host is loaded
 
 
 def wait(check, timeout: float, what: str):
@@ -70,7 +74,7 @@ def prometheus(two_servers, tmp_path_factory):
         pytest.fail("no prometheus on PATH: run scripts/install-test-host.sh", pytrace=False)
     work, _, ports = two_servers
     config = yaml.safe_load((work / "monitoring" / "prometheus.yml").read_text())
-    config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+    config["global"] = {"scrape_interval": SCRAPE, "scrape_timeout": SCRAPE, "evaluation_interval": SCRAPE}
     config["rule_files"] = [str(work / "monitoring" / "rules.yml")]
     config["scrape_configs"][0]["static_configs"] = [{"targets": [f"127.0.0.1:{port}" for port in ports.values()]}]
     data = tmp_path_factory.mktemp("prometheus")
@@ -103,15 +107,15 @@ def test_prometheus_scrapes_both_servers(prometheus):
 
 
 def test_the_recorded_queue_fills_when_a_burst_outruns_max_num_seqs(two_servers, prometheus):
+    """The burst's streams are open (their headers come back at once, queued or not) until the queue
+    is seen, then closed: vLLM aborts a request whose client went away."""
     _, _, ports = two_servers
     url = f"http://127.0.0.1:{ports['chat']}/v1/completions"
-    body = {"model": "chat", "prompt": "Count slowly:", "max_tokens": 256, "ignore_eos": True}
-    burst = [threading.Thread(target=requests.post, args=(url,), kwargs={"json": body, "timeout": 600}, daemon=True)
-             for _ in range(BURST)]
-    for thread in burst:
-        thread.start()
-    waiting = wait(lambda: [s for s in query(prometheus, 'vllm_turing:requests_waiting:sum{model_name="chat"} > 0')],
-                   300, "the chat server's recorded queue above 0")
+    body = {"model": "chat", "prompt": "Count slowly:", "max_tokens": BURST_TOKENS, "ignore_eos": True, "stream": True}
+    with contextlib.ExitStack() as streams:
+        for _ in range(BURST):
+            stream = streams.enter_context(requests.post(url, json=body, stream=True, timeout=600))
+            assert stream.status_code == 200, stream.text
+        waiting = wait(lambda: query(prometheus, 'vllm_turing:requests_waiting:sum{model_name="chat"} > 0'),
+                       300, "the chat server's recorded queue above 0")
     assert float(waiting[0]["value"][1]) >= 1
-    for thread in burst:
-        thread.join(timeout=600)

@@ -8,7 +8,10 @@ invalid UTF-8 or JSON of the wrong types, or close mid-body.
         EndpointClient(server.url).get("/v1/models", deadline_s=2)
 
 `server.behaviour` may be replaced between requests; `server.requests` lists the raw request heads
-received (to show what the client sent, e.g. its Authorization header)."""
+received (to show what the client sent, e.g. its Authorization header).
+
+"For ever" ends after HOLD_S: a client that lacks its deadline then fails its test's bound on time
+(deadline + tests/support/slack.py's slack, far less) instead of hanging the run."""
 from __future__ import annotations
 
 import contextlib
@@ -16,10 +19,14 @@ import json
 import socket
 import ssl
 import threading
+import time
 from dataclasses import dataclass
+
+from tests.support.slack import SCHEDULING_SLACK_S
 
 CLOSE, HANG, REPEAT = "close", "hang", "repeat"
 GiB = 1024 ** 3
+HOLD_S = 4 * SCHEDULING_SLACK_S
 
 
 @dataclass(frozen=True)
@@ -152,12 +159,13 @@ class HostileServer:
                 if self._stop.wait(delay):
                     return
                 connection.sendall(data)
+            held_until = time.monotonic() + HOLD_S
             if behaviour.then == REPEAT and behaviour.pieces:
                 delay, data = behaviour.pieces[-1]
-                while not self._stop.wait(delay):
+                while not self._stop.wait(delay) and time.monotonic() < held_until:
                     connection.sendall(data)
             elif behaviour.then == HANG:
-                self._stop.wait()
+                self._stop.wait(HOLD_S)
         except OSError:
             pass    # the client closed the connection: what a client ending at its deadline does
         finally:

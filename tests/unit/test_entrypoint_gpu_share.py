@@ -13,6 +13,7 @@ from entrypoint.checks.memory import GpuMemory, check_memory, judge_gpu_share, r
 from tests.support.entrypoint_cli import run_entrypoint
 from tests.support.model_files import write_model_dir
 from tests.support.standin_driver import build_standin_driver
+from tests.support.slack import SCHEDULING_SLACK_S
 from tooling.serving_stack import free_port
 
 GIB = 2**30
@@ -25,10 +26,10 @@ def neighbour_nvml(tmp_path_factory):
     return build_standin_driver(tmp_path_factory.mktemp("nvml"), gpu_total=15 * GIB, others_used=8 * GIB)
 
 
-def test_nvml_reports_the_card_and_the_neighbour_in_well_under_a_second(neighbour_nvml):
+def test_nvml_reports_the_card_and_the_neighbour_without_waiting_for_a_timeout(neighbour_nvml):
     started = time.monotonic()
     cards = read_gpu_memory(1, str(neighbour_nvml / "libnvidia-ml.so.1"))
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < SCHEDULING_SLACK_S
     assert cards == (GpuMemory(0, 15 * GIB, 7 * GIB, ((4242, 8 * GIB),)),)
 
 
