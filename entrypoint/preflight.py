@@ -177,10 +177,10 @@ def resolve_models(settings: Settings, env: Mapping[str, str] | None = None, ext
 
 def disk_targets(settings: Settings) -> list[disk.Target]:
     """The paths measured, each marked as the cache check judges an unwritable one (cache_writes)."""
-    return [disk.Target("HF cache", settings.hf_hub_cache, disk.NEED_HF_CACHE, must_write=False),
-            disk.Target("TMPDIR", settings.tmpdir, disk.NEED_TMPDIR),
-            disk.Target("Triton cache", settings.triton_cache_dir, disk.NEED_TRITON_CACHE),
-            disk.Target("vLLM cache", settings.vllm_cache_root, disk.NEED_VLLM_CACHE)]
+    return [disk.Target("HF cache", settings.hf_hub_cache, disk.NEED_HF_CACHE, must_write=False, setting="HF_HUB_CACHE"),
+            disk.Target("TMPDIR", settings.tmpdir, disk.NEED_TMPDIR, setting="TMPDIR"),
+            disk.Target("Triton cache", settings.triton_cache_dir, disk.NEED_TRITON_CACHE, setting="TRITON_CACHE_DIR"),
+            disk.Target("vLLM cache", settings.vllm_cache_root, disk.NEED_VLLM_CACHE, setting="VLLM_CACHE_ROOT")]
 
 
 def cache_writes(settings: Settings, extras: Extras) -> tuple[cache.Written, ...]:

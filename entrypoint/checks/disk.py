@@ -25,7 +25,6 @@ NEED_HF_CACHE = 1 * GIB
 NEED_TMPDIR = 1 * GIB
 NEED_TRITON_CACHE = 1 * GIB
 NEED_VLLM_CACHE = 2 * GIB
-MAKE_ROOM = "free space there or point the variable at a larger volume"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +33,15 @@ class Target:
     path: str
     need: int
     must_write: bool = True  # False: a cache the server keeps but can run without (it recompiles)
+    setting: str = ""        # the variable that moves it (VLLM_CACHE_ROOT); "" for a mount only
+
+
+def make_room(members: list[Target]) -> str:
+    """The fix for a filesystem short of space: the variables that would move its paths elsewhere."""
+    settings = [member.setting for member in members if member.setting]
+    if not settings:
+        return "free space there or mount a larger volume there"
+    return f"free space there or point {' or '.join(settings)} at a larger volume"
 
 
 def existing_ancestor(path: str) -> str:
@@ -70,10 +78,10 @@ def check_disk(targets: list[Target]) -> Result:
             findings.append(read_only(members, names))
         elif free < need:
             findings.append(Result(NAME, Status.FAIL, f"{names}: {gib(free)} free on that filesystem, need {gib(need)}",
-                                   MAKE_ROOM))
+                                   make_room(members)))
         elif free < 2 * need:
             findings.append(Result(NAME, Status.WARN, f"{names}: only {gib(free)} free on that filesystem "
-                                                      f"(need {gib(need)})", MAKE_ROOM))
+                                                      f"(need {gib(need)})", make_room(members)))
         else:
             findings.append(passed(NAME, f"{names}: {gib(free)} free"))
     status = worst(findings)

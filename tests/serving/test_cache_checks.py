@@ -13,7 +13,7 @@ import time
 import pytest
 import yaml
 
-from entrypoint.checks import cache, disk
+from entrypoint.checks import cache
 from tests.serving.conftest import FIGURES
 from tooling import serving_stack
 
@@ -56,7 +56,8 @@ CACHE_TMPFS = {
     "noexec": (f"{CACHE_ROOT}:size=8g,mode=1777", "cache",
                f"VLLM_CACHE_ROOT {CACHE_ROOT} is on {CACHE_ROOT} (tmpfs), mounted noexec", cache.NOEXEC_FIX),
     "too small": (f"{CACHE_ROOT}:exec,size=64m,mode=1777", "disk",
-                  f"vLLM cache {CACHE_ROOT}: 0.06 GiB free on that filesystem, need 2.00 GiB", disk.MAKE_ROOM),
+                  f"vLLM cache {CACHE_ROOT}: 0.06 GiB free on that filesystem, need 2.00 GiB",
+                  "free space there or point VLLM_CACHE_ROOT at a larger volume"),
 }
 
 

@@ -37,6 +37,15 @@ def test_needs_of_paths_on_one_filesystem_add_up(small_fs):
     assert result.status is Status.FAIL and "Triton cache" in result.message and "vLLM cache" in result.message
 
 
+def test_the_fix_names_the_variables_that_move_the_paths_or_a_mount(small_fs):
+    caches = [Target("Triton cache", str(small_fs / "triton"), 40 * MIB, setting="TRITON_CACHE_DIR"),
+              Target("vLLM cache", str(small_fs / "vllm"), 40 * MIB, setting="VLLM_CACHE_ROOT")]
+    assert check_disk(caches).fix == "free space there or point TRITON_CACHE_DIR or VLLM_CACHE_ROOT at a larger volume"
+    assert check_disk(caches[1:]).fix == "free space there or point VLLM_CACHE_ROOT at a larger volume"   # a warning
+    assert check_disk([Target("models folder", str(small_fs), 100 * MIB)]).fix == (
+        "free space there or mount a larger volume there")
+
+
 def test_disk_passes_with_room_and_counts_filesystems(tmp_path, small_fs):
     result = check_disk([Target("HF cache", str(tmp_path / "a" / "b"), MIB), Target("TMPDIR", str(small_fs), MIB)])
     assert result.status is Status.PASS and "2 filesystem(s)" in result.message
