@@ -318,6 +318,25 @@ class OneLineParser(argparse.ArgumentParser):
             return value
         return super()._get_values(action, arg_strings)
 
+    def parse_known_args(self, args=None, namespace=None):
+        # argparse types the positionals before it reports an option it does not know, so
+        # `model fetch --from DIR org/m` was refused as "REPO 'DIR' is not a Hub id": the option
+        # the user got wrong is named first (a parser with subcommands leaves their options to them)
+        if args is not None and not any(isinstance(action, argparse._SubParsersAction) for action in self._actions):
+            if (unknown := self._unknown_option(args)) is not None:
+                self.error(f"unrecognized arguments: {unknown}")
+        return super().parse_known_args(args, namespace)
+
+    def _unknown_option(self, args) -> str | None:
+        """The first argument that reads as an option of none of this parser's actions."""
+        for arg in args:
+            if arg == "--":
+                return None
+            found = self._parse_optional(arg)   # (action, ...) before Python 3.12, a list of them since
+            if found is not None and all(match[0] is None for match in (found if isinstance(found, list) else [found])):
+                return arg.split("=", 1)[0]
+        return None
+
     def error(self, message: str):
         raise UsageError(one_line(f"{self.prog}: {message}; see `{self.prog} --help`"))
 

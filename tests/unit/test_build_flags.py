@@ -143,3 +143,18 @@ def test_a_typed_flag_parser_refuses_with_argparses_error_type():
                         (flags.node_label, "a"), (flags.kubernetes_name, "A"), (flags.bind_address, "fe80::1%eth0")):
         with pytest.raises(argparse.ArgumentTypeError):
             parse(text)
+
+
+
+# Every subcommand (model's through its one action), and options none of them has (no flag begins "--zz").
+COMMANDS = ["build", "base", "verify", "units", "vehicle", "smoke", "lock", "audit", "model fetch"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@settings(max_examples=15)
+@given(option=st.from_regex(r"--zz[a-z-]{0,12}", fullmatch=True), positional=values)
+@example(option="--from", positional="/nonexistent").via("found: `model fetch` typed REPO before naming --from")
+def test_an_option_the_command_lacks_is_named_before_any_value_is_typed(command, option, positional):
+    argv = command.split() + [option] + (["--", positional] if positional.startswith("-") else [positional])
+    _, refusal = parse(argv)
+    assert refusal is not None and f"unrecognized arguments: {option}" in refusal and "\n" not in refusal, refusal
