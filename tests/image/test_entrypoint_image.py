@@ -127,11 +127,11 @@ def test_server_is_exec_d_as_pid_1_and_receives_docker_stops_sigterm(docker_clie
         # the server sees none of the entrypoint's own settings, and the image's fit table under the new name
         assert not (set(ENTRYPOINT_ONLY) | set(DEPRECATED_ENV_NAMES)) & set(started["env"])
         assert started["env"][ENV_FIT_TABLE] == FIT_TABLE
-        stop_began = time.monotonic()
         container.stop(timeout=20)
-        assert time.monotonic() - stop_began < 10  # stopped by its SIGTERM handler, not killed after the timeout
         assert json.loads(record.read_text().splitlines()[-1]) == {"signal": "SIGTERM", "pid": 1}
         container.reload()
+        # stopped by its SIGTERM handler: a kill after the timeout would read 137 (no bound on the
+        # clock here, which a loaded host would stretch)
         assert container.attrs["State"]["ExitCode"] == 0
         logs = container.logs(stderr=False).decode()
         assert "exec python3 -m vllm.entrypoints.openai.api_server --model /models/e2b" in logs and "PASS  env" in logs
