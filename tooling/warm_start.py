@@ -62,14 +62,20 @@ def inductor_files(stack: serving_stack.Stack) -> dict[str, tuple[int, str]]:
     a second container of the same image that mounts the volume read-only."""
     root, volume = cache_root_and_volume(stack)
     root = INDUCTOR_CACHE.removeprefix(root)
-    done = serving_stack.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "sh",
-                              "-v", f"{volume}:/volume:ro", stack.image, "-c",
-                              f"cd /volume{root} 2>/dev/null && find . -type f -printf '%s %T@ %p\\n' || true"])
+    listing = read_volume(stack.image, volume, "sh", "-c",
+                          f"cd /volume{root} 2>/dev/null && find . -type f -printf '%s %T@ %p\\n' || true")
     files = {}
-    for line in done.stdout.splitlines():
+    for line in listing.splitlines():
         size, mtime, path = line.split(" ", 2)
         files[path] = (int(size), mtime)
     return files
+
+
+def read_volume(image: str, volume: str, entrypoint: str, *args: str) -> str:
+    """What `entrypoint args` prints in a container of `image` that mounts `volume` read-only at /volume
+    (no network; the server's own container may be down)."""
+    return serving_stack.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", entrypoint,
+                              "-v", f"{volume}:/volume:ro", image, *args]).stdout
 
 
 def wait_http_healthy(stack: serving_stack.Stack, started: float, timeout: float) -> float:

@@ -85,8 +85,7 @@ def volume_text(stack, path: str) -> str:
     """A file of the VLLM_CACHE_ROOT volume (path relative to it), read by a container of its own
     (the server's may be down)."""
     _, volume = warm_start.cache_root_and_volume(stack)
-    return serving_stack.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "cat",
-                              "-v", f"{volume}:/volume:ro", stack.image, f"/volume/{path}"]).stdout
+    return warm_start.read_volume(stack.image, volume, "cat", f"/volume/{path}")
 
 
 @pytest.fixture(scope="module")
