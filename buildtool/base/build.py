@@ -13,7 +13,7 @@ from buildtool.docker import buildkit
 from buildtool.docker.engine import connect, image_or_none
 from buildtool.errors import BuildError
 from buildtool.hostconfig import host_ca_bundle, pip_index_secrets
-from buildtool.lock import PYTHON_VERSION, base_target, lock_for
+from buildtool.lock import PYTHON_VERSION, base_target, lock_for, stage_pins
 from buildtool.plan import BasePlan, BuildOptions, add_base_arguments, base_plan
 from buildtool.sbom import add_sbom
 from contract.pins import OS_IMAGE
@@ -42,8 +42,7 @@ def build_base(client: docker.DockerClient, plan: BasePlan) -> str:
     say_ca(plan.options)
     with built_scratch(client) as scratch, tempfile.TemporaryDirectory(prefix="vllm-turing-base-ctx-") as ctx:
         shutil.copy2(REPO / "base" / "Dockerfile", Path(ctx) / "Dockerfile")
-        (Path(ctx) / "pins").mkdir()
-        shutil.copy2(lock, Path(ctx) / "pins" / "lock.txt")
+        stage_pins(Path(ctx) / "pins", lock)
         buildkit.build(buildkit.BuildRequest(
             context=Path(ctx), dockerfile=Path(ctx) / "Dockerfile", tag=scratch,
             build_args={"OS_IMAGE": os_image, "VLLM_VERSION": plan.vllm_version, "LOCK_PYTHON": PYTHON_VERSION},
@@ -66,7 +65,7 @@ def built_scratch(client: docker.DockerClient):
 
 def say_ca(options: BuildOptions) -> None:
     if options.ca_cert is not None and options.ca_source != "--ca-cert":
-        print(f"pip in the build trusts {options.ca_cert} (from {options.ca_source}; --ca-cert overrides)", flush=True)
+        print(f"pip and uv in the build trust {options.ca_cert} (from {options.ca_source}; --ca-cert overrides)", flush=True)
 
 
 # How a base gets its OS image: ("use", ref) one here, ("pull", ref), ("bootstrap", ref) with debootstrap

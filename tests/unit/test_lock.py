@@ -63,9 +63,39 @@ def test_build_py_base_refuses_a_release_without_a_lock_before_any_engine_work()
 @pytest.mark.parametrize("dockerfile", ["base/Dockerfile", "base/cpu/Dockerfile"])
 def test_the_bases_install_their_lock_by_hash_and_resolve_nothing(dockerfile):
     text = (REPO / dockerfile).read_text()
-    installs = re.findall(r"pip install [^;&\n]*", text)
-    assert installs and all("--require-hashes --no-deps" in i and "/pins/lock.txt" in i for i in installs), installs
+    assert "pip install" not in text, "the lock is installed by base/install-lock.sh alone"
+    assert re.search(r"sh /pins/install-lock\.sh\b", text)
     assert "--mount=type=bind,source=pins,target=/pins" in text
+    script = lock.INSTALL_SCRIPT.read_text()
+    installs = [line for line in script.replace("\\\n", " ").splitlines() if re.search(r"\b(pip\S*|uv\S* pip) install ", line)]
+    assert len(installs) == 2, installs
+    assert all("--require-hashes --no-deps" in i for i in installs), installs
+    assert "-r /pins/installer.txt" in installs[0] and "-r /pins/lock.txt" in installs[1], installs
+
+
+def test_the_installer_lock_pins_the_uv_the_host_locks_with():
+    target = lock.installer_target()
+    packages = parse_lock(target.path.read_text(), target.name)
+    wanted = next(l.split("==")[1].strip() for l in lock.HOST_REQUIREMENTS.read_text().splitlines() if l.startswith("uv=="))
+    assert [(p.name, p.version) for p in packages] == [("uv", wanted)]
+    assert packages[0].hashes, "installed with --require-hashes"
+    assert lock.relock_command(target) == "python3 build.py lock --installer"
+
+
+@pytest.mark.parametrize("requirements", ["docker>=7\n", "uv==0.1\nuv==0.2\n"])
+def test_requirements_that_pin_uv_other_than_once_are_refused_in_one_line(requirements):
+    with pytest.raises(BuildError) as refused:
+        lock.installer_target(requirements)
+    assert refused.value.exit_code == 2 and "requirements.txt" in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_staged_pins_hold_the_lock_the_installer_and_its_script(tmp_path):
+    own = tmp_path / "own.txt"
+    own.write_text("x==1 \\\n    --hash=sha256:" + "0" * 64 + "\n")
+    lock.stage_pins(tmp_path / "pins", own)
+    assert sorted(p.name for p in (tmp_path / "pins").iterdir()) == ["install-lock.sh", "installer.txt", "lock.txt"]
+    assert (tmp_path / "pins" / "lock.txt").read_text() == own.read_text()
+    assert (tmp_path / "pins" / "installer.txt").read_text() == lock.installer_target().path.read_text()
 
 
 def test_the_resolver_gets_index_urls_and_ca_in_its_environment_never_its_argv(tmp_path):

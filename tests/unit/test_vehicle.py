@@ -63,6 +63,6 @@ def test_stage_context_links_the_local_wheels_the_lock_pins(tmp_path):
     ctx.mkdir()
     vehicle.stage_context(ctx, lock, [links, tmp_path / "absent"])
     assert sorted(p.name for p in ctx.iterdir()) == ["Dockerfile", "pins"]
-    assert sorted(p.name for p in (ctx / "pins").iterdir()) == ["lock.txt", "wheels"]
+    assert sorted(p.name for p in (ctx / "pins").iterdir()) == ["install-lock.sh", "installer.txt", "lock.txt", "wheels"]
     assert [p.name for p in (ctx / "pins" / "wheels").iterdir()] == [torch.name]
     assert (ctx / "pins" / "lock.txt").read_text() == lock.read_text()
