@@ -769,3 +769,64 @@ def test_a_triton_that_refuses_the_pipeline_cut_still_gets_every_number_from_ful
     assert report["all_fit"] is True and report["max_shared"] == SM75_LIMIT
     assert report["launches"] and all(row["error"] is None and row["shared"] is not None for row in report["launches"])
     assert {row["head_size"] for row in report["launches"]} == {256, 512}
+
+
+FRONT_END_REUSE = r"""
+export TRITON_CACHE_DIR=$(mktemp -d) CHECKS=$(mktemp -d)
+python3 - <<'PY'
+import contextlib, io, json, os, sys
+from pathlib import Path
+from patches.fitcheck import frontend
+from patches.fitcheck.__main__ import main
+
+recorded_or_reused = frontend.front_end
+checks = Path(os.environ["CHECKS"])
+made = [0]
+
+
+def front_end_checked_against_a_fresh_run(source, run, target, options, codegen_fns, module_map, context):
+    reused_before = frontend.COUNTS["reused"]
+    module = recorded_or_reused(source, run, target, options, codegen_fns, module_map, context)
+    outcome = "ran"
+    if frontend.COUNTS["reused"] > reused_before:
+        from triton._C.libtriton import ir
+        from triton.compiler.compiler import make_backend
+        fresh_context = ir.context()
+        ir.load_dialects(fresh_context)
+        make_backend(target).load_dialects(fresh_context)
+        fresh = run(target, options, codegen_fns, module_map, fresh_context)
+        records = frontend._records(frontend.start() / f"{source.hash()}.json")
+        taken = [r["ttir"] for r in records if frontend.matches(r, options, codegen_fns, module_map)][:1]
+        same = taken == [str(fresh)]
+        outcome = f"reused on {target.arch}: " + ("same" if same else "differs")
+        if not same and not (checks / "first-difference").exists():
+            import difflib
+            (checks / "first-difference").write_text("\n".join(list(difflib.unified_diff(
+                (taken or [""])[0].splitlines(), str(fresh).splitlines(), lineterm=""))[:40]))
+    made[0] += 1
+    (checks / f"{os.getpid()}-{made[0]}").write_text(outcome)
+    return module
+
+
+frontend.front_end = front_end_checked_against_a_fresh_run
+codes = []
+for device in ("sm75", "sm86"):
+    with contextlib.redirect_stdout(io.StringIO()):
+        codes.append(main(["--device", device, "--model-config", "/models/gemma-4-e2b-like/config.json", "--json"]))
+outcomes = [path.read_text() for path in checks.iterdir() if path.name != "first-difference"]
+difference = checks / "first-difference"
+if difference.exists():
+    print(difference.read_text(), file=sys.stderr)
+print(json.dumps({"codes": codes, "outcomes": {o: outcomes.count(o) for o in set(outcomes)}}))
+PY
+"""
+
+
+def test_a_reused_front_end_is_the_ttir_a_fresh_front_end_run_makes(run_in_image):
+    # Every compile that took a recorded front end (patches/fitcheck/frontend.py) runs Triton's front end
+    # again beside it: the same TTIR, across warps and stages on sm_75 and from sm_75 to sm_86.
+    result, _ = passing_report(run_in_image, FRONT_END_REUSE)
+    assert result["codes"] == [0, 0]
+    outcomes = result["outcomes"]
+    assert not [o for o in outcomes if o.endswith("differs")], outcomes
+    assert outcomes.get("reused on 75: same", 0) > 0 and outcomes.get("reused on 86: same", 0) > 0, outcomes
