@@ -88,3 +88,16 @@ def test_the_first_job_of_each_source_goes_ahead_of_the_rest_in_order():
     jobs = [SimpleNamespace(source=Source(digest), name=name)
             for digest, name in [("a", "a-4w"), ("a", "a-8w"), ("b", "b-4w"), ("a", "a-2w"), ("c", "c"), ("b", "b-8w")]]
     assert [job.name for job in compiler.firsts_first(jobs)] == ["a-4w", "b-4w", "c", "a-8w", "a-2w", "b-8w"]
+
+
+def test_without_a_writable_temporary_folder_every_compile_runs_its_own_front_end(tmp_path, monkeypatch):
+    monkeypatch.setattr(frontend, "_FOLDER", [])
+    not_a_folder = tmp_path / "tmp"
+    not_a_folder.write_text("")  # TMPDIR naming a file: mkdtemp fails as on a root nobody may write
+    monkeypatch.setattr(frontend.tempfile, "mkdtemp", lambda prefix: (not_a_folder / prefix).mkdir() or "")
+    assert frontend.start() is None
+    runs = []
+    run = lambda target, options, codegen_fns, module_map, context: runs.append(target) or f"ttir for {target}"  # noqa: E731
+    for target in ("sm75", "sm75"):
+        assert frontend.front_end(Source("a"), run, target, SimpleNamespace(), {}, {}, None) == f"ttir for {target}"
+    assert runs == ["sm75", "sm75"]
