@@ -174,13 +174,12 @@ def _compile(job: _Job, hook) -> CompileResult:
     import triton
     from triton import knobs
 
-    from patches.fitcheck import frontend
     from patches.fitcheck.util import swapped
 
     started = time.process_time()
     try:
         with swapped(knobs.runtime, "add_stages_inspection_hook", hook):
-            compiled = triton.compile(frontend.remembered(job.source), target=job.target, options=job.options)
+            compiled = triton.compile(job.source, target=job.target, options=job.options)
     except Exception as error:  # a compile error is a finding about this launch, not a crash
         first_line = (str(error).strip().splitlines() or [""])[0]
         return CompileResult(None, None, None, f"{type(error).__name__}: {first_line}"[:300],
@@ -191,10 +190,9 @@ def _compile(job: _Job, hook) -> CompileResult:
 
 
 def _compile_jobs(jobs: list[_Job], workers: int | None) -> list[CompileResult]:
-    from patches.fitcheck import frontend, progress
+    from patches.fitcheck import progress
 
     _JOBS[:] = jobs
-    frontend.start()  # before the workers fork, so they share one record folder
     workers = min(len(_JOBS), workers or os.cpu_count() or 1)
     shown = progress.current()
     try:
@@ -220,19 +218,6 @@ def _collected(results, total: int, shown) -> list[CompileResult]:
     return collected
 
 
-def firsts_first(jobs: list[_Job]) -> list[_Job]:
-    """The jobs with the first of each kernel source (its front end's input, frontend.py) ahead of the
-    rest, so that the workers record each source's front end before its other warps and stages
-    compile in parallel and reuse it; otherwise in the given order."""
-    seen: set[str] = set()
-    firsts, rest = [], []
-    for job in jobs:
-        source = job.source.hash()
-        (rest if source in seen else firsts).append(job)
-        seen.add(source)
-    return firsts + rest
-
-
 def compile_launches(requests: list[tuple], cc: int, workers: int | None = None) -> list[CompileResult]:
     """requests: (JITFunction, params by name, launch options). One result per request."""
     from triton.compiler.compiler import make_backend
@@ -245,9 +230,8 @@ def compile_launches(requests: list[tuple], cc: int, workers: int | None = None)
     for job in prepared:
         if (mode, job.key) not in _DONE:
             jobs.setdefault(job.key, job)
-    ordered = firsts_first(list(jobs.values()))
-    results = _compile_jobs(ordered, workers)
-    for job, result in zip(ordered, results):
+    results = _compile_jobs(list(jobs.values()), workers)
+    for job, result in zip(jobs.values(), results):
         _DONE[mode, job.key] = result
         LEDGER.append((mode, cc, job.kernel, result))
     # Witnesses from every request, compiled now or earlier in this process (an earlier check of the

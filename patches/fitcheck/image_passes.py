@@ -29,7 +29,6 @@ from pathlib import Path
 
 from contract.clamp_paths import (FIT_REPORT, FIT_REPORT_SM86, FIT_REPORT_SM86_BF16, FIT_TABLE, VERSIONS_REPORT,
                                   write_report)
-from patches.fitcheck import frontend
 from patches.fitcheck import progress as progress_
 from patches.fitcheck import report as report_
 
@@ -209,7 +208,6 @@ def main() -> int:
     tables = [FIT_TABLE] + [f"{FIT_TABLE}.group{index}" for index in range(1, len(groups))]
     for table in tables[1:]:
         Path(table).unlink(missing_ok=True)
-    frontend.start()  # before the group child forks: both groups reuse each other's front ends
     children = [_run_in_child(passes, table) for passes, table in zip(groups[1:], tables[1:])]
     shown = progress_.Progress()
     progress_.turn_on(shown)
