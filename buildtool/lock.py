@@ -50,6 +50,8 @@ class LockTarget:
     excluded: tuple[str, ...] = ()
     find_links: bool = False  # the host pip's local wheels join the index (the vehicle's +cpu torch)
     relock_flags: str = ""  # what `build.py lock` is given to write it
+    holds: str = "every Python package of the image"  # for the lock's header
+    installed_with: str = "`uv pip install --require-hashes --no-deps`"
 
     @property
     def path(self) -> Path:
@@ -68,7 +70,8 @@ def installer_target(requirements_text: str | None = None) -> LockTarget:
     pinned = [l.split("#")[0].strip() for l in text.splitlines() if re.match(r"\s*uv\s*==", l)]
     if len(pinned) != 1:
         raise BuildError(f"{HOST_REQUIREMENTS.name} pins uv {len(pinned)} times, expected once (uv==X.Y.Z)", 2)
-    return LockTarget(name="installer", requirements=(pinned[0].replace(" ", ""),), relock_flags="--installer")
+    return LockTarget(name="installer", requirements=(pinned[0].replace(" ", ""),), relock_flags="--installer",
+                      holds="uv", installed_with="`pip install --require-hashes --no-deps` in a throw-away venv")
 
 
 def cpu_target(requirements_text: str | None = None) -> LockTarget:
@@ -154,13 +157,9 @@ def relock_command(target: LockTarget) -> str:
 
 
 def header(target: LockTarget) -> str:
-    if target.name == "installer":
-        return (f"# The lock of the installer: uv, pinned with its hashes, for Python {PYTHON_VERSION} on {PYTHON_PLATFORM}\n"
-                f"# (Debian bookworm). Written by `{relock_command(target)}` (uv pip compile); installed with\n"
-                "# `pip install --require-hashes --no-deps` in a throw-away venv. Do not edit by hand.\n")
-    return (f"# The lock of {target.name}: every Python package of the image, pinned with its hashes, for Python\n"
+    return (f"# The lock of {target.name}: {target.holds}, pinned with its hashes, for Python\n"
             f"# {PYTHON_VERSION} on {PYTHON_PLATFORM} (Debian bookworm). Written by `{relock_command(target)}`\n"
-            "# (uv pip compile); installed with `uv pip install --require-hashes --no-deps`. Do not edit by hand.\n")
+            f"# (uv pip compile); installed with {target.installed_with}. Do not edit by hand.\n")
 
 
 def uv_argv(target: LockTarget, input_name: str, output: Path, find_links: list[Path]) -> list[str]:

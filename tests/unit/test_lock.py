@@ -73,6 +73,11 @@ def test_the_bases_install_their_lock_by_hash_and_resolve_nothing(dockerfile):
     assert "-r /pins/installer.txt" in installs[0] and "-r /pins/lock.txt" in installs[1], installs
 
 
+@pytest.mark.parametrize("target", TARGETS + [lock.installer_target()], ids=lambda t: t.name)
+def test_each_committed_lock_starts_with_the_header_build_py_lock_writes(target):
+    assert target.path.read_text().startswith(lock.header(target))
+
+
 def test_the_installer_lock_pins_the_uv_the_host_locks_with():
     target = lock.installer_target()
     packages = parse_lock(target.path.read_text(), target.name)
