@@ -23,8 +23,8 @@ ENV PYTHONPATH=/opt/vllm-turing \
 # host without a GPU driver.
 # Of the contract, the fit check needs only its own names: the rest of contract/ comes later, so an
 # edit there does not re-run the fit check.
-COPY contract/__init__.py contract/clamp_paths.py contract/devices.py contract/distributions.py contract/model_config.py \
-     /opt/vllm-turing/contract/
+COPY contract/__init__.py contract/clamp_paths.py contract/compile_record.py contract/devices.py \
+     contract/distributions.py contract/model_config.py /opt/vllm-turing/contract/
 COPY patches/ /opt/vllm-turing/patches/
 RUN set -e; \
     export PYTHONDONTWRITEBYTECODE=1; \
@@ -36,8 +36,11 @@ RUN set -e; \
 # (patches/fitcheck/image_passes.py): sm_75; sm_86 in fp16 and in bf16
 # (Ampere runs a bf16 checkpoint in bf16, Turing casts it to fp16); sm_90, Gemma 4 only.
 # Triton's cache lives in a BuildKit cache mount: a rebuild recompiles only changed kernels,
-# and the 40 MB of compiled kernels stay out of the image.
+# and the 40 MB of compiled kernels stay out of the image. The compile record of this release
+# (contract/compile-records/, contract/compile_record.py) answers the compiles an earlier build of
+# the same Triton made, so a fresh host compiles only the rest and the full confirming compiles.
 RUN --mount=type=cache,id=vllm-turing-fitcheck-triton,target=/root/.triton-fitcheck \
+    --mount=type=bind,source=contract/compile-records,target=/run/vllm-turing-compile-records \
     set -e; \
     export PYTHONDONTWRITEBYTECODE=1 CUDA_VISIBLE_DEVICES= TRITON_CACHE_DIR=/root/.triton-fitcheck; \
     python3 -m patches.fitcheck.image_passes
@@ -66,11 +69,12 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     python3 -m pip install --disable-pip-version-check -c /tmp/keep.txt $pkgs; \
     rm -f /tmp/keep.txt
 
+# The contract's modules (its data, the locks and compile records, are build inputs, not the image's).
 # What the build knows about its own stack, read by the preflight at every start instead of
 # importing torch and vLLM (seconds): the versions, torch's CUDA and arch list, the option table of
 # the server's argument parser (so the exec'd argv is judged with vLLM's own options and aliases),
 # the parser names and the quantization methods' minimum capabilities (imagefacts/).
-COPY contract/ /opt/vllm-turing/contract/
+COPY contract/*.py /opt/vllm-turing/contract/
 COPY imagefacts/ /opt/vllm-turing/imagefacts/
 RUN PYTHONDONTWRITEBYTECODE=1 CUDA_VISIBLE_DEVICES= python3 -m imagefacts write /opt/vllm-turing/image-facts.json
 

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 # The fit check's own names live in clamp_paths.py (the Dockerfile copies it, with devices.py, before the
 # fit check, so an edit here does not re-run it); they are part of this module's names too.
-from .clamp_paths import (ENV_CC, ENV_FIT_TABLE, ENV_SMEM_LIMIT, FIT_REPORT, FIT_REPORT_SM86,  # noqa: F401
-                          FIT_REPORT_SM86_BF16, FIT_TABLE, INSTALL_DIR, VERSIONS_REPORT, in_install_dir)
+from .clamp_paths import (COMPILE_RECORD, ENV_CC, ENV_FIT_TABLE, ENV_SMEM_LIMIT, FIT_REPORT,  # noqa: F401
+                          FIT_REPORT_SM86, FIT_REPORT_SM86_BF16, FIT_TABLE, INSTALL_DIR, VERSIONS_REPORT,
+                          in_install_dir)
 
 CLAMP_REPORT = in_install_dir("clamp-report.json")
 CLAMP_REPORT_ENCODER = in_install_dir("clamp-report-encoder.json")
@@ -21,7 +22,7 @@ SBOM = in_install_dir("sbom.cdx.json")
 
 # The build reports build.py reads back from a finished image, by key.
 BUILD_REPORTS = {"clamp": CLAMP_REPORT, "fit": FIT_REPORT, "fit_sm86": FIT_REPORT_SM86,
-                 "versions": VERSIONS_REPORT}
+                 "versions": VERSIONS_REPORT, "compile_record": COMPILE_RECORD}
 
 # The names of the first release, still read for one release; the preflight report says to rename.
 DEPRECATED_ENV_NAMES = {

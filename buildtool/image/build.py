@@ -18,8 +18,12 @@ from buildtool.image.fit_table import fit_verdict_line
 from buildtool.image.labels import base_digest, image_labels
 from buildtool.image.verify import finding_line, read_build_reports, verify_image
 from buildtool.plan import BuildPlan, add_build_arguments, build_plan
+from contract import compile_record
 
 REPO = Path(__file__).resolve().parents[2]
+# The fit step's compile records (contract/compile_record.py): a build on the PyPI base, built from this
+# repository's lock, writes its own back here for the next fresh host.
+COMPILE_RECORDS = REPO / "contract" / "compile-records"
 # The ID of the image before labelling: the same layers and config give the same ID, so a
 # no-op rebuild is recognised without comparing contents.
 BUILD_ID_LABEL = "io.vllm-turing.build.id"
@@ -37,6 +41,28 @@ def run(args) -> int:
     image_id = build_verified(client, plan, secrets)
     print(f"{plan.tag} is {image_id[7:19]}", flush=True)
     return 0
+
+
+def keep_compile_record(document: dict, folder: Path = COMPILE_RECORDS) -> str:
+    """Writes the image's compile record over the repository's when they differ; the line that says so.
+    BuildError when the image's record is not one (the fit step wrote it: a bug, not the user's input)."""
+    try:
+        record = compile_record.record_from_document(document)
+    except ValueError as error:
+        raise BuildError(f"the image's compile record is not one ({error}); the image is tagged, the "
+                         f"repository's record left as it was") from None
+    path = compile_record.record_path(folder, record.vllm_version)
+    text = compile_record.text_of(record)
+    shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return f"{shown}: unchanged ({len(record.answers)} compiles)"
+    except (FileNotFoundError, UnicodeDecodeError):
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return (f"{shown}: written ({len(record.answers)} compiles): commit it, and a fresh host's build takes "
+            "these compiles from it")
 
 
 def ensure_base(client: docker.DockerClient, plan: BuildPlan) -> None:
@@ -100,6 +126,8 @@ def build_verified(client: docker.DockerClient, plan: BuildPlan, secrets: dict[s
         if failed:
             raise BuildError(f"verification failed ({failed[0].name}: {failed[0].message}); {tag} left as it was")
         move_tag(client, labelled, tag)
+        if plan.pypi_base is not None:
+            print(keep_compile_record(reports["compile_record"]), flush=True)
         return labelled
     finally:
         for ref in (scratch, scratch + "-labelled"):

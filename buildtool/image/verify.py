@@ -7,7 +7,7 @@ import docker
 from buildtool import flags
 from buildtool.docker.engine import connect, image_or_none
 from buildtool.errors import BuildError
-from contract.layout import BUILD_REPORTS, FIT_TABLE, INSTALL_DIR
+from contract.layout import BUILD_REPORTS, COMPILE_RECORD, FIT_TABLE, INSTALL_DIR
 from contract.verdict import Result, Status, failed, passed
 
 # CUDA_VISIBLE_DEVICES empty: vLLM keeps Triton enabled on a host without a GPU driver.
@@ -23,8 +23,11 @@ ENCODER_CLAMP_CHECK = ["python3", "-m", "patches.turing_clamp", "check", "--site
 # the image's clamped launcher makes are recorded anew and each need is taken from the image's fit
 # table, which that build compiled with this image's Triton (same versions, or the table is ignored
 # and every launch compiled); a launch the table lacks is compiled here.
+# The image's compile record (the build's own answers by Triton cache key) answers the launches the table
+# does not key (the split-K reduction, retiled launches), so a fresh host's verification compiles only the
+# full confirming compiles.
 FIT_CHECK = ["python3", "-m", "patches.fitcheck", "--device", "sm75", "--matrix", "gemma4",
-             "--known-table", FIT_TABLE, "--json"]
+             "--known-table", FIT_TABLE, "--compile-record", COMPILE_RECORD, "--json"]
 
 
 def add_arguments(parser) -> None:
@@ -137,6 +140,9 @@ def _fit_summary(text: str) -> str:
     known = report.get("known_table") or {}
     if known.get("used"):
         summary += " (%s from the build's fit table, %s compiled)" % (known.get("from_table"), known.get("compiled"))
+    record = report.get("compile", {}).get("record") or {}
+    if record.get("used"):
+        summary += "; %s compiles answered by the build's compile record" % record.get("answered")
     if misfits:
         summary += "; does not fit: " + ", ".join(
             "%s %s head %s tile %s (%s bytes)" % (l.get("model"), l.get("path"), l.get("head_size"),

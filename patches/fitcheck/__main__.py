@@ -8,6 +8,7 @@ import sys
 import patches.fitcheck as fitcheck
 from patches.fitcheck import report as report_
 from patches.fitcheck.run import DEVICES, FitOptions, UsageError, plan, run
+from contract.compile_record import RecordError
 from patches.fitcheck.base import ConfigError
 from patches.fitcheck.families import MATRICES
 
@@ -34,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
                         "into the fit table at PATH before checking")
     parser.add_argument("--known-table", metavar="PATH", help="take the needs of launches this fit table "
                         "holds (same vLLM and Triton) from it and compile only the others")
+    parser.add_argument("--compile-record", metavar="PATH", help="take the answers of compiles this compile "
+                        "record holds (same vLLM and Triton; the image's is /opt/vllm-turing/compile-record.json.gz) "
+                        "and compile only the others")
     parser.add_argument("--launcher", metavar="PATH", help="check this triton_unified_attention.py "
                         "(e.g. another release's) instead of the installed one, under the installed vLLM")
     parser.add_argument("--dtype", default="float16", help="the activations' dtype of the recorded launches: "
@@ -53,7 +57,7 @@ def parse(argv: list[str] | None) -> tuple[FitOptions, bool]:
     device = args.device or (None if args.cc is not None and args.limit is not None else "sm75")
     return FitOptions(device, args.cc, args.limit, args.model_config, args.compare_unpatched,
                       args.write_table, args.workers, args.launcher, args.known_table, args.matrix,
-                      args.tensor_parallel_size, args.full_compile, args.dtype), args.json
+                      args.tensor_parallel_size, args.full_compile, args.dtype, args.compile_record), args.json
 
 
 def refusals() -> tuple:
@@ -65,7 +69,7 @@ def refusals() -> tuple:
     from patches.fitcheck.recorder import LauncherError
     from patches.fitcheck.table import TableError
 
-    return UsageError, ConfigError, LauncherError, TableError, MixerError, GdnError, CompilerDrift
+    return UsageError, ConfigError, LauncherError, TableError, MixerError, GdnError, CompilerDrift, RecordError
 
 
 def main(argv: list[str] | None = None) -> int:

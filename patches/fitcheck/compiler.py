@@ -16,21 +16,30 @@ largest need of each kernel in full and fails when a number differs, so a Triton
 otherwise cannot pass unnoticed. A launch whose cut compile fails is compiled in full, so an error
 is always Triton's whole pipeline's (and a Triton the cut does not fit is only slower). FULL compiles
 everything in full.
+
+A compile record (contract/compile_record.py, use_record()) answers shared-memory-only compiles by
+Triton's own cache key, as Triton's on-disk cache would; what it answers still has its kernel's largest need compiled
+in full by cross_check(). RECORDABLE holds every shared-memory-only answer of this process, for the next
+record.
 """
 from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import multiprocessing
 import os
 import time
 from dataclasses import dataclass, field
 
+from contract.compile_record import Answer
+
 WARP_SIZE = 32
 SHARED_ONLY = "shared-only"
 FULL = "full"
+RECORDED = "recorded"  # the LEDGER's mode of a shared-memory-only compile the record answered
 # Part of Triton's cache key for the cut pipeline: change it when _allocate_shared_memory changes.
-_SHARED_ONLY_KEY = "vllm-turing-fitcheck-shared-memory-only-1"
+SHARED_ONLY_KEY = "vllm-turing-fitcheck-shared-memory-only-1"
 
 
 class CompilerDrift(RuntimeError):
@@ -52,16 +61,19 @@ class _Job:
     options: dict
     key: str
     target: object  # triton GPUTarget
+    cache_key: str  # Triton's own cache key of the shared-memory-only compile (the record's key)
 
     @property
     def kernel(self) -> str:
         return self.source.fn.__name__
 
 
-def _target(cc: int):
+def _target_and_backend(cc: int):
     from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
 
-    return GPUTarget("cuda", cc, WARP_SIZE)
+    target = GPUTarget("cuda", cc, WARP_SIZE)
+    return target, make_backend(target)
 
 
 _BINDERS: dict[tuple, object] = {}
@@ -84,7 +96,16 @@ def _prepare(fn, params: dict, launch_options: dict, target, backend) -> _Job:
     options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound_args, specialization, options)
     source = ASTSource(fn, signature, constexprs, attrs)
     key = f"{target.arch}:{source.hash()}:{sorted(options.__dict__.items())!r}"
-    return _Job(source, options.__dict__, key, target)
+    return _Job(source, options.__dict__, key, target, _shared_only_cache_key(source, options.__dict__, backend))
+
+
+def _shared_only_cache_key(source, options: dict, backend) -> str:
+    """The hash triton.compile names its cache entry by, for this compile through the cut pipeline."""
+    from triton.compiler.compiler import get_cache_invalidating_env_vars, get_cache_key
+
+    parsed = backend.parse_options(dict(options, **source.parse_options()))
+    key = get_cache_key(source, backend, parsed, get_cache_invalidating_env_vars()) + SHARED_ONLY_KEY
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
 def _allocation_passes():
@@ -124,7 +145,7 @@ def _allocate_shared_memory(module, metadata: dict, backend, options, capability
 def _shared_only_stages(*args):
     """Triton's add_stages_inspection_hook: called bare for a cache key, else with the stages to edit."""
     if not args:
-        return _SHARED_ONLY_KEY, _SHARED_ONLY_KEY
+        return SHARED_ONLY_KEY, SHARED_ONLY_KEY
     backend, stages, options, _language, capability = args
     stages["llir"] = lambda module, metadata: _allocate_shared_memory(module, metadata, backend, options, capability)
     stages.pop("ptx", None)
@@ -144,9 +165,37 @@ _WITNESSES: dict[tuple[str, int], tuple[int, _Job]] = {}
 # Filled before the worker pool forks, so workers find the jobs without pickling Triton objects.
 _JOBS: list[_Job] = []
 _MODE = [FULL]
-# Every compile this process ran, in order: (mode, cc, kernel, CompileResult), for the cost breakdown
-# (bench/fitcheck) and the build's progress.
+# Every compile this process ran or took from the record (mode RECORDED), in order: (mode, cc, kernel,
+# CompileResult), for the cost breakdown (bench/fitcheck) and the build's progress.
 LEDGER: list[tuple[str, int, str, CompileResult]] = []
+# The record's answers this process may take, by cache key (use_record), and every shared-memory-only
+# answer it gave, compiled or recorded: what the next record holds.
+_RECORD: dict[str, Answer] = {}
+RECORDABLE: dict[str, Answer] = {}
+
+
+def use_record(answers: dict) -> None:
+    """Answers (contract.compile_record.usable_answers) that stand for shared-memory-only compiles from now on."""
+    _RECORD.clear()
+    _RECORD.update(answers)
+
+
+def take_record(record, versions: dict) -> tuple[int, str | None]:
+    """Hands this process's compiles the answers of `record` (a contract.compile_record.Record, or None) when
+    these vLLM and Triton `versions` wrote it: (the answers taken, why none were)."""
+    from contract import compile_record
+
+    answers, why_not = compile_record.usable_answers(record, versions, SHARED_ONLY_KEY)
+    use_record(answers)
+    return len(answers), why_not
+
+
+def _recorded(answer) -> CompileResult:
+    return CompileResult(answer.shared, answer.num_warps, answer.num_stages, answer.error)
+
+
+def _answer(job: _Job, cc: int, result: CompileResult) -> Answer:
+    return Answer(job.kernel, cc, result.shared, result.num_warps, result.num_stages, result.error)
 
 
 @contextlib.contextmanager
@@ -220,20 +269,25 @@ def _collected(results, total: int, shown) -> list[CompileResult]:
 
 def compile_launches(requests: list[tuple], cc: int, workers: int | None = None) -> list[CompileResult]:
     """requests: (JITFunction, params by name, launch options). One result per request."""
-    from triton.compiler.compiler import make_backend
-
-    target = _target(cc)
-    backend = make_backend(target)
+    target, backend = _target_and_backend(cc)
     mode = _MODE[0]
     prepared = [_prepare(fn, params, launch_options, target, backend) for fn, params, launch_options in requests]
     jobs: dict[str, _Job] = {}
     for job in prepared:
-        if (mode, job.key) not in _DONE:
+        if (mode, job.key) in _DONE:
+            continue
+        if mode == SHARED_ONLY and job.cache_key in _RECORD:
+            result = _DONE[mode, job.key] = _recorded(_RECORD[job.cache_key])
+            LEDGER.append((RECORDED, cc, job.kernel, result))
+        else:
             jobs.setdefault(job.key, job)
     results = _compile_jobs(list(jobs.values()), workers)
     for job, result in zip(jobs.values(), results):
         _DONE[mode, job.key] = result
         LEDGER.append((mode, cc, job.kernel, result))
+    if mode == SHARED_ONLY:
+        for job in prepared:
+            RECORDABLE.setdefault(job.cache_key, _answer(job, cc, _DONE[mode, job.key]))
     # Witnesses from every request, compiled now or earlier in this process (an earlier check of the
     # image build's passes), so each check cross-checks the kernels it met.
     for job in prepared:

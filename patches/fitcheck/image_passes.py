@@ -16,9 +16,16 @@ versions the passes proved.
 
 While it runs it prints a progress line per pass and, during long compile batches, the compiles done
 and left (patches/fitcheck/progress.py); at the end a summary of at most about 30 lines.
+
+Before the passes it takes the compile record of this vLLM release from the repository's
+contract/compile-records/ (bind-mounted at COMPILE_RECORDS_MOUNT), when it was written by this Triton:
+its answers stand for the shared-memory-only compiles of the same keys (contract/compile_record.py), and
+the full compiles that confirm each kernel's largest need still run. After them it writes the record of
+every shared-memory-only answer of the passes into the image (COMPILE_RECORD), for build.py to copy back.
 """
 from __future__ import annotations
 
+import gzip
 import importlib.metadata
 import json
 import os
@@ -27,8 +34,9 @@ import sys
 import time
 from pathlib import Path
 
-from contract.clamp_paths import (FIT_REPORT, FIT_REPORT_SM86, FIT_REPORT_SM86_BF16, FIT_TABLE, VERSIONS_REPORT,
-                                  write_report)
+from contract import compile_record
+from contract.clamp_paths import (COMPILE_RECORD, COMPILE_RECORDS_MOUNT, FIT_REPORT, FIT_REPORT_SM86,
+                                  FIT_REPORT_SM86_BF16, FIT_TABLE, VERSIONS_REPORT, write_report)
 from patches.fitcheck import progress as progress_
 from patches.fitcheck import report as report_
 
@@ -127,8 +135,8 @@ def run_group(passes: list[tuple], table: str, shown) -> tuple[int, list[tuple],
 
 def _child(passes: list[tuple], table: str, connection) -> None:
     """The forked group, in a process group of its own (so that a stop takes its compile workers
-    too): its outcome, reports and compiler ledger go back through `connection`."""
-    from patches.fitcheck.compiler import LEDGER
+    too): its outcome, reports, compiler ledger and record answers go back through `connection`."""
+    from patches.fitcheck.compiler import LEDGER, RECORDABLE
 
     os.setpgid(0, 0)
     shown = progress_.Progress()
@@ -137,14 +145,14 @@ def _child(passes: list[tuple], table: str, connection) -> None:
     try:
         code, done, checked, lines = run_group(passes, table, shown)
     except BaseException as error:  # the parent reports it; a traceback here would be lost in the log
-        connection.send((2, [], [], [f"fitcheck: {group_label(passes)}: the check failed: {type(error).__name__}: {error}"], [], []))
+        connection.send((2, [], [], [f"fitcheck: {group_label(passes)}: the check failed: {type(error).__name__}: {error}"], [], [], {}))
         return
     finally:
         from patches.fitcheck.recorder import remove_scratch
 
         remove_scratch()
     timings = [(label, wall, start - first, end - first) for label, wall, start, end in TIMINGS]
-    connection.send((code, done, checked, lines, LEDGER[first:], timings))
+    connection.send((code, done, checked, lines, LEDGER[first:], timings, RECORDABLE))
     connection.close()
 
 
@@ -165,16 +173,17 @@ def _run_in_child(passes: list[tuple], table: str):
     sending.close()
 
     def outcome() -> tuple[int, list[tuple], list[dict], list[str]]:
-        from patches.fitcheck.compiler import LEDGER
+        from patches.fitcheck.compiler import LEDGER, RECORDABLE
 
         try:
-            code, done, checked, lines, ledger, timings = receiving.recv()
+            code, done, checked, lines, ledger, timings, answers = receiving.recv()
         except EOFError:
-            code, done, checked, lines, ledger, timings = 2, [], [], [f"fitcheck: {group_label(passes)}: the check ended "
-                                                                      "without a result"], [], []
+            code, done, checked, lines, ledger, timings, answers = 2, [], [], [
+                f"fitcheck: {group_label(passes)}: the check ended without a result"], [], [], {}
         child.join()
         offset = len(LEDGER)
         LEDGER.extend(ledger)
+        RECORDABLE.update(answers)
         TIMINGS.extend((label, wall, start + offset, end + offset) for label, wall, start, end in timings)
         return code, done, checked, lines
 
@@ -203,7 +212,40 @@ def merge_tables(into: str, other: str) -> None:
         Path(other).unlink()
 
 
+def take_record() -> str:
+    """Hands the compiler this vLLM release's record when this Triton wrote it; the progress line that says
+    so. RecordError when the file is there but not a record."""
+    from patches.fitcheck.compiler import take_record as take
+
+    path = compile_record.record_path(Path(COMPILE_RECORDS_MOUNT), proved_versions()["vllm"])
+    taken, why_not = take(compile_record.read_record(path), proved_versions())
+    if why_not is not None:
+        return f"compile record {path.name}: not used ({why_not}): every launch is compiled"
+    return f"compile record {path.name}: {taken} compiles of this Triton answer their keys"
+
+
+def record_line() -> str:
+    """What the compile record answered and what was compiled, from the compiler's ledger."""
+    from patches.fitcheck.compiler import FULL, LEDGER, RECORDED, SHARED_ONLY
+
+    counts = {mode: sum(1 for entry in LEDGER if entry[0] == mode) for mode in (RECORDED, SHARED_ONLY, FULL)}
+    return (f"{counts[RECORDED]} compiles answered by the compile record, {counts[SHARED_ONLY]} compiled to "
+            f"the shared-memory allocation, {counts[FULL]} in full")
+
+
+def write_record() -> None:
+    from patches.fitcheck.compiler import RECORDABLE, SHARED_ONLY_KEY
+
+    text = compile_record.render(RECORDABLE, proved_versions(), SHARED_ONLY_KEY)
+    Path(COMPILE_RECORD).write_bytes(gzip.compress(text.encode(), mtime=0))
+
+
 def main() -> int:
+    try:
+        record_said = take_record()
+    except compile_record.RecordError as error:
+        print(f"fitcheck: {error}", file=sys.stderr, flush=True)
+        return 2
     groups = grouped()
     tables = [FIT_TABLE] + [f"{FIT_TABLE}.group{index}" for index in range(1, len(groups))]
     for table in tables[1:]:
@@ -211,6 +253,7 @@ def main() -> int:
     children = [_run_in_child(passes, table) for passes, table in zip(groups[1:], tables[1:])]
     shown = progress_.Progress()
     progress_.turn_on(shown)
+    shown.say(record_said)
     failure: tuple[int, list[str]] | None = None
     try:
         code, done, checked, lines = run_group(groups[0], FIT_TABLE, shown)
@@ -228,7 +271,8 @@ def main() -> int:
                 merge_tables(FIT_TABLE, table)
             by_options = {options: report for _, group_done, _ in results for options, _, report in group_done}
             shown.start("")
-            shown.say(f"{sum(len(checked) for _, _, checked in results)} kernels confirmed by a full compile")
+            shown.say(f"{sum(len(checked) for _, _, checked in results)} kernels confirmed by a full compile; "
+                      f"{record_line()}")
             for line in report_.build_summary([by_options[options] for options, _ in PASSES], FIT_TABLE):
                 print(f"fitcheck: {line}", file=sys.stderr, flush=True)
     finally:
@@ -240,6 +284,7 @@ def main() -> int:
             print(line, file=sys.stderr, flush=True)
         return failure[0]
     Path(VERSIONS_REPORT).write_text(json.dumps(proved_versions()))
+    write_record()
     return 0
 
 

@@ -33,6 +33,7 @@ class FitOptions:
     tensor_parallel: int = 1  # with model_config: check one rank's shapes of this tensor-parallel size
     full_compile: bool = False  # compile to cubin instead of up to the shared-memory allocation (compiler.py)
     dtype: str = DEFAULT_DTYPE  # the activations' dtype of the recorded launches (base.DTYPES)
+    compile_record: str | None = None  # a compile record whose answers stand for the same compiles
 
 
 def resolve_device(options: FitOptions) -> dict:
@@ -56,6 +57,9 @@ def check_combination(options: FitOptions) -> None:
     if options.known_table and options.write_table:
         raise UsageError("--known-table and --write-table exclude each other: the table is written from "
                          "compiles, so pass only --write-table")
+    if options.compile_record and options.full_compile:
+        raise UsageError("--compile-record answers compiles cut at the shared-memory allocation, and --full-compile "
+                         "compiles everything in full: leave out one of them")
     if options.known_table and options.launcher:
         raise UsageError("--known-table holds the installed launcher's needs, not those of --launcher FILE; "
                          "leave out --known-table")
@@ -208,6 +212,7 @@ class FitPlan:
     options: FitOptions
     device: dict
     shapes: tuple
+    record: object = None  # contract.compile_record.Record of --compile-record
 
 
 def plan(options: FitOptions) -> FitPlan:
@@ -226,7 +231,20 @@ def plan(options: FitOptions) -> FitPlan:
     unrecorded = families.unrecorded_on(shapes, device["cc"])
     if unrecorded:
         raise UnprovenLayers(unrecorded)
-    return FitPlan(options, device, shapes)
+    return FitPlan(options, device, shapes, _read_record(options.compile_record))
+
+
+def _read_record(path: str | None):
+    """The --compile-record file as a Record (RecordError when it is not one), None without the option."""
+    from contract import compile_record
+
+    if path is None:
+        return None
+    record = compile_record.read_record(Path(path))
+    if record is None:
+        raise UsageError(f"--compile-record {path}: no such file; pass the image's record "
+                         f"({layout.COMPILE_RECORD}) or leave the option out")
+    return record
 
 
 def run(fit: FitPlan, cross_check: bool = True) -> dict:
@@ -237,11 +255,26 @@ def run(fit: FitPlan, cross_check: bool = True) -> dict:
     from patches.fitcheck import compiler
 
     mode = compiler.FULL if fit.options.full_compile else compiler.default_mode()
+    record = _take_record(fit)
     with compiler.compile_mode(mode):
         report = _checked(fit)
         checked = compiler.cross_check(fit.options.workers) if mode == compiler.SHARED_ONLY and cross_check else []
     report["compile"] = {"mode": mode, "cross_checked": checked}
+    if record is not None:
+        report["compile"]["record"] = dict(record, answered=sum(1 for entry in compiler.LEDGER
+                                                                if entry[0] == compiler.RECORDED))
     return report
+
+
+def _take_record(fit: FitPlan) -> dict | None:
+    """Hands the compiler the answers of the plan's compile record when this vLLM and Triton wrote it; the
+    report's note on it (None without --compile-record)."""
+    from patches.fitcheck import compiler
+
+    if fit.options.compile_record is None:
+        return None
+    _, why_not = compiler.take_record(fit.record, _versions())
+    return {"path": fit.options.compile_record, "used": why_not is None, "ignored_because": why_not}
 
 
 def _checked(fit: FitPlan) -> dict:

@@ -11,13 +11,12 @@ device, so the entrypoint can answer from config.json alone (patches/fitcheck/lo
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from patches.fitcheck.attention import LayerShape
 from patches.fitcheck.base import DEFAULT_DTYPE
 from patches.fitcheck.mixer_shapes import fields_by_kind
+from patches.fitcheck.util import write_atomically
 
 FORMAT = 1
 SMALLEST_TILE = 16
@@ -211,19 +210,8 @@ def shape_verdicts(rows: list[dict], shapes, cc: int, limit: int, dtype: str = C
 
 
 def write_table(path: Path, document: dict) -> None:
-    """Atomic replace, so a reader never sees half a table; readable by every uid (mkstemp makes 0600,
-    and the image runs its server as root or as any uid)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(document, stream, indent=1)
-            stream.write("\n")
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    """Atomic replace, so a reader never sees half a table (util.write_atomically)."""
+    write_atomically(path, json.dumps(document, indent=1) + "\n")
 
 
 # Known needs: which recorded launches the fit check must compile, given a fit table. The build's

@@ -312,6 +312,31 @@ def test_the_build_proved_every_family_layer_on_sm75_and_sm86_on_both_paths(run_
     assert {(cc, s.head_size, s.queries_per_kv, s.sliding_window) for s in FAMILY_SHAPES for cc in (75, 86)} <= verdicts
 
 
+RECORD_OF_THE_BUILD = ("python3 -c 'import gzip, sys; from contract.clamp_paths import COMPILE_RECORD; "
+                       "sys.stdout.write(gzip.decompress(open(COMPILE_RECORD, \"rb\").read()).decode())'")
+
+
+def test_the_build_answered_from_the_committed_record_what_it_holds_and_it_is_current(run_in_image, image_labels):
+    """The image's own record (every shared-memory-only answer of its fit step) is the repository's, so a
+    fresh host's build of this tree compiles only the full confirming compiles; a tree whose matrix or
+    clamp changed fails here until the record a PyPI-base build wrote back is committed."""
+    from buildtool.image.build import COMPILE_RECORDS
+    from contract import compile_record
+    from contract.pins import pypi_base_tag
+
+    code, out, err = run_in_image(RECORD_OF_THE_BUILD)
+    assert code == 0, err[-2000:]
+    built = compile_record.parse_record(out)
+    assert built.answers and all(a.error is None for a in built.answers.values()), "every matrix compile succeeds"
+    assert {a.cc for a in built.answers.values()} == {75, 86, 90}
+    if image_labels.get("org.opencontainers.image.base.name") != pypi_base_tag(built.vllm_version):
+        return  # another base's Triton (its own cache keys): the repository's record is the PyPI base's
+    committed = compile_record.record_path(COMPILE_RECORDS, built.vllm_version)
+    assert compile_record.read_record(committed) == built, (
+        f"{committed.relative_to(REPO)} is not the record of this tree's build: `python3 build.py --base pypi` "
+        "wrote it back; commit it")
+
+
 PREFLIGHT_EACH = r"""
 python3 - <<'PY'
 import json, os

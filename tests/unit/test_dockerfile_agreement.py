@@ -65,8 +65,22 @@ def test_the_fit_checks_early_copy_of_the_contract_holds_every_module_the_patche
     """The Dockerfile copies part of contract/ before the fit check (so an edit elsewhere does not re-run
     it): every contract module the patches import must be in that part, or the build's fit check fails."""
     [early] = [text for text in instructions(REPO / "Dockerfile")
-               if text.startswith("COPY contract/") and not text.startswith("COPY contract/ ")]
+               if text.startswith("COPY contract/") and not text.startswith("COPY contract/*.py ")]
     copied = {Path(source).name for source in early.split()[1:-1]}
     imported = contract_modules_imported(REPO / "patches")
     assert {"clamp_paths.py", "devices.py"} <= imported, "the search finds the imports there are"
     assert imported <= copied, f"imported by patches/ but not copied before the fit check: {imported - copied}"
+
+
+def test_the_fit_step_reads_the_compile_records_from_the_build_context_and_the_image_keeps_none():
+    """The committed records reach the fit step as a bind mount where image_passes looks for them, and no
+    layer copies them (nor the locks): the image's contract is its modules."""
+    from contract.clamp_paths import COMPILE_RECORDS_MOUNT
+
+    texts = instructions(REPO / "Dockerfile")
+    [fit_step] = [text for text in texts if "patches.fitcheck.image_passes" in text]
+    assert f"--mount=type=bind,source=contract/compile-records,target={COMPILE_RECORDS_MOUNT}" in fit_step
+    assert (REPO / "contract" / "compile-records").is_dir()
+    copies = [text.split()[1:-1] for text in texts if text.startswith("COPY ")]
+    copied = [source for sources in copies for source in sources if source.startswith("contract")]
+    assert "contract/*.py" in copied and all(source.endswith(".py") for source in copied), copied

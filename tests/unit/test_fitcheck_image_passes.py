@@ -23,6 +23,8 @@ def passes(tmp_path, monkeypatch):
     monkeypatch.setattr(image_passes, "FIT_TABLE", str(tmp_path / "fit-table.json"))
     monkeypatch.setattr(image_passes, "TARGET_GROUPS", (("sm75", "sm86", "sm90"),))  # one process (see below)
     monkeypatch.setattr(image_passes, "VERSIONS_REPORT", str(tmp_path / "versions.json"))
+    monkeypatch.setattr(image_passes, "COMPILE_RECORDS_MOUNT", str(tmp_path / "compile-records"))
+    monkeypatch.setattr(image_passes, "COMPILE_RECORD", str(tmp_path / "compile-record.json.gz"))
     monkeypatch.setattr(image_passes, "proved_versions", lambda: {"vllm": "0.33.0", "torch": "2.14.0", "triton": "3.8.0"})
     return tmp_path, reports
 
@@ -103,7 +105,7 @@ def test_two_target_groups_run_in_two_processes_and_end_as_one_step(passes, monk
     assert [label for label, *_ in image_passes.TIMINGS if not label.startswith("cross")] == \
         ["sm75 float16", "sm90 float16 (gemma4)", "sm86 bfloat16"]
     err = capfd.readouterr().err.splitlines()
-    assert any(line.startswith("fitcheck: sm86 bfloat16: 2501 launches") for line in err), "the child's progress"
+    assert any(line.startswith("fitcheck: sm86 bfloat16: 2501 launches") for line in err), ("the child's progress", err)
     assert sum("launches, largest need" in line and "every launch fits" in line and "(" not in line.split("fits")[-1]
                for line in err) == 3, "one summary, in PASSES order"
 
@@ -226,3 +228,67 @@ def test_the_summary_gives_a_devices_dtypes_one_verdict_when_they_read_the_same(
         "sm75 float16", "sm86 float16 and bfloat16", "sm90 float16", "sm90 bfloat16", "the fit table"]
     assert summary[2] == ("sm86 float16 and bfloat16: 2 launches, largest need 99000 of 101376 bytes "
                           "(a/global, kernel_unified_attention), every launch fits")
+
+
+def test_the_step_takes_this_releases_record_and_writes_what_both_groups_answered(passes, monkeypatch, capfd):
+    """The record of the release (by vLLM, Triton and the cut) reaches the compiler before the fork, so both
+    groups take its answers; what each group answered, compiled or recorded, comes back into one record."""
+    import gzip
+
+    from contract import compile_record
+    from contract.compile_record import Answer
+    from patches.fitcheck import compiler
+
+    folder, _ = passes
+    monkeypatch.setattr(image_passes, "TARGET_GROUPS", (("sm75", "sm90"), ("sm86",)))
+    for name, value in (("LEDGER", []), ("_RECORD", {}), ("RECORDABLE", {})):
+        monkeypatch.setattr(compiler, name, value)
+    committed = {"a" * 64: Answer("kernel_unified_attention", 75, 32768, 4, 1)}
+    records = folder / "compile-records"
+    records.mkdir()
+    (records / "vllm-0.33.0.json").write_text(compile_record.render(committed, {"vllm": "0.33.0", "triton": "3.8.0"},
+                                                                     compiler.SHARED_ONLY_KEY))
+    standin = standin_check(set(), [])
+    parent = __import__("os").getpid()
+
+    def check_pass(options, table):
+        assert compiler._RECORD == committed, "taken before the fork"
+        mine = ("b" if __import__("os").getpid() == parent else "c") * 64
+        compiler.RECORDABLE[mine] = Answer("reduce_segments", 75, 100, 4, 1)
+        compiler.LEDGER.append((compiler.RECORDED, 75, "kernel_unified_attention", compiler.CompileResult(32768, 4, 1)))
+        return standin(options)
+    monkeypatch.setattr(image_passes, "check_pass", check_pass)
+    monkeypatch.setattr(image_passes, "cross_check", lambda: [])
+    assert image_passes.main() == 0
+    written = compile_record.parse_record(gzip.decompress((folder / "compile-record.json.gz").read_bytes()).decode())
+    assert sorted(key[0] for key in written.answers) == ["b", "c"]
+    err = capfd.readouterr().err
+    assert "compile record vllm-0.33.0.json: 1 compiles of this Triton answer their keys" in err
+    assert "3 compiles answered by the compile record, 0 compiled to the shared-memory allocation, 0 in full" in err
+
+
+def test_a_record_of_another_triton_is_not_used_and_a_broken_one_stops_the_step_before_any_pass(passes, monkeypatch,
+                                                                                                capsys):
+    from contract import compile_record
+    from contract.compile_record import Answer
+    from patches.fitcheck import compiler
+
+    folder, _ = passes
+    monkeypatch.setattr(compiler, "_RECORD", {})
+    records = folder / "compile-records"
+    records.mkdir()
+    record = records / "vllm-0.33.0.json"
+    record.write_text(compile_record.render({"a" * 64: Answer("k", 75, 1, 4, 1)}, {"vllm": "0.33.0", "triton": "3.7.1"},
+                                            compiler.SHARED_ONLY_KEY))
+    ran = []
+    monkeypatch.setattr(image_passes, "check_pass", standin_check(set(), ran))
+    monkeypatch.setattr(image_passes, "cross_check", lambda: [])
+    assert image_passes.main() == 0 and compiler._RECORD == {}
+    assert "not used (written for vLLM 0.33.0 / Triton 3.7.1" in capsys.readouterr().err
+    record.write_text(record.read_text()[:-20])
+    ran.clear()
+    (folder / "versions.json").unlink()
+    assert image_passes.main() == 2
+    assert ran == [] and not (folder / "versions.json").exists()
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"fitcheck: {record} is not a compile record (not JSON") and "git checkout" in line

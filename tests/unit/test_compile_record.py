@@ -1,0 +1,218 @@
+"""contract/compile_record.py and its two users: the fit check's compiler, which takes a record's answers
+instead of compiling the same Triton cache keys (and still confirms each kernel's largest need in full),
+and build.py, which writes the image's record back to the repository. The real compiles run in every image
+build; here a standin stands for Triton's compile, which a host without vLLM cannot run."""
+import json
+import string
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contract import compile_record
+from contract.compile_record import Answer, Record, RecordError
+from patches.fitcheck import compiler
+
+VERSIONS = {"vllm": "0.33.0", "triton": "3.8.0"}
+CUT = compiler.SHARED_ONLY_KEY
+
+keys = st.text(alphabet="0123456789abcdef", min_size=64, max_size=64)
+answers = st.one_of(
+    st.builds(Answer, kernel=st.sampled_from(["kernel_unified_attention", "reduce_segments", "_fwd_kernel"]),
+              cc=st.sampled_from([75, 86, 90]), shared=st.integers(0, 2**20), num_warps=st.sampled_from([None, 2, 4, 8]),
+              num_stages=st.sampled_from([None, 1, 2, 3]), error=st.none()),
+    st.builds(Answer, kernel=st.just("kernel_unified_attention"), cc=st.just(75), shared=st.none(),
+              num_warps=st.none(), num_stages=st.none(), error=st.text(min_size=1, max_size=40)))
+
+
+@given(st.dictionaries(keys, answers, max_size=20))
+def test_a_rendered_record_reads_back_the_same_and_renders_to_the_same_bytes(recorded):
+    text = compile_record.render(recorded, VERSIONS, CUT)
+    record = compile_record.parse_record(text)
+    assert record == Record("0.33.0", "3.8.0", CUT, recorded)
+    assert compile_record.text_of(record) == text
+    assert text.count("\n") == len(recorded) + 2 + (not recorded), "one compile per line"
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                      max_size=4), max_leaves=12)
+
+
+def mutated_documents():
+    good = {"format": 1, "vllm_version": "0.33.0", "triton_version": "3.8.0", "cut": CUT,
+            "compiles": {"a" * 64: ["kernel_unified_attention", 75, 32768, 4, 1, None]}}
+    paths = [("format",), ("vllm_version",), ("cut",), ("compiles",), ("compiles", "a" * 64)] + \
+            [("compiles", "a" * 64, i) for i in range(6)]
+
+    def mutate(path, value):
+        document = json.loads(json.dumps(good))
+        holder = document
+        for step in path[:-1]:
+            holder = holder[step]
+        holder[path[-1]] = value
+        return document
+    return st.builds(mutate, st.sampled_from(paths), json_values)
+
+
+@settings(max_examples=300)
+@given(st.one_of(json_values, mutated_documents(), st.text(max_size=60)))
+def test_any_document_is_a_record_or_one_line_saying_what_is_wrong(document):
+    text = document if isinstance(document, str) else json.dumps(document)
+    try:
+        record = compile_record.parse_record(text)
+    except ValueError as error:
+        assert "\n" not in str(error) and len(str(error)) < 300
+        return
+    for answer in record.answers.values():  # what it holds is what the compiler can take
+        assert (answer.error is None) != (answer.shared is None)
+        assert all(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+                   for v in (answer.shared, answer.num_warps, answer.num_stages))
+
+
+def test_a_key_that_is_not_a_cache_key_or_a_bad_field_is_refused_by_name():
+    good = ["kernel_unified_attention", 75, 32768, 4, 1, None]
+    for compiles, says in [({"A" * 64: good}, "sha256"), ({"a" * 63: good}, "sha256"),
+                           ({"a" * 64: good[:5]}, "expected [kernel"),
+                           ({"a" * 64: ["x; rm -rf /", 75, 1, 4, 1, None]}, "not a kernel name"),
+                           ({"a" * 64: ["k", 7.5, 1, 4, 1, None]}, "compute capability"),
+                           ({"a" * 64: ["k", 75, True, 4, 1, None]}, "shared is True"),
+                           ({"a" * 64: ["k", 75, -1, 4, 1, None]}, "shared is -1"),
+                           ({"a" * 64: ["k", 75, 1, 4, 1, "OutOfResources"]}, "not both or neither"),
+                           ({"a" * 64: ["k", 75, None, None, None, None]}, "not both or neither")]:
+        document = {"format": 1, "vllm_version": "0.33.0", "triton_version": "3.8.0", "cut": CUT, "compiles": compiles}
+        with pytest.raises(ValueError, match=says.replace("[", r"\[")):
+            compile_record.parse_record(json.dumps(document))
+
+
+def test_reading_names_the_file_and_says_what_to_do(tmp_path):
+    assert compile_record.read_record(tmp_path / "vllm-0.33.0.json") is None
+    for name, content in [("cut.json", b'{"format": 1, "vllm_ver'), ("binary.json", b"\xff\xfe\x00"),
+                          ("old.json", b'{"format": 0}')]:
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(RecordError) as refused:
+            compile_record.read_record(tmp_path / name)
+        line = str(refused.value)
+        assert line.startswith(str(tmp_path / name)) and "git checkout" in line and "\n" not in line
+    (tmp_path / "folder.json").mkdir()
+    with pytest.raises(RecordError, match="cannot read the compile record"):
+        compile_record.read_record(tmp_path / "folder.json")
+
+
+def test_a_record_of_another_triton_vllm_or_cut_answers_nothing_and_says_why():
+    record = Record("0.33.0", "3.8.0", CUT, {"a" * 64: Answer("k", 75, 1, 4, 1)})
+    assert compile_record.usable_answers(record, VERSIONS, CUT) == (record.answers, None)
+    for versions, cut, says in [({"vllm": "0.33.0", "triton": "3.9.0"}, CUT, "Triton 3.9.0"),
+                                ({"vllm": "0.34.0", "triton": "3.8.0"}, CUT, "vLLM 0.34.0"),
+                                (VERSIONS, CUT + "-2", CUT + "-2")]:
+        found, why = compile_record.usable_answers(record, versions, cut)
+        assert found == {} and "running" in why and says in why.split("running")[1]
+    assert compile_record.usable_answers(None, VERSIONS, CUT) == ({}, "no record for this vLLM release")
+
+
+# The compiler's side: a standin for Triton's JIT preparation and its compile (a host without vLLM has neither).
+
+def standin_job(name: str, cc: int):
+    source = SimpleNamespace(fn=SimpleNamespace(__name__="kernel_unified_attention"))
+    return compiler._Job(source, {"num_warps": 4}, f"{cc}:{name}", SimpleNamespace(arch=cc),
+                         (name * 64)[:64])
+
+
+@pytest.fixture
+def standin_compiler(monkeypatch):
+    compiled = []
+    monkeypatch.setattr(compiler, "_target_and_backend", lambda cc: (SimpleNamespace(arch=cc), None))
+    monkeypatch.setattr(compiler, "_prepare", lambda fn, params, options, target, backend: standin_job(fn, target.arch))
+
+    def standin_compile_jobs(jobs, workers):
+        compiled.append([job.cache_key[0] for job in jobs])
+        return [compiler.CompileResult(1000 * (ord(job.cache_key[0]) - 96), 4, 1) for job in jobs]
+    monkeypatch.setattr(compiler, "_compile_jobs", standin_compile_jobs)
+    for name, value in (("_DONE", {}), ("_WITNESSES", {}), ("LEDGER", []), ("_RECORD", {}), ("RECORDABLE", {})):
+        monkeypatch.setattr(compiler, name, value)
+    return compiled
+
+
+def test_the_record_answers_its_keys_the_rest_is_compiled_and_the_largest_need_still_compiled_in_full(standin_compiler):
+    compiler.use_record({"c" * 64: Answer("kernel_unified_attention", 75, 50000, 4, 1)})
+    with compiler.compile_mode(compiler.SHARED_ONLY):
+        results = compiler.compile_launches([("a", {}, {}), ("c", {}, {}), ("b", {}, {}), ("c", {}, {})], 75)
+    assert [r.shared for r in results] == [1000, 50000, 2000, 50000]
+    assert standin_compiler == [["a", "b"]], "the recorded key is not compiled"
+    assert [(mode, kernel) for mode, _, kernel, _ in compiler.LEDGER] == [
+        (compiler.RECORDED, "kernel_unified_attention"), (compiler.SHARED_ONLY, "kernel_unified_attention"),
+        (compiler.SHARED_ONLY, "kernel_unified_attention")]
+    assert {key[0]: a.shared for key, a in compiler.RECORDABLE.items()} == {"a": 1000, "b": 2000, "c": 50000}
+    with pytest.raises(compiler.CompilerDrift, match="says 50000 bytes, Triton's full compile 3000 bytes"):
+        compiler.cross_check()  # the standin's full compile of the recorded witness says otherwise
+    assert standin_compiler[-1] == ["c"], "the record's largest need is compiled in full"
+
+
+def test_a_full_compile_run_takes_nothing_from_the_record(standin_compiler):
+    compiler.use_record({"a" * 64: Answer("kernel_unified_attention", 75, 50000, 4, 1)})
+    with compiler.compile_mode(compiler.FULL):
+        assert [r.shared for r in compiler.compile_launches([("a", {}, {})], 75)] == [1000]
+    assert standin_compiler == [["a"]] and compiler.RECORDABLE == {}
+
+
+# build.py's side: the image's record written back to the repository, only when it changed.
+
+def test_the_build_writes_the_images_record_back_only_when_it_differs(tmp_path):
+    from buildtool.errors import BuildError
+    from buildtool.image.build import keep_compile_record
+
+    recorded = {"b" * 64: Answer("reduce_segments", 86, 512, 4, 1), "a" * 64: Answer("k", 75, None, None, None, "E")}
+    document = json.loads(compile_record.render(recorded, VERSIONS, CUT))
+    line = keep_compile_record(document, tmp_path)
+    written = tmp_path / "vllm-0.33.0.json"
+    assert line == f"{written}: written (2 compiles): commit it, and a fresh host's build takes these compiles from it"
+    assert compile_record.read_record(written).answers == recorded
+    before = written.stat().st_mtime_ns
+    assert keep_compile_record(document, tmp_path) == f"{written}: unchanged (2 compiles)"
+    assert written.stat().st_mtime_ns == before
+    document["compiles"]["b" * 64][2] = -5
+    with pytest.raises(BuildError, match="the image's compile record is not one .*shared is -5"):
+        keep_compile_record(document, tmp_path)
+    assert compile_record.read_record(written).answers == recorded, "a bad record overwrites nothing"
+
+
+def test_every_committed_record_reads_and_names_its_own_release():
+    from buildtool.image.build import COMPILE_RECORDS
+
+    records = sorted(COMPILE_RECORDS.glob("*.json"))
+    assert records, "the pinned release has a record"
+    for path in records:
+        record = compile_record.read_record(path)
+        assert path == compile_record.record_path(COMPILE_RECORDS, record.vllm_version)
+        assert record.cut == CUT, "a record of another cut pipeline answers nothing: rebuild to refresh it"
+        assert path.read_text() == compile_record.text_of(record)
+        assert set(string.hexdigits.lower()) >= set("".join(record.answers))
+
+
+# The fit check's command line: --compile-record, refused in one line before vLLM or Triton load.
+
+@pytest.mark.parametrize("extra, content, says", [
+    (["--full-compile"], None, "--compile-record answers compiles cut at the shared-memory allocation"),
+    ([], None, "--compile-record {path}: no such file; pass the image's record (/opt/vllm-turing/compile-record.json.gz)"),
+    ([], b"\x1f\x8b\x08 not gzip", "{path} is not a compile record (EOFError"),
+    ([], b'{"format": 1}', "{path} is not a compile record (vllm_version is None"),
+])
+def test_a_bad_compile_record_option_is_refused_in_one_line(tmp_path, capsys, extra, content, says):
+    from patches.fitcheck.__main__ import main
+
+    path = tmp_path / ("record.json.gz" if content and content.startswith(b"\x1f") else "record.json")
+    if content is not None:
+        path.write_bytes(content)
+    code = main(["--device", "sm75", "--matrix", "gemma4", "--compile-record", str(path), *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("fitcheck: " + says.format(path=path)) and err.count("\n") == 1, err
+
+
+def test_the_images_gzipped_record_reads_as_the_plain_one(tmp_path):
+    import gzip
+
+    text = compile_record.render({"a" * 64: Answer("k", 75, 1, 4, 1)}, VERSIONS, CUT)
+    (tmp_path / "r.json.gz").write_bytes(gzip.compress(text.encode()))
+    (tmp_path / "r.json").write_text(text)
+    assert compile_record.read_record(tmp_path / "r.json.gz") == compile_record.read_record(tmp_path / "r.json")
