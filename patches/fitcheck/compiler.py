@@ -100,9 +100,12 @@ def _prepare(fn, params: dict, launch_options: dict, target, backend) -> _Job:
 
 
 def _shared_only_cache_key(source, options: dict, backend) -> str:
-    """The hash triton.compile names its cache entry by, for this compile through the cut pipeline."""
-    from triton.compiler.compiler import get_cache_invalidating_env_vars, get_cache_key
-
+    """The hash triton.compile names its cache entry by, for this compile through the cut pipeline; "" on a
+    Triton that names it otherwise (then no record answers it and none keeps it)."""
+    try:
+        from triton.compiler.compiler import get_cache_invalidating_env_vars, get_cache_key
+    except ImportError:
+        return ""
     parsed = backend.parse_options(dict(options, **source.parse_options()))
     key = get_cache_key(source, backend, parsed, get_cache_invalidating_env_vars()) + SHARED_ONLY_KEY
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
@@ -276,7 +279,7 @@ def compile_launches(requests: list[tuple], cc: int, workers: int | None = None)
     for job in prepared:
         if (mode, job.key) in _DONE:
             continue
-        if mode == SHARED_ONLY and job.cache_key in _RECORD:
+        if mode == SHARED_ONLY and job.cache_key and job.cache_key in _RECORD:
             result = _DONE[mode, job.key] = _recorded(_RECORD[job.cache_key])
             LEDGER.append((RECORDED, cc, job.kernel, result))
         else:
@@ -287,7 +290,8 @@ def compile_launches(requests: list[tuple], cc: int, workers: int | None = None)
         LEDGER.append((mode, cc, job.kernel, result))
     if mode == SHARED_ONLY:
         for job in prepared:
-            RECORDABLE.setdefault(job.cache_key, _answer(job, cc, _DONE[mode, job.key]))
+            if job.cache_key:
+                RECORDABLE.setdefault(job.cache_key, _answer(job, cc, _DONE[mode, job.key]))
     # Witnesses from every request, compiled now or earlier in this process (an earlier check of the
     # image build's passes), so each check cross-checks the kernels it met.
     for job in prepared:

@@ -216,3 +216,24 @@ def test_the_images_gzipped_record_reads_as_the_plain_one(tmp_path):
     (tmp_path / "r.json.gz").write_bytes(gzip.compress(text.encode()))
     (tmp_path / "r.json").write_text(text)
     assert compile_record.read_record(tmp_path / "r.json.gz") == compile_record.read_record(tmp_path / "r.json")
+
+
+def test_a_triton_without_tritons_cache_key_function_compiles_everything_and_records_nothing(standin_compiler,
+                                                                                              monkeypatch):
+    """A Triton whose compile names its cache otherwise (no get_cache_key) gets "" as every key: nothing is
+    answered from a record and nothing kept for one, and every launch is compiled as before."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "triton", SimpleNamespace())
+    monkeypatch.setitem(sys.modules, "triton.compiler", SimpleNamespace())
+    monkeypatch.setitem(sys.modules, "triton.compiler.compiler", SimpleNamespace())
+    assert compiler._shared_only_cache_key(SimpleNamespace(), {}, None) == ""
+    monkeypatch.setattr(compiler, "_prepare", lambda fn, params, options, target, backend: compiler._Job(
+        SimpleNamespace(fn=SimpleNamespace(__name__="k")), {}, f"{target.arch}:{fn}", target, ""))
+    compiled = []
+    monkeypatch.setattr(compiler, "_compile_jobs", lambda jobs, workers: compiled.extend(job.key for job in jobs) or [
+        compiler.CompileResult(1, 4, 1) for _ in jobs])
+    compiler.use_record({"a" * 64: Answer("k", 75, 50000, 4, 1)})
+    with compiler.compile_mode(compiler.SHARED_ONLY):
+        compiler.compile_launches([("a", {}, {}), ("b", {}, {})], 75)
+    assert compiled == ["75:a", "75:b"] and compiler.RECORDABLE == {}
