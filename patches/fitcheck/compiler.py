@@ -32,7 +32,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from contract.compile_record import Answer
+from contract.compile_record import Answer, Record, usable_answers
 
 WARP_SIZE = 32
 SHARED_ONLY = "shared-only"
@@ -183,12 +183,10 @@ def use_record(answers: dict) -> None:
     _RECORD.update(answers)
 
 
-def take_record(record, versions: dict) -> tuple[int, str | None]:
-    """Hands this process's compiles the answers of `record` (a contract.compile_record.Record, or None) when
-    these vLLM and Triton `versions` wrote it: (the answers taken, why none were)."""
-    from contract import compile_record
-
-    answers, why_not = compile_record.usable_answers(record, versions, SHARED_ONLY_KEY)
+def take_record(record: Record | None, versions: dict) -> tuple[int, str | None]:
+    """Hands this process's compiles the answers of `record` when these vLLM and Triton `versions` wrote it:
+    (the answers taken, why none were)."""
+    answers, why_not = usable_answers(record, versions, SHARED_ONLY_KEY)
     use_record(answers)
     return len(answers), why_not
 

@@ -243,8 +243,9 @@ def write_record() -> None:
 def main() -> int:
     try:
         record_said = take_record()
-    except compile_record.RecordError as error:
-        print(f"fitcheck: {error}", file=sys.stderr, flush=True)
+    except compile_record.RecordError as error:  # named as the repository has it, not where the build mounts it
+        print(f"fitcheck: {str(error).replace(COMPILE_RECORDS_MOUNT, 'contract/compile-records')}", file=sys.stderr,
+              flush=True)
         return 2
     groups = grouped()
     tables = [FIT_TABLE] + [f"{FIT_TABLE}.group{index}" for index in range(1, len(groups))]

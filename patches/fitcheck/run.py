@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contract import clamp_paths as layout
+from contract import compile_record
+from contract.compile_record import Record
 from contract.devices import DEVICES
 from patches.fitcheck import attention as shapes_
 from patches.fitcheck import families
@@ -212,7 +214,7 @@ class FitPlan:
     options: FitOptions
     device: dict
     shapes: tuple
-    record: object = None  # contract.compile_record.Record of --compile-record
+    record: Record | None = None  # the --compile-record file
 
 
 def plan(options: FitOptions) -> FitPlan:
@@ -234,10 +236,8 @@ def plan(options: FitOptions) -> FitPlan:
     return FitPlan(options, device, shapes, _read_record(options.compile_record))
 
 
-def _read_record(path: str | None):
+def _read_record(path: str | None) -> Record | None:
     """The --compile-record file as a Record (RecordError when it is not one), None without the option."""
-    from contract import compile_record
-
     if path is None:
         return None
     record = compile_record.read_record(Path(path))

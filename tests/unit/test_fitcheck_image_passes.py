@@ -23,7 +23,7 @@ def passes(tmp_path, monkeypatch):
     monkeypatch.setattr(image_passes, "FIT_TABLE", str(tmp_path / "fit-table.json"))
     monkeypatch.setattr(image_passes, "TARGET_GROUPS", (("sm75", "sm86", "sm90"),))  # one process (see below)
     monkeypatch.setattr(image_passes, "VERSIONS_REPORT", str(tmp_path / "versions.json"))
-    monkeypatch.setattr(image_passes, "COMPILE_RECORDS_MOUNT", str(tmp_path / "compile-records"))
+    monkeypatch.setattr(image_passes, "COMPILE_RECORDS_MOUNT", str(tmp_path / "run" / "compile-records"))
     monkeypatch.setattr(image_passes, "COMPILE_RECORD", str(tmp_path / "compile-record.json.gz"))
     monkeypatch.setattr(image_passes, "proved_versions", lambda: {"vllm": "0.33.0", "torch": "2.14.0", "triton": "3.8.0"})
     return tmp_path, reports
@@ -244,8 +244,8 @@ def test_the_step_takes_this_releases_record_and_writes_what_both_groups_answere
     for name, value in (("LEDGER", []), ("_RECORD", {}), ("RECORDABLE", {})):
         monkeypatch.setattr(compiler, name, value)
     committed = {"a" * 64: Answer("kernel_unified_attention", 75, 32768, 4, 1)}
-    records = folder / "compile-records"
-    records.mkdir()
+    records = folder / "run" / "compile-records"
+    records.mkdir(parents=True)
     (records / "vllm-0.33.0.json").write_text(compile_record.render(committed, {"vllm": "0.33.0", "triton": "3.8.0"},
                                                                      compiler.SHARED_ONLY_KEY))
     standin = standin_check(set(), [])
@@ -275,8 +275,8 @@ def test_a_record_of_another_triton_is_not_used_and_a_broken_one_stops_the_step_
 
     folder, _ = passes
     monkeypatch.setattr(compiler, "_RECORD", {})
-    records = folder / "compile-records"
-    records.mkdir()
+    records = folder / "run" / "compile-records"
+    records.mkdir(parents=True)
     record = records / "vllm-0.33.0.json"
     record.write_text(compile_record.render({"a" * 64: Answer("k", 75, 1, 4, 1)}, {"vllm": "0.33.0", "triton": "3.7.1"},
                                             compiler.SHARED_ONLY_KEY))
@@ -291,4 +291,5 @@ def test_a_record_of_another_triton_is_not_used_and_a_broken_one_stops_the_step_
     assert image_passes.main() == 2
     assert ran == [] and not (folder / "versions.json").exists()
     [line] = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith(f"fitcheck: {record} is not a compile record (not JSON") and "git checkout" in line
+    assert line.startswith("fitcheck: contract/compile-records/vllm-0.33.0.json is not a compile record (not JSON")
+    assert "git checkout" in line
