@@ -49,5 +49,9 @@ def write_report(path: str, report: dict) -> None:
 def read_report(path: str) -> dict:
     """A build report written by write_report (or any JSON file)."""
     with open(path, "rb") as handle:
-        data = handle.read()
+        return parse_report(path, handle.read())
+
+
+def parse_report(path: str, data: bytes) -> dict:
+    """The report `data` read from `path` holds (gzipped when the path ends in .gz)."""
     return json.loads(gzip.decompress(data) if str(path).endswith(".gz") else data)

@@ -1,6 +1,9 @@
 """Connection to the Docker engine through the Docker SDK for Python."""
+import io
+import tarfile
+
 import docker
-from docker.errors import DockerException, ImageNotFound
+from docker.errors import DockerException, ImageNotFound, NotFound
 
 from buildtool.errors import BuildError
 
@@ -22,6 +25,28 @@ def image_or_none(client: docker.DockerClient, ref: str):
         return client.images.get(ref)
     except ImageNotFound:
         return None
+
+
+def files_in_image(client: docker.DockerClient, image: str, paths) -> dict[str, bytes | None]:
+    """Each file's bytes as the image holds it (None where it has none), copied out of a created container
+    that never starts: a container's log can come back short of a large output on a loaded host, a copy
+    cannot, and no program of the image runs."""
+    container = client.containers.create(image, entrypoint=["true"], command=[])
+    try:
+        found = {}
+        for path in paths:
+            try:
+                stream, _ = container.get_archive(path)
+            except NotFound:
+                found[path] = None
+                continue
+            with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
+                member = archive.next()
+                extracted = archive.extractfile(member) if member is not None and member.isfile() else None
+                found[path] = extracted.read() if extracted is not None else None
+        return found
+    finally:
+        container.remove(force=True)
 
 
 def _first_line(exc: Exception) -> str:

@@ -5,8 +5,9 @@ from dataclasses import dataclass
 import docker
 
 from buildtool import flags
-from buildtool.docker.engine import connect, image_or_none
+from buildtool.docker.engine import connect, files_in_image, image_or_none
 from buildtool.errors import BuildError
+from contract.clamp_paths import parse_report
 from contract.layout import BUILD_REPORTS, COMPILE_RECORD, FIT_TABLE, INSTALL_DIR
 from contract.verdict import Result, Status, failed, passed
 
@@ -49,12 +50,15 @@ def finding_line(finding: Result) -> str:
 
 
 def read_build_reports(client: docker.DockerClient, image: str) -> dict:
-    script = ("import json; from contract.clamp_paths import read_report; "
-              "print(json.dumps({k: read_report(p) for k, p in %r.items()}))" % (BUILD_REPORTS,))
-    out = _run(client, image, ["python3", "-c", script])
-    if out.exit_code != 0:
-        raise BuildError("the image holds no build reports in %s: %s" % (INSTALL_DIR, out.text.strip()[-300:]))
-    return json.loads(out.text)
+    """The build's reports (contract.layout.BUILD_REPORTS), copied out of the image and read by key."""
+    found = files_in_image(client, image, BUILD_REPORTS.values())
+    missing = [path for path, data in found.items() if data is None]
+    if missing:
+        raise BuildError(f"the image holds no build report {missing[0]}: the fit-check step did not write it")
+    try:
+        return {key: parse_report(path, found[path]) for key, path in BUILD_REPORTS.items()}
+    except (ValueError, OSError, EOFError) as error:
+        raise BuildError(f"the image's build reports in {INSTALL_DIR} do not read ({flags.one_line(str(error))[:200]})") from None
 
 
 def verify_image(client: docker.DockerClient, image: str) -> list[Result]:

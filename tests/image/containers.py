@@ -5,6 +5,8 @@ import json
 import docker
 import testinfra
 
+from buildtool.docker.engine import files_in_image
+
 # vLLM disables Triton when no GPU driver is active unless CUDA_VISIBLE_DEVICES is empty.
 CPU_ENV = {"CUDA_VISIBLE_DEVICES": ""}
 
@@ -29,6 +31,13 @@ def run_to_end(client: docker.DockerClient, image: str, command, timeout: int = 
         return code, container.logs(stderr=False).decode(), container.logs(stdout=False).decode()
     finally:
         container.remove(force=True)
+
+
+def file_in_image(client: docker.DockerClient, image: str, path: str) -> bytes:
+    """A file's bytes as the image holds it (buildtool's copy out of a created container, never its log)."""
+    data = files_in_image(client, image, [path])[path]
+    assert data is not None, f"{image} holds no {path}"
+    return data
 
 
 def run_python(host, script: str, *args: str) -> str:

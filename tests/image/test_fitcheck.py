@@ -267,7 +267,7 @@ def test_without_a_table_every_launch_still_fits_sm75(run_in_image):
     assert wide_prefill == {16}, wide_prefill
 
 
-def test_without_a_table_the_sm90_limit_changes_nothing(run_in_image):
+def test_without_a_table_the_sm90_limit_changes_nothing(image, docker_client, run_in_image):
     report, _ = passing_report(run_in_image, (
         f"{APPLY}\n{NO_TABLE}\npython3 -m patches.fitcheck --device sm90 "
         "--model-config /models/gemma-4-e2b-like/config.json --compare-unpatched --json"))
@@ -279,15 +279,14 @@ def test_without_a_table_the_sm90_limit_changes_nothing(run_in_image):
 
 
 # The families' layers: proven by the build, answered at preflight from the build's verdicts.
-BUILD_REPORTS = ("python3 -c 'import json; from contract.clamp_paths import FIT_REPORT, FIT_REPORT_SM86, FIT_TABLE, "
-                 "read_report; print(json.dumps([read_report(p) for p in (FIT_REPORT, FIT_REPORT_SM86, FIT_TABLE)]))'")
-
-
-def build_reports(run_in_image) -> tuple[dict, dict, dict]:
+def build_reports(docker_client, image) -> tuple[dict, dict, dict]:
     """The image's sm_75 and sm_86 fit reports and its fit table, as its build wrote them."""
-    code, out, err = run_in_image(BUILD_REPORTS)
-    assert code == 0, err[-2000:]
-    return tuple(json.loads(out))
+    from contract.clamp_paths import FIT_REPORT, FIT_REPORT_SM86, FIT_TABLE, parse_report
+    from tests.image.containers import files_in_image
+
+    paths = (FIT_REPORT, FIT_REPORT_SM86, FIT_TABLE)
+    found = files_in_image(docker_client, image, paths)
+    return tuple(parse_report(path, found[path]) for path in paths)
 
 
 def proven_rows(reports, shape) -> list[list[dict]]:
@@ -301,10 +300,10 @@ def proven_rows(reports, shape) -> list[list[dict]]:
     return rows
 
 
-def test_the_build_proved_every_family_layer_on_sm75_and_sm86_on_both_paths(run_in_image):
+def test_the_build_proved_every_family_layer_on_sm75_and_sm86_on_both_paths(image, docker_client):
     from patches.fitcheck.shapes import FAMILY_SHAPES
 
-    sm75, sm86, fit_table = build_reports(run_in_image)
+    sm75, sm86, fit_table = build_reports(docker_client, image)
     for shape in FAMILY_SHAPES:
         for rows in proven_rows((sm75, sm86), shape):
             assert {row["path"] for row in rows} >= {"2d", "3d"}, shape.layer
@@ -312,11 +311,8 @@ def test_the_build_proved_every_family_layer_on_sm75_and_sm86_on_both_paths(run_
     assert {(cc, s.head_size, s.queries_per_kv, s.sliding_window) for s in FAMILY_SHAPES for cc in (75, 86)} <= verdicts
 
 
-RECORD_OF_THE_BUILD = ("python3 -c 'import gzip, sys; from contract.clamp_paths import COMPILE_RECORD; "
-                       "sys.stdout.write(gzip.decompress(open(COMPILE_RECORD, \"rb\").read()).decode())'")
-
-
-def test_the_build_answered_from_the_committed_record_what_it_holds_and_it_is_current(run_in_image, image_labels):
+def test_the_build_answered_from_the_committed_record_what_it_holds_and_it_is_current(docker_client, image,
+                                                                                       image_labels):
     """The image's own record (every shared-memory-only answer of its fit step) is the repository's, so a
     fresh host's build of this tree compiles only the full confirming compiles; a tree whose matrix or
     clamp changed fails here until the record a PyPI-base build wrote back is committed."""
@@ -324,9 +320,12 @@ def test_the_build_answered_from_the_committed_record_what_it_holds_and_it_is_cu
     from contract import compile_record
     from contract.pins import pypi_base_tag
 
-    code, out, err = run_in_image(RECORD_OF_THE_BUILD)
-    assert code == 0, err[-2000:]
-    built = compile_record.parse_record(out)
+    import gzip
+
+    from contract.clamp_paths import COMPILE_RECORD
+    from tests.image.containers import file_in_image
+
+    built = compile_record.parse_record(gzip.decompress(file_in_image(docker_client, image, COMPILE_RECORD)).decode())
     assert built.answers and all(a.error is None for a in built.answers.values()), "every matrix compile succeeds"
     assert {a.cc for a in built.answers.values()} == {75, 86, 90}
     if image_labels.get("org.opencontainers.image.base.name") != pypi_base_tag(built.vllm_version):
@@ -403,10 +402,10 @@ STRIP_ENCODER = ("python3 -c 'from patches.turing_clamp import SITES, find_targe
 ENCODER_HEAD256_SM75 = 131072  # vLLM's BLOCK 64 at head 256 on sm_75 (Triton 3.8.0)
 
 
-def test_the_build_proved_every_encoder_layer_on_sm75_and_sm86_and_its_clamp_did_the_work(run_in_image):
+def test_the_build_proved_every_encoder_layer_on_sm75_and_sm86_and_its_clamp_did_the_work(image, docker_client):
     from patches.fitcheck.shapes import ENCODER_SHAPES
 
-    sm75, sm86, fit_table = build_reports(run_in_image)
+    sm75, sm86, fit_table = build_reports(docker_client, image)
     for shape in ENCODER_SHAPES:
         for rows in proven_rows((sm75, sm86), shape):
             assert {row["path"] for row in rows} == {"encoder"}, shape.layer
@@ -477,11 +476,11 @@ def test_the_preflight_answers_each_tensor_parallel_size_from_the_table(run_in_i
 
 
 # Hybrid (attention + Mamba-2) models: their mixers' kernels proven by the build beside their attention.
-def test_the_build_proved_every_hybrids_mixer_and_attention_on_sm75_and_sm86(run_in_image):
+def test_the_build_proved_every_hybrids_mixer_and_attention_on_sm75_and_sm86(image, docker_client):
     from patches.fitcheck.mixers import BUILTIN_HYBRIDS
     from patches.fitcheck.shapes import HYBRID_BLOCK_SIZE
 
-    sm75, sm86, fit_table = build_reports(run_in_image)
+    sm75, sm86, fit_table = build_reports(docker_client, image)
     kernels = {"_causal_conv1d_fwd_kernel", "_chunk_cumsum_fwd_kernel", "_chunk_state_fwd_kernel",
                "_state_passing_fwd_kernel", "_bmm_chunk_fwd_kernel", "_chunk_scan_fwd_kernel",
                "_store_prefill_checkpoint_kernel", "_causal_conv1d_update_kernel", "_selective_scan_update_kernel",
@@ -515,10 +514,11 @@ SAME_LAUNCH = ("model", "layer", "kind", "query_len", "num_seqs", "kernel", "pat
 LAUNCH_CONFIG = ("tile_size", "block_m", "launch_num_warps", "launch_num_stages")
 
 
-def test_the_build_proved_every_shape_on_sm86_in_bf16_too_and_the_table_answers_bf16(run_in_image):
+def test_the_build_proved_every_shape_on_sm86_in_bf16_too_and_the_table_answers_bf16(image, docker_client,
+                                                                                     run_in_image):
     # An RTX 3090 runs a bf16 checkpoint in bf16 (a T4 casts it to fp16): the build records the same
     # matrix on sm_86 in bf16, and the fit table holds its entries and verdicts under that dtype.
-    _, sm86, fit_table = build_reports(run_in_image)
+    _, sm86, fit_table = build_reports(docker_client, image)
     code, out, err = run_in_image(BF16_REPORT)
     assert code == 0, err[-2000:]
     bf16 = json.loads(out)
@@ -542,10 +542,11 @@ def test_the_build_proved_every_shape_on_sm86_in_bf16_too_and_the_table_answers_
 MAMBA1_KERNELS = {"_causal_conv1d_fwd_kernel", "_causal_conv1d_update_kernel", "_selective_scan_update_kernel"}
 
 
-def test_the_build_proved_every_mamba1_and_pure_mamba2_model_on_sm75_and_sm86_whatever_its_channels(run_in_image):
+def test_the_build_proved_every_mamba1_and_pure_mamba2_model_on_sm75_and_sm86_whatever_its_channels(image,
+                                                                                                    docker_client):
     from patches.fitcheck.mixers import BUILTIN_STATE_SPACE, MAMBA1_FIELDS
 
-    sm75, sm86, fit_table = build_reports(run_in_image)
+    sm75, sm86, fit_table = build_reports(docker_client, image)
     for report in (sm75, sm86):
         assert report["all_fit"] is True
         for name, config in BUILTIN_STATE_SPACE.items():
@@ -575,10 +576,11 @@ def rank_needs(report: dict, name: str) -> dict:
     return needs
 
 
-def test_the_build_proved_lfm2s_short_convolutions_on_sm75_and_sm86_and_latent_attention_on_sm86(run_in_image):
+def test_the_build_proved_lfm2s_short_convolutions_on_sm75_and_sm86_and_latent_attention_on_sm86(image,
+                                                                                                 docker_client):
     from patches.fitcheck.mixers import BUILTIN_MLA, BUILTIN_SHORT_CONV, MLA_FIELDS, SHORT_CONV_FIELDS
 
-    sm75, sm86, fit_table = build_reports(run_in_image)
+    sm75, sm86, fit_table = build_reports(docker_client, image)
     for report in (sm75, sm86):
         assert report["all_fit"] is True
         for name in BUILTIN_SHORT_CONV:
@@ -640,10 +642,10 @@ GDN_KERNELS = {"_causal_conv1d_fwd_kernel", "_fused_post_conv_kernel", "chunk_lo
                "fused_recurrent_gated_delta_rule_packed_decode_kernel", "layer_norm_fwd_kernel"}
 
 
-def test_the_build_proved_every_gated_delta_net_on_sm75_and_sm86_whatever_its_head_counts(run_in_image):
+def test_the_build_proved_every_gated_delta_net_on_sm75_and_sm86_whatever_its_head_counts(image, docker_client):
     from patches.fitcheck.mixers import BUILTIN_GDN, GDN_FIELDS
 
-    sm75, sm86, fit_table = build_reports(run_in_image)
+    sm75, sm86, fit_table = build_reports(docker_client, image)
     for report in (sm75, sm86):
         assert report["all_fit"] is True
         for name in BUILTIN_GDN:

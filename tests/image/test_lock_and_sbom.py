@@ -12,6 +12,7 @@ from cyclonedx.validation.json import JsonStrictValidator
 from buildtool.lock import LOCKS_DIR, installed_mismatch, normalized, parse_lock
 from buildtool.sbom import LABEL_LOCK, LABEL_LOCK_SHA256, LABEL_SBOM, LABEL_SBOM_SHA256, sbom_sets
 from buildtool.vehicle import ALIASES
+from tests.image.containers import file_in_image
 
 
 def in_image(docker_client, image: str, command: str) -> str:
@@ -47,8 +48,9 @@ def test_the_images_python_packages_are_its_locks(docker_client, image, lock_lab
 def test_the_sbom_validates_and_lists_what_pip_and_dpkg_report(docker_client, image, image_labels, lock_label):
     path = image_labels.get(LABEL_SBOM)
     assert path, f"the image has no {LABEL_SBOM} label"
-    text = in_image(docker_client, image, f"cat {path}")
-    assert image_labels[LABEL_SBOM_SHA256] == hashlib.sha256(text.encode()).hexdigest()
+    data = file_in_image(docker_client, image, path)
+    assert image_labels[LABEL_SBOM_SHA256] == hashlib.sha256(data).hexdigest()
+    text = data.decode()
     assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
     python, debian = sbom_sets(json.loads(text))
     pip_list = json.loads(in_image(docker_client, image, "python3 -m pip list --format=json --disable-pip-version-check"))

@@ -3,7 +3,10 @@ build_verified, under build.py's `guarded`): the scratch images it made are remo
 is untouched and the exit code is the signal's. The Docker engine and buildx are stand-ins (no image
 is built on the unit tier): the standin engine records what is tagged and removed, and its container
 for the verification's first command raises the stop, as the signal handler raises it there."""
+import gzip
+import io
 import json
+import tarfile
 
 import docker.errors
 import pytest
@@ -12,6 +15,7 @@ import build
 from buildtool.image import build as image_build
 from buildtool.image.verify import CLAMP_CHECK
 from buildtool.plan import BuildOptions, BuildPlan
+from contract.layout import BUILD_REPORTS
 
 OLD_TAG = "vllm-turing:0.33.0"
 BASE = "vllm-turing-base:0.33.0"
@@ -19,7 +23,9 @@ REPORTS = {"versions": {"vllm": "0.33.0", "torch": "2.11.0", "triton": "3.6.0"},
            "clamp": {"patch_version": 1, "sha256_after": "0" * 64},
            "fit": {"max_shared": 65536, "device": {"limit": 65536, "name": "sm_75"}, "launches": [], "all_fit": True},
            "fit_sm86": {"max_shared": 98304, "device": {"limit": 101376, "name": "sm_86"}, "launches": [],
-                        "all_fit": True}}
+                        "all_fit": True},
+           "compile_record": {"format": 1, "vllm_version": "0.33.0", "triton_version": "3.6.0", "cut": "c",
+                              "compiles": {}}}
 
 
 class StandinImage:
@@ -58,7 +64,19 @@ class StandinContainer:
         return {"StatusCode": 0}
 
     def logs(self, stdout=True, stderr=False) -> bytes:
-        return json.dumps(REPORTS).encode() if stdout else b""
+        return b""
+
+    def get_archive(self, path: str):
+        """The build report at `path` as the engine hands a file out: a tar stream of it."""
+        [key] = [key for key, report_path in BUILD_REPORTS.items() if report_path == path]
+        data = json.dumps(REPORTS[key]).encode()
+        data = gzip.compress(data) if path.endswith(".gz") else data
+        packed = io.BytesIO()
+        with tarfile.open(fileobj=packed, mode="w") as archive:
+            member = tarfile.TarInfo(path.rsplit("/", 1)[-1])
+            member.size = len(data)
+            archive.addfile(member, io.BytesIO(data))
+        return iter([packed.getvalue()]), {}
 
     def remove(self, force=False) -> None:
         pass
