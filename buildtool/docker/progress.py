@@ -16,6 +16,9 @@ _STEP_OUTPUT = re.compile(r"^#(\d+) (?:\d+\.\d+ )?(.*)$")
 _STEP_ERROR = re.compile(r"^#(\d+) ERROR: (.*)$")
 _STEP_HEADER = re.compile(r"^#\d+ \[(?:[\w.-]+ +)?(\d+/\d+)\] (.*)$")
 _NOISE = ("sha256:", "transferring", "DONE", "CACHED", "extracting", "resolve ", "naming to", "exporting")
+# A step's output lines that say nothing: none, and BuildKit's "#12 ..." (the step goes on after other
+# steps' lines), which a loaded host gets between a step's last line and its error.
+_CONTINUED = ("", "...")
 # What our build steps print for the reader of the build's log (patches/fitcheck/progress.py).
 PROGRESS_PREFIXES = ("fitcheck: ",)
 STEP_TEXT_WIDTH = 100
@@ -75,7 +78,7 @@ def failure_line(lines: list[str]) -> str:
     if failed is not None:
         step_output = [m.group(2) for m in map(_STEP_OUTPUT.match, lines)
                        if m and m.group(1) == failed and not m.group(2).startswith(("ERROR", "[")) and
-                       not m.group(2).startswith(_NOISE) and m.group(2).strip()]
+                       not m.group(2).startswith(_NOISE) and m.group(2).strip() not in _CONTINUED]
         if step_output:
             return step_output[-1].strip()
         return errors[-1]

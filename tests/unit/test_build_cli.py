@@ -240,6 +240,11 @@ def test_without_ca_cert_the_plan_takes_the_hosts_bundle_and_the_flag_overrides_
      "/x/triton_unified_attention.py (vLLM 0.33.0): no function assigns TILE_SIZE_PREFILL"),
     (["#3 ERROR: pull access denied for nope"], "pull access denied for nope"),
     (["plain failure text"], "plain failure text"),
+    # a loaded host: BuildKit marks the step as going on ("#12 ...") after another step's line
+    (["#12 [5/14] RUN python3 -m patches.fitcheck.image_passes",
+      "#12 31.2 fitcheck: does not fit: e/encoder prefill needs 131072 bytes of shared memory, limit 65536",
+      "#13 [internal] load build context", "#12 ...", "#12 ERROR: process did not complete successfully: exit code: 1"],
+     "fitcheck: does not fit: e/encoder prefill needs 131072 bytes of shared memory, limit 65536"),
 ])
 def test_a_failed_build_is_told_by_the_failing_steps_last_line(lines, expected):
     assert failure_line(lines) == expected
