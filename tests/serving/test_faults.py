@@ -126,26 +126,41 @@ def in_container(container: str, code: str) -> str:
     return serving_stack.run(["docker", "exec", container, "python3", "-c", code], timeout=60).stdout
 
 
-def kill_in_container(container: str, pid: int, timeout_s: float = 120) -> float:
-    """SIGKILL to `pid` from inside the container, as its own user; returns the kill's time (read beside
-    it: the container's clock is this kernel's). The time is printed and flushed before the kill: the
-    server exits when its engine dies and can take the exec'd process down with it before that prints,
-    and a `docker exec` whose container exits under it can hang (it did at load average 17), so only its
-    line is waited on, and the client is ended if it lingers."""
-    proc = subprocess.Popen(["docker", "exec", container, "python3", "-c",
-                             f"import os, signal, time; print(time.time(), flush=True); os.kill({pid}, signal.SIGKILL)"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        readable, _, _ = select.select([proc.stdout], [], [], timeout_s)
-        line = proc.stdout.readline() if readable else ""
-        assert line.strip(), f"docker exec printed no kill time within {timeout_s:.0f} s"
-        return float(line)
-    finally:
+class ArmedKill:
+    """SIGKILL to `pid` from inside the container, as its own user, armed ahead and fired at once: the
+    `docker exec` and its Python start first (seconds on a loaded host, in which the tiny model can
+    finish a whole stream), then wait on their stdin; fire() sends a line and gets back the kill's time,
+    read beside it (the container's clock is this kernel's). The time is printed and flushed before the
+    kill: the server exits when its engine dies and can take the exec'd process down with it before that
+    prints, and a `docker exec` whose container exits under it can hang (it did at load average 17), so
+    only its line is waited on, and the client is ended if it lingers."""
+
+    def __init__(self, container: str, pid: int, timeout_s: float = 120):
+        self.timeout_s = timeout_s
+        self.proc = subprocess.Popen(
+            ["docker", "exec", "-i", container, "python3", "-c",
+             "import os, signal, sys, time; print('armed', flush=True); sys.stdin.readline(); "
+             f"print(time.time(), flush=True); os.kill({pid}, signal.SIGKILL)"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self._line() == "armed", "docker exec did not start its killer"
+
+    def _line(self) -> str:
+        readable, _, _ = select.select([self.proc.stdout], [], [], self.timeout_s)
+        line = self.proc.stdout.readline().strip() if readable else ""
+        assert line, f"docker exec printed nothing within {self.timeout_s:.0f} s"
+        return line
+
+    def fire(self) -> float:
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            self.proc.stdin.write("now\n")
+            self.proc.stdin.flush()
+            return float(self._line())
+        finally:
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
 
 
 def pid_of(container: str, name: str) -> int:
@@ -277,11 +292,12 @@ def test_clients_that_hang_up_mid_stream_leave_no_request_running(stack, model):
 def test_an_engine_killed_takes_the_container_down_and_the_restart_policy_brings_it_back(stack, model):
     container = stack.container()
     restarts = stack.inspect()["RestartCount"]
+    kill = ArmedKill(container, pid_of(container, ENGINE_CORE))  # the execs before the stream, not during it
     records, clients = open_streams(stack.url, model, 1)
-    engine = pid_of(container, ENGINE_CORE)
     watch = HealthWatch(stack.url)
-    assert "ended" not in records[0], records[0].get("ended")  # still streaming when the engine dies
-    killed = kill_in_container(container, engine)  # the death's own time, not the exec's start
+    assert "ended" not in records[0], records[0].get("ended")
+    killed = kill.fire()  # the death's own time, not the exec's start
+    assert "ended" not in records[0] or ended_by_the_server(records[0]), "the stream finished before the kill"
     died = wait(lambda: die_events(container, killed), 60, "the container did not exit after its engine died")
     samples = watch.stop()
     clients[0].join(120)
