@@ -221,7 +221,8 @@ def take_record() -> str:
     taken, why_not = take(compile_record.read_record(path), proved_versions())
     if why_not is not None:
         return f"compile record {path.name}: not used ({why_not}): every launch is compiled"
-    return f"compile record {path.name}: {taken} compiles of this Triton answer their keys"
+    return (f"compile record {path.name}: {taken} compiles of this vLLM and Triton; a launch whose Triton cache key "
+            "is among them takes its answer")
 
 
 def record_line() -> str:

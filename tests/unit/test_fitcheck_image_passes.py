@@ -263,7 +263,7 @@ def test_the_step_takes_this_releases_record_and_writes_what_both_groups_answere
     written = compile_record.parse_record(gzip.decompress((folder / "compile-record.json.gz").read_bytes()).decode())
     assert sorted(key[0] for key in written.answers) == ["b", "c"]
     err = capfd.readouterr().err
-    assert "compile record vllm-0.33.0.json: 1 compiles of this Triton answer their keys" in err
+    assert "compile record vllm-0.33.0.json: 1 compiles of this vLLM and Triton; a launch whose Triton cache key is" in err
     assert "3 compiles answered by the compile record, 0 compiled to the shared-memory allocation, 0 in full" in err
 
 
