@@ -5,7 +5,8 @@ hashes Triton's own files and version, the kernel's source and its dependencies,
 constexprs and specialization, the options (warps, stages), the target and its ptxas, and the environment
 Triton reads when compiling (triton.compiler.compiler.get_cache_key), plus the cut pipeline's own key
 (patches/fitcheck/compiler.py, SHARED_ONLY_KEY). Triton trusts its on-disk cache on exactly that key, and
-so did the build's BuildKit cache mount: the record is that trust carried to a fresh host. It holds numbers only, no IR or code of vLLM's.
+so did the build's BuildKit cache mount: the record is that trust carried to a fresh host. It holds
+numbers only, no IR or code of vLLM's.
 
 Where the record has a launch's key, the fit check takes its answer instead of compiling; every other
 launch is compiled, and each kernel's largest need is still compiled in full by the Triton that serves
@@ -48,7 +49,7 @@ class Answer:
 class Record:
     vllm_version: str
     triton_version: str
-    cut: str  # compiler._SHARED_ONLY_KEY of the build that wrote it
+    cut: str  # patches.fitcheck.compiler.SHARED_ONLY_KEY of the build that wrote it
     answers: dict  # cache key -> Answer
 
 

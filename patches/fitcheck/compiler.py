@@ -18,8 +18,8 @@ is always Triton's whole pipeline's (and a Triton the cut does not fit is only s
 everything in full.
 
 A compile record (contract/compile_record.py, use_record()) answers shared-memory-only compiles by
-Triton's own cache key, as Triton's on-disk cache would; what it answers still has its kernel's largest need compiled
-in full by cross_check(). RECORDABLE holds every shared-memory-only answer of this process, for the next
+Triton's own cache key, as Triton's on-disk cache would; what it answers still has its kernel's largest
+need compiled in full by cross_check(). RECORDABLE holds every shared-memory-only answer of this process, for the next
 record.
 """
 from __future__ import annotations
@@ -30,6 +30,7 @@ import hashlib
 import multiprocessing
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 from contract.compile_record import Answer, Record, usable_answers
@@ -61,7 +62,9 @@ class _Job:
     options: dict
     key: str
     target: object  # triton GPUTarget
-    cache_key: str  # Triton's own cache key of the shared-memory-only compile (the record's key)
+    # Triton's own cache key of the shared-memory-only compile (the record's key), set by compile_launches
+    # once the job is new to this process; "" in FULL mode or on a Triton without get_cache_key
+    cache_key: str = ""
 
     @property
     def kernel(self) -> str:
@@ -96,7 +99,7 @@ def _prepare(fn, params: dict, launch_options: dict, target, backend) -> _Job:
     options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound_args, specialization, options)
     source = ASTSource(fn, signature, constexprs, attrs)
     key = f"{target.arch}:{source.hash()}:{sorted(options.__dict__.items())!r}"
-    return _Job(source, options.__dict__, key, target, _shared_only_cache_key(source, options.__dict__, backend))
+    return _Job(source, options.__dict__, key, target)
 
 
 def _shared_only_cache_key(source, options: dict, backend) -> str:
@@ -175,6 +178,11 @@ LEDGER: list[tuple[str, int, str, CompileResult]] = []
 # answer it gave, compiled or recorded: what the next record holds.
 _RECORD: dict[str, Answer] = {}
 RECORDABLE: dict[str, Answer] = {}
+
+
+def compiles_by_mode() -> Counter:
+    """How many compiles of LEDGER each mode has (RECORDED, SHARED_ONLY, FULL; 0 for one it lacks)."""
+    return Counter(mode for mode, *_ in LEDGER)
 
 
 def use_record(answers: dict) -> None:
@@ -273,23 +281,26 @@ def compile_launches(requests: list[tuple], cc: int, workers: int | None = None)
     target, backend = _target_and_backend(cc)
     mode = _MODE[0]
     prepared = [_prepare(fn, params, launch_options, target, backend) for fn, params, launch_options in requests]
-    jobs: dict[str, _Job] = {}
+    fresh: dict[str, _Job] = {}  # one job per key this process has not answered in this mode
     for job in prepared:
-        if (mode, job.key) in _DONE:
-            continue
-        if mode == SHARED_ONLY and job.cache_key and job.cache_key in _RECORD:
+        if (mode, job.key) not in _DONE:
+            fresh.setdefault(job.key, job)
+    jobs: dict[str, _Job] = {}
+    for job in fresh.values():
+        # Triton's cache key is hashed once per new key, not per request: a pass repeats most of its keys
+        job.cache_key = _shared_only_cache_key(job.source, job.options, backend) if mode == SHARED_ONLY else ""
+        if job.cache_key and job.cache_key in _RECORD:
             result = _DONE[mode, job.key] = _recorded(_RECORD[job.cache_key])
             LEDGER.append((RECORDED, cc, job.kernel, result))
         else:
-            jobs.setdefault(job.key, job)
+            jobs[job.key] = job
     results = _compile_jobs(list(jobs.values()), workers)
     for job, result in zip(jobs.values(), results):
         _DONE[mode, job.key] = result
         LEDGER.append((mode, cc, job.kernel, result))
-    if mode == SHARED_ONLY:
-        for job in prepared:
-            if job.cache_key:
-                RECORDABLE.setdefault(job.cache_key, _answer(job, cc, _DONE[mode, job.key]))
+    for job in fresh.values():  # an answer given earlier in this process is already kept
+        if job.cache_key:
+            RECORDABLE[job.cache_key] = _answer(job, cc, _DONE[mode, job.key])
     # Witnesses from every request, compiled now or earlier in this process (an earlier check of the
     # image build's passes), so each check cross-checks the kernels it met.
     for job in prepared:

@@ -227,9 +227,9 @@ def take_record() -> str:
 
 def record_line() -> str:
     """What the compile record answered and what was compiled, from the compiler's ledger."""
-    from patches.fitcheck.compiler import FULL, LEDGER, RECORDED, SHARED_ONLY
+    from patches.fitcheck.compiler import FULL, RECORDED, SHARED_ONLY, compiles_by_mode
 
-    counts = {mode: sum(1 for entry in LEDGER if entry[0] == mode) for mode in (RECORDED, SHARED_ONLY, FULL)}
+    counts = compiles_by_mode()
     return (f"{counts[RECORDED]} compiles answered by the compile record, {counts[SHARED_ONLY]} compiled to "
             f"the shared-memory allocation, {counts[FULL]} in full")
 

@@ -261,8 +261,7 @@ def run(fit: FitPlan, cross_check: bool = True) -> dict:
         checked = compiler.cross_check(fit.options.workers) if mode == compiler.SHARED_ONLY and cross_check else []
     report["compile"] = {"mode": mode, "cross_checked": checked}
     if record is not None:
-        report["compile"]["record"] = dict(record, answered=sum(1 for entry in compiler.LEDGER
-                                                                if entry[0] == compiler.RECORDED))
+        report["compile"]["record"] = dict(record, answered=compiler.compiles_by_mode()[compiler.RECORDED])
     return report
 
 

@@ -113,10 +113,12 @@ def test_a_record_of_another_triton_vllm_or_cut_answers_nothing_and_says_why():
 
 # The compiler's side: a standin for Triton's JIT preparation and its compile (a host without vLLM has neither).
 
+TRITONS_CACHE_KEY = compiler._shared_only_cache_key
+
+
 def standin_job(name: str, cc: int):
-    source = SimpleNamespace(fn=SimpleNamespace(__name__="kernel_unified_attention"))
-    return compiler._Job(source, {"num_warps": 4}, f"{cc}:{name}", SimpleNamespace(arch=cc),
-                         (name * 64)[:64])
+    source = SimpleNamespace(fn=SimpleNamespace(__name__="kernel_unified_attention"), name=name)
+    return compiler._Job(source, {"num_warps": 4}, f"{cc}:{name}", SimpleNamespace(arch=cc))
 
 
 @pytest.fixture
@@ -124,10 +126,11 @@ def standin_compiler(monkeypatch):
     compiled = []
     monkeypatch.setattr(compiler, "_target_and_backend", lambda cc: (SimpleNamespace(arch=cc), None))
     monkeypatch.setattr(compiler, "_prepare", lambda fn, params, options, target, backend: standin_job(fn, target.arch))
+    monkeypatch.setattr(compiler, "_shared_only_cache_key", lambda source, options, backend: (source.name * 64)[:64])
 
     def standin_compile_jobs(jobs, workers):
-        compiled.append([job.cache_key[0] for job in jobs])
-        return [compiler.CompileResult(1000 * (ord(job.cache_key[0]) - 96), 4, 1) for job in jobs]
+        compiled.append([job.source.name for job in jobs])
+        return [compiler.CompileResult(1000 * (ord(job.source.name) - 96), 4, 1) for job in jobs]
     monkeypatch.setattr(compiler, "_compile_jobs", standin_compile_jobs)
     for name, value in (("_DONE", {}), ("_WITNESSES", {}), ("LEDGER", []), ("_RECORD", {}), ("RECORDABLE", {})):
         monkeypatch.setattr(compiler, name, value)
@@ -227,9 +230,10 @@ def test_a_triton_without_tritons_cache_key_function_compiles_everything_and_rec
     monkeypatch.setitem(sys.modules, "triton", SimpleNamespace())
     monkeypatch.setitem(sys.modules, "triton.compiler", SimpleNamespace())
     monkeypatch.setitem(sys.modules, "triton.compiler.compiler", SimpleNamespace())
+    monkeypatch.setattr(compiler, "_shared_only_cache_key", TRITONS_CACHE_KEY)
     assert compiler._shared_only_cache_key(SimpleNamespace(), {}, None) == ""
     monkeypatch.setattr(compiler, "_prepare", lambda fn, params, options, target, backend: compiler._Job(
-        SimpleNamespace(fn=SimpleNamespace(__name__="k")), {}, f"{target.arch}:{fn}", target, ""))
+        SimpleNamespace(fn=SimpleNamespace(__name__="k")), {}, f"{target.arch}:{fn}", target))
     compiled = []
     monkeypatch.setattr(compiler, "_compile_jobs", lambda jobs, workers: compiled.extend(job.key for job in jobs) or [
         compiler.CompileResult(1, 4, 1) for _ in jobs])
