@@ -217,8 +217,9 @@ def take_record() -> str:
     so. RecordError when the file is there but not a record."""
     from patches.fitcheck.compiler import take_record as take
 
-    path = compile_record.record_path(Path(COMPILE_RECORDS_MOUNT), proved_versions()["vllm"])
-    taken, why_not = take(compile_record.read_record(path), proved_versions())
+    versions = proved_versions()
+    path = compile_record.record_path(Path(COMPILE_RECORDS_MOUNT), versions["vllm"])
+    taken, why_not = take(compile_record.read_record(path), versions)
     if why_not is not None:
         return f"compile record {path.name}: not used ({why_not}): every launch is compiled"
     return (f"compile record {path.name}: {taken} compiles of this vLLM and Triton; a launch whose Triton cache key "
