@@ -32,6 +32,7 @@ import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from contract.compile_record import Answer, Record, usable_answers
 
@@ -56,12 +57,33 @@ class CompileResult:
     cpu_s: float = field(default=0.0, compare=False)  # what the compile cost its process (0 for a table answer)
 
 
+class Request(NamedTuple):
+    """One launch to compile. `case` is the case the launch was recorded in, opaque here: the ledger keeps
+    it, so the cost breakdown charges the compile to the model family that asked for it first."""
+
+    fn: object  # triton JITFunction
+    params: dict  # its arguments by name
+    options: dict  # its launch options (num_warps, num_stages)
+    case: object = None
+
+
+class Compiled(NamedTuple):
+    """One entry of LEDGER: a compile this process ran (or took from the record, mode RECORDED)."""
+
+    mode: str
+    cc: int
+    kernel: str
+    result: CompileResult
+    case: object = None  # the case of the first request for it (Request.case)
+
+
 @dataclass
 class _Job:
     source: object  # triton ASTSource
     options: dict
     key: str
     target: object  # triton GPUTarget
+    case: object = None  # Request.case
     # Triton's own cache key of the shared-memory-only compile (the record's key), set by compile_launches
     # once the job is new to this process; "" in FULL mode or on a Triton without get_cache_key
     cache_key: str = ""
@@ -82,13 +104,14 @@ def _target_and_backend(cc: int):
 _BINDERS: dict[tuple, object] = {}
 
 
-def _prepare(fn, params: dict, launch_options: dict, target, backend) -> _Job:
+def _prepare(request: Request, target, backend) -> _Job:
     """What JITFunction.run computes before compiling, for these arguments on `target`."""
     from triton import knobs
     from triton.compiler import ASTSource
     from triton.runtime.jit import create_function_from_signature
 
-    kwargs = dict(params, **launch_options)
+    fn = request.fn
+    kwargs = dict(request.params, **request.options)
     kwargs["debug"] = kwargs.get("debug", fn.debug) or knobs.runtime.debug
     kwargs["instrumentation_mode"] = knobs.compilation.instrumentation_mode
     # One binder per kernel and target, as JITFunction keeps one per device: making it runs exec.
@@ -99,7 +122,7 @@ def _prepare(fn, params: dict, launch_options: dict, target, backend) -> _Job:
     options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound_args, specialization, options)
     source = ASTSource(fn, signature, constexprs, attrs)
     key = f"{target.arch}:{source.hash()}:{sorted(options.__dict__.items())!r}"
-    return _Job(source, options.__dict__, key, target)
+    return _Job(source, options.__dict__, key, target, request.case)
 
 
 def _shared_only_cache_key(source, options: dict, backend) -> str:
@@ -171,9 +194,9 @@ _WITNESSES: dict[tuple[str, int], tuple[int, _Job]] = {}
 # Filled before the worker pool forks, so workers find the jobs without pickling Triton objects.
 _JOBS: list[_Job] = []
 _MODE = [FULL]
-# Every compile this process ran or took from the record (mode RECORDED), in order: (mode, cc, kernel,
-# CompileResult), for the cost breakdown (bench/fitcheck) and the build's progress.
-LEDGER: list[tuple[str, int, str, CompileResult]] = []
+# Every compile this process ran or took from the record (mode RECORDED), in order, for the cost breakdown
+# (bench/fitcheck) and the build's progress.
+LEDGER: list[Compiled] = []
 # The record's answers this process may take, by cache key (use_record), and every shared-memory-only
 # answer it gave, compiled or recorded: what the next record holds.
 _RECORD: dict[str, Answer] = {}
@@ -182,7 +205,7 @@ RECORDABLE: dict[str, Answer] = {}
 
 def compiles_by_mode() -> Counter:
     """How many compiles of LEDGER each mode has (RECORDED, SHARED_ONLY, FULL; 0 for one it lacks)."""
-    return Counter(mode for mode, *_ in LEDGER)
+    return Counter(entry.mode for entry in LEDGER)
 
 
 def use_record(answers: dict) -> None:
@@ -277,10 +300,10 @@ def _collected(results, total: int, shown) -> list[CompileResult]:
 
 
 def compile_launches(requests: list[tuple], cc: int, workers: int | None = None) -> list[CompileResult]:
-    """requests: (JITFunction, params by name, launch options). One result per request."""
+    """requests: Requests, or their first three fields as a tuple. One result per request."""
     target, backend = _target_and_backend(cc)
     mode = _MODE[0]
-    prepared = [_prepare(fn, params, launch_options, target, backend) for fn, params, launch_options in requests]
+    prepared = [_prepare(Request(*request), target, backend) for request in requests]
     fresh: dict[str, _Job] = {}  # one job per key this process has not answered in this mode
     for job in prepared:
         if (mode, job.key) not in _DONE:
@@ -291,13 +314,13 @@ def compile_launches(requests: list[tuple], cc: int, workers: int | None = None)
         job.cache_key = _shared_only_cache_key(job.source, job.options, backend) if mode == SHARED_ONLY else ""
         if job.cache_key and job.cache_key in _RECORD:
             result = _DONE[mode, job.key] = _recorded(_RECORD[job.cache_key])
-            LEDGER.append((RECORDED, cc, job.kernel, result))
+            LEDGER.append(Compiled(RECORDED, cc, job.kernel, result, job.case))
         else:
             jobs[job.key] = job
     results = _compile_jobs(list(jobs.values()), workers)
     for job, result in zip(jobs.values(), results):
         _DONE[mode, job.key] = result
-        LEDGER.append((mode, cc, job.kernel, result))
+        LEDGER.append(Compiled(mode, cc, job.kernel, result, job.case))
     for job in fresh.values():  # an answer given earlier in this process is already kept
         if job.cache_key:
             RECORDABLE[job.cache_key] = _answer(job, cc, _DONE[mode, job.key])
@@ -326,7 +349,7 @@ def cross_check(workers: int | None = None) -> list[dict]:
     checked = []
     for ((kernel, cc), (quick, job)), full in zip(witnesses, results):
         _DONE[FULL, job.key] = full
-        LEDGER.append((FULL, cc, kernel, full))
+        LEDGER.append(Compiled(FULL, cc, kernel, full, job.case))
         if full.shared != quick:
             found = f"{full.shared} bytes" if full.error is None else f"an error ({full.error})"
             raise CompilerDrift(f"{kernel} (cc {cc}): the shared-memory-only compile says {quick} bytes, Triton's "

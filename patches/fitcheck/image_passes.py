@@ -137,22 +137,23 @@ def _child(passes: list[tuple], table: str, connection) -> None:
     """The forked group, in a process group of its own (so that a stop takes its compile workers
     too): its outcome, reports, compiler ledger and record answers go back through `connection`."""
     from patches.fitcheck.compiler import LEDGER, RECORDABLE
+    from patches.fitcheck.recorder import RECORDING
 
     os.setpgid(0, 0)
     shown = progress_.Progress()
     progress_.turn_on(shown)
-    first = len(LEDGER)
+    first, recorded = len(LEDGER), len(RECORDING)
     try:
         code, done, checked, lines = run_group(passes, table, shown)
     except BaseException as error:  # the parent reports it; a traceback here would be lost in the log
-        connection.send((2, [], [], [f"fitcheck: {group_label(passes)}: the check failed: {type(error).__name__}: {error}"], [], [], {}))
+        connection.send((2, [], [], [f"fitcheck: {group_label(passes)}: the check failed: {type(error).__name__}: {error}"], [], [], {}, []))
         return
     finally:
         from patches.fitcheck.recorder import remove_scratch
 
         remove_scratch()
     timings = [(label, wall, start - first, end - first) for label, wall, start, end in TIMINGS]
-    connection.send((code, done, checked, lines, LEDGER[first:], timings, RECORDABLE))
+    connection.send((code, done, checked, lines, LEDGER[first:], timings, RECORDABLE, RECORDING[recorded:]))
     connection.close()
 
 
@@ -174,15 +175,17 @@ def _run_in_child(passes: list[tuple], table: str):
 
     def outcome() -> tuple[int, list[tuple], list[dict], list[str]]:
         from patches.fitcheck.compiler import LEDGER, RECORDABLE
+        from patches.fitcheck.recorder import RECORDING
 
         try:
-            code, done, checked, lines, ledger, timings, answers = receiving.recv()
+            code, done, checked, lines, ledger, timings, answers, recording = receiving.recv()
         except EOFError:
-            code, done, checked, lines, ledger, timings, answers = 2, [], [], [
-                f"fitcheck: {group_label(passes)}: the check ended without a result"], [], [], {}
+            code, done, checked, lines, ledger, timings, answers, recording = 2, [], [], [
+                f"fitcheck: {group_label(passes)}: the check ended without a result"], [], [], {}, []
         child.join()
         offset = len(LEDGER)
         LEDGER.extend(ledger)
+        RECORDING.extend(recording)
         RECORDABLE.update(answers)
         TIMINGS.extend((label, wall, start + offset, end + offset) for label, wall, start, end in timings)
         return code, done, checked, lines

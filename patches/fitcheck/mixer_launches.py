@@ -391,7 +391,7 @@ def judged(launches: list[Launch], cc: int, limit: int, workers: int | None = No
                 groups.append(sorted(current, key=tile_volume))
                 current = []
     out = [(launch, result, None) for launch, result in
-           zip(plain, compile_launches([(l.fn, l.params, options(l)) for l in plain], cc, workers))]
+           zip(plain, compile_launches([(l.fn, l.params, options(l), l.case) for l in plain], cc, workers))]
     # Rounds: each call that has no fitting configuration yet compiles its next ones, as many as leave
     # no worker idle (one each while many calls are pending).
     state = [{"members": members, "tried": [], "fit": None} for members in groups]
@@ -402,7 +402,7 @@ def judged(launches: list[Launch], cc: int, limit: int, workers: int | None = No
             break
         step = max(1, spare // len(pending))
         batch = [(s, member) for s in pending for member in s["members"][len(s["tried"]):len(s["tried"]) + step]]
-        results = compile_launches([(m.fn, m.params, options(m)) for _, m in batch], cc, workers)
+        results = compile_launches([(m.fn, m.params, options(m), m.case) for _, m in batch], cc, workers)
         for (s, member), result in zip(batch, results):
             s["tried"].append((member, result))
             if s["fit"] is None and result.shared is not None and result.shared <= limit:

@@ -14,6 +14,7 @@ import inspect
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +37,9 @@ NUM_PAR_SOFTMAX_SEGMENTS = 16  # vLLM's Triton backend
 # simulated device must start from nothing.
 CLAMP_CACHES = ("_vllm_turing_clamp_cache", "_vllm_turing_fit_tables", "_vllm_turing_stepped",
                 "_vllm_turing_decode_tile")
+# What recording cost, for the breakdown by family (bench/fitcheck): (shape, wall seconds) per recorded case of
+# an attention launcher and per mixer or latent shape its family recorded, in order.
+RECORDING: list[tuple[object, float]] = []
 
 
 class LauncherError(RuntimeError):
@@ -225,7 +229,7 @@ def device_judge(cc: int, limit: int, fit_table: str | None):
     def judge(launch: Launch) -> None:
         shared = table_.known_needs([launch], cc, document)[0] if document else None
         if shared is None:
-            shared = compile_launches([(launch.fn, launch.params, launch.options)], cc, 1)[0].shared
+            shared = compile_launches([(launch.fn, launch.params, launch.options, launch.case)], cc, 1)[0].shared
         if shared is not None and shared > limit:
             error = OutOfResources(shared, limit, "shared memory")
             error.launch = launch
@@ -244,7 +248,7 @@ def _compile_ahead(launches: list[Launch], cc: int, fit_table: str | None, worke
 
     document = _clamp_table(fit_table)
     known = table_.known_needs(launches, cc, document) if document else [None] * len(launches)
-    compile_launches([(launch.fn, launch.params, launch.options)
+    compile_launches([(launch.fn, launch.params, launch.options, launch.case)
                       for launch, shared in zip(launches, known) if shared is None], cc, workers)
 
 
@@ -397,7 +401,9 @@ def record_launches(module, cases: list[Case], cc: int, limit: int, fit_table: s
         with simulated_device(launcher, cc, limit, fit_table):
             with recording(launcher, judge) as (recorders, recorded):
                 for case in own_cases:
+                    started = time.monotonic()
                     _record_case(launcher, entry, case, recorders, recorded, accepted, OutOfResources, dtype)
+                    RECORDING.append((case.shape, time.monotonic() - started))
         launches += recorded
     return launches
 

@@ -171,7 +171,13 @@ def _mixer_rows(mixer_shapes, cc: int, limit: int, workers, dtype: str) -> list[
                                     f"{limit} bytes does ({differ[0]}); run the check on a host without a GPU, as "
                                     "the build does")
 
-    launches = [launch for shape in mixer_shapes for launch in families.record(shape, cc, limit, dtype)]
+    from patches.fitcheck.recorder import RECORDING
+
+    launches = []
+    for shape in mixer_shapes:
+        started = time.monotonic()
+        launches += families.record(shape, cc, limit, dtype)
+        RECORDING.append((shape, time.monotonic() - started))
     return [dict(report_.launch_row(launch, result, limit), autotune=autotune)
             for launch, result, autotune in mixer_launches.judged(launches, cc, limit, workers)]
 
@@ -201,7 +207,7 @@ def _needs(launches: list, cc: int, known: dict | None, workers: int | None) -> 
 
     from_table = known_needs(launches, cc, known) if known else [None] * len(launches)
     missing = [launch for launch, shared in zip(launches, from_table) if shared is None]
-    compiled = iter(compile_launches([(l.fn, l.params, l.options) for l in missing], cc, workers))
+    compiled = iter(compile_launches([(l.fn, l.params, l.options, l.case) for l in missing], cc, workers))
     return [(next(compiled), report_.COMPILED) if shared is None
             else (CompileResult(shared, None, None), report_.TABLE)
             for shared in from_table]

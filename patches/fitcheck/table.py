@@ -87,14 +87,14 @@ def tile_search(launches: list, cc: int, limit: int, compile_requests) -> list[d
     """Table entries for the attention launches: each launch's own tile, then halvings of it
     while the compiled kernel exceeds `limit`, down to the smallest tile the kernel takes.
 
-    compile_requests([(fn, params, options)]) -> [CompileResult]. Launches that share a table
+    compile_requests([(fn, params, options, case)]) -> [CompileResult]. Launches that share a table
     key keep the largest need, so the entry holds for every one of them.
     """
     pending = [(launch, launch.tile) for launch in launches if launch.path in ATTENTION_PATHS]
     entries = []
     while pending:
         results = compile_requests(
-            [(launch.fn, launch.retiled(tile), launch.options) for launch, tile in pending])
+            [(launch.fn, launch.retiled(tile), launch.options, launch.case) for launch, tile in pending])
         smaller = []
         for (launch, tile), result in zip(pending, results):
             if result.shared is None:

@@ -116,16 +116,16 @@ def test_a_record_of_another_triton_vllm_or_cut_answers_nothing_and_says_why():
 TRITONS_CACHE_KEY = compiler._shared_only_cache_key
 
 
-def standin_job(name: str, cc: int):
+def standin_job(name: str, cc: int, case=None):
     source = SimpleNamespace(fn=SimpleNamespace(__name__="kernel_unified_attention"), name=name)
-    return compiler._Job(source, {"num_warps": 4}, f"{cc}:{name}", SimpleNamespace(arch=cc))
+    return compiler._Job(source, {"num_warps": 4}, f"{cc}:{name}", SimpleNamespace(arch=cc), case)
 
 
 @pytest.fixture
 def standin_compiler(monkeypatch):
     compiled = []
     monkeypatch.setattr(compiler, "_target_and_backend", lambda cc: (SimpleNamespace(arch=cc), None))
-    monkeypatch.setattr(compiler, "_prepare", lambda fn, params, options, target, backend: standin_job(fn, target.arch))
+    monkeypatch.setattr(compiler, "_prepare", lambda request, target, backend: standin_job(request.fn, target.arch, request.case))
     monkeypatch.setattr(compiler, "_shared_only_cache_key", lambda source, options, backend: (source.name * 64)[:64])
 
     def standin_compile_jobs(jobs, workers):
@@ -143,13 +143,25 @@ def test_the_record_answers_its_keys_the_rest_is_compiled_and_the_largest_need_s
         results = compiler.compile_launches([("a", {}, {}), ("c", {}, {}), ("b", {}, {}), ("c", {}, {})], 75)
     assert [r.shared for r in results] == [1000, 50000, 2000, 50000]
     assert standin_compiler == [["a", "b"]], "the recorded key is not compiled"
-    assert [(mode, kernel) for mode, _, kernel, _ in compiler.LEDGER] == [
+    assert [(entry.mode, entry.kernel) for entry in compiler.LEDGER] == [
         (compiler.RECORDED, "kernel_unified_attention"), (compiler.SHARED_ONLY, "kernel_unified_attention"),
         (compiler.SHARED_ONLY, "kernel_unified_attention")]
     assert {key[0]: a.shared for key, a in compiler.RECORDABLE.items()} == {"a": 1000, "b": 2000, "c": 50000}
     with pytest.raises(compiler.CompilerDrift, match="says 50000 bytes, Triton's full compile 3000 bytes"):
         compiler.cross_check()  # the standin's full compile of the recorded witness says otherwise
     assert standin_compiler[-1] == ["c"], "the record's largest need is compiled in full"
+
+
+def test_the_ledger_charges_each_compile_to_the_case_that_asked_for_it_first(standin_compiler):
+    compiler.use_record({"c" * 64: Answer("kernel_unified_attention", 75, 50000, 4, 1)})
+    with compiler.compile_mode(compiler.SHARED_ONLY):
+        compiler.compile_launches([("a", {}, {}, "first"), ("c", {}, {}, "recorded"), ("a", {}, {}, "second")], 75)
+        compiler.compile_launches([("b", {}, {}), ("a", {}, {}, "later")], 75)
+    assert [(entry.mode, entry.case) for entry in compiler.LEDGER] == [
+        (compiler.RECORDED, "recorded"), (compiler.SHARED_ONLY, "first"), (compiler.SHARED_ONLY, None)]
+    with pytest.raises(compiler.CompilerDrift):  # the standin's full compile of "c" says otherwise
+        compiler.cross_check()
+    assert compiler.LEDGER[-1][::4] == (compiler.FULL, "recorded"), "the witness keeps its case"
 
 
 def test_a_full_compile_run_takes_nothing_from_the_record(standin_compiler):
@@ -232,8 +244,8 @@ def test_a_triton_without_tritons_cache_key_function_compiles_everything_and_rec
     monkeypatch.setitem(sys.modules, "triton.compiler.compiler", SimpleNamespace())
     monkeypatch.setattr(compiler, "_shared_only_cache_key", TRITONS_CACHE_KEY)
     assert compiler._shared_only_cache_key(SimpleNamespace(), {}, None) == ""
-    monkeypatch.setattr(compiler, "_prepare", lambda fn, params, options, target, backend: compiler._Job(
-        SimpleNamespace(fn=SimpleNamespace(__name__="k")), {}, f"{target.arch}:{fn}", target))
+    monkeypatch.setattr(compiler, "_prepare", lambda request, target, backend: compiler._Job(
+        SimpleNamespace(fn=SimpleNamespace(__name__="k")), {}, f"{target.arch}:{request.fn}", target))
     compiled = []
     monkeypatch.setattr(compiler, "_compile_jobs", lambda jobs, workers: compiled.extend(job.key for job in jobs) or [
         compiler.CompileResult(1, 4, 1) for _ in jobs])

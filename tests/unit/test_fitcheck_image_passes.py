@@ -88,7 +88,7 @@ def test_two_target_groups_run_in_two_processes_and_end_as_one_step(passes, monk
     standin = standin_check(set(), [])
 
     def check_pass(options, table):
-        compiler.LEDGER.append(("shared-only", 0, "kernel_in_" + str(__import__("os").getpid() == parent), CompileResult(1, 4, 1)))
+        compiler.LEDGER.append(compiler.Compiled("shared-only", 0, "kernel_in_" + str(__import__("os").getpid() == parent), CompileResult(1, 4, 1)))
         assert table.endswith("fit-table.json" if __import__("os").getpid() == parent else ".group1")
         return standin(options)
     checks = []
@@ -101,7 +101,7 @@ def test_two_target_groups_run_in_two_processes_and_end_as_one_step(passes, monk
     written = [json.loads(r.read_text()) for r in reports[:2]]
     assert [w["device"]["name"] for w in written] == ["sm75", "sm86"]
     assert [w["compile"]["cross_checked"][0]["cc"] for w in written] == [75, 86]
-    assert sorted(kernel for *_, kernel, _ in compiler.LEDGER) == ["kernel_in_False", "kernel_in_True", "kernel_in_True"]
+    assert sorted(entry.kernel for entry in compiler.LEDGER) == ["kernel_in_False", "kernel_in_True", "kernel_in_True"]
     assert [label for label, *_ in image_passes.TIMINGS if not label.startswith("cross")] == \
         ["sm75 float16", "sm90 float16 (gemma4)", "sm86 bfloat16"]
     err = capfd.readouterr().err.splitlines()
@@ -255,7 +255,7 @@ def test_the_step_takes_this_releases_record_and_writes_what_both_groups_answere
         assert compiler._RECORD == committed, "taken before the fork"
         mine = ("b" if __import__("os").getpid() == parent else "c") * 64
         compiler.RECORDABLE[mine] = Answer("reduce_segments", 75, 100, 4, 1)
-        compiler.LEDGER.append((compiler.RECORDED, 75, "kernel_unified_attention", compiler.CompileResult(32768, 4, 1)))
+        compiler.LEDGER.append(compiler.Compiled(compiler.RECORDED, 75, "kernel_unified_attention", compiler.CompileResult(32768, 4, 1)))
         return standin(options)
     monkeypatch.setattr(image_passes, "check_pass", check_pass)
     monkeypatch.setattr(image_passes, "cross_check", lambda: [])

@@ -149,20 +149,32 @@ def builtin_shapes(matrix: str = "all", dtype: str = DEFAULT_DTYPE) -> list:
     parallel 1, 2 and 4 where vLLM accepts the split; "gemma4" the Gemma 4 classes alone, "attention"
     "all" without the mixers, whose ops import vLLM's runtime (a bare GPU site of vLLM's Python files,
     tooling/gpu_site.py, lacks its dependencies)."""
+    return [shape for _, shape in builtin_by_family(matrix, dtype)]
+
+
+def builtin_by_family(matrix: str = "all", dtype: str = DEFAULT_DTYPE) -> list[tuple[str, object]]:
+    """builtin_shapes() in its order, each with the name of the family that put it in the matrix (a hybrid's
+    attention layers are its mixer family's, not the attention family whose rules they share)."""
     chosen = [family for family in FAMILIES if family.name in MATRIX_FAMILIES.get(matrix, (family.name,))]
-    fixed = [shape for family in chosen if family.matrix for shape in family.matrix(dtype)]
+    fixed = [(family.name, shape) for family in chosen if family.matrix for shape in family.matrix(dtype)]
     models = []
     for family in chosen:
         for name, config in (family.builtin or {}).items():
             for tp in TENSOR_PARALLEL_SIZES:
                 model, where = (name if tp == 1 else f"{name}-tp{tp}"), f"built-in {name}"
                 try:
-                    models += model_layers(config, model, where, tp, dtype)
+                    models += [(family.name, shape) for shape in model_layers(config, model, where, tp, dtype)]
                 except ConfigError:
                     continue  # a split vLLM refuses (heads that do not divide): nothing to prove
     if matrix == "attention":
-        models = [shape for shape in models if not is_mixer(shape)]
+        models = [(name, shape) for name, shape in models if not is_mixer(shape)]
     return fixed + models
+
+
+def charged_to(shape, origins: dict) -> str:
+    """The family a shape's cost is charged to: the one that put it in the built-in matrix (`origins`, shape ->
+    name, from builtin_by_family), else the one whose shapes are of its type (a --model-config model's)."""
+    return origins.get(shape) or family_of(shape).name
 
 
 def config_refused_on(config: ModelConfig | dict, model: str, where: str, tensor_parallel: int,
