@@ -6,7 +6,7 @@
 # build pin its digest: --base vllm/vllm-openai:v0.33.0@sha256:<digest> (docker inspect
 # --format '{{index .RepoDigests 0}}' vllm/vllm-openai:v0.33.0 prints it).
 ARG BASE_IMAGE=vllm/vllm-openai:v0.33.0
-FROM ${BASE_IMAGE}
+FROM ${BASE_IMAGE} AS clamped
 
 ENV PYTHONPATH=/opt/vllm-turing \
     TURING_CLAMP_FIT_TABLE=/opt/vllm-turing/fit-table.json
@@ -32,6 +32,9 @@ RUN set -e; \
     python3 -m patches.turing_clamp apply --site encoder --json > /opt/vllm-turing/clamp-report-encoder.json; \
     python3 -m patches.turing_clamp check; \
     python3 -c 'import patches.turing_clamp as c, py_compile; [py_compile.compile(str(c.find_target(s)), doraise=True) for s in c.SITES.values()]'
+# The proof runs in a stage of its own: the image takes its fit table, reports and proved versions (the
+# COPY --from=proof below), not what else it leaves (the compile record, the caches torch and vLLM write).
+FROM clamped AS proof
 # The passes, imported once and forked into two processes by target, so both cores stay busy
 # (patches/fitcheck/image_passes.py): sm_75; sm_86 in fp16 and in bf16
 # (Ampere runs a bf16 checkpoint in bf16, Turing casts it to fp16); sm_90, Gemma 4 only.
@@ -44,6 +47,16 @@ RUN --mount=type=cache,id=vllm-turing-fitcheck-triton,target=/root/.triton-fitch
     set -e; \
     export PYTHONDONTWRITEBYTECODE=1 CUDA_VISIBLE_DEVICES= TRITON_CACHE_DIR=/root/.triton-fitcheck; \
     python3 -m patches.fitcheck.image_passes
+
+# The proof's compile record alone, for build.py to export (--target compile-record --output type=local)
+# and keep in contract/compile-records/ for the next fresh host's build.
+FROM scratch AS compile-record
+COPY --from=proof /opt/vllm-turing-proof/compile-record.json.gz /
+
+# The image (the last stage: the default target).
+FROM clamped AS image
+COPY --from=proof /opt/vllm-turing/versions.json /opt/vllm-turing/fit-table.json /opt/vllm-turing/fit-report.json.gz \
+     /opt/vllm-turing/fit-report-sm86.json.gz /opt/vllm-turing/fit-report-sm86-bf16.json.gz /opt/vllm-turing/
 
 # Optional extra Python packages, installed without changing vLLM, torch or Triton (pinned
 # to the versions the fit check proved; build.py's verification container checks again).
@@ -69,12 +82,13 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     python3 -m pip install --disable-pip-version-check -c /tmp/keep.txt $pkgs; \
     rm -f /tmp/keep.txt
 
-# The contract's modules (its data, the locks and compile records, are build inputs, not the image's).
+# The rest of the contract's modules, each copied once (tests/unit/test_dockerfile_agreement.py); its data,
+# the locks and compile records, are build inputs, not the image's.
 # What the build knows about its own stack, read by the preflight at every start instead of
 # importing torch and vLLM (seconds): the versions, torch's CUDA and arch list, the option table of
 # the server's argument parser (so the exec'd argv is judged with vLLM's own options and aliases),
 # the parser names and the quantization methods' minimum capabilities (imagefacts/).
-COPY contract/*.py /opt/vllm-turing/contract/
+COPY contract/layout.py contract/pins.py contract/verdict.py /opt/vllm-turing/contract/
 COPY imagefacts/ /opt/vllm-turing/imagefacts/
 RUN PYTHONDONTWRITEBYTECODE=1 CUDA_VISIBLE_DEVICES= python3 -m imagefacts write /opt/vllm-turing/image-facts.json
 
@@ -94,8 +108,14 @@ COPY entrypoint/ /opt/vllm-turing/entrypoint/
 COPY entrypoint/sitecustomize.py /opt/vllm-turing/sitecustomize.py
 # Our modules' bytecode, made once here: the steps above ran with PYTHONDONTWRITEBYTECODE, and the
 # server may run as any uid on a read-only root, where Python cannot write __pycache__, so every
-# start (and every health check, which imports sitecustomize) compiled them again.
-RUN python3 -m compileall -q /opt/vllm-turing
+# start (and every health check, which imports sitecustomize) compiled them again. Not for the modules
+# only the build side runs (the fit check's recording and compiling, the clamp's apply, the image facts'
+# writer): no start imports them (tests/unit/test_bytecode.py holds it), and where they run (the build,
+# build.py's verification, a preflight's full check on a table miss) vLLM's imports take seconds anyway.
+# Without the column tables (-X no_debug_ranges: 7 % smaller; these modules' tracebacks lose their ^^^).
+RUN python3 -X no_debug_ranges -m compileall -q \
+      -x '/(patches/fitcheck/(__main__|compiler|recorder|image_passes|run|report|progress|mixers|mixer_launches|gdn_launches|kda_launches)|patches/turing_clamp/(__main__|ranking)|contract/(compile_record|pins)|imagefacts/__main__)\.py$' \
+      /opt/vllm-turing
 
 # The default user: uid 10001 in group 0, not root (buildtool/units/spec.py's POD_UID and POD_GID, the
 # uid the Kubernetes pods run as; a unit test holds the three equal). Its home and the cache folders

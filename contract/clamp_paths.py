@@ -23,10 +23,14 @@ FIT_REPORT_SM86 = in_install_dir("fit-report-sm86.json.gz")
 FIT_REPORT_SM86_BF16 = in_install_dir("fit-report-sm86-bf16.json.gz")
 VERSIONS_REPORT = in_install_dir("versions.json")
 # The compile record (contract/compile_record.py): the repository's contract/compile-records/ reaches the
-# fit step as a bind mount, not a layer; the step writes the record of what it proved into the image
-# (gzipped), and build.py copies it back to the repository.
+# fit step as a bind mount, not a layer. The step runs in the Dockerfile's proof stage and writes the
+# record of what it proved (gzipped) outside the install folder: the image takes the proof's outputs
+# (PROOF_OUTPUTS) and not the record, which the compile-record stage holds alone for build.py to export
+# and keep in the repository.
 COMPILE_RECORDS_MOUNT = "/run/vllm-turing-compile-records"
-COMPILE_RECORD = in_install_dir("compile-record.json.gz")
+PROOF_DIR = "/opt/vllm-turing-proof"
+COMPILE_RECORD = posixpath.join(PROOF_DIR, "compile-record.json.gz")
+PROOF_OUTPUTS = (VERSIONS_REPORT, FIT_TABLE, FIT_REPORT, FIT_REPORT_SM86, FIT_REPORT_SM86_BF16)
 
 # Environment names the clamp reads inside the server process. They must not start with VLLM_:
 # vLLM warns about every VLLM_* name it does not own ("Unknown vLLM environment variable").

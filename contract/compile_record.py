@@ -122,7 +122,7 @@ def text_of(record: Record) -> str:
 
 
 def read_record(path: Path) -> Record | None:
-    """The record at `path` (gzipped when it ends in .gz, as the image keeps it), None when there is none;
+    """The record at `path` (gzipped when it ends in .gz, as a build exports it), None when there is none;
     RecordError naming the file when it is not one."""
     try:
         data = Path(path).read_bytes()

@@ -22,7 +22,7 @@ SBOM = in_install_dir("sbom.cdx.json")
 
 # The build reports build.py reads back from a finished image, by key.
 BUILD_REPORTS = {"clamp": CLAMP_REPORT, "fit": FIT_REPORT, "fit_sm86": FIT_REPORT_SM86,
-                 "versions": VERSIONS_REPORT, "compile_record": COMPILE_RECORD}
+                 "versions": VERSIONS_REPORT}
 
 # The names of the first release, still read for one release; the preflight report says to rename.
 DEPRECATED_ENV_NAMES = {

@@ -15,10 +15,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("path", nargs="?")
     args = parser.parse_args(argv)
     facts = read_facts()
-    text = json.dumps(facts, indent=1, sort_keys=True) + "\n"
     if args.command == "show" or not args.path:
-        sys.stdout.write(text)
+        sys.stdout.write(json.dumps(facts, indent=1, sort_keys=True) + "\n")
         return 0
+    # compact in the image: a third smaller, and read by programs (`show` prints it for a person)
+    text = json.dumps(facts, separators=(",", ":"), sort_keys=True) + "\n"
     partial = args.path + ".partial"
     with open(partial, "w", encoding="utf-8") as out:
         out.write(text)

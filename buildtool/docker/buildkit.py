@@ -25,6 +25,9 @@ class BuildRequest:
     no_cache: bool = False
     pull: bool = False
     stdin_dockerfile: str | None = None
+    target: str | None = None  # the Dockerfile's stage to build (its last without)
+    # The stage's files written into this folder (BuildKit's local exporter) instead of an image loaded
+    output_dir: Path | None = None
     # secret id -> value: each reaches the build as a BuildKit secret read from the CLI's
     # environment, so the value is in no argv, build argument, layer or `docker history`
     secrets: dict = field(default_factory=dict)
@@ -36,7 +39,11 @@ def secret_variable(secret_id: str) -> str:
 
 
 def buildx_argv(req: BuildRequest, iidfile: Path) -> list[str]:
-    argv = ["docker", "buildx", "build", "--load", "--progress=plain", "--iidfile", str(iidfile)]
+    argv = ["docker", "buildx", "build", "--progress=plain"]
+    # (BuildKit writes no image ID for a local export)
+    argv += ["--output", f"type=local,dest={req.output_dir}"] if req.output_dir else ["--load", "--iidfile", str(iidfile)]
+    if req.target:
+        argv += ["--target", req.target]
     argv += ["-f", "-" if req.stdin_dockerfile is not None else str(req.dockerfile)]
     if req.tag:
         argv += ["-t", req.tag]
@@ -69,7 +76,7 @@ SESSION_LOST = "no active session for"
 
 
 def build(req: BuildRequest, view: ProgressView | None = None) -> str:
-    """Runs the build and returns the image ID; a failure raises with the step's last line. A build
+    """Runs the build and returns the image ID ("" for a local export); a failure raises with the step's last line. A build
     whose session BuildKit lost is run once more: its finished steps come from the cache."""
     view = view or ProgressView()
     try:
@@ -104,4 +111,4 @@ def _build_once(req: BuildRequest, view: ProgressView) -> str:
                 raise BuildError("docker buildx is missing: install the buildx plugin "
                                  "(scripts/install-test-host.sh on Debian)")
             raise BuildError("build failed: " + failure_line(view.lines))
-        return iidfile.read_text().strip()
+        return "" if req.output_dir else iidfile.read_text().strip()

@@ -14,7 +14,8 @@ from buildtool.status_line import StatusLine
 
 _STEP_OUTPUT = re.compile(r"^#(\d+) (?:\d+\.\d+ )?(.*)$")
 _STEP_ERROR = re.compile(r"^#(\d+) ERROR: (.*)$")
-_STEP_HEADER = re.compile(r"^#\d+ \[(?:[\w.-]+ +)?(\d+/\d+)\] (.*)$")
+_STEP_HEADER = re.compile(r"^#\d+ \[(?:([\w.-]+) +)?(\d+/\d+)\] (.*)$")
+_UNNAMED_STAGE = re.compile(r"stage-\d+")  # BuildKit's name for a stage the Dockerfile does not name
 _NOISE = ("sha256:", "transferring", "DONE", "CACHED", "extracting", "resolve ", "naming to", "exporting")
 # A step's output lines that say nothing: none, and BuildKit's "#12 ..." (the step goes on after other
 # steps' lines), which a loaded host gets between a step's last line and its error.
@@ -55,7 +56,9 @@ def log_line(line: str) -> str | None:
     """What a log shows of one line of BuildKit's plain output, None for nothing."""
     header = _STEP_HEADER.match(line)
     if header:
-        step, text = header.groups()
+        stage, step, text = header.groups()
+        if stage and not _UNNAMED_STAGE.fullmatch(stage):
+            step = f"{stage} {step}"
         text = " ".join(text.split())
         return f"[{step}] {text[:STEP_TEXT_WIDTH]}{'...' if len(text) > STEP_TEXT_WIDTH else ''}"
     if _STEP_ERROR.match(line) or line.startswith("ERROR"):

@@ -1,6 +1,8 @@
 """`build.py build`: the derived image, verified before it gets the tag."""
 import contextlib
 import datetime
+import io
+import posixpath
 import signal
 import tempfile
 import uuid
@@ -9,24 +11,26 @@ from pathlib import Path
 import docker
 from docker.errors import APIError
 
+from buildtool import flags
 from buildtool.base.build import build_base, first_line, say_ca
 from buildtool.docker import buildkit
 from buildtool.docker.engine import connect, image_or_none
+from buildtool.docker.progress import ProgressView
 from buildtool.errors import BuildError
 from buildtool.hostconfig import git_revision, host_ca_bundle, pip_index_secrets
 from buildtool.image.fit_table import fit_verdict_line
 from buildtool.image.labels import base_digest, image_labels
-from buildtool.image.verify import finding_line, read_build_reports, verify_image
+from buildtool.image.verify import COMPILE_RECORDS, finding_line, read_build_reports, verify_image
 from buildtool.plan import BuildPlan, add_build_arguments, build_plan
 from contract import compile_record
+from contract.clamp_paths import COMPILE_RECORD, parse_report
 
 REPO = Path(__file__).resolve().parents[2]
-# The fit step's compile records (contract/compile_record.py): a build on the PyPI base, built from this
-# repository's lock, writes its own back here for the next fresh host.
-COMPILE_RECORDS = REPO / "contract" / "compile-records"
 # The ID of the image before labelling: the same layers and config give the same ID, so a
 # no-op rebuild is recognised without comparing contents.
 BUILD_ID_LABEL = "io.vllm-turing.build.id"
+# The Dockerfile's stage that holds the proof's compile record alone (the image does not carry it).
+COMPILE_RECORD_STAGE = "compile-record"
 
 
 def add_arguments(parser) -> None:
@@ -63,6 +67,23 @@ def keep_compile_record(document: dict, folder: Path = COMPILE_RECORDS) -> str:
     path.write_text(text, encoding="utf-8")
     return (f"{shown}: written ({len(record.answers)} compiles): commit it, and a fresh host's build takes "
             "these compiles from it")
+
+
+def export_compile_record(base: str, extras: str | None = None) -> bytes:
+    """The compile record of the proof a build of this tree on `base` ran (gzipped JSON), exported from the
+    Dockerfile's compile-record stage: right after that build, its steps all come from the build cache."""
+    with tempfile.TemporaryDirectory() as folder:
+        buildkit.build(buildkit.BuildRequest(
+            context=REPO, dockerfile=REPO / "Dockerfile", build_args={"BASE_IMAGE": base, "EXTRAS": extras or ""},
+            target=COMPILE_RECORD_STAGE, output_dir=Path(folder)), ProgressView(io.StringIO(), live=False))
+        name = posixpath.basename(COMPILE_RECORD)
+        try:
+            data = (Path(folder) / name).read_bytes()
+            parse_report(COMPILE_RECORD, data)
+        except (ValueError, OSError, EOFError) as error:  # the fit step wrote it: a bug, not the user's input
+            raise BuildError(f"the build's {COMPILE_RECORD_STAGE} stage holds no readable {name} "
+                             f"({flags.one_line(str(error))[:200]})") from None
+        return data
 
 
 def ensure_base(client: docker.DockerClient, plan: BuildPlan) -> None:
@@ -119,7 +140,8 @@ def build_verified(client: docker.DockerClient, plan: BuildPlan, secrets: dict[s
         # Every launch is in the image's reports (contract.clamp_paths.FIT_REPORT*).
         print(fit_verdict_line(reports["fit"]), flush=True)
         print(fit_verdict_line(reports["fit_sm86"]), flush=True)
-        findings = verify_image(client, labelled)
+        record = export_compile_record(plan.base, plan.extras)
+        findings = verify_image(client, labelled, record)
         for finding in findings:
             print(f"verify: {finding_line(finding)}", flush=True)
         failed = [f for f in findings if f.failed]
@@ -127,7 +149,7 @@ def build_verified(client: docker.DockerClient, plan: BuildPlan, secrets: dict[s
             raise BuildError(f"verification failed ({failed[0].name}: {failed[0].message}); {tag} left as it was")
         move_tag(client, labelled, tag)
         if plan.pypi_base is not None:
-            print(keep_compile_record(reports["compile_record"]), flush=True)
+            print(keep_compile_record(parse_report(COMPILE_RECORD, record)), flush=True)
         return labelled
     finally:
         for ref in (scratch, scratch + "-labelled"):

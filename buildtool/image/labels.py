@@ -2,6 +2,7 @@
 
 OCI = "org.opencontainers.image."
 OURS = "io.vllm-turing."
+VLLM_VERSION_LABEL = OURS + "vllm.version"
 
 
 def image_labels(*, reports: dict, base_ref: str, base_digest: str, revision: str, created: str) -> dict:
@@ -18,7 +19,7 @@ def image_labels(*, reports: dict, base_ref: str, base_digest: str, revision: st
         OCI + "revision": revision,
         OCI + "base.name": base_ref,
         OCI + "base.digest": base_digest,
-        OURS + "vllm.version": versions["vllm"],
+        VLLM_VERSION_LABEL: versions["vllm"],
         OURS + "torch.version": versions["torch"],
         OURS + "triton.version": versions["triton"],
         OURS + "clamp.version": str(clamp["patch_version"]),

@@ -1,14 +1,20 @@
 """`build.py verify IMAGE`: the verification container, what must hold in an image before it gets the tag."""
+import gzip
+import io
 import json
+import posixpath
+import tarfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import docker
 
 from buildtool import flags
 from buildtool.docker.engine import connect, files_in_image, image_or_none
+from buildtool.image.labels import VLLM_VERSION_LABEL
 from buildtool.errors import BuildError
 from contract.clamp_paths import parse_report
-from contract.layout import BUILD_REPORTS, COMPILE_RECORD, FIT_TABLE, INSTALL_DIR
+from contract.layout import BUILD_REPORTS, FIT_TABLE, INSTALL_DIR
 from contract.verdict import Result, Status, failed, passed
 
 # CUDA_VISIBLE_DEVICES empty: vLLM keeps Triton enabled on a host without a GPU driver.
@@ -24,11 +30,23 @@ ENCODER_CLAMP_CHECK = ["python3", "-m", "patches.turing_clamp", "check", "--site
 # the image's clamped launcher makes are recorded anew and each need is taken from the image's fit
 # table, which that build compiled with this image's Triton (same versions, or the table is ignored
 # and every launch compiled); a launch the table lacks is compiled here.
-# The image's compile record (the build's own answers by Triton cache key) answers the launches the table
-# does not key (the split-K reduction, retiled launches), so a fresh host's verification compiles only the
-# full confirming compiles.
 FIT_CHECK = ["python3", "-m", "patches.fitcheck", "--device", "sm75", "--matrix", "gemma4",
-             "--known-table", FIT_TABLE, "--compile-record", COMPILE_RECORD, "--json"]
+             "--known-table", FIT_TABLE, "--json"]
+
+
+# The fit step's compile records (contract/compile_record.py): a build on the PyPI base, built from this
+# repository's lock, writes its own back here for the next fresh host (build.py).
+COMPILE_RECORDS = Path(__file__).resolve().parents[2] / "contract" / "compile-records"
+# Where the verification's container gets a compile record (copied in before it starts).
+RECORD_IN_CONTAINER = "/tmp/compile-record.json.gz"
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def fit_check(has_record: bool) -> list[str]:
+    """A compile record (the build's own answers by Triton cache key) answers the launches the table does not
+    key (the split-K reduction, retiled launches), so a fresh host's verification compiles only the full
+    confirming compiles; without one those launches are compiled."""
+    return FIT_CHECK + (["--compile-record", RECORD_IN_CONTAINER] if has_record else [])
 
 
 def add_arguments(parser) -> None:
@@ -39,7 +57,7 @@ def run(args) -> int:
     client = connect()
     if image_or_none(client, args.image) is None:
         raise BuildError(f"no image {args.image} here: build it with `python3 build.py` or pull it", 2)
-    findings = verify_image(client, args.image)
+    findings = verify_image(client, args.image, committed_record(client, args.image))
     for finding in findings:
         print(finding_line(finding))
     return 1 if any(f.failed for f in findings) else 0
@@ -61,11 +79,29 @@ def read_build_reports(client: docker.DockerClient, image: str) -> dict:
         raise BuildError(f"the image's build reports in {INSTALL_DIR} do not read ({flags.one_line(str(error))[:200]})") from None
 
 
-def verify_image(client: docker.DockerClient, image: str) -> list[Result]:
+def committed_record(client: docker.DockerClient, image: str) -> bytes | None:
+    """The repository's compile record of the image's vLLM release (its label), for `build.py verify`;
+    None where it has none."""
+    from contract import compile_record
+
+    version = (client.images.get(image).labels or {}).get(VLLM_VERSION_LABEL)
+    if not version:
+        return None
+    try:
+        return compile_record.record_path(COMPILE_RECORDS, version).read_bytes()
+    except (OSError, ValueError):
+        return None
+
+
+def verify_image(client: docker.DockerClient, image: str, record: bytes | None = None) -> list[Result]:
+    """The image's clamp and fit findings. `record`: a compile record (its bytes, gzipped or not) whose answers
+    the fit check may take: the build's own, or the repository's."""
     clamp = _run(client, image, CLAMP_CHECK)
     encoder = _run(client, image, ENCODER_CLAMP_CHECK)
     findings = [clamp_finding(clamp.exit_code, clamp.text), clamp_finding(encoder.exit_code, encoder.text, "encoder ")]
-    fit = _run(client, image, FIT_CHECK)
+    if record is not None and record[:2] != GZIP_MAGIC:  # the repository keeps its records as plain JSON
+        record = gzip.compress(record, mtime=0)
+    fit = _run(client, image, fit_check(record is not None), {RECORD_IN_CONTAINER: record} if record else {})
     name = "every Gemma 4 launch fits sm_75"
     findings.append(passed(name, _fit_summary(fit.text)) if fit.exit_code == 0 else
                     failed(name, _fit_summary(fit.text), "a launch needs more shared memory than sm_75 has: "
@@ -100,12 +136,15 @@ class _Output:
     text: str
 
 
-def _run(client, image, command) -> _Output:
+def _run(client, image, command, files: dict[str, bytes] | None = None) -> _Output:
+    """`files`: path -> bytes, copied into the container before it starts."""
     # As root, not the image's uid (10001): the build's own check, with a Triton cache volume Docker
     # creates root's own; what it reads in the image is the same for every uid.
     container = client.containers.create(image, command=command, entrypoint=[], environment=CHECK_ENV, user="0:0",
                                          volumes={TRITON_VOLUME: {"bind": "/triton-cache", "mode": "rw"}})
     try:
+        for path, data in (files or {}).items():
+            container.put_archive(posixpath.dirname(path), tar_of(posixpath.basename(path), data))
         container.start()
         exit_code = container.wait()["StatusCode"]
         text = container.logs(stdout=True, stderr=False).decode(errors="replace")
@@ -114,6 +153,16 @@ def _run(client, image, command) -> _Output:
         return _Output(exit_code, text)
     finally:
         container.remove(force=True)
+
+
+def tar_of(name: str, data: bytes) -> bytes:
+    """A tar archive of one file, as the Docker API copies files into a container."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        member = tarfile.TarInfo(name)
+        member.size, member.mode = len(data), 0o644
+        archive.addfile(member, io.BytesIO(data))
+    return buffer.getvalue()
 
 
 def _json_field(text: str, key: str):

@@ -36,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--known-table", metavar="PATH", help="take the needs of launches this fit table "
                         "holds (same vLLM and Triton) from it and compile only the others")
     parser.add_argument("--compile-record", metavar="PATH", help="take the answers of compiles this compile "
-                        "record holds (same vLLM and Triton; the image's is /opt/vllm-turing/compile-record.json.gz) "
+                        "record holds (same vLLM and Triton; the repository keeps the builds' in contract/compile-records/) "
                         "and compile only the others")
     parser.add_argument("--launcher", metavar="PATH", help="check this triton_unified_attention.py "
                         "(e.g. another release's) instead of the installed one, under the installed vLLM")

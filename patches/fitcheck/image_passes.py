@@ -21,7 +21,8 @@ Before the passes it takes the compile record of this vLLM release from the repo
 contract/compile-records/ (bind-mounted at COMPILE_RECORDS_MOUNT), when it was written by this Triton:
 its answers stand for the shared-memory-only compiles of the same keys (contract/compile_record.py), and
 the full compiles that confirm each kernel's largest need still run. After them it writes the record of
-every shared-memory-only answer of the passes into the image (COMPILE_RECORD), for build.py to copy back.
+every shared-memory-only answer of the passes (COMPILE_RECORD, outside the install folder: the Dockerfile's
+compile-record stage holds it, not the image), for build.py to export and keep.
 """
 from __future__ import annotations
 
@@ -242,6 +243,7 @@ def write_record() -> None:
     from patches.fitcheck.compiler import RECORDABLE, SHARED_ONLY_KEY
 
     text = compile_record.render(RECORDABLE, proved_versions(), SHARED_ONLY_KEY)
+    Path(COMPILE_RECORD).parent.mkdir(parents=True, exist_ok=True)
     Path(COMPILE_RECORD).write_bytes(gzip.compress(text.encode(), mtime=0))
 
 

@@ -248,8 +248,8 @@ def _read_record(path: str | None) -> Record | None:
         return None
     record = compile_record.read_record(Path(path))
     if record is None:
-        raise UsageError(f"--compile-record {path}: no such file; pass the image's record "
-                         f"({layout.COMPILE_RECORD}) or leave the option out")
+        raise UsageError(f"--compile-record {path}: no such file; pass a build's record (the repository keeps "
+                         "them in contract/compile-records/) or leave the option out")
     return record
 
 

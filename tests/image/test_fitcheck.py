@@ -105,7 +105,7 @@ def test_patched_every_launch_fits_sm75_and_the_table_is_written(run_in_image):
     # Side by side: the same launches without the clamp include the known failure.
     assert max(row["shared"] for row in report["unpatched"]) == KNOWN_FAILURE
     assert report["inert"] is False
-    table = json.loads(err[err.index('{\n "format"'):])
+    table = json.loads(err[err.index('{"format"'):])
     wide = [e for e in table["entries"] if e["head_size_padded"] == 512 and e["path"] == "2d"]
     assert {e["tile_size"]: e["shared"] for e in wide} == {32: KNOWN_FAILURE, 16: SM75_LIMIT}
 
@@ -313,27 +313,46 @@ def test_the_build_proved_every_family_layer_on_sm75_and_sm86_on_both_paths(imag
 
 def test_the_build_answered_from_the_committed_record_what_it_holds_and_it_is_current(docker_client, image,
                                                                                        image_labels):
-    """The image's own record (every shared-memory-only answer of its fit step) is the repository's, so a
-    fresh host's build of this tree compiles only the full confirming compiles; a tree whose matrix or
-    clamp changed fails here until the record a PyPI-base build wrote back is committed."""
-    from buildtool.image.build import COMPILE_RECORDS
-    from contract import compile_record
-    from contract.pins import pypi_base_tag
-
+    """The build's own record (every shared-memory-only answer of its fit step, exported from the Dockerfile's
+    compile-record stage, not in the image) is the repository's, so a fresh host's build of this tree compiles
+    only the full confirming compiles; a tree whose matrix or clamp changed fails here until the record a
+    PyPI-base build wrote back is committed."""
     import gzip
 
-    from contract.clamp_paths import COMPILE_RECORD
-    from tests.image.containers import file_in_image
+    from buildtool.docker.engine import files_in_image
+    from buildtool.image.build import export_compile_record
+    from buildtool.image.verify import COMPILE_RECORDS
+    from contract import compile_record
+    from contract.clamp_paths import COMPILE_RECORD, FIT_TABLE
+    from contract.pins import pypi_base_tag
 
-    built = compile_record.parse_record(gzip.decompress(file_in_image(docker_client, image, COMPILE_RECORD)).decode())
+    base = image_labels["org.opencontainers.image.base.name"]
+    built = compile_record.parse_record(gzip.decompress(export_compile_record(base)).decode())
     assert built.answers and all(a.error is None for a in built.answers.values()), "every matrix compile succeeds"
     assert {a.cc for a in built.answers.values()} == {75, 86, 90}
-    if image_labels.get("org.opencontainers.image.base.name") != pypi_base_tag(built.vllm_version):
+    held = files_in_image(docker_client, image, [FIT_TABLE, COMPILE_RECORD])
+    assert held[FIT_TABLE] is not None and held[COMPILE_RECORD] is None, "the image takes the table, not the record"
+    if base != pypi_base_tag(built.vllm_version):
         return  # another base's Triton (its own cache keys): the repository's record is the PyPI base's
     committed = compile_record.record_path(COMPILE_RECORDS, built.vllm_version)
     assert compile_record.read_record(committed) == built, (
         f"{committed.relative_to(REPO)} is not the record of this tree's build: `python3 build.py --base pypi` "
         "wrote it back; commit it")
+
+
+def test_verify_takes_a_compile_record_where_it_has_one_and_compiles_without(docker_client, image):
+    """`build.py verify IMAGE` gives the fit check the repository's record of the image's vLLM (the image holds
+    none); without a record the check compiles what it would have answered, and passes the same."""
+    from buildtool.image.verify import committed_record, verify_image
+
+    record = committed_record(docker_client, image)
+    assert record is not None, "the repository holds the record of the pinned vLLM"
+    for given, says in ((record, "compiles answered by the build's compile record"), (None, None)):
+        findings = verify_image(docker_client, image, given)
+        assert [f.name for f in findings if f.failed] == [], [(f.name, f.message) for f in findings]
+        [fit] = [f for f in findings if "fits sm_75" in f.name]
+        assert "max shared" in fit.message and ((says in fit.message) if says else "compile record" not in fit.message), \
+            fit.message
 
 
 PREFLIGHT_EACH = r"""

@@ -141,7 +141,15 @@ def test_the_ca_bundle_travels_as_a_secret_file_never_as_an_argument(tmp_path):
                                     build_args={"EXTRAS": ""}, ca_cert=bundle), tmp_path / "iid")
     assert f"id=ca,src={bundle}" in argv
     assert not any("secretbody" in a for a in argv)
-    assert argv[:5] == ["docker", "buildx", "build", "--load", "--progress=plain"]
+    assert argv[:5] == ["docker", "buildx", "build", "--progress=plain", "--load"]
+
+
+def test_a_stage_exported_to_a_folder_is_built_by_target_without_loading_an_image(tmp_path):
+    argv = buildx_argv(BuildRequest(context=tmp_path, dockerfile=tmp_path / "Dockerfile", target="compile-record",
+                                    output_dir=tmp_path / "out"), tmp_path / "iid")
+    assert argv[3:9] == ["--progress=plain", "--output", f"type=local,dest={tmp_path / 'out'}",
+                         "--target", "compile-record", "-f"]
+    assert "--load" not in argv and "--iidfile" not in argv, "BuildKit refuses an image ID file for a local export"
 
 
 def test_index_urls_travel_as_secrets_read_from_the_environment_never_as_arguments(tmp_path):
@@ -266,6 +274,7 @@ def test_build_progress_is_the_steps_and_our_lines_in_a_log_and_one_live_line_on
     build_output = ["#4 [internal] load metadata for docker.io/library/x", "#5 [stage-0  2/3] RUN python3 -m patches.fitcheck",
                     "#5 1.0 Using default Mamba SSU config. Performance might be sub-optimal!",
                     "#5 12.3 152 launches", "#5 30.0 fitcheck: sm75 float16: 900/1200 compiled, 30 s", "#5 DONE 40.1s",
+                    "#7 [proof 1/1] RUN python3 -m patches.fitcheck.image_passes",
                     "#6 [stage-0  3/3] RUN " + "x" * 300, "#6 ERROR: process did not complete"]
     for stream, live in ((log, False), (terminal, True)):
         view = ProgressView(stream, live=live)
@@ -275,6 +284,7 @@ def test_build_progress_is_the_steps_and_our_lines_in_a_log_and_one_live_line_on
         assert view.lines == build_output, "every line is kept for the failure message"
     assert log.getvalue().splitlines() == [
         "[2/3] RUN python3 -m patches.fitcheck", "fitcheck: sm75 float16: 900/1200 compiled, 30 s",
+        "[proof 1/1] RUN python3 -m patches.fitcheck.image_passes",  # a stage the Dockerfile names is named
         "[3/3] RUN " + "x" * 96 + "...", "#6 ERROR: process did not complete"]
     assert terminal.getvalue().count("\n") == 1, "a terminal gets one line rewritten in place"
     assert "[stage-0  2/3] RUN python3 -m patches.fitcheck  152 launches" in terminal.getvalue()

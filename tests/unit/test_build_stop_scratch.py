@@ -105,6 +105,9 @@ class StandinEngine:
 def standin_buildx(engine: StandinEngine):
     """buildkit.build as far as build_verified sees it: the image appears under the request's tag."""
     def build_image(request, view=None) -> str:
+        if request.output_dir is not None:  # the compile-record stage, exported
+            (request.output_dir / "compile-record.json.gz").write_bytes(gzip.compress(b"{}"))
+            return ""
         image_id = "sha256:%064x" % (len(engine.built) + 1)
         engine.refs[request.tag] = StandinImage(engine, image_id, dict(request.labels))
         engine.built.append(request.tag)

@@ -209,7 +209,7 @@ def test_every_committed_record_reads_and_names_its_own_release():
 
 @pytest.mark.parametrize("extra, content, says", [
     (["--full-compile"], None, "--compile-record answers compiles cut at the shared-memory allocation"),
-    ([], None, "--compile-record {path}: no such file; pass the image's record (/opt/vllm-turing/compile-record.json.gz)"),
+    ([], None, "--compile-record {path}: no such file; pass a build's record (the repository keeps them in contract/compile-records/)"),
     ([], b"\x1f\x8b\x08 not gzip", "{path} is not a compile record (EOFError"),
     ([], b'{"format": 1}', "{path} is not a compile record (vllm_version is None"),
 ])

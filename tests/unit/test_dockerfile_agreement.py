@@ -61,12 +61,24 @@ def contract_modules_imported(folder: Path) -> set[str]:
     return {f"{name}.py" for name in found}
 
 
+def contract_copies() -> list[list[str]]:
+    """The sources of the Dockerfile's COPYs of contract/, in order."""
+    return [text.split()[1:-1] for text in instructions(REPO / "Dockerfile") if text.startswith("COPY contract/")]
+
+
+def test_every_contract_module_is_copied_into_the_image_once():
+    """Two COPYs, so that an edit of a module the fit check does not import does not re-run it; a module in
+    both would lie in two layers, one in neither would be missing from the image."""
+    copied = [source for sources in contract_copies() for source in sources]
+    assert len(contract_copies()) == 2
+    assert sorted(copied) == sorted(f"contract/{path.name}" for path in (REPO / "contract").glob("*.py")), copied
+
+
 def test_the_fit_checks_early_copy_of_the_contract_holds_every_module_the_patches_import():
     """The Dockerfile copies part of contract/ before the fit check (so an edit elsewhere does not re-run
     it): every contract module the patches import must be in that part, or the build's fit check fails."""
-    [early] = [text for text in instructions(REPO / "Dockerfile")
-               if text.startswith("COPY contract/") and not text.startswith("COPY contract/*.py ")]
-    copied = {Path(source).name for source in early.split()[1:-1]}
+    early, _ = contract_copies()
+    copied = {Path(source).name for source in early}
     imported = contract_modules_imported(REPO / "patches")
     assert {"clamp_paths.py", "devices.py"} <= imported, "the search finds the imports there are"
     assert imported <= copied, f"imported by patches/ but not copied before the fit check: {imported - copied}"
@@ -83,4 +95,21 @@ def test_the_fit_step_reads_the_compile_records_from_the_build_context_and_the_i
     assert (REPO / "contract" / "compile-records").is_dir()
     copies = [text.split()[1:-1] for text in texts if text.startswith("COPY ")]
     copied = [source for sources in copies for source in sources if source.startswith("contract")]
-    assert "contract/*.py" in copied and all(source.endswith(".py") for source in copied), copied
+    assert "contract/layout.py" in copied and all(source.endswith(".py") for source in copied), copied
+
+
+def test_the_image_takes_the_proofs_outputs_and_the_compile_record_stage_holds_the_record_alone():
+    """The proof runs in a stage of its own: the image (the last stage, the default target) copies the outputs
+    the preflight and build.py read, and no other of its files; the stage build.py exports holds the record."""
+    from buildtool.image.build import COMPILE_RECORD_STAGE
+    from contract.clamp_paths import COMPILE_RECORD, INSTALL_DIR, PROOF_OUTPUTS
+
+    texts = instructions(REPO / "Dockerfile")
+    stages = [text.split()[-1] for text in texts if text.startswith("FROM ")]
+    assert stages == ["clamped", "proof", COMPILE_RECORD_STAGE, "image"]
+    [taken] = [text.split()[1:] for text in texts if text.startswith("COPY --from=proof") and text.endswith(INSTALL_DIR + "/")]
+    assert taken[1:-1] == list(PROOF_OUTPUTS) and taken[-1] == INSTALL_DIR + "/"
+    assert COMPILE_RECORD not in taken and not COMPILE_RECORD.startswith(INSTALL_DIR + "/")
+    start = texts.index(f"FROM scratch AS {COMPILE_RECORD_STAGE}")
+    assert texts[start + 1] == f"COPY --from=proof {COMPILE_RECORD} /"
+    assert texts[start + 2].startswith("FROM "), "nothing else in that stage"
