@@ -3,6 +3,7 @@ import gzip
 import io
 import json
 import posixpath
+import re
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,8 +12,9 @@ import docker
 
 from buildtool import flags
 from buildtool.docker.engine import connect, files_in_image, image_or_none
-from buildtool.image.labels import VLLM_VERSION_LABEL
 from buildtool.errors import BuildError
+from buildtool.image.labels import VLLM_VERSION_LABEL
+from contract import compile_record
 from contract.clamp_paths import parse_report
 from contract.layout import BUILD_REPORTS, FIT_TABLE, INSTALL_DIR
 from contract.verdict import Result, Status, failed, passed
@@ -81,11 +83,9 @@ def read_build_reports(client: docker.DockerClient, image: str) -> dict:
 
 def committed_record(client: docker.DockerClient, image: str) -> bytes | None:
     """The repository's compile record of the image's vLLM release (its label), for `build.py verify`;
-    None where it has none."""
-    from contract import compile_record
-
+    None where it has none, or where the label is no release number (it names a file here)."""
     version = (client.images.get(image).labels or {}).get(VLLM_VERSION_LABEL)
-    if not version:
+    if not isinstance(version, str) or not re.fullmatch(r"[0-9][0-9A-Za-z.+-]{0,40}", version):
         return None
     try:
         return compile_record.record_path(COMPILE_RECORDS, version).read_bytes()

@@ -253,3 +253,32 @@ def test_a_triton_without_tritons_cache_key_function_compiles_everything_and_rec
     with compiler.compile_mode(compiler.SHARED_ONLY):
         compiler.compile_launches([("a", {}, {}), ("b", {}, {})], 75)
     assert compiled == ["75:a", "75:b"] and compiler.RECORDABLE == {}
+
+
+@pytest.mark.parametrize("label, found", [("0.33.0", True), ("0.99.0", False), (None, False),
+                                          ("0.33.0/../../../compile-records/vllm-0.33.0", False),
+                                          ("../compile-records/vllm-0.33.0", False)])
+def test_build_py_verify_takes_the_repositorys_record_of_the_images_release_and_only_by_its_number(label, found):
+    """`build.py verify IMAGE` reads contract/compile-records/vllm-<the image's vLLM label>.json: a label that is
+    no release number (an image's labels are its author's) names no file."""
+    from buildtool.image.labels import VLLM_VERSION_LABEL
+    from buildtool.image.verify import COMPILE_RECORDS, committed_record
+
+    labels = {VLLM_VERSION_LABEL: label} if label else {}
+    standin_client = SimpleNamespace(images=SimpleNamespace(get=lambda ref: SimpleNamespace(labels=labels)))
+    record = committed_record(standin_client, "any")
+    assert (record == (COMPILE_RECORDS / "vllm-0.33.0.json").read_bytes()) if found else record is None
+
+
+def test_a_label_that_climbs_out_of_the_records_folder_reads_nothing(tmp_path, monkeypatch):
+    from buildtool.image import verify
+    from buildtool.image.labels import VLLM_VERSION_LABEL
+
+    (tmp_path / "records" / "vllm-0").mkdir(parents=True)
+    (tmp_path / "secret.json").write_text("{}")
+    climbing = "0/../../secret"
+    assert (tmp_path / "records" / f"vllm-{climbing}.json").read_text() == "{}", "the path reaches the planted file"
+    monkeypatch.setattr(verify, "COMPILE_RECORDS", tmp_path / "records")
+    standin_client = SimpleNamespace(images=SimpleNamespace(
+        get=lambda ref: SimpleNamespace(labels={VLLM_VERSION_LABEL: climbing})))
+    assert verify.committed_record(standin_client, "any") is None
