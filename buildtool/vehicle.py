@@ -93,13 +93,20 @@ def keyword(instruction: str) -> str:
 
 
 # The product's RUN steps that prove or extend the GPU stack; the others (the image facts, the cache
-# folders) run on the vehicle as in the product.
-GPU_STEPS = re.compile(r"turing_clamp|fitcheck|EXTRAS")
+# folders) run on the vehicle as in the product. Without the fit step the proof stage has no outputs, so
+# the image's copy of them goes too.
+GPU_STEPS = re.compile(r"-m patches\.turing_clamp|-m patches\.fitcheck|EXTRAS")
+PROOF_COPY = re.compile(r"COPY\s+--from=proof\s")
+
+
+def gpu_step(instruction: str) -> bool:
+    """Whether an instruction proves or extends the GPU stack (the vehicle leaves it out)."""
+    return (keyword(instruction) == "RUN" and bool(GPU_STEPS.search(instruction))) or bool(PROOF_COPY.match(instruction))
 
 
 def without_run_steps(dockerfile: str) -> str:
-    """The product Dockerfile less its GPU-proof RUN steps; every other instruction verbatim."""
-    return "\n".join(i for i in instructions(dockerfile) if keyword(i) != "RUN" or not GPU_STEPS.search(i)) + "\n"
+    """The product Dockerfile less its GPU-proof steps; every other instruction verbatim."""
+    return "\n".join(i for i in instructions(dockerfile) if not gpu_step(i)) + "\n"
 
 
 def _wheel_project_version(wheel: Path) -> tuple[str, str]:
