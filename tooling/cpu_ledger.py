@@ -7,8 +7,9 @@ tier, another pytest, build.py), up to the measured command; one outside the com
 engine, other work on the host) is charged apart. A process in a container is charged to its
 container's image, or to "build steps" for BuildKit's: containers are not told apart by who started them. A process that ends between two samples is
 still counted when its parent waits for it: the parent's children time grows by the child's whole
-time, less what earlier samples already charged for the child. What no sample saw (a process whose
-parent never waits for it) is the machine's own counter (/proc/stat) less the rest: "unseen".
+time, less what earlier samples already charged for the child; the engine and processes outside the
+command are charged their own time only (OWN_TIME_ONLY). What no sample saw (a process whose parent
+never waits for it, or is one of those) is the machine's own counter (/proc/stat) less the rest: "unseen".
 """
 from __future__ import annotations
 
@@ -51,6 +52,14 @@ class Proc:
     @property
     def on_host(self) -> bool:
         return self.cgroup in ("/", "")  # else in a container (of any engine) or a build step
+
+
+# Categories charged their processes' own time only, not the time of the children they wait for. The
+# engine's children are containers and build steps, which their cgroups count. Outside the command, the
+# waiting parent is init (or a subreaper) reaping orphans, the engine's shims among them: a shim reaped
+# after the last sample that saw it brings its container's whole time along, which the container's cgroup
+# already counted. What such children used on the host itself is left to "unseen".
+OWN_TIME_ONLY = (ENGINE, OUTSIDE)
 
 
 def host_category(pid: int, procs: dict[int, Proc], root: int | None = None) -> str:
@@ -128,17 +137,20 @@ class Ledger:
             if pid == self.sampler:  # its own work apart; the command it waits for, the command's
                 charge(SAMPLER, own)
                 charge(self._root_category(procs), children)
-            elif self._category[pid] == ENGINE:  # its children are containers and build steps, which their
-                charge(ENGINE, own)              # cgroups count: its own time only
+            elif self._category[pid] in OWN_TIME_ONLY:
+                charge(self._category[pid], own)
             else:
                 charge(self._category[pid], own + children)
+        known = dict(self._category)  # a parent that ended too keeps its category for its children
         for pid, gone in self._last_proc.items():
             if pid in procs:
                 continue
             parent = self._last_proc.get(gone.ppid)
-            category = self._category.pop(pid, None)
-            parent_category = self._category.get(gone.ppid)
-            if (parent is not None and parent.on_host and parent_category != ENGINE
+            category = known.get(pid)
+            self._category.pop(pid, None)
+            parent_category = known.get(gone.ppid)
+            if (parent is not None and parent.on_host
+                    and (gone.ppid == self.sampler or parent_category not in OWN_TIME_ONLY)
                     and (category is not None or not gone.on_host)):
                 # its parent's children time now holds its whole time, of which the samples so far charged
                 # its total at the last sample (to it, or to its container): only the rest is new. Charged to

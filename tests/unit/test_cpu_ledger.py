@@ -73,3 +73,20 @@ def test_the_engines_children_are_its_containers_and_build_steps_counted_by_thei
     ledger.add_sample(2.0, {1: init, 5: engine(10.7, 700.0)}, {"/docker/buildkit/s1": 700.0})
     assert {k: round(v, 6) for k, v in ledger.seconds.items()} == {"Docker engine (dockerd, containerd, their shims and "
                                                                    "proxies)": 0.7, BUILD_STEPS: 700.0}
+
+
+def test_a_containers_time_is_counted_once_when_init_reaps_its_shim():
+    """docker run: the container's process (its cgroup counts it) is reaped by its shim, and the shim, which
+    daemonized, by init, outside the command: init's children time grows by the container's whole time."""
+    init = lambda children: Proc(1, 0, 1.0, ("/sbin/init",), "/", children)
+    shim = lambda children: Proc(7, 1, 0.1, ("/usr/bin/containerd-shim-runc-v2", "-namespace", "moby"), "/", children)
+    ledger = Ledger(name_of_container={"c1": "vllm-turing-os:bookworm"}.get)
+    ledger.add_sample(0.0, {1: init(0.0)}, {})
+    ledger.follow(10)
+    ledger.add_sample(1.0, {1: init(0.0), 7: shim(0.0), 40: Proc(40, 7, 2.0, ("sh", "-c", "loop"), "/docker/c1")},
+                      {"/docker/c1": 2.0})
+    # the container ends at 4.0 s; its shim reaps it and exits; init reaps the shim: 4.1 s of children
+    ledger.add_sample(3.0, {1: init(4.1)}, {})
+    assert {k: round(v, 6) for k, v in ledger.seconds.items()} == {
+        "container of vllm-turing-os:bookworm": 2.0, "Docker engine (dockerd, containerd, their shims and proxies)": 0.1}, \
+        "the cgroup counted the container's 2.0 s up to its last sample; init's reaping adds nothing"
