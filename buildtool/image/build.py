@@ -48,12 +48,12 @@ def run(args) -> int:
 
 
 def keep_compile_record(document: dict, folder: Path = COMPILE_RECORDS) -> str:
-    """Writes the image's compile record over the repository's when they differ; the line that says so.
-    BuildError when the image's record is not one (the fit step wrote it: a bug, not the user's input)."""
+    """Writes a build's compile record over the repository's when they differ; the line that says so.
+    BuildError when that record is not one (the fit step wrote it: a bug, not the user's input)."""
     try:
         record = compile_record.record_from_document(document)
     except ValueError as error:
-        raise BuildError(f"the image's compile record is not one ({error}); the image is tagged, the "
+        raise BuildError(f"the build's compile record is not one ({error}); the image is tagged, the "
                          f"repository's record left as it was") from None
     path = compile_record.record_path(folder, record.vllm_version)
     text = compile_record.text_of(record)

@@ -41,7 +41,6 @@ FIT_CHECK = ["python3", "-m", "patches.fitcheck", "--device", "sm75", "--matrix"
 COMPILE_RECORDS = Path(__file__).resolve().parents[2] / "contract" / "compile-records"
 # Where the verification's container gets a compile record (copied in before it starts).
 RECORD_IN_CONTAINER = "/tmp/compile-record.json.gz"
-GZIP_MAGIC = b"\x1f\x8b"
 
 
 def fit_check(has_record: bool) -> list[str]:
@@ -82,25 +81,24 @@ def read_build_reports(client: docker.DockerClient, image: str) -> dict:
 
 
 def committed_record(client: docker.DockerClient, image: str) -> bytes | None:
-    """The repository's compile record of the image's vLLM release (its label), for `build.py verify`;
-    None where it has none, or where the label is no release number (it names a file here)."""
+    """The repository's compile record of the image's vLLM release (its label), gzipped as a build exports
+    one, for `build.py verify`; None where it has none, or where the label is no release number (it names a
+    file here)."""
     version = (client.images.get(image).labels or {}).get(VLLM_VERSION_LABEL)
     if not isinstance(version, str) or not re.fullmatch(r"[0-9][0-9A-Za-z.+-]{0,40}", version):
         return None
     try:
-        return compile_record.record_path(COMPILE_RECORDS, version).read_bytes()
+        return gzip.compress(compile_record.record_path(COMPILE_RECORDS, version).read_bytes(), mtime=0)
     except (OSError, ValueError):
         return None
 
 
 def verify_image(client: docker.DockerClient, image: str, record: bytes | None = None) -> list[Result]:
-    """The image's clamp and fit findings. `record`: a compile record (its bytes, gzipped or not) whose answers
-    the fit check may take: the build's own, or the repository's."""
+    """The image's clamp and fit findings. `record`: a compile record (gzipped, as a build exports it) whose
+    answers the fit check may take: the build's own, or the repository's."""
     clamp = _run(client, image, CLAMP_CHECK)
     encoder = _run(client, image, ENCODER_CLAMP_CHECK)
     findings = [clamp_finding(clamp.exit_code, clamp.text), clamp_finding(encoder.exit_code, encoder.text, "encoder ")]
-    if record is not None and record[:2] != GZIP_MAGIC:  # the repository keeps its records as plain JSON
-        record = gzip.compress(record, mtime=0)
     fit = _run(client, image, fit_check(record is not None), {RECORD_IN_CONTAINER: record} if record else {})
     name = "every Gemma 4 launch fits sm_75"
     findings.append(passed(name, _fit_summary(fit.text)) if fit.exit_code == 0 else

@@ -1,7 +1,8 @@
 """contract/compile_record.py and its two users: the fit check's compiler, which takes a record's answers
 instead of compiling the same Triton cache keys (and still confirms each kernel's largest need in full),
-and build.py, which writes the image's record back to the repository. The real compiles run in every image
+and build.py, which writes a build's record back to the repository. The real compiles run in every image
 build; here a standin stands for Triton's compile, which a host without vLLM cannot run."""
+import gzip
 import json
 import string
 from types import SimpleNamespace
@@ -171,7 +172,7 @@ def test_a_full_compile_run_takes_nothing_from_the_record(standin_compiler):
     assert standin_compiler == [["a"]] and compiler.RECORDABLE == {}
 
 
-# build.py's side: the image's record written back to the repository, only when it changed.
+# build.py's side: a build's record written back to the repository, only when it changed.
 
 def test_the_build_writes_the_images_record_back_only_when_it_differs(tmp_path):
     from buildtool.errors import BuildError
@@ -187,7 +188,7 @@ def test_the_build_writes_the_images_record_back_only_when_it_differs(tmp_path):
     assert keep_compile_record(document, tmp_path) == f"{written}: unchanged (2 compiles)"
     assert written.stat().st_mtime_ns == before
     document["compiles"]["b" * 64][2] = -5
-    with pytest.raises(BuildError, match="the image's compile record is not one .*shared is -5"):
+    with pytest.raises(BuildError, match="the build's compile record is not one .*shared is -5"):
         keep_compile_record(document, tmp_path)
     assert compile_record.read_record(written).answers == recorded, "a bad record overwrites nothing"
 
@@ -267,7 +268,7 @@ def test_build_py_verify_takes_the_repositorys_record_of_the_images_release_and_
     labels = {VLLM_VERSION_LABEL: label} if label else {}
     standin_client = SimpleNamespace(images=SimpleNamespace(get=lambda ref: SimpleNamespace(labels=labels)))
     record = committed_record(standin_client, "any")
-    assert (record == (COMPILE_RECORDS / "vllm-0.33.0.json").read_bytes()) if found else record is None
+    assert (gzip.decompress(record) == (COMPILE_RECORDS / "vllm-0.33.0.json").read_bytes()) if found else record is None
 
 
 def test_a_label_that_climbs_out_of_the_records_folder_reads_nothing(tmp_path, monkeypatch):
