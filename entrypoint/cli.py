@@ -14,12 +14,12 @@ from typing import Mapping
 from contract.layout import ENV_API_KEY
 from contract.verdict import any_failed
 
-from . import facts, files, hub, identity, linker_cache, preflight, report, start_ledger, start_report
+from . import facts, files, hub, identity, linker_cache, preflight, report
 from .argv import Extras, judge_extra, speculative_problem
 from .argv_files import opened_files_problem
 from .checks import cache, driver_floor, parallel, turing_settings
 from .command import server_argv
-from .device import NoDevice, probe_devices, weakest
+from .device import NoDevice, Probe, weakest
 from .api_key import server_api_key
 from .environment import server_env
 from .redact import redact, redact_words
@@ -70,7 +70,8 @@ def judge_words(settings: Settings, container_args: tuple[str, ...], server_fact
     return extras
 
 
-def main(argv: list[str], env: Mapping[str, str]) -> int:
+def main(argv: list[str], env: Mapping[str, str], probe: Probe | None = None) -> int:
+    """`probe`: the driver's calls, begun as the process started (entrypoint/__main__.py); else begun here."""
     if argv[:1] == ["fetch"]:
         return importlib.import_module("entrypoint.fetch.run").main(argv[1:], env)
     try:
@@ -87,7 +88,8 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
         server_facts, argv_source = facts.for_argv(loaded)
         extras = judge_words(settings, container_args, server_facts)
         try:
-            gpus, device_error = probe_devices(), ""
+            probe = probe or Probe()
+            gpus, device_error = probe.devices(), ""
         except NoDevice as error:
             gpus, device_error = [], str(error)
         device = weakest(gpus) if gpus else None
@@ -109,7 +111,7 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
     started = time.perf_counter()
     results = preflight.run_checks(
         preflight.plan(settings, device, preflight.resolve_models(settings, env, extras), env, gpus, extras, loaded,
-                       argv_source),
+                       argv_source, probe.context_error),
         settings.skip_checks)
     elapsed = time.perf_counter() - started
     if as_json:
@@ -120,6 +122,8 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
         return 1
     if mode == "check":
         return 0
+    from . import start_ledger, start_report  # the server's start only: `check` does without their imports
+
     ledger = start_ledger.prepare(settings.vllm_cache_root, settings.triton_cache_dir, time.time(),
                                   lambda line: print(line, file=sys.stderr))
     stamp_problem = cache.stamp_before_start(settings.vllm_cache_root, settings.skip_checks)

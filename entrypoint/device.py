@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import threading
 
 LIBCUDA = "libcuda.so.1"
+# cuInit with every GPU of a host visible takes seconds on a machine without persistence mode; one that
+# has not answered by then is a driver that blocks, and the preflight says so instead of hanging.
+DEVICES_DEADLINE_S = 60.0
 # CUdevice_attribute values from cuda.h
 ATTR_CC_MAJOR = 75
 ATTR_CC_MINOR = 76
@@ -93,3 +97,47 @@ def context_error(ordinal: int = 0, libcuda: str = LIBCUDA) -> str | None:
             return f"{call} failed: {cuda_error(lib, code)}"
     lib.cuDevicePrimaryCtxRelease(handle)
     return None
+
+
+class Probe:
+    """The driver's slow calls, begun on a thread as the entrypoint starts (entrypoint/__main__.py) so
+    that they run while Python imports and parses the rest (ctypes releases the GIL): cuInit and the
+    device list, then the primary context on the weakest device, which the torch check asks for.
+    A daemon thread, as the preflight's other background work: neither the exec nor the exit waits."""
+
+    def __init__(self, libcuda: str = LIBCUDA):
+        self.libcuda = libcuda
+        self._listed, self._made = threading.Event(), threading.Event()
+        self._devices: list[Device] | Exception = NoDevice("not probed")
+        self._context: tuple[int, str | None] | None = None
+        threading.Thread(target=self._run, daemon=True, name="device-probe").start()
+
+    def _run(self) -> None:
+        try:
+            self._devices = probe_devices(self.libcuda)
+        except Exception as error:  # raised in the caller's thread by devices()
+            self._devices = error
+        finally:
+            self._listed.set()
+        try:
+            if isinstance(self._devices, list):
+                ordinal = weakest(self._devices).ordinal
+                self._context = (ordinal, context_error(ordinal, self.libcuda))
+        finally:
+            self._made.set()
+
+    def devices(self, deadline_s: float = DEVICES_DEADLINE_S) -> list[Device]:
+        """probe_devices()'s answer; NoDevice when the driver has not given it within deadline_s."""
+        if not self._listed.wait(deadline_s):
+            raise NoDevice(f"no answer from cuInit in {deadline_s:g} s")
+        if isinstance(self._devices, Exception):
+            raise self._devices
+        return self._devices
+
+    def context_error(self, ordinal: int) -> str | None:
+        """context_error(ordinal): the early answer for the weakest device, another ordinal asked now.
+        Blocks until the driver answers: the caller bounds the wait (preflight.in_thread)."""
+        self._made.wait()
+        if self._context is not None and self._context[0] == ordinal:
+            return self._context[1]
+        return context_error(ordinal, self.libcuda)

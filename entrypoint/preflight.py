@@ -45,7 +45,9 @@ def needs_device(name: str, device: Device | None, run: Callable[[Device], Check
     return run(device)
 
 
-def torch_check(loaded: Loaded) -> Callable[[Device], Check | Background]:
+def torch_check(loaded: Loaded, context: Callable[[int], str | None] | None = None
+                ) -> Callable[[Device], Check | Background]:
+    """`context`: what the driver says when asked for a context on a device (default: ask it now)."""
     def imported(device: Device) -> Result:
         from .checks import torch_runtime
 
@@ -58,7 +60,7 @@ def torch_check(loaded: Loaded) -> Callable[[Device], Check | Background]:
         from .checks import torch_runtime
 
         def start() -> Check:
-            made = in_thread(lambda: context_error(device.ordinal))
+            made = in_thread(lambda: (context or context_error)(device.ordinal))
 
             def judged() -> Result:
                 try:
@@ -94,9 +96,9 @@ def fit_check(resolved: model.Resolved, tensor_parallel_size: int = 1, dtype: st
             clamp.replayssm_unproven(extras.get("use_replayssm"), extras.get("replayssm_buffer_len"), model_type),
             clamp.tuned_folder_unproven(env or {})) if why]
         towers = str(extras.get("mm_encoder_attn_backend") or "").strip().upper() == "TRITON_ATTN"
-        return Background(lambda: clamp.with_unproven(
+        return Background(lambda: begun_in_thread(clamp.FIT, lambda: clamp.with_unproven(
             clamp.start_fit(config, model_config(resolved), device.cc, device.smem_optin, tensor_parallel=tensor_parallel_size,
-                            dtype=dtype, towers=towers), unproven))
+                            dtype=dtype, towers=towers), unproven)))
     return run
 
 
@@ -255,10 +257,12 @@ NO_FACTS = Loaded(None, "not read")
 
 def plan(settings: Settings, device: Device | None, models: Models, env: Mapping[str, str],
          gpus: list[Device] | None = None, extras: Extras = NOT_JUDGED, loaded: Loaded = NO_FACTS,
-         argv_source: str | None = None) -> dict[str, Check | Background]:
+         argv_source: str | None = None, context: Callable[[int], str | None] | None = None
+         ) -> dict[str, Check | Background]:
     """Every check by name, in report order; `env` the entrypoint's, `gpus` every visible device
     (default: the one `device`); `extras` what the extra words set, judged with the option table
-    from `argv_source` (what the server's argv holds beyond the settings); `loaded` the image facts."""
+    from `argv_source` (what the server's argv holds beyond the settings); `loaded` the image facts;
+    `context` the driver's answer to a context on a device (device.Probe's, begun at start)."""
     parallel_sizes = shm.Parallel(settings.tensor_parallel_size, settings.pipeline_parallel_size,
                                   extras.get("distributed_executor_backend"))
     parser_settings = {"TOOL_CALL_PARSER": settings.tool_call_parser, "REASONING_PARSER": settings.reasoning_parser}
@@ -267,7 +271,7 @@ def plan(settings: Settings, device: Device | None, models: Models, env: Mapping
         "driver": lambda: driver.check_driver(gpu_name=device.name if device else None,
                                               compat_mode=settings.cuda_compat),
         "argv": lambda: argv_result(extras, argv_source),
-        "torch": needs_device("torch", device, torch_check(loaded)),
+        "torch": needs_device("torch", device, torch_check(loaded, context)),
         "clamp": lambda: clamp.check_clamp(),
         "fit": needs_device("fit", device, fit_check(models.model, settings.tensor_parallel_size, settings.dtype,
                                                      extras, env)),
@@ -324,6 +328,23 @@ def in_thread(work: Callable[[], object]) -> Callable[[float], object]:
             raise box["error"]
         return box["value"]
     return wait
+
+
+def begun_in_thread(name: str, start: Callable[[], Check]) -> Check:
+    """start() on a thread of its own, so that a background check's start returns at once: the fit
+    check's table lookup imports the proof's families, tens of milliseconds of Python on a GPU host,
+    which then run while the checks before it wait on the driver. The check returned waits for start()
+    (within the check deadline), then for what start() began."""
+    started = in_thread(start)
+
+    def collected() -> Result:
+        try:
+            check = started(CHECK_DEADLINE_S)
+        except Overdue:
+            return failed(name, f"did not start in {CHECK_DEADLINE_S:g} s", f"find what hangs (a network mount); "
+                          f"SKIP_CHECKS={name} skips it")
+        return check()
+    return collected
 
 
 def within(deadline_s: float, work: Callable[[], object]):

@@ -8,8 +8,9 @@ import subprocess
 
 STANDIN_LIBCUDA_C = r"""
 #include <string.h>
+#include <unistd.h>
 static const char *names[] = {"CUDA_SUCCESS", "CUDA_ERROR_NO_DEVICE"};
-int cuInit(unsigned flags) { return CU_INIT_CODE; }
+int cuInit(unsigned flags) { sleep(CU_INIT_SECONDS); return CU_INIT_CODE; }
 int cuGetErrorName(int code, const char **name) { *name = code == 100 ? names[1] : names[0]; return 0; }
 int cuDeviceGetCount(int *count) { *count = 1; return 0; }
 int cuDeviceGet(int *device, int ordinal) { *device = ordinal; return 0; }
@@ -58,13 +59,16 @@ def _compile(source: str, target: pathlib.Path, defines: dict[str, object]) -> N
 
 def build_standin_driver(directory: pathlib.Path, driver_version: str = "535.104.05", cc: tuple[int, int] = (7, 5),
                          smem_optin: int = 65536, name: str = "StandIn Tesla T4", cu_init_code: int = 0,
+                         cu_init_seconds: int = 0,
                          nvml_init_code: int = 0, context_code: int = 0, gpu_total: int = 15 * 2**30,
                          others_used: int = 0, other_pid: int = 4242) -> pathlib.Path:
     """Writes libcuda.so.1 and libnvidia-ml.so.1 into `directory`; returns it (for LD_LIBRARY_PATH).
-    NVML reports one card of `gpu_total` bytes, `others_used` of them taken by process `other_pid`."""
+    NVML reports one card of `gpu_total` bytes, `others_used` of them taken by process `other_pid`;
+    cuInit answers after `cu_init_seconds` (a driver that blocks)."""
     directory.mkdir(parents=True, exist_ok=True)
     _compile(STANDIN_LIBCUDA_C, directory / "libcuda.so.1",
-             {"CU_INIT_CODE": cu_init_code, "CC_MAJOR": cc[0], "CC_MINOR": cc[1], "SMEM_OPTIN": smem_optin,
+             {"CU_INIT_CODE": cu_init_code, "CU_INIT_SECONDS": cu_init_seconds, "CC_MAJOR": cc[0], "CC_MINOR": cc[1],
+              "SMEM_OPTIN": smem_optin,
               "DEVICE_NAME": f'"{name}"', "CTX_CODE": context_code})
     _compile(STANDIN_NVML_C, directory / "libnvidia-ml.so.1",
              {"NVML_INIT_CODE": nvml_init_code, "DRIVER_VERSION": f'"{driver_version}"',

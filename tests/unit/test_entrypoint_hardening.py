@@ -138,6 +138,33 @@ def test_the_driver_context_probe_reports_the_drivers_refusal(tmp_path):
     assert context_error(0, str(refused / "libcuda.so.1")) == "cuDevicePrimaryCtxRetain failed: CUDA_ERROR_NO_DEVICE (100)"
 
 
+def test_the_early_probe_answers_what_the_driver_answers_devices_and_context(tmp_path):
+    from entrypoint.device import NoDevice, Probe
+    from tests.support.standin_driver import build_standin_driver
+
+    good = Probe(str(build_standin_driver(tmp_path / "good", cc=(8, 6), name="StandIn RTX 3090") / "libcuda.so.1"))
+    assert [(device.name, device.cc) for device in good.devices()] == [("StandIn RTX 3090", (8, 6))]
+    assert good.context_error(0) is None
+    refused = Probe(str(build_standin_driver(tmp_path / "refused", context_code=100) / "libcuda.so.1"))
+    assert refused.devices()[0].cc == (7, 5)
+    assert refused.context_error(0) == "cuDevicePrimaryCtxRetain failed: CUDA_ERROR_NO_DEVICE (100)"
+    no_init = Probe(str(build_standin_driver(tmp_path / "no-init", cu_init_code=100) / "libcuda.so.1"))
+    with pytest.raises(NoDevice, match=r"cuInit failed: CUDA_ERROR_NO_DEVICE \(100\)"):
+        no_init.devices()
+    assert no_init.context_error(0) == "cuInit failed: CUDA_ERROR_NO_DEVICE (100)"  # asked again, answered again
+    with pytest.raises(NoDevice, match="libcuda.so.1 does not load"):
+        Probe(str(tmp_path / "absent" / "libcuda.so.1")).devices()
+
+
+def test_a_driver_that_blocks_in_cuinit_is_named_at_the_deadline_not_waited_for(tmp_path):
+    from entrypoint.device import NoDevice, Probe
+    from tests.support.standin_driver import build_standin_driver
+
+    blocked = Probe(str(build_standin_driver(tmp_path / "blocks", cu_init_seconds=30) / "libcuda.so.1"))
+    with pytest.raises(NoDevice, match=r"^no answer from cuInit in 0.2 s$"):
+        blocked.devices(deadline_s=0.2)
+
+
 def test_a_model_folder_this_uid_cannot_reach_is_named_so_not_missing(tmp_path):
     locked = tmp_path / "locked"
     write_model_dir(locked / "model")

@@ -116,6 +116,43 @@ def test_the_driver_context_of_the_torch_check_runs_beside_the_other_checks(monk
     assert result.status is Status.PASS and "sm_75" in result.message and asked == [T4.ordinal]
 
 
+def test_the_fit_checks_start_runs_on_its_own_thread_and_one_that_hangs_fails_at_the_deadline(monkeypatch):
+    import threading
+
+    from entrypoint import preflight
+
+    release, order = threading.Event(), []
+
+    def start():
+        release.wait()
+        order.append("looked up")
+        return lambda: passed("fit", "fits")
+
+    collect = preflight.begun_in_thread("fit", start)  # returns while the lookup is blocked
+    order.append("other checks ran")
+    release.set()
+    assert collect().message == "fits" and order == ["other checks ran", "looked up"]
+
+    never = threading.Event()
+    monkeypatch.setattr(preflight, "CHECK_DEADLINE_S", 0.05)
+    hung = preflight.begun_in_thread("fit", lambda: never.wait())()
+    never.set()
+    assert hung.status is Status.FAIL and hung.message == "did not start in 0.05 s" and "SKIP_CHECKS=fit" in hung.fix
+    broken = run_checks({"fit": Background(lambda: preflight.begun_in_thread("fit", lambda: 1 / 0))}, skip=())
+    assert broken[0].status is Status.FAIL and "ZeroDivisionError" in broken[0].message
+
+
+def test_the_torch_check_takes_the_context_answer_it_is_given():
+    from entrypoint import preflight
+    from entrypoint.facts import Facts, Loaded
+
+    asked = []
+    refused = preflight.torch_check(Loaded(Facts({"torch": FACTS})),
+                                    lambda ordinal: asked.append(ordinal) or "CUDA_ERROR_OUT_OF_MEMORY (2)")
+    result = refused(T4).start()()
+    assert result.status is Status.FAIL and "CUDA_ERROR_OUT_OF_MEMORY (2)" in result.message and asked == [T4.ordinal]
+
+
 def test_a_driver_that_makes_no_context_fails_the_torch_check_and_one_that_hangs_fails_in_time(monkeypatch):
     import threading
 
