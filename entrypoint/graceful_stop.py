@@ -21,7 +21,6 @@ Standard library only; nothing here imports vLLM or uvicorn until the server its
 from __future__ import annotations
 
 import atexit
-import importlib.abc
 import importlib.machinery
 import os
 import sys
@@ -130,7 +129,7 @@ def patch_async_llm(module) -> None:
     engine_class.shutdown = shutdown
 
 
-class AfterImport(importlib.abc.MetaPathFinder):
+class AfterImport:  # a meta path finder (importlib.abc, not imported: 10 ms at every python3 start)
     """Runs patch(module) right after the named module's own code, once per name."""
 
     def __init__(self, patches: dict[str, Callable]):
