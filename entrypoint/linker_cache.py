@@ -13,8 +13,9 @@ from typing import Callable, Mapping
 
 from contract.verdict import Result, failed
 
+from .device import LIBCUDA
+
 LDCONFIG = "/sbin/ldconfig"  # the path Triton runs
-LIBCUDA = "libcuda.so.1"
 TRITON_LIBCUDA_PATH = "TRITON_LIBCUDA_PATH"  # Triton's own override: a directory
 
 
