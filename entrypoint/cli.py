@@ -19,7 +19,7 @@ from .argv import Extras, judge_extra, speculative_problem
 from .argv_files import opened_files_problem
 from .checks import cache, driver_floor, parallel, turing_settings
 from .command import server_argv
-from .device import NoDevice, Probe, weakest
+from .device import RELEASE_DEADLINE_S, NoDevice, Probe, weakest
 from .api_key import server_api_key
 from .environment import server_env
 from .redact import redact, redact_words
@@ -111,7 +111,7 @@ def main(argv: list[str], env: Mapping[str, str], probe: Probe | None = None) ->
     started = time.perf_counter()
     results = preflight.run_checks(
         preflight.plan(settings, device, preflight.resolve_models(settings, env, extras), env, gpus, extras, loaded,
-                       argv_source, probe.context_error),
+                       argv_source, probe),
         settings.skip_checks)
     elapsed = time.perf_counter() - started
     if as_json:
@@ -140,6 +140,9 @@ def main(argv: list[str], env: Mapping[str, str], probe: Probe | None = None) ->
     if device is not None:
         exec_env.update(parallel.nccl_defaults(device.cc, settings.tensor_parallel_size, env))
     exec_env.update(linker_cache.triton_override(env, linker_cache.loaded_libcuda()))
+    if not probe.released():
+        print(f"vllm-turing: WARN the driver has not released the preflight's CUDA context in {RELEASE_DEADLINE_S:g} s; "
+              "the server starts anyway", file=sys.stderr)
     try:
         os.execvpe(argv_out[0], argv_out, exec_env)
     except OSError as error:

@@ -36,6 +36,22 @@ def cache_paths(ldconfig_p: str, soname: str = LIBCUDA) -> list[str]:
     return [line.split()[-1] for line in ldconfig_p.splitlines() if soname in line and "=>" in line]
 
 
+def loader_finds(soname: str, ldconfig_p: str, env: Mapping[str, str],
+                 listdir: Callable[[str], list[str]] = os.listdir) -> bool:
+    """Whether the dynamic loader finds a library of this soname, or a versioned one ("libavcodec.so"
+    finds libavcodec.so.59), through the linker cache or a folder of LD_LIBRARY_PATH."""
+    if cache_paths(ldconfig_p, soname):
+        return True
+    for entry in filter(None, (env.get("LD_LIBRARY_PATH") or "").split(":")):
+        try:
+            names = listdir(entry)
+        except OSError:
+            continue
+        if any(name.startswith(soname) for name in names):
+            return True
+    return False
+
+
 def triton_libcuda(ldconfig_p: str, env: Mapping[str, str], exists: Callable[[str], bool] = os.path.exists) -> str | None:
     """The libcuda.so.1 Triton's libcuda_dirs() puts first."""
     override = env.get(TRITON_LIBCUDA_PATH)

@@ -13,12 +13,12 @@ from typing import Callable, Mapping
 from contract.model_config import ModelConfig
 from contract.verdict import Result, failed, warned
 
-from . import environment, hub
+from . import environment, hub, nvml
 from .argv import Extras, argv_result, json_object, speculative_drafter
 from .facts import Loaded
 from .checks import (audio, cache, clamp, devices, disk, driver, fetched, memory, model, parallel, parsers, port,
                      shm, turing_settings)
-from .device import Device, context_error
+from .device import Device, Probe, context_error
 from .settings import CHECK_NAMES, Settings
 
 Check = Callable[[], Result]
@@ -37,6 +37,11 @@ class Background:
     """A check whose slow part starts before the other checks run: `start` begins it and returns
     the callable that waits for its result."""
     start: Callable[[], Check]
+
+
+def nvml_view(probe: Probe | None) -> nvml.NvmlView:
+    """NVML's view as the probe read it before the preflight's context, else read now."""
+    return probe.nvml_view() if probe is not None else nvml.read()
 
 
 def needs_device(name: str, device: Device | None, run: Callable[[Device], Check | Background]):
@@ -257,21 +262,21 @@ NO_FACTS = Loaded(None, "not read")
 
 def plan(settings: Settings, device: Device | None, models: Models, env: Mapping[str, str],
          gpus: list[Device] | None = None, extras: Extras = NOT_JUDGED, loaded: Loaded = NO_FACTS,
-         argv_source: str | None = None, context: Callable[[int], str | None] | None = None
-         ) -> dict[str, Check | Background]:
+         argv_source: str | None = None, probe: Probe | None = None) -> dict[str, Check | Background]:
     """Every check by name, in report order; `env` the entrypoint's, `gpus` every visible device
     (default: the one `device`); `extras` what the extra words set, judged with the option table
     from `argv_source` (what the server's argv holds beyond the settings); `loaded` the image facts;
-    `context` the driver's answer to a context on a device (device.Probe's, begun at start)."""
+    `probe` the driver's answers begun as the process started (a context on the device, NVML's view;
+    without it they are asked when the checks run)."""
     parallel_sizes = shm.Parallel(settings.tensor_parallel_size, settings.pipeline_parallel_size,
                                   extras.get("distributed_executor_backend"))
     parser_settings = {"TOOL_CALL_PARSER": settings.tool_call_parser, "REASONING_PARSER": settings.reasoning_parser}
     checks = {
         "devices": lambda: devices.check_devices("/dev"),
         "driver": lambda: driver.check_driver(gpu_name=device.name if device else None,
-                                              compat_mode=settings.cuda_compat),
+                                              compat_mode=settings.cuda_compat, seen=nvml_view(probe)),
         "argv": lambda: argv_result(extras, argv_source),
-        "torch": needs_device("torch", device, torch_check(loaded, context)),
+        "torch": needs_device("torch", device, torch_check(loaded, probe.context_error if probe else None)),
         "clamp": lambda: clamp.check_clamp(),
         "fit": needs_device("fit", device, fit_check(models.model, settings.tensor_parallel_size, settings.dtype,
                                                      extras, env)),
@@ -285,7 +290,7 @@ def plan(settings: Settings, device: Device | None, models: Models, env: Mapping
         "shm": lambda: shm.check_shm(parallel_sizes, parallel_sizes.executor(cuda=device is not None),
                                      shm.mq_chunk_mb(env)),
         "memory": lambda: memory.check_memory(model.staged_bytes(models.loaded), read_text(memory.MEMINFO),
-                                              gpus=memory.read_gpu_memory(settings.world_size) if device else (),
+                                              gpus=nvml_view(probe).memory(settings.world_size) if device else (),
                                               utilization=settings.gpu_memory_utilization),
         "port": lambda: port.check_port(settings.host, settings.port),
         "env": lambda: environment.check_env(env),

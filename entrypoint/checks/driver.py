@@ -7,14 +7,14 @@ import ctypes
 import os
 import re
 
-from .. import cuda_stack, linker_cache
+from .. import cuda_stack, linker_cache, nvml
 from ..device import LIBCUDA, cuda_error
+from ..nvml import LIBNVML
 from contract.verdict import Result, Status, failed, passed
 
 from . import driver_floor
 
 NAME = "driver"
-LIBNVML = "libnvidia-ml.so.1"
 PROC_VERSION = "/proc/driver/nvidia/version"
 NVML_ERROR_DRIVER_NOT_LOADED = 9
 NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
@@ -40,20 +40,7 @@ def compare_versions(library: str, kernel: str | None) -> Result:
     return passed(NAME, f"libcuda and NVML load, driver {library} matches the kernel module")
 
 
-def nvml_driver_version(lib) -> tuple[int, str]:
-    """(NVML return code, driver version); the code is nonzero when nvmlInit fails."""
-    code = lib.nvmlInit_v2()
-    if code:
-        return code, ""
-    buffer = ctypes.create_string_buffer(96)
-    code = lib.nvmlSystemGetDriverVersion(buffer, 96)
-    lib.nvmlShutdown()
-    return code, buffer.value.decode()
-
-
-def nvml_failure(lib, code: int, kernel: str | None) -> Result:
-    lib.nvmlErrorString.restype = ctypes.c_char_p
-    reason = (lib.nvmlErrorString(code) or b"").decode() or f"NVML error {code}"
+def nvml_failure(code: int, reason: str, kernel: str | None) -> Result:
     if code == NVML_ERROR_LIB_RM_VERSION_MISMATCH:
         return failed(NAME, f"NVML: {reason} (kernel module {kernel or 'unknown'})",
                       f"mount the host driver's own libraries (version {kernel or 'of the host'}) into /usr/local/nvidia/lib64")
@@ -71,19 +58,21 @@ def read_text(path: str) -> str | None:
 
 
 def check_driver(libcuda: str = LIBCUDA, libnvml: str = LIBNVML, proc_version: str = PROC_VERSION,
-                 gpu_name: str | None = None, compat_mode: str = "auto", torch_module: str = "torch") -> Result:
-    libraries = []
-    for name in (libcuda, libnvml):
-        try:
-            libraries.append(ctypes.CDLL(name))
-        except OSError as error:
-            return failed(NAME, f"{name} does not load ({error})", MOUNT_LIBS)
-    cuda, nvml = libraries
+                 gpu_name: str | None = None, compat_mode: str = "auto", torch_module: str = "torch",
+                 seen: nvml.NvmlView | None = None) -> Result:
+    """`seen`: NVML's view as the entrypoint read it at its start (else read now, from `libnvml`)."""
+    try:
+        cuda = ctypes.CDLL(libcuda)
+    except OSError as error:
+        return failed(NAME, f"{libcuda} does not load ({error})", MOUNT_LIBS)
+    seen = seen or nvml.read(libnvml)
+    if seen.load_error:
+        return failed(NAME, seen.load_error, MOUNT_LIBS)
     proc_text = read_text(proc_version)
     kernel = kernel_driver_version(proc_text) if proc_text else None
-    code, library = nvml_driver_version(nvml)
-    if code:
-        return nvml_failure(nvml, code, kernel)
+    if seen.code:
+        return nvml_failure(seen.code, seen.reason, kernel)
+    library = seen.driver_version
     result = compare_versions(library, kernel)
     if result.status is not Status.PASS:
         return result

@@ -7,7 +7,6 @@ against what is free there now, as NVML reports it, so that a second server on a
 refused with the numbers before vLLM's imports, instead of by vLLM's own free-memory error after them."""
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import math
 import os
@@ -15,7 +14,8 @@ import os
 from contract.devices import SHARED_CARD_BUDGET, VLLM_DEFAULT_UTILIZATION
 from contract.verdict import Result, failed, passed, warned
 from contract.model_config import ModelConfig
-from .driver import LIBNVML
+from .. import nvml
+from ..nvml import LIBNVML, GpuMemory
 from .model import gib
 
 NAME = "memory"
@@ -143,20 +143,7 @@ def judge_card_memory(weight_bytes: int, card: str, memory: int, cards: int = 1)
                         f"(of {VLLM_DEFAULT_UTILIZATION:g} x {gib(memory)})")
 
 
-NVML_ERROR_INSUFFICIENT_SIZE = 7
-NVML_VALUE_NOT_AVAILABLE = 2**64 - 1
 MAX_LISTED = 4  # processes named in a refusal
-
-
-@dataclasses.dataclass(frozen=True)
-class GpuMemory:
-    """One card as NVML reports it: bytes in all and free, and the processes using it (pid, bytes;
-    None where NVML cannot say, as in a container without the host's pid namespace)."""
-
-    index: int
-    total: int
-    free: int
-    processes: tuple[tuple[int, int | None], ...] = ()
 
 
 def _process_use(processes: tuple[tuple[int, int | None], ...]) -> str:
@@ -188,54 +175,8 @@ def judge_gpu_share(gpus: tuple[GpuMemory, ...], utilization: float | None) -> R
     return passed(NAME, f"{setting} fits: {shown}")
 
 
-class _NvmlMemory(ctypes.Structure):
-    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
-
-
-class _NvmlProcess(ctypes.Structure):  # nvmlProcessInfo_t of the _v2 and _v3 calls
-    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong),
-                ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
-
-
-def _processes(lib, handle) -> tuple[tuple[int, int | None], ...]:
-    call = getattr(lib, "nvmlDeviceGetComputeRunningProcesses_v3", None) or getattr(
-        lib, "nvmlDeviceGetComputeRunningProcesses_v2", None)
-    if call is None:
-        return ()
-    count = ctypes.c_uint(0)
-    code = call(handle, ctypes.byref(count), None)  # asks how many
-    if code not in (0, NVML_ERROR_INSUFFICIENT_SIZE) or not count.value:
-        return ()
-    room = count.value + 8  # a process may start between the two calls
-    infos = (_NvmlProcess * room)()
-    count = ctypes.c_uint(room)
-    if call(handle, ctypes.byref(count), infos):
-        return ()
-    return tuple((p.pid, None if p.usedGpuMemory == NVML_VALUE_NOT_AVAILABLE else p.usedGpuMemory)
-                 for p in infos[:count.value])
-
-
 def read_gpu_memory(count: int, libnvml: str = LIBNVML) -> tuple[GpuMemory, ...]:
     """NVML's view of the first `count` cards of this container (those vLLM's ranks take); () where
     NVML does not load or answer (the driver check reports that). NVML's indices, not
     CUDA_VISIBLE_DEVICES's: the units pass a server exactly its cards."""
-    try:
-        lib = ctypes.CDLL(libnvml)
-    except OSError:
-        return ()
-    if lib.nvmlInit_v2():
-        return ()
-    try:
-        present = ctypes.c_uint(0)
-        if lib.nvmlDeviceGetCount_v2(ctypes.byref(present)):
-            return ()
-        cards = []
-        for index in range(min(count, present.value)):
-            handle, memory = ctypes.c_void_p(), _NvmlMemory()
-            if lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) or \
-                    lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory)):
-                return ()
-            cards.append(GpuMemory(index, memory.total, memory.free, _processes(lib, handle)))
-        return tuple(cards)
-    finally:
-        lib.nvmlShutdown()
+    return nvml.read(libnvml).memory(count)

@@ -66,6 +66,20 @@ def serve(tmp_path, env):
     return process, record, out, err
 
 
+def test_nvml_is_read_before_the_preflights_cuda_context_and_the_server_execd_after_its_release(tmp_path):
+    write_model_dir(tmp_path / "model")
+    # NVML's view (the memory check's) is read before the preflight makes its context, or the card
+    # would count that context as used: NVML answers after half a second, the context at once. The
+    # release takes a second: an exec that did not wait for it would leave no "release" line.
+    libs = build_standin_driver(tmp_path / "lib", latency_ms={"nvmlInit_v2": 500, "cuDevicePrimaryCtxRelease": 1000})
+    log = tmp_path / "driver.log"
+    process, record, out, err = serve(tmp_path, {"MODEL": str(tmp_path / "model"), "PORT": str(free_port()),
+                                                 "SKIP_CHECKS": DEVICE_CHECKS, "LD_LIBRARY_PATH": str(libs),
+                                                 "STANDIN_DRIVER_LOG": str(log)})
+    assert process.returncode == 0 and record.exists(), out + err
+    assert log.read_text().splitlines() == ["memory read", "retain", "release"]
+
+
 def test_default_mode_execs_the_server_in_its_own_process(tmp_path):
     write_model_dir(tmp_path / "model")
     process, record, out, err = serve(tmp_path, {"MODEL": str(tmp_path / "model"), "PORT": str(free_port()),

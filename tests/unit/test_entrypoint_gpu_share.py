@@ -10,6 +10,7 @@ from hypothesis import example, given, strategies as st
 
 from contract.verdict import Status
 from entrypoint.checks.memory import GpuMemory, check_memory, judge_gpu_share, read_gpu_memory
+from entrypoint.nvml import NvmlView
 from tests.support.entrypoint_cli import run_entrypoint
 from tests.support.model_files import write_model_dir
 from tests.support.standin_driver import build_standin_driver
@@ -35,6 +36,14 @@ def test_nvml_reports_the_card_and_the_neighbour_without_waiting_for_a_timeout(n
 
 def test_no_nvml_reads_no_card(tmp_path):
     assert read_gpu_memory(1, str(tmp_path / "libnvidia-ml.so.1")) == ()
+
+
+def test_the_servers_cards_are_given_only_where_nvml_read_each_of_them():
+    first, second = GpuMemory(0, 15 * GIB, 7 * GIB), GpuMemory(1, 15 * GIB, 15 * GIB)
+    assert NvmlView(present=2, cards=(first, second)).memory(1) == (first,)
+    assert NvmlView(present=2, cards=(first,)).memory(2) == ()  # the second card did not answer
+    assert NvmlView(present=1, cards=(first,)).memory(4) == (first,)  # fewer cards than ranks: the parallel check's
+    assert NvmlView(load_error="libnvidia-ml.so.1 does not load").memory(1) == ()
 
 
 def test_a_share_that_no_longer_fits_is_refused_with_the_numbers_and_the_fix(neighbour_nvml):

@@ -1,5 +1,6 @@
 """Inputs a careless or hostile operator gives: each ends in one line naming the setting, never a
 traceback, a hang or a forged report line; a hung check fails saying so; SIGTERM ends the preflight."""
+import ctypes
 import os
 import pathlib
 import signal
@@ -135,6 +136,7 @@ def test_the_driver_context_probe_reports_the_drivers_refusal(tmp_path):
     good = build_standin_driver(tmp_path / "good")
     refused = build_standin_driver(tmp_path / "refused", context_code=100)
     assert context_error(0, str(good / "libcuda.so.1")) is None
+    assert ctypes.CDLL(str(good / "libcuda.so.1")).standin_retained() == 0  # released before the answer
     assert context_error(0, str(refused / "libcuda.so.1")) == "cuDevicePrimaryCtxRetain failed: CUDA_ERROR_NO_DEVICE (100)"
 
 
@@ -156,11 +158,22 @@ def test_the_early_probe_answers_what_the_driver_answers_devices_and_context(tmp
         Probe(str(tmp_path / "absent" / "libcuda.so.1")).devices()
 
 
+def test_the_early_probe_answers_once_the_context_is_made_and_releases_it_after(tmp_path):
+    from entrypoint.device import Probe
+    from entrypoint.preflight import within
+    from tests.support.standin_driver import build_standin_driver
+
+    slow_release = build_standin_driver(tmp_path / "slow", latency_ms={"cuDevicePrimaryCtxRelease": 30_000})
+    probe = Probe(str(slow_release / "libcuda.so.1"))
+    assert within(20, lambda: probe.context_error(0)) is None
+    assert ctypes.CDLL(str(slow_release / "libcuda.so.1")).standin_retained() == 1  # its release is still running
+
+
 def test_a_driver_that_blocks_in_cuinit_is_named_at_the_deadline_not_waited_for(tmp_path):
     from entrypoint.device import NoDevice, Probe
     from tests.support.standin_driver import build_standin_driver
 
-    blocked = Probe(str(build_standin_driver(tmp_path / "blocks", cu_init_seconds=30) / "libcuda.so.1"))
+    blocked = Probe(str(build_standin_driver(tmp_path / "blocks", latency_ms={"cuInit": 30_000}) / "libcuda.so.1"))
     with pytest.raises(NoDevice, match=r"^no answer from cuInit in 0.2 s$"):
         blocked.devices(deadline_s=0.2)
 

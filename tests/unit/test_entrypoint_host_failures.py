@@ -151,6 +151,19 @@ def test_disagreeing_loaders_fail_naming_both_files():
     assert linker_cache.judge_agreement("driver", "/a/libcuda.so.1", "/a/libcuda.so.1") is None
 
 
+def test_the_loader_finds_a_versioned_library_in_the_cache_or_on_the_library_path(tmp_path):
+    listing = ("2 libs found in cache `/etc/ld.so.cache'\n"
+               "\tlibavcodec.so.59 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libavcodec.so.59\n"
+               "\tlibz.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libz.so.1\n")
+    assert linker_cache.loader_finds("libavcodec.so", listing, {})
+    assert not linker_cache.loader_finds("libavformat.so", listing, {})
+    (tmp_path / "ffmpeg").mkdir()
+    (tmp_path / "ffmpeg" / "libavformat.so.59").write_bytes(b"")
+    path = f"{tmp_path / 'absent'}::{tmp_path / 'ffmpeg'}"  # a missing folder and an empty entry are passed over
+    assert linker_cache.loader_finds("libavformat.so", listing, {"LD_LIBRARY_PATH": path})
+    assert not linker_cache.loader_finds("libswscale.so", listing, {"LD_LIBRARY_PATH": path})
+
+
 def test_the_server_gets_triton_pointed_at_the_loaders_directory_unless_the_user_set_it():
     # the maps name the mapped file itself (as measured on an H200 host: libcuda.so.580.159.04)
     loader = "/usr/local/nvidia/lib64/libcuda.so.535.104.05"
