@@ -277,7 +277,7 @@ def plan(settings: Settings, device: Device | None, models: Models, env: Mapping
                                               compat_mode=settings.cuda_compat, seen=nvml_view(probe)),
         "argv": lambda: argv_result(extras, argv_source),
         "torch": needs_device("torch", device, torch_check(loaded, probe.context_error if probe else None)),
-        "clamp": lambda: clamp.check_clamp(),
+        "clamp": begun("clamp", clamp.check_clamp),  # imports the clamp and hashes both launchers
         "fit": needs_device("fit", device, fit_check(models.model, settings.tensor_parallel_size, settings.dtype,
                                                      extras, env)),
         "model": model_check(models, settings, env),
@@ -363,15 +363,35 @@ def could_not_run(name: str, error: Exception) -> Result:
                   "report this line with the model's config.json")
 
 
+def overdue(name: str, deadline_s: float) -> Result:
+    return failed(name, f"did not finish in {deadline_s:g} s", f"find what hangs (a network mount, a device "
+                  f"node); SKIP_CHECKS={name} skips it")
+
+
 def guarded(name: str, work: Callable[[], Result], deadline_s: float) -> Result:
     """The check's result; a check that hangs or raises fails with one line instead."""
     try:
         return within(deadline_s, work)
     except Overdue:
-        return failed(name, f"did not finish in {deadline_s:g} s", f"find what hangs (a network mount, a device "
-                      f"node); SKIP_CHECKS={name} skips it")
+        return overdue(name, deadline_s)
     except Exception as error:
         return could_not_run(name, error)
+
+
+def begun(name: str, work: Callable[[], Result]) -> Background:
+    """A plain check begun with the background checks, on a thread of its own, so that its Python runs
+    while the checks before it in the report wait on the driver; collected in report order, within
+    the check deadline from then."""
+    def start() -> Check:
+        wait = in_thread(work)
+
+        def collected() -> Result:
+            try:
+                return wait(CHECK_DEADLINE_S)
+            except Overdue:
+                return overdue(name, CHECK_DEADLINE_S)
+        return collected
+    return Background(start)
 
 
 def collect(name: str, collector: Callable[[], Result]) -> Result:

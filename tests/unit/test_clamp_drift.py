@@ -217,3 +217,11 @@ def test_crlf_file_keeps_its_line_endings(tmp_path):
     assert turing_clamp.check(target).outcome is turing_clamp.Outcome.PRESENT
     assert turing_clamp.strip_clamp(patched.decode()).encode() == original
     assert os.path.getsize(target) > len(original)
+
+
+def test_the_patch_version_read_by_pattern_is_the_one_the_runtime_block_assigns():
+    from patches.turing_clamp.placement import RUNTIME_BLOCK
+
+    assigned = [ast.literal_eval(node.value) for node in ast.parse(RUNTIME_BLOCK).body
+                if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == VERSION_NAME]
+    assert assigned == [PATCH_VERSION] and isinstance(PATCH_VERSION, int)

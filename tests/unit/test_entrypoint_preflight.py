@@ -142,6 +142,28 @@ def test_the_fit_checks_start_runs_on_its_own_thread_and_one_that_hangs_fails_at
     assert broken[0].status is Status.FAIL and "ZeroDivisionError" in broken[0].message
 
 
+def test_a_check_begun_early_runs_before_its_turn_and_one_that_hangs_fails_at_the_deadline(monkeypatch):
+    import threading
+
+    from entrypoint import preflight
+
+    ran = threading.Event()
+    early = preflight.begun("clamp", lambda: ran.set() or passed("clamp", "present"))
+    collect = early.start()
+    assert ran.wait(30)  # begun at the start, before anything collects it
+    assert collect().message == "present"
+
+    never = threading.Event()
+    monkeypatch.setattr(preflight, "CHECK_DEADLINE_S", 0.05)
+    hung = preflight.begun("clamp", lambda: never.wait()).start()()
+    never.set()
+    assert hung.status is Status.FAIL and hung.message == "did not finish in 0.05 s" and "SKIP_CHECKS=clamp" in hung.fix
+    broken = run_checks({"clamp": preflight.begun("clamp", lambda: 1 / 0)}, skip=())
+    assert broken[0].status is Status.FAIL and "ZeroDivisionError" in broken[0].message
+    skipped = run_checks({"clamp": preflight.begun("clamp", lambda: never.clear())}, skip=("clamp",))
+    assert skipped[0].message == "skipped by SKIP_CHECKS" and never.is_set()  # a skipped check is not begun
+
+
 def test_the_torch_check_takes_the_context_answer_it_is_given():
     from entrypoint import preflight
     from entrypoint.facts import Facts, Loaded
