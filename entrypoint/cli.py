@@ -118,6 +118,8 @@ def main(argv: list[str], env: Mapping[str, str], probe: Probe | None = None) ->
         print(report.render_json(results, elapsed, device, device_error, redact_words(argv_out)))
     else:
         print(report.render_text(results, elapsed, device, device_error))
+    # Every path below exits or execs: neither may end the probe's thread inside the driver's release
+    released = probe.released()
     if any_failed(results):
         return 1
     if mode == "check":
@@ -140,7 +142,7 @@ def main(argv: list[str], env: Mapping[str, str], probe: Probe | None = None) ->
     if device is not None:
         exec_env.update(parallel.nccl_defaults(device.cc, settings.tensor_parallel_size, env))
     exec_env.update(linker_cache.triton_override(env, linker_cache.loaded_libcuda()))
-    if not probe.released():
+    if not released:
         print(f"vllm-turing: WARN the driver has not released the preflight's CUDA context in {RELEASE_DEADLINE_S:g} s; "
               "the server starts anyway", file=sys.stderr)
     try:

@@ -80,6 +80,17 @@ def test_nvml_is_read_before_the_preflights_cuda_context_and_the_server_execd_af
     assert log.read_text().splitlines() == ["memory read", "retain", "release"]
 
 
+def test_check_ends_once_the_preflights_cuda_context_is_released(tmp_path):
+    write_model_dir(tmp_path / "model")
+    libs = build_standin_driver(tmp_path / "lib", latency_ms={"cuDevicePrimaryCtxRelease": 2000})
+    log = tmp_path / "driver.log"
+    # the probe makes the context whatever checks run: without the slow ones, the exit comes first
+    done = run_entrypoint({"MODEL": str(tmp_path / "model"), "SKIP_CHECKS": DEVICE_CHECKS + ",port",
+                           "STANDIN_DRIVER_LOG": str(log)}, "check", library_path=libs)
+    assert "StandIn Tesla T4" in done.stdout.splitlines()[0], done.stdout + done.stderr
+    assert log.read_text().splitlines() == ["memory read", "retain", "release"]  # not cut off by the exit
+
+
 def test_default_mode_execs_the_server_in_its_own_process(tmp_path):
     write_model_dir(tmp_path / "model")
     process, record, out, err = serve(tmp_path, {"MODEL": str(tmp_path / "model"), "PORT": str(free_port()),
