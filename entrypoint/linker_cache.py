@@ -7,6 +7,7 @@ libcuda.so.1 the loader mapped: Triton then never reads the cache, and the entry
 rewrite /etc/ld.so.cache (which took root and a writable root filesystem)."""
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 from typing import Callable, Mapping
@@ -95,6 +96,7 @@ def loaded_libcuda(maps_path: str = "/proc/self/maps") -> str | None:
         return None
 
 
+@functools.cache  # the driver and audio checks both read it; it does not change within a preflight
 def ldconfig_listing() -> str:
     try:
         return subprocess.run([LDCONFIG, "-p"], capture_output=True, text=True, timeout=30).stdout

@@ -164,6 +164,18 @@ def test_the_loader_finds_a_versioned_library_in_the_cache_or_on_the_library_pat
     assert not linker_cache.loader_finds("libswscale.so", listing, {"LD_LIBRARY_PATH": path})
 
 
+def test_the_linker_cache_is_listed_once_for_the_checks_that_read_it(monkeypatch):
+    runs = []
+    monkeypatch.setattr(linker_cache.subprocess, "run", lambda argv, **_: runs.append(argv) or
+                        subprocess.CompletedProcess(argv, 0, stdout=LDCONFIG_STALE))
+    linker_cache.ldconfig_listing.cache_clear()
+    try:
+        assert linker_cache.ldconfig_listing() == linker_cache.ldconfig_listing() == LDCONFIG_STALE
+    finally:
+        linker_cache.ldconfig_listing.cache_clear()
+    assert runs == [[linker_cache.LDCONFIG, "-p"]]
+
+
 def test_the_server_gets_triton_pointed_at_the_loaders_directory_unless_the_user_set_it():
     # the maps name the mapped file itself (as measured on an H200 host: libcuda.so.580.159.04)
     loader = "/usr/local/nvidia/lib64/libcuda.so.535.104.05"
