@@ -124,8 +124,9 @@ class Probe:
     that they run while Python imports and parses the rest (ctypes releases the GIL): cuInit and the
     device list, then the primary context on the weakest device, which the torch check asks for (the
     answer is given once it is made, and the context released after); beside them, NVML's view (the
-    driver and memory checks'), read before that context is made. A daemon thread, as the
-    preflight's other background work: neither the exec nor the exit waits."""
+    driver and memory checks'), read before that context is made. Daemon threads, as the preflight's
+    other background work; the exit and the exec wait for the release (released()), at most
+    RELEASE_DEADLINE_S."""
 
     def __init__(self, libcuda: str = LIBCUDA, libnvml: str = nvml.LIBNVML):
         self.libcuda, self.libnvml = libcuda, libnvml
