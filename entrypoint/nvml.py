@@ -38,7 +38,8 @@ class NvmlView:
     cards: tuple[GpuMemory, ...] = ()
 
     def memory(self, count: int) -> tuple[GpuMemory, ...]:
-        """The first `count` cards (those the server's ranks take), () unless NVML read each of them."""
+        """The first `count` cards (those the server's ranks take), () unless NVML read each of them.
+        NVML's indices, not CUDA_VISIBLE_DEVICES's: the units pass a server exactly its cards."""
         wanted = min(count, self.present)
         return self.cards[:wanted] if len(self.cards) >= wanted else ()
 

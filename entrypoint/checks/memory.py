@@ -14,8 +14,7 @@ import os
 from contract.devices import SHARED_CARD_BUDGET, VLLM_DEFAULT_UTILIZATION
 from contract.verdict import Result, failed, passed, warned
 from contract.model_config import ModelConfig
-from .. import nvml
-from ..nvml import LIBNVML, GpuMemory
+from ..nvml import GpuMemory
 from .model import gib
 
 NAME = "memory"
@@ -173,10 +172,3 @@ def judge_gpu_share(gpus: tuple[GpuMemory, ...], utilization: float | None) -> R
                       f"--env-file B`) so that their fractions sum to at most {SHARED_CARD_BUDGET}")
     shown = ", ".join(f"GPU {g.index} {gib(fraction * g.total)} of {gib(g.free)} free" for g in gpus)
     return passed(NAME, f"{setting} fits: {shown}")
-
-
-def read_gpu_memory(count: int, libnvml: str = LIBNVML) -> tuple[GpuMemory, ...]:
-    """NVML's view of the first `count` cards of this container (those vLLM's ranks take); () where
-    NVML does not load or answer (the driver check reports that). NVML's indices, not
-    CUDA_VISIBLE_DEVICES's: the units pass a server exactly its cards."""
-    return nvml.read(libnvml).memory(count)

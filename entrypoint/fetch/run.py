@@ -17,7 +17,7 @@ from typing import Callable, Mapping
 
 from contract.devices import DeviceLimits, cc_number
 
-from .. import facts
+from .. import facts, nvml
 from ..checks import memory, turing_settings
 from ..checks.model import gib
 from ..device import NoDevice, probe_devices, weakest
@@ -60,7 +60,7 @@ def target(request: Request) -> Target:
         raise FetchUsage(f"no GPU to judge the model for ({error}): name the target with --gpu sm75 (or {ENV_GPU}=sm75, t4, ...)") \
             from None
     limits = DeviceLimits(cc_number(device.cc), device.smem_optin)
-    cards = memory.read_gpu_memory(device.count)
+    cards = nvml.read().memory(device.count)
     return Target(f"sm{limits.cc}", limits, (device.name, min(card.total for card in cards)) if cards else None)
 
 

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import example, given, strategies as st
 
 from contract.verdict import Status
-from entrypoint.checks.memory import GpuMemory, check_memory, judge_gpu_share, read_gpu_memory
+from entrypoint import nvml
+from entrypoint.checks.memory import GpuMemory, check_memory, judge_gpu_share
 from entrypoint.nvml import NvmlView
 from tests.support.entrypoint_cli import run_entrypoint
 from tests.support.model_files import write_model_dir
@@ -29,13 +30,13 @@ def neighbour_nvml(tmp_path_factory):
 
 def test_nvml_reports_the_card_and_the_neighbour_without_waiting_for_a_timeout(neighbour_nvml):
     started = time.monotonic()
-    cards = read_gpu_memory(1, str(neighbour_nvml / "libnvidia-ml.so.1"))
+    cards = nvml.read(str(neighbour_nvml / "libnvidia-ml.so.1")).memory(1)
     assert time.monotonic() - started < SCHEDULING_SLACK_S
     assert cards == (GpuMemory(0, 15 * GIB, 7 * GIB, ((4242, 8 * GIB),)),)
 
 
 def test_no_nvml_reads_no_card(tmp_path):
-    assert read_gpu_memory(1, str(tmp_path / "libnvidia-ml.so.1")) == ()
+    assert nvml.read(str(tmp_path / "libnvidia-ml.so.1")).memory(1) == ()
 
 
 def test_the_servers_cards_are_given_only_where_nvml_read_each_of_them():
@@ -47,7 +48,7 @@ def test_the_servers_cards_are_given_only_where_nvml_read_each_of_them():
 
 
 def test_a_share_that_no_longer_fits_is_refused_with_the_numbers_and_the_fix(neighbour_nvml):
-    cards = read_gpu_memory(1, str(neighbour_nvml / "libnvidia-ml.so.1"))
+    cards = nvml.read(str(neighbour_nvml / "libnvidia-ml.so.1")).memory(1)
     result = check_memory(GIB, PLENTY, "/nonexistent", gpus=cards, utilization=0.6)
     assert result.status is Status.FAIL
     assert "GPU_MEMORY_UTILIZATION 0.6" in result.message and "7.00 GiB is free" in result.message
@@ -56,7 +57,7 @@ def test_a_share_that_no_longer_fits_is_refused_with_the_numbers_and_the_fix(nei
 
 
 def test_a_share_that_fits_beside_the_neighbour_passes_and_says_so(neighbour_nvml):
-    cards = read_gpu_memory(1, str(neighbour_nvml / "libnvidia-ml.so.1"))
+    cards = nvml.read(str(neighbour_nvml / "libnvidia-ml.so.1")).memory(1)
     result = check_memory(GIB, PLENTY, "/nonexistent", gpus=cards, utilization=0.4)
     assert result.status is Status.PASS and "GPU 0 6.00 GiB of 7.00 GiB free" in result.message
 
