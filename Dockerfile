@@ -101,6 +101,8 @@ RUN mkdir -p /cache/huggingface /cache/vllm /opt/vllm-turing/triton-cache \
     && chgrp -R 0 /cache /opt/vllm-turing/triton-cache && chmod -R 0775 /cache /opt/vllm-turing/triton-cache \
     && rm -rf /tmp/torchinductor_root /tmp/root
 
+# The one door every outside file, archive, remote answer and printed line passes through (door/).
+COPY door/ /opt/vllm-turing/door/
 COPY entrypoint/ /opt/vllm-turing/entrypoint/
 # Python imports sitecustomize at every start; it acts only in the server process, where it bounds
 # the HTTP drain on SIGTERM and ends open streams once the engine has stopped (docs/deploy.md,

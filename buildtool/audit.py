@@ -19,7 +19,8 @@ from typing import Iterable, Iterator
 
 from packaging.version import InvalidVersion, Version
 
-from buildtool import children, flags
+from buildtool import flags
+from door import children
 from buildtool.errors import BuildError
 from buildtool.hostconfig import host_ca_bundle, index_urls
 from buildtool.lock import LockedPackage, base_target, cpu_target, lock_for, normalized, parse_lock

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Mapping
 
 from buildtool.errors import BuildError
-from entrypoint.redact import redact
+from door.redact import redact
 
 
 # (pip's environment variable, its config key, the BuildKit secret the Dockerfiles read it from);

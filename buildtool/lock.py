@@ -19,7 +19,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildtool import children, flags
+from buildtool import flags
+from door import children
 from buildtool.errors import BuildError
 from buildtool.hostconfig import host_ca_bundle, pip_find_links, pip_index_secrets
 from contract import pins

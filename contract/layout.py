@@ -8,7 +8,7 @@ from .clamp_paths import (COMPILE_RECORD, ENV_CC, ENV_FIT_TABLE, ENV_SMEM_LIMIT,
                           in_install_dir)
 
 # Our Python packages, each copied into INSTALL_DIR (a unit test holds the Dockerfile's COPYs to it)
-IMAGE_PACKAGES = ("contract", "entrypoint", "imagefacts", "patches")
+IMAGE_PACKAGES = ("contract", "door", "entrypoint", "imagefacts", "patches")
 CLAMP_REPORT = in_install_dir("clamp-report.json")
 CLAMP_REPORT_ENCODER = in_install_dir("clamp-report-encoder.json")
 # The build's apply report per clamp site (patches.turing_clamp.SITES), which the preflight's clamp check reads

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from contract.layout import API_KEY_PATH, ENV_API_KEY, ENV_API_KEY_FILE
-from . import files
+from door import files
 from .settings import SettingsError
 
 MAX_KEY_FILE_BYTES = 64 * 1024

@@ -27,7 +27,7 @@ import dataclasses
 import json
 import os
 
-from . import files
+from door import files
 from .argv import Extras, is_json_object
 from .settings import SettingsError
 

@@ -14,7 +14,9 @@ from typing import Mapping
 from contract.layout import ENV_API_KEY
 from contract.verdict import any_failed
 
-from . import facts, files, hub, identity, linker_cache, preflight, report
+from door import files
+
+from . import facts, hub, identity, linker_cache, preflight, report
 from .argv import Extras, judge_extra, speculative_problem
 from .argv_files import opened_files_problem
 from .checks import cache, driver_floor, parallel, turing_settings
@@ -22,7 +24,7 @@ from .command import server_argv
 from .device import RELEASE_DEADLINE_S, NoDevice, Probe, weakest
 from .api_key import server_api_key
 from .environment import server_env
-from .redact import redact, redact_words
+from door.redact import redact, redact_words
 from .settings import Settings, SettingsError, parse_settings, validate_for_device, validate_parser_names
 
 MODES = ("check", "print-command")

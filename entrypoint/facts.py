@@ -13,7 +13,7 @@ from contract import layout
 from contract import distributions
 from imagefacts.shape import PACKAGES, SCHEMA, VllmValues, vllm_values
 
-from . import files
+from door import files
 
 MAX_FACTS_BYTES = 8 * 2**20
 

@@ -9,7 +9,7 @@ import socket
 from typing import Mapping
 from urllib.parse import urlsplit
 
-from . import files
+from door import files
 from .settings import SettingsError
 
 PROBE_TIMEOUT_S = 3.0

@@ -16,7 +16,7 @@ import urllib.request
 from typing import Mapping
 
 from .api_key import server_api_key
-from .redact import redact
+from door.redact import redact
 from .settings import SettingsError, parse_settings
 
 COMMAND = ("python3", "-m", "entrypoint.ready")

@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 
 from .device import Device
-from .files import shown
-from .redact import redact
+from door.files import shown
+from door.redact import redact
 from contract.verdict import Result, Status, any_failed
 
 

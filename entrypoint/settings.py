@@ -13,7 +13,7 @@ from typing import Mapping
 from contract.devices import BF16_MIN_CC, FP8_MIN_CC
 from contract.layout import (DEPRECATED_ENV_NAMES, ENV_API_KEY, ENV_API_KEY_FILE, ENV_CC, ENV_FIT_TABLE, ENV_SMEM_LIMIT,
                              STOP_GRACE_MAX_S, STOP_GRACE_MIN_S, STOP_GRACE_S)
-from .redact import redact
+from door.redact import redact
 
 # The one program the entrypoint execs. Nothing in the environment replaces it: the test tiers
 # put a stand-in `vllm` package on PYTHONPATH instead (tests/support/standin_vllm.py).
@@ -60,7 +60,7 @@ OLD_NAME = {new: old for old, new in DEPRECATED_ENV_NAMES.items()}
 
 class SettingsError(ValueError):
     """A bad setting: what was found, what was expected, the one thing to do; every secret value it
-    would show masked (entrypoint/redact.py), the value and what was expected cut to a line's length."""
+    would show masked (door/redact.py), the value and what was expected cut to a line's length."""
 
     def __init__(self, variable: str, found: str, expected: str, fix: str):
         self.variable = variable

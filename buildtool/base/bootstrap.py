@@ -8,7 +8,7 @@ from pathlib import Path
 
 import docker
 
-from buildtool import children
+from door import children
 from buildtool.errors import BuildError
 from buildtool.hostconfig import debian_mirror
 

@@ -9,7 +9,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from buildtool import children
+from door import children
 from buildtool.errors import BuildError
 from buildtool.docker.progress import ProgressView, failure_line
 

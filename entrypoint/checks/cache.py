@@ -31,7 +31,9 @@ from contract import distributions
 from imagefacts.shape import PACKAGES
 from contract.layout import CACHE_STAMP_NAME, CLAMP_REPORT, FIT_TABLE, IMAGE_FACTS, VERSIONS_REPORT
 from contract.verdict import Result, Status, failed, passed, warned
-from .. import files, mounts
+from door import files
+
+from .. import mounts
 from .disk import existing_ancestor
 
 NAME = "cache"

@@ -9,7 +9,7 @@ import time
 
 from contract.verdict import Result, Status, failed, warned
 
-from .. import files
+from door import files
 from ..fetch import manifest, verify
 from .model import MODEL, Resolved
 

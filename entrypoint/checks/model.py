@@ -1,7 +1,7 @@
 """Model and drafter: weights present (a local directory, or the Hugging Face cache already holding
 them), config.json readable and of the types the checks read, every weight file complete (each
 safetensors header, each PyTorch checkpoint's end), total bytes known; MAX_MODEL_LEN within the
-model's limit; a drafter that is not quantized. Every file is read through entrypoint.files
+model's limit; a drafter that is not quantized. Every file is read through door.files
 (capped, never blocking, regular files only)."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Mapping
 from contract.model_config import ConfigProblem, ModelConfig, max_len_problem, parse_config
 from contract.verdict import Result, failed, passed, warned
 
-from .. import files
+from door import files
 
 MODEL = "model"
 DRAFTER = "drafter"

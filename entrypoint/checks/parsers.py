@@ -6,7 +6,7 @@ from __future__ import annotations
 from contract.model_config import ModelConfig
 from contract.verdict import Result, passed, skipped, warned
 
-from ..files import shown
+from door.files import shown
 from .model import Resolved
 
 NAME = "parsers"

@@ -8,7 +8,7 @@ import os
 
 from contract.verdict import Result
 
-from .. import files
+from door import files
 from .listing import HubFile
 
 NAME = "vllm-turing-fetch.json"

@@ -9,7 +9,7 @@ from typing import Mapping
 from contract.devices import CARDS, DEVICES, DeviceLimits
 
 from ..checks.model import REVISION
-from ..files import shown
+from door.files import shown
 
 MODELS_DIR = "/models"  # where the units mount the models folder (buildtool/units/spec.py MODEL_MOUNT)
 USAGE = ("usage: entrypoint fetch [REPO[@REVISION]] [--gpu sm75|t4|...] [--models-dir DIR] [--name NAME] "

@@ -21,8 +21,8 @@ from .. import facts, nvml
 from ..checks import memory, turing_settings
 from ..checks.model import gib
 from ..device import NoDevice, probe_devices, weakest
-from ..files import shown
-from ..redact import redact
+from door.files import shown
+from door.redact import redact
 from . import hub, imported, judge, listing, manifest, verify
 from .request import ENV_GPU, FetchUsage, NothingToFetch, Request, parse_request
 

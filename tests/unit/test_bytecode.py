@@ -7,11 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from contract.layout import IMAGE_PACKAGES
 from tests.unit.test_dockerfile_agreement import instructions
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE_ROOT = "/opt/vllm-turing/"
-IMAGE_PACKAGES = ("entrypoint", "patches", "contract", "imagefacts")
 
 # Imports what a start can import, in a fresh interpreter: every module of the entrypoint (its checks, the
 # fetch, the readiness probe, what sitecustomize installs in the server), and the fit check answered from a

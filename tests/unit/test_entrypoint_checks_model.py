@@ -174,7 +174,7 @@ def test_the_smallest_limit_key_wins_and_model_max_length_overrides_it():
 def test_reads_refuse_what_is_not_a_regular_file_without_blocking(tmp_path):
     import os
 
-    from entrypoint import files
+    from door import files
 
     os.mkfifo(tmp_path / "fifo")
     (tmp_path / "loop").symlink_to("loop")

@@ -7,7 +7,7 @@ import string
 
 from hypothesis import example, given, strategies as st
 
-from entrypoint import redact as redaction
+from door import redact as redaction
 from entrypoint.argv import judge_extra
 from entrypoint.argv_files import opened_files_problem
 from entrypoint.cli import refusal_line

@@ -1,10 +1,10 @@
-"""The one redaction of secrets in what the entrypoint prints (entrypoint/redact.py). Each case plants
+"""The one redaction of secrets in what the entrypoint prints (door/redact.py). Each case plants
 a secret, shows that a plain search finds it in the text as written, then that it is gone from the
 redacted text while the rest of the line stays readable."""
 import pytest
 from hypothesis import assume, example, given, strategies as st
 
-from entrypoint.redact import MASK, redact, redact_words, secret_name
+from door.redact import MASK, redact, redact_words, secret_name
 
 PLANTED = "sk-planted-redact-91f0"
 

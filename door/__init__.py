@@ -1,0 +1,14 @@
+"""The one door all outside data passes through, on the host and in the image alike.
+
+Outside data is anything this project did not write itself: a user's file or env file, a model
+folder, a remote server's answer, a mirror's listing, an archive, a database, the words a third
+party prints. Each kind enters through one module here, typed once, bounded (size, depth, count,
+time) and refused in one line that names it:
+
+    files     regular files only, never blocking, read up to a cap, strict UTF-8 JSON
+    redact    secrets out of every line the project prints
+    children  every child process a host tool starts ends with the tool (host only: not in the image)
+
+tests/unit/test_door.py fails when a module outside this package opens outside data another way.
+Standard library only: the image runs this package too.
+"""
