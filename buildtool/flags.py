@@ -200,9 +200,11 @@ def _unit_safe_path(text: str) -> str:
     if not text or not text.isprintable():
         raise argparse.ArgumentTypeError(f"{_shown(text)}: a path written into the units is one line of printable "
                                          "characters; rename the directory or give a symlink to it")
-    if any(c.isspace() for c in text):
-        raise argparse.ArgumentTypeError(f"{_shown(text)}: white space splits the paths of systemd's RequiresMountsFor=, "
-                                         "which Quadlet makes from Volume=; give a path without it (a symlink to the directory)")
+    # a space inside is written with systemd's quoting (buildtool/units/quadlet.py); at an end,
+    # systemd and compose would drop it
+    if text != text.strip():
+        raise argparse.ArgumentTypeError(f"{_shown(text)}: white space at an end of a path is dropped by systemd and "
+                                         "compose; give the path without it")
     for character, why in _UNIT_PATH_CHARACTERS:
         if character in text:
             raise argparse.ArgumentTypeError(f"{_shown(text)}: {why}; give a path without it (a symlink to the directory)")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from buildtool import flags
 from buildtool.errors import BuildError
-from buildtool.units import kubernetes, monitoring
+from buildtool.units import envfile, kubernetes, monitoring, namespace
 from buildtool.units.compose import render_compose, render_toolkit_override
 from buildtool.units.quadlet import render_env_file, render_fetch_quadlet, render_quadlet
 from buildtool.units.servers import ModelSize, PlanError, ServerInput, plan_servers
@@ -174,6 +174,7 @@ def host_files(args: argparse.Namespace) -> tuple[list[Rendered], str]:
     host = host_values(args)
     env_name, env = single_env(args)
     grace = stop_grace_of(env, env_name)
+    refuse_clashes(namespace.host_claims([(env_name, UnitSpec(host))], args.monitoring))
     files = render_checked(lambda: render_all(host, cdi=args.cdi, with_monitoring=args.monitoring, stop_grace_s=grace))
     if args.env_file:
         text = read_env_file(args.env_file[0])[0]
@@ -188,12 +189,11 @@ def single_env(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
     if args.env_file:
         return str(args.env_file[0]), read_env_file(args.env_file[0])[1]
     env_path = args.out / ENV_FILE
+    if not os.path.lexists(env_path):
+        return ENV_FILE, envfile.parse(render_env_file(), ENV_FILE)
     try:
-        env_text, env_name = (env_path.read_text(), str(env_path)) if env_path.exists() else (render_env_file(), ENV_FILE)
-        return env_name, kubernetes.parse_env_file(env_text, env_name)
-    except OSError as exc:
-        raise BuildError(f"cannot read {env_path}: {exc.strerror}; fix its permissions", exit_code=2) from None
-    except ValueError as exc:
+        return str(env_path), envfile.read(env_path, str(env_path)).values
+    except envfile.EnvFileProblem as exc:
         raise BuildError(f"{exc}", exit_code=2) from None
 
 
@@ -264,21 +264,15 @@ def model_size(settings: Settings, model_dir: str) -> tuple[ModelSize | None, st
 
 
 def read_env_file(path: Path) -> tuple[str, dict[str, str], Settings]:
-    """An --env-file's text, its KEY=value pairs and the entrypoint's typed settings; BuildError naming it."""
+    """An --env-file's text, its KEY=value pairs (buildtool/units/envfile.py, through the door) and
+    the entrypoint's typed settings; BuildError naming it."""
     try:
-        text = path.read_text(encoding="utf-8")
-        env = kubernetes.parse_env_file(text, str(path))
-        return text, env, parse_settings(env)
-    except FileNotFoundError:
-        raise BuildError(f"--env-file {path}: no such file; give the path of an existing env file", exit_code=2) from None
-    except OSError as exc:
-        raise BuildError(f"--env-file {path}: cannot be read ({exc.strerror}); give a readable file", exit_code=2) from None
-    except UnicodeDecodeError:
-        raise BuildError(f"--env-file {path}: not UTF-8 text; save it as UTF-8", exit_code=2) from None
+        found = envfile.read(path, str(path))
+        return found.text, found.values, parse_settings(found.values)
+    except envfile.EnvFileProblem as exc:
+        raise BuildError(f"--env-file {exc}", exit_code=2) from None
     except SettingsError as exc:
         raise BuildError(f"--env-file {path}: {exc}", exit_code=2) from None
-    except ValueError as exc:
-        raise BuildError(f"--env-file {exc}", exit_code=2) from None
 
 
 def server_specs(args: argparse.Namespace) -> tuple[list[UnitSpec], list[dict[str, str]], list[str]]:
@@ -305,6 +299,8 @@ def server_specs(args: argparse.Namespace) -> tuple[list[UnitSpec], list[dict[st
     except PlanError as exc:
         raise BuildError(str(exc), exit_code=2) from None
     specs = [dataclasses.replace(spec, server=p.values) for spec, p in zip(specs, planned)]
+    if not args.kubernetes:  # Kubernetes objects are judged by kind and name as they are made
+        refuse_clashes(namespace.host_claims(list(zip(map(str, args.env_file), specs)), args.monitoring))
     return specs, [env for _, env, _ in read], [text for text, _, _ in read]
 
 
@@ -315,7 +311,8 @@ def shared_host_files(args: argparse.Namespace) -> tuple[list[Rendered], str]:
                         f"GPU_MEMORY_UTILIZATION {dict(s.server.settings)['GPU_MEMORY_UTILIZATION']})" for s in specs)
     if args.kubernetes:
         text = checked_manifests(lambda: kubernetes.render_kubernetes(specs[0], envs[0], *zip(specs[1:], envs[1:]),
-                                                                      pod_monitor=pod_monitor(args)),
+                                                                      pod_monitor=pod_monitor(args),
+                                                                      owners=tuple(map(str, args.env_file))),
                                  ", ".join(map(str, args.env_file)))
         return [Rendered(kubernetes.MANIFEST_PATH, text),
                 Rendered(kubernetes.KUSTOMIZATION_PATH, kubernetes.KUSTOMIZATION_TEXT)], f"kubernetes: {servers}"
@@ -334,10 +331,20 @@ def checked_manifests(render, env_names: str) -> str:
     """The manifests, or the policy's refusal (a secret in an env file's ConfigMap) in one line."""
     try:
         return render()
+    except namespace.NamespaceClash as exc:
+        raise BuildError(f"{exc}", exit_code=2) from None
     except ValueError as exc:
         secrets = ", ".join(f"{name} in the Secret {secret}" for name, (secret, _) in kubernetes.SECRET_REFERENCES.items())
         raise BuildError(f"{env_names}: {exc}; a secret goes in a Secret ({secrets}; docs/fleet.md), "
                          "never in the env file's ConfigMap", exit_code=2) from None
+
+
+def refuse_clashes(claims: list[namespace.Claim]) -> None:
+    """The host's names and ports, judged before anything is rendered or written."""
+    try:
+        namespace.refuse_clashes(claims)
+    except namespace.NamespaceClash as exc:
+        raise BuildError(f"{exc}", exit_code=2) from None
 
 
 def render_checked(render):

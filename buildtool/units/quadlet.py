@@ -1,6 +1,8 @@
 """Renders the rootless podman Quadlet unit and the env file shared with compose."""
 from __future__ import annotations
 
+import shlex
+
 from buildtool.units.serialize import Line, env_file, unit_file, unit_value
 from buildtool.units.spec import (API_KEY_PATH, API_KEY_SECRET, CONTAINER_PORT, DROP_CAPABILITIES,
                                   FETCH_COMMAND, HEALTH, HEALTH_CMD, HF_CACHE, HF_TOKEN_PATH, HF_TOKEN_SECRET,
@@ -20,24 +22,42 @@ def podman_image_ref(image: str) -> str:
 
 
 def _volume(mount: Mount) -> Line:
-    """Volume=SOURCE:TARGET[:ro]; ~ is the shell's, systemd's specifier for the user's home is %h."""
+    """Volume=SOURCE:TARGET[:ro]; ~ is the shell's, systemd's specifier for the user's home is %h.
+    Quadlet hands the value to podman as one argument, spaces and all (quadlet -dryrun shows it)."""
     source = mount.source
     home = source == "~" or source.startswith("~/")
     value = (source[1:] if home else source) + ":" + mount.target + (":ro" if mount.read_only else "")
     return Line("Volume", value, raw_prefix="%h" if home else "")
 
 
+def _mounts_for(mounts: list[Mount]) -> list:
+    """RequiresMountsFor= in systemd's quoting for each absolute bind source holding a space. Quadlet
+    makes its own line from Volume=, unquoted before podman 5.7 (podman issue 21607), so systemd split
+    such a path at its spaces and waited for the wrong mount; this line names the right one."""
+    spaced = [m.source for m in mounts if " " in m.source and m.source.startswith("/")]
+    if not spaced:
+        return []
+    return ["A bind source with a space, quoted as systemd reads it (Quadlet's own line splits it before podman 5.7).",
+            *[Line("RequiresMountsFor", source, word=True) for source in dict.fromkeys(spaced)]]
+
+
+def _environment(values: dict[str, str]) -> list[Line]:
+    """Environment=KEY=value, one quoted word where the value holds white space or quotes: Quadlet
+    splits Environment= at white space, so a value can never set another key."""
+    return [Line("Environment", f"{key}={value}", word=True) for key, value in values.items()]
+
+
 def _api_key_entries(spec: UnitSpec) -> list:
     """The podman secret mounted where API_KEY_FILE says; commented out unless a key file was given."""
     source = spec.host.api_key_file
     wiring = [Line("Secret", f"{API_KEY_SECRET},type=mount,target={API_KEY_PATH}"),
-              *[Line("Environment", f"{key}={value}") for key, value in spec.api_key_environment.items()]]
+              *_environment(spec.api_key_environment)]
     entries = ["API key (docs/deploy.md, \"Exposing the server\"): podman mounts the secret where API_KEY_FILE",
                "says; the entrypoint hands the key to vLLM in its environment, never in argv; it guards /v1 only.",
-               f"Create it once: podman secret create {API_KEY_SECRET} {source or 'FILE'}"]
+               f"Create it once: podman secret create {API_KEY_SECRET} {shlex.quote(source) if source else 'FILE'}"]
     if source is None:
         return entries + ["then uncomment these two lines (or regenerate with `python3 build.py units --api-key-file FILE`):",
-                          *[f"{line.key}={unit_value(line.value, line.key)}" for line in wiring]]
+                          *[f"{line.key}={unit_value(line.value, line.key, word=line.word)}" for line in wiring]]
     return entries + wiring
 
 
@@ -53,7 +73,7 @@ def render_quadlet(spec: UnitSpec) -> str:
         Line("Image", podman_image_ref(host.image)),
         Line("Pull", "never"),
         Line("EnvironmentFile", spec.server.env_file),
-        *[Line("Environment", f"{key}={value}") for key, value in spec.environment.items()],
+        *_environment(spec.environment),
         *devices,
         *[_volume(m) for m in spec.library_mounts],
         _volume(spec.model_mount),
@@ -87,7 +107,8 @@ def render_quadlet(spec: UnitSpec) -> str:
                   # A preflight that fails 3 times in 10 minutes leaves the unit "failed" with its report
                   # in the journal, instead of restarting forever; a crash after hours is still restarted.
                   Line("StartLimitIntervalSec", "600"),
-                  Line("StartLimitBurst", "3")]),
+                  Line("StartLimitBurst", "3"),
+                  *_mounts_for([*spec.library_mounts, spec.model_mount])]),
         ("Container", container),
         ("Service", [Line("TimeoutStartSec", str(START_TIMEOUT_S)),
                      Line("Restart", "on-failure"),
@@ -106,7 +127,7 @@ def render_fetch_quadlet(spec: UnitSpec) -> str:
         Line("Image", podman_image_ref(host.image)),
         Line("Pull", "never"),
         Line("EnvironmentFile", spec.server.env_file),
-        *[Line("Environment", f"{key}={value}") for key, value in spec.fetch_environment.items()],
+        *_environment(spec.fetch_environment),
         _volume(spec.fetch_model_mount),
         Line("Volume", f"{UNIT_NAME}-{spec.server.volume_prefix}{HF_CACHE[0]}:{HF_CACHE[1]}"),
         Line("Exec", " ".join(FETCH_COMMAND)),
@@ -120,7 +141,8 @@ def render_fetch_quadlet(spec: UnitSpec) -> str:
         (None, ["Generated by `python3 build.py units` (buildtool/units/spec.py is the source of truth).",
                 f"The fetch step {spec.server.name}.container Requires: copy it beside that unit. It reads FETCH_MODEL",
                 f"(REPO@REVISION) and FETCH_GPU from {spec.server.env_file} and writes into the folder MODEL names."]),
-        ("Unit", [Line("Description", "Fetch, judge and verify the model of vllm-turing")]),
+        ("Unit", [Line("Description", "Fetch, judge and verify the model of vllm-turing"),
+                  *_mounts_for([spec.fetch_model_mount])]),
         ("Container", container),
         # a download takes as long as it takes; a failure is final until the next start (no loop)
         ("Service", [Line("Type", "oneshot"), Line("RemainAfterExit", "yes"), Line("TimeoutStartSec", "infinity"),

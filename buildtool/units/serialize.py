@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import yaml
 
+from buildtool.units.envfile import value_problem
+
 
 @dataclass(frozen=True)
 class Tagged:
@@ -102,14 +104,22 @@ def _parts_text(parts, indent: int) -> str:
 
 
 def _data(parts) -> dict:
+    """The mapping the parts make; ValueError for a key given twice (YAML would keep the last one,
+    silently: two services of one name would be one)."""
     data: dict = {}
     for part in parts:
         if isinstance(part, Section):
-            data[part.key] = _data(part.parts)
+            items = [(part.key, _data(part.parts))]
         elif isinstance(part, Off):
-            data.update(part.fragment if part.on else {})
+            items = list(part.fragment.items()) if part.on else []
         elif isinstance(part, dict):
-            data.update(part)
+            items = list(part.items())
+        else:
+            items = []
+        for key, value in items:
+            if key in data:
+                raise ValueError(f"the key {key!r} would be written twice in one mapping")
+            data[key] = value
     return data
 
 
@@ -138,30 +148,36 @@ def one_line_value(value: str, setting: str) -> str:
     return value
 
 
-def unit_value(value: str, setting: str, *, env_file: bool = False) -> str:
-    """The one escaping of a value written as `Key=value` in a Quadlet unit (systemd syntax) or as
-    `KEY=value` in the env file compose and podman both read. ValueError naming `setting` for what
-    cannot be written: a line break or control character (it would start a new key), white space
-    at either end (systemd strips it), a trailing backslash (a continuation line), '$' (a variable
-    to systemd's command lines and compose's env files); in the env file
-    also quotes and '#' (compose reads them, podman does not). In a unit '%' becomes '%%' (systemd's
-    specifiers), so the value means itself."""
+def unit_value(value: str, setting: str, *, word: bool = False) -> str:
+    """The one escaping of a value written as `Key=value` in a Quadlet unit (systemd syntax).
+    ValueError naming `setting` for what cannot be written: a line break or control character (it
+    would start a new key), white space at either end (systemd strips it), '$' (a variable to
+    systemd's command lines), an empty value (it resets the key). '%' becomes '%%' (systemd's
+    specifiers), so the value means itself. `word`: the key is a list of words (Environment=, which
+    Quadlet splits at white space and unquotes): a value holding white space, a quote or a backslash
+    is written as one quoted word, so no part of it can become another entry; otherwise a trailing
+    backslash (a continuation line) is refused."""
     one_line_value(value, setting)
     if value != value.strip():
         raise ValueError(f"{setting}: {value[:80]!r} has white space at an end, which systemd and compose drop")
-    if value.endswith("\\"):
-        raise ValueError(f"{setting}: {value[:80]!r} ends in a backslash, which continues the line")
     if "$" in value:
         raise ValueError(f"{setting}: {value[:80]!r} holds '$', which systemd expands in the podman command "
                          "Quadlet writes and compose expands in an env file")
-    if env_file:
-        if any(c in value for c in "\"'#"):
-            raise ValueError(f"{setting}: {value[:80]!r} holds a quote or '#', which compose and podman read "
-                             "differently in an env file")
-        return value
     if not value:
         raise ValueError(f"{setting}: an empty value resets the key in a unit; give a value")
+    if word and any(c.isspace() or c in "\\\"'" for c in value):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%") + '"'
+    if value.endswith("\\"):
+        raise ValueError(f"{setting}: {value[:80]!r} ends in a backslash, which continues the line")
     return value.replace("%", "%%")
+
+
+def env_file_value(value: str, setting: str) -> str:
+    """A value of the env file compose and podman both read (buildtool/units/envfile.py's rule);
+    ValueError naming `setting` where they would read it differently."""
+    if problem := value_problem(value):
+        raise ValueError(f"{setting}: {value[:80]!r} {problem}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -170,6 +186,7 @@ class Line:
     key: str
     value: str
     raw_prefix: str = ""  # a systemd specifier such as %h, prepended after escaping
+    word: bool = False  # one word of a list the key splits at white space (unit_value's `word`)
 
 
 def unit_file(sections: list[tuple[str | None, list]]) -> str:
@@ -182,7 +199,7 @@ def unit_file(sections: list[tuple[str | None, list]]) -> str:
             if isinstance(entry, str):
                 out.append(comment(entry))
             else:
-                out.append(entry.key + "=" + entry.raw_prefix + unit_value(entry.value, entry.key) + "\n")
+                out.append(entry.key + "=" + entry.raw_prefix + unit_value(entry.value, entry.key, word=entry.word) + "\n")
     return "".join(out)
 
 
@@ -194,5 +211,5 @@ def env_file(entries: list) -> str:
             out.append(comment(entry) if entry else "\n")
         else:
             key, value = entry
-            out.append(key + "=" + unit_value(value, key, env_file=True) + "\n")
+            out.append(key + "=" + env_file_value(value, key) + "\n")
     return "".join(out)

@@ -2,8 +2,9 @@
 
 `plan_servers` is a pure function of typed values (each env file parsed once, at the edge, by the
 entrypoint's own settings parser; its model folder sized where readable). It refuses in one line,
-before anything is written, when two servers would publish one port or serve one name, or when the
-fractions of a GPU sum above CARD_BUDGET. The card's memory is not known at render time, so the
+before anything is written, when two servers would serve one name, or when the fractions of a GPU
+sum above CARD_BUDGET; names and ports are one namespace, judged with the sidecars' by
+buildtool/units/namespace.py once the plan has named every server. The card's memory is not known at render time, so the
 rule is over fractions: vLLM's GPU_MEMORY_UTILIZATION is a fraction of the card's total memory, and
 what the fractions leave (5 %) is for what no server counts: the driver's reserve, a display.
 """
@@ -125,21 +126,23 @@ def _refuse_over_commit(servers: list[ServerInput], fractions: list[float]) -> N
                             f"the {CARD_BUDGET} of a card the fractions may sum to; {fix}")
 
 
-def _refuse_collisions(servers: list[ServerInput], served: list[str]) -> None:
-    for label, values in (("port", [s.port for s in servers]), ("served model name", served)):
-        for i, value in enumerate(values):
-            if value in values[:i]:
-                first = servers[values.index(value)].source
-                raise PlanError(f"{first} and {servers[i].source} both use the {label} {value}; "
-                                + ("give each server its own: --port once per --env-file" if label == "port" else
-                                   f"set a distinct SERVED_MODEL_NAME in {servers[i].source}"))
+def _refuse_served_collisions(servers: list[ServerInput], served: list[str]) -> None:
+    """Two servers of one host answer to distinct model names. Two names both defaulted to the env
+    files' names are equal only where the units' names are: buildtool/units/namespace.py refuses
+    that clash, naming what the user can change (the files' names)."""
+    for i, name in enumerate(served):
+        for j in range(i):
+            explicit = servers[i].settings.served_model_name or servers[j].settings.served_model_name
+            if served[j] == name and explicit:
+                raise PlanError(f"{servers[j].source} and {servers[i].source} both use the served model name {name}; "
+                                f"set a distinct SERVED_MODEL_NAME in {servers[i].source}")
 
 
 def plan_servers(servers: list[ServerInput]) -> list[PlannedServer]:
     """The servers' names, environment and fractions; PlanError (one line) when they cannot share."""
     slugs = distinct_slugs([s.source for s in servers])
     served = [s.settings.served_model_name or name for s, name in zip(servers, slugs)]
-    _refuse_collisions(servers, served)
+    _refuse_served_collisions(servers, served)
     fractions = plan_fractions(servers)
     planned = []
     for server, name, served_name, fraction in zip(servers, slugs, served, fractions):

@@ -128,3 +128,29 @@ def podman_run_argv(quadlet_output: str) -> list[str]:
 
 def option_values(argv: list[str], *names: str) -> list[str]:
     return [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg in names]
+
+
+def podman_env_file_standin(text: str) -> dict[str, str]:
+    """What `podman run --env-file` (Quadlet's EnvironmentFile=) sets from an env file, for the lines
+    buildtool/units/envfile.py accepts; podman is not installed on the test hosts. containers/common's
+    pkg/env ParseFile: each line trimmed of leading blanks and tabs; empty lines and lines starting with
+    '#' skipped; the name up to the first '=', the value everything after it, as it is."""
+    values = {}
+    for line in text.split("\n"):
+        line = line.lstrip(" \t")
+        if line and not line.startswith("#"):
+            name, _, value = line.partition("=")
+            values[name] = value
+    return values
+
+
+def podman_environment(argv: list[str], read_file) -> dict[str, str]:
+    """The environment a `podman run` argv gives its container: each --env-file (read_file(path) -> text)
+    in order, then each --env, the later overriding the earlier as podman applies them."""
+    environment: dict[str, str] = {}
+    for path in option_values(argv, "--env-file"):
+        environment.update(podman_env_file_standin(read_file(path)))
+    for pair in option_values(argv, "--env", "-e"):
+        name, _, value = pair.partition("=")
+        environment[name] = value
+    return environment

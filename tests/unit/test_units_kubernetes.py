@@ -17,8 +17,9 @@ from policy_guard.analyzers import pod_security
 from policy_guard.models import PolicyLevel, Resource
 
 from buildtool.units.compose import render_compose
+from buildtool.units.envfile import parse as parse_env_file
 from buildtool.units.kubernetes import (GPU_RESOURCE, KUSTOMIZATION_PATH, MANIFEST_PATH, manifest_problems,
-                                        manifests, parse_env_file, render_kubernetes, to_yaml)
+                                        manifests, render_kubernetes, to_yaml)
 from buildtool.units.quadlet import render_env_file
 from buildtool.units.spec import ClusterValues, HostValues, UnitSpec
 from contract.layout import API_KEY_PATH, API_KEY_SECRET, ENV_API_KEY, ENV_API_KEY_FILE
