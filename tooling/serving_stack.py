@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from buildtool.units import envfile
 from contract import pins
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,14 +42,8 @@ CPU_SETTINGS = {
 
 
 def read_env_file(path: Path = ENV_FILE) -> dict[str, str]:
-    """KEY=value lines of the env file; comments and blanks dropped (the file allows no quoting)."""
-    pairs = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            key, _, value = line.partition("=")
-            pairs[key] = value
-    return pairs
+    """KEY=value lines of the env file, read as `build.py units` reads it (buildtool/units/envfile.py)."""
+    return envfile.read(path, str(path)).values
 
 
 def mount_target(volume) -> str:
