@@ -172,27 +172,28 @@ def host_files(args: argparse.Namespace) -> tuple[list[Rendered], str]:
     """One server: compose, the toolkit override, the Quadlet unit and the env file (the template
     where none is in --out, a copy of --env-file where one is given)."""
     host = host_values(args)
-    env_name, env = single_env(args)
+    env_name, env, env_text = single_env(args)
     grace = stop_grace_of(env, env_name)
     refuse_clashes(namespace.host_claims([(env_name, UnitSpec(host))], args.monitoring))
     files = render_checked(lambda: render_all(host, cdi=args.cdi, with_monitoring=args.monitoring, stop_grace_s=grace))
-    if args.env_file:
-        text = read_env_file(args.env_file[0])[0]
-        files = [Rendered(ENV_FILE, text) if item.path == ENV_FILE else item for item in files]
+    if env_text is not None:  # the --env-file's copy, the very bytes judged above
+        files = [Rendered(ENV_FILE, env_text) if item.path == ENV_FILE else item for item in files]
     gpus = ",".join("/dev/nvidia" + str(i) for i in host.gpu_indices)
     return files, f"units for {len(host.gpu_indices)} GPU(s) ({gpus}), driver libraries from {host.lib_dir}"
 
 
-def single_env(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
-    """One server's settings (name, KEY=value pairs): --env-file, else the env file in --out (the
-    user's, kept across renderings), else the template's."""
+def single_env(args: argparse.Namespace) -> tuple[str, dict[str, str], str | None]:
+    """One server's settings (name, KEY=value pairs, the text to copy beside the units): --env-file,
+    else the env file in --out (the user's, kept across renderings), else the template's (no copy:
+    the env file in --out is written only where none is)."""
     if args.env_file:
-        return str(args.env_file[0]), read_env_file(args.env_file[0])[1]
+        text, values, _ = read_env_file(args.env_file[0])
+        return str(args.env_file[0]), values, text
     env_path = args.out / ENV_FILE
     if not os.path.lexists(env_path):
-        return ENV_FILE, envfile.parse(render_env_file(), ENV_FILE)
+        return ENV_FILE, envfile.parse(render_env_file(), ENV_FILE), None
     try:
-        return str(env_path), envfile.read(env_path, str(env_path)).values
+        return str(env_path), envfile.read(env_path, str(env_path)).values, None
     except envfile.EnvFileProblem as exc:
         raise BuildError(f"{exc}", exit_code=2) from None
 
@@ -209,7 +210,7 @@ def kubernetes_files(args: argparse.Namespace) -> tuple[list[Rendered], str]:
     """The manifests, their ConfigMap made from --env-file, else the env file in --out (the template
     where none is)."""
     spec = kubernetes.spec_from_args(args)
-    env_name, env = single_env(args)
+    env_name, env, _ = single_env(args)
     spec = dataclasses.replace(spec, server=dataclasses.replace(spec.server, stop_grace_s=stop_grace_of(env, env_name)))
     text = checked_manifests(lambda: kubernetes.render_kubernetes(spec, env, pod_monitor=pod_monitor(args)), env_name)
     summary = (f"kubernetes: {spec.cluster.replicas} replica(s) of {len(spec.host.gpu_indices)} GPU(s), "
