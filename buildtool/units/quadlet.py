@@ -32,12 +32,13 @@ def _volume(mount: Mount) -> Line:
 
 def _mounts_for(mounts: list[Mount]) -> list:
     """RequiresMountsFor= in systemd's quoting for each absolute bind source holding a space. Quadlet
-    makes its own line from Volume=, unquoted before podman 5.7 (podman issue 21607), so systemd split
-    such a path at its spaces and waited for the wrong mount; this line names the right one."""
+    makes its own line from Volume=, unquoted in podman 5.4 (podman issue 21607, fixed upstream by PR
+    27385), so systemd splits such a path at its spaces and waits for the wrong mount; this line names
+    the right one."""
     spaced = [m.source for m in mounts if " " in m.source and m.source.startswith("/")]
     if not spaced:
         return []
-    return ["A bind source with a space, quoted as systemd reads it (Quadlet's own line splits it before podman 5.7).",
+    return ["A bind source with a space, quoted as systemd reads it (the line Quadlet 5.4 makes from Volume= splits it).",
             *[Line("RequiresMountsFor", source, word=True) for source in dict.fromkeys(spaced)]]
 
 
