@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import shlex
 
 from buildtool import flags
 from buildtool.errors import BuildError
@@ -406,7 +407,8 @@ def render_kubernetes(spec: UnitSpec, env: dict[str, str], *others: tuple[UnitSp
                                 for each, _ in servers)] if others else []
     cluster = spec.cluster
     key = [f"API key (required): the Secret {API_KEY_SECRET} mounted at {API_KEY_PATH} (API_KEY_FILE); create it with",
-           f"  kubectl create secret generic {API_KEY_SECRET} --from-file={API_KEY_SECRET}={spec.host.api_key_file or 'FILE'}",
+           f"  kubectl create secret generic {API_KEY_SECRET} --from-file="
+           + shlex.quote(f"{API_KEY_SECRET}={spec.host.api_key_file or 'FILE'}"),
            f"Hub token (optional): the Secret {HF_SECRET} mounted at {HF_TOKEN_DIR} ({ENV_HF_TOKEN_PATH}); create it with",
            f"  kubectl create secret generic {HF_SECRET} --from-file={HF_TOKEN}=FILE"]
     baseline = (["hostPath model volume: the pods meet the Baseline Pod Security Standard, not Restricted",

@@ -329,6 +329,13 @@ def test_paths_with_a_space_are_written_in_systemds_quoting_and_reach_podman_and
     service = _compose(out)["services"]["vllm"]
     assert {v["source"] for v in service["volumes"] if v["type"] == "bind"} >= {models, f"{libs}/libcuda.so.1"}
     assert shlex.quote(key) in (out / "quadlet/vllm-turing.container").read_text()
+    assert units(tmp_path / "kube", "--kubernetes", "--weights-gib", "1", "--model-volume", "hostPath",
+                 "--model-dir", models, "--api-key-file", key)[0] == 0
+    manifest = (tmp_path / "kube/kubernetes/base/vllm-turing.yaml").read_text()
+    create = next(line for line in manifest.splitlines() if "create secret generic vllm-api-key" in line)
+    assert shlex.split(create.lstrip("# "))[-1] == f"--from-file=vllm-api-key={key}"
+    pod = next(d for d in yaml.safe_load_all(manifest) if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert {"name": "models", "hostPath": {"path": models, "type": "Directory"}} in pod["volumes"]
     # Quadlet 5.4 writes its own RequiresMountsFor= unquoted (podman issue 21607, fixed upstream by PR 27385): systemd
     # ignores the words after the first space, which is all it says; ours names the whole path
     ignored = _verify(generated, tmp_path, "vllm-turing", "vllm-turing-fetch")
