@@ -4,9 +4,10 @@
 entrypoint's own settings parser; its model folder sized where readable). It refuses in one line,
 before anything is written, when two servers would serve one name, or when the fractions of a GPU
 sum above CARD_BUDGET; names and ports are one namespace, judged with the sidecars' by
-buildtool/units/namespace.py once the plan has named every server. The card's memory is not known at render time, so the
-rule is over fractions: vLLM's GPU_MEMORY_UTILIZATION is a fraction of the card's total memory, and
-what the fractions leave (5 %) is for what no server counts: the driver's reserve, a display.
+buildtool/units/namespace.py once the plan has named every server. The card's memory is not known
+at render time, so the rule is over fractions: vLLM's GPU_MEMORY_UTILIZATION is a fraction of the
+card's total memory, and what the fractions leave (5 %) is for what no server counts: the driver's
+reserve, a display.
 """
 from __future__ import annotations
 
