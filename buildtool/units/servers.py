@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from buildtool.units.spec import UNIT_NAME, ServerValues
+from buildtool.units.spec import IDLE_BACKEND_OFFSET, UNIT_NAME, ServerValues, backend_port
 from contract.devices import SHARED_CARD_BUDGET, VLLM_DEFAULT_UTILIZATION
 from entrypoint.checks.memory import gpu_need
 from entrypoint.settings import Settings
@@ -125,14 +125,23 @@ def _refuse_over_commit(servers: list[ServerInput], fractions: list[float]) -> N
                             f"the {CARD_BUDGET} of a card the fractions may sum to; {fix}")
 
 
+def host_ports(server: ServerInput) -> list[int]:
+    """The host ports a server takes: its published port, and an idle server's loopback backend too."""
+    return [server.port] + ([backend_port(server.port)] if server.settings.idle_after_s is not None else [])
+
+
 def _refuse_collisions(servers: list[ServerInput], served: list[str]) -> None:
-    for label, values in (("port", [s.port for s in servers]), ("served model name", served)):
-        for i, value in enumerate(values):
-            if value in values[:i]:
-                first = servers[values.index(value)].source
-                raise PlanError(f"{first} and {servers[i].source} both use the {label} {value}; "
-                                + ("give each server its own: --port once per --env-file" if label == "port" else
-                                   f"set a distinct SERVED_MODEL_NAME in {servers[i].source}"))
+    ports = [(port, s) for s in servers for port in host_ports(s)]
+    for i, (port, server) in enumerate(ports):
+        if clash := next((other for taken, other in ports[:i] if taken == port), None):
+            raise PlanError(f"{clash.source} and {server.source} both use the host port {port}"
+                            + (f" (an IDLE_AFTER server's loopback port is its port + {IDLE_BACKEND_OFFSET})"
+                               if port != clash.port or port != server.port else "")
+                            + "; give each server its own: --port once per --env-file")
+    for i, value in enumerate(served):
+        if value in served[:i]:
+            raise PlanError(f"{servers[served.index(value)].source} and {servers[i].source} both use the served model "
+                            f"name {value}; set a distinct SERVED_MODEL_NAME in {servers[i].source}")
 
 
 def plan_servers(servers: list[ServerInput]) -> list[PlannedServer]:
@@ -148,6 +157,7 @@ def plan_servers(servers: list[ServerInput]) -> list[PlannedServer]:
                               variable_prefix=f"VLLM_TURING_{name.upper().replace('-', '_')}",
                               settings=(("SERVED_MODEL_NAME", served_name),
                                         ("GPU_MEMORY_UTILIZATION", f"{fraction:g}")),
-                              stop_grace_s=server.settings.stop_grace_s)
+                              stop_grace_s=server.settings.stop_grace_s,
+                              idle_after_s=server.settings.idle_after_s)
         planned.append(PlannedServer(server, values, fraction))
     return planned
