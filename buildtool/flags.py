@@ -11,8 +11,11 @@ import argparse
 import ipaddress
 import math
 import re
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
+
+from door.redact import redact
 
 # Docker's reference grammar (github.com/distribution/reference, regexp.go), ASCII only.
 _ALNUM = r"[a-z0-9]+"
@@ -160,6 +163,20 @@ def bind_address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     if address is None or getattr(address, "scope_id", None):
         raise argparse.ArgumentTypeError(f"{_shown(text)} is not an IP address; give one such as 127.0.0.1, 0.0.0.0 or ::1")
     return address
+
+
+def service_url(text: str) -> str:
+    """An http(s) URL of a service inside the cluster or on the network: a host, no credentials (the
+    URL is written into manifests), no whitespace."""
+    parsed = urllib.parse.urlsplit(text) if text.isprintable() and " " not in text else None
+    if parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname or "@" in parsed.netloc:
+        raise argparse.ArgumentTypeError(f"{_shown(redact(text))}: expected an http(s) URL with a host and no user or "
+                                         "password, such as http://prometheus-operated.monitoring.svc:9090")
+    try:
+        parsed.port
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{_shown(redact(text))}: its port is not a number from 0 to 65535") from None
+    return text
 
 
 def bounded_int(low: int, high: int, what: str):

@@ -67,3 +67,9 @@ def shutdown_timeout_s(stop_grace_s: int) -> int:
 # process start time to the server in this variable; the server adds its phases file for the engine
 # processes it starts. Not VLLM_*: vLLM warns about every VLLM_* name it does not own.
 ENV_START_REPORT = "TURING_START_REPORT"
+
+# IDLE_AFTER (docs/deploy.md, "Idle: the card back to the host"): how long a server with nobody asking
+# keeps its card before its units stop it; the next request starts it again. Below IDLE_AFTER_MIN_S the
+# server would stop between the turns of one conversation; above IDLE_AFTER_MAX_S (a week) it is a typo.
+IDLE_AFTER_MIN_S = 5
+IDLE_AFTER_MAX_S = 7 * 24 * 3600

@@ -12,7 +12,8 @@ from typing import Mapping
 
 from contract.devices import BF16_MIN_CC, FP8_MIN_CC
 from contract.layout import (DEPRECATED_ENV_NAMES, ENV_API_KEY, ENV_API_KEY_FILE, ENV_CC, ENV_FIT_TABLE, ENV_SMEM_LIMIT,
-                             STOP_GRACE_MAX_S, STOP_GRACE_MIN_S, STOP_GRACE_S)
+                             IDLE_AFTER_MAX_S, IDLE_AFTER_MIN_S, STOP_GRACE_MAX_S, STOP_GRACE_MIN_S,
+                             STOP_GRACE_S)
 from door.redact import redact
 
 # The one program the entrypoint execs. Nothing in the environment replaces it: the test tiers
@@ -27,7 +28,7 @@ ENTRYPOINT_ONLY = ("MODEL", "SERVED_MODEL_NAME", "HOST", "PORT", "DTYPE", "MAX_M
                    "GPU_MEMORY_UTILIZATION", "KV_CACHE_DTYPE", "ENFORCE_EAGER", "SPECULATIVE_CONFIG", "DRAFTER",
                    "REASONING_PARSER", "TOOL_CALL_PARSER", "VLLM_EXTRA_ARGS", "SKIP_CHECKS", "CUDA_COMPAT",
                    "TENSOR_PARALLEL_SIZE", "PIPELINE_PARALLEL_SIZE", ENV_API_KEY_FILE, "STOP_GRACE_SECONDS",
-                   "VERIFY_HASHES_SECONDS", "DOWNLOAD_AT_START")
+                   "VERIFY_HASHES_SECONDS", "DOWNLOAD_AT_START", "IDLE_AFTER")
 # Names the entrypoint reads that the server (vLLM, huggingface_hub, Triton) reads too: passed on.
 SHARED_WITH_SERVER = (ENV_API_KEY, "HF_TOKEN_PATH", "HOME", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TMPDIR",
                       "TRITON_CACHE_DIR", "VLLM_CACHE_ROOT", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
@@ -109,6 +110,7 @@ class Settings:
     stop_grace_s: int = STOP_GRACE_S        # STOP_GRACE_SECONDS: the units' grace, sizing vLLM's drain
     verify_hashes_s: int | None = None      # VERIFY_HASHES_SECONDS: hash the fetched files, within this time
     download_at_start: bool = False         # DOWNLOAD_AT_START: a Hub id as MODEL is left to vLLM's download
+    idle_after_s: int | None = None         # IDLE_AFTER: the units stop the server after this long unasked
 
     @property
     def world_size(self) -> int:
@@ -334,6 +336,7 @@ def parse_settings(env: Mapping[str, str]) -> Settings:
         stop_grace_s=stop_grace_setting(env),
         verify_hashes_s=_bounded_int(env, "VERIFY_HASHES_SECONDS", 0, MAX_VERIFY_HASHES_S, "300") or None,
         download_at_start=_flag(env, "DOWNLOAD_AT_START"),
+        idle_after_s=idle_after_setting(env),
     )
 
 
@@ -341,6 +344,40 @@ def stop_grace_setting(env) -> int:
     """STOP_GRACE_SECONDS, typed (SettingsError naming it): the entrypoint sizes vLLM's drain with it and
     `build.py units` renders the units' stop grace from it, so the two cannot disagree."""
     return _bounded_int(env, "STOP_GRACE_SECONDS", STOP_GRACE_MIN_S, STOP_GRACE_MAX_S, str(STOP_GRACE_S)) or STOP_GRACE_S
+
+
+# systemd's time span units (systemd.time(7)) that a stop after idling can use, in seconds
+DURATION_UNITS = {"s": 1, "sec": 1, "second": 1, "seconds": 1, "m": 60, "min": 60, "minute": 60, "minutes": 60,
+                  "h": 3600, "hr": 3600, "hour": 3600, "hours": 3600, "d": 86400, "day": 86400, "days": 86400}
+DURATION_PART = re.compile(r"([0-9]{1,9})\s*([a-z]*)")
+
+
+def duration_seconds(raw: str) -> int | None:
+    """A systemd-style time span (`90`, `90s`, `15min`, `1h 30min`) in whole seconds; None when it is not one."""
+    text, total, position = raw.strip().lower(), 0, 0
+    while position < len(text):
+        match = DURATION_PART.match(text, position)
+        if match is None or match.group(2) not in ("", *DURATION_UNITS):
+            return None
+        total += int(match.group(1)) * DURATION_UNITS.get(match.group(2), 1)
+        position = match.end()
+        while position < len(text) and text[position] == " ":
+            position += 1
+    return total if text else None
+
+
+def idle_after_setting(env) -> int | None:
+    """IDLE_AFTER in seconds (None: off), typed here for the entrypoint and for `build.py units`, which
+    renders the socket-activated units (and KEDA's objects) from it."""
+    raw = _get(env, "IDLE_AFTER")
+    if raw is None or raw.lower() in FALSE_WORDS:
+        return None
+    seconds = duration_seconds(raw)
+    if seconds is None or not IDLE_AFTER_MIN_S <= seconds <= IDLE_AFTER_MAX_S:
+        raise SettingsError("IDLE_AFTER", raw, f"a time span from {IDLE_AFTER_MIN_S}s to {IDLE_AFTER_MAX_S // 86400} "
+                            "days, such as 900, 15min or 1h", "Set IDLE_AFTER=15min, or leave it empty to keep "
+                            "the server running.")
+    return seconds
 
 
 def cc_text(cc: tuple[int, int]) -> str:

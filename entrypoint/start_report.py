@@ -266,8 +266,22 @@ class PhaseRecorder:
                                     self.state.get("preflight_s"), event.at)
                 print(summary.line(), file=self.stream or sys.stdout, flush=True)
                 os.unlink(self.state["phases_file"])
+                publish(summary.total_s)
         except Exception:  # noqa: BLE001 - a report must never break the server it reports on
             self.done = True
+
+
+METRIC = "vllm_turing_start_seconds"
+
+
+def publish(total_s: float) -> None:
+    """The start's seconds on the server's /metrics: vLLM serves prometheus_client's registry (the default
+    one, or the multiprocess directory's when PROMETHEUS_MULTIPROC_DIR is set, hence the mode). Under
+    IDLE_AFTER a start is what the request that caused it waited (monitoring/rules.yml)."""
+    import prometheus_client
+
+    prometheus_client.Gauge(METRIC, "Seconds from the container's start to the server answering: what the "
+                            "request that started it waited", multiprocess_mode="max").set(round(total_s, 3))
 
 
 def install(orig_argv: Sequence[str], environ=os.environ) -> bool:

@@ -33,6 +33,8 @@ PANELS = (
         ("sum by (job, instance, model_name) (rate(vllm:prompt_tokens_total[5m]))", "prompt: " + BY_SERVER),
         ("sum by (job, instance, model_name) (rate(vllm:generation_tokens_total[5m]))", "generated: " + BY_SERVER)]),
     ("Up (0: down, e.g. a failed preflight restarting)", "short", [('up{job="vllm-turing"}', "{{instance}}")]),
+    ("Cold starts per hour (IDLE_AFTER starts on demand)", "short", [("vllm_turing:cold_starts:1h", "{{instance}}")]),
+    ("What the first request waited (the last start)", "s", [("vllm_turing:start_wait_seconds", "{{instance}}")]),
 )
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from buildtool import flags
 from buildtool.errors import BuildError
-from buildtool.units import envfile, kubernetes, monitoring, namespace
+from buildtool.units import envfile, idle, kubernetes, monitoring, namespace
 from buildtool.units.compose import render_compose, render_toolkit_override
 from buildtool.units.quadlet import render_env_file, render_fetch_quadlet, render_quadlet
 from buildtool.units.servers import ModelSize, PlanError, ServerInput, plan_servers
@@ -28,7 +28,7 @@ from buildtool.units.spec import (CONTAINER_PORT, DEFAULT_IMAGE, DEFAULT_LIB_DIR
 from contract.model_config import ConfigProblem, derived_max_len
 from entrypoint.checks.memory import kv_bytes_per_token
 from entrypoint.checks.model import ModelProblem, read_model_dir
-from entrypoint.settings import Settings, SettingsError, parse_settings, stop_grace_setting
+from entrypoint.settings import Settings, SettingsError, idle_after_setting, parse_settings, stop_grace_setting
 
 QUADLET_UNIT = f"quadlet/{UNIT_NAME}.container"
 ENV_FILE = f"quadlet/{ENV_FILE_NAME}"
@@ -42,14 +42,22 @@ class Rendered:
 
 
 def render_all(host: HostValues, cdi: bool = False, with_monitoring: bool = False,
-               stop_grace_s: int = STOP_GRACE_S) -> list[Rendered]:
-    spec = UnitSpec(host, server=ServerValues(stop_grace_s=stop_grace_s))
+               stop_grace_s: int = STOP_GRACE_S, idle_after_s: int | None = None, out: Path = Path(".")) -> list[Rendered]:
+    spec = UnitSpec(host, server=ServerValues(stop_grace_s=stop_grace_s, idle_after_s=idle_after_s))
     return [Rendered("compose.yaml", render_compose(spec, with_monitoring=with_monitoring)),
+            *idle_rendered(spec, out),
             Rendered("compose.toolkit.yaml", render_toolkit_override(spec)),
             Rendered(QUADLET_UNIT, render_quadlet(dataclasses.replace(spec, toolkit=cdi))),
             Rendered(f"quadlet/{spec.fetch_name}.container", render_fetch_quadlet(spec)),
             Rendered(ENV_FILE, render_env_file(), keep_existing=True),
             *(monitoring_files((spec,)) if with_monitoring else [])]
+
+
+def idle_rendered(spec: UnitSpec, out: Path) -> list[Rendered]:
+    """An IDLE_AFTER server's socket, proxy and compose units (none without IDLE_AFTER)."""
+    if spec.server.idle_after_s is None:
+        return []
+    return [Rendered(path, text) for path, text in idle.idle_files(spec, str(out.resolve()))]
 
 
 def monitoring_files(specs: tuple[UnitSpec, ...]) -> list[Rendered]:
@@ -173,9 +181,11 @@ def host_files(args: argparse.Namespace) -> tuple[list[Rendered], str]:
     where none is in --out, a copy of --env-file where one is given)."""
     host = host_values(args)
     env_name, env, env_text = single_env(args)
-    grace = stop_grace_of(env, env_name)
-    refuse_clashes(namespace.host_claims([(env_name, UnitSpec(host))], args.monitoring))
-    files = render_checked(lambda: render_all(host, cdi=args.cdi, with_monitoring=args.monitoring, stop_grace_s=grace))
+    grace, idle_after = stop_grace_of(env, env_name), idle_after_of(env, env_name)
+    server = ServerValues(stop_grace_s=grace, idle_after_s=idle_after)
+    refuse_clashes(namespace.host_claims([(env_name, UnitSpec(host, server=server))], args.monitoring))
+    files = render_checked(lambda: render_all(host, cdi=args.cdi, with_monitoring=args.monitoring, stop_grace_s=grace,
+                                              idle_after_s=idle_after, out=args.out))
     if env_text is not None:  # the --env-file's copy, the very bytes judged above
         files = [Rendered(ENV_FILE, env_text) if item.path == ENV_FILE else item for item in files]
     gpus = ",".join("/dev/nvidia" + str(i) for i in host.gpu_indices)
@@ -206,12 +216,21 @@ def stop_grace_of(env: dict[str, str], env_name: str) -> int:
         raise BuildError(f"{env_name}: {exc}", exit_code=2) from None
 
 
+def idle_after_of(env: dict[str, str], env_name: str) -> int | None:
+    """The server's IDLE_AFTER: None renders it always on; else socket-activated (buildtool/units/idle.py)."""
+    try:
+        return idle_after_setting(env)
+    except SettingsError as exc:
+        raise BuildError(f"{env_name}: {exc}", exit_code=2) from None
+
+
 def kubernetes_files(args: argparse.Namespace) -> tuple[list[Rendered], str]:
     """The manifests, their ConfigMap made from --env-file, else the env file in --out (the template
     where none is)."""
     spec = kubernetes.spec_from_args(args)
     env_name, env, _ = single_env(args)
-    spec = dataclasses.replace(spec, server=dataclasses.replace(spec.server, stop_grace_s=stop_grace_of(env, env_name)))
+    spec = dataclasses.replace(spec, server=dataclasses.replace(spec.server, stop_grace_s=stop_grace_of(env, env_name),
+                                                                idle_after_s=idle_after_of(env, env_name)))
     text = checked_manifests(lambda: kubernetes.render_kubernetes(spec, env, pod_monitor=pod_monitor(args)), env_name)
     summary = (f"kubernetes: {spec.cluster.replicas} replica(s) of {len(spec.host.gpu_indices)} GPU(s), "
                f"{kubernetes.memory_gib(spec)} GiB of memory each, settings from {env_name}")
@@ -323,7 +342,8 @@ def shared_host_files(args: argparse.Namespace) -> tuple[list[Rendered], str]:
                                     *[Rendered(f"quadlet/{unit.server.name}.container", render_quadlet(unit))
                                       for unit in units],
                                     *[Rendered(f"quadlet/{unit.fetch_name}.container", render_fetch_quadlet(unit))
-                                      for unit in units]])
+                                      for unit in units],
+                                    *[item for spec in specs for item in idle_rendered(spec, args.out)]])
     copies = [Rendered(f"quadlet/{spec.server.env_file}", text) for spec, text in zip(specs, texts)]
     return files + copies + (monitoring_files(tuple(specs)) if args.monitoring else []), f"units for {len(specs)} servers: {servers}"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from buildtool.units import monitoring
+from buildtool.units.idle import IDLE_HEALTH_INTERVAL
 from buildtool.units.serialize import Off, Section, Tagged, yaml_document
 from buildtool.units.spec import (API_KEY_PATH, API_KEY_SECRET, CONTAINER_PORT, DROP_CAPABILITIES,
                                   ENV_API_KEY_FILE, FETCH_COMMAND, FETCH_PROFILE, HEALTH, HEALTH_CMD, HF_CACHE,
@@ -46,6 +47,11 @@ TOOLKIT_VOLUMES_NOTE = ("volumes: the model directory (MODEL_DIR on the host), r
                         "restarts (the compile caches' volumes carry the image's version).")
 
 
+IDLE_NOTE = ("IDLE_AFTER: published on the loopback only; systemd's socket holds the public port and starts this",
+             "service on demand (systemd/*-compose*.{socket,service}, docs/deploy.md \"Idle\"): enable the socket,",
+             "not `docker compose up`.")
+
+
 def _api_key_service_parts(spec: UnitSpec) -> list:
     on = spec.host.api_key_file is not None
     return ["API key (docs/deploy.md, \"Exposing the server\"): the file secret is mounted at",
@@ -79,26 +85,32 @@ def _service(spec: UnitSpec) -> tuple:
     host = spec.host
     library_binds = [_bind(m, interpolated("NVIDIA_LIB_DIR", host.lib_dir.rstrip("/")) + "/" + m.source.rsplit("/", 1)[1])
                      for m in spec.library_mounts]
-    published = ":".join((interpolated("VLLM_TURING_BIND", published_address(host.bind_address)),
-                          interpolated(f"{spec.server.variable_prefix}_PORT", str(host.port)), str(CONTAINER_PORT)))
+    idle = spec.server.idle_after_s is not None
+    published = (f"127.0.0.1:{spec.backend_port}:{CONTAINER_PORT}" if idle else
+                 ":".join((interpolated("VLLM_TURING_BIND", published_address(host.bind_address)),
+                           interpolated(f"{spec.server.variable_prefix}_PORT", str(host.port)), str(CONTAINER_PORT))))
     return (
         {"image": interpolated("VLLM_TURING_IMAGE", host.image), "env_file": f"quadlet/{spec.server.env_file}"},
         Section("environment", (dict(spec.environment),
                                 Off(dict(spec.api_key_environment), host.api_key_file is not None))),
         {"devices": [f"{d.path}:{d.path}" for d in spec.devices]},
         *VOLUMES_NOTE,
+        *(IDLE_NOTE if idle else ()),
         {"volumes": library_binds + _model_and_cache_volumes(spec), "ports": [published]},
         *_api_key_service_parts(spec),
         {"ulimits": {"memlock": -1}, **({"ipc": "host"} if host.host_ipc else {"shm_size": SHM_SIZE})},
         *_security_parts(),
-        {"healthcheck": {"test": ["CMD-SHELL", HEALTH_CMD], **HEALTH}},
+        {"healthcheck": {"test": ["CMD-SHELL", HEALTH_CMD], **HEALTH,
+                         **({"interval": IDLE_HEALTH_INTERVAL} if idle else {})}},
         f"With `--profile {FETCH_PROFILE}`, the {spec.fetch_service} service runs first and the server starts only after it",
         "verified the model; without the profile the model is served as it is mounted.",
         {"depends_on": {spec.fetch_service: {"condition": "service_completed_successfully", "required": False}}},
-        "unless-stopped: back after a reboot or a daemon restart. A failed preflight (exit 1)",
-        "shows as \"Restarting (1)\" in `docker compose ps`, its report in `docker compose logs`,",
-        "retried with Docker's growing delay (up to a minute), never silently.",
-        {"restart": "unless-stopped", "stop_grace_period": f"{spec.server.stop_grace_s}s"},
+        *(("on-failure: systemd's socket starts it on demand (IDLE_AFTER), so nothing brings it back after a reboot.",)
+          if idle else
+          ("unless-stopped: back after a reboot or a daemon restart. A failed preflight (exit 1)",
+           "shows as \"Restarting (1)\" in `docker compose ps`, its report in `docker compose logs`,",
+           "retried with Docker's growing delay (up to a minute), never silently.")),
+        {"restart": "on-failure" if idle else "unless-stopped", "stop_grace_period": f"{spec.server.stop_grace_s}s"},
     )
 
 

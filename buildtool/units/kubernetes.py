@@ -20,7 +20,7 @@ import shlex
 
 from buildtool import flags
 from buildtool.errors import BuildError
-from buildtool.units import monitoring, namespace
+from buildtool.units import keda, monitoring, namespace
 from buildtool.units.servers import CARD_BUDGET
 from buildtool.units.serialize import comment, yaml_document, yaml_documents
 from buildtool.units.spec import (API_KEY_PATH, API_KEY_SECRET, CONTAINER_PORT, DROP_CAPABILITIES,
@@ -288,7 +288,8 @@ def _network_policy(spec: UnitSpec) -> dict:
             "metadata": {"name": spec.server.name, "labels": labels(spec)},
             "spec": {"podSelector": {"matchLabels": labels(spec)}, "policyTypes": ["Ingress"],
                      "ingress": [{"from": [{"podSelector": {}}],
-                                  "ports": [{"port": "http", "protocol": "TCP"}]}]}}
+                                  "ports": [{"port": "http", "protocol": "TCP"}]},
+                                 *([keda.interceptor_ingress()] if spec.server.idle_after_s is not None else [])]}}
 
 
 def _fetch_network_policy(spec: UnitSpec) -> dict:
@@ -328,6 +329,7 @@ def manifests(spec: UnitSpec, env: dict[str, str]) -> list[dict]:
          "spec": {"type": "ClusterIP", "selector": meta["labels"],
                   "ports": [{"name": "http", "port": spec.host.port, "targetPort": "http", "protocol": "TCP"}]}},
         _network_policy(spec),
+        *keda.keda_objects(spec, labels(spec), cluster.prometheus_url),
     ]
 
 
@@ -439,6 +441,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="pvc: the claim --model-claim holding the model (default); hostPath: --model-dir on every node")
     group.add_argument("--model-claim", type=flags.kubernetes_name, default=ClusterValues.model_claim,
                        help=f"claim holding the model (default: {ClusterValues.model_claim})")
+    group.add_argument("--prometheus-url", type=flags.service_url, default=keda.DEFAULT_PROMETHEUS, metavar="URL",
+                       help="with IDLE_AFTER in the env file: the Prometheus KEDA asks whether requests are still in "
+                            f"flight (default: {keda.DEFAULT_PROMETHEUS}; docs/fleet.md, \"Idle\")")
     group.add_argument("--runtime-class", type=flags.kubernetes_name, help="runtimeClassName, for nodes whose default runtime does not expose GPUs")
     group.add_argument("--node-selector", type=flags.node_label, action="append", default=[], metavar="KEY=VALUE",
                        help="node label of the GPU pool, e.g. cloud.google.com/gke-accelerator=nvidia-tesla-t4 (repeatable)")
@@ -470,7 +475,7 @@ def spec_from_args(args: argparse.Namespace, weight_bytes: int | None = None) ->
     cluster = ClusterValues(replicas=args.replicas, weight_bytes=_weight_bytes(args) if weight_bytes is None else weight_bytes,
                             model_volume=args.model_volume, model_claim=args.model_claim,
                             runtime_class=args.runtime_class, node_selector=tuple(args.node_selector),
-                            cpus=args.cpus)
+                            cpus=args.cpus, prometheus_url=args.prometheus_url)
     host = HostValues(gpu_indices=gpus, model_dir=args.model_dir, image=args.image, port=args.port,
                       api_key_file=args.api_key_file)
     return UnitSpec(host, cluster=cluster)

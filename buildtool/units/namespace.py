@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from buildtool.units import monitoring
-from buildtool.units.spec import UnitSpec
+from buildtool.units import idle, monitoring
+from buildtool.units.spec import IDLE_BACKEND_OFFSET, UnitSpec
 
 MONITORING_OWNER = "--monitoring"
 COMPONENT = "app.kubernetes.io/component"  # the label that tells a server's objects from its fetch step's
@@ -49,6 +49,9 @@ def server_claims(owner: str, spec: UnitSpec) -> list[Claim]:
         *[Claim("volume", name, owner, server) for name in spec.cache_volumes],
         Claim("port", str(spec.host.port), owner, server),
         Claim("port variable", f"{spec.server.variable_prefix}_PORT", owner, server),
+        *([Claim("port", str(spec.backend_port), owner, f"its loopback backend, port + {IDLE_BACKEND_OFFSET} (IDLE_AFTER)")]
+          + [Claim("file", path, owner, server) for path in idle.idle_paths(spec)]
+          if spec.server.idle_after_s is not None else []),
     ]
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import shlex
 
+from buildtool.units.idle import IDLE_HEALTH_INTERVAL, proxy_name
 from buildtool.units.serialize import Line, env_file, unit_file, unit_value
 from buildtool.units.spec import (API_KEY_PATH, API_KEY_SECRET, CONTAINER_PORT, DROP_CAPABILITIES,
                                   FETCH_COMMAND, HEALTH, HEALTH_CMD, HF_CACHE, HF_TOKEN_PATH, HF_TOKEN_SECRET,
@@ -62,8 +63,16 @@ def _api_key_entries(spec: UnitSpec) -> list:
     return entries + wiring
 
 
+def _published(spec: UnitSpec) -> str:
+    """host:port:port; an idle server on the loopback's backend port, behind its socket (buildtool/units/idle.py)."""
+    if spec.server.idle_after_s is not None:
+        return f"127.0.0.1:{spec.backend_port}:{CONTAINER_PORT}"
+    return f"{published_address(spec.host.bind_address)}:{spec.host.port}:{CONTAINER_PORT}"
+
+
 def render_quadlet(spec: UnitSpec) -> str:
     host = spec.host
+    idle = spec.server.idle_after_s is not None
     devices = []
     if spec.toolkit:
         devices = [Line("AddDevice", CDI_ALL_GPUS)] if host.every_gpu else [
@@ -79,7 +88,7 @@ def render_quadlet(spec: UnitSpec) -> str:
         *[_volume(m) for m in spec.library_mounts],
         _volume(spec.model_mount),
         *[Line("Volume", f"{UNIT_NAME}-{name}:{target}") for name, target in spec.cache_volumes.items()],
-        Line("PublishPort", f"{published_address(host.bind_address)}:{host.port}:{CONTAINER_PORT}"),
+        Line("PublishPort", _published(spec)),
         *_api_key_entries(spec),
         Line("Ulimit", "memlock=-1:-1"),
         # Quadlet has no Ipc= key (podman 5.4): host IPC goes through PodmanArgs
@@ -89,7 +98,7 @@ def render_quadlet(spec: UnitSpec) -> str:
         Line("NoNewPrivileges", "true"),
         *READ_ONLY_NOTE,
         Line("HealthCmd", HEALTH_CMD),
-        Line("HealthInterval", HEALTH["interval"]),
+        Line("HealthInterval", IDLE_HEALTH_INTERVAL if idle else HEALTH["interval"]),
         Line("HealthTimeout", HEALTH["timeout"]),
         Line("HealthRetries", str(HEALTH["retries"])),
         Line("HealthStartPeriod", HEALTH["start_period"]),
@@ -109,12 +118,15 @@ def render_quadlet(spec: UnitSpec) -> str:
                   # in the journal, instead of restarting forever; a crash after hours is still restarted.
                   Line("StartLimitIntervalSec", "600"),
                   Line("StartLimitBurst", "3"),
-                  *_mounts_for([*spec.library_mounts, spec.model_mount])]),
+                  *_mounts_for([*spec.library_mounts, spec.model_mount]),
+                  *([f"IDLE_AFTER: started by {proxy_name(spec.server.name)}.socket's first connection, stopped once its proxy",
+                     "has exited (nothing needs it then). Not enabled on its own: enable the socket.",
+                     Line("StopWhenUnneeded", "yes")] if idle else [])]),
         ("Container", container),
         ("Service", [Line("TimeoutStartSec", str(START_TIMEOUT_S)),
                      Line("Restart", "on-failure"),
                      Line("RestartSec", str(RESTART_DELAY_S))]),
-        ("Install", [Line("WantedBy", "default.target")]),
+        *([] if idle else [("Install", [Line("WantedBy", "default.target")])]),
     ])
 
 
@@ -191,6 +203,10 @@ ENV_FILE_ENTRIES = [
     "`build.py units` renders the units' grace (stop_grace_period, StopTimeout, terminationGracePeriodSeconds)",
     "from this value: render them again after changing it.",
     ('STOP_GRACE_SECONDS', str(STOP_GRACE_S)),
+    "Stop the server after this long with no request (15min, 1h, ...), giving the card back to the host; the",
+    "next request starts it again and waits for the start. `build.py units` then renders a systemd socket that",
+    "holds the port (docs/deploy.md, \"Idle\"): render the units again after changing it. Empty: always on.",
+    'IDLE_AFTER=',
 ]
 
 

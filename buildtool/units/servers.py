@@ -152,6 +152,7 @@ def plan_servers(servers: list[ServerInput]) -> list[PlannedServer]:
                               variable_prefix=f"VLLM_TURING_{name.upper().replace('-', '_')}",
                               settings=(("SERVED_MODEL_NAME", served_name),
                                         ("GPU_MEMORY_UTILIZATION", f"{fraction:g}")),
-                              stop_grace_s=server.settings.stop_grace_s)
+                              stop_grace_s=server.settings.stop_grace_s,
+                              idle_after_s=server.settings.idle_after_s)
         planned.append(PlannedServer(server, values, fraction))
     return planned

@@ -72,6 +72,10 @@ COMPILE_ENVIRONMENT = {
     "CUDA_CACHE_PATH": f"{VLLM_CACHE_ROOT}/cuda-jit",
 }
 
+# An idle server's own port on the loopback (IDLE_AFTER): the socket holds the public port, so the server is
+# published this far from it (8000 -> 18000); the plan refuses a clash with another server's ports.
+IDLE_BACKEND_OFFSET = 10000
+
 ENV_FILE_NAME = "vllm-turing.env"
 UNIT_NAME = "vllm-turing"
 
@@ -157,6 +161,8 @@ class ClusterValues:
     runtime_class: str | None = None
     node_selector: tuple[tuple[str, str], ...] = ()
     cpus: int | None = None  # whole CPUs per replica (request = limit); None: sized from the GPUs
+    # the Prometheus KEDA queries for an IDLE_AFTER server's requests in flight (buildtool/units/keda.py)
+    prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
 
 
 @dataclass(frozen=True)
@@ -175,6 +181,9 @@ class ServerValues:
     # Its env file's STOP_GRACE_SECONDS: the units' stop grace (SIGTERM to SIGKILL), the same seconds
     # the entrypoint sizes vLLM's drain from.
     stop_grace_s: int = STOP_GRACE_S
+    # Its env file's IDLE_AFTER in seconds: None runs it always; else the public port is a systemd socket
+    # and the server is published on the loopback at backend_port (buildtool/units/idle.py).
+    idle_after_s: int | None = None
 
 
 @dataclass(frozen=True)
@@ -232,6 +241,11 @@ class UnitSpec:
         }
 
     @property
+    def backend_port(self) -> int:
+        """Where an idle server is published on the loopback, behind the socket on host.port."""
+        return backend_port(self.host.port)
+
+    @property
     def fetch_name(self) -> str:
         """The fetch step's container, unit and Job name."""
         return f"{self.server.name}-fetch"
@@ -253,6 +267,11 @@ class UnitSpec:
     def api_key_environment(self) -> dict[str, str]:
         """What the API key's wiring adds: the entrypoint reads the key from this file."""
         return {ENV_API_KEY_FILE: API_KEY_PATH}
+
+
+def backend_port(port: int) -> int:
+    """An idle server's loopback port: its public port's, IDLE_BACKEND_OFFSET above (or below, near the top)."""
+    return port + IDLE_BACKEND_OFFSET if port + IDLE_BACKEND_OFFSET <= 65535 else port - IDLE_BACKEND_OFFSET
 
 
 def gpu_indices_from_names(names: list[str]) -> tuple[int, ...]:
