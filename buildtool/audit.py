@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import tempfile
-import zipfile
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -20,14 +20,21 @@ from typing import Iterable, Iterator
 from packaging.version import InvalidVersion, Version
 
 from buildtool import flags
-from door import children
+from door import archives, children
+from door.data import load_json
+from door.files import MiB, FileProblem, json_kind, read_bytes, shown, size_text
 from buildtool.errors import BuildError
 from buildtool.hostconfig import host_ca_bundle, index_urls
-from buildtool.lock import LockedPackage, base_target, cpu_target, lock_for, normalized, parse_lock
+from buildtool.lock import LockedPackage, base_target, cpu_target, lock_for, normalized, read_lock
 from contract import pins
 
 # A record file larger than this is no OSV record (the largest PyPI ones are tens of KB).
-MAX_RECORD_BYTES = 4 * 1024 * 1024
+RECORD_CAP = 4 * MiB
+RECORD_DEPTH = 16  # an OSV record nests 6 deep (affected, ranges, events, one event)
+# OSV's PyPI dump holds some tens of thousands of records, a few hundred MiB unpacked.
+MAX_RECORDS = 200_000
+DATABASE_CAP = 2 * 2**30
+EVENT_KINDS = ("introduced", "fixed", "last_affected", "limit")
 
 
 @dataclass(frozen=True)
@@ -44,38 +51,132 @@ class Finding:
 class Audit:
     source: str  # where the data came from, for the report
     findings: tuple[Finding, ...]
-    not_audited: tuple[tuple[str, str], ...] = ()  # (package, why)
+    not_audited: tuple[tuple[str, str], ...] = ()  # (package, why): the source does not know it
+    not_evaluated: tuple[tuple[str, str], ...] = ()  # (package, why): a record names it, but cannot be evaluated
 
 
 def _version(text) -> Version | None:
     try:
-        return Version(str(text))
+        return Version(text) if isinstance(text, str) else None
     except InvalidVersion:
         return None
 
 
-def _in_range(version: Version, events: list) -> bool:
-    """OSV's evaluation of one ECOSYSTEM range's events (introduced, fixed, last_affected, limit)."""
-    def key(event):
-        value = next(iter(event.values()), "0") if isinstance(event, dict) and event else "0"
-        return (0, Version("0")) if value == "0" else (1, _version(value) or Version("0"))
+class NotEvaluated(Exception):
+    """A range this audit cannot evaluate: its message says which value, for the report."""
 
+
+def _bound(event, record_id: str) -> tuple[str, Version | None]:
+    """An ECOSYSTEM range event as (kind, version): None for introduced "0" and limit "*"."""
+    if not isinstance(event, dict) or len(event) != 1 or next(iter(event)) not in EVENT_KINDS:
+        raise NotEvaluated(f"{record_id} has a range event {shown(json.dumps(event))[:60]} that is not one of "
+                           f"{', '.join(EVENT_KINDS)}")
+    kind, value = next(iter(event.items()))
+    if (kind, value) in (("introduced", "0"), ("limit", "*")):
+        return kind, None
+    version = _version(value)
+    if version is None:
+        raise NotEvaluated(f"{record_id}'s range names {shown(str(value))[:40]!r}, not a version")
+    return kind, version
+
+
+def _in_range(version: Version, events: list, record_id: str) -> bool:
+    """OSV's evaluation of one ECOSYSTEM range's events (introduced, fixed, last_affected, limit);
+    NotEvaluated when an event does not parse (such a range is never read as "not affected")."""
+    bounds = sorted((_bound(e, record_id) for e in events), key=lambda b: (b[1] is not None, b[1] or Version("0")))
+    if not any(kind == "introduced" for kind, _ in bounds):
+        raise NotEvaluated(f"{record_id} has a range with no introduced event")
     affected = False
-    for event in sorted((e for e in events if isinstance(e, dict)), key=key):
-        if "introduced" in event:
-            start = event["introduced"]
-            if start == "0" or ((v := _version(start)) is not None and version >= v):
+    for kind, bound in bounds:
+        if kind == "introduced":
+            if bound is None or version >= bound:
                 affected = True
-        elif "fixed" in event:
-            if (v := _version(event["fixed"])) is not None and version >= v:
+        elif kind == "fixed":
+            if version >= bound:
                 affected = False
-        elif "last_affected" in event:
-            if (v := _version(event["last_affected"])) is not None and version > v:
+        elif kind == "last_affected":
+            if version > bound:
                 affected = False
-        elif "limit" in event:
-            if event["limit"] != "*" and (v := _version(event["limit"])) is not None and version >= v:
+        elif kind == "limit":
+            if bound is not None and version >= bound:
                 affected = False
     return affected
+
+
+def _fixed_versions(ranges: list) -> tuple[str, ...]:
+    return tuple(str(e["fixed"]) for r in ranges for e in r["events"] if isinstance(e, dict) and "fixed" in e)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one OSV record says of the locked packages."""
+    findings: tuple[Finding, ...] = ()
+    not_evaluated: tuple[tuple[str, str], ...] = ()  # (package, why)
+    ecosystems: frozenset[str] = frozenset()  # of its affected packages
+
+
+def osv_record(record) -> bool:
+    """Whether `record` has the shape of an OSV record (schema 1.x: an object with a string id and modified)."""
+    return isinstance(record, dict) and isinstance(record.get("id"), str) and isinstance(record.get("modified"), str)
+
+
+def _ecosystems(record: dict) -> frozenset[str]:
+    affected = record.get("affected")
+    return frozenset(a["package"]["ecosystem"] for a in (affected if isinstance(affected, list) else [])
+                     if isinstance(a, dict) and isinstance(a.get("package"), dict)
+                     and isinstance(a["package"].get("ecosystem"), str))
+
+
+def judge_record(record, locked: dict[str, LockedPackage]) -> Verdict:
+    """The findings one OSV record makes against the locked packages, and the locked packages it names
+    but cannot be evaluated against (pure). A record of another ecosystem, a withdrawn one, or one
+    naming no locked package makes neither; a range that does not parse never reads as "not affected"."""
+    if not isinstance(record, dict):
+        return Verdict()
+    ecosystems = _ecosystems(record)
+    if record.get("withdrawn") or not isinstance(record.get("affected"), list):
+        return Verdict(ecosystems=ecosystems)
+    record_id = shown(str(record.get("id", "?")))[:80]
+    found, unknown = [], []
+    for affected in record["affected"]:
+        package = affected.get("package") if isinstance(affected, dict) else None
+        if not isinstance(package, dict) or package.get("ecosystem") != "PyPI" or not isinstance(package.get("name"), str):
+            continue
+        pin = locked.get(normalized(package["name"]))
+        if pin is None:
+            continue
+        version = _version(pin.version)
+        listed = affected.get("versions", [])
+        ranges = affected.get("ranges", [])
+        try:
+            if version is None:
+                raise NotEvaluated(f"its locked version {pin.version!r} is not a PEP 440 version")
+            if not isinstance(listed, list) or not isinstance(ranges, list):
+                raise NotEvaluated(f"{record_id} gives its versions or ranges as something other than a list")
+            hit = any(_version(v) == version for v in listed)
+            evaluated = [r for r in ranges if isinstance(r, dict) and r.get("type") in ("ECOSYSTEM", "SEMVER")]
+            for r in evaluated:
+                if not isinstance(r.get("events"), list):
+                    raise NotEvaluated(f"{record_id} has a range whose events are not a list")
+            if not hit and not listed and not evaluated:
+                raise NotEvaluated(f"{record_id} gives no version list or ECOSYSTEM range for it")
+            problems = []
+            for r in evaluated:
+                try:
+                    hit = _in_range(version, r["events"], record_id) or hit
+                except NotEvaluated as why:
+                    problems.append(why)
+            if problems and not hit:
+                raise problems[0]
+        except NotEvaluated as why:
+            unknown.append((pin.name, str(why)))
+            continue
+        if hit:
+            summary = record.get("summary") or str(record.get("details") or "").strip().split("\n", 1)[0]
+            found.append(Finding(package=pin.name, version=pin.version, id=record_id,
+                                 aliases=tuple(a for a in _list(record.get("aliases")) if isinstance(a, str)),
+                                 fixed_in=_fixed_versions(evaluated), summary=shown(str(summary))[:200]))
+    return Verdict(tuple(found), tuple(unknown), ecosystems)
 
 
 def _list(value) -> list:
@@ -83,76 +184,77 @@ def _list(value) -> list:
     return value if isinstance(value, list) else []
 
 
-def _fixed_versions(ranges: list) -> tuple[str, ...]:
-    return tuple(str(e["fixed"]) for r in ranges for e in _list(r.get("events")) if isinstance(e, dict) and "fixed" in e)
+def record_findings(record, locked: dict[str, LockedPackage]) -> list[Finding]:
+    return list(judge_record(record, locked).findings)
 
 
-def record_findings(record: dict, locked: dict[str, LockedPackage]) -> list[Finding]:
-    """The findings one OSV record makes against the locked packages (pure; a record of another
-    ecosystem, a withdrawn one, or one naming no locked package makes none)."""
-    if not isinstance(record, dict) or record.get("withdrawn") or not isinstance(record.get("affected"), list):
-        return []
-    found = []
-    for affected in record["affected"]:
-        package = affected.get("package") if isinstance(affected, dict) else None
-        if not isinstance(package, dict) or package.get("ecosystem") != "PyPI" or not isinstance(package.get("name"), str):
-            continue
-        pin = locked.get(normalized(package["name"]))
-        version = _version(pin.version) if pin else None
-        if version is None:
-            continue
-        listed = _list(affected.get("versions"))
-        ranges = [r for r in _list(affected.get("ranges")) if isinstance(r, dict) and r.get("type") in ("ECOSYSTEM", "SEMVER")
-                  and isinstance(r.get("events"), list)]
-        hit = any(_version(v) == version for v in listed) or any(_in_range(version, r["events"]) for r in ranges)
-        if hit:
-            summary = record.get("summary") or str(record.get("details") or "").strip().split("\n", 1)[0]
-            found.append(Finding(package=pin.name, version=pin.version, id=str(record.get("id", "?")),
-                                 aliases=tuple(a for a in _list(record.get("aliases")) if isinstance(a, str)),
-                                 fixed_in=_fixed_versions(ranges), summary=str(summary)[:200]))
-    return found
-
-
-def _records(path: Path) -> Iterator[tuple[str, bytes]]:
-    """(name, bytes) of each JSON record under `path`: a folder (searched recursively), a zip, a file."""
-    if path.is_dir():
-        for file in sorted(path.rglob("*.json")):
-            if file.is_file():
-                yield str(file), _bounded(file.name, file.stat().st_size, file.read_bytes)
-    elif zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as archive:
-            for info in sorted(archive.infolist(), key=lambda i: i.filename):
-                if info.filename.endswith(".json") and not info.is_dir():
-                    yield f"{path}:{info.filename}", _bounded(info.filename, info.file_size, lambda: archive.read(info))
+def _records(database: Path) -> Iterator[tuple[str, bytes]]:
+    """(name, bytes) of each JSON record under `database`: a folder (searched recursively, symlinked
+    folders not followed), a zip, a file; within the database limits, or FileProblem naming the file."""
+    shown_path = f"--database {database}"
+    if database.is_dir():
+        files = []
+        for folder, dirs, names in os.walk(database, onerror=_unreadable_folder):
+            dirs.sort()
+            files += [os.path.join(folder, n) for n in sorted(names) if n.endswith(".json")]
+            if len(files) > MAX_RECORDS:
+                raise FileProblem(f"{shown_path} holds more than {MAX_RECORDS} JSON files, more than an OSV dump")
+        total = 0
+        for file in files:
+            data = read_bytes(file, f"--database {file}", RECORD_CAP)
+            total += len(data)
+            if total > DATABASE_CAP:
+                raise FileProblem(f"{shown_path} holds more than {size_text(DATABASE_CAP)} of JSON, more than an OSV dump")
+            yield f"--database {file}", data
+    elif archives.is_zip(str(database), shown_path):
+        limits = archives.Limits(member_cap=RECORD_CAP, max_members=MAX_RECORDS, total_cap=DATABASE_CAP)
+        with archives.open_zip(str(database), shown_path, limits) as archive:
+            for member in sorted(archive.members, key=lambda m: m.name):
+                if member.name.endswith(".json"):
+                    yield f"{shown_path}:{shown(member.name)}", archive.read(member)
     else:
-        yield str(path), _bounded(path.name, path.stat().st_size, path.read_bytes)
+        yield shown_path, read_bytes(str(database), shown_path, RECORD_CAP)
 
 
-def _bounded(name: str, size: int, read) -> bytes:
-    if size > MAX_RECORD_BYTES:
-        raise BuildError(f"--database: {name} is {size} bytes, larger than an OSV record ({MAX_RECORD_BYTES}): "
-                         "give a folder or zip of OSV JSON records", 2)
-    return read()
+def _unreadable_folder(error: OSError) -> None:
+    raise FileProblem(f"--database {error.filename} cannot be read ({error.strerror or error})")
 
 
 def audit_offline(database: Path, packages: Iterable[LockedPackage]) -> Audit:
-    if not database.exists():
+    """The lock against the OSV records at `database`; BuildError (exit 2) for a database that cannot
+    be read, holds something other than OSV records, or holds no PyPI records (it audits nothing)."""
+    if not os.path.lexists(database):
         raise BuildError(f"--database {database}: no such file or directory; give a folder of OSV JSON records, "
                          "a zip of them or one record file", 2)
     locked = {p.name: p for p in packages}
-    findings: list[Finding] = []
+    findings: set[Finding] = set()
+    unknown: dict[str, str] = {}
+    ecosystems: Counter[str] = Counter()
     count = 0
-    for name, data in _records(database):
-        try:
-            record = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise BuildError(f"--database: {name} is not JSON ({str(exc)[:80]}): give OSV JSON records", 2) from None
-        for one in record if isinstance(record, list) else [record]:
-            findings += record_findings(one, locked)
-        count += 1
+    try:
+        for name, data in _records(database):
+            parsed = load_json(data, name, RECORD_CAP, max_depth=RECORD_DEPTH, unique_keys=False)
+            for one in parsed if isinstance(parsed, list) else [parsed]:
+                if not osv_record(one):
+                    raise BuildError(f"{shown(name)} holds {json_kind(one)} that is not an OSV record "
+                                     "(no string \"id\" and \"modified\"): give OSV's PyPI records", 2)
+                verdict = judge_record(one, locked)
+                findings.update(verdict.findings)
+                for package, why in verdict.not_evaluated:
+                    unknown.setdefault(package, why)
+                ecosystems.update(verdict.ecosystems or {"none"})
+                count += 1
+    except FileProblem as problem:
+        raise BuildError(f"{problem}; give a folder of OSV JSON records, a zip of them or one record file", 2) from None
     if count == 0:
         raise BuildError(f"--database {database}: no OSV JSON records in it (*.json files, a zip of them, or one file)", 2)
-    return Audit(source=f"{count} OSV records in {database}", findings=tuple(sorted(set(findings), key=_order)))
+    if not ecosystems["PyPI"]:
+        held = ", ".join(f"{e} {n}" for e, n in ecosystems.most_common(3))
+        raise BuildError(f"--database {database}: none of its {count} OSV records is of the PyPI ecosystem ({held}), "
+                         "so it audits nothing; give OSV's PyPI records (the PyPI folder or its all.zip)", 2)
+    return Audit(source=f"{count} OSV records ({ecosystems['PyPI']} of PyPI) in {database}",
+                 findings=tuple(sorted(findings, key=_order)),
+                 not_evaluated=tuple(sorted(unknown.items())))
 
 
 def _order(finding: Finding):
@@ -200,6 +302,10 @@ def audit_online(lock: Path, osv_url: str | None) -> Audit:
     return parse_pip_audit(report, "the OSV API at --osv-url" if osv_url else "the package index's vulnerability data (pip-audit)")
 
 
+def audited_count(audit: Audit, locked_count: int) -> int:
+    return locked_count - len({p for p, _ in audit.not_audited} | {p for p, _ in audit.not_evaluated})
+
+
 def report_lines(audit: Audit, locked_count: int) -> list[str]:
     lines = []
     by_package: dict[tuple[str, str], list[Finding]] = {}
@@ -211,12 +317,15 @@ def report_lines(audit: Audit, locked_count: int) -> list[str]:
             also = f" ({', '.join(f.aliases)})" if f.aliases else ""
             fixed = f"fixed in {', '.join(f.fixed_in)}" if f.fixed_in else "no fixed release"
             lines.append(f"  {f.id}{also}: {fixed}: {f.summary or 'no summary'}")
+    for package, why in audit.not_evaluated:
+        lines.append(f"{package}: not evaluated, never counted clean: {why}")
     if audit.not_audited:
         reasons = sorted({why.split(":", 1)[0] for _, why in audit.not_audited})
         lines.append(f"not audited: {len(audit.not_audited)} of {locked_count} packages ({'; '.join(reasons)[:200]})")
-    audited = locked_count - len(audit.not_audited)
+    audited = audited_count(audit, locked_count)
+    unknown = f" ({len(audit.not_evaluated)} not evaluated)" if audit.not_evaluated else ""
     lines.append(f"{len(audit.findings)} findings in {len(by_package)} packages; {audited} of {locked_count} locked "
-                 f"packages audited, against {audit.source}")
+                 f"packages audited{unknown}, against {audit.source}")
     if audited == 0:
         lines.append("nothing was audited: this source knows none of the packages; give --database PATH "
                      "(an OSV dump) or --osv-url (a mirror's OSV API)")
@@ -246,18 +355,18 @@ def add_arguments(parser) -> None:
                         help="offline: OSV records on this host (a folder of OSV JSON files, a zip of them, or one file)")
     source.add_argument("--osv-url", type=osv_url, default=None,
                         help="online: an OSV API's query URL (a mirror's) instead of the package index's data")
-    parser.add_argument("--fail-on-findings", action="store_true", help="exit 1 when a package has a finding (default: a report, exit 0)")
+    parser.add_argument("--fail-on-findings", action="store_true",
+                        help="exit 1 when a package has a finding or a record naming it cannot be evaluated (default: a report, exit 0)")
 
 
 def run(args) -> int:
     lock = args.lock or lock_for(cpu_target() if args.vehicle else base_target(args.vllm_version))
-    try:
-        packages = parse_lock(lock.read_text(), str(lock))
-        print(f"auditing {len(packages)} packages of {lock.name}", flush=True)
-        audit = audit_offline(args.database, packages) if args.database else audit_online(lock, args.osv_url)
-    except (OSError, UnicodeDecodeError, zipfile.BadZipFile) as exc:
-        raise BuildError(f"cannot read {getattr(exc, 'filename', None) or args.database or lock}: "
-                         f"{getattr(exc, 'strerror', None) or exc}; give a readable lock and OSV database", 2) from None
-    for line in report_lines(audit, len(packages)):
+    packages = read_lock(lock, f"--lock {lock}" if args.lock else str(lock))
+    print(f"auditing {len(packages)} packages of {lock.name}", flush=True)
+    audit = audit_offline(args.database, packages) if args.database else audit_online(lock, args.osv_url)
+    lines = report_lines(audit, len(packages))
+    if packages and audited_count(audit, len(packages)) == 0:
+        raise BuildError(f"{lines[-2]}; {lines[-1]}", 2)
+    for line in lines:
         print(line, flush=True)
-    return 1 if args.fail_on_findings and audit.findings else 0
+    return 1 if args.fail_on_findings and (audit.findings or audit.not_evaluated) else 0
