@@ -182,8 +182,8 @@ def _target(parts: urllib.parse.SplitResult, proxied: bool) -> str:
 
 
 @contextlib.contextmanager
-def _exchange(url: str, name: str, deadline: float, headers: Mapping[str, str] | None, method: str = "GET"
-              ) -> Iterator[tuple[http.client.HTTPResponse, str, list[str], _Watchdog]]:
+def _exchange(url: str, name: str, deadline: float, headers: Mapping[str, str] | None, method: str = "GET",
+              body: bytes | None = None) -> Iterator[tuple[http.client.HTTPResponse, str, list[str], _Watchdog]]:
     """The response to `method url` after redirects (at most MAX_REDIRECTS), its final URL, the secrets
     sent and the watchdog; RemoteProblem for a network failure or the deadline. A 2xx or an error
     status is yielded alike: the caller reads (within its cap) and judges it."""
@@ -204,7 +204,7 @@ def _exchange(url: str, name: str, deadline: float, headers: Mapping[str, str] |
             connection = _connection(parts, max(0.001, deadline - time.monotonic()), request_headers)
             connection.connect()
             watchdog.watch(connection.sock)
-            connection.request(method, _target(parts, _proxy_for(parts) is not None), headers=request_headers)
+            connection.request(method, _target(parts, _proxy_for(parts) is not None), body=body, headers=request_headers)
             response = connection.getresponse()
             if response.status not in REDIRECTS or not response.getheader("Location"):
                 break
@@ -221,7 +221,7 @@ def _exchange(url: str, name: str, deadline: float, headers: Mapping[str, str] |
                 # another host (a CDN) is not given this one's credentials
                 sent = {key: value for key, value in sent.items() if key.lower() != "authorization"}
             if response.status == 303:
-                method = "GET"
+                method, body = "GET", None
             url = location
     except BaseException as error:
         watchdog.cancel()
@@ -334,10 +334,11 @@ def _refusal(response: http.client.HTTPResponse, name: str, url: str, secrets: l
 
 
 def request(url: str, *, name: str, deadline_s: float, cap_bytes: int, headers: Mapping[str, str] | None = None,
-            method: str = "GET") -> Reply:
-    """A 2xx answer whole (its body at most `cap_bytes`), within `deadline_s` in all; RemoteProblem else."""
+            method: str = "GET", body: bytes | None = None) -> Reply:
+    """A 2xx answer whole (its body at most `cap_bytes`), within `deadline_s` in all; RemoteProblem else.
+    `body`: what a POST sends (an OSV query)."""
     deadline = time.monotonic() + deadline_s
-    with _exchange(url, name, deadline, headers, method) as (response, final, secrets, watchdog):
+    with _exchange(url, name, deadline, headers, method, body) as (response, final, secrets, watchdog):
         if not 200 <= response.status < 300:
             raise _refusal(response, name, final, secrets, watchdog)
         body = b"" if method == "HEAD" else _read_capped(response, cap_bytes, None, name, final, watchdog)
