@@ -1,10 +1,18 @@
 """`build.py audit`: a lock's packages checked against a vulnerability database, findings per package.
 
-Online (the default), pip-audit asks the package index's vulnerability data for each pinned
-version (`--osv-url` names an OSV API, a mirror's, instead). Offline, `--database PATH` reads OSV
-records on this host: a folder of OSV JSON files, a zip of them (OSV's per-ecosystem dump), or one
-file; each record's PyPI ranges and versions are matched here against the lock. A report: it exits 0
-whatever it finds, unless --fail-on-findings (then 1 when a package has a finding).
+Online (the default), pip-audit's PyPI service asks the package index's vulnerability data for each
+pinned version; `--osv-url` names an OSV API (a mirror's /v1/query) instead, asked one package a POST.
+Every online read goes through door.remote (a deadline and a byte cap per answer): pip-audit's own
+session is replaced. Offline, `--database PATH` reads OSV records on this host: a folder of OSV JSON
+files, a zip of them (OSV's per-ecosystem dump), or one file, through door.files, door.archives and
+door.data (regular files only, size, depth and member limits).
+
+The report claims only what it checked. OSV records (and an OSV API's answers) are judged here, by
+one engine (judge_record): a package counts as audited only when the source holds records of the
+PyPI ecosystem, and a record naming it whose range does not parse makes it "not evaluated", never
+clean. A source of another schema or ecosystem, or one that knows none of the packages, audits
+nothing and is refused in one line (exit 2). Otherwise a report: it exits 0 whatever it finds,
+unless --fail-on-findings (then 1 when a package has a finding or could not be evaluated).
 """
 from __future__ import annotations
 
@@ -20,7 +28,7 @@ from typing import Iterable, Iterator
 from packaging.version import InvalidVersion, Version
 
 from buildtool import flags
-from door import archives, children
+from door import archives, remote
 from door.data import load_json
 from door.files import MiB, FileProblem, json_kind, read_bytes, shown, size_text
 from buildtool.errors import BuildError
@@ -261,49 +269,143 @@ def _order(finding: Finding):
     return (finding.package, finding.id)
 
 
-def pip_audit_argv(lock: Path, output: Path, osv_url: str | None) -> list[str]:
-    argv = [sys.executable, "-m", "pip_audit", "--requirement", str(lock), "--no-deps", "--disable-pip",
-            "--format", "json", "--output", str(output), "--progress-spinner", "off", "--aliases", "on", "--desc", "on"]
-    if osv_url:
-        argv += ["--vulnerability-service", "osv", "--osv-url", osv_url]
-    return argv
+# One answer of the index's JSON API or an OSV API: a package's record with its README, or the OSV
+# records of one package (torch's some tens, a few KiB each).
+ANSWER_CAP = 16 * MiB
+ANSWER_DEPTH = 32
+QUERY_DEADLINE_S = 60.0  # one package's answer, connection and redirects included
+INDEX = "the package index's vulnerability data"
+OSV_ANSWER_KEYS = frozenset(("vulns", "next_page_token"))
 
 
-def parse_pip_audit(report: dict, source: str) -> Audit:
-    """pip-audit's JSON report as findings (pure)."""
-    findings, skipped = [], []
-    for dep in report.get("dependencies", []):
-        name = normalized(str(dep.get("name", "?")))
-        if "skip_reason" in dep:
-            skipped.append((name, str(dep["skip_reason"])))
-            continue
-        for vuln in dep.get("vulns") or []:
-            findings.append(Finding(package=name, version=str(dep.get("version", "?")), id=str(vuln.get("id", "?")),
-                                    aliases=tuple(vuln.get("aliases") or ()), fixed_in=tuple(vuln.get("fix_versions") or ()),
-                                    summary=str(vuln.get("description") or "").strip().split("\n", 1)[0][:200]))
-    return Audit(source=source, findings=tuple(sorted(findings, key=_order)), not_audited=tuple(skipped))
+class _Answer:
+    """A 2xx answer (or a 404) as pip-audit's PyPI service reads a requests.Response."""
+
+    def __init__(self, status: int, body: bytes, name: str):
+        self.status_code, self.body, self.name = status, body, name
+
+    def raise_for_status(self) -> None:
+        import requests
+
+        if self.status_code >= 400:
+            raise requests.HTTPError(f"{self.status_code}", response=self)
+
+    def json(self):
+        return load_json(self.body, self.name, ANSWER_CAP, ANSWER_DEPTH, unique_keys=False)
 
 
-def audit_online(lock: Path, osv_url: str | None) -> Audit:
-    env = dict(os.environ)
-    ca = host_ca_bundle()
-    if ca is not None:
-        env.setdefault("REQUESTS_CA_BUNDLE", str(ca[0]))
+class IndexSession:
+    """pip-audit's PyPI service's session: every read through door.remote (a deadline, a byte cap);
+    a 404 is the service's "not found" (the package skipped), any other failure a RemoteProblem."""
+
+    def get(self, url: str, timeout=None, **_unused) -> _Answer:
+        name = f"{INDEX} ({shown(url.rstrip('/').rsplit('/', 3)[-3])})"
+        try:
+            reply = remote.request(url, name=name, deadline_s=QUERY_DEADLINE_S, cap_bytes=ANSWER_CAP)
+        except remote.RemoteProblem as problem:
+            if problem.status == 404:
+                return _Answer(404, b"", name)
+            raise
+        return _Answer(reply.status, reply.body, name)
+
+
+def _index_findings(pin: LockedPackage, version: Version, service) -> tuple[list[Finding], str | None]:
+    """The index's findings for one pin, or the reason it was skipped."""
+    from pip_audit._service.interface import ResolvedDependency, SkippedDependency
+
+    spec, results = service.query(ResolvedDependency(name=pin.name, version=version))
+    if isinstance(spec, SkippedDependency):
+        return [], spec.skip_reason
+    return [Finding(package=pin.name, version=pin.version, id=str(r.id), aliases=tuple(sorted(map(str, r.aliases))),
+                    fixed_in=tuple(str(v) for v in r.fix_versions),
+                    summary=shown(str(r.description or "").strip().split("\n", 1)[0])[:200]) for r in results], None
+
+
+def audit_index(packages: Iterable[LockedPackage]) -> Audit:
+    """The lock against the package index's vulnerability data, asked by pip-audit's PyPI service
+    (its URL and its reading of the answer) through door.remote (IndexSession)."""
+    from pip_audit._service import PyPIService
+    from pip_audit._service.interface import ServiceError
+
+    findings, skipped, unknown = [], [], []
     with tempfile.TemporaryDirectory(prefix="vllm-turing-audit-") as tmp:
-        output = Path(tmp) / "report.json"
-        run = children.run(pip_audit_argv(lock, output, osv_url), env=env)
-        if not output.is_file():
-            if "No module named pip_audit" in run.stderr:
-                raise BuildError("`build.py audit` needs pip-audit: python3 -m pip install -r requirements.txt", 2)
-            lines = [l for l in run.stderr.strip().splitlines() if l.strip() and not l.startswith("WARNING")]
-            raise BuildError("pip-audit failed: " + (lines[-1].strip() if lines else f"exit {run.returncode}")
-                             + "; where there is no network, give --database PATH (OSV records)")
-        report = json.loads(output.read_text())
-    return parse_pip_audit(report, "the OSV API at --osv-url" if osv_url else "the package index's vulnerability data (pip-audit)")
+        service = PyPIService(cache_dir=Path(tmp))
+        service.session = IndexSession()
+        for pin in packages:
+            version = _version(pin.version)
+            if version is None:
+                unknown.append((pin.name, f"its locked version {pin.version!r} is not a PEP 440 version"))
+                continue
+            try:
+                found, skip = _index_findings(pin, version, service)
+            except ServiceError as error:  # a fixed_in that is not a version
+                unknown.append((pin.name, f"{INDEX} for it does not parse ({shown(str(error))[:80]})"))
+                continue
+            except (KeyError, TypeError, AttributeError, ValueError):
+                raise BuildError(f"{INDEX} for {pin.name} is not the index's JSON API answer (its \"vulnerabilities\" "
+                                 "not OSV-like entries): give --osv-url (a mirror's OSV API) or --database PATH", 2) from None
+            findings += found
+            if skip:
+                skipped.append((pin.name, skip))
+    return Audit(source=f"{INDEX} (pip-audit's PyPI service)", findings=tuple(sorted(findings, key=_order)),
+                 not_audited=tuple(skipped), not_evaluated=tuple(unknown))
+
+
+def osv_answer(data: bytes, name: str) -> list:
+    """An OSV API's answer to one query: its records (a list of OSV records, none for {}), or BuildError."""
+    answer = load_json(data, name, ANSWER_CAP, ANSWER_DEPTH, unique_keys=False)
+    records = answer.get("vulns", []) if isinstance(answer, dict) and set(answer) <= OSV_ANSWER_KEYS else None
+    if not isinstance(records, list) or not all(osv_record(r) for r in records):
+        raise BuildError(f"{name} is not an OSV API answer ({{\"vulns\": [OSV records]}} or {{}}): "
+                         "give --osv-url an OSV API's /v1/query URL", 2)
+    if isinstance(answer, dict) and answer.get("next_page_token"):
+        raise BuildError(f"{name} holds more records than one answer (a next_page_token): "
+                         "give --database PATH (OSV's PyPI dump) instead", 2)
+    return records
+
+
+def audit_osv_api(url: str, packages: Iterable[LockedPackage]) -> Audit:
+    """The lock against an OSV API (a mirror's /v1/query), one POST a package through door.remote;
+    each answer's records judged here as the offline database's are."""
+    findings: set[Finding] = set()
+    unknown: dict[str, str] = {}
+    for pin in packages:
+        name = f"--osv-url's answer for {pin.name}"
+        query = json.dumps({"package": {"name": pin.name, "ecosystem": "PyPI"}, "version": pin.version}).encode()
+        body = remote.request(url, name=name, method="POST", body=query, deadline_s=QUERY_DEADLINE_S,
+                              cap_bytes=ANSWER_CAP, headers={"Content-Type": "application/json"}).body
+        for record in osv_answer(body, name):
+            verdict = judge_record(record, {pin.name: pin})
+            findings.update(verdict.findings)
+            for package, why in verdict.not_evaluated:
+                unknown.setdefault(package, why)
+    return Audit(source="the OSV API at --osv-url", findings=tuple(sorted(findings, key=_order)),
+                 not_evaluated=tuple(sorted(unknown.items())))
+
+
+def audit_online(packages: tuple[LockedPackage, ...], osv_url: str | None) -> Audit:
+    ca = host_ca_bundle()
+    if ca is not None:  # door.remote verifies with OpenSSL's default paths, which read SSL_CERT_FILE
+        os.environ.setdefault("SSL_CERT_FILE", str(ca[0]))
+    try:
+        return audit_osv_api(osv_url, packages) if osv_url else audit_index(packages)
+    except FileProblem as problem:
+        raise BuildError(f"{problem}; " + ("give --osv-url an OSV API's /v1/query URL" if osv_url else
+                         "give --osv-url (a mirror's OSV API) or, with no network, --database PATH"), 2) from None
+    except remote.RemoteProblem as problem:
+        raise BuildError(f"{problem}; " + ("check --osv-url, or with no network give --database PATH" if osv_url else
+                         "give --osv-url (a mirror's OSV API) or, with no network, --database PATH"), 2) from None
+    except ImportError:
+        raise BuildError("`build.py audit` needs pip-audit: python3 -m pip install -r requirements.txt", 2) from None
 
 
 def audited_count(audit: Audit, locked_count: int) -> int:
     return locked_count - len({p for p, _ in audit.not_audited} | {p for p, _ in audit.not_evaluated})
+
+
+def knows_none(audit: Audit, locked_count: int) -> bool:
+    """Whether the source knew none of the locked packages (it audited nothing: a refusal, not a report)."""
+    return locked_count > 0 and len({p for p, _ in audit.not_audited}) == locked_count
 
 
 def report_lines(audit: Audit, locked_count: int) -> list[str]:
@@ -326,7 +428,7 @@ def report_lines(audit: Audit, locked_count: int) -> list[str]:
     unknown = f" ({len(audit.not_evaluated)} not evaluated)" if audit.not_evaluated else ""
     lines.append(f"{len(audit.findings)} findings in {len(by_package)} packages; {audited} of {locked_count} locked "
                  f"packages audited{unknown}, against {audit.source}")
-    if audited == 0:
+    if knows_none(audit, locked_count):
         lines.append("nothing was audited: this source knows none of the packages; give --database PATH "
                      "(an OSV dump) or --osv-url (a mirror's OSV API)")
     return lines
@@ -363,9 +465,9 @@ def run(args) -> int:
     lock = args.lock or lock_for(cpu_target() if args.vehicle else base_target(args.vllm_version))
     packages = read_lock(lock, f"--lock {lock}" if args.lock else str(lock))
     print(f"auditing {len(packages)} packages of {lock.name}", flush=True)
-    audit = audit_offline(args.database, packages) if args.database else audit_online(lock, args.osv_url)
+    audit = audit_offline(args.database, packages) if args.database else audit_online(packages, args.osv_url)
     lines = report_lines(audit, len(packages))
-    if packages and audited_count(audit, len(packages)) == 0:
+    if knows_none(audit, len(packages)):
         raise BuildError(f"{lines[-2]}; {lines[-1]}", 2)
     for line in lines:
         print(line, flush=True)

@@ -1,6 +1,7 @@
-"""`build.py audit`, offline: the committed lock checked against a small OSV database the test writes
-(real OSV record format: ECOSYSTEM ranges, explicit versions, withdrawn records, other ecosystems),
-with planted findings it must report and near misses it must not."""
+"""`build.py audit`: the committed lock checked against a small OSV database the test writes (real OSV
+record format: ECOSYSTEM ranges, explicit versions, withdrawn records, other ecosystems), with planted
+findings it must report and near misses it must not; and against an OSV API on loopback. Sources
+that cannot be read, of another schema or ecosystem, and hostile answers: tests/unit/test_audit_sources.py."""
 import http.server
 import json
 import os
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import example, given, strategies as st
 
-from buildtool.audit import Audit, Finding, parse_pip_audit, record_findings, report_lines
+from buildtool.audit import Audit, record_findings, report_lines
 from buildtool.lock import base_target, parse_lock
 
 REPO = Path(__file__).resolve().parents[2]
@@ -120,20 +121,6 @@ def test_a_database_without_records_and_a_missing_one_are_refused(tmp_path):
     for path in (tmp_path, tmp_path / "missing"):
         run = build_py("audit", "--database", str(path))
         assert run.returncode == 2 and "--database" in run.stderr and "Traceback" not in run.stderr
-
-
-def test_pip_audits_report_becomes_findings_and_its_skips_are_said():
-    report = {"dependencies": [
-        {"name": "Torch", "version": TORCH, "vulns": [{"id": "PYSEC-1", "fix_versions": ["9.9"], "aliases": ["CVE-1"],
-                                                     "description": "first line\nmore"}]},
-        {"name": "aiohttp", "version": AIOHTTP, "vulns": []},
-        {"name": "agent-detector", "skip_reason": "Dependency not found on PyPI and could not be audited: agent-detector (2.0.0)"}],
-        "fixes": []}
-    audit = parse_pip_audit(report, "pip-audit")
-    assert audit.findings == (Finding("torch", TORCH, "PYSEC-1", ("CVE-1",), ("9.9",), "first line"),)
-    lines = report_lines(audit, 3)
-    assert lines[0] == f"torch {TORCH}: 1 finding" and "not audited: 1 of 3" in lines[2]
-    assert lines[-1].startswith("1 findings in 1 packages; 2 of 3 locked packages audited")
 
 
 def test_a_source_that_audited_nothing_says_so_rather_than_reporting_a_clean_lock():
