@@ -16,6 +16,7 @@ unless --fail-on-findings (then 1 when a package has a finding or could not be e
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -383,12 +384,29 @@ def audit_osv_api(url: str, packages: Iterable[LockedPackage]) -> Audit:
                  not_evaluated=tuple(sorted(unknown.items())))
 
 
-def audit_online(packages: tuple[LockedPackage, ...], osv_url: str | None) -> Audit:
+@contextlib.contextmanager
+def _host_ca() -> Iterator[None]:
+    """The host's CA bundle (pip's, where it has one) for door.remote, which verifies with OpenSSL's
+    default paths: SSL_CERT_FILE names it while the audit reads, and is restored after."""
     ca = host_ca_bundle()
-    if ca is not None:  # door.remote verifies with OpenSSL's default paths, which read SSL_CERT_FILE
-        os.environ.setdefault("SSL_CERT_FILE", str(ca[0]))
+    if ca is None or ca[1] in ("SSL_CERT_FILE", "the system store"):  # OpenSSL reads these already
+        yield
+        return
+    before = os.environ.get("SSL_CERT_FILE")
+    os.environ["SSL_CERT_FILE"] = str(ca[0])
     try:
-        return audit_osv_api(osv_url, packages) if osv_url else audit_index(packages)
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("SSL_CERT_FILE", None)
+        else:
+            os.environ["SSL_CERT_FILE"] = before
+
+
+def audit_online(packages: tuple[LockedPackage, ...], osv_url: str | None) -> Audit:
+    try:
+        with _host_ca():
+            return audit_osv_api(osv_url, packages) if osv_url else audit_index(packages)
     except FileProblem as problem:
         raise BuildError(f"{problem}; " + ("give --osv-url an OSV API's /v1/query URL" if osv_url else
                          "give --osv-url (a mirror's OSV API) or, with no network, --database PATH"), 2) from None

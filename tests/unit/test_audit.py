@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import example, given, strategies as st
 
-from buildtool.audit import Audit, record_findings, report_lines
+from buildtool.audit import Audit, judge_record, record_findings, report_lines
 from buildtool.lock import base_target, parse_lock
 
 REPO = Path(__file__).resolve().parents[2]
@@ -149,9 +149,14 @@ RECORD = st.fixed_dictionaries({"id": st.text(max_size=8) | JSON, "affected": st
 @example({"id": "x", "aliases": 5, "affected": [{"package": {"ecosystem": "PyPI", "name": "torch"}, "versions": [TORCH]}]})
 @example({"id": "x", "affected": [{"package": {"ecosystem": "PyPI", "name": "torch"}, "ranges": 5}]})
 def test_any_record_matches_or_not_without_an_error(record):
-    """A record of any shape, however malformed, makes findings only of locked packages, never an error."""
-    for finding in record_findings(record, LOCKED):
+    """A record of any shape, however malformed, makes findings only of locked packages, never an error;
+    a locked package it names but cannot evaluate is said, never dropped."""
+    verdict = judge_record(record, LOCKED)
+    for finding in verdict.findings:
         assert finding.package in LOCKED and finding.version == LOCKED[finding.package].version
+    for package, why in verdict.not_evaluated:
+        assert package in LOCKED and why and "\n" not in why
+    assert list(verdict.findings) == record_findings(record, LOCKED)
 
 
 class OsvApiStandin(http.server.BaseHTTPRequestHandler):

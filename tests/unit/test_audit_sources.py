@@ -104,6 +104,17 @@ def test_a_lock_that_pins_a_package_twice_is_refused_naming_both_lines(tmp_path,
     assert f"--lock {lock} lines {first} and {second}: torch is pinned twice ({TORCH} and {bump(TORCH)})" in line
 
 
+@pytest.mark.parametrize("content, said", [
+    (b"torch==2.0 \\\n    --hash=sha256:" + b"\xff" * 64 + b"\n", "is not UTF-8 text (byte 31 is invalid)"),
+    (b"", "is empty"),
+    (None, "is a directory, not a regular file"),
+])
+def test_a_lock_that_cannot_be_read_as_text_is_refused_naming_it(tmp_path, capsys, content, said):
+    lock = tmp_path / "lock.txt"
+    lock.mkdir() if content is None else lock.write_bytes(content)
+    assert f"--lock {lock} {said}" in refusal(capsys, "--lock", str(lock), "--database", str(tmp_path))
+
+
 def test_a_database_nested_200000_deep_is_one_line(tmp_path, capsys):
     (tmp_path / "deep.json").write_bytes(b"[" * 200_000 + b"]" * 200_000)
     line = refusal(capsys, "--database", str(tmp_path / "deep.json"))
