@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
@@ -258,7 +257,7 @@ def audit_offline(database: Path, packages: Iterable[LockedPackage]) -> Audit:
     if count == 0:
         raise BuildError(f"--database {database}: no OSV JSON records in it (*.json files, a zip of them, or one file)", 2)
     if not ecosystems["PyPI"]:
-        held = ", ".join(f"{e} {n}" for e, n in ecosystems.most_common(3))
+        held = ", ".join(f"{shown(e)[:40]} {n}" for e, n in ecosystems.most_common(3))
         raise BuildError(f"--database {database}: none of its {count} OSV records is of the PyPI ecosystem ({held}), "
                          "so it audits nothing; give OSV's PyPI records (the PyPI folder or its all.zip)", 2)
     return Audit(source=f"{count} OSV records ({ecosystems['PyPI']} of PyPI) in {database}",

@@ -139,17 +139,21 @@ def parse_lock(text: str, source: str = "the lock") -> tuple[LockedPackage, ...]
     return tuple(packages[name] for name in sorted(packages))
 
 
-def read_lock(path: Path, name: str) -> tuple[LockedPackage, ...]:
+def lock_text(path: Path, name: str) -> str:
     """The lock file at `path` (called `name` in messages): a regular file of strict UTF-8 text, at most
     LOCK_CAP bytes, read without blocking; BuildError (exit 2) naming it otherwise."""
     try:
-        text = read_bytes(str(path), name, LOCK_CAP).decode("utf-8")
+        return read_bytes(str(path), name, LOCK_CAP).decode("utf-8")
     except FileProblem as problem:
         raise BuildError(f"{problem}: give a lock `python3 build.py lock` wrote", 2) from None
     except UnicodeDecodeError as error:
         raise BuildError(f"{name} is not UTF-8 text (byte {error.start} is invalid): give a lock "
                          "`python3 build.py lock` wrote", 2) from None
-    return parse_lock(text, name)
+
+
+def read_lock(path: Path, name: str) -> tuple[LockedPackage, ...]:
+    """The lock file's packages (lock_text, parse_lock)."""
+    return parse_lock(lock_text(path, name), name)
 
 
 INSTALL_SCRIPT = REPO / "base" / "install-lock.sh"
@@ -236,7 +240,7 @@ def relock(target: LockTarget) -> tuple[Path, int]:
             if "No module named uv" in run.stderr:
                 raise BuildError("`build.py lock` needs uv: python3 -m pip install -r requirements.txt", 2)
             raise BuildError(f"uv could not resolve {target.name}: {uv_reason(run.stderr) or f'exit {run.returncode}'}")
-        text = header(target) + output.read_text()
+        text = header(target) + lock_text(output, f"uv's lock of {target.name}")
     packages = parse_lock(text, target.name)
     LOCKS_DIR.mkdir(parents=True, exist_ok=True)
     target.path.write_text(text)
