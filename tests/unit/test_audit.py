@@ -180,8 +180,9 @@ class OsvApiStandin(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_the_online_audit_runs_pip_audit_against_an_osv_api_and_reports_its_findings(tmp_path):
-    """The real pip-audit, through --osv-url (a mirror's OSV API), on a two-package lock."""
+def test_the_online_audit_asks_an_osv_api_and_reports_its_findings(tmp_path):
+    """build.py audit --osv-url (a mirror's OSV API), one POST a package through door.remote, on a
+    two-package lock, as a child process (the CLI whole)."""
     lock = tmp_path / "small.txt"
     lock.write_text(f"aiohttp=={AIOHTTP} \\\n    --hash=sha256:{'1' * 64}\ntorch=={TORCH} \\\n    --hash=sha256:{'2' * 64}\n")
     OsvApiStandin.records = PLANTED + NEAR_MISSES
