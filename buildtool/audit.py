@@ -384,10 +384,10 @@ def audit_osv_api(url: str, packages: Iterable[LockedPackage]) -> Audit:
 
 
 @contextlib.contextmanager
-def _host_ca() -> Iterator[None]:
+def _host_ca(osv_url: str | None) -> Iterator[None]:
     """The host's CA bundle (pip's, where it has one) for door.remote, which verifies with OpenSSL's
-    default paths: SSL_CERT_FILE names it while the audit reads, and is restored after."""
-    ca = host_ca_bundle()
+    default paths: SSL_CERT_FILE names it while the audit reads over TLS, and is restored after."""
+    ca = host_ca_bundle() if osv_url is None or osv_url.lower().startswith("https:") else None
     if ca is None or ca[1] in ("SSL_CERT_FILE", "the system store"):  # OpenSSL reads these already
         yield
         return
@@ -404,7 +404,7 @@ def _host_ca() -> Iterator[None]:
 
 def audit_online(packages: tuple[LockedPackage, ...], osv_url: str | None) -> Audit:
     try:
-        with _host_ca():
+        with _host_ca(osv_url):
             return audit_osv_api(osv_url, packages) if osv_url else audit_index(packages)
     except FileProblem as problem:
         raise BuildError(f"{problem}; " + ("give --osv-url an OSV API's /v1/query URL" if osv_url else

@@ -39,7 +39,7 @@ def test_the_depth_scan_counts_as_the_parser_nests_whatever_the_strings_hold(val
     (b'{"a": "\xff"}', "db.json is not UTF-8 text"),
     (b'{"a": 1, "a": 2}', "db.json gives the key 'a' twice"),
     (b"x" * (2**20 + 1), "db.json is 1048577 bytes, more than the 1 MiB"),
-])
+], ids=["200000-deep-arrays", "200000-deep-objects", "bom", "not-utf8", "key-twice", "over-cap"])
 def test_bad_json_is_one_line_naming_the_input(data, said):
     with pytest.raises(DataProblem) as refused:
         load_json(data, "db.json", 2**20)
