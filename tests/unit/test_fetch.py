@@ -54,21 +54,29 @@ def shard_bytes(tmp_path, name: str, elements: int, fill: int = 0) -> bytes:
     return bytes(raw)
 
 
-def make_model(mirror, tmp_path, repo_id: str, fill: int = 1, elements: int = 262_144) -> tuple:
-    """A two-shard model (1 MiB of weights in all): config, tokenizer and generation config in git,
-    the shards and nothing else in LFS; (repo, {path: content})."""
-    repo = mirror.repo(repo_id)
+def model_contents(tmp_path, fill: int = 1, elements: int = 262_144) -> dict:
+    """A two-shard model (1 MiB of weights in all): config, tokenizer and generation config, an index and
+    the shards; {path: content}."""
     contents = {"config.json": json.dumps(shapes.BUILTIN_CONFIGS["gemma4-e2b"]).encode(),
                 "generation_config.json": b'{"do_sample": true}\n',
                 "tokenizer_config.json": b'{"model_max_length": 8192}\n'}
     names = [f"model-0000{i}-of-00002.safetensors" for i in (1, 2)]
     weight_map = {f"{name}.weight": name for name in names}
     contents["model.safetensors.index.json"] = json.dumps({"weight_map": weight_map}).encode()
-    for path, content in contents.items():
-        (repo.path / path).write_bytes(content)
     for name in names:
         contents[name] = shard_bytes(tmp_path, name, elements // 2, fill)
-        repo.put_lfs(name, contents[name])
+    return contents
+
+
+def make_model(mirror, tmp_path, repo_id: str, fill: int = 1, elements: int = 262_144) -> tuple:
+    """model_contents in a mirror repository: the shards and nothing else in LFS; (repo, {path: content})."""
+    repo = mirror.repo(repo_id)
+    contents = model_contents(tmp_path, fill, elements)
+    for path, content in contents.items():
+        if path.endswith(".safetensors"):
+            repo.put_lfs(path, content)
+        else:
+            (repo.path / path).write_bytes(content)
     return repo, contents
 
 
