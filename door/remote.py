@@ -423,6 +423,9 @@ def download(url: str, sink: BinaryIO, *, name: str, size: int, deadline_s: floa
                     have = 0
                 _read_capped(response, size - have, sink, name, final, watchdog)
                 sink.flush()
+                got = sink.seek(0, os.SEEK_END)
+                if got != size:  # a body of no declared length (chunked, or to the close) that ended early
+                    raise RemoteProblem(f"{name}: {shown_url(final)} ended after {got} of its {size} bytes", cut=True)
         except RemoteProblem as problem:
             sink.flush()
             now = sink.seek(0, os.SEEK_END)
@@ -436,6 +439,4 @@ def download(url: str, sink: BinaryIO, *, name: str, size: int, deadline_s: floa
             furthest = now
             resumes += 1
             continue
-        if sink.seek(0, os.SEEK_END) != size:
-            raise RemoteProblem(f"{name}: {shown_url(url)} sent {sink.tell()} of its {size} bytes", cut=True)
         return

@@ -150,6 +150,7 @@ def copies(source, folder: str) -> Getter:
     def get(file: listing.HubFile) -> None:
         target, partial = os.path.join(folder, file.path), hub.partial_path(folder, file)
         os.makedirs(os.path.dirname(target) or folder, exist_ok=True)
+        os.makedirs(os.path.dirname(partial), exist_ok=True)
         with open(partial, "wb") as handle:
             source.copy(file, handle)
         os.replace(partial, target)
