@@ -36,10 +36,11 @@ def test_sigterm_to_build_py_model_fetch_stops_its_container(image, docker_clien
             assert containers(docker_client, prefix), "the fetch's container is not named after build.py"
             build.send_signal(signal.SIGTERM)
             _, err = build.communicate(timeout=30 + SCHEDULING_SLACK_S)
+            left = containers(docker_client, prefix)  # build.py returns once `docker stop` and `rm` have
         finally:
             if build.poll() is None:
                 build.kill()
-            for name in containers(docker_client, prefix):  # what the test failed to see stopped
+            for name in containers(docker_client, prefix):  # cleaned up after the test, whatever it found
                 docker_client.containers.get(name).remove(force=True)
     assert build.returncode == 143 and "terminated" in err.strip().splitlines()[-1], err
-    assert containers(docker_client, prefix) == []  # build.py returns once `docker stop` and `rm` have
+    assert left == [], f"build.py ended and left its fetch container running: {left}"
