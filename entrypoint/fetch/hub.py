@@ -1,7 +1,7 @@
 """The Hub, read through door.remote (a deadline, a byte cap, bounded resumes and a cycle check on every
 read, the same in the image and against the tests' hostile peer); huggingface_hub gives only its
-settings (HF_ENDPOINT, HF_HUB_OFFLINE), its URLs and its headers (the token, from HF_TOKEN or
-HF_TOKEN_PATH: it never passes through argv or a message). Its own network reads are not used: they
+settings (HF_ENDPOINT, HF_HUB_OFFLINE, HF_TOKEN, HF_TOKEN_PATH) and its URLs (the token never passes
+through argv or a message). Its own network reads are not used: they
 are bounded on that library's terms, and its retry warnings print the endpoint's URL, password and all.
 Every failure becomes HubProblem: one line naming the repository or HF_ENDPOINT, and the fix."""
 from __future__ import annotations
@@ -47,16 +47,28 @@ def _endpoint() -> str:
 
 
 def _headers() -> dict:
-    """huggingface_hub's own headers (its user agent; the token from HF_TOKEN or HF_TOKEN_PATH): the token
-    is read by the library and sent, never shown (door.remote scrubs what it sent from every message)."""
-    from huggingface_hub.utils import build_hf_headers
+    """The token as huggingface_hub's settings give it (HF_TOKEN, else the file HF_TOKEN_PATH names, else
+    $HF_HOME/token), read here through door.files: huggingface_hub's own build_hf_headers asks the
+    endpoint for its agent registry (a network read of its own) and its get_token may exchange or
+    refresh tokens over the network. The token is sent, never shown (door.remote scrubs what it sent
+    from every message)."""
+    import huggingface_hub
+    from huggingface_hub import constants
 
-    from ..hub import ENV_HF_TOKEN_PATH, token_file_refusal
+    from ..hub import ENV_HF_TOKEN_PATH, MAX_TOKEN_FILE_BYTES, token_file_refusal
 
-    refusal = token_file_refusal(os.environ.get(ENV_HF_TOKEN_PATH))  # huggingface_hub would block on a FIFO
-    if refusal is not None:
-        raise HubProblem(str(refusal).splitlines()[0].rstrip("."), "then run fetch again", usage=True)
-    return build_hf_headers()
+    headers = {"user-agent": f"vllm-turing-fetch; hf_hub/{huggingface_hub.__version__}"}
+    token = (os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN") or "").strip()
+    if not token:
+        path = os.environ.get(ENV_HF_TOKEN_PATH) or constants.HF_TOKEN_PATH
+        refusal = token_file_refusal(path)  # a FIFO, a device, a huge file: refused, never read
+        if refusal is not None:
+            raise HubProblem(str(refusal).splitlines()[0].rstrip("."), "then run fetch again", usage=True)
+        if os.path.lexists(path):
+            token = files.read_bytes(path, ENV_HF_TOKEN_PATH, MAX_TOKEN_FILE_BYTES).decode("utf-8", "replace").strip()
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    return headers
 
 
 def _problem(problem: remote.RemoteProblem, repo: str, revision: str) -> HubProblem:

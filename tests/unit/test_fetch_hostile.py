@@ -61,6 +61,9 @@ def fetched(peer, tmp_path) -> dict:
     """A first fetch of REPO that succeeds; the folder's state."""
     done = fetch(peer, tmp_path)
     assert done.returncode == 0, done.stderr
+    # the fetch's reads alone: no library asks the endpoint anything of its own (an agent registry, a token)
+    assert all(seen.path.startswith((f"/api/models/{REPO}/", f"/{REPO}/resolve/")) for seen in peer.requests), \
+        [seen.path for seen in peer.requests]
     return state(tmp_path / "models" / "model")
 
 
