@@ -47,11 +47,12 @@ class RemoteProblem(Exception):
     (None for a network failure, a deadline, a cap); `headers` the answer's headers (lowercase names)."""
 
     def __init__(self, message: str, status: int | None = None, headers: Mapping[str, str] | None = None,
-                 cut: bool = False):
+                 cut: bool = False, shape: bool = False):
         super().__init__(message)
         self.status = status
         self.headers = dict(headers or {})
-        self.cut = cut  # the connection failed or ended early (not the deadline, not a refusal): worth a resume
+        self.cut = cut      # the connection failed or ended early (not the deadline, not a refusal): worth a resume
+        self.shape = shape  # the answer is not one the request allows (past its cap, a lie, a cycle, a loop)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,7 +184,8 @@ def _target(parts: urllib.parse.SplitResult, proxied: bool) -> str:
 
 @contextlib.contextmanager
 def _exchange(url: str, name: str, deadline: float, headers: Mapping[str, str] | None, method: str = "GET",
-              body: bytes | None = None) -> Iterator[tuple[http.client.HTTPResponse, str, list[str], _Watchdog]]:
+              idle_s: float | None = None, body: bytes | None = None
+              ) -> Iterator[tuple[http.client.HTTPResponse, str, list[str], _Watchdog]]:
     """The response to `method url` after redirects (at most MAX_REDIRECTS), its final URL, the secrets
     sent and the watchdog; RemoteProblem for a network failure or the deadline. A 2xx or an error
     status is yielded alike: the caller reads (within its cap) and judges it."""
@@ -201,7 +203,8 @@ def _exchange(url: str, name: str, deadline: float, headers: Mapping[str, str] |
                 pair = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
                 request_headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
             secrets = sorted(set(secrets) | set(secrets_of(request_headers, url)), key=len, reverse=True)
-            connection = _connection(parts, max(0.001, deadline - time.monotonic()), request_headers)
+            remaining = max(0.001, deadline - time.monotonic())
+            connection = _connection(parts, min(remaining, idle_s or remaining), request_headers)
             connection.connect()
             watchdog.watch(connection.sock)
             connection.request(method, _target(parts, _proxy_for(parts) is not None), body=body, headers=request_headers)
@@ -212,11 +215,11 @@ def _exchange(url: str, name: str, deadline: float, headers: Mapping[str, str] |
             connection.close()
             connection = None
             if hop == MAX_REDIRECTS:
-                raise RemoteProblem(f"{name}: {shown_url(url)} redirected more than {MAX_REDIRECTS} times")
+                raise RemoteProblem(f"{name}: {shown_url(url)} redirected more than {MAX_REDIRECTS} times", shape=True)
             after = urllib.parse.urlsplit(location)
             if after.scheme not in ("http", "https"):
                 raise RemoteProblem(f"{name}: {shown_url(url)} redirected to a {after.scheme or 'schemeless'} "
-                                    "URL (only http and https are followed)")
+                                    "URL (only http and https are followed)", shape=True)
             if (after.hostname, after.port, after.scheme) != (parts.hostname, parts.port, parts.scheme):
                 # another host (a CDN) is not given this one's credentials
                 sent = {key: value for key, value in sent.items() if key.lower() != "authorization"}
@@ -261,7 +264,7 @@ def _declared(response: http.client.HTTPResponse, name: str, url: str) -> int | 
     if text is None:
         return None
     if not text.strip().isdigit():
-        raise RemoteProblem(f"{name}: {shown_url(url)} declared a Content-Length that is not a number")
+        raise RemoteProblem(f"{name}: {shown_url(url)} declared a Content-Length that is not a number", shape=True)
     return int(text)
 
 
@@ -278,7 +281,7 @@ def _read_capped(response: http.client.HTTPResponse, cap: int, sink: BinaryIO | 
     headers = _header_dict(response)
     if declared is not None and declared > cap:
         raise RemoteProblem(f"{name}: {shown_url(url)} declared {declared} bytes, more than the {cap} "
-                            "expected", response.status, headers)
+                            "expected", response.status, headers, shape=True)
     chunks, got = [], 0
     try:
         while True:
@@ -290,7 +293,7 @@ def _read_capped(response: http.client.HTTPResponse, cap: int, sink: BinaryIO | 
             got += len(piece)
             if got > cap:
                 raise RemoteProblem(f"{name}: {shown_url(url)} sent more than the {cap} bytes expected",
-                                    response.status, headers)
+                                    response.status, headers, shape=True)
             if sink is not None:
                 try:
                     sink.write(piece)
@@ -338,7 +341,7 @@ def request(url: str, *, name: str, deadline_s: float, cap_bytes: int, headers: 
     """A 2xx answer whole (its body at most `cap_bytes`), within `deadline_s` in all; RemoteProblem else.
     `body`: what a POST sends (an OSV query)."""
     deadline = time.monotonic() + deadline_s
-    with _exchange(url, name, deadline, headers, method, body) as (response, final, secrets, watchdog):
+    with _exchange(url, name, deadline, headers, method, body=body) as (response, final, secrets, watchdog):
         if not 200 <= response.status < 300:
             raise _refusal(response, name, final, secrets, watchdog)
         body = b"" if method == "HEAD" else _read_capped(response, cap_bytes, None, name, final, watchdog)
@@ -369,9 +372,9 @@ def pages(url: str, *, name: str, deadline_s: float, cap_bytes: int, headers: Ma
     while url is not None:
         if url in seen:
             raise RemoteProblem(f"{name}: page {len(seen) + 1} links back to a page already read "
-                                f"({shown_url(url)}): the listing goes round in a cycle")
+                                f"({shown_url(url)}): the listing goes round in a cycle", shape=True)
         if len(seen) >= max_pages:
-            raise RemoteProblem(f"{name}: more than {max_pages} pages")
+            raise RemoteProblem(f"{name}: more than {max_pages} pages", shape=True)
         seen.add(url)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -387,10 +390,12 @@ CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)$")
 
 
 def download(url: str, sink: BinaryIO, *, name: str, size: int, deadline_s: float,
-             headers: Mapping[str, str] | None = None, max_resumes: int = MAX_RESUMES) -> None:
+             headers: Mapping[str, str] | None = None, max_resumes: int = MAX_RESUMES, idle_s: float | None = None
+             ) -> None:
     """`url`'s body of `size` bytes into `sink` (a file opened r+b, holding the bytes a run before got:
     kept when a run fails so the next resumes), resumed with Range where a connection ends early, at most
-    `max_resumes` times and only while each try brings the file further than ever; all within `deadline_s`."""
+    `max_resumes` times and only while each try brings the file further than ever; all within `deadline_s`,
+    and a connection silent for `idle_s` counted as cut (resumed)."""
     deadline = time.monotonic() + deadline_s
     resumes, furthest = 0, -1
     while True:
@@ -406,20 +411,23 @@ def download(url: str, sink: BinaryIO, *, name: str, size: int, deadline_s: floa
         if have:
             sent["Range"] = f"bytes={have}-"
         try:
-            with _exchange(url, name, deadline, sent) as (response, final, secrets, watchdog):
+            with _exchange(url, name, deadline, sent, idle_s=idle_s) as (response, final, secrets, watchdog):
                 if not 200 <= response.status < 300:
                     raise _refusal(response, name, final, secrets, watchdog)
                 if have and response.status == 206:
                     found = CONTENT_RANGE.match((response.getheader("Content-Range") or "").strip())
                     if not found or int(found.group(1)) != have or found.group(3) not in ("*", str(size)):
                         raise RemoteProblem(f"{name}: {shown_url(final)} answered a range other than the one asked",
-                                            response.status)
+                                            response.status, shape=True)
                 elif have:  # the whole file again: start over
                     sink.seek(0)
                     sink.truncate(0)
                     have = 0
                 _read_capped(response, size - have, sink, name, final, watchdog)
                 sink.flush()
+                got = sink.seek(0, os.SEEK_END)
+                if got != size:  # a body of no declared length (chunked, or to the close) that ended early
+                    raise RemoteProblem(f"{name}: {shown_url(final)} ended after {got} of its {size} bytes", cut=True)
         except RemoteProblem as problem:
             sink.flush()
             now = sink.seek(0, os.SEEK_END)
@@ -429,10 +437,8 @@ def download(url: str, sink: BinaryIO, *, name: str, size: int, deadline_s: floa
                 raise RemoteProblem(f"{problem}; given up after {resumes} resume(s), none bringing it further"
                                     if now <= max(furthest, have) else
                                     f"{problem}; given up after {resumes} resume(s)",
-                                    problem.status, problem.headers) from None
+                                    problem.status, problem.headers, cut=True) from None
             furthest = now
             resumes += 1
             continue
-        if sink.seek(0, os.SEEK_END) != size:
-            raise RemoteProblem(f"{name}: {shown_url(url)} sent {sink.tell()} of its {size} bytes", cut=True)
         return
