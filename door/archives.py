@@ -15,6 +15,7 @@ that lies gets a short member or a CRC error, never more bytes.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import stat
 import struct
@@ -60,23 +61,55 @@ def member_name_problem(name: str) -> str | None:
     return None
 
 
-class Archive:
-    """An open archive's listed regular-file members, each read by `read` up to its declared size."""
+CHUNK = 8 * 2**20
+_READ_ERRORS = (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, ValueError, NotImplementedError)
 
-    def __init__(self, name: str, members: tuple[Member, ...], reader):
+
+class _SinkFailed(Exception):
+    def __init__(self, error: OSError):
+        self.error = error
+
+
+class Archive:
+    """An open archive's listed regular-file members, each read (`read`, or `copy` to a file in
+    pieces) up to its declared size and refused when it holds fewer bytes."""
+
+    def __init__(self, name: str, members: tuple[Member, ...], opener):
         self.name = name
         self.members = members
-        self._reader = reader
+        self._opener = opener  # Member -> a binary stream of its bytes
 
     def read(self, member: Member) -> bytes:
+        pieces = []
+        self._each_piece(member, pieces.append)
+        return b"".join(pieces)
+
+    def copy(self, member: Member, sink) -> None:
+        """The member's bytes written to `sink` in pieces of at most CHUNK (a weight of many GiB);
+        an OSError of `sink` is the caller's (its disk), not the archive's."""
+        def write(piece: bytes) -> None:
+            try:
+                sink.write(piece)
+            except OSError as error:
+                raise _SinkFailed(error) from None
+
         try:
-            data = self._reader(member)
-        except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, ValueError, NotImplementedError) as error:
+            self._each_piece(member, write)
+        except _SinkFailed as failed:
+            raise failed.error from None
+
+    def _each_piece(self, member: Member, use) -> None:
+        got = 0
+        try:
+            with self._opener(member) as stream:
+                while got <= member.size and (piece := stream.read(min(CHUNK, member.size + 1 - got))):
+                    got += len(piece)
+                    use(piece)
+        except _READ_ERRORS as error:
             raise ArchiveProblem(f"{self.name}: {shown(member.name)} cannot be read ({shown(str(error))[:120]})") from None
-        if len(data) != member.size:
-            raise ArchiveProblem(f"{self.name}: {shown(member.name)} holds {len(data)} bytes, "
+        if got != member.size:
+            raise ArchiveProblem(f"{self.name}: {shown(member.name)} holds {got} bytes, "
                                  f"not the {member.size} its listing declares")
-        return data
 
 
 def _judge(name: str, listed: list[tuple[str, int, str | None]], limits: Limits) -> tuple[Member, ...]:
@@ -160,11 +193,7 @@ def open_zip(path: str, name: str, limits: Limits) -> Iterator[Archive]:
                 raise ArchiveProblem(f"{name} lists a member name twice: not an archive to read")
             members = _judge(name, [(i.filename, i.file_size, _zip_kind(i)) for i in infos], limits)
 
-            def read(member: Member) -> bytes:
-                with archive.open(by_name[member.name]) as stream:
-                    return stream.read(member.size + 1)
-
-            yield Archive(name, members, read)
+            yield Archive(name, members, lambda member: archive.open(by_name[member.name]))
 
 
 def _tar_kind(info: tarfile.TarInfo) -> str | None:
@@ -197,11 +226,11 @@ def open_tar(path: str, name: str, limits: Limits) -> Iterator[Archive]:
                 raise ArchiveProblem(f"{name} lists a member name twice: not an archive to read")
             members = _judge(name, [(i.name, i.size, _tar_kind(i)) for i in listed], limits)
 
-            def read(member: Member) -> bytes:
-                stream = archive.extractfile(by_name[member.name])
-                return stream.read(member.size + 1) if stream is not None else b""
+            def stream(member: Member):
+                found = archive.extractfile(by_name[member.name])
+                return found if found is not None else io.BytesIO()
 
-            yield Archive(name, members, read)
+            yield Archive(name, members, stream)
 
 
 def is_zip(path: str, name: str) -> bool:

@@ -100,3 +100,16 @@ def test_a_tars_regular_members_are_read_and_its_links_and_slips_refused(tmp_pat
         with pytest.raises(ArchiveProblem, match=said):
             with open_tar(str(tar_with(tmp_path / "b.tgz", (info, b""))), "m.tgz", LIMITS):
                 pass
+
+
+def test_a_member_is_copied_in_pieces_and_a_full_disk_is_the_sinks_error_not_the_archives(tmp_path):
+    payload = bytes(range(256)) * 4096  # 1 MiB
+    info = tarfile.TarInfo("model/model.safetensors")
+    info.size = len(payload)
+    with open_tar(str(tar_with(tmp_path / "m.tgz", (info, payload))), "m.tgz", LIMITS) as archive:
+        with open(tmp_path / "out", "wb") as sink:
+            archive.copy(archive.members[0], sink)
+        assert (tmp_path / "out").read_bytes() == payload
+        with open("/dev/full", "wb", buffering=0) as full, pytest.raises(OSError) as failed:
+            archive.copy(archive.members[0], full)
+        assert not isinstance(failed.value, ArchiveProblem)
