@@ -22,7 +22,7 @@ import struct
 import tarfile
 import zipfile
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from door.files import FileProblem, opened, shown, size_text
 
@@ -112,9 +112,9 @@ class Archive:
                                  f"not the {member.size} its listing declares")
 
 
-def _judge(name: str, listed: list[tuple[str, int, str | None]], limits: Limits) -> tuple[Member, ...]:
+def _judge(name: str, listed: Iterable[tuple[str, int, str | None]], limits: Limits) -> tuple[Member, ...]:
     """The regular-file members of a listing of (name, size, kind or None for a regular file, "dir"
-    for a folder, else what it is), or ArchiveProblem."""
+    for a folder, else what it is), judged one by one as they come, or ArchiveProblem."""
     members, total = [], 0
     for member_name, size, kind in listed:
         why = member_name_problem(member_name)
@@ -213,18 +213,23 @@ def open_tar(path: str, name: str, limits: Limits) -> Iterator[Archive]:
         except (tarfile.TarError, EOFError, OSError) as error:
             raise ArchiveProblem(f"{name} is not a readable tar archive ({shown(str(error))[:120]})") from None
         with archive:
-            listed = []
-            try:
-                while (info := archive.next()) is not None:
-                    if len(listed) >= limits.max_members:
-                        raise _too_many(name, f"over {limits.max_members}", limits)
-                    listed.append(info)
-            except (tarfile.TarError, EOFError, OSError) as error:
-                raise ArchiveProblem(f"{name} is not a readable tar archive ({shown(str(error))[:120]})") from None
-            by_name = {info.name: info for info in listed}
-            if len(by_name) != len(listed):
-                raise ArchiveProblem(f"{name} lists a member name twice: not an archive to read")
-            members = _judge(name, [(i.name, i.size, _tar_kind(i)) for i in listed], limits)
+            by_name: dict[str, tarfile.TarInfo] = {}
+
+            def headers():
+                """Each header as it is read: judged before tarfile skips its member's data (a
+                compressed tar declaring a TiB member is refused there, not decompressed)."""
+                try:
+                    while (info := archive.next()) is not None:
+                        if len(by_name) >= limits.max_members:
+                            raise _too_many(name, f"over {limits.max_members}", limits)
+                        if info.name in by_name:
+                            raise ArchiveProblem(f"{name} lists a member name twice: not an archive to read")
+                        by_name[info.name] = info
+                        yield info.name, info.size, _tar_kind(info)
+                except (tarfile.TarError, EOFError, OSError) as error:
+                    raise ArchiveProblem(f"{name} is not a readable tar archive ({shown(str(error))[:120]})") from None
+
+            members = _judge(name, headers(), limits)
 
             def stream(member: Member):
                 found = archive.extractfile(by_name[member.name])

@@ -113,3 +113,15 @@ def test_a_member_is_copied_in_pieces_and_a_full_disk_is_the_sinks_error_not_the
         with open("/dev/full", "wb", buffering=0) as full, pytest.raises(OSError) as failed:
             archive.copy(archive.members[0], full)
         assert not isinstance(failed.value, ArchiveProblem)
+
+
+def test_a_compressed_tar_declaring_a_tib_member_is_refused_at_its_header(tmp_path):
+    import gzip
+
+    info = tarfile.TarInfo("model/model.safetensors")
+    info.size = 2**40
+    path = tmp_path / "tib.tgz"
+    path.write_bytes(gzip.compress(info.tobuf(format=tarfile.GNU_FORMAT) + bytes(2**20)))  # a header, a MiB
+    with pytest.raises(ArchiveProblem, match=r"^m\.tgz: the member 'model/model\.safetensors' is 1099511627776 bytes"):
+        with open_tar(str(path), "m.tgz", LIMITS):
+            pass
