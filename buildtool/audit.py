@@ -17,6 +17,7 @@ unless --fail-on-findings (then 1 when a package has a finding or could not be e
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import tempfile
@@ -64,8 +65,13 @@ class Audit:
 
 
 def _version(text) -> Version | None:
+    return _parsed_version(text) if isinstance(text, str) else None
+
+
+@functools.lru_cache(maxsize=2**16)  # a dump names the same few thousand versions again and again
+def _parsed_version(text: str) -> Version | None:
     try:
-        return Version(text) if isinstance(text, str) else None
+        return Version(text)
     except InvalidVersion:
         return None
 
