@@ -71,7 +71,7 @@ def test_a_zip_of_npm_records_audits_nothing_and_says_so(tmp_path, capsys):
             archive.writestr(f"{record['id']}.json", json.dumps(record))
     line = refusal(capsys, "--database", str(dump))
     assert str(dump) in line and "none of its 3 OSV records is of the PyPI ecosystem (npm 3)" in line
-    assert "audits nothing" in line and "audited," not in line
+    assert "audits nothing" in line
 
 
 def test_a_range_that_does_not_parse_names_the_package_not_evaluated_never_clean(tmp_path, capsys):
