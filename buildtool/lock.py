@@ -21,6 +21,7 @@ from pathlib import Path
 
 from buildtool import flags
 from door import children
+from door.files import MiB, FileProblem, read_bytes
 from buildtool.errors import BuildError
 from buildtool.hostconfig import host_ca_bundle, pip_find_links, pip_index_secrets
 from contract import pins
@@ -33,6 +34,8 @@ HOST_REQUIREMENTS = REPO / "requirements.txt"
 # Python it finds against PYTHON_VERSION, so a lock is never installed on another).
 PYTHON_VERSION = "3.11"
 PYTHON_PLATFORM = "x86_64-manylinux_2_36"
+# A lock is some hundreds of KiB (vLLM 0.33.0's: 199 packages, 400 KiB).
+LOCK_CAP = 16 * MiB
 # Locked with every base: the venv's own pip and setuptools (else Debian's seeds, outside the lock).
 SEED_PACKAGES = ("pip", "setuptools")
 # cuda-python 12.6.2.post1 is an empty meta-package that a resolver may pick to keep cuda-bindings at
@@ -101,14 +104,21 @@ def parse_lock(text: str, source: str = "the lock") -> tuple[LockedPackage, ...]
     """The lock's packages, sorted by name; BuildError naming `source` for a line that is neither a
     pin, a hash nor a comment (a lock written by hand or cut short)."""
     packages: dict[str, LockedPackage] = {}
-    current: tuple[str, str] | None = None
+    lines: dict[str, int] = {}  # a package's pin line
+    current: tuple[str, str, int] | None = None
     hashes: list[str] = []
 
     def close():
         if current is not None:
+            name, version, line = current
             if not hashes:
-                raise BuildError(f"{source}: {current[0]}=={current[1]} has no --hash: re-lock with `python3 build.py lock`", 2)
-            packages[normalized(current[0])] = LockedPackage(normalized(current[0]), current[1], tuple(hashes))
+                raise BuildError(f"{source}: {name}=={version} has no --hash: re-lock with `python3 build.py lock`", 2)
+            key = normalized(name)
+            if key in packages:
+                raise BuildError(f"{source} lines {lines[key]} and {line}: {key} is pinned twice ({packages[key].version} "
+                                 f"and {version}), and only one can be installed: re-lock with `python3 build.py lock`", 2)
+            packages[key] = LockedPackage(key, version, tuple(hashes))
+            lines[key] = line
 
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
@@ -117,7 +127,7 @@ def parse_lock(text: str, source: str = "the lock") -> tuple[LockedPackage, ...]
         pin = _PIN.match(line) if not raw[:1].isspace() else None
         if pin:
             close()
-            current, hashes = (pin.group(1), pin.group(2)), []
+            current, hashes = (pin.group(1), pin.group(2), number), []
             line = line[pin.end():].strip()
         for found in _HASH.finditer(line):
             hashes.append(found.group(1))
@@ -127,6 +137,23 @@ def parse_lock(text: str, source: str = "the lock") -> tuple[LockedPackage, ...]
                              "re-lock with `python3 build.py lock`", 2)
     close()
     return tuple(packages[name] for name in sorted(packages))
+
+
+def lock_text(path: Path, name: str) -> str:
+    """The lock file at `path` (called `name` in messages): a regular file of strict UTF-8 text, at most
+    LOCK_CAP bytes, read without blocking; BuildError (exit 2) naming it otherwise."""
+    try:
+        return read_bytes(str(path), name, LOCK_CAP).decode("utf-8")
+    except FileProblem as problem:
+        raise BuildError(f"{problem}: give a lock `python3 build.py lock` wrote", 2) from None
+    except UnicodeDecodeError as error:
+        raise BuildError(f"{name} is not UTF-8 text (byte {error.start} is invalid): give a lock "
+                         "`python3 build.py lock` wrote", 2) from None
+
+
+def read_lock(path: Path, name: str) -> tuple[LockedPackage, ...]:
+    """The lock file's packages (lock_text, parse_lock)."""
+    return parse_lock(lock_text(path, name), name)
 
 
 INSTALL_SCRIPT = REPO / "base" / "install-lock.sh"
@@ -213,7 +240,7 @@ def relock(target: LockTarget) -> tuple[Path, int]:
             if "No module named uv" in run.stderr:
                 raise BuildError("`build.py lock` needs uv: python3 -m pip install -r requirements.txt", 2)
             raise BuildError(f"uv could not resolve {target.name}: {uv_reason(run.stderr) or f'exit {run.returncode}'}")
-        text = header(target) + output.read_text()
+        text = header(target) + lock_text(output, f"uv's lock of {target.name}")
     packages = parse_lock(text, target.name)
     LOCKS_DIR.mkdir(parents=True, exist_ok=True)
     target.path.write_text(text)

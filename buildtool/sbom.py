@@ -27,7 +27,7 @@ from packageurl import PackageURL
 
 from buildtool.docker import buildkit
 from buildtool.errors import BuildError
-from buildtool.lock import LockedPackage, file_sha256, installed_mismatch, normalized, parse_lock
+from buildtool.lock import LockedPackage, file_sha256, installed_mismatch, normalized, read_lock
 from contract.layout import SBOM
 
 REPO = Path(__file__).resolve().parents[1]
@@ -166,7 +166,7 @@ def add_sbom(client: docker.DockerClient, built: str, tag: str, lock: Path, *, t
              extra_allowed: frozenset[str] = frozenset()) -> Path:
     """Tags `tag`: the image `built` with its SBOM added at contract.layout.SBOM and the labels that
     name it and the lock, once its Python packages are found equal to the lock's. Returns the host copy."""
-    locked = parse_lock(lock.read_text(), str(lock.name))
+    locked = read_lock(lock, str(lock.name))
     inventory = read_inventory(client, built)
     differences = installed_mismatch(locked, inventory.python, extra_allowed)
     if differences:

@@ -20,7 +20,7 @@ from buildtool.base.build import REPO, built_scratch, os_image_for, say_ca
 from buildtool.docker import buildkit
 from buildtool.docker.engine import connect
 from buildtool.hostconfig import host_ca_bundle, pip_find_links, pip_index_secrets
-from buildtool.lock import LockedPackage, cpu_target, file_sha256, lock_for, normalized, parse_lock, stage_pins
+from buildtool.lock import LockedPackage, cpu_target, file_sha256, lock_for, normalized, read_lock, stage_pins
 from buildtool.sbom import add_sbom
 from contract import pins
 
@@ -134,7 +134,7 @@ def stage_context(ctx: Path, lock: Path, find_links: list[Path]) -> None:
     wheels = ctx / "pins" / "wheels"
     wheels.mkdir()
     local = [w for d in find_links if d.is_dir() for w in sorted(d.glob("*.whl"))]
-    for wheel in wanted_wheels(parse_lock(lock.read_text(), lock.name), local):
+    for wheel in wanted_wheels(read_lock(lock, lock.name), local):
         try:
             os.link(wheel, wheels / wheel.name)
         except OSError:

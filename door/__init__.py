@@ -6,6 +6,8 @@ party prints. Each kind enters through one module here, typed once, bounded (siz
 time) and refused in one line that names it:
 
     files     regular files only, never blocking, read up to a cap, strict UTF-8 JSON
+    data      JSON (and YAML, host only) with size and depth limits
+    archives  zip and tar members judged from the listing: count, contained names, no links, sizes
     redact    secrets out of every line the project prints
     children  every child process a host tool starts ends with the tool (host only: not in the image)
 

@@ -1,6 +1,7 @@
-"""`build.py audit`, offline: the committed lock checked against a small OSV database the test writes
-(real OSV record format: ECOSYSTEM ranges, explicit versions, withdrawn records, other ecosystems),
-with planted findings it must report and near misses it must not."""
+"""`build.py audit`: the committed lock checked against a small OSV database the test writes (real OSV
+record format: ECOSYSTEM ranges, explicit versions, withdrawn records, other ecosystems), with planted
+findings it must report and near misses it must not; and against an OSV API on loopback. Sources
+that cannot be read, of another schema or ecosystem, and hostile answers: tests/unit/test_audit_sources.py."""
 import http.server
 import json
 import os
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import example, given, strategies as st
 
-from buildtool.audit import Audit, Finding, parse_pip_audit, record_findings, report_lines
+from buildtool.audit import Audit, judge_record, record_findings, report_lines
 from buildtool.lock import base_target, parse_lock
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,20 +123,6 @@ def test_a_database_without_records_and_a_missing_one_are_refused(tmp_path):
         assert run.returncode == 2 and "--database" in run.stderr and "Traceback" not in run.stderr
 
 
-def test_pip_audits_report_becomes_findings_and_its_skips_are_said():
-    report = {"dependencies": [
-        {"name": "Torch", "version": TORCH, "vulns": [{"id": "PYSEC-1", "fix_versions": ["9.9"], "aliases": ["CVE-1"],
-                                                     "description": "first line\nmore"}]},
-        {"name": "aiohttp", "version": AIOHTTP, "vulns": []},
-        {"name": "agent-detector", "skip_reason": "Dependency not found on PyPI and could not be audited: agent-detector (2.0.0)"}],
-        "fixes": []}
-    audit = parse_pip_audit(report, "pip-audit")
-    assert audit.findings == (Finding("torch", TORCH, "PYSEC-1", ("CVE-1",), ("9.9",), "first line"),)
-    lines = report_lines(audit, 3)
-    assert lines[0] == f"torch {TORCH}: 1 finding" and "not audited: 1 of 3" in lines[2]
-    assert lines[-1].startswith("1 findings in 1 packages; 2 of 3 locked packages audited")
-
-
 def test_a_source_that_audited_nothing_says_so_rather_than_reporting_a_clean_lock():
     audit = Audit(source="x", findings=(), not_audited=(("a", "not found: a"), ("b", "not found: b")))
     lines = report_lines(audit, 2)
@@ -162,9 +149,14 @@ RECORD = st.fixed_dictionaries({"id": st.text(max_size=8) | JSON, "affected": st
 @example({"id": "x", "aliases": 5, "affected": [{"package": {"ecosystem": "PyPI", "name": "torch"}, "versions": [TORCH]}]})
 @example({"id": "x", "affected": [{"package": {"ecosystem": "PyPI", "name": "torch"}, "ranges": 5}]})
 def test_any_record_matches_or_not_without_an_error(record):
-    """A record of any shape, however malformed, makes findings only of locked packages, never an error."""
-    for finding in record_findings(record, LOCKED):
+    """A record of any shape, however malformed, makes findings only of locked packages, never an error;
+    a locked package it names but cannot evaluate is said, never dropped."""
+    verdict = judge_record(record, LOCKED)
+    for finding in verdict.findings:
         assert finding.package in LOCKED and finding.version == LOCKED[finding.package].version
+    for package, why in verdict.not_evaluated:
+        assert package in LOCKED and why and "\n" not in why
+    assert list(verdict.findings) == record_findings(record, LOCKED)
 
 
 class OsvApiStandin(http.server.BaseHTTPRequestHandler):
@@ -188,8 +180,9 @@ class OsvApiStandin(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_the_online_audit_runs_pip_audit_against_an_osv_api_and_reports_its_findings(tmp_path):
-    """The real pip-audit, through --osv-url (a mirror's OSV API), on a two-package lock."""
+def test_the_online_audit_asks_an_osv_api_and_reports_its_findings(tmp_path):
+    """build.py audit --osv-url (a mirror's OSV API), one POST a package through door.remote, on a
+    two-package lock, as a child process (the CLI whole)."""
     lock = tmp_path / "small.txt"
     lock.write_text(f"aiohttp=={AIOHTTP} \\\n    --hash=sha256:{'1' * 64}\ntorch=={TORCH} \\\n    --hash=sha256:{'2' * 64}\n")
     OsvApiStandin.records = PLANTED + NEAR_MISSES

@@ -159,3 +159,12 @@ def test_uvs_reason_for_no_solution_is_one_line_naming_the_package():
     reason = lock.uv_reason(stderr)
     assert "\n" not in reason and reason.startswith("Because there is no version of flashinfer-python==0.7.3")
     assert lock.uv_reason("error: something\n") == "error: something"
+
+
+def test_a_package_pinned_twice_under_two_spellings_is_refused_naming_both_lines():
+    text = (f"Foo_Bar==1.0 \\\n    --hash=sha256:{'1' * 64}\nzeta==2.0 \\\n    --hash=sha256:{'2' * 64}\n"
+            f"foo-bar==1.1 \\\n    --hash=sha256:{'3' * 64}\n")
+    with pytest.raises(BuildError) as refused:
+        parse_lock(text, "x.txt")
+    assert refused.value.exit_code == 2
+    assert str(refused.value).startswith("x.txt lines 1 and 5: foo-bar is pinned twice (1.0 and 1.1)")
