@@ -170,7 +170,7 @@ def _is_upcast_if(node: ast.AST) -> bool:
             and node.test.func.id == WANTED_FUNCTION)
 
 
-def _is_own(stmt: ast.stmt) -> bool:
+def is_own(stmt: ast.stmt) -> bool:
     if isinstance(stmt, ast.FunctionDef):
         return stmt.name.startswith(OWN_PREFIX)
     if isinstance(stmt, ast.Assign):
@@ -205,7 +205,7 @@ def strip_upcast(source: str) -> str:
             raise PlacementError(f"line {node.lineno}: the upcast's else branch is not indented one level")
         restored[node.lineno - 1] = [line[len(unit):] if line.strip() else line for line in kept]
         drop.update(range(node.lineno, node.end_lineno))
-    drop.update(block_lines(lines, [stmt for stmt in tree.body if _is_own(stmt)], BEGIN_MARKER, END_MARKER))
+    drop.update(block_lines(lines, [stmt for stmt in tree.body if is_own(stmt)], BEGIN_MARKER, END_MARKER))
     out = []
     for i, line in enumerate(lines):
         if i in restored:
