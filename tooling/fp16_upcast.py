@@ -12,6 +12,7 @@ at full range, 48x48x3 = 6,912 values), and patch_dense weights whose rows carry
 that the 6,912-wide reduction exceeds fp16's 65,504 for some output channels (the others are noise).
 
     python3 -m tooling.fp16_upcast [--patches N] [--repeats N] [--source FILE]   # the bench (GPU)
+    python3 -m tooling.fp16_upcast --releases [--write-doc docs/fp16.md]          # the release table
 """
 from __future__ import annotations
 
@@ -230,6 +231,40 @@ def staged_source() -> tuple[str, str]:
     return path.read_text(encoding="utf-8"), str(path)
 
 
+TABLE_BEGIN, TABLE_END = "<!-- fp16-releases:begin (python3 -m tooling.fp16_upcast --releases --write-doc docs/fp16.md) -->", \
+    "<!-- fp16-releases:end -->"
+
+
+def release_table() -> str:
+    """The Markdown table of the upcast over every release (tooling.vllm_releases): the file's sha256, where
+    vLLM's two lines are, and what a cycle of apply, apply again and strip did."""
+    import hashlib
+
+    from patches.fp16_upcast.placement import count_upcast, plan, strip_upcast
+    from tooling import vllm_releases
+
+    rows = ["| release | gemma4_unified.py (sha256) | vLLM's two lines | apply, again, strip |",
+            "| --- | --- | --- | --- |"]
+    for version in vllm_releases.RELEASES:
+        path = vllm_releases.release_member(version, vllm_releases.GEMMA4_UNIFIED_MEMBER)
+        if path is None:
+            rows.append(f"| {version} | not in the release | - | nothing to patch (`none`) |")
+            continue
+        source = path.read_text(encoding="utf-8")
+        where = plan(source)
+        patched = insert_upcast(source)
+        cycle = (count_upcast(parse(patched)).present_once and insert_upcast(strip_upcast(patched)) == patched
+                 and strip_upcast(patched) == source)
+        rows.append(f"| {version} | `{hashlib.sha256(source.encode()).hexdigest()[:12]}` | "
+                    f"{where.first + 1}-{where.last + 1} | {'placed once, same bytes again, stripped to the original' if cycle else 'FAIL'} |")
+    return "\n".join(rows) + "\n"
+
+
+def with_table(text: str, table: str) -> str:
+    start, end = text.index(TABLE_BEGIN), text.index(TABLE_END)
+    return text[:start] + TABLE_BEGIN + "\n" + table + text[end:]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench/fp16_patch", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -238,7 +273,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=50, help="timed forwards of each (median reported)")
     parser.add_argument("--source", type=Path, help="a gemma4_unified.py (default: the GPU tier's staged vLLM)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--releases", action="store_true", help="print the table of the upcast over every "
+                        "release (no GPU needed)")
+    parser.add_argument("--write-doc", type=Path, help="with --releases: the Markdown file whose table to replace")
     args = parser.parse_args(argv)
+    if args.releases:
+        table = release_table()
+        print(table, end="")
+        if args.write_doc:
+            args.write_doc.write_text(with_table(args.write_doc.read_text(encoding="utf-8"), table), encoding="utf-8")
+        return 0
     import torch
 
     if not torch.cuda.is_available():

@@ -69,6 +69,14 @@ def test_the_releases_without_the_file_are_those_before_0_23_0():
     assert tuple(lacking) == WITHOUT_FILE
 
 
+def test_the_release_table_in_docs_fp16_md_is_the_codes():
+    from tooling.fp16_upcast import TABLE_BEGIN, TABLE_END, release_table
+
+    text = (REPO / "docs" / "fp16.md").read_text(encoding="utf-8")
+    held = text[text.index(TABLE_BEGIN) + len(TABLE_BEGIN) + 1:text.index(TABLE_END)]
+    assert held == release_table(), "regenerate: python3 -m tooling.fp16_upcast --releases --write-doc docs/fp16.md"
+
+
 def pinned_source() -> str:
     return vllm_releases.release_member(vllm_releases.PINNED, MEMBER).read_text(encoding="utf-8")
 
