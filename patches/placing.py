@@ -14,6 +14,7 @@ import hashlib
 import importlib.util
 import os
 import tempfile
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -29,6 +30,58 @@ def parse(source: str) -> ast.Module:
         return ast.parse(source)
     except SyntaxError as exc:
         raise PlacementError(f"the file does not parse (line {exc.lineno}: {exc.msg})") from None
+
+
+@dataclass(frozen=True)
+class PatchCount:
+    """How often a patched file holds the patch's definition and its call, and the version it assigns."""
+
+    definitions: int
+    calls: int
+    version: int | None
+
+    @property
+    def present_once(self) -> bool:
+        return self.definitions == 1 and self.calls == 1
+
+    @property
+    def absent(self) -> bool:
+        return self.definitions == 0 and self.calls == 0
+
+
+@dataclass
+class PatchReport:
+    """What apply or check did to one file; `outcome` an enum member with a `label`."""
+
+    file: str
+    vllm_version: str
+    outcome: object
+    sha256_before: str | None
+    sha256_after: str | None
+    patch_version: int
+    message: str
+
+    def to_dict(self) -> dict:
+        return dict(asdict(self), outcome=self.outcome.label)
+
+
+def owns(stmt: ast.stmt, prefix: str) -> bool:
+    """A top-level statement a patch's runtime block put there: a function or assignment named `prefix...`."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return stmt.name.startswith(prefix)
+    if isinstance(stmt, ast.Assign):
+        return all(isinstance(t, ast.Name) and t.id.lower().startswith(prefix) for t in stmt.targets)
+    return False
+
+
+def recorded_label(built: object, path: Path, sha: str | None, patch_version: int) -> str | None:
+    """The outcome label of the build's apply report `built` (its JSON) when the file at `path` still holds
+    the very bytes that report proved (same path, sha256 and patch version), else None (pure)."""
+    if not isinstance(built, dict) or sha is None:
+        return None
+    if built.get("file") != str(path) or built.get("sha256_after") != sha or built.get("patch_version") != patch_version:
+        return None
+    return built.get("outcome")
 
 
 def marked_block(path: Path, begin: str, end: str) -> str:

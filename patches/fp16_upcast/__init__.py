@@ -19,10 +19,11 @@ from __future__ import annotations
 import difflib
 import enum
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
-from patches.placing import PlacementError, installed_vllm, parse, sha256, sha256_of, vllm_version_at, write_atomic
+from patches.placing import (PatchReport, PlacementError, installed_vllm, parse, recorded_label, sha256, sha256_of,
+                             vllm_version_at, write_atomic)
 from patches.fp16_upcast.placement import (
     LAYERS,
     PATCH_VERSION,
@@ -63,18 +64,13 @@ class UpcastError(Exception):
 
 
 @dataclass
-class UpcastReport:
-    file: str
-    vllm_version: str
-    outcome: Outcome
-    sha256_before: str | None
-    sha256_after: str | None
-    patch_version: int
-    message: str
+class UpcastReport(PatchReport):
+    """PatchReport's fields, and the layers the upcast runs in fp32."""
+
     layers: tuple = LAYERS
 
     def to_dict(self) -> dict:
-        return dict(asdict(self), outcome=self.outcome.label, layers=list(self.layers))
+        return dict(super().to_dict(), layers=list(self.layers))
 
 
 def find_target() -> Path:
@@ -130,10 +126,9 @@ def apply(path: Path | str) -> UpcastReport:
     """Place the upcast in path; a refusal comes back as Outcome.REFUSED, with nothing written."""
     path = Path(path)
     try:
-        read = _source(path)
-        if read is None:
+        data, source = _source(path) or (None, None)
+        if data is None:
             return _report(path, Outcome.NONE)
-        data, source = read
         outcome, text = _planned(path, source)
         if outcome is not Outcome.APPLIED:
             return _report(path, outcome, before=data)
@@ -152,8 +147,7 @@ def check(path: Path | str, built: dict | None = None) -> UpcastReport:
         if read is None:
             return _report(path, Outcome.NONE)
         data, source = read
-        if (isinstance(built, dict) and built.get("file") == str(path) and built.get("sha256_after") == sha256(data)
-                and built.get("patch_version") == PATCH_VERSION and built.get("outcome") in ("applied", "already")):
+        if recorded_label(built, path, sha256(data), PATCH_VERSION) in ("applied", "already"):
             return _report(path, Outcome.PRESENT, before=data)
         count = count_upcast(parse(source))
     except (UpcastError, PlacementError) as exc:

@@ -18,15 +18,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from patches.placing import (
-    PlacementError,
-    attached_start,
-    block_lines,
-    block_text,
-    marked_block,
-    newline_of,
-    parse,
-)
+from patches.placing import (PatchCount, PlacementError, attached_start, block_lines, block_text, marked_block,
+                             newline_of, owns, parse)
 
 TARGET_IN_PACKAGE = Path("model_executor/models/gemma4_unified.py")
 CLASS_NAME = "Gemma4UnifiedVisionEmbedder"
@@ -60,19 +53,7 @@ class Placement:
     norm_output: str
 
 
-@dataclass(frozen=True)
-class UpcastCount:
-    definitions: int
-    calls: int
-    version: int | None
-
-    @property
-    def present_once(self) -> bool:
-        return self.definitions == 1 and self.calls == 1
-
-    @property
-    def absent(self) -> bool:
-        return self.definitions == 0 and self.calls == 0
+UpcastCount = PatchCount
 
 
 def _self_call(node: ast.AST, attribute: str) -> ast.Call | None:
@@ -171,11 +152,7 @@ def _is_upcast_if(node: ast.AST) -> bool:
 
 
 def is_own(stmt: ast.stmt) -> bool:
-    if isinstance(stmt, ast.FunctionDef):
-        return stmt.name.startswith(OWN_PREFIX)
-    if isinstance(stmt, ast.Assign):
-        return all(isinstance(t, ast.Name) and t.id.lower().startswith(OWN_PREFIX) for t in stmt.targets)
-    return False
+    return owns(stmt, OWN_PREFIX)
 
 
 def count_upcast(tree: ast.Module) -> UpcastCount:

@@ -18,10 +18,11 @@ from __future__ import annotations
 import difflib
 import enum
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
-from patches.placing import installed_vllm, sha256 as _sha256, sha256_of as _sha256_of, vllm_version_at, write_atomic
+from patches.placing import (PatchReport, installed_vllm, recorded_label, sha256 as _sha256, sha256_of as _sha256_of,
+                             vllm_version_at, write_atomic)
 from patches.turing_clamp.placement import (
     PATCH_VERSION,
     SITES,
@@ -77,18 +78,8 @@ class ClampError(Exception):
     """A refusal: the message names the file, the vLLM version and what was not found."""
 
 
-@dataclass
-class ClampReport:
-    file: str
-    vllm_version: str
-    outcome: Outcome
-    sha256_before: str | None
-    sha256_after: str | None
-    patch_version: int
-    message: str
-
-    def to_dict(self) -> dict:
-        return dict(asdict(self), outcome=self.outcome.label)
+class ClampReport(PatchReport):
+    """One clamp site's report (PatchReport's fields; outcome an Outcome)."""
 
 
 def find_target(site: Site = UNIFIED) -> Path:
@@ -197,12 +188,7 @@ def recorded_outcome(state_sha256: str | None, path: Path, built: dict | None) -
     """The check's outcome taken from the build's apply report `built` (its JSON), when the file at
     `path` still holds the very bytes that report proved (same path, sha256 and patch version): the
     structural check would read the same source to the same answer. None otherwise (pure)."""
-    if not isinstance(built, dict) or state_sha256 is None:
-        return None
-    if (built.get("file") != str(path) or built.get("sha256_after") != state_sha256
-            or built.get("patch_version") != PATCH_VERSION):
-        return None
-    return BUILT_OUTCOMES.get(built.get("outcome"))
+    return BUILT_OUTCOMES.get(recorded_label(built, path, state_sha256, PATCH_VERSION))
 
 
 def check(path: Path | str, site: Site | None = None, built: dict | None = None) -> ClampReport:

@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patches.placing import (
+    PatchCount,
     PlacementError,
     attached_start,
     block_lines,
     block_text,
     marked_block,
     newline_of,
+    owns,
     parse,
     without,
 )
@@ -88,19 +90,7 @@ class Placement:
     has_window: bool = False
 
 
-@dataclass(frozen=True)
-class ClampCount:
-    definitions: int
-    calls: int
-    version: int | None
-
-    @property
-    def present_once(self) -> bool:
-        return self.definitions == 1 and self.calls == 1
-
-    @property
-    def absent(self) -> bool:
-        return self.definitions == 0 and self.calls == 0
+ClampCount = PatchCount
 
 
 def _names(node: ast.AST, ctx: type) -> set[str]:
@@ -108,11 +98,7 @@ def _names(node: ast.AST, ctx: type) -> set[str]:
 
 
 def _is_own(node: ast.stmt) -> bool:
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return node.name.startswith(OWN_PREFIX)
-    if isinstance(node, ast.Assign):
-        return all(isinstance(t, ast.Name) and t.id.lower().startswith(OWN_PREFIX) for t in node.targets)
-    return False
+    return owns(node, OWN_PREFIX)
 
 
 def _is_clamp_call(node: ast.AST, functions: tuple = CLAMP_FUNCTIONS) -> bool:
