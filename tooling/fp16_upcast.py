@@ -220,15 +220,23 @@ def bench(source: str, patches: int, repeats: int) -> dict:
 
 def staged_source() -> tuple[str, str]:
     """(the pinned release's gemma4_unified.py, where it came from), from the GPU tier's staged vLLM site
-    (tooling/gpu_site.py: $VLLM_TURING_GPU_SITE, else unpacked from the cached package tarball)."""
+    (tooling/gpu_site.py: $VLLM_TURING_GPU_SITE, else unpacked from the cached package tarball into a
+    temporary folder, removed once the file is read)."""
     import tempfile
 
+    from patches.fp16_upcast.placement import TARGET_IN_PACKAGE
     from tooling.gpu_site import ensure_site
 
+    with tempfile.TemporaryDirectory(prefix="fp16-upcast-") as scratch:
+        path = ensure_site(Path(scratch)) / "vllm" / TARGET_IN_PACKAGE
+        return path.read_text(encoding="utf-8"), f"vLLM {vllm_version_of_site(path)}'s {TARGET_IN_PACKAGE}"
+
+
+def vllm_version_of_site(path: Path) -> str:
     from patches.fp16_upcast.placement import TARGET_IN_PACKAGE
-    site = ensure_site(Path(tempfile.mkdtemp(prefix="fp16-upcast-")))
-    path = site / "vllm" / TARGET_IN_PACKAGE
-    return path.read_text(encoding="utf-8"), str(path)
+    from patches.placing import vllm_version_at
+
+    return vllm_version_at(path, TARGET_IN_PACKAGE)
 
 
 TABLE_BEGIN, TABLE_END = "<!-- fp16-releases:begin (python3 -m tooling.fp16_upcast --releases --write-doc docs/fp16.md) -->", \
