@@ -33,7 +33,7 @@ from patches.fp16_upcast.placement import (
     find_forward,
     insert_upcast,
 )
-from patches.placing import block_lines, parse
+from patches.placing import PlacementError, block_lines, parse
 
 # The 12B's vision config (transformers' Gemma4UnifiedVisionConfig defaults, which the published config.json
 # keeps: patch_size 16 x pooling_kernel_size 3 = model_patch_size 48; mm_embed_dim 3840; mm_posemb_size 1120).
@@ -273,12 +273,18 @@ def with_table(text: str, table: str) -> str:
     return text[:start] + TABLE_BEGIN + "\n" + table + text[end:]
 
 
+def positive(text: str) -> int:
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench/fp16_patch", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--patches", type=int, default=2520, help="patches per image (default 2520: a 2,016x"
+    parser.add_argument("--patches", type=positive, default=2520, help="patches per image (default 2520: a 2,016x"
                         "2,880 image at 48x48 pixels a patch; the 12B's largest image budget is of this order)")
-    parser.add_argument("--repeats", type=int, default=50, help="timed forwards of each (median reported)")
+    parser.add_argument("--repeats", type=positive, default=50, help="timed forwards of each (median reported)")
     parser.add_argument("--source", type=Path, help="a gemma4_unified.py (default: the GPU tier's staged vLLM)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--releases", action="store_true", help="print the table of the upcast over every "
@@ -296,7 +302,14 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("no GPU: bench/fp16_patch times the embedder on a CUDA device", file=sys.stderr)
         return 2
-    source, where = (args.source.read_text(encoding="utf-8"), str(args.source)) if args.source else staged_source()
+    try:
+        source, where = (args.source.read_text(encoding="utf-8"), str(args.source)) if args.source else staged_source()
+        classes(source)
+    except (OSError, UnicodeDecodeError, PlacementError) as error:
+        print(f"--source {args.source or '(the staged vLLM)'}: not a readable gemma4_unified.py with the 12B's "
+              f"embedder ({str(error).splitlines()[0]}); pass vLLM's model_executor/models/gemma4_unified.py",
+              file=sys.stderr)
+        return 2
     proof = prove(source, "cuda")
     result = {"source": where, "proof": proof.to_dict(), **bench(source, args.patches, args.repeats)}
     if args.json:
