@@ -79,7 +79,7 @@ def recorded_label(built: object, path: Path, sha: str | None, patch_version: in
     the very bytes that report proved (same path, sha256 and patch version), else None (pure)."""
     if not isinstance(built, dict) or sha is None:
         return None
-    if built.get("file") != str(path) or built.get("sha256_after") != sha or built.get("patch_version") != patch_version:
+    if (built.get("file"), built.get("sha256_after"), built.get("patch_version")) != (str(path), sha, patch_version):
         return None
     return built.get("outcome")
 

@@ -17,7 +17,6 @@ that the 6,912-wide reduction exceeds fp16's 65,504 for some output channels (th
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import math
 import statistics
@@ -239,8 +238,9 @@ def vllm_version_of_site(path: Path) -> str:
     return vllm_version_at(path, TARGET_IN_PACKAGE)
 
 
-TABLE_BEGIN, TABLE_END = "<!-- fp16-releases:begin (python3 -m tooling.fp16_upcast --releases --write-doc docs/fp16.md) -->", \
-    "<!-- fp16-releases:end -->"
+TABLE_BEGIN = "<!-- fp16-releases:begin (python3 -m tooling.fp16_upcast --releases --write-doc docs/fp16.md) -->"
+TABLE_END = "<!-- fp16-releases:end -->"
+CYCLED = "placed once, same bytes again, stripped to the original"
 
 
 def release_table() -> str:
@@ -264,7 +264,7 @@ def release_table() -> str:
         cycle = (count_upcast(parse(patched)).present_once and insert_upcast(strip_upcast(patched)) == patched
                  and strip_upcast(patched) == source)
         rows.append(f"| {version} | `{hashlib.sha256(source.encode()).hexdigest()[:12]}` | "
-                    f"{where.first + 1}-{where.last + 1} | {'placed once, same bytes again, stripped to the original' if cycle else 'FAIL'} |")
+                    f"{where.first + 1}-{where.last + 1} | {CYCLED if cycle else 'FAIL'} |")
     return "\n".join(rows) + "\n"
 
 
@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         source, where = (args.source.read_text(encoding="utf-8"), str(args.source)) if args.source else staged_source()
         classes(source)
-    except (OSError, UnicodeDecodeError, PlacementError, RuntimeError) as error:  # RuntimeError: SiteError, ReleaseUnavailable
+    except (OSError, UnicodeDecodeError, PlacementError, RuntimeError) as error:  # SiteError, ReleaseUnavailable
         print(f"--source {args.source or '(the staged vLLM)'}: not a readable gemma4_unified.py with the 12B's "
               f"embedder ({str(error).splitlines()[0]}); pass vLLM's model_executor/models/gemma4_unified.py",
               file=sys.stderr)

@@ -21,7 +21,10 @@ def main(argv: list[str] | None = None) -> int:
         target = args.target or upcast.find_target()
         if args.command == "show":
             diff = upcast.show(target)
-            print(json.dumps({"file": str(target), "diff": diff}) if args.json else diff, end="" if not args.json else "\n")
+            if args.json:
+                print(json.dumps({"file": str(target), "diff": diff}))
+            else:
+                print(diff, end="")
             return 0
     except upcast.UpcastError as exc:
         print(exc, file=sys.stderr)

@@ -14,7 +14,7 @@ import pytest
 import patches.fp16_upcast as upcast
 from patches.fp16_upcast.placement import (LAYERS, PATCH_VERSION, TARGET_IN_PACKAGE, count_upcast, insert_upcast,
                                            plan, strip_upcast)
-from patches.placing import PlacementError, parse
+from patches.placing import parse
 from tooling import vllm_releases
 
 REPO = Path(__file__).resolve().parents[2]
@@ -123,7 +123,8 @@ def test_the_command_line_exits_by_outcome_and_a_refusal_is_one_line(tmp_path):
     assert run_cli("check", "--target", target).returncode == 0 and run_cli("show", "--target", target).stdout == ""
     target.write_text(pinned_source().replace(NORM_LINE, "        hidden_states = 2 * self.patch_ln2(hidden_states)\n"))
     refused = run_cli("apply", "--target", target, "--json")
-    assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1 and '"outcome": "refused"' in refused.stdout
+    assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1
+    assert '"outcome": "refused"' in refused.stdout
     assert run_cli("apply", "--target", tmp_path / "nothing.py").returncode == 0
 
 
