@@ -21,6 +21,9 @@ ENV PYTHONPATH=/opt/vllm-turing \
 # only) serves the GPU tier. The preflight on those devices then answers
 # from the table's verdicts. CUDA_VISIBLE_DEVICES is empty so vLLM keeps Triton enabled on a build
 # host without a GPU driver.
+# The fp16 upcast (patches/fp16_upcast, docs/fp16.md) is applied to the same vLLM and checked: the Gemma 4
+# 12B vision embedder's patch_dense and patch_ln2 run in fp32 when the engine runs in fp16 (Turing); a
+# release without gemma4_unified.py reports `none`. A drifted file refuses (exit 2) and fails the build.
 # Of the contract, the fit check needs only its own names: the rest of contract/ comes later, so an
 # edit there does not re-run the fit check.
 COPY contract/__init__.py contract/clamp_paths.py contract/compile_record.py contract/devices.py \
@@ -31,7 +34,10 @@ RUN set -e; \
     python3 -m patches.turing_clamp apply --site unified --json > /opt/vllm-turing/clamp-report.json; \
     python3 -m patches.turing_clamp apply --site encoder --json > /opt/vllm-turing/clamp-report-encoder.json; \
     python3 -m patches.turing_clamp check; \
-    python3 -c 'import patches.turing_clamp as c, py_compile; [py_compile.compile(str(c.find_target(s)), doraise=True) for s in c.SITES.values()]'
+    python3 -c 'import patches.turing_clamp as c, py_compile; [py_compile.compile(str(c.find_target(s)), doraise=True) for s in c.SITES.values()]'; \
+    python3 -m patches.fp16_upcast apply --json > /opt/vllm-turing/fp16-report.json; \
+    python3 -m patches.fp16_upcast check; \
+    python3 -c 'import patches.fp16_upcast as u, py_compile; t = u.find_target(); t.is_file() and py_compile.compile(str(t), doraise=True)'
 # The proof runs in a stage of its own: the image takes its fit table, reports and proved versions (the
 # COPY --from=proof below), not what else it leaves (the compile record, the caches torch and vLLM write).
 FROM clamped AS proof
@@ -116,7 +122,7 @@ COPY entrypoint/sitecustomize.py /opt/vllm-turing/sitecustomize.py
 # build.py's verification, a preflight's full check on a table miss) vLLM's imports take seconds anyway.
 # Without the column tables (-X no_debug_ranges: 7 % smaller; these modules' tracebacks lose their ^^^).
 RUN python3 -X no_debug_ranges -m compileall -q \
-      -x '/(patches/fitcheck/(__main__|compiler|recorder|image_passes|run|report|progress|mixers|mixer_launches|gdn_launches|kda_launches)|patches/turing_clamp/(__main__|ranking)|contract/(compile_record|pins)|imagefacts/__main__)\.py$' \
+      -x '/(patches/fitcheck/(__main__|compiler|recorder|image_passes|run|report|progress|mixers|mixer_launches|gdn_launches|kda_launches)|patches/turing_clamp/(__main__|ranking)|patches/fp16_upcast/__main__|contract/(compile_record|pins)|imagefacts/__main__)\.py$' \
       /opt/vllm-turing
 
 # The default user: uid 10001 in group 0, not root (buildtool/units/spec.py's POD_UID and POD_GID, the

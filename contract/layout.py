@@ -13,6 +13,8 @@ CLAMP_REPORT = in_install_dir("clamp-report.json")
 CLAMP_REPORT_ENCODER = in_install_dir("clamp-report-encoder.json")
 # The build's apply report per clamp site (patches.turing_clamp.SITES), which the preflight's clamp check reads
 CLAMP_REPORTS = {"unified": CLAMP_REPORT, "encoder": CLAMP_REPORT_ENCODER}
+# The build's apply report of the fp16 upcast (patches/fp16_upcast), which the preflight's fp16 check reads
+FP16_REPORT = in_install_dir("fp16-report.json")
 TRITON_CACHE = in_install_dir("triton-cache")
 # What the build proved about the image's own stack (versions, torch's arch list, the vLLM
 # parser's option table, parser names), read by the preflight instead of importing torch/vLLM.
@@ -24,7 +26,7 @@ SBOM = in_install_dir("sbom.cdx.json")
 
 # The build reports build.py reads back from a finished image, by key.
 BUILD_REPORTS = {"clamp": CLAMP_REPORT, "fit": FIT_REPORT, "fit_sm86": FIT_REPORT_SM86,
-                 "versions": VERSIONS_REPORT}
+                 "versions": VERSIONS_REPORT, "fp16": FP16_REPORT}
 
 # The names of the first release, still read for one release; the preflight report says to rename.
 DEPRECATED_ENV_NAMES = {

@@ -16,7 +16,7 @@ from contract.verdict import Result, failed, warned
 from . import environment, hub, nvml
 from .argv import Extras, argv_result, json_object, speculative_drafter
 from .facts import Loaded
-from .checks import (audio, cache, clamp, devices, disk, driver, fetched, memory, model, parallel, parsers, port,
+from .checks import (audio, cache, clamp, devices, disk, driver, fetched, fp16, memory, model, parallel, parsers, port,
                      shm, turing_settings)
 from .device import Device, Probe, context_error
 from .settings import CHECK_NAMES, Settings
@@ -104,6 +104,15 @@ def fit_check(resolved: model.Resolved, tensor_parallel_size: int = 1, dtype: st
         return Background(lambda: begun_in_thread(clamp.FIT, lambda: clamp.with_unproven(
             clamp.start_fit(config, model_config(resolved), device.cc, device.smem_optin, tensor_parallel=tensor_parallel_size,
                             dtype=dtype, towers=towers), unproven)))
+    return run
+
+
+def fp16_check(resolved: model.Resolved, dtype: str) -> Callable[[Device], Check]:
+    """What runs in fp32 in the dtype vLLM runs the model in on the device (DTYPE, else float16 below 8.0)."""
+    def run(device: Device) -> Check:
+        config = model_config(resolved)
+        return lambda: fp16.check_fp16(config, clamp.run_dtype(config, device.cc, dtype) if config else "unknown",
+                                       device.cc)
     return run
 
 
@@ -280,6 +289,7 @@ def plan(settings: Settings, device: Device | None, models: Models, env: Mapping
         "clamp": begun("clamp", clamp.check_clamp),  # imports the clamp and hashes both launchers
         "fit": needs_device("fit", device, fit_check(models.model, settings.tensor_parallel_size, settings.dtype,
                                                      extras, env)),
+        "fp16": needs_device("fp16", device, fp16_check(models.model, settings.dtype)),
         "model": model_check(models, settings, env),
         "drafter": lambda: model.check_drafter(models.drafter),
         "parsers": lambda: parsers.judge_parsers(parser_settings, models.model),

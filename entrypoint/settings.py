@@ -19,7 +19,7 @@ from door.redact import redact
 # The one program the entrypoint execs. Nothing in the environment replaces it: the test tiers
 # put a stand-in `vllm` package on PYTHONPATH instead (tests/support/standin_vllm.py).
 SERVER_CMD = ("python3", "-m", "vllm.entrypoints.openai.api_server")
-CHECK_NAMES = ("devices", "driver", "argv", "torch", "clamp", "fit", "model", "drafter", "parsers", "quantization", "audio",
+CHECK_NAMES = ("devices", "driver", "argv", "torch", "clamp", "fit", "fp16", "model", "drafter", "parsers", "quantization", "audio",
                "disk", "cache", "shm", "memory", "port", "env", "parallel")
 CUDA_COMPAT_MODES = ("auto", "on", "off")
 # Names only this entrypoint reads, to build the server's argv: removed from the server's environment

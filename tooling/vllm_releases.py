@@ -6,8 +6,12 @@ package exactly as it does in an installed vLLM:
 
     releases/<version>/site/vllm/v1/attention/ops/triton_unified_attention.py
     releases/<version>/site/vllm/v1/attention/ops/triton_prefill_attention.py   (encoder attention)
+    releases/<version>/site/vllm/model_executor/models/gemma4_unified.py  (the fp16 patch's target,
+                                                                           where the release has it)
     releases/<version>/site/vllm-<version>.dist-info/METADATA
 
+A member of OPTIONAL_MEMBERS that a release's wheel lacks is listed in
+releases/<version>/site/ABSENT_NAME, so it is not downloaded again to learn the same.
 A cached release that lacks one of these files (cached before it was listed) is completed.
 
 Wheels (about 330 MB each) are deleted once the few files are extracted.
@@ -40,6 +44,10 @@ PINNED = pins.VLLM_VERSION
 LAUNCHER_MEMBER = "vllm/v1/attention/ops/triton_unified_attention.py"
 ENCODER_LAUNCHER_MEMBER = "vllm/v1/attention/ops/triton_prefill_attention.py"
 LAUNCHER_MEMBERS = (LAUNCHER_MEMBER, ENCODER_LAUNCHER_MEMBER)
+# The 12B's encoder-free vision embedder (patches/fp16_upcast): not in every release (0.19.0 lacks it).
+GEMMA4_UNIFIED_MEMBER = "vllm/model_executor/models/gemma4_unified.py"
+OPTIONAL_MEMBERS = (GEMMA4_UNIFIED_MEMBER,)
+ABSENT_NAME = "absent-members.txt"
 PARALLEL_DOWNLOADS = 3
 
 
@@ -124,7 +132,7 @@ def _fetch(version: str, members_of, final: Path) -> Path:
         tmp = Path(tmp)
         wheel = _download_wheel(version, tmp / "download")
         staging = tmp / "staging"
-        _extract(wheel, lambda names: members_of(names, version), staging)
+        _extract(wheel, lambda names: members_of(names, version, staging), staging)
         _publish(staging, final)
     return final
 
@@ -133,15 +141,45 @@ def _launcher_members(names: list[str], version: str) -> list[str]:
     missing = [member for member in LAUNCHER_MEMBERS if member not in names]
     if missing:
         raise ReleaseUnavailable(f"wheel of vllm {version} has no {', '.join(missing)}")
-    return [*LAUNCHER_MEMBERS, _metadata_member(names, version)]
+    optional = [member for member in OPTIONAL_MEMBERS if member in names]
+    return [*LAUNCHER_MEMBERS, *optional, _metadata_member(names, version)]
+
+
+def _absent(version: str) -> set[str]:
+    """The optional members the release's wheel was found to lack."""
+    try:
+        return set((site_dir(version) / ABSENT_NAME).read_text(encoding="utf-8").split())
+    except FileNotFoundError:
+        return set()
+
+
+def _complete(version: str) -> bool:
+    absent = _absent(version)
+    return (all(launcher_path(version, m).is_file() for m in LAUNCHER_MEMBERS)
+            and all(m in absent or launcher_path(version, m).is_file() for m in OPTIONAL_MEMBERS))
+
+
+def _with_absent_list(names: list[str], version: str, into: Path) -> list[str]:
+    """The members to extract; the optional ones the wheel lacks are written to ABSENT_NAME in `into`."""
+    members = _launcher_members(names, version)
+    into.mkdir(parents=True, exist_ok=True)
+    (into / ABSENT_NAME).write_text("".join(f"{m}\n" for m in OPTIONAL_MEMBERS if m not in members),
+                                    encoding="utf-8")
+    return members
 
 
 def ensure_release(version: str, member: str = LAUNCHER_MEMBER) -> Path:
     """The release's launcher file `member` (the unified one by default), downloading and extracting
-    the release's launcher files on first use."""
-    if not all(launcher_path(version, m).is_file() for m in LAUNCHER_MEMBERS):
-        _fetch(version, _launcher_members, site_dir(version))
+    the release's launcher files (and the optional members it has) on first use."""
+    if not _complete(version):
+        _fetch(version, _with_absent_list, site_dir(version))
     return launcher_path(version, member)
+
+
+def release_member(version: str, member: str) -> Path | None:
+    """An OPTIONAL_MEMBERS file of the release, None where its wheel has none (fetched on first use)."""
+    ensure_release(version)
+    return None if member in _absent(version) else launcher_path(version, member)
 
 
 def ensure_releases(versions=RELEASES, parallel: int = PARALLEL_DOWNLOADS) -> dict[str, Path]:
@@ -149,7 +187,7 @@ def ensure_releases(versions=RELEASES, parallel: int = PARALLEL_DOWNLOADS) -> di
         return dict(zip(versions, pool.map(ensure_release, versions)))
 
 
-def _package_members(names: list[str], version: str) -> list[str]:
+def _package_members(names: list[str], version: str, _into: Path) -> list[str]:
     python_files = [n for n in names if n.startswith("vllm/") and n.endswith(".py")]
     return python_files + [_metadata_member(names, version)]
 

@@ -28,6 +28,22 @@ def image_labels(*, reports: dict, base_ref: str, base_digest: str, revision: st
         OURS + "fit.limit": str(fit["device"]["limit"]),
         OURS + "fit.sm86.max-shared": str(fit_sm86["max_shared"]),
         OURS + "fit.sm86.limit": str(fit_sm86["device"]["limit"]),
+        **fp16_labels(reports["fp16"]),
+    }
+
+
+FP16_SHA256_LABEL = OURS + "fp16.sha256"
+
+
+def fp16_labels(report: dict) -> dict:
+    """The fp16 upcast's apply report (patches/fp16_upcast) as labels: its outcome (applied or already;
+    none where the release has no gemma4_unified.py), its version, the layers it runs in fp32, and the
+    sha256 of the file it left (none where there is no file)."""
+    return {
+        OURS + "fp16.outcome": str(report["outcome"]),
+        OURS + "fp16.version": str(report["patch_version"]),
+        OURS + "fp16.layers": "" if report["outcome"] == "none" else ",".join(report.get("layers") or []),
+        FP16_SHA256_LABEL: str(report.get("sha256_after") or "none"),
     }
 
 

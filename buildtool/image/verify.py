@@ -13,7 +13,7 @@ import docker
 from buildtool import flags
 from buildtool.docker.engine import connect, files_in_image, image_or_none
 from buildtool.errors import BuildError
-from buildtool.image.labels import VLLM_VERSION_LABEL
+from buildtool.image.labels import FP16_SHA256_LABEL, VLLM_VERSION_LABEL
 from contract import compile_record
 from contract.clamp_paths import parse_report
 from contract.layout import BUILD_REPORTS, FIT_TABLE, INSTALL_DIR
@@ -27,6 +27,8 @@ CHECK_ENV = {"CUDA_VISIBLE_DEVICES": "", "TRITON_CACHE_DIR": "/triton-cache"}
 CLAMP_CHECK = ["python3", "-m", "patches.turing_clamp", "check", "--site", "unified", "--json"]
 # The clamp's second site, vLLM's encoder attention (context_attention_fwd).
 ENCODER_CLAMP_CHECK = ["python3", "-m", "patches.turing_clamp", "check", "--site", "encoder", "--json"]
+# The fp16 upcast in the 12B vision embedder (patches/fp16_upcast): present, or no such file in this vLLM.
+FP16_CHECK = ["python3", "-m", "patches.fp16_upcast", "check", "--json"]
 # The Gemma 4 classes, whose head-512 layers are what the clamp exists for; the build's own fit
 # check proved the whole matrix (Gemma 4 and the families) and its report is in the image. The launches
 # the image's clamped launcher makes are recorded anew and each need is taken from the image's fit
@@ -98,13 +100,17 @@ def verify_image(client: docker.DockerClient, image: str, record: bytes | None =
     answers the fit check may take: the build's own, or the repository's."""
     clamp = _run(client, image, CLAMP_CHECK)
     encoder = _run(client, image, ENCODER_CLAMP_CHECK)
-    findings = [clamp_finding(clamp.exit_code, clamp.text), clamp_finding(encoder.exit_code, encoder.text, "encoder ")]
+    fp16 = _run(client, image, FP16_CHECK)
+    findings = [clamp_finding(clamp.exit_code, clamp.text), clamp_finding(encoder.exit_code, encoder.text, "encoder "),
+                fp16_finding(fp16.exit_code, fp16.text)]
     fit = _run(client, image, fit_check(record is not None), {RECORD_IN_CONTAINER: record} if record else {})
     name = "every Gemma 4 launch fits sm_75"
     findings.append(passed(name, _fit_summary(fit.text)) if fit.exit_code == 0 else
                     failed(name, _fit_summary(fit.text), "a launch needs more shared memory than sm_75 has: "
                                                          "report it with the fit table"))
-    clamp_sha = (client.images.get(image).labels or {}).get("io.vllm-turing.clamp.sha256")
+    labels = client.images.get(image).labels or {}
+    findings += fp16_label_findings(labels.get(FP16_SHA256_LABEL), fp16.text)
+    clamp_sha = labels.get("io.vllm-turing.clamp.sha256")
     if clamp_sha is not None:
         reported = _json_field(clamp.text, "sha256_after")
         name, message = "clamp sha256 label matches the file", f"label {clamp_sha[:12]}, file {str(reported)[:12]}"
@@ -126,6 +132,29 @@ def clamp_finding(exit_code: int, text: str, site: str = "") -> Result:
         return passed(site + CLAMP_PASSES[outcome], outcome)
     return failed(site + CLAMP_PASSES["present"], _json_summary(text, "outcome"),
                   "rebuild the image with `python3 build.py`; the build applies the clamp")
+
+
+# What `fp16_upcast check` proves when it passes, by its outcome.
+FP16_PASSES = {"present": "fp16 upcast present once (the 12B vision embedder's patch_dense and patch_ln2 in fp32)",
+               "none": "no gemma4_unified.py in this vLLM (no fp16 upcast needed)"}
+
+
+def fp16_finding(exit_code: int, text: str) -> Result:
+    outcome = _json_field(text, "outcome")
+    if exit_code == 0 and outcome in FP16_PASSES:
+        return passed(FP16_PASSES[outcome], outcome)
+    return failed(FP16_PASSES["present"], _json_summary(text, "outcome"),
+                  "rebuild the image with `python3 build.py`; the build applies the fp16 upcast")
+
+
+def fp16_label_findings(label: str | None, text: str) -> list[Result]:
+    """The label the build wrote from its apply report against the file's sha256 now (none: no file)."""
+    if label is None:
+        return []
+    reported = _json_field(text, "sha256_after") or "none"
+    name, message = "fp16 upcast sha256 label matches the file", f"label {label[:12]}, file {str(reported)[:12]}"
+    return [passed(name, message) if reported == label else
+            failed(name, message, "gemma4_unified.py changed after the build: rebuild the image")]
 
 
 @dataclass

@@ -16,16 +16,13 @@ The API: apply(), check(), show() and strip_clamp(); each report's Outcome carri
 from __future__ import annotations
 
 import difflib
-import hashlib
-import importlib.util
 import enum
-import os
 import sys
-import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
-from contract.distributions import version_in
+from patches.placing import (PatchReport, installed_vllm, recorded_label, sha256 as _sha256, sha256_of as _sha256_of,
+                             vllm_version_at, write_atomic)
 from patches.turing_clamp.placement import (
     PATCH_VERSION,
     SITES,
@@ -81,42 +78,24 @@ class ClampError(Exception):
     """A refusal: the message names the file, the vLLM version and what was not found."""
 
 
-@dataclass
-class ClampReport:
-    file: str
-    vllm_version: str
-    outcome: Outcome
-    sha256_before: str | None
-    sha256_after: str | None
-    patch_version: int
-    message: str
-
-    def to_dict(self) -> dict:
-        return dict(asdict(self), outcome=self.outcome.label)
+class ClampReport(PatchReport):
+    """One clamp site's report (PatchReport's fields; outcome an Outcome)."""
 
 
 def find_target(site: Site = UNIFIED) -> Path:
     """vLLM's launcher file of `site` in the Python running this, found without importing vLLM."""
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or not spec.submodule_search_locations:
+    package = installed_vllm()
+    if package is None:
         raise ClampError(
             f"vLLM is not installed for {sys.executable}; expected the vllm package; "
             "install it or pass --target PATH"
         )
-    return Path(list(spec.submodule_search_locations)[0]) / site.target_in_package
+    return package / site.target_in_package
 
 
 def vllm_version_of(path: Path) -> str:
     """The release from the dist-info METADATA next to the vllm package, else 'unknown'."""
-    parts = Path(path).resolve().parts
-    tail = ("vllm",) + site_of(path).target_in_package.parts
-    if parts[-len(tail):] != tail:
-        return "unknown"
-    return version_in(Path(*parts[:-len(tail)]), "vllm") or "unknown"
-
-
-def _sha256(data: bytes | None) -> str | None:
-    return hashlib.sha256(data).hexdigest() if data is not None else None
+    return vllm_version_at(path, site_of(path).target_in_package)
 
 
 @dataclass
@@ -178,24 +157,7 @@ def _planned(state: _State) -> tuple[Outcome, str]:
 
 def _write(state: _State, text: str) -> bytes:
     """Replace the file atomically, keeping its mode and owner; nothing changes on failure."""
-    mode = state.path.stat()
-    if not mode.st_mode & 0o222 or not os.access(state.path, os.W_OK):
-        raise state.refusal(f"the file is read-only (mode {mode.st_mode & 0o777:o})",
-                            "make it writable or patch at image build time")
-    data = text.encode("utf-8")
-    fd, tmp = tempfile.mkstemp(prefix=f".{state.path.name}.", dir=state.path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, mode.st_mode & 0o7777)
-        if hasattr(os, "chown") and os.geteuid() == 0:
-            os.chown(tmp, mode.st_uid, mode.st_gid)
-        os.replace(tmp, state.path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise state.refusal(f"cannot write it ({exc.strerror})",
-                            "make the file and its folder writable") from None
-    return data
+    return write_atomic(state.path, text, state.refusal)
 
 
 def apply(path: Path | str, site: Site | None = None) -> ClampReport:
@@ -217,13 +179,6 @@ def _unread_report(path: Path | str, outcome: Outcome, found: str) -> ClampRepor
                        _sha256_of(path), PATCH_VERSION, outcome.message(found))
 
 
-def _sha256_of(path: Path | str) -> str | None:
-    try:
-        return _sha256(Path(path).read_bytes())
-    except OSError:
-        return None
-
-
 # What an apply the build recorded means for a file still holding the bytes it wrote
 BUILT_OUTCOMES = {Outcome.APPLIED.label: Outcome.PRESENT, Outcome.ALREADY.label: Outcome.PRESENT,
                   Outcome.SKIPPED.label: Outcome.UPSTREAM}
@@ -233,12 +188,7 @@ def recorded_outcome(state_sha256: str | None, path: Path, built: dict | None) -
     """The check's outcome taken from the build's apply report `built` (its JSON), when the file at
     `path` still holds the very bytes that report proved (same path, sha256 and patch version): the
     structural check would read the same source to the same answer. None otherwise (pure)."""
-    if not isinstance(built, dict) or state_sha256 is None:
-        return None
-    if (built.get("file") != str(path) or built.get("sha256_after") != state_sha256
-            or built.get("patch_version") != PATCH_VERSION):
-        return None
-    return BUILT_OUTCOMES.get(built.get("outcome"))
+    return BUILT_OUTCOMES.get(recorded_label(built, path, state_sha256, PATCH_VERSION))
 
 
 def check(path: Path | str, site: Site | None = None, built: dict | None = None) -> ClampReport:

@@ -16,6 +16,19 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from patches.placing import (
+    PatchCount,
+    PlacementError,
+    attached_start,
+    block_lines,
+    block_text,
+    marked_block,
+    newline_of,
+    owns,
+    parse,
+    without,
+)
+
 TILE_NAMES = ("TILE_SIZE_PREFILL", "TILE_SIZE_DECODE")
 CLAMP_FUNCTION = "_vllm_turing_clamp"
 # The unified launcher's window in tokens (0: none), passed where a release assigns it before the tiles
@@ -31,18 +44,7 @@ OWN_PREFIX = "_vllm_turing_"
 UPSTREAM_SIGNS = re.compile(r"shared_mem|max_shared", re.IGNORECASE)
 
 
-class PlacementError(ValueError):
-    """The file's structure is not one the clamp can be placed in; says what was not found."""
-
-
-def _runtime_block() -> str:
-    text = Path(__file__).with_name("runtime.py").read_text(encoding="utf-8")
-    start = text.index(BEGIN_MARKER)
-    end = text.index(END_MARKER, start)
-    return text[start:text.index("\n", end) + 1]
-
-
-RUNTIME_BLOCK = _runtime_block()
+RUNTIME_BLOCK = marked_block(Path(__file__).with_name("runtime.py"), BEGIN_MARKER, END_MARKER)
 # Read with a pattern, not by parsing the block: the preflight's clamp check imports this module, and
 # the parse was a third of that check (a unit test holds the two readings equal).
 PATCH_VERSION = int(re.search(rf"^{VERSION_NAME} = (\d+)$", RUNTIME_BLOCK, re.MULTILINE).group(1))
@@ -88,26 +90,7 @@ class Placement:
     has_window: bool = False
 
 
-@dataclass(frozen=True)
-class ClampCount:
-    definitions: int
-    calls: int
-    version: int | None
-
-    @property
-    def present_once(self) -> bool:
-        return self.definitions == 1 and self.calls == 1
-
-    @property
-    def absent(self) -> bool:
-        return self.definitions == 0 and self.calls == 0
-
-
-def parse(source: str) -> ast.Module:
-    try:
-        return ast.parse(source)
-    except SyntaxError as exc:
-        raise PlacementError(f"the file does not parse (line {exc.lineno}: {exc.msg})") from None
+ClampCount = PatchCount
 
 
 def _names(node: ast.AST, ctx: type) -> set[str]:
@@ -115,11 +98,7 @@ def _names(node: ast.AST, ctx: type) -> set[str]:
 
 
 def _is_own(node: ast.stmt) -> bool:
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return node.name.startswith(OWN_PREFIX)
-    if isinstance(node, ast.Assign):
-        return all(isinstance(t, ast.Name) and t.id.lower().startswith(OWN_PREFIX) for t in node.targets)
-    return False
+    return owns(node, OWN_PREFIX)
 
 
 def _is_clamp_call(node: ast.AST, functions: tuple = CLAMP_FUNCTIONS) -> bool:
@@ -177,13 +156,10 @@ def plan(source: str, site: Site = UNIFIED) -> Placement:
     if "q" not in {a.arg for a in launcher.args.args + launcher.args.kwonlyargs}:
         raise PlacementError(f"the launcher {launcher.name}() has no parameter q")
     lines = source.splitlines(keepends=True)
-    first = min([launcher.lineno] + [d.lineno for d in launcher.decorator_list]) - 1
-    while first > 0 and lines[first - 1].lstrip().startswith("#"):
-        first -= 1  # keep comments that introduce the launcher attached to it
     body_line = lines[body[0].lineno - 1]
     return Placement(
         launcher=launcher.name,
-        block_at=first,
+        block_at=attached_start(lines, launcher),
         call_at=body[last].end_lineno,
         indent=body_line[:len(body_line) - len(body_line.lstrip())],
         has_warps="launch_num_warps" in before,
@@ -191,10 +167,6 @@ def plan(source: str, site: Site = UNIFIED) -> Placement:
         site=site,
         has_window=WINDOW_NAME in before,
     )
-
-
-def _newline(source: str) -> str:
-    return "\r\n" if source.split("\n", 1)[0].endswith("\r") else "\n"
 
 
 def call_text(placement: Placement, newline: str = "\n") -> str:
@@ -218,10 +190,10 @@ def call_text(placement: Placement, newline: str = "\n") -> str:
 def insert_clamp(source: str, site: Site = UNIFIED) -> str:
     """The source with the clamp placed; the source must not carry the clamp yet."""
     placement = plan(source, site)
-    newline = _newline(source)
+    newline = newline_of(source)
     lines = source.splitlines(keepends=True)
     lines.insert(placement.call_at, call_text(placement, newline))
-    lines.insert(placement.block_at, (RUNTIME_BLOCK + "\n\n").replace("\n", newline))
+    lines.insert(placement.block_at, block_text(RUNTIME_BLOCK, newline))
     return "".join(lines)
 
 
@@ -252,33 +224,6 @@ def sizes_from_shared_memory(tree: ast.Module) -> bool:
     return False
 
 
-def _is_comment_or_blank(line: str) -> bool:
-    return not line.strip() or line.lstrip().startswith("#")
-
-
-def _marker_above(lines: list[str], start: int) -> int:
-    """The begin marker's index when only comments separate it from start, else start."""
-    i = start
-    while i > 0 and _is_comment_or_blank(lines[i - 1]):
-        i -= 1
-        if lines[i].startswith(BEGIN_MARKER):
-            return i
-    return start
-
-
-def _marker_below(lines: list[str], end: int) -> int:
-    """Past the end marker and the two blank lines insert_clamp put after it."""
-    i = end
-    while i < len(lines) and _is_comment_or_blank(lines[i]):
-        i += 1
-        if lines[i - 1].startswith(END_MARKER):
-            blank = 0
-            while blank < 2 and i < len(lines) and not lines[i].strip():
-                i, blank = i + 1, blank + 1
-            return i
-    return end
-
-
 def strip_clamp(source: str) -> str:
     """The unpatched source of a patched file (unchanged when it carries no clamp)."""
     tree = parse(source)
@@ -287,10 +232,5 @@ def strip_clamp(source: str) -> str:
     for node in ast.walk(tree):
         if isinstance(node, ast.stmt) and _is_clamp_statement(node):
             drop.update(range(node.lineno - 1, node.end_lineno))
-    own = [stmt for stmt in tree.body if _is_own(stmt)]
-    if own:
-        start, end = own[0].lineno - 1, own[-1].end_lineno
-        start = _marker_above(lines, start)
-        end = _marker_below(lines, end)
-        drop.update(range(start, end))
-    return "".join(line for i, line in enumerate(lines) if i not in drop)
+    drop.update(block_lines(lines, [stmt for stmt in tree.body if _is_own(stmt)], BEGIN_MARKER, END_MARKER))
+    return without(lines, drop)

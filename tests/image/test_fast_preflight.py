@@ -36,9 +36,9 @@ def mounts(tmp_path_factory):
     return {str(libs): {"bind": NVIDIA_LIBS, "mode": "ro"}, str(root / "model"): {"bind": "/models/m", "mode": "ro"}}, root
 
 
-def in_process_check(docker_client, image, volumes):
+def in_process_check(docker_client, image, volumes, skip: str = "devices,driver,port"):
     code, out, err = run_to_end(docker_client, image, ["-c", IN_PROCESS], entrypoint="python3",
-                                environment={"MODEL": "/models/m", "SKIP_CHECKS": "devices,driver,port"},
+                                environment={"MODEL": "/models/m", "SKIP_CHECKS": skip},
                                 volumes=volumes, shm_size="1g")
     assert code == 0, err[-3000:]
     return json.loads(out.strip().splitlines()[-1])
@@ -59,6 +59,23 @@ def test_without_usable_facts_the_torch_check_imports_torch_and_says_why(docker_
     result = in_process_check(docker_client, image, volumes)
     assert "torch" in result["imported"]
     assert f"torch imported: {IMAGE_FACTS} is not a schema-1 facts file" in result["checks"]["torch"]["message"]
+
+
+def test_on_a_t4_the_12bs_fp16_line_names_the_layers_the_images_vllm_runs_in_fp32(docker_client, image, mounts,
+                                                                                tmp_path):
+    from entrypoint.settings import CHECK_NAMES
+    from tests.support.gemma4_configs import published_model_dir
+
+    volumes, _ = mounts
+    model = published_model_dir("gemma4-12b", tmp_path)
+    volumes = {**{host: bind for host, bind in volumes.items() if bind["bind"] != "/models/m"},
+               str(model): {"bind": "/models/m", "mode": "ro"}}
+    result = in_process_check(docker_client, image, volumes, ",".join(n for n in CHECK_NAMES if n != "fp16"))
+    fp16 = result["checks"]["fp16"]
+    assert fp16["status"] == "pass", fp16
+    assert fp16["message"].startswith("vision_embedder.patch_dense and vision_embedder.patch_ln2 run in fp32, the rest "
+                                      "of the 12B in float16 on cc 7.5 (fp16 upcast v"), fp16
+    assert result["imported"] == [], result["imported"]
 
 
 def sigterm_caught(container) -> bool:

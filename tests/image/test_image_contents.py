@@ -5,6 +5,7 @@ from pathlib import PurePosixPath
 
 import pytest
 
+from patches.fp16_upcast.placement import TARGET_IN_PACKAGE as FP16_TARGET
 from patches.turing_clamp import SITES
 from tests.image.containers import idle_container, run_json
 
@@ -29,6 +30,7 @@ print(json.dumps({"vllm": m.version("vllm"), "torch": m.version("torch"), "trito
 """
 
 CLAMP_TARGET = "import patches.turing_clamp as c, json; print(json.dumps(str(c.find_target())))"
+FP16_FILE = "import patches.fp16_upcast as u, json; print(json.dumps(str(u.find_target())))"
 
 # The modules under /opt/vllm-turing whose bytecode Python would not take as it stands (missing, or
 # written for another mtime or size of the source: importlib's timestamp check).
@@ -77,11 +79,22 @@ def test_the_patched_file_matches_the_sha256_label(host, image_labels):
         "the attention file in the image differs from the one the io.vllm-turing.clamp.sha256 label describes"
 
 
+def test_the_12b_embedder_carries_the_fp16_upcast_and_its_labels_describe_it(host, image_labels):
+    result = host.run("python3 -m patches.fp16_upcast check --json")
+    assert result.rc == 0, f"the fp16 upcast check failed in the image: {result.stdout}{result.stderr}"
+    report = json.loads(result.stdout)
+    assert report["outcome"] == "present", f"fp16 upcast check outcome is {report['outcome']!r}"
+    assert host.file(run_json(host, FP16_FILE)).sha256sum == image_labels["io.vllm-turing.fp16.sha256"]
+    assert image_labels["io.vllm-turing.fp16.layers"] == "vision_embedder.patch_dense,vision_embedder.patch_ln2"
+    assert image_labels["io.vllm-turing.fp16.outcome"] in ("applied", "already")
+
+
 def test_every_other_vllm_file_is_the_base_images_own(host, base_host):
     ours = run_json(host, HASH_PACKAGE)
     base = run_json(base_host, HASH_PACKAGE)
     changed = sorted(p for p in set(ours) | set(base) if ours.get(p) != base.get(p))
-    clamped = {f"vllm/{site.target_in_package}" for site in SITES.values()}  # the clamp's two sites
+    # the clamp's two sites and the fp16 upcast's file (docs/fp16.md)
+    clamped = {f"vllm/{site.target_in_package}" for site in SITES.values()} | {f"vllm/{FP16_TARGET}"}
     pyc_of_patched = {p for p in changed for target in clamped
                       if p.startswith(f"{PurePosixPath(target).parent}/__pycache__/{PurePosixPath(target).stem}.")}
     unexpected = [p for p in changed if p not in clamped and p not in pyc_of_patched]

@@ -17,7 +17,7 @@ from buildtool.hostconfig import debian_mirror, host_ca_bundle, pip_index_secret
 from buildtool.plan import base_plan, build_plan
 from buildtool.image.fit_table import fit_verdict_line
 from buildtool.image.labels import base_digest, image_labels
-from buildtool.image.verify import clamp_finding, finding_line
+from buildtool.image.verify import clamp_finding, finding_line, fp16_finding, fp16_label_findings
 from contract.layout import BUILD_REPORTS
 from contract.verdict import Status
 from buildtool.docker.progress import ProgressView, failure_line
@@ -30,6 +30,8 @@ REPORTS = {
     "clamp": {"patch_version": 1, "sha256_after": "ab" * 32},
     "fit": {"max_shared": 65536, "device": {"name": "sm75", "cc": 75, "limit": 65536}},
     "fit_sm86": {"max_shared": 98304, "device": {"name": "sm86", "cc": 86, "limit": 101376}},
+    "fp16": {"outcome": "applied", "patch_version": 1, "sha256_after": "cd" * 32,
+             "layers": ["vision_embedder.patch_dense", "vision_embedder.patch_ln2"]},
 }
 
 
@@ -127,6 +129,33 @@ def test_the_encoder_sites_finding_is_named_for_its_site():
 def test_a_clamp_check_that_printed_no_json_fails_with_its_last_line():
     finding = clamp_finding(2, "Traceback ...\nModuleNotFoundError: No module named 'vllm'\n")
     assert finding.failed and finding.message == "ModuleNotFoundError: No module named 'vllm'" and finding.fix
+
+
+def test_the_fp16_upcast_report_becomes_labels_and_a_release_without_the_file_says_none():
+    labels = image_labels(reports=REPORTS, base_ref="b", base_digest="sha256:1", revision="abc", created="now")
+    assert labels["io.vllm-turing.fp16.outcome"] == "applied" and labels["io.vllm-turing.fp16.version"] == "1"
+    assert labels["io.vllm-turing.fp16.sha256"] == "cd" * 32
+    assert labels["io.vllm-turing.fp16.layers"] == "vision_embedder.patch_dense,vision_embedder.patch_ln2"
+    none = {"outcome": "none", "patch_version": 1, "sha256_after": None, "layers": ["x"]}
+    labels = image_labels(reports={**REPORTS, "fp16": none}, base_ref="b", base_digest="sha256:1", revision="abc",
+                          created="now")
+    assert (labels["io.vllm-turing.fp16.sha256"], labels["io.vllm-turing.fp16.layers"]) == ("none", "")
+
+
+@pytest.mark.parametrize("exit_code, outcome, passes", [
+    (0, "present", True), (0, "none", True), (1, "absent", False), (1, "outdated", False), (2, "error", False),
+])
+def test_the_fp16_finding_passes_only_on_a_present_upcast_or_no_file(exit_code, outcome, passes):
+    finding = fp16_finding(exit_code, json.dumps({"outcome": outcome, "sha256_after": "cd" * 32}))
+    assert finding.failed is not passes and (passes or "rebuild the image" in finding.fix)
+
+
+def test_the_fp16_sha256_label_is_held_against_the_file_the_check_read():
+    [same] = fp16_label_findings("cd" * 32, json.dumps({"outcome": "present", "sha256_after": "cd" * 32}))
+    [changed] = fp16_label_findings("cd" * 32, json.dumps({"outcome": "present", "sha256_after": "ef" * 32}))
+    [no_file] = fp16_label_findings("none", json.dumps({"outcome": "none", "sha256_after": None}))
+    assert not same.failed and changed.failed and "changed after the build" in changed.fix and not no_file.failed
+    assert fp16_label_findings(None, "") == []
 
 
 def test_base_digest_prefers_the_registry_digest():

@@ -21,6 +21,7 @@ OLD_TAG = "vllm-turing:0.33.0"
 BASE = "vllm-turing-base:0.33.0"
 REPORTS = {"versions": {"vllm": "0.33.0", "torch": "2.11.0", "triton": "3.6.0"},
            "clamp": {"patch_version": 1, "sha256_after": "0" * 64},
+           "fp16": {"outcome": "applied", "patch_version": 1, "sha256_after": "1" * 64},
            "fit": {"max_shared": 65536, "device": {"limit": 65536, "name": "sm_75"}, "launches": [], "all_fit": True},
            "fit_sm86": {"max_shared": 98304, "device": {"limit": 101376, "name": "sm_86"}, "launches": [],
                         "all_fit": True},
