@@ -210,6 +210,72 @@ class StreamText:
         return None if reply.text.strip() else "the stream carried no text in choices[0].delta"
 
 
+# A numerically broken answer, by input. Turing has no bf16 datapath, so the server computes in fp16
+# (range +-65,504); where an activation leaves that range the logits turn NaN, the greedy choice is token
+# 0 over and over, and the reply is HTTP 200 with an empty content (vLLM issue 48231: Gemma 4 12B's
+# vision embedder on an RTX 2080 Ti). With logprobs asked for, vLLM 0.33 cannot write the NaN
+# log-probabilities as JSON and answers 400 "Out of range float values are not JSON compliant"
+# (starlette renders with allow_nan=False; vLLM's ValueError handler makes it a 400); a stream
+# carries them as null (pydantic). Each failure line names the input, what was seen and the likely cause.
+LIKELY = {"text": "an fp16 overflow in the decoder (Turing computes in fp16)",
+          "image": "an fp16 overflow in the vision path, the fp16 patch missing from the image",
+          "audio": "an fp16 overflow in the audio path, the fp16 patch missing from the image"}
+PATCH_FIX = ("rebuild the image (python3 build.py) so its vLLM carries the fp16 patch; "
+             "if it does, report the model and this input")
+NAN_REFUSED = re.compile(r"Out of range float values are not JSON compliant")
+
+
+def overflow(modality: str, seen: str) -> str:
+    """The one line of a numerically broken answer: the input, what was seen, the likely cause."""
+    return f"{modality}: {seen}: likely {LIKELY[modality]}"
+
+
+@dataclass(frozen=True)
+class FiniteTokens:
+    """The answer's log-probabilities are finite and its tokens are not token 0 repeated (the request
+    asks for logprobs with return_tokens_as_token_ids). Judged before the status: vLLM answers NaN
+    log-probabilities with a 400. Any weights pass this in a sound engine, so it is the contract."""
+
+    modality: str
+    fix: str = PATCH_FIX
+
+    def judge(self, reply: Reply, model: str | None) -> str | None:
+        if reply.status != 200:
+            refused = NAN_REFUSED.search(reply.error_message)
+            return overflow(self.modality, f"HTTP {reply.status}, the server could not write NaN log-probabilities "
+                                           f"({refused.group(0)})") if refused else None
+        try:
+            tokens = replies.chat_logprobs(CHAT, reply.body)
+        except EndpointError as exc:
+            return exc.line
+        if tokens is None:
+            return "choices[0].logprobs is null: the server ignored logprobs: true (is this vLLM?)"
+        nan = sum(not token.finite for token in tokens)
+        if nan:
+            return overflow(self.modality, f"{nan} of {len(tokens)} log-probabilities are NaN")
+        ids = [token.token_id for token in tokens]
+        if ids and all(token_id == 0 for token_id in ids):
+            return overflow(self.modality, f"the answer is token 0 repeated ({len(ids)} tokens)")
+        return None
+
+
+@dataclass(frozen=True)
+class Answered:
+    """The answer is not empty: content (or reasoning) carries text. An fp16 overflow's token 0 decodes
+    to nothing, so the reply is HTTP 200 with an empty content."""
+
+    modality: str
+    fix: str = PATCH_FIX
+
+    def judge(self, reply: Reply, model: str | None) -> str | None:
+        message = first_message(reply)
+        if isinstance(message, str):
+            return message
+        if (message.content or "").strip() or (message.reasoning or "").strip() or message.tool_calls:
+            return None
+        return overflow(self.modality, f"the answer is empty (HTTP 200, finish_reason {message.finish_reason})")
+
+
 # Server replies that mean "this model takes no such input": the check is skipped,
 # not failed. vLLM 0.33 answers 400 "At most 0 image(s) may be provided in one
 # prompt." when the model (or --limit-mm-per-prompt) allows none, names a text-only
