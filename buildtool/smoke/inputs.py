@@ -7,9 +7,9 @@ In this order:
    (entrypoint/checks/audio.py's keys) audio input. Read through the preflight's own reader
    (entrypoint/checks/model.py, door/files.py: capped, regular files only) from `--model-config PATH`
    (the model's folder on this host, or its config.json), else from the folder GET /v1/models names
-   as the model's `root`, when this host has it: the root itself (`vllm serve /path` here), or, for a
-   root under /models (where compose and Quadlet mount the models folder), the same path under
-   $MODEL_DIR (default ~/models, as the units). An input the config has is asked; one it lacks is
+   as the model's `root`, when this host has it: for a root under /models (where compose and Quadlet
+   mount the models folder), the same path under $MODEL_DIR (default ~/models, as the units), else
+   the root itself (`vllm serve /path` on this host). An input the config has is asked; one it lacks is
    not sent, and its row is skipped naming the config.
 3. Neither (smoke runs on another host, or the model came from the Hub by name): ask the server.
    The image and audio checks are sent, and a refusal in vLLM's own words skips them; the name
@@ -91,11 +91,11 @@ def host_folders(card: ModelCard | None, env: Mapping[str, str]) -> list[str]:
     root = card and (card.root or card.id)
     if not root or not root.startswith("/") or "\0" in root:
         return []
-    folders = [root]
-    if root == MODEL_MOUNT or root.startswith(MODEL_MOUNT + "/"):
+    folders = []
+    if root == MODEL_MOUNT or root.startswith(MODEL_MOUNT + "/"):   # the units' mount: $MODEL_DIR here
         models = os.path.expanduser(env.get(MODEL_DIR_ENV) or DEFAULT_MODEL_DIR)
         folders.append(os.path.join(models, root[len(MODEL_MOUNT):].lstrip("/")))
-    return folders
+    return folders + [root]
 
 
 def found_config(card: ModelCard | None, env: Mapping[str, str]) -> tuple[Inputs | None, str]:

@@ -54,6 +54,8 @@ def judge_request(path, body):
                        "tool_choice": request.tool_choice,
                        "tools": [tool.function.name for tool in request.tools or []],
                        "chat_template_kwargs": request.chat_template_kwargs,
+                       "logprobs": request.logprobs,
+                       "return_tokens_as_token_ids": request.return_tokens_as_token_ids,
                        "extra_keys": sorted(request.model_extra or {})},
             "parts": parts}
 
