@@ -89,8 +89,8 @@ def given_config(path: str) -> Inputs:
 def host_folders(card: ModelCard | None, env: Mapping[str, str]) -> list[str]:
     """Where this host may hold the served model's folder, from the card's root (else its id)."""
     root = card and (card.root or card.id)
-    if not root or not root.startswith("/") or "\0" in root:
-        return []
+    if not root or not root.startswith("/") or "\0" in root or ".." in root.split("/"):
+        return []   # the server's answer names the folder: only an absolute path that climbs nowhere
     folders = []
     if root == MODEL_MOUNT or root.startswith(MODEL_MOUNT + "/"):   # the units' mount: $MODEL_DIR here
         models = os.path.expanduser(env.get(MODEL_DIR_ENV) or DEFAULT_MODEL_DIR)

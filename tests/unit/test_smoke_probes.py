@@ -2,13 +2,16 @@
 gives: token 0 repeated, an empty answer, NaN log-probabilities) fails the row of its input in one line,
 and the inputs asked follow the served model's config.json."""
 import json
+import os
 
 import pytest
 
 from buildtool.smoke.checks import CHECKS
 from buildtool.smoke.cli import main
+from buildtool.smoke.inputs import host_folders
 from tests.support import gemma4_configs
 from tests.support.openai_standin import OpenAIStandIn
+from tooling.endpoint.replies import ModelCard
 
 FAST = ["--interval", "0.05", "--timeout", "10", "--json"]
 PROBES = ["text", "image", "image-contrast", "audio"]
@@ -203,3 +206,14 @@ def test_an_unreadable_model_config_is_bad_input_in_one_line(capsys, tmp_path, m
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("smoke: --model-config ") and expected in err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("root, env, folders", [
+    ("/models/gemma-4-E2B-it", {"MODEL_DIR": "/srv/m"}, ["/srv/m/gemma-4-E2B-it", "/models/gemma-4-E2B-it"]),
+    ("/models/gemma-4-E2B-it", {}, [os.path.expanduser("~/models/gemma-4-E2B-it"), "/models/gemma-4-E2B-it"]),
+    ("/data/llm/gemma", {"MODEL_DIR": "/srv/m"}, ["/data/llm/gemma"]),
+    ("google/gemma-4-E2B-it", {}, []),                       # a Hub name: nothing on this host to read
+    ("/models/../etc", {"MODEL_DIR": "/srv/m"}, []),          # the server names the folder: no climbing out
+])
+def test_where_the_served_root_is_looked_for_on_this_host(root, env, folders):
+    assert host_folders(ModelCard("gemma-4", root), env) == folders
