@@ -29,8 +29,8 @@ def solid_png(rgb: tuple[int, int, int], size: int = 32) -> bytes:
 def checkerboard_png(size: int = 256, cell: int = 8) -> bytes:
     """A size x size black-and-white checkerboard at full range (0 and 255 in every channel), cells
     of `cell` pixels: every patch a vision encoder cuts holds the largest contrast a picture can.
-    Cells of 8 in 256 keep edges inside each 48-pixel patch of Gemma 4 12B's embedder after the
-    processor's resize either way (a 1-pixel board would blur to grey)."""
+    Cells of 8 in 256 keep edges inside each 48-pixel patch of Gemma 4 12B's embedder whether the
+    processor enlarges the picture (up to sixfold) or shrinks it (a 1-pixel board would blur to grey)."""
     black, white = b"\x00\x00\x00" * cell, b"\xff\xff\xff" * cell
     cells = size // cell
     even = (black + white) * (cells // 2) + black * (cells % 2)
