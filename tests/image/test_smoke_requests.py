@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from buildtool.smoke.checks import CHECKS
+from buildtool.smoke.expect import NAN_REFUSED
 from tests.support.openai_standin import OpenAIStandIn
 
 HERE = Path(__file__).resolve().parent
@@ -101,6 +102,16 @@ def test_the_release_reads_the_probes_logprob_fields(judged):
     """The input probes ask for log-probabilities with the tokens as ids (the fields vLLM knows)."""
     fields = {name: judged["requests"][name]["fields"] for name in PROBES}
     assert all(f["logprobs"] is True and f["return_tokens_as_token_ids"] is True for f in fields.values()), fields
+
+
+def test_the_release_answers_nan_log_probabilities_as_the_probes_read_them(judged):
+    """An fp16 overflow's NaN log-probabilities, through the release's own code: its chat route's
+    JSONResponse cannot write them and its ValueError handler makes that a 400 whose words the probes
+    know; a stream chunk writes them as null, which the probes count as NaN."""
+    nan = judged["nan_logprobs"]
+    assert nan["reply"]["status"] == 400 and nan["reply"]["raised"] == "ValueError", nan
+    assert NAN_REFUSED.search(nan["reply"]["message"]), nan
+    assert nan["chunk"]["content"][0]["logprob"] is None, nan
 
 
 def test_vllm_loads_the_checkerboard(judged):
