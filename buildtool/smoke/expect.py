@@ -1,7 +1,7 @@
 """What a check expects of a reply: small frozen dataclasses, each a pure judgement.
 
 Each expectation's `judge(reply, model)` returns None when the reply meets it, or a
-one-line reason when it does not; an optional `note(reply)` adds a remark to a pass. `model` is the served model id the run checks
+one-line reason when it does not (a `Failure` when the reason carries its fix); an optional `note(reply)` adds a remark to a pass. `model` is the served model id the run checks
 (None when the server lists none). Add an expectation here when a new check needs
 a judgement the existing ones cannot express.
 """
@@ -225,9 +225,19 @@ PATCH_FIX = ("rebuild the image (python3 build.py) so its vLLM carries the fp16 
 NAN_REFUSED = re.compile(r"Out of range float values are not JSON compliant")
 
 
-def overflow(modality: str, seen: str) -> str:
-    """The one line of a numerically broken answer: the input, what was seen, the likely cause."""
-    return f"{modality}: {seen}: likely {LIKELY[modality]}"
+class Failure(str):
+    """A judge's reason that carries its fix (the runner puts it in the row's `fix`)."""
+
+    def __new__(cls, reason: str, fix: str):
+        failure = super().__new__(cls, reason)
+        failure.fix = fix
+        return failure
+
+
+def overflow(modality: str, seen: str) -> Failure:
+    """The one line of a numerically broken answer: the input, what was seen, the likely cause; the
+    fix with it."""
+    return Failure(f"{modality}: {seen}: likely {LIKELY[modality]}", PATCH_FIX)
 
 
 @dataclass(frozen=True)
@@ -237,7 +247,6 @@ class FiniteTokens:
     log-probabilities with a 400. Any weights pass this in a sound engine, so it is the contract."""
 
     modality: str
-    fix: str = PATCH_FIX
 
     def judge(self, reply: Reply, model: str | None) -> str | None:
         if reply.status != 200:
@@ -265,7 +274,6 @@ class Answered:
     to nothing, so the reply is HTTP 200 with an empty content."""
 
     modality: str
-    fix: str = PATCH_FIX
 
     def judge(self, reply: Reply, model: str | None) -> str | None:
         message = first_message(reply)

@@ -104,7 +104,7 @@ def verdict(check: Check, reply: Reply, model: str | None, inputs: Inputs = ASKE
     for expectation in check.expect:
         failure = expectation.judge(reply, model)
         if failure:
-            return row(check, Status.FAIL, failure, getattr(expectation, "fix", ""), reply=reply)
+            return row(check, Status.FAIL, str(failure), getattr(failure, "fix", ""), reply=reply)
     if check.answer and not judge_answers:
         # A row that proves the contract passes on it; a row that exists to judge the answer is not judged.
         status = Status.PASS if check.proves_contract else Status.NOT_JUDGED
@@ -112,7 +112,7 @@ def verdict(check: Check, reply: Reply, model: str | None, inputs: Inputs = ASKE
     for expectation in check.answer:
         failure = expectation.judge(reply, model)
         if failure:
-            return row(check, Status.FAIL, failure, getattr(expectation, "fix", ""), reply=reply,
+            return row(check, Status.FAIL, str(failure), getattr(failure, "fix", ""), reply=reply,
                        answer=Status.FAIL)
     notes = [e.note(reply) for e in check.expect + check.answer if hasattr(e, "note")]
     return row(check, Status.PASS, "; ".join(notes), reply=reply, answer=Status.PASS if check.answer else None)

@@ -101,6 +101,7 @@ def test_a_reply_without_logprobs_fails_naming_the_field(capsys):
         standin.route("POST", "/v1/chat/completions", without_logprobs)
         code, report, _ = smoke(capsys, standin.url, "--only", "text")
     assert code == 1 and "choices[0].logprobs is null" in report["checks"][0]["message"]
+    assert report["checks"][0]["fix"] == ""     # not an overflow: no rebuild advised
 
 
 # --- which inputs: the served model's config.json -----------------------------------------------
