@@ -13,11 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from tooling.endpoint.replies import ModelCard
-
-from .expect import (ContentMatches, MessageShaped, ModelListed, ReasoningField, ReasoningSeparated, Status,
-                     StreamCompleted, StreamText, ToolCalled)
-from .media import b64, data_url, solid_png, tone_wav
+from .expect import (Answered, ContentMatches, FiniteTokens, MessageShaped, ModelListed, ReasoningField,
+                     ReasoningSeparated, Status, StreamCompleted, StreamText, ToolCalled)
+from .media import b64, checkerboard_png, data_url, solid_png, tone_wav
 
 CHAT = "/v1/chat/completions"
 MODALITIES = ("image", "audio")
@@ -68,10 +66,20 @@ WEATHER_TOOL = {
     },
 }
 RED_SQUARE = {"type": "image_url", "image_url": {"url": data_url("image/png", solid_png((255, 0, 0)))}}
+CHECKERBOARD = {"type": "image_url", "image_url": {"url": data_url("image/png", checkerboard_png())}}
 TONE_440 = {"type": "input_audio", "input_audio": {"data": b64(tone_wav(440.0)), "format": "wav"}}
+CHECKER_WORDS = r"\b(checker\w*|chess\w*|black|white|squares?|grid|tiles?|alternating)\b"
 TONE_WORDS = r"\b(tone|beep|sine|hum|humming|buzz|buzzing|whistle|note|pitch|ring|ringing|440|hz|frequency)\b"
 
 SHAPED = (Status(200), MessageShaped())
+# The probes of each input: the answer's log-probabilities, its tokens as ids ("token_id:N"), so an fp16
+# overflow shows as NaN or token 0 repeated (expect.FiniteTokens), judged before the status (vLLM
+# answers NaN log-probabilities with a 400), then the reply's shape; an empty answer is the answer's side.
+PROBE = {"logprobs": True, "return_tokens_as_token_ids": True}
+
+
+def probed(modality: str) -> tuple:
+    return (FiniteTokens(modality), *SHAPED)
 
 CHECKS: tuple[Check, ...] = (
     Check("health", "GET /health answers 200 once the engine is loaded (503 while loading)",
@@ -108,20 +116,20 @@ CHECKS: tuple[Check, ...] = (
           CHAT, ask("Reply with the word ready.", chat_template_kwargs={"enable_thinking": False},
                     top_k=1, vllm_turing_smoke_vendor_key={"ignored": True}),
           expect=SHAPED, answer=(ContentMatches(r"\S"),), proves_contract=True),
-    Check("image", "a solid red PNG is described as red",
-          CHAT, ask("What colour is this image? Answer with one word.", content_parts=(RED_SQUARE,)),
-          expect=SHAPED, answer=(ContentMatches(r"\bred\b", re.I),), needs="image"),
-    Check("audio", "a 440 Hz WAV tone is described as a tone",
-          CHAT, ask("Describe this sound in a few words.", max_tokens=96, content_parts=(TONE_440,)),
-          expect=SHAPED, answer=(ContentMatches(TONE_WORDS, re.I),), needs="audio"),
+    Check("text", "a text answer is sound: finite log-probabilities, not token 0 repeated, not empty",
+          CHAT, ask("Describe a sunny morning in one sentence.", max_tokens=32, **PROBE),
+          expect=probed("text"), answer=(Answered("text"),), proves_contract=True),
+    Check("image", "a solid red PNG is described as red, in a sound answer",
+          CHAT, ask("What colour is this image? Answer with one word.", content_parts=(RED_SQUARE,), **PROBE),
+          expect=probed("image"), answer=(Answered("image"), ContentMatches(r"\bred\b", re.I)), needs="image"),
+    # Full range in every patch: the input that overflows an fp16 patch embedding (vLLM issue 48231).
+    Check("image-contrast", "a black-and-white checkerboard PNG gets a sound answer (the fp16 overflow input)",
+          CHAT, ask("Describe the pattern in this image in a few words.", content_parts=(CHECKERBOARD,), **PROBE),
+          expect=probed("image"), answer=(Answered("image"), ContentMatches(CHECKER_WORDS, re.I)),
+          needs="image", proves_contract=True),
+    Check("audio", "a 440 Hz WAV tone is described as a tone, in a sound answer",
+          CHAT, ask("Describe this sound in a few words.", max_tokens=96, content_parts=(TONE_440,), **PROBE),
+          expect=probed("audio"), answer=(Answered("audio"), ContentMatches(TONE_WORDS, re.I)), needs="audio"),
 )
 
-# Models known to carry an audio tower. /v1/models does not say what input a model takes, and
-# vLLM fetches the audio (asking for vllm[audio]) before it checks the model takes any, so the
-# served id or path decides whether "install vllm[audio]" is a missing extra or no audio at all.
-AUDIO_MODELS = re.compile(r"gemma-4-E[24]B|gemma-3n", re.I)
 MISSING_AUDIO_EXTRAS = re.compile(r"install vllm\[audio\]")
-
-
-def takes_audio(card: ModelCard) -> bool:
-    return any(name is not None and AUDIO_MODELS.search(name) for name in (card.id, card.root))

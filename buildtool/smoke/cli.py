@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from urllib.parse import urlsplit
 
@@ -16,7 +17,8 @@ from contract.verdict import Result, Status
 from tooling import endpoint
 from tooling.endpoint.client import MAX_DEADLINE_S, EndpointClient, EndpointError, valid_deadline
 
-from .checks import CHECKS, MODALITIES, takes_audio
+from . import inputs as served_inputs
+from .checks import CHECKS, MODALITIES
 from .metrics import METRIC_ROWS, metric_rows
 from .readiness import Readiness, wait_ready
 from .report import build_report, format_table
@@ -34,9 +36,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"the server's base URL (default {DEFAULT_URL}, the compose/Quadlet endpoint)")
     parser.add_argument("--model", help="the served model id to expect (default: the first /v1/models lists)")
     parser.add_argument("--modalities", default="auto",
-                        help="input the model takes beyond text: 'auto' (default: send the image and audio "
-                             "checks and skip them when the server refuses that input), or a comma list "
-                             "of image,audio, or 'text' for none")
+                        help="input the model takes beyond text: 'auto' (default: what the served model's "
+                             "config.json gives it, read from --model-config or the folder /v1/models names; "
+                             "without one, send the image and audio checks and skip them when the server "
+                             "refuses that input), or a comma list of image,audio, or 'text' for none")
+    parser.add_argument(served_inputs.CONFIG_FLAG, metavar="PATH",
+                        help="the served model's folder on this host, or its config.json: its vision and "
+                             "audio towers decide which inputs are asked (default: the folder /v1/models "
+                             "names, under $MODEL_DIR for a root under /models, when this host has it)")
     parser.add_argument("--only", action="append", metavar="CHECK",
                         help=f"run only this check (repeatable): {', '.join([c.name for c in CHECKS] + list(METRIC_ROWS))}")
     parser.add_argument("--timeout", type=float, default=600.0,
@@ -98,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--timeout, --connect-grace, --interval and --request-timeout must be "
                              f"positive seconds, at most {MAX_DEADLINE_S:g} (a week)")
         api_key = endpoint.read_api_key(args.api_key_file)
-    except (UsageError, endpoint.ApiKeyError) as exc:
+        given = served_inputs.given_config(args.model_config) if args.model_config and modalities is None else None
+    except (UsageError, endpoint.ApiKeyError, served_inputs.ConfigUnread) as exc:
         print(f"smoke: {exc}", file=sys.stderr)
         return 2
     with EndpointClient(url, api_key) as client:
@@ -114,20 +122,20 @@ def run(args: argparse.Namespace) -> int:
         model = args.model or (cards[0].id if cards else None)
         card = next((card for card in cards if card.id == model), None)
         max_model_len = card.max_model_len if card else None
+        inputs = served_inputs.resolve(modalities, given, card, os.environ)
         rows = []
         if readiness.ready:
             for check in checks:
-                rows.append(run_check(client, check, model, modalities, args.request_timeout,
+                rows.append(run_check(client, check, model, inputs, args.request_timeout,
                                       max_model_len,
                                       judge_answers=not args.contract_only,
                                       served=[card.id for card in cards],
-                                      audio_capable=card is not None and takes_audio(card),
                                       key_given=api_key is not None))
             if metric_names:
                 text, why_not = read_metrics(client, args.request_timeout)
                 rows += [metric_row(result) for result in metric_rows(text, why_not, max_model_len, not args.contract_only)
                          if result.name in metric_names]
-    report = build_report(url, model, readiness, rows)
+    report = build_report(url, model, readiness, rows, inputs if readiness.ready else None)
     print(json.dumps(report, indent=2) if args.json else format_table(report))
     return 0 if report["ok"] else 1
 

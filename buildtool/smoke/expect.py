@@ -1,7 +1,7 @@
 """What a check expects of a reply: small frozen dataclasses, each a pure judgement.
 
 Each expectation's `judge(reply, model)` returns None when the reply meets it, or a
-one-line reason when it does not; an optional `note(reply)` adds a remark to a pass. `model` is the served model id the run checks
+one-line reason when it does not (a `Failure` when the reason carries its fix); an optional `note(reply)` adds a remark to a pass. `model` is the served model id the run checks
 (None when the server lists none). Add an expectation here when a new check needs
 a judgement the existing ones cannot express.
 """
@@ -208,6 +208,80 @@ class StreamText:
 
     def judge(self, reply: Reply, model: str | None) -> str | None:
         return None if reply.text.strip() else "the stream carried no text in choices[0].delta"
+
+
+# A numerically broken answer, by input. Turing has no bf16 datapath, so the server computes in fp16
+# (range +-65,504); where an activation leaves that range the logits turn NaN, the greedy choice is token
+# 0 over and over, and the reply is HTTP 200 with an empty content (vLLM issue 48231: Gemma 4 12B's
+# vision embedder on an RTX 2080 Ti). With logprobs asked for, vLLM 0.33 cannot write the NaN
+# log-probabilities as JSON and answers 400 "Out of range float values are not JSON compliant"
+# (starlette renders with allow_nan=False; vLLM's ValueError handler makes it a 400); a stream
+# carries them as null (pydantic). Each failure line names the input, what was seen and the likely cause.
+LIKELY = {"text": "an fp16 overflow in the decoder (Turing computes in fp16)",
+          "image": "an fp16 overflow in the vision path, the fp16 patch missing from the image",
+          "audio": "an fp16 overflow in the audio path, the fp16 patch missing from the image"}
+PATCH_FIX = ("rebuild the image (python3 build.py) so its vLLM carries the fp16 patch; "
+             "if it does, report the model and this input")
+NAN_REFUSED = re.compile(r"Out of range float values are not JSON compliant")
+
+
+class Failure(str):
+    """A judge's reason that carries its fix (the runner puts it in the row's `fix`)."""
+
+    def __new__(cls, reason: str, fix: str):
+        failure = super().__new__(cls, reason)
+        failure.fix = fix
+        return failure
+
+
+def overflow(modality: str, seen: str) -> Failure:
+    """The one line of a numerically broken answer: the input, what was seen, the likely cause; the
+    fix with it."""
+    return Failure(f"{modality}: {seen}: likely {LIKELY[modality]}", PATCH_FIX)
+
+
+@dataclass(frozen=True)
+class FiniteTokens:
+    """The answer's log-probabilities are finite and its tokens are not token 0 repeated (the request
+    asks for logprobs with return_tokens_as_token_ids). Judged before the status: vLLM answers NaN
+    log-probabilities with a 400. Any weights pass this in a sound engine, so it is the contract."""
+
+    modality: str
+
+    def judge(self, reply: Reply, model: str | None) -> str | None:
+        if reply.status != 200:
+            refused = NAN_REFUSED.search(reply.error_message)
+            return overflow(self.modality, f"HTTP {reply.status}, the server could not write NaN log-probabilities "
+                                           f"({refused.group(0)})") if refused else None
+        try:
+            tokens = replies.chat_logprobs(CHAT, reply.body)
+        except EndpointError as exc:
+            return exc.line
+        if tokens is None:
+            return "choices[0].logprobs is null: the server ignored logprobs: true (is this vLLM?)"
+        nan = sum(not token.finite for token in tokens)
+        if nan:
+            return overflow(self.modality, f"{nan} of {len(tokens)} log-probabilities are NaN")
+        ids = [token.token_id for token in tokens]
+        if ids and all(token_id == 0 for token_id in ids):
+            return overflow(self.modality, f"the answer is token 0 repeated ({len(ids)} tokens)")
+        return None
+
+
+@dataclass(frozen=True)
+class Answered:
+    """The answer is not empty: content (or reasoning) carries text. An fp16 overflow's token 0 decodes
+    to nothing, so the reply is HTTP 200 with an empty content."""
+
+    modality: str
+
+    def judge(self, reply: Reply, model: str | None) -> str | None:
+        message = first_message(reply)
+        if isinstance(message, str):
+            return message
+        if (message.content or "").strip() or (message.reasoning or "").strip() or message.tool_calls:
+            return None
+        return overflow(self.modality, f"the answer is empty (HTTP 200, finish_reason {message.finish_reason})")
 
 
 # Server replies that mean "this model takes no such input": the check is skipped,

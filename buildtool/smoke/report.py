@@ -3,13 +3,15 @@ from __future__ import annotations
 
 from contract.verdict import Status
 
+from .inputs import Inputs
 from .readiness import Readiness
 from .runner import Row
 
 COUNTED = (Status.PASS, Status.FAIL, Status.NOT_JUDGED, Status.SKIP)
 
 
-def build_report(url: str, model: str | None, readiness: Readiness, rows: list[Row]) -> dict:
+def build_report(url: str, model: str | None, readiness: Readiness, rows: list[Row],
+                 inputs: Inputs | None = None) -> dict:
     first = next((r for r in rows if r.first_token_s is not None), None)
     counts = {status.value: sum(r.status is status for r in rows) for status in COUNTED}
     ok = readiness.ready and counts[Status.FAIL.value] == 0
@@ -25,6 +27,8 @@ def build_report(url: str, model: str | None, readiness: Readiness, rows: list[R
         "first_token": None if first is None else {
             "check": first.name, "time_to_first_token_s": first.first_token_s,
             "total_s": round(first.verdict.elapsed_s, 3)},
+        # the inputs asked beyond text and where smoke learned them (null when not ready)
+        "inputs": None if inputs is None else inputs.to_dict(),
         "checks": [r.to_dict() for r in rows],
         "counts": counts,
         "ok": ok,
@@ -47,6 +51,10 @@ def format_table(report: dict) -> str:
         ft = report["first_token"]
         lines.append(f"first request ({ft['check']}): first token after "
                      f"{ft['time_to_first_token_s']:.2f} s, done after {ft['total_s']:.2f} s")
+    if report.get("inputs"):
+        listed = report["inputs"]["modalities"]
+        lines.append(f"inputs: {', '.join(listed) if listed else 'asked of the server'} "
+                     f"({report['inputs']['source']})")
     rows = [(c["name"], c["status"].upper(),
              "" if c["http_status"] is None else f"{c['elapsed_s']:.2f}s",
              _detail(c)) for c in report["checks"]]

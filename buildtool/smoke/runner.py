@@ -6,6 +6,7 @@ are pure and decide everything else.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ from tooling.endpoint.client import DEADLINE, Answer, EndpointClient, EndpointEr
 
 from .checks import MISSING_AUDIO_EXTRAS, Check
 from .expect import Reply, unsupported_input
+from .inputs import Inputs
 from .readiness import LOGS_HINT
 from .sizing import RAISE_CONTEXT, Sizing, estimated_prompt_tokens, size_request
 
@@ -58,30 +60,51 @@ NOT_JUDGED_ANSWER = "the server honours the contract; the answer is not judged (
 NO_KEY = "no API key given (set $OPENAI_API_KEY or pass --api-key-file): the row runs when one is"
 
 
-def applicability(check: Check, modalities: frozenset[str] | None, key_given: bool = False) -> str | None:
-    """Why a check does not apply (a skip reason), or None. None modalities: probe."""
+ASKED = Inputs(None, "asked of the server")
+TURNED_OFF = re.compile(r"At most 0 (image|audio)\(s\) may be provided")
+
+
+def applicability(check: Check, inputs: Inputs = ASKED, key_given: bool = False) -> str | None:
+    """Why a check does not apply (a skip reason), or None."""
     if check.without_key and not key_given:
         return NO_KEY
-    if check.needs is None or modalities is None or check.needs in modalities:
+    if check.needs is None or inputs.modalities is None or check.needs in inputs.modalities:
         return None
-    listed = ",".join(sorted(modalities)) or "text"
-    return f"the served model takes no {check.needs} input (--modalities {listed})"
+    if inputs.stated:
+        listed = ",".join(sorted(inputs.modalities)) or "text"
+        return f"the served model takes no {check.needs} input (--modalities {listed})"
+    return f"the served model takes no {check.needs} input ({inputs.source})"
 
 
-def verdict(check: Check, reply: Reply, model: str | None, probing: bool, judge_answers: bool = True,
-            audio_capable: bool = False) -> Row:
+def refused_input(check: Check, reply: Reply, inputs: Inputs) -> Row | None:
+    """The row of a media check the server refused in its own words, or None to judge the reply.
+    Asked of the server: the refusal skips (the model takes no such input), but "install vllm[audio]"
+    from a model known to take audio fails. Known from config.json: only the deployment turning the
+    input off (--limit-mm-per-prompt 0) skips; any other refusal fails on the status."""
+    refusal = unsupported_input(reply) if check.needs and not inputs.stated else None
+    if not refusal:
+        return None
+    if check.needs == "audio" and inputs.takes_audio and MISSING_AUDIO_EXTRAS.search(refusal):
+        return row(check, Status.FAIL, f"the model takes audio, the server cannot decode it: {refusal}",
+                   "rebuild the image with EXTRAS=audio", reply=reply)
+    if inputs.modalities is None:
+        return row(check, Status.SKIP, f"the server takes no {check.needs} input: {refusal}", reply=reply)
+    if TURNED_OFF.search(refusal):
+        return row(check, Status.SKIP, f"the model takes {check.needs} input ({inputs.source}), the server "
+                                       f"turned it off: {refusal}", reply=reply)
+    return None
+
+
+def verdict(check: Check, reply: Reply, model: str | None, inputs: Inputs = ASKED,
+            judge_answers: bool = True) -> Row:
     """Judge one reply: the server's side of the contract first, then (unless not judged) the answer."""
-    if check.needs and probing:
-        refusal = unsupported_input(reply)
-        if refusal and check.needs == "audio" and audio_capable and MISSING_AUDIO_EXTRAS.search(refusal):
-            return row(check, Status.FAIL, f"the model takes audio, the server cannot decode it: {refusal}",
-                       "rebuild the image with EXTRAS=audio", reply=reply)
-        if refusal:
-            return row(check, Status.SKIP, f"the server takes no {check.needs} input: {refusal}", reply=reply)
+    refused = refused_input(check, reply, inputs)
+    if refused:
+        return refused
     for expectation in check.expect:
         failure = expectation.judge(reply, model)
         if failure:
-            return row(check, Status.FAIL, failure, reply=reply)
+            return row(check, Status.FAIL, str(failure), getattr(failure, "fix", ""), reply=reply)
     if check.answer and not judge_answers:
         # A row that proves the contract passes on it; a row that exists to judge the answer is not judged.
         status = Status.PASS if check.proves_contract else Status.NOT_JUDGED
@@ -89,7 +112,8 @@ def verdict(check: Check, reply: Reply, model: str | None, probing: bool, judge_
     for expectation in check.answer:
         failure = expectation.judge(reply, model)
         if failure:
-            return row(check, Status.FAIL, failure, reply=reply, answer=Status.FAIL)
+            return row(check, Status.FAIL, str(failure), getattr(failure, "fix", ""), reply=reply,
+                       answer=Status.FAIL)
     notes = [e.note(reply) for e in check.expect + check.answer if hasattr(e, "note")]
     return row(check, Status.PASS, "; ".join(notes), reply=reply, answer=Status.PASS if check.answer else None)
 
@@ -150,10 +174,10 @@ def prompt_tokens(client: EndpointClient, body: dict, timeout_s: float) -> int:
 
 
 def run_check(client: EndpointClient, check: Check, model: str | None,
-              modalities: frozenset[str] | None, timeout_s: float,
+              inputs: Inputs, timeout_s: float,
               max_model_len: int | None = None, judge_answers: bool = True,
-              served: list[str] | None = None, audio_capable: bool = False, key_given: bool = False) -> Row:
-    reason = applicability(check, modalities, key_given)
+              served: list[str] | None = None, key_given: bool = False) -> Row:
+    reason = applicability(check, inputs, key_given)
     if reason:
         return row(check, Status.SKIP, reason)
     if check.body is not None and served and model not in served:
@@ -173,8 +197,7 @@ def run_check(client: EndpointClient, check: Check, model: str | None,
             return key_verdict(check, reply, exchange(client, check, body, timeout_s))
     except EndpointError as exc:
         return failed_exchange(check, exc, timeout_s)
-    judged = verdict(check, reply, model, probing=modalities is None, judge_answers=judge_answers,
-                     audio_capable=audio_capable)
+    judged = verdict(check, reply, model, inputs, judge_answers=judge_answers)
     return noted(judged, sizing.note)
 
 

@@ -54,6 +54,8 @@ def judge_request(path, body):
                        "tool_choice": request.tool_choice,
                        "tools": [tool.function.name for tool in request.tools or []],
                        "chat_template_kwargs": request.chat_template_kwargs,
+                       "logprobs": request.logprobs,
+                       "return_tokens_as_token_ids": request.return_tokens_as_token_ids,
                        "extra_keys": sorted(request.model_extra or {})},
             "parts": parts}
 
@@ -66,10 +68,35 @@ def judge_reply(model, payload):
         return {"valid": False, "error": " ".join(str(exc).split())[:300]}
 
 
+def nan_logprobs():
+    """What the release's server makes of NaN log-probabilities (an fp16 overflow's logits): the
+    whole reply rendered as its chat route renders it (starlette's JSONResponse of model_dump()),
+    then, when that raises, the error body its exception handlers make of it; and one stream chunk
+    as its stream writes it (model_dump_json)."""
+    from starlette.responses import JSONResponse
+    from vllm.entrypoints.serve.exception_handling.error_response import create_error_response
+
+    logprobs = {"content": [{"token": "token_id:0", "logprob": float("nan"), "bytes": [], "top_logprobs": []}]}
+    reply = ChatCompletionResponse.model_validate({
+        "model": "m", "choices": [{"index": 0, "message": {"role": "assistant", "content": ""},
+                                   "logprobs": logprobs, "finish_reason": "length"}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+    try:
+        JSONResponse(content=reply.model_dump())
+        rendered = {"status": 200, "message": None}
+    except Exception as exc:
+        error = create_error_response(exc)
+        rendered = {"status": error.error.code, "message": error.error.message, "raised": type(exc).__name__}
+    chunk = ChatCompletionStreamResponse.model_validate({
+        "model": "m", "choices": [{"index": 0, "delta": {"content": ""}, "logprobs": logprobs}]})
+    return {"reply": rendered, "chunk": json.loads(chunk.model_dump_json())["choices"][0]["logprobs"]}
+
+
 def main(path):
     spec = json.load(open(path))
     out = {"requests": {r["name"]: judge_request(r["path"], r["body"]) for r in spec["requests"]},
-           "replies": {r["name"]: judge_reply(r["model"], r["json"]) for r in spec["replies"]}}
+           "replies": {r["name"]: judge_reply(r["model"], r["json"]) for r in spec["replies"]},
+           "nan_logprobs": nan_logprobs()}
     print(json.dumps(out))
 
 

@@ -6,12 +6,16 @@ from pathlib import Path
 import pytest
 
 from buildtool.smoke.checks import CHECKS
+from buildtool.smoke.expect import NAN_REFUSED
 from tests.support.openai_standin import OpenAIStandIn
 
 HERE = Path(__file__).resolve().parent
 MODEL = "google/gemma-4-E4B-it"
 VENDOR_KEY = "vllm_turing_smoke_vendor_key"
 CHAT = "/v1/chat/completions"
+PROBES = ("text", "image", "image-contrast", "audio")
+# the stand-in's fp16-overflow replies: token 0 repeated (HTTP 200), and vLLM's 400 for NaN log-probabilities
+OVERFLOWED = {"text": "token-0", "image": "empty", "image-contrast": "nan-400", "audio": "token-0"}
 
 # Controls: bodies and replies the release must reject, so a pass above means something.
 BAD_REQUESTS = [{"name": "control-bad-temperature", "path": CHAT,
@@ -27,7 +31,8 @@ def standin_replies() -> list[dict]:
     replies = []
     for variant, standin in (("good", OpenAIStandIn(model=MODEL)),
                              ("broken", OpenAIStandIn(model=MODEL, broken={c.name for c in CHECKS})),
-                             ("no-media", OpenAIStandIn(model=MODEL, modalities=()))):
+                             ("no-media", OpenAIStandIn(model=MODEL, modalities=())),
+                             ("overflow", OpenAIStandIn(model=MODEL, overflow=OVERFLOWED))):
         for check in CHECKS:
             reply = standin.handle("POST" if check.body else "GET", check.path, check.request_body(MODEL))
             name = f"{variant}:{check.name}"
@@ -93,6 +98,28 @@ def test_vllm_loads_the_red_square(judged):
     assert parts[1]["media"] == {"size": [32, 32], "pixel": [255, 0, 0]}
 
 
+def test_the_release_reads_the_probes_logprob_fields(judged):
+    """The input probes ask for log-probabilities with the tokens as ids (the fields vLLM knows)."""
+    fields = {name: judged["requests"][name]["fields"] for name in PROBES}
+    assert all(f["logprobs"] is True and f["return_tokens_as_token_ids"] is True for f in fields.values()), fields
+
+
+def test_the_release_answers_nan_log_probabilities_as_the_probes_read_them(judged):
+    """An fp16 overflow's NaN log-probabilities, through the release's own code: its chat route's
+    JSONResponse cannot write them and its ValueError handler makes that a 400 whose words the probes
+    know; a stream chunk writes them as null, which the probes count as NaN."""
+    nan = judged["nan_logprobs"]
+    assert nan["reply"]["status"] == 400 and nan["reply"]["raised"] == "ValueError", nan
+    assert NAN_REFUSED.search(nan["reply"]["message"]), nan
+    assert nan["chunk"]["content"][0]["logprob"] is None, nan
+
+
+def test_vllm_loads_the_checkerboard(judged):
+    parts = judged["requests"]["image-contrast"]["parts"]
+    assert [p["type"] for p in parts] == ["text", "image_url"]
+    assert parts[1]["media"] == {"size": [256, 256], "pixel": [0, 0, 0]}
+
+
 def test_vllm_loads_the_tone_or_names_the_missing_audio_extras(judged):
     parts = judged["requests"]["audio"]["parts"]
     assert [p["type"] for p in parts] == ["text", "input_audio"]
@@ -111,3 +138,4 @@ def test_every_standin_reply_is_valid_for_the_pinned_release(judged):
     assert invalid == {}
     assert any(name.startswith("broken:extra-body") for name in judged["replies"])
     assert any(name.startswith("no-media:image") for name in judged["replies"])
+    assert "overflow:text" in judged["replies"] and "overflow:image-contrast" in judged["replies"]

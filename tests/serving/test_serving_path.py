@@ -14,6 +14,7 @@ one project serves every test that a server of its settings can answer.
 """
 import dataclasses
 import json
+import math
 import os
 import re
 import subprocess
@@ -27,6 +28,7 @@ import requests
 import yaml
 
 from buildtool.model import TOKEN_MOUNT
+from buildtool.smoke.checks import CHECKS
 from contract.layout import API_KEY_PATH
 from tests.serving import fetched_model
 from tests.serving.conftest import FIGURES
@@ -156,6 +158,36 @@ def test_smoke_passes_the_contract_and_does_not_judge_answers(served):
     # Random weights: a "pass" here would be luck, a "fail" a false alarm; neither is a verdict.
     assert {name: rows[name] for name in QUALITY_ROWS if name in rows} == \
         {name: NOT_JUDGED for name in QUALITY_ROWS if name in rows}, report["checks"]
+
+
+def test_smoke_asks_the_inputs_the_served_models_config_gives_it(served, models_dir, monkeypatch):
+    """The tiny Gemma 4 is text-only (Gemma4ForCausalLM: no vision_config, no audio tower). With
+    MODEL_DIR as compose was given it, smoke finds the served model's config.json from the root
+    /v1/models names (/models/tiny-gemma4), asks text only, and its text probe passes on the real
+    server: finite log-probabilities, tokens not token 0 repeated. The image and audio rows are
+    skipped naming the config, never sent. The real server answers the probe's logprobs with the
+    tokens as ids, which is what the token-0 judgement reads."""
+    monkeypatch.setenv("MODEL_DIR", str(models_dir))
+    probes = ("text", "image", "image-contrast", "audio")
+    proc, report, _ = serving_stack.smoke(served.url, "--contract-only", *[a for n in probes for a in ("--only", n)])
+    assert report is not None, f"smoke printed no JSON report (exit {proc.returncode}): {proc.stderr[-2000:]}"
+    assert "Traceback" not in proc.stderr
+    config = models_dir / serving_stack.MODEL_NAME / "config.json"
+    assert report["inputs"]["modalities"] == ["text"], report["inputs"]
+    assert report["inputs"]["source"].startswith(str(config)), report["inputs"]
+    rows = {row["name"]: row for row in report["checks"]}
+    assert rows["text"]["status"] == "pass" and rows["text"]["http_status"] == 200, rows["text"]
+    for name in probes[1:]:
+        assert rows[name]["status"] == "skip" and "config.json" in rows[name]["message"], rows[name]
+        assert rows[name]["http_status"] is None   # not sent
+    assert proc.returncode == 0, report["checks"]
+    (check,) = [c for c in CHECKS if c.name == "text"]
+    model = requests.get(f"{served.url}/v1/models", timeout=30).json()["data"][0]["id"]
+    reply = requests.post(f"{served.url}/v1/chat/completions", json=check.request_body(model), timeout=300)
+    assert reply.status_code == 200, reply.text[:2000]
+    tokens = reply.json()["choices"][0]["logprobs"]["content"]
+    assert tokens and all(re.fullmatch(r"token_id:\d+", t["token"]) for t in tokens), tokens[:4]
+    assert all(isinstance(t["logprob"], float) and math.isfinite(t["logprob"]) for t in tokens), tokens[:4]
 
 
 def test_smoke_with_a_wrong_model_name_reports_a_failed_row(served):

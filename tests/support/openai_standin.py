@@ -4,7 +4,10 @@ It runs no model: it answers /health with 503 for `loading_s` seconds (as vLLM d
 while the engine loads), then serves canned, schema-valid replies chosen by what the
 request asks (the smoke test's prompts). `broken={"arithmetic", ...}` makes the reply
 of each named scenario wrong in the way a misconfigured server would be, so every
-smoke check can be seen failing. `api_key="..."` guards the /v1 routes as vLLM's --api-key does
+smoke check can be seen failing. `overflow={"image-contrast": "nan-400", ...}` makes a scenario's
+reply what an fp16 overflow gives (OVERFLOWS: token 0 repeated, an empty answer, NaN log-probabilities
+as a NaN, a null or vLLM's 400). Asked for logprobs, it returns one per word of its answer, the token
+as "token_id:N" under return_tokens_as_token_ids, as vLLM does. `api_key="..."` guards the /v1 routes as vLLM's --api-key does
 (401 without `Authorization: Bearer KEY`; /health, /metrics and /tokenize stay open);
 broken={"api-key"} then lets every request through.
 
@@ -23,9 +26,14 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 SCENARIOS = ("health", "models", "api-key", "stream", "arithmetic", "fact-capital", "fact-gold",
-             "tool-calls", "reasoning", "extra-body", "image", "audio")
+             "tool-calls", "reasoning", "extra-body", "text", "image", "image-contrast", "audio")
 KNOWN_CHAT_KEYS = {"model", "messages", "temperature", "max_tokens", "stream", "tools",
-                   "tool_choice", "chat_template_kwargs"}
+                   "tool_choice", "chat_template_kwargs", "logprobs", "top_logprobs", "return_tokens_as_token_ids"}
+# How an fp16 overflow reaches the client: the logits NaN, the greedy token 0 (Gemma's <pad>, decoded to
+# nothing) over and over, HTTP 200 with an empty content; asked for logprobs, vLLM 0.33 fails to write the
+# NaN in JSON (a 400), a stream writes it as null. "empty" is an empty answer of ordinary tokens.
+OVERFLOWS = ("token-0", "empty", "nan", "nan-null", "nan-400")
+NAN_400 = "Out of range float values are not JSON compliant: nan"   # vLLM 0.33's 400 (starlette, allow_nan=False)
 
 
 @dataclass
@@ -139,14 +147,15 @@ def scenario(body: dict) -> str:
     if body.get("tools"):
         return "tool-calls"
     if "image_url" in part_types:
-        return "image"
+        return "image-contrast" if "pattern" in text else "image"
     if "input_audio" in part_types:
         return "audio"
     if set(body) - KNOWN_CHAT_KEYS:
         return "extra-body"
     if (body.get("chat_template_kwargs") or {}).get("enable_thinking"):
         return "reasoning"
-    for needle, name in (("17*23", "arithmetic"), ("Australia", "fact-capital"), ("gold", "fact-gold")):
+    for needle, name in (("17*23", "arithmetic"), ("Australia", "fact-capital"), ("gold", "fact-gold"),
+                         ("sunny morning", "text")):
         if needle in text:
             return name
     return "chat"
@@ -164,10 +173,27 @@ CANNED = {
     "reasoning": ({"content": "42", "reasoning": "Six times seven is forty-two."},
                   {"content": "<|channel>thought\nSix times seven is forty-two.<channel|>42", "reasoning": None}),
     "extra-body": ({"content": "Ready."}, None),
+    "text": ({"content": "A bright, quiet sunny morning."}, {"content": ""}),
     "image": ({"content": "Red."}, {"content": "Blue."}),
+    "image-contrast": ({"content": "A black and white checkerboard."}, {"content": "A blue sky."}),
     "audio": ({"content": "A steady high-pitched tone."}, {"content": "Silence."}),
     "chat": ({"content": "OK."}, {"content": "OK."}),
 }
+
+
+def logprobs(content: str, fault: str | None, max_tokens: int, as_ids: bool) -> dict:
+    """choices[0].logprobs as vLLM writes it: one entry per generated token (here, per word of the
+    answer, ids from 100 on; token 0 max_tokens times under an overflow; end of turn, id 106, alone
+    for an empty answer)."""
+    if fault in ("token-0", "nan", "nan-null", "nan-400"):
+        tokens = [(0, "<pad>")] * max(max_tokens, 1)
+    elif fault == "empty":
+        tokens = [(106, "<turn|>")]
+    else:
+        tokens = [(100 + i, word) for i, word in enumerate(content.split())]
+    value = {"nan": float("nan"), "nan-null": None}.get(fault, -0.25)
+    return {"content": [{"token": f"token_id:{token_id}" if as_ids else text, "logprob": value,
+                         "bytes": list(text.encode()), "top_logprobs": []} for token_id, text in tokens]}
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -182,12 +208,16 @@ class _QuietServer(ThreadingHTTPServer):
 class OpenAIStandIn:
     """The stand-in server; use as a context manager or start()/stop()."""
 
-    def __init__(self, *, model: str = "standin-model", loading_s: float = 0.0, broken=(),
+    def __init__(self, *, model: str = "standin-model", loading_s: float = 0.0, broken=(), overflow=None,
                  modalities=("image", "audio"), first_token_delay_s: float = 0.0, max_model_len: int = 8192,
                  audio_extras: bool = True, loading_polls: int = 0, api_key: str | None = None):
         unknown = set(broken) - set(SCENARIOS)
         if unknown:
             raise ValueError(f"no such scenario {sorted(unknown)}; scenarios are {SCENARIOS}")
+        unknown = {kind for kind in (overflow or {}).values()} - set(OVERFLOWS)
+        if unknown or set(overflow or {}) - set(SCENARIOS):
+            raise ValueError(f"overflow maps scenarios {SCENARIOS} to one of {OVERFLOWS}: {overflow}")
+        self.overflow = dict(overflow or {})
         self.model = model
         self.loading_s = loading_s
         self.loading_polls = loading_polls  # /health answers 503 this many times first (no clock involved)
@@ -252,8 +282,9 @@ class OpenAIStandIn:
         broken = name in self.broken
         if name == "audio" and not self.audio_extras:   # vLLM fetches audio before checking the model
             return error(500, "Please install vllm[audio] for audio support")
-        if name in ("image", "audio") and name not in self.modalities:
-            return error(400, f"At most 0 {name}(s) may be provided in one prompt.")
+        media = "image" if name.startswith("image") else name
+        if media in ("image", "audio") and media not in self.modalities:
+            return error(400, f"At most 0 {media}(s) may be provided in one prompt.")
         if name == "stream":
             return self._stream(broken)
         if name == "extra-body" and broken:
@@ -261,8 +292,15 @@ class OpenAIStandIn:
         good, bad = CANNED[name]
         message = bad if broken else good
         finish = "tool_calls" if message.get("tool_calls") else "stop"
-        return StandInResponse(200, chat_completion(self.model, message, finish),
-                               delay_s=self.first_token_delay_s)
+        fault = self.overflow.get(name)
+        if fault == "nan-400" and body.get("logprobs"):
+            return error(400, NAN_400)
+        reply = chat_completion(self.model, {"content": "", "reasoning": None} if fault else message,
+                                "length" if fault in ("token-0", "nan", "nan-null") else finish)
+        if body.get("logprobs"):
+            reply["choices"][0]["logprobs"] = logprobs(message.get("content") or "", fault, max_tokens,
+                                                       bool(body.get("return_tokens_as_token_ids")))
+        return StandInResponse(200, reply, delay_s=self.first_token_delay_s)
 
     def _stream(self, broken: bool) -> StandInResponse:
         deltas = [{"role": "assistant", "content": ""}] + [{"content": f"{n} "} for n in range(1, 6)]

@@ -13,6 +13,7 @@ from hypothesis import example, given, settings, strategies as st
 from bench.servebench import client as bench_client, prom
 from buildtool.smoke import metrics as smoke_metrics, runner
 from buildtool.smoke.checks import CHECKS
+from buildtool.smoke.inputs import Inputs
 from contract.verdict import Status
 from tests.support import hostile_server as hostile
 from tests.support.hostile_server import HostileServer
@@ -166,7 +167,13 @@ chat_like = st.fixed_dictionaries({}, optional={
             "content": json_values, "reasoning": json_values, "reasoning_content": json_values,
             "tool_calls": st.one_of(json_values, st.lists(st.fixed_dictionaries({}, optional={
                 "type": json_values, "function": st.one_of(json_values, st.fixed_dictionaries(
-                    {}, optional={"name": json_values, "arguments": json_values}))}), max_size=2))}))}),
+                    {}, optional={"name": json_values, "arguments": json_values}))}), max_size=2))})),
+        "logprobs": st.one_of(json_values, st.fixed_dictionaries({}, optional={
+            "content": st.one_of(json_values, st.lists(st.fixed_dictionaries({}, optional={
+                "token": st.one_of(json_values, st.sampled_from(["token_id:0", "token_id:7"])),
+                "logprob": st.one_of(json_values, st.sampled_from([float("nan"), float("-inf"), -0.5])),
+                "top_logprobs": st.one_of(json_values, st.lists(st.fixed_dictionaries({}, optional={
+                    "logprob": json_values}), max_size=2))}), max_size=3))}))}),
         max_size=2)),
     "error": json_values})
 
@@ -180,7 +187,7 @@ chat_like = st.fixed_dictionaries({}, optional={
 def test_every_check_judges_any_body_as_a_row_in_one_line(check, body, status, judge_answers):
     """Smoke's judgement of a whole reply, typed: whatever JSON comes back, a row, never a traceback."""
     reply = runner.Reply(status=status, body=body, text=json.dumps(body))
-    row = runner.verdict(check, reply, "m", probing=True, judge_answers=judge_answers, audio_capable=True)
+    row = runner.verdict(check, reply, "m", Inputs(None, "asked", takes_audio=True), judge_answers=judge_answers)
     assert row.status in (Status.PASS, Status.FAIL, Status.SKIP, Status.NOT_JUDGED)
     assert "\n" not in row.verdict.message
 

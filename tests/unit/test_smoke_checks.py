@@ -34,7 +34,7 @@ def outcomes(report):
 
 def test_the_checks_cover_the_contract():
     assert NAMES == ["health", "models", "api-key", "stream", "arithmetic", "fact-capital", "fact-gold",
-                     "tool-calls", "reasoning", "extra-body", "image", "audio"]
+                     "tool-calls", "reasoning", "extra-body", "text", "image", "image-contrast", "audio"]
     assert len(set(NAMES)) == len(NAMES)
 
 
@@ -81,7 +81,7 @@ def test_media_checks_are_skipped_with_the_servers_reason_when_it_takes_no_such_
         code, report = smoke(capsys, standin.url)
     assert code == 0
     skipped = {c["name"]: c["message"] for c in report["checks"] if c["status"] == "skip"}
-    assert set(skipped) == {"image", "audio", "spec-decode"}
+    assert set(skipped) == {"image", "image-contrast", "audio", "spec-decode"}
     assert "At most 0 image(s) may be provided" in skipped["image"]
 
 
@@ -108,7 +108,7 @@ def test_contract_only_reports_wrong_answers_as_not_judged_never_passed(capsys):
     rows = {c["name"]: c for c in report["checks"]}
     # rows that prove the contract pass on it; rows that exist to judge the answer are not judged
     contract_rows = {check.name for check in CHECKS if check.proves_contract}
-    assert contract_rows == {"stream", "reasoning", "extra-body"}
+    assert contract_rows == {"stream", "reasoning", "extra-body", "text", "image-contrast"}
     assert {name for name, c in rows.items() if c["status"] == "pass"} == CONTRACT_ONLY | contract_rows | {"kv-cache"}
     for name in ANSWERED:
         expected = "pass" if name in contract_rows else "not judged"

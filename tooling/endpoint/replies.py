@@ -5,6 +5,8 @@ IndexError further in. Pure functions over client.Answer and server-sent event d
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 
 from .client import Answer, EndpointError, parse_json
 
@@ -240,3 +242,64 @@ def chat_message(operation: str, body) -> ChatMessage:
                        text_field(operation, field + "reasoning_content", message.get("reasoning_content")),
                        tuple(tool_calls),
                        text_field(operation, "choices[0].finish_reason", choice.get("finish_reason")))
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token of choices[0].logprobs.content: the token as sent ("token_id:N" when the
+    request set return_tokens_as_token_ids) and its log-probability, NaN where the server sent NaN
+    or null (pydantic writes a NaN float as null)."""
+    token: str
+    logprob: float
+
+    @property
+    def token_id(self) -> int | None:
+        """N of a "token_id:N" token, else None."""
+        found = TOKEN_ID.fullmatch(self.token)
+        return int(found.group(1)) if found else None
+
+    @property
+    def finite(self) -> bool:
+        return math.isfinite(self.logprob)
+
+
+TOKEN_ID = re.compile(r"token_id:(\d{1,12})")
+
+
+def _logprob(operation: str, field: str, value) -> float:
+    if value is None:
+        return math.nan
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise _refuse(operation, field, value, "a number")
+    return float(value)
+
+
+def chat_logprobs(operation: str, body) -> tuple[TokenLogprob, ...] | None:
+    """choices[0].logprobs.content of a chat completion's decoded body (each token's top_logprobs
+    are read too: one NaN among them is NaN); None when the choice carries no logprobs."""
+    chat_message(operation, body)  # the choice's shape first, with its own refusals
+    logprobs = body["choices"][0].get("logprobs")
+    if logprobs is None:
+        return None
+    if not isinstance(logprobs, dict):
+        raise _refuse(operation, "choices[0].logprobs", logprobs, "an object")
+    content = logprobs.get("content") or []
+    if not isinstance(content, list):
+        raise _refuse(operation, "choices[0].logprobs.content", content, "a list")
+    tokens = []
+    for i, entry in enumerate(content):
+        field = f"choices[0].logprobs.content[{i}]"
+        if not isinstance(entry, dict):
+            raise _refuse(operation, field, entry, "an object")
+        token = text_field(operation, field + ".token", entry.get("token"), optional=False)
+        logprob = _logprob(operation, field + ".logprob", entry.get("logprob"))
+        top = entry.get("top_logprobs") or []
+        if not isinstance(top, list):
+            raise _refuse(operation, field + ".top_logprobs", top, "a list")
+        for j, alternative in enumerate(top):
+            if not isinstance(alternative, dict):
+                raise _refuse(operation, f"{field}.top_logprobs[{j}]", alternative, "an object")
+            if not math.isfinite(_logprob(operation, f"{field}.top_logprobs[{j}].logprob", alternative.get("logprob"))):
+                logprob = math.nan
+        tokens.append(TokenLogprob(token, logprob))
+    return tuple(tokens)
