@@ -658,6 +658,7 @@ def run(out: Path | None, device: str, tiny: bool = False) -> int:
                   "vllm_import": import_error or "imported", "fp16_max": FP16_MAX,
                   "rows": [dataclasses.asdict(row) for row in rows]}
         (out / "fp16-census.json").write_text(json.dumps(report, indent=2))
+        (out / "fp16-census.md").write_text(table(rows) + "\n")
     return 0
 
 
