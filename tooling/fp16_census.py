@@ -139,13 +139,17 @@ def device_environment() -> dict:
 # ---- vLLM's classes: imported where they import, else lifted from the release's file ----
 
 LIFT_IMPORT_PROBE = "import vllm.model_executor.models.gemma4_unified"
+IMPORT_PROBE_S = 120
 
 
 def vllm_importable(site: Path, deps: Path | None) -> str | None:
     """None when vLLM's Gemma 4 model files import in a child process, else the last line of its error."""
     path = os.pathsep.join(str(p) for p in (site, deps) if p)
-    done = subprocess.run([sys.executable, "-c", LIFT_IMPORT_PROBE], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=path), timeout=300)
+    try:
+        done = subprocess.run([sys.executable, "-c", LIFT_IMPORT_PROBE], capture_output=True, text=True,
+                              env=dict(os.environ, PYTHONPATH=path), timeout=IMPORT_PROBE_S)
+    except subprocess.TimeoutExpired:
+        return f"the import did not finish within {IMPORT_PROBE_S} s"
     return None if done.returncode == 0 else (done.stderr.strip().splitlines() or ["no output"])[-1]
 
 
@@ -177,14 +181,27 @@ def unified_embedder_class(site: Path, import_error: str | None):
     import torch.nn.functional as F
     from torch import nn
 
+    why = f"import: {import_error}"
     if import_error is None:
+        sys.path.insert(0, str(site))
         from vllm.model_executor.models.gemma4_unified import Gemma4UnifiedVisionEmbedder
 
-        return Gemma4UnifiedVisionEmbedder, "vLLM, imported"
+        try:  # its ColumnParallelLinear asks vLLM's tensor-parallel group, which only an engine sets up
+            Gemma4UnifiedVisionEmbedder(probe_config())
+            return Gemma4UnifiedVisionEmbedder, "vLLM's class, imported"
+        except Exception as error:  # noqa: BLE001 - any failure to build it outside an engine is reported
+            why = f"imported, not built outside an engine: {type(error).__name__}: {str(error).splitlines()[0][:160]}"
     source = (site / VLLM_MODELS / "gemma4_unified.py").read_text()
     lifted = lift_class(source, "Gemma4UnifiedVisionEmbedder",
                         {"torch": torch, "nn": nn, "F": F, "ColumnParallelLinear": ColumnParallelLinearStandin})
-    return lifted, f"vLLM's class lifted from gemma4_unified.py (ColumnParallelLinear: tp-1 standin); import: {import_error}"
+    return lifted, f"vLLM's class lifted from gemma4_unified.py (ColumnParallelLinear: tp-1 standin); {why}"
+
+
+def probe_config():
+    """A tiny unified vision config (what a trial construction needs)."""
+    import transformers
+
+    return transformers.Gemma4UnifiedVisionConfig(mm_embed_dim=8, mm_posemb_size=4, patch_size=1)
 
 
 # ---- the census ----
