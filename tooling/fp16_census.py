@@ -89,18 +89,26 @@ def transformers_version() -> str:
 
 def prepare(python_version: str) -> dict:
     """Stage the vLLM package and a wheelhouse of the image's transformers with its dependencies for
-    `python_version` (the device's Python) under .cache/fp16-census/; the device call."""
+    `python_version` (the device's Python) under .cache/fp16-census/; the device call. The stage is
+    written beside the old one and swapped in once complete: a failed download keeps the old stage."""
     from tooling.vllm_releases import PINNED, package_tarball
 
     stage = REPO / STAGE
+    fresh = stage.with_name(stage.name + ".new")
+    shutil.rmtree(fresh, ignore_errors=True)
+    (fresh / WHEELS.name).mkdir(parents=True)
+    shutil.copyfile(package_tarball(PINNED), fresh / f"vllm-{PINNED}-python.tar.gz")
+    done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-d", str(fresh / WHEELS.name),
+                           "--only-binary=:all:", "--python-version", python_version, "--implementation", "cp",
+                           "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_28_x86_64",
+                           f"transformers=={transformers_version()}"])
+    if done.returncode:
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise SystemExit(f"fp16_census: pip download of transformers for Python {python_version} exited "
+                         f"{done.returncode} (its output above); {STAGE} is left as it was")
+    (fresh / "versions.json").write_text(json.dumps({"python": python_version, "transformers": transformers_version()}))
     shutil.rmtree(stage, ignore_errors=True)
-    (REPO / WHEELS).mkdir(parents=True)
-    shutil.copyfile(package_tarball(PINNED), stage / f"vllm-{PINNED}-python.tar.gz")
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-d", str(REPO / WHEELS), "--only-binary=:all:",
-                    "--python-version", python_version, "--implementation", "cp", "--platform",
-                    "manylinux2014_x86_64", "--platform", "manylinux_2_28_x86_64",
-                    f"transformers=={transformers_version()}"], check=True)
-    (stage / "versions.json").write_text(json.dumps({"python": python_version, "transformers": transformers_version()}))
+    fresh.rename(stage)
     size = sum(p.stat().st_size for p in stage.rglob("*") if p.is_file())
     return {"command": "PYTHONUNBUFFERED=1 python3 bench/fp16_census run", "carry": [str(STAGE)],
             "timeout_s": 600, "staged_mib": round(size / 2**20, 1)}
