@@ -251,3 +251,15 @@ def test_a_weight_declared_larger_than_the_listing_says_is_refused(tmp_path, sma
     with HubPeer().route(RESOLVE, hostile.lying_length(CONTENT)) as peer:
         problem, _ = hub_refusal(lambda: hub.download(REPO, COMMIT, FILE, str(tmp_path)), peer, monkeypatch)
     assert "declared 1099511627776 bytes" in str(problem)
+
+
+def test_a_rerun_on_a_whole_folder_rewrites_the_manifest_in_place_and_stages_nothing(tmp_path, site):
+    with HubPeer() as peer:
+        peer.publish(REPO, model_contents(tmp_path))
+        before = fetched(peer, tmp_path)
+        folder = tmp_path / "models" / "model"
+        inode = folder.stat().st_ino
+        again = fetch(peer, tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert folder.stat().st_ino == inode and not (tmp_path / "models" / ".model.staged").exists()
+    assert {name for name in state(folder)} == set(before)
