@@ -30,7 +30,9 @@ API_DEADLINE_S = 60.0
 API_CAP = 32 * 2**20           # one answer or listing page (the Hub's pages hold 1,000 entries, a few 100 KiB)
 MAX_PAGES = 1000               # 1,000,000 files
 DOWNLOAD_BASE_S = 120.0
-MIN_RATE = 2**20               # bytes/s: a file slower than this on average is stopped (and resumed next run)
+# bytes/s: a file slower than this on average is stopped (and resumed by the next run); the 8 files got at
+# once share the link, so this is a link of 2 MiB/s at least, and a 5 GiB shard's deadline is under 6 hours
+MIN_RATE = 256 * 2**10
 IDLE_S = 60.0
 MAX_RESUMES = 5
 ENDPOINT_FIX = "check HF_ENDPOINT (unset it for the Hub): its answer is not the Hub's"
