@@ -75,7 +75,7 @@ def _headers() -> dict:
 
 def _problem(problem: remote.RemoteProblem, repo: str, revision: str) -> HubProblem:
     """A failed read as the Hub's errors mean it (its X-Error-Code header, as huggingface_hub reads it)."""
-    code, status = problem.headers.get("x-error-code", ""), problem.status
+    code = problem.headers.get("x-error-code", "")
     if code == "GatedRepo":
         return HubProblem(f"{repo} is gated: the Hub refused this token or none was given",
                           "accept the model's terms on the Hub, then set HF_TOKEN or HF_TOKEN_PATH (a file) "
