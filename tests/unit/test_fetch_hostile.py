@@ -273,9 +273,10 @@ def test_sigterm_in_the_middle_of_a_refetch_leaves_the_good_folder_byte_identica
     with HubPeer() as peer:
         peer.publish(REPO, model_contents(tmp_path, fill=1))
         before = fetched(peer, tmp_path)
-        commit = peer.publish(REPO, model_contents(tmp_path, fill=4))
-        shard = "model-00002-of-00002.safetensors"
-        peer.route(rf"/{REPO}/resolve/{commit}/{shard}", hostile.stall_after_headers(declared=2**20))
+        moved = model_contents(tmp_path, fill=4)
+        commit = peer.publish(REPO, moved)
+        shard = "model-00002-of-00002.safetensors"  # its headers as listed, then silence
+        peer.route(rf"/{REPO}/resolve/{commit}/{shard}", hostile.stall_after_headers(declared=len(moved[shard])))
         clean = {key: value for key, value in os.environ.items() if not key.startswith("HF_")}
         clean.update({"HF_ENDPOINT": peer.url, "HF_HOME": str(tmp_path / "hf-home"),
                       "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(ROOT)]),
