@@ -99,14 +99,14 @@ def only_fetch_into(folder: str):
     flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags, 0o644)
-    except OSError as error:
-        raise Refused(f"the fetch's lock {path} cannot be opened ({error.strerror})",
-                      "remove it (it must be a regular file the fetch creates)") from None
+    except OSError as error:  # ENXIO: a FIFO with no reader; ELOOP: a symlink
+        raise FetchUsage(f"the fetch's lock {path} cannot be opened ({error.strerror}): remove it (the fetch "
+                         "creates it, a regular file)") from None
     try:
         found = os.fstat(fd)
-        if not stat.S_ISREG(found.st_mode):
-            raise Refused(f"the fetch's lock {path} is {kind(found.st_mode)}, not a regular file",
-                          "remove it (the fetch creates it)")
+        if not stat.S_ISREG(found.st_mode):  # a FIFO, a device: bad input, refused without blocking
+            raise FetchUsage(f"the fetch's lock {path} is {kind(found.st_mode)}, not a regular file: remove it "
+                             "(the fetch creates it)")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

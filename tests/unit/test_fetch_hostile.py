@@ -125,7 +125,7 @@ def test_a_fifo_where_the_lock_goes_is_refused_without_blocking(tmp_path, site):
         peer.publish(REPO, model_contents(tmp_path))
         started = time.monotonic()
         done = fetch(peer, tmp_path)
-    one_line(done, 1, ".model.lock")
+    one_line(done, 2, ".model.lock", "remove it")
     assert time.monotonic() - started < TIMEOUT_S
 
 
