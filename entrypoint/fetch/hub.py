@@ -1,8 +1,8 @@
 """The Hub, read through door.remote (a deadline, a byte cap, bounded resumes and a cycle check on every
 read, the same in the image and against the tests' hostile peer); huggingface_hub gives only its
 settings (HF_ENDPOINT, HF_HUB_OFFLINE, HF_TOKEN, HF_TOKEN_PATH) and its URLs (the token never passes
-through argv or a message). Its own network reads are not used: they
-are bounded on that library's terms, and its retry warnings print the endpoint's URL, password and all.
+through argv or a message). Its own network reads are not used: they are bounded on that library's
+terms, and its retry warnings print the endpoint's URL, password and all.
 Every failure becomes HubProblem: one line naming the repository or HF_ENDPOINT, and the fix."""
 from __future__ import annotations
 
