@@ -7,6 +7,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -323,3 +324,16 @@ def test_any_revision_answer_names_a_commit_or_is_refused_naming_hf_endpoint(doc
         assert problem.usage and "HF_ENDPOINT" in str(problem) and "\n" not in str(problem)
         return
     assert re.fullmatch(r"[0-9a-f]{40}", commit)
+
+
+def test_a_fifo_in_a_copy_imported_with_from_is_refused_without_blocking(tmp_path, site):
+    with HubPeer() as peer:
+        peer.publish(REPO, model_contents(tmp_path))
+        fetched(peer, tmp_path)
+        copy = tmp_path / "copy"
+        shutil.copytree(tmp_path / "models" / "model", copy)
+        (copy / "tokenizer_config.json").unlink()
+        os.mkfifo(copy / "tokenizer_config.json")
+        done = fetch(peer, tmp_path, REPO, "--from", str(copy), "--name", "imported")
+    one_line(done, 1, "tokenizer_config.json", "named pipe")
+    assert not (tmp_path / "models" / "imported").exists()
