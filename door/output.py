@@ -19,7 +19,6 @@ from door.redact import MASK, redact, secret_name
 
 MIN_SECRET = 4  # shorter values would mask ordinary words
 TOKEN_FILE_SETTINGS = ("HF_TOKEN_PATH",)
-URL_SETTINGS = ("HF_ENDPOINT", "HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy", "all_proxy")
 
 _secrets: set[str] = set()
 _lock = threading.Lock()
@@ -51,7 +50,8 @@ def url_secrets(url: str) -> list[str]:
 
 def secrets_in(env: Mapping[str, str]) -> list[str]:
     """The secrets an environment holds: each secret-bearing setting's value (HF_TOKEN, *_API_KEY, ...),
-    the token a token file setting names, and the credentials of URL settings (HF_ENDPOINT, proxies)."""
+    the token a token file setting names, and the credentials of every URL value (HF_ENDPOINT, proxies,
+    PIP_INDEX_URL, ...)."""
     found: list[str] = []
     for name, value in env.items():
         if secret_name(name) and value:
@@ -62,8 +62,9 @@ def secrets_in(env: Mapping[str, str]) -> list[str]:
                 found.append(files.read_bytes(env[name], name, 64 * 1024).decode("utf-8", "replace").strip())
             except files.FileProblem:
                 pass
-    for name in URL_SETTINGS:
-        found += url_secrets(env.get(name, ""))
+    for name, value in env.items():  # HF_ENDPOINT, the proxies, PIP_INDEX_URL, ...: any URL with credentials
+        if "://" in value and "@" in value:
+            found += url_secrets(value)
     return [value for value in found if value and len(value) >= MIN_SECRET]
 
 

@@ -82,8 +82,7 @@ def secrets_of(headers: Mapping[str, str], url: str = "") -> list[str]:
     found = []
     for key, value in headers.items():
         if key.lower() in ("authorization", "proxy-authorization", "cookie") and value:
-            found.append(value)
-            found += [word for word in value.split() if len(word) >= 6]
+            found += [value, value.partition(" ")[2].strip()]  # the whole value, and past its scheme
             with contextlib.suppress(ValueError):
                 scheme, _, encoded = value.partition(" ")
                 if scheme.lower() == "basic":

@@ -144,12 +144,15 @@ class Staged:
         return self.target
 
     def _move_files_in(self) -> None:
-        """Each verified staged file renamed over its name in the target (each one atomic, all before
-        the stage goes)."""
+        """Where the target cannot be renamed (a mount point), each verified staged file put over its name
+        in it: moved (copied first where the stage is on another filesystem) beside it, then renamed over
+        it, each one atomic; the stage goes last."""
         for root, _, files in os.walk(self.path):
             for name in files:
                 source = Path(root) / name
                 destination = self.target / source.relative_to(self.path)
                 destination.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(source, destination)
+                beside = destination.with_name(f".{destination.name}.staged")
+                shutil.move(source, beside)
+                os.replace(beside, destination)
         shutil.rmtree(self.path, ignore_errors=True)

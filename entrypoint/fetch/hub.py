@@ -1,8 +1,8 @@
 """The Hub, read through door.remote (a deadline, a byte cap, bounded resumes and a cycle check on every
 read, the same in the image and against the tests' hostile peer); huggingface_hub gives only its
 settings (HF_ENDPOINT, HF_HUB_OFFLINE, HF_TOKEN, HF_TOKEN_PATH) and its URLs (the token never passes
-through argv or a message). Its own network reads are not used: they
-are bounded on that library's terms, and its retry warnings print the endpoint's URL, password and all.
+through argv or a message). Its own network reads are not used: they are bounded on that library's
+terms, and its retry warnings print the endpoint's URL, password and all.
 Every failure becomes HubProblem: one line naming the repository or HF_ENDPOINT, and the fix."""
 from __future__ import annotations
 
@@ -30,7 +30,9 @@ API_DEADLINE_S = 60.0
 API_CAP = 32 * 2**20           # one answer or listing page (the Hub's pages hold 1,000 entries, a few 100 KiB)
 MAX_PAGES = 1000               # 1,000,000 files
 DOWNLOAD_BASE_S = 120.0
-MIN_RATE = 2**20               # bytes/s: a file slower than this on average is stopped (and resumed next run)
+# bytes/s: a file slower than this on average is stopped (and resumed by the next run); the 8 files got at
+# once share the link, so this is a link of 2 MiB/s at least, and a 5 GiB shard's deadline is under 6 hours
+MIN_RATE = 256 * 2**10
 IDLE_S = 60.0
 MAX_RESUMES = 5
 ENDPOINT_FIX = "check HF_ENDPOINT (unset it for the Hub): its answer is not the Hub's"
@@ -73,7 +75,7 @@ def _headers() -> dict:
 
 def _problem(problem: remote.RemoteProblem, repo: str, revision: str) -> HubProblem:
     """A failed read as the Hub's errors mean it (its X-Error-Code header, as huggingface_hub reads it)."""
-    code, status = problem.headers.get("x-error-code", ""), problem.status
+    code = problem.headers.get("x-error-code", "")
     if code == "GatedRepo":
         return HubProblem(f"{repo} is gated: the Hub refused this token or none was given",
                           "accept the model's terms on the Hub, then set HF_TOKEN or HF_TOKEN_PATH (a file) "

@@ -12,10 +12,11 @@ import fcntl
 import glob
 import os
 import re
+import shutil
 import stat
 import sys
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Set
 
 from contract.devices import DeviceLimits, cc_number
 
@@ -98,14 +99,14 @@ def only_fetch_into(folder: str):
     flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags, 0o644)
-    except OSError as error:
-        raise Refused(f"the fetch's lock {path} cannot be opened ({error.strerror})",
-                      "remove it (it must be a regular file the fetch creates)") from None
+    except OSError as error:  # ENXIO: a FIFO with no reader; ELOOP: a symlink
+        raise FetchUsage(f"the fetch's lock {path} cannot be opened ({error.strerror}): remove it (the fetch "
+                         "creates it, a regular file)") from None
     try:
         found = os.fstat(fd)
-        if not stat.S_ISREG(found.st_mode):
-            raise Refused(f"the fetch's lock {path} is {kind(found.st_mode)}, not a regular file",
-                          "remove it (the fetch creates it)")
+        if not stat.S_ISREG(found.st_mode):  # a FIFO, a device: bad input, refused without blocking
+            raise FetchUsage(f"the fetch's lock {path} is {kind(found.st_mode)}, not a regular file: remove it "
+                             "(the fetch creates it)")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -163,12 +164,14 @@ def copies(source, folder: str) -> Getter:
 WORKERS = 8
 
 
-def ensure(request: Request, commit: str, folder: str, files: list[listing.HubFile], getter: Getter) -> None:
-    """Every file present and verified, getting those missing or wrong (several at once)."""
+def ensure(request: Request, commit: str, folder: str, files: list[listing.HubFile], getter: Getter,
+           known_good: Set[str] = frozenset()) -> None:
+    """Every file present and verified, getting those missing or wrong (several at once); `known_good`
+    are verified already (the same inodes, hashed once this run)."""
     wanted = []
     for number, file in enumerate(files, 1):
         local = os.path.join(folder, file.path)
-        problem = verify.file_problem(local, file)
+        problem = None if file.path in known_good else verify.file_problem(local, file)
         if problem is None:
             continue
         if os.path.exists(local):
@@ -263,22 +266,30 @@ def staged_fetch(folder: str, request: Request, judged_for: Target, commit: str,
             raise Refused(f"{folder} holds {len(found)} weight file(s) that {request.repo}@{commit[:12]} does not "
                           f"have (e.g. {found[0]}), which vLLM would load beside it",
                           "remove them, or fetch into another --name")
+        good = {file.path for file in repo_files
+                if verify.file_problem(os.path.join(folder, file.path), file) is None} if os.path.isdir(folder) else set()
+        if good and len(good) == len(repo_files):  # all there and whole (a re-run, the units' pinned step):
+            fetch_into(folder, request, judged_for, commit, repo_files, getter_for(folder), good)  # the manifest only
+            shutil.rmtree(stage, ignore_errors=True)
+            return os.path.join(folder, manifest.NAME)
         for name in listing.strays(local_files(stage), repo_files):  # the stage is this fetch's scratch
             os.remove(os.path.join(stage, name))
         if os.path.isdir(folder):
             staged.carry(local_files(folder), skip=lambda name: False)
-        fetch_into(stage, request, judged_for, commit, repo_files, getter_for(stage))
+        linked = {name for name in good if os.path.samefile(os.path.join(stage, name), os.path.join(folder, name))}
+        fetch_into(stage, request, judged_for, commit, repo_files, getter_for(stage), linked)
         staged.swap()
     return os.path.join(folder, manifest.NAME)
 
 
 def fetch_into(folder: str, request: Request, judged_for: Target, commit: str,
-               repo_files: list[listing.HubFile], getter: Getter) -> str:
-    """The commit's files got and verified in `folder` (the stage), judged, its manifest written."""
+               repo_files: list[listing.HubFile], getter: Getter, known_good: Set[str] = frozenset()) -> str:
+    """The commit's files got and verified in `folder` (the stage, or the folder itself when every file
+    there is whole), judged, its manifest written (atomically)."""
     gpu = judged_for.gpu
     drop_other_partials(folder, repo_files)
     small = listing.small_files(repo_files)
-    ensure(request, commit, folder, small, getter)
+    ensure(request, commit, folder, small, getter, known_good)
     loaded = facts.load()
     minimum, deprecated = turing_settings.quantization_from(loaded.facts)
     missing = {file.path for file in repo_files if file.is_weight_format
@@ -294,7 +305,7 @@ def fetch_into(folder: str, request: Request, judged_for: Target, commit: str,
                       f"{getter.done}", refusal.fix)
     weights = listing.chosen_weights(repo_files, loaded_names)
     say(f"{len(weights)} weight file(s), {gib(sum(file.size for file in weights))}")
-    ensure(request, commit, folder, weights, getter)
+    ensure(request, commit, folder, weights, getter, known_good)
     when = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     doc = manifest.document(request.repo, request.revision, commit, small + weights, results, when, gpu)
     return manifest.write(folder, doc)

@@ -1,6 +1,7 @@
 """door.paths: a remote name is a path under its root or a one-line refusal, whatever its text or the
 symlinks already there. door.replace: the old copy stays byte-identical through a failed verification,
 a signal in the middle of the swap, and a kill between its two renames."""
+import errno
 import hashlib
 import os
 import pathlib
@@ -122,3 +123,21 @@ def test_a_kill_between_the_two_renames_is_undone_by_the_next_run(tmp_path):
     os.rename(target, tmp_path / ".model.previous")  # what a SIGKILL after the first rename leaves
     replace.Staged(target)
     assert state(target) == before
+
+
+def test_a_target_that_cannot_be_renamed_has_its_files_replaced_one_by_one(tmp_path, monkeypatch):
+    """A mount point (EBUSY on rename): each verified staged file renamed over its name in it."""
+    target = folder_with(tmp_path / "model", {"config.json": b"old", "keep.txt": b"mine"})
+    staged = replace.Staged(target)
+    (staged.path / "config.json").write_bytes(b"new")
+    rename = os.rename
+
+    def busy(source, destination):
+        if pathlib.Path(source) == target:
+            raise OSError(errno.EBUSY, "Device or resource busy")
+        rename(source, destination)
+    monkeypatch.setattr(os, "rename", busy)
+    staged.swap()
+    assert state(target) == {"config.json": hashlib.sha256(b"new").hexdigest(),
+                             "keep.txt": hashlib.sha256(b"mine").hexdigest()}
+    assert not staged.path.exists()

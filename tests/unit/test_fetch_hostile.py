@@ -6,15 +6,20 @@ import hashlib
 import json
 import os
 import pathlib
+import re
+import shutil
+import signal
 import subprocess
 import sys
 import time
 
 import pytest
+from hypothesis import example, given, strategies as st
 
 from contract import layout
+from door import paths
 from entrypoint.fetch import hub
-from entrypoint.fetch.listing import HubFile
+from entrypoint.fetch.listing import HubFile, ListingProblem, parse_listing
 from tests.support.hostile import peer as hostile
 from tests.support.hostile.peer import HubPeer
 from tests.support.slack import SCHEDULING_SLACK_S
@@ -121,7 +126,7 @@ def test_a_fifo_where_the_lock_goes_is_refused_without_blocking(tmp_path, site):
         peer.publish(REPO, model_contents(tmp_path))
         started = time.monotonic()
         done = fetch(peer, tmp_path)
-    one_line(done, 1, ".model.lock")
+    one_line(done, 2, ".model.lock", "remove it")
     assert time.monotonic() - started < TIMEOUT_S
 
 
@@ -251,3 +256,84 @@ def test_a_weight_declared_larger_than_the_listing_says_is_refused(tmp_path, sma
     with HubPeer().route(RESOLVE, hostile.lying_length(CONTENT)) as peer:
         problem, _ = hub_refusal(lambda: hub.download(REPO, COMMIT, FILE, str(tmp_path)), peer, monkeypatch)
     assert "declared 1099511627776 bytes" in str(problem)
+
+
+def test_a_rerun_on_a_whole_folder_rewrites_the_manifest_in_place_and_stages_nothing(tmp_path, site):
+    with HubPeer() as peer:
+        peer.publish(REPO, model_contents(tmp_path))
+        before = fetched(peer, tmp_path)
+        folder = tmp_path / "models" / "model"
+        inode = folder.stat().st_ino
+        again = fetch(peer, tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert folder.stat().st_ino == inode and not (tmp_path / "models" / ".model.staged").exists()
+    assert {name for name in state(folder)} == set(before)
+
+
+def test_sigterm_in_the_middle_of_a_refetch_leaves_the_good_folder_byte_identical(tmp_path, site):
+    with HubPeer() as peer:
+        peer.publish(REPO, model_contents(tmp_path, fill=1))
+        before = fetched(peer, tmp_path)
+        moved = model_contents(tmp_path, fill=4)
+        commit = peer.publish(REPO, moved)
+        shard = "model-00002-of-00002.safetensors"  # its headers as listed, then silence
+        peer.route(rf"/{REPO}/resolve/{commit}/{shard}", hostile.stall_after_headers(declared=len(moved[shard])))
+        clean = {key: value for key, value in os.environ.items() if not key.startswith("HF_")}
+        clean.update({"HF_ENDPOINT": peer.url, "HF_HOME": str(tmp_path / "hf-home"),
+                      "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(ROOT)]),
+                      layout.ENV_FIT_TABLE: str(written_table(tmp_path, FITS))})
+        process = subprocess.Popen([sys.executable, "-m", "entrypoint", "fetch", REPO, "--gpu", "sm75", "--models-dir",
+                                    str(tmp_path / "models")], cwd=ROOT, env=clean, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + TIMEOUT_S
+            while not any(seen.path.endswith(f"{commit}/{shard}") for seen in peer.requests):
+                assert process.poll() is None and time.monotonic() < deadline, "the re-fetch never asked for the shard"
+                time.sleep(0.05)
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=SCHEDULING_SLACK_S) == 128 + signal.SIGTERM
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert state(tmp_path / "models" / "model") == before
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=12),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+                        st.sampled_from(["type", "path", "size", "oid", "lfs"]) | st.text(max_size=5), inner,
+                        max_size=5), max_leaves=20))
+@example([{"type": "file", "path": "../escape.json", "size": 2, "oid": "0" * 40}])
+@example([{"type": "file", "path": "/models/abs.json", "size": 2, "oid": "0" * 40}])
+@example([{"type": "file", "path": "a.json", "size": True, "oid": "0" * 40}])
+def test_any_listing_is_files_under_the_folder_or_one_line(entries):
+    try:
+        found = parse_listing(entries, "the Hub's listing")
+    except ListingProblem as problem:
+        assert "\n" not in str(problem) and str(problem).startswith("the Hub's listing")
+        return
+    for file in found:
+        assert paths.problem(file.path) is None and type(file.size) is int and file.size >= 0
+
+
+@given(st.none() | st.dictionaries(st.sampled_from(["sha", "id"]), st.none() | st.integers() | st.text(max_size=41)))
+def test_any_revision_answer_names_a_commit_or_is_refused_naming_hf_endpoint(doc):
+    try:
+        commit = hub.commit_of(doc, REPO, "main")
+    except hub.HubProblem as problem:
+        assert problem.usage and "HF_ENDPOINT" in str(problem) and "\n" not in str(problem)
+        return
+    assert re.fullmatch(r"[0-9a-f]{40}", commit)
+
+
+def test_a_fifo_in_a_copy_imported_with_from_is_refused_without_blocking(tmp_path, site):
+    with HubPeer() as peer:
+        peer.publish(REPO, model_contents(tmp_path))
+        fetched(peer, tmp_path)
+        copy = tmp_path / "copy"
+        shutil.copytree(tmp_path / "models" / "model", copy)
+        (copy / "tokenizer_config.json").unlink()
+        os.mkfifo(copy / "tokenizer_config.json")
+        done = fetch(peer, tmp_path, REPO, "--from", str(copy), "--name", "imported")
+    one_line(done, 1, "tokenizer_config.json", "named pipe")
+    assert not (tmp_path / "models" / "imported").exists()
