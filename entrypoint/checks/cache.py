@@ -292,18 +292,19 @@ def check_cache(root: str, ours: Identity | None = None, written: tuple[Written,
     if noexec is not None:
         return noexec
     problems = [(item, why) for item in written for why in [writable_why(item.path)] if why]
-    required = [(item, why) for item, why in problems if item.required]
-    if required:
-        return failed(NAME, "; ".join(unwritable(item, why) for item, why in required),
-                      writable_fix([item for item, _ in required]))
     result = judge(root, inspect(root), ours or image_identity())
     if not problems:
         return result
-    lines = [unwritable(item, why) for item, why in problems]
-    if result.status is not Status.PASS:  # the VLLM_CACHE_ROOT finding first, its status kept (a failure stays one)
-        verdict = failed if result.status is Status.FAIL else warned
-        return verdict(NAME, "; ".join([result.message, *lines]), f"{result.fix}; {writable_fix([i for i, _ in problems])}")
-    return warned(NAME, "; ".join(lines), writable_fix([item for item, _ in problems]))
+    # Every unwritable cache named in one line (a uid outside the folders' group meets them all at
+    # once): the required ones first, then the VLLM_CACHE_ROOT finding, then the rest; a failure of
+    # any of them fails the check.
+    required = [unwritable(item, why) for item, why in problems if item.required]
+    others = [unwritable(item, why) for item, why in problems if not item.required]
+    root_finding = [result.message] if result.status is not Status.PASS else []
+    fixes = ([result.fix] if root_finding and not required else []) + [writable_fix([item for item, _ in problems])] \
+        + ([result.fix] if root_finding and required else [])
+    verdict = failed if required or result.status is Status.FAIL else warned
+    return verdict(NAME, "; ".join(required + root_finding + others), "; ".join(fixes))
 
 
 def write_stamp(root: str, ours: Identity) -> None:
