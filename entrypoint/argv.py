@@ -23,7 +23,7 @@ import unicodedata
 
 from imagefacts.shape import SPELLED, ArgvError, VllmValues, long_option, rebuild_parser
 from contract.verdict import Result, passed, warned
-from .settings import SettingsError
+from .settings import SPECULATIVE_FIX, SettingsError, speculative_value_problem
 
 EXTRA_ARGS = "VLLM_EXTRA_ARGS"
 CONTAINER_ARGS = "the container's arguments"
@@ -261,6 +261,9 @@ def speculative_problem(extras: Extras, set_by_settings: bool) -> SettingsError 
         return SettingsError(name, shown, 'a JSON object such as {"model": "/models/drafter", '
                              '"num_speculative_tokens": 4} whose "model" is a path or model id',
                              f"Fix the JSON, or set {SPECULATIVE_SETTING} instead.")
+    typed = speculative_value_problem(json_object(value))
+    if typed:
+        return SettingsError(name, shown, typed, SPECULATIVE_FIX.format(where=name.split()[-1]))
     return None
 
 

@@ -98,6 +98,17 @@ CASES = [
     value("spec-config-deep", "SPECULATIVE_CONFIG", "[" * 100000, "a JSON object"),
     value("spec-config-model-list", "SPECULATIVE_CONFIG", '{"model": ["/m"]}', 'a "model" that is a path'),
     value("spec-config-model-newline", "SPECULATIVE_CONFIG", '{"model": "/m\\nPASS x"}', 'a "model" that is a path'),
+    value("spec-tokens-zero", "SPECULATIVE_CONFIG", '{"model": "/corpus/good", "num_speculative_tokens": 0}',
+          '"num_speculative_tokens" as a JSON integer from 1 to 128, not 0'),
+    value("spec-tokens-negative", "SPECULATIVE_CONFIG", '{"model": "/corpus/good", "num_speculative_tokens": -2}',
+          '"num_speculative_tokens" as a JSON integer from 1 to 128, not -2'),
+    value("spec-tokens-fraction", "SPECULATIVE_CONFIG", '{"model": "/corpus/good", "num_speculative_tokens": 2.5}',
+          '"num_speculative_tokens" as a JSON integer from 1 to 128, not 2.5'),
+    value("spec-tokens-huge", "SPECULATIVE_CONFIG", '{"model": "/corpus/good", "num_speculative_tokens": 1e12}',
+          '"num_speculative_tokens" as a JSON integer from 1 to 128'),
+    refused("spec-tokens-zero-extra", "argv", {"VLLM_EXTRA_ARGS": "--speculative-config.model /corpus/good "
+                                                                  "--speculative-config.num_speculative_tokens 0"},
+            says=("VLLM_EXTRA_ARGS --speculative-config", '"num_speculative_tokens" as a JSON integer from 1 to 128')),
     refused("drafter-conflict", "settings", {"DRAFTER": "/a", "SPECULATIVE_CONFIG": '{"model": "/b"}'},
             says=("bad setting DRAFTER=", "not both")),
     # settings: text that could forge a report line or drive a terminal

@@ -205,9 +205,12 @@ def test_speculative_config_in_the_words_is_judged_like_the_setting(tmp_path):
     assert model.check_drafter(drafter).status is Status.FAIL  # the quantized drafter, found through the option
     conflict = speculative_problem(extras, True)
     assert conflict is not None and "while SPECULATIVE_CONFIG or DRAFTER is set" in str(conflict)
-    for value in ("[1]", '{"model": ["/d"]}'):
+    for value in ("[1]", '{"model": ["/d"]}', '{"model": "/d", "num_speculative_tokens": 0}'):
         problem = speculative_problem(judge_extra(("--speculative-config", value), (), TABLE), False)
         assert problem is not None and problem.variable == "VLLM_EXTRA_ARGS --speculative-config", value
+    dotted = ("--speculative-config.model", "/d", "--speculative-config.num_speculative_tokens", "0")
+    problem = speculative_problem(judge_extra(dotted, (), TABLE), False)
+    assert problem is not None and '"num_speculative_tokens" as a JSON integer from 1 to 128, not 0' in str(problem)
 
 
 def test_the_fit_check_is_handed_the_overridden_config(tmp_path):
