@@ -120,12 +120,14 @@ def config_source(extras: Extras) -> model.ConfigSource:
     """Where the server reads the model's config from, as the extra words set it."""
     revision = extras.get("revision")
     load_format, config_format = extras.get("load_format"), extras.get("config_format")
+    tokenizer = extras.get("tokenizer")
     return model.ConfigSource(json_object(extras.get("hf_overrides")) or None, extras.get("hf_config_path") or None,
                               extras.name("hf_config_path"), revision if isinstance(revision, str) and revision else None,
                               load_format if isinstance(load_format, str) and load_format else "auto",
                               extras.name("load_format"),
                               config_format if isinstance(config_format, str) and config_format else "auto",
-                              extras.name("config_format"))
+                              extras.name("config_format"),
+                              tokenizer if isinstance(tokenizer, str) and tokenizer else None)
 
 
 @dataclass(frozen=True)
@@ -217,14 +219,16 @@ def cache_writes(settings: Settings, extras: Extras) -> tuple[cache.Written, ...
 
 
 def model_check(models: Models, settings: Settings, env: Mapping[str, str]) -> Check | Background:
-    """The model check with its fetch manifest read; with VERIFY_HASHES_SECONDS its hashing runs beside
-    the other checks, bounded by that setting (and the usual deadline for the rest)."""
+    """The model check with its fetch manifest read; where it parses a tokenizer.json (tens of MiB) or,
+    with VERIFY_HASHES_SECONDS, hashes the weights, it runs beside the other checks, bounded by that
+    setting and the usual deadline."""
     def run() -> Result:
         found = model.check_model(models.model, settings.max_model_len, model.allow_long(env))
         return fetched.check_fetched(found, models.model, settings.verify_hashes_s)
-    if not settings.verify_hashes_s:
+    tokenizer = models.model.tokenizer_folder
+    if not settings.verify_hashes_s and not (tokenizer and os.path.lexists(os.path.join(tokenizer, "tokenizer.json"))):
         return run
-    return in_background(model.MODEL, run, settings.verify_hashes_s + CHECK_DEADLINE_S)
+    return in_background(model.MODEL, run, (settings.verify_hashes_s or 0) + CHECK_DEADLINE_S)
 
 
 def in_background(name: str, work: Check, deadline_s: float) -> Background:
