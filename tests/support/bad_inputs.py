@@ -243,6 +243,14 @@ CASES = [
             says=("VLLM_EXTRA_ARGS --mamba-backend", "triton, flashinfer, cpu")),
     refused("kernel-config-not-json", "argv", {"VLLM_EXTRA_ARGS": "--kernel-config '{bad'"},
             says=("VLLM_EXTRA_ARGS", "argument --kernel-config")),
+    # argv: Hub revisions judged against the mounted model (vLLM ignores them for a local folder)
+    refused("revision-local-folder", "argv", {"VLLM_EXTRA_ARGS": "--revision v2"},
+            says=("VLLM_EXTRA_ARGS --revision='v2'", "without a fetch manifest", "ignoring --revision")),
+    refused("tokenizer-revision-local-folder", "argv", {"VLLM_EXTRA_ARGS": "--tokenizer-revision main"},
+            says=("VLLM_EXTRA_ARGS --tokenizer-revision='main'", "ignoring --tokenizer-revision")),
+    refused("revision-hub-offline", "argv", {"MODEL": "google/gemma-4-E2B-it", "HF_HUB_OFFLINE": "1",
+                                             "VLLM_EXTRA_ARGS": "--code-revision v2"},
+            says=("VLLM_EXTRA_ARGS --code-revision='v2'", "HF_HUB_OFFLINE is set")),
     # argv: options that change what a check decided, re-judged on the effective config
     Case("hf-overrides-lower-limit", "argv", {"MAX_MODEL_LEN": "4096", "VLLM_EXTRA_ARGS":
          '--hf-overrides \'{"text_config": {"max_position_embeddings": 1024}}\''}, exit=1, check="model",
