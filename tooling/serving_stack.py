@@ -184,6 +184,9 @@ def make_tiny_model(image: str, models_dir: Path) -> Path:
     return models_dir / MODEL_NAME
 
 
+HEALTH_POLL_S = 5.0
+
+
 @dataclass
 class Stack:
     """One compose project of the shipped compose.yaml plus the test override."""
@@ -313,11 +316,14 @@ class RenderedServers:
         self.compose("stop", *names, timeout=300)
 
     def healthy(self, name: str) -> bool:
-        import requests
+        """Whether /health answers 2xx within HEALTH_POLL_S, the whole exchange (a server trickling its
+        answer a byte at a time would hold requests' per-read timeout for ever)."""
+        from tooling.endpoint.client import EndpointClient, EndpointError
 
         try:
-            return requests.get(f"{self.url(name)}/health", timeout=5).ok
-        except requests.RequestException:
+            with EndpointClient(self.url(name)) as client:
+                return client.get("/health", deadline_s=HEALTH_POLL_S).ok
+        except EndpointError:
             return False
 
     def wait_healthy(self, name: str, timeout: float) -> float:

@@ -11,7 +11,7 @@ import subprocess
 import time
 
 from . import client, command, depth, memory, plot, prom, record, results
-from .driver import Driver, EndpointError, served_models
+from .driver import RUN_TIMEOUT_S, Driver, EndpointError, overran, served_models
 from .plan import PlanError, Sweep, runs
 
 
@@ -30,6 +30,7 @@ class RecordJob:
     start: str | None            # a command that starts the server; readiness is timed from it
     container: str | None        # watched for memory when the host has no GPU
     ready_timeout: float
+    run_timeout_s: float = RUN_TIMEOUT_S  # the run's deadline where no cap is given: past it, a failure
 
 
 def start_server(job: RecordJob) -> float | None:
@@ -62,7 +63,10 @@ def run_record(job: RecordJob, say=print) -> tuple[record.Record, int]:
         say(f"record {job.label}: {run.num_prompts} prompts at concurrency {run.concurrency}"
             + (f", cap {job.cap_s:g} s" if job.cap_s else ""))
         with client.LoadStart(job.base_url) as load:
-            rc = drv.execute(argv, name, job.out / results.LOGS / f"{run.name}.log", cap_s=job.cap_s)
+            log = job.out / results.LOGS / f"{run.name}.log"
+            rc = drv.execute(argv, name, log, cap_s=job.cap_s or job.run_timeout_s)
+            if rc is None and not job.cap_s:
+                raise overran("record", job.base_url, job.run_timeout_s, log)
             after, ended = client.metrics(job.base_url), time.monotonic()
     meaning = record.memory_meaning(mem.kind, after.labels(prom.CACHE_CONFIG), mem.where)
     workload = record.Workload(job.sweep.dataset, job.sweep.dataset_file, run.input_len, run.output_len,
