@@ -184,12 +184,21 @@ def resolve_models(settings: Settings, env: Mapping[str, str] | None = None, ext
                           drafter, model.MODEL_FOLDER_CONFIG) if drafter else None)
 
 
+def writes_vllm_cache(settings: Settings) -> bool:
+    """Whether the server must write VLLM_CACHE_ROOT to serve: torch.compile makes its folder there
+    (vLLM 0.33.0 compilation/backends.py, os.makedirs), a multi-GPU server its peer-to-peer table
+    (distributed/device_communicators/all_reduce_utils.py). With ENFORCE_EAGER on one GPU it serves
+    without (measured on the CPU vehicle as uid 4242: healthy, a completion answered)."""
+    return not (settings.enforce_eager and settings.world_size == 1)
+
+
 def disk_targets(settings: Settings) -> list[disk.Target]:
     """The paths measured, each marked as the cache check judges an unwritable one (cache_writes)."""
     return [disk.Target("HF cache", settings.hf_hub_cache, disk.NEED_HF_CACHE, must_write=False, setting="HF_HUB_CACHE"),
             disk.Target("TMPDIR", settings.tmpdir, disk.NEED_TMPDIR, setting="TMPDIR"),
             disk.Target("Triton cache", settings.triton_cache_dir, disk.NEED_TRITON_CACHE, setting="TRITON_CACHE_DIR"),
-            disk.Target("vLLM cache", settings.vllm_cache_root, disk.NEED_VLLM_CACHE, setting="VLLM_CACHE_ROOT")]
+            disk.Target("vLLM cache", settings.vllm_cache_root, disk.NEED_VLLM_CACHE,
+                        must_write=writes_vllm_cache(settings), setting="VLLM_CACHE_ROOT")]
 
 
 def cache_writes(settings: Settings, extras: Extras) -> tuple[cache.Written, ...]:
@@ -290,7 +299,8 @@ def plan(settings: Settings, device: Device | None, models: Models, env: Mapping
         "quantization": needs_device("quantization", device, quantization_check(models, extras, loaded)),
         "audio": lambda: audio.check_audio(model_config(models.model), extras),
         "disk": lambda: disk.check_disk(disk_targets(settings)),
-        "cache": lambda: cache.check_cache(settings.vllm_cache_root, written=cache_writes(settings, extras)),
+        "cache": lambda: cache.check_cache(settings.vllm_cache_root, written=cache_writes(settings, extras),
+                                           compiles=writes_vllm_cache(settings)),
         "shm": lambda: shm.check_shm(parallel_sizes, parallel_sizes.executor(cuda=device is not None),
                                      shm.mq_chunk_mb(env)),
         "memory": lambda: memory.check_memory(model.staged_bytes(models.loaded), read_text(memory.MEMINFO),
