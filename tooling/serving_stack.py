@@ -185,6 +185,7 @@ def make_tiny_model(image: str, models_dir: Path) -> Path:
 
 
 HEALTH_POLL_S = 5.0
+STREAM_DEADLINE_S = 900.0  # a streamed chat of the serving tier's tests: 1,000 tokens of the tiny model on a loaded host
 
 
 @dataclass
@@ -360,15 +361,18 @@ def chat_body(model: str, tokens: int, stream: bool) -> dict:
 
 
 def stream_chat(url: str, body: dict, record: dict, ready, ready_after: int = 1,
-                abandon_after: int | None = None) -> None:
+                abandon_after: int | None = None, deadline_s: float = STREAM_DEADLINE_S) -> None:
     """Posts a streaming chat completion and records its status, every SSE line and how it ended
     ("closed", "abandoned" or the client's error) in `record`; sets `ready` once `ready_after` lines
     arrived, and in any case when it ends. With `abandon_after` the client hangs up after that many
-    lines, as a user who gives up does. For a thread: the serving tier's stop and fault tests read
+    lines, as a user who gives up does. A stream still sending at `deadline_s` is hung up on, its
+    end recorded as "deadline" (requests' timeout bounds each read only: a stream that never ends
+    would hold the thread for ever). For a thread: the serving tier's stop and fault tests read
     streams while they stop or break the server."""
     import requests
 
     record["lines"] = []
+    ends = time.monotonic() + deadline_s
     try:
         with requests.post(f"{url}/v1/chat/completions", json=body, stream=True, timeout=(10, 120)) as reply:
             record["status"] = reply.status_code
@@ -382,6 +386,9 @@ def stream_chat(url: str, body: dict, record: dict, ready, ready_after: int = 1,
                     if abandon_after is not None and len(record["lines"]) >= abandon_after:
                         record["ended"] = "abandoned"
                         return  # the `with` closes the connection mid-stream
+                if time.monotonic() > ends:
+                    record["ended"] = f"deadline: still streaming after {deadline_s:g} s"
+                    return
         record["ended"] = "closed"
     except requests.RequestException as exc:
         record["ended"] = f"{type(exc).__name__}: {exc}"

@@ -298,3 +298,14 @@ def test_the_serving_stacks_health_poll_ends_within_its_deadline_against_a_trick
         assert time.monotonic() - began < serving_stack.HEALTH_POLL_S + SLACK_S
         server.behaviour = hostile.once(hostile.ok_json({}))
         assert servers.healthy("a") is True
+
+
+def test_the_serving_stacks_streamed_chat_hangs_up_on_a_stream_that_never_ends():
+    from tooling import serving_stack
+
+    record, ready = {}, threading.Event()
+    with HostileServer(hostile.endless_events()) as server:
+        began = time.monotonic()
+        serving_stack.stream_chat(server.url, {}, record, ready, deadline_s=1.0)
+        assert time.monotonic() - began < 1.0 + SLACK_S
+    assert record["ended"].startswith("deadline: still streaming after 1 s") and record["lines"] and ready.is_set()
