@@ -263,8 +263,8 @@ def judge(root: str, state: CacheState, ours: Identity, compiles: bool = True) -
                             "folder there and would die after the load", "mount a writable volume at VLLM_CACHE_ROOT")
     if not state.writable:  # measured: eager on one device serves, its model-info and start-plan caches unkept
         return warned(NAME, f"{where} is not writable ({state.unwritable_why}): with ENFORCE_EAGER on one GPU vLLM "
-                            "serves without it, but keeps no model-info or start-plan cache, and a later start "
-                            "without ENFORCE_EAGER would die after the load",
+                            "serves without it, logging a PermissionError traceback for the model-info cache it "
+                            "cannot keep, and a later start without ENFORCE_EAGER would die after the load",
                       "mount a writable volume at VLLM_CACHE_ROOT")
     if state.stamp_problem:
         return warned(NAME, f"{where}: its stamp is unreadable ({state.stamp_problem}); "
