@@ -176,9 +176,10 @@ def flexible_words(words: list[str]) -> list[str]:
     return out
 
 
-def parse_words(words: list[str], table: dict) -> tuple[dict, dict]:
+def parse_words(words: list[str], table: dict, strays: bool = False) -> tuple[dict, dict]:
     """(dest -> typed value, dest -> the spelling that set it) for each option the words set;
-    ArgvError for what vLLM's parser would refuse."""
+    ArgvError for what vLLM's parser would refuse; with `strays`, StrayWord for a positional or
+    unknown word meant as something else (stray_word), which vLLM's parser takes for the model."""
     try:
         namespace, unknown = rebuild_parser(table).parse_known_args(flexible_words(words))
     except argparse.ArgumentError as error:
@@ -186,7 +187,7 @@ def parse_words(words: list[str], table: dict) -> tuple[dict, dict]:
     values = vars(namespace)
     positional = [values.get(entry["dest"]) for entry in table["positionals"]]
     for word in [w for value in positional for w in (value if isinstance(value, list) else [value])] + unknown:
-        stray = stray_word(word, table) if isinstance(word, str) else None
+        stray = stray_word(word, table) if strays and isinstance(word, str) else None
         if stray is not None:
             raise stray
     if unknown:
@@ -310,7 +311,7 @@ def judge_extra(extra_args: tuple[str, ...], container_args: tuple[str, ...], ta
             continue
         raw = shlex.join(words)
         try:
-            parsed, spelled = parse_words(list(words), table)
+            parsed, spelled = parse_words(list(words), table, strays=True)
         except StrayWord as stray:
             raise SettingsError(where, stray.word, stray.expected, stray.fix) from None
         except ArgvError as error:
