@@ -70,6 +70,8 @@ def revision_problem(extras: Extras, model: str, hub_cache: str, offline: bool) 
         tokenizer = extras.get("tokenizer")
         target = tokenizer if dest == "tokenizer_revision" and isinstance(tokenizer, str) and tokenizer else model
         if is_folder_path(target):
+            if not os.path.isdir(target):
+                continue  # no folder there: the model check names what is missing, not the revision
             what, answers, repo = folder_revision(target)
             if any(value == name or names_commit(value, name) for name in answers):
                 continue

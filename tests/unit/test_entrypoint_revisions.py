@@ -60,6 +60,7 @@ def test_a_folder_without_a_manifest_answers_to_no_revision(tmp_path):
     assert refused is not None and f"without a fetch manifest ({manifest.NAME})" in str(refused)
     assert "`fetch REPO@main`" in str(refused)
     assert problem(tmp_path / "m") is None
+    assert problem(tmp_path / "not-mounted", "--revision", "main") is None  # the model check names the missing folder
 
 
 def test_a_mounted_cache_snapshot_answers_to_its_commit(tmp_path):
