@@ -33,12 +33,24 @@ class RecordJob:
     run_timeout_s: float = RUN_TIMEOUT_S  # the run's deadline where no cap is given: past it, a failure
 
 
+START_MIN_S = 60.0  # the start command's deadline when --ready-timeout is 0 (one try)
+
+
+def start_deadline(job: RecordJob) -> float:
+    return job.ready_timeout if job.ready_timeout > 0 else START_MIN_S
+
+
 def start_server(job: RecordJob) -> float | None:
     """Run the start command; seconds from its launch to /health 200 (None: no command)."""
     if not job.start:
         return None
     began = time.monotonic()
-    done = subprocess.run(shlex.split(job.start), capture_output=True, text=True)
+    try:
+        done = subprocess.run(shlex.split(job.start), capture_output=True, text=True, timeout=start_deadline(job))
+    except subprocess.TimeoutExpired:
+        raise EndpointError(f"--start {job.start!r} did not return within {start_deadline(job):g} s "
+                            "and was stopped; give a command that starts the server and returns "
+                            "(docker compose up -d), or raise --ready-timeout") from None
     if done.returncode != 0:
         last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
         raise EndpointError(f"--start {job.start!r} exited {done.returncode}: {last[0]}")

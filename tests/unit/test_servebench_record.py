@@ -269,3 +269,18 @@ def test_run_timeout_is_refused_in_one_line_when_not_a_positive_number(tmp_path)
         done = serve("run", "--out", tmp_path, "--run-timeout", value)
         assert done.returncode == 2 and "--run-timeout" in done.stderr, (value, done.stderr)
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_start_command_that_never_returns_is_stopped_at_the_ready_timeout(tmp_path):
+    from bench.servebench import probes
+    from bench.servebench.plan import Sweep
+    from tests.support.slack import SCHEDULING_SLACK_S
+
+    job = probes.RecordJob(base_url="http://127.0.0.1:9", out=tmp_path, label="x", model=None, target_image="i",
+                           tokenizer=None, hf_home=None, sweep=Sweep(), dataset_path=None, cap_s=None,
+                           start=f"{sys.executable} -c 'import time; time.sleep(120)'", container=None,
+                           ready_timeout=1.0)
+    began = time.monotonic()
+    with pytest.raises(driver.EndpointError, match="did not return within 1 s") as stopped:
+        probes.start_server(job)
+    assert time.monotonic() - began < 1.0 + SCHEDULING_SLACK_S and "--start" in str(stopped.value)
