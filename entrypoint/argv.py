@@ -19,10 +19,11 @@ import dataclasses
 import json
 import re
 import shlex
+import unicodedata
 
 from imagefacts.shape import SPELLED, ArgvError, VllmValues, long_option, rebuild_parser
 from contract.verdict import Result, passed, warned
-from .settings import SettingsError
+from .settings import SPECULATIVE_FIX, SettingsError, speculative_value_problem
 
 EXTRA_ARGS = "VLLM_EXTRA_ARGS"
 CONTAINER_ARGS = "the container's arguments"
@@ -56,6 +57,58 @@ REFUSED = {
 # Inside a JSON option: keys that one of the settings owns.
 OWNED_KEYS = {("structured_outputs_config", "reasoning_parser"): "REASONING_PARSER"}
 OPTION_NAME = re.compile(r"(?<=--)[^.]*")
+# Characters an editor, chat app or web page puts where `-` or `--` was typed ("smart" dashes), each
+# looking like the ASCII hyphen-minus: argparse takes a word starting with one for a positional value
+# (the model), not an option. vLLM 0.33.0's parser reads no `@file` of arguments either (no
+# fromfile_prefix_chars in utils/argparse_utils.py): `@serve.args` is a positional value too.
+DASH_LOOKALIKES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"
+ARGS_FILE_PREFIX = "@"
+
+
+class StrayWord(ArgvError):
+    """A word vLLM's parser would take for a positional value (the model) or not know, that the user
+    meant as something else: an option written with look-alike dashes, an @file of arguments."""
+
+    def __init__(self, word: str, expected: str, fix: str):
+        super().__init__(expected)
+        self.word, self.expected, self.fix = word, expected, fix
+
+
+def meant_option(word: str, table: dict) -> str:
+    """The option a word written with look-alike dashes stands for: the table's spelling of its name
+    (`-tp` or `--max-model-len`), with its `=value` kept."""
+    name, equals, value = word.lstrip("-" + DASH_LOOKALIKES).partition("=")
+    name = name.replace("_", "-")
+    strings = {option for entry in table["options"] for option in entry["options"]}
+    option = next((f"{dashes}{name}" for dashes in ("--", "-") if f"{dashes}{name}" in strings), f"--{name}")
+    return option + equals + value
+
+
+def option_dest(option: str, table: dict) -> str | None:
+    """The dest an option string (`--max-model-len=5`: its name before `=`) sets, None if none."""
+    name = option.partition("=")[0]
+    return next((entry["dest"] for entry in table["options"] if name in entry["options"]), None)
+
+
+def stray_word(word: str, table: dict) -> StrayWord | None:
+    """Why `word`, taken by the parser as a positional value or left unknown, is not what the user
+    meant, naming the word as written and what to write instead; None for any other word."""
+    lead = word[: len(word) - len(word.lstrip("-" + DASH_LOOKALIKES))]
+    odd = list(dict.fromkeys(char for char in lead if char in DASH_LOOKALIKES))
+    if odd:
+        names = ", ".join(f"U+{ord(char):04X} {unicodedata.name(char, 'a dash')}" for char in odd)
+        meant = meant_option(word, table)
+        owner = OWNED.get(option_dest(meant, table) or "")
+        fix = (f"Set {owner} instead: the word stands for {meant.partition('=')[0]}, which the entrypoint sets from "
+               f"{owner}." if owner else f"Write {meant!r} with ASCII hyphens (an editor or chat app replaced them).")
+        return StrayWord(word, f"options written with the ASCII hyphen-minus '-': this word starts with {names}, "
+                               "which looks like '-' but is not, so vLLM's parser does not read it as an option "
+                               "(it would take the word for the model to serve, or refuse it)", fix)
+    if word.startswith(ARGS_FILE_PREFIX):
+        return StrayWord(word, "the options themselves: vLLM's parser reads no @file of arguments and would take "
+                               "the word for the model to serve",
+                         "Write the options that file holds in place of the word.")
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,16 +176,22 @@ def flexible_words(words: list[str]) -> list[str]:
     return out
 
 
-def parse_words(words: list[str], table: dict) -> tuple[dict, dict]:
+def parse_words(words: list[str], table: dict, strays: bool = False) -> tuple[dict, dict]:
     """(dest -> typed value, dest -> the spelling that set it) for each option the words set;
-    ArgvError for what vLLM's parser would refuse."""
+    ArgvError for what vLLM's parser would refuse; with `strays`, StrayWord for a positional or
+    unknown word meant as something else (stray_word), which vLLM's parser takes for the model."""
     try:
         namespace, unknown = rebuild_parser(table).parse_known_args(flexible_words(words))
     except argparse.ArgumentError as error:
         raise ArgvError(" ".join(str(error).split())) from None
+    values = vars(namespace)
+    positional = [values.get(entry["dest"]) for entry in table["positionals"]]
+    for word in [w for value in positional for w in (value if isinstance(value, list) else [value])] + unknown:
+        stray = stray_word(word, table) if strays and isinstance(word, str) else None
+        if stray is not None:
+            raise stray
     if unknown:
         raise ArgvError(f"unrecognized arguments: {' '.join(unknown)}")
-    values = vars(namespace)
     spelled = values.pop(SPELLED, {})
     return values, spelled
 
@@ -203,6 +262,9 @@ def speculative_problem(extras: Extras, set_by_settings: bool) -> SettingsError 
         return SettingsError(name, shown, 'a JSON object such as {"model": "/models/drafter", '
                              '"num_speculative_tokens": 4} whose "model" is a path or model id',
                              f"Fix the JSON, or set {SPECULATIVE_SETTING} instead.")
+    typed = speculative_value_problem(json_object(value))
+    if typed:
+        return SettingsError(name, shown, typed, SPECULATIVE_FIX.format(where=name.split()[-1]))
     return None
 
 
@@ -249,7 +311,9 @@ def judge_extra(extra_args: tuple[str, ...], container_args: tuple[str, ...], ta
             continue
         raw = shlex.join(words)
         try:
-            parsed, spelled = parse_words(list(words), table)
+            parsed, spelled = parse_words(list(words), table, strays=True)
+        except StrayWord as stray:
+            raise SettingsError(where, stray.word, stray.expected, stray.fix) from None
         except ArgvError as error:
             raise SettingsError(where, raw, f"options of this vLLM's server ({error})",
                                 "Fix or remove that word; `vllm serve --help=all` lists the options.") from None

@@ -6,7 +6,8 @@ is not a path: the server resolves it as it resolves MODEL.
 What each option's value is, as vLLM 0.33.0 reads it:
 - `--chat-template`: a file, or the template itself when it holds `{`, `}` or a newline
   (vllm/entrypoints/chat_utils.py: a value without those that cannot be opened is an error);
-- `--tokenizer`, `--generation-config` (besides `auto` and `vllm`): a folder, or a Hub id;
+- `--tokenizer`, `--generation-config` (besides `auto` and `vllm`): a folder, or a Hub id (a local
+  tokenizer folder's tokenizer.json and tokenizer_config.json are parsed: checks/model.py);
 - `--tool-parser-plugin`, `--reasoning-parser-plugin`, `--ssl-keyfile`, `--ssl-certfile`,
   `--ssl-ca-certs`, `--mm-encoder-fp8-scale-path`: files;
 - `--allowed-local-media-path`: a folder;
@@ -29,6 +30,7 @@ import os
 
 from door import files
 from .argv import Extras, is_json_object
+from .checks.model import tokenizer_problem
 from .settings import SettingsError
 
 JINJA_CHARS = "{}\n"
@@ -79,7 +81,11 @@ def _problem(dest: str, value: str) -> str | None:
         return None
     if dest in HUB_DESTS and not local_path(value):
         return None
-    return folder_problem(value)
+    problem = folder_problem(value)
+    if problem is None and dest == "tokenizer":
+        torn = tokenizer_problem(os.path.expanduser(value))
+        return f"{torn[0]}: the server's tokenizer would fail to load" if torn else None
+    return problem
 
 
 def format_problem(extras: Extras) -> SettingsError | None:

@@ -19,6 +19,7 @@ from door import files
 from . import facts, hub, identity, linker_cache, preflight, report
 from .argv import Extras, judge_extra, speculative_problem
 from .argv_files import opened_files_problem
+from .revisions import revision_problem
 from .checks import cache, driver_floor, parallel, turing_settings
 from .command import server_argv
 from .device import RELEASE_DEADLINE_S, NoDevice, Probe, weakest
@@ -66,7 +67,8 @@ def judge_words(settings: Settings, container_args: tuple[str, ...], server_fact
                          server_facts.values if server_facts else None)
     if server_facts is not None:
         validate_parser_names(settings, server_facts.document["parsers"], set(extras.values))
-    problem = speculative_problem(extras, settings.speculative_config is not None) or opened_files_problem(extras)
+    problem = speculative_problem(extras, settings.speculative_config is not None) or opened_files_problem(extras) \
+        or revision_problem(extras, settings.model, settings.hf_hub_cache, settings.hf_offline)
     if problem:
         raise problem
     return extras

@@ -129,12 +129,14 @@ def config_source(extras: Extras) -> model.ConfigSource:
     """Where the server reads the model's config from, as the extra words set it."""
     revision = extras.get("revision")
     load_format, config_format = extras.get("load_format"), extras.get("config_format")
+    tokenizer = extras.get("tokenizer")
     return model.ConfigSource(json_object(extras.get("hf_overrides")) or None, extras.get("hf_config_path") or None,
                               extras.name("hf_config_path"), revision if isinstance(revision, str) and revision else None,
                               load_format if isinstance(load_format, str) and load_format else "auto",
                               extras.name("load_format"),
                               config_format if isinstance(config_format, str) and config_format else "auto",
-                              extras.name("config_format"))
+                              extras.name("config_format"),
+                              tokenizer if isinstance(tokenizer, str) and tokenizer else None)
 
 
 @dataclass(frozen=True)
@@ -191,12 +193,21 @@ def resolve_models(settings: Settings, env: Mapping[str, str] | None = None, ext
                           drafter, model.MODEL_FOLDER_CONFIG) if drafter else None)
 
 
+def writes_vllm_cache(settings: Settings) -> bool:
+    """Whether the server must write VLLM_CACHE_ROOT to serve: torch.compile makes its folder there
+    (vLLM 0.33.0 compilation/backends.py, os.makedirs), a multi-GPU server its peer-to-peer table
+    (distributed/device_communicators/all_reduce_utils.py). With ENFORCE_EAGER on one GPU it serves
+    without (measured on the CPU vehicle as uid 4242: healthy, a completion answered)."""
+    return not (settings.enforce_eager and settings.world_size == 1)
+
+
 def disk_targets(settings: Settings) -> list[disk.Target]:
     """The paths measured, each marked as the cache check judges an unwritable one (cache_writes)."""
     return [disk.Target("HF cache", settings.hf_hub_cache, disk.NEED_HF_CACHE, must_write=False, setting="HF_HUB_CACHE"),
             disk.Target("TMPDIR", settings.tmpdir, disk.NEED_TMPDIR, setting="TMPDIR"),
             disk.Target("Triton cache", settings.triton_cache_dir, disk.NEED_TRITON_CACHE, setting="TRITON_CACHE_DIR"),
-            disk.Target("vLLM cache", settings.vllm_cache_root, disk.NEED_VLLM_CACHE, setting="VLLM_CACHE_ROOT")]
+            disk.Target("vLLM cache", settings.vllm_cache_root, disk.NEED_VLLM_CACHE,
+                        must_write=writes_vllm_cache(settings), setting="VLLM_CACHE_ROOT")]
 
 
 def cache_writes(settings: Settings, extras: Extras) -> tuple[cache.Written, ...]:
@@ -226,14 +237,16 @@ def cache_writes(settings: Settings, extras: Extras) -> tuple[cache.Written, ...
 
 
 def model_check(models: Models, settings: Settings, env: Mapping[str, str]) -> Check | Background:
-    """The model check with its fetch manifest read; with VERIFY_HASHES_SECONDS its hashing runs beside
-    the other checks, bounded by that setting (and the usual deadline for the rest)."""
+    """The model check with its fetch manifest read; where it parses a tokenizer.json (tens of MiB) or,
+    with VERIFY_HASHES_SECONDS, hashes the weights, it runs beside the other checks, bounded by that
+    setting and the usual deadline."""
     def run() -> Result:
         found = model.check_model(models.model, settings.max_model_len, model.allow_long(env))
         return fetched.check_fetched(found, models.model, settings.verify_hashes_s)
-    if not settings.verify_hashes_s:
+    tokenizer = models.model.tokenizer_folder
+    if not settings.verify_hashes_s and not (tokenizer and os.path.lexists(os.path.join(tokenizer, "tokenizer.json"))):
         return run
-    return in_background(model.MODEL, run, settings.verify_hashes_s + CHECK_DEADLINE_S)
+    return in_background(model.MODEL, run, (settings.verify_hashes_s or 0) + CHECK_DEADLINE_S)
 
 
 def in_background(name: str, work: Check, deadline_s: float) -> Background:
@@ -296,7 +309,8 @@ def plan(settings: Settings, device: Device | None, models: Models, env: Mapping
         "quantization": needs_device("quantization", device, quantization_check(models, extras, loaded)),
         "audio": lambda: audio.check_audio(model_config(models.model), extras),
         "disk": lambda: disk.check_disk(disk_targets(settings)),
-        "cache": lambda: cache.check_cache(settings.vllm_cache_root, written=cache_writes(settings, extras)),
+        "cache": lambda: cache.check_cache(settings.vllm_cache_root, written=cache_writes(settings, extras),
+                                           compiles=writes_vllm_cache(settings)),
         "shm": lambda: shm.check_shm(parallel_sizes, parallel_sizes.executor(cuda=device is not None),
                                      shm.mq_chunk_mb(env)),
         "memory": lambda: memory.check_memory(model.staged_bytes(models.loaded), read_text(memory.MEMINFO),

@@ -11,6 +11,7 @@ import shlex
 from typing import Mapping
 
 from contract.devices import BF16_MIN_CC, FP8_MIN_CC
+from contract.model_config import json_kind
 from contract.layout import (DEPRECATED_ENV_NAMES, ENV_API_KEY, ENV_API_KEY_FILE, ENV_CC, ENV_FIT_TABLE, ENV_SMEM_LIMIT,
                              IDLE_AFTER_MAX_S, IDLE_AFTER_MIN_S, STOP_GRACE_MAX_S, STOP_GRACE_MIN_S,
                              STOP_GRACE_S)
@@ -230,6 +231,31 @@ def _argv_words(env, name: str) -> tuple[str, ...]:
         raise SettingsError(name, raw, f"shell-style words ({error})", f"Fix the quoting in {name}.") from None
 
 
+# The integer fields of vLLM 0.33.0's SpeculativeConfig (config/speculative.py: pydantic Field(gt=0)
+# or Field(ge=1), lax: it would take 4.0 or "4" too, and refuse 0 only after the entrypoint has
+# exec'd it), with a top no real deployment reaches: the rejection sampler asserts a draft of at most
+# MAX_SPEC_LEN = 128 tokens at the first request (v1/sample/rejection_sampler.py).
+MAX_SPECULATIVE_TOKENS = 128
+SPECULATIVE_INTEGERS = {"num_speculative_tokens": MAX_SPECULATIVE_TOKENS, "draft_tensor_parallel_size": MAX_GPUS,
+                        "max_model_len": MAX_CONTEXT, "prompt_lookup_max": MAX_CONTEXT,
+                        "prompt_lookup_min": MAX_CONTEXT}
+
+
+SPECULATIVE_FIX = ("Fix that value in {where}, such as \"num_speculative_tokens\": 4: vLLM refuses the others only "
+                   "after the entrypoint handed over, or fails at the first request.")
+
+
+def speculative_value_problem(config: dict) -> str | None:
+    """What a speculative config object's integer field should be, naming the field and the value
+    found; None when each is absent, null or a JSON integer in its range."""
+    for key, most in SPECULATIVE_INTEGERS.items():
+        value = config.get(key)
+        if value is not None and (type(value) is not int or not 1 <= value <= most):
+            found = json.dumps(value) if isinstance(value, (int, float, str, bool)) else json_kind(value)
+            return f'"{key}" as a JSON integer from 1 to {most}, not {capped(found, 40)}'
+    return None
+
+
 def _speculative_config(env) -> dict | None:
     raw = _get(env, "SPECULATIVE_CONFIG")
     config: dict = {}
@@ -245,6 +271,9 @@ def _speculative_config(env) -> dict | None:
     if not isinstance(config.get("model", ""), str) or not str(config.get("model", "")).isprintable():
         raise SettingsError("SPECULATIVE_CONFIG", raw, 'a "model" that is a path or model id (printable text)',
                             "Fix the model in SPECULATIVE_CONFIG, or set DRAFTER instead.")
+    typed = speculative_value_problem(config)
+    if typed:
+        raise SettingsError("SPECULATIVE_CONFIG", raw, typed, SPECULATIVE_FIX.format(where="SPECULATIVE_CONFIG"))
     drafter = _text(env, "DRAFTER")
     if drafter is not None:
         if config.get("model") not in (None, drafter):

@@ -179,6 +179,10 @@ def make_tiny_model(image: str, models_dir: Path) -> Path:
     return models_dir / MODEL_NAME
 
 
+HEALTH_POLL_S = 5.0
+STREAM_DEADLINE_S = 900.0  # a streamed chat of the serving tier's tests: 1,000 tokens of the tiny model on a loaded host
+
+
 @dataclass
 class Stack:
     """One compose project of the shipped compose.yaml plus the test override."""
@@ -308,11 +312,14 @@ class RenderedServers:
         self.compose("stop", *names, timeout=300)
 
     def healthy(self, name: str) -> bool:
-        import requests
+        """Whether /health answers 2xx within HEALTH_POLL_S, the whole exchange (a server trickling its
+        answer a byte at a time would hold requests' per-read timeout for ever)."""
+        from tooling.endpoint.client import EndpointClient, EndpointError
 
         try:
-            return requests.get(f"{self.url(name)}/health", timeout=5).ok
-        except requests.RequestException:
+            with EndpointClient(self.url(name)) as client:
+                return client.get("/health", deadline_s=HEALTH_POLL_S).ok
+        except EndpointError:
             return False
 
     def wait_healthy(self, name: str, timeout: float) -> float:
@@ -349,15 +356,18 @@ def chat_body(model: str, tokens: int, stream: bool) -> dict:
 
 
 def stream_chat(url: str, body: dict, record: dict, ready, ready_after: int = 1,
-                abandon_after: int | None = None) -> None:
+                abandon_after: int | None = None, deadline_s: float = STREAM_DEADLINE_S) -> None:
     """Posts a streaming chat completion and records its status, every SSE line and how it ended
     ("closed", "abandoned" or the client's error) in `record`; sets `ready` once `ready_after` lines
     arrived, and in any case when it ends. With `abandon_after` the client hangs up after that many
-    lines, as a user who gives up does. For a thread: the serving tier's stop and fault tests read
+    lines, as a user who gives up does. A stream still sending at `deadline_s` is hung up on, its
+    end recorded as "deadline" (requests' timeout bounds each read only: a stream that never ends
+    would hold the thread for ever). For a thread: the serving tier's stop and fault tests read
     streams while they stop or break the server."""
     import requests
 
     record["lines"] = []
+    ends = time.monotonic() + deadline_s
     try:
         with requests.post(f"{url}/v1/chat/completions", json=body, stream=True, timeout=(10, 120)) as reply:
             record["status"] = reply.status_code
@@ -371,6 +381,9 @@ def stream_chat(url: str, body: dict, record: dict, ready, ready_after: int = 1,
                     if abandon_after is not None and len(record["lines"]) >= abandon_after:
                         record["ended"] = "abandoned"
                         return  # the `with` closes the connection mid-stream
+                if time.monotonic() > ends:
+                    record["ended"] = f"deadline: still streaming after {deadline_s:g} s"
+                    return
         record["ended"] = "closed"
     except requests.RequestException as exc:
         record["ended"] = f"{type(exc).__name__}: {exc}"

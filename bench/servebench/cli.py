@@ -42,6 +42,20 @@ def wait_seconds(text: str) -> float:
     return value
 
 
+def run_seconds(text: str) -> float:
+    """A run's deadline: more than 0 seconds, up to a week."""
+    value = wait_seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected seconds above 0, up to {MAX_DEADLINE_S:g} (a week)")
+    return value
+
+
+def add_run_timeout(p: argparse.ArgumentParser) -> None:
+    p.add_argument(driver.RUN_TIMEOUT_FLAG, type=run_seconds, default=driver.RUN_TIMEOUT_S, metavar="SECONDS",
+                   help="stop a `vllm bench serve` run not finished after this long and fail naming the endpoint "
+                        "(its own limit is 6 h per request; default %(default)g)")
+
+
 def output_len(text: str) -> int | None:
     if text == "dataset":
         return None
@@ -74,6 +88,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=d.base_seed, help="base seed; each run's seed derives from it")
     p.add_argument("--warmup-prompts", type=int, help="warm-up requests before the first run (default: the largest concurrency; 0: none)")
     p.add_argument("--ready-timeout", type=wait_seconds, default=600, help="seconds to wait for /v1/models (default %(default)s)")
+    add_run_timeout(p)
     p.add_argument("--dry-run", action="store_true", help="print the runs and their commands, run nothing")
     endpoint.add_key_argument(p)
 
@@ -103,7 +118,7 @@ def cmd_run(args) -> int:
     target = command.Target(base_url=base_url, model=model, tokenizer=args.tokenizer or model,
                             image=args.image, hf_home=args.hf_home, endpoint=args.endpoint)
     folder = args.out
-    drv = driver.Driver(sweep, target, folder, dataset_path=args.dataset_file)
+    drv = driver.Driver(sweep, target, folder, dataset_path=args.dataset_file, run_timeout_s=args.run_timeout)
     if args.dry_run:
         for run in runs(sweep):
             argv, _ = drv.argv(run, "DRY-RUN.json", run.name)
@@ -167,6 +182,7 @@ def add_record_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-prompts", type=int, default=1000, help="requests in the run (default %(default)s)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cap-minutes", type=float, help="stop the run after this long and record how far it got")
+    add_run_timeout(p)
     p.add_argument("--start", metavar="CMD", help="command that starts the server (e.g. 'docker compose up -d'); "
                    "the time from it to /health 200 is the readiness time")
     p.add_argument("--container", help="server container whose memory is sampled when the host has no GPU")
@@ -184,7 +200,8 @@ def record_job(args) -> probes.RecordJob:
                             model=args.model, target_image=args.image, tokenizer=args.tokenizer,
                             hf_home=args.hf_home, sweep=sweep, dataset_path=args.dataset_file,
                             cap_s=args.cap_minutes * 60 if args.cap_minutes else None, start=args.start,
-                            container=args.container, ready_timeout=args.ready_timeout)
+                            container=args.container, ready_timeout=args.ready_timeout,
+                            run_timeout_s=args.run_timeout)
 
 
 def cmd_record(args) -> int:

@@ -17,6 +17,18 @@ from .resolution import resolved_tpot_ms
 from .plan import PlanError, Run, Sweep, runs, warmup_seed
 
 INTERRUPTED = 130
+# A run's whole deadline: `vllm bench serve` gives each request 6 hours (vLLM 0.33.0,
+# benchmarks/lib/endpoint_request_func.py AIOHTTP_TIMEOUT, not configurable), so a server whose
+# stream never ends would hold a run for hours per request; past this the container is stopped.
+RUN_TIMEOUT_S = 7200.0
+RUN_TIMEOUT_FLAG = "--run-timeout"
+
+
+def overran(what: str, base_url: str, seconds: float, log: pathlib.Path) -> EndpointError:
+    """The one line for a `vllm bench serve` run stopped at its deadline."""
+    return EndpointError(f"{what}: `vllm bench serve` against {base_url} did not finish within {seconds:g} s and was "
+                         f"stopped (a stream that never ends, or a run far longer than planned); raise "
+                         f"{RUN_TIMEOUT_FLAG} if the run needs longer, else check the server; its output is in {log}")
 
 
 def prepare_folder(folder: pathlib.Path, sweep: Sweep, endpoint: dict) -> None:
@@ -41,6 +53,7 @@ class Driver:
     dataset_path: pathlib.Path | None = None
     session: str = dataclasses.field(default_factory=lambda: secrets.token_hex(4))
     user: str | None = dataclasses.field(default_factory=lambda: f"{os.getuid()}:{os.getgid()}")
+    run_timeout_s: float = RUN_TIMEOUT_S
     out = sys.stdout
 
     def say(self, line: str) -> None:
@@ -79,7 +92,9 @@ class Driver:
         argv, name = self.argv(run, None, "warmup")
         log = self.folder / results.LOGS / "warmup.log"
         self.say(f"warm-up: {prompts} request(s)")
-        rc = self.execute(argv, name, log)
+        rc = self.execute(argv, name, log, self.run_timeout_s)
+        if rc is None:
+            raise overran("warm-up", self.target.base_url, self.run_timeout_s, log)
         if rc != 0:
             raise EndpointError(f"warm-up `vllm bench serve` exited {rc}: {tail(log, 1)}; "
                                 f"full output in {log}")
@@ -91,7 +106,10 @@ class Driver:
         argv, name = self.argv(run, results.partial_name(run), run.name)
         log = self.folder / results.LOGS / f"{run.name}.log"
         started = time.monotonic()
-        rc = self.execute(argv, name, log)
+        rc = self.execute(argv, name, log, self.run_timeout_s)
+        if rc is None:  # the endpoint misbehaves: every later run would wait as long
+            partial.unlink(missing_ok=True)
+            raise overran(run.name, self.target.base_url, self.run_timeout_s, log)
         result = results.load_json(partial)
         reason = results.incomplete_reason(result, run) if rc == 0 else f"vllm bench serve exited {rc}"
         if reason is not None:

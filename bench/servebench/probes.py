@@ -11,7 +11,7 @@ import subprocess
 import time
 
 from . import client, command, depth, memory, plot, prom, record, results
-from .driver import Driver, EndpointError, served_models
+from .driver import RUN_TIMEOUT_S, Driver, EndpointError, overran, served_models
 from .plan import PlanError, Sweep, runs
 
 
@@ -30,6 +30,14 @@ class RecordJob:
     start: str | None            # a command that starts the server; readiness is timed from it
     container: str | None        # watched for memory when the host has no GPU
     ready_timeout: float
+    run_timeout_s: float = RUN_TIMEOUT_S  # the run's deadline where no cap is given: past it, a failure
+
+
+START_MIN_S = 60.0  # the start command's deadline when --ready-timeout is 0 (one try)
+
+
+def start_deadline(job: RecordJob) -> float:
+    return job.ready_timeout if job.ready_timeout > 0 else START_MIN_S
 
 
 def start_server(job: RecordJob) -> float | None:
@@ -37,7 +45,12 @@ def start_server(job: RecordJob) -> float | None:
     if not job.start:
         return None
     began = time.monotonic()
-    done = subprocess.run(shlex.split(job.start), capture_output=True, text=True)
+    try:
+        done = subprocess.run(shlex.split(job.start), capture_output=True, text=True, timeout=start_deadline(job))
+    except subprocess.TimeoutExpired:
+        raise EndpointError(f"--start {job.start!r} did not return within {start_deadline(job):g} s "
+                            "and was stopped; give a command that starts the server and returns "
+                            "(docker compose up -d), or raise --ready-timeout") from None
     if done.returncode != 0:
         last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
         raise EndpointError(f"--start {job.start!r} exited {done.returncode}: {last[0]}")
@@ -62,7 +75,10 @@ def run_record(job: RecordJob, say=print) -> tuple[record.Record, int]:
         say(f"record {job.label}: {run.num_prompts} prompts at concurrency {run.concurrency}"
             + (f", cap {job.cap_s:g} s" if job.cap_s else ""))
         with client.LoadStart(job.base_url) as load:
-            rc = drv.execute(argv, name, job.out / results.LOGS / f"{run.name}.log", cap_s=job.cap_s)
+            log = job.out / results.LOGS / f"{run.name}.log"
+            rc = drv.execute(argv, name, log, cap_s=job.cap_s or job.run_timeout_s)
+            if rc is None and not job.cap_s:
+                raise overran("record", job.base_url, job.run_timeout_s, log)
             after, ended = client.metrics(job.base_url), time.monotonic()
     meaning = record.memory_meaning(mem.kind, after.labels(prom.CACHE_CONFIG), mem.where)
     workload = record.Workload(job.sweep.dataset, job.sweep.dataset_file, run.input_len, run.output_len,

@@ -251,14 +251,21 @@ def inspect(root: str, walk: bool = True) -> CacheState:
     return CacheState("directory", not why, why, walk and holds_files(root), stamp, problem)
 
 
-def judge(root: str, state: CacheState, ours: Identity) -> Result:
+def judge(root: str, state: CacheState, ours: Identity, compiles: bool = True) -> Result:
+    """`compiles`: whether the server writes VLLM_CACHE_ROOT on its way to serving (torch.compile, or
+    the peer-to-peer table of a multi-GPU server); without, an unwritable root only warns."""
     where = f"VLLM_CACHE_ROOT {root}"
     if state.kind not in ("missing", "directory"):
         return warned(NAME, f"{where} is {state.kind}, not a directory: vLLM cannot keep its compiles there",
                       "point VLLM_CACHE_ROOT at a directory (the units mount a volume at it)")
-    if not state.writable:  # vLLM 0.33.0 makes its torch.compile folder there (os.makedirs) and dies
+    if not state.writable and compiles:  # vLLM 0.33.0 makes its torch.compile folder there (os.makedirs) and dies
         return failed(NAME, f"{where} is not writable ({state.unwritable_why}): vLLM's compile makes its "
                             "folder there and would die after the load", "mount a writable volume at VLLM_CACHE_ROOT")
+    if not state.writable:  # measured: eager on one device serves, its model-info and start-plan caches unkept
+        return warned(NAME, f"{where} is not writable ({state.unwritable_why}): with ENFORCE_EAGER on one GPU vLLM "
+                            "serves without it, logging a PermissionError traceback for the model-info cache it "
+                            "cannot keep, and a later start without ENFORCE_EAGER would die after the load",
+                      "mount a writable volume at VLLM_CACHE_ROOT")
     if state.stamp_problem:
         return warned(NAME, f"{where}: its stamp is unreadable ({state.stamp_problem}); "
                             f"the server stamps it for this image at start ({ours.describe()})",
@@ -283,7 +290,7 @@ def needs_stamp(state: CacheState, ours: Identity) -> bool:
 
 
 def check_cache(root: str, ours: Identity | None = None, written: tuple[Written, ...] = (),
-                mountinfo: str | None = None) -> Result:
+                mountinfo: str | None = None, compiles: bool = True) -> Result:
     """A cache the server loads code from on a noexec mount fails; then VLLM_CACHE_ROOT judged
     (judge), and every other cache in `written` probed: a required one that is not writable fails,
     any other warns (with the VLLM_CACHE_ROOT finding after it)."""
@@ -292,18 +299,19 @@ def check_cache(root: str, ours: Identity | None = None, written: tuple[Written,
     if noexec is not None:
         return noexec
     problems = [(item, why) for item in written for why in [writable_why(item.path)] if why]
-    required = [(item, why) for item, why in problems if item.required]
-    if required:
-        return failed(NAME, "; ".join(unwritable(item, why) for item, why in required),
-                      writable_fix([item for item, _ in required]))
-    result = judge(root, inspect(root), ours or image_identity())
+    result = judge(root, inspect(root), ours or image_identity(), compiles)
     if not problems:
         return result
-    lines = [unwritable(item, why) for item, why in problems]
-    if result.status is not Status.PASS:  # the VLLM_CACHE_ROOT finding first, its status kept (a failure stays one)
-        verdict = failed if result.status is Status.FAIL else warned
-        return verdict(NAME, "; ".join([result.message, *lines]), f"{result.fix}; {writable_fix([i for i, _ in problems])}")
-    return warned(NAME, "; ".join(lines), writable_fix([item for item, _ in problems]))
+    # Every unwritable cache named in one line (a uid outside the folders' group meets them all at
+    # once): the required ones first, then the VLLM_CACHE_ROOT finding, then the rest; a failure of
+    # any of them fails the check.
+    required = [unwritable(item, why) for item, why in problems if item.required]
+    others = [unwritable(item, why) for item, why in problems if not item.required]
+    root_finding = [result.message] if result.status is not Status.PASS else []
+    fixes = ([result.fix] if root_finding and not required else []) + [writable_fix([item for item, _ in problems])] \
+        + ([result.fix] if root_finding and required else [])
+    verdict = failed if required or result.status is Status.FAIL else warned
+    return verdict(NAME, "; ".join(required + root_finding + others), "; ".join(fixes))
 
 
 def write_stamp(root: str, ours: Identity) -> None:

@@ -47,6 +47,10 @@ INT = {int}
 REF_CAP = 4096
 REVISION = re.compile(r"[0-9A-Za-z._-]{1,255}")
 ALLOW_LONG = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+# The tokenizer files transformers parses from the model folder as vLLM 0.33.0 starts (after the
+# preflight handed over): a torn download dies there in a JSON traceback. Gemma's tokenizer.json (a
+# 262k vocabulary with its merges) is about 32 MiB; tokenizer_config.json carries the added tokens.
+TOKENIZER_FILES = (("tokenizer.json", 128 * files.MiB), ("tokenizer_config.json", files.INDEX_CAP))
 QUANTIZED_DRAFTER = ("a {method} drafter loads without the Marlin kernel on these GPUs and drafts garbage: "
                      "acceptance stays at 1.00 (the bf16 drafter reaches 2.8 to 3.6)")
 
@@ -195,6 +199,21 @@ def pytorch_problem(path: str, name: str) -> str | None:
             return f"{name} is not a PyTorch checkpoint (neither torch.save's zip nor its pickle format)"
     except files.FileProblem as problem:
         return str(problem)
+
+
+def tokenizer_problem(folder: str) -> tuple[str, str] | None:
+    """(why, file) for the first tokenizer file in `folder` that is not a whole JSON object (torn,
+    not UTF-8, a FIFO, too large); None when each present one is (an absent one is not judged: a
+    model may keep its tokenizer in another format, or take --tokenizer)."""
+    for file, cap in TOKENIZER_FILES:
+        full = os.path.join(folder, file)
+        if not os.path.lexists(full):
+            continue
+        try:
+            files.read_object(full, _name(folder, file), cap, unique_keys=False)
+        except files.FileProblem as problem:
+            return str(problem), file
+    return None
 
 
 def _redownload(path: str, file: str | None = None, problem: object = None) -> str:
@@ -412,6 +431,7 @@ class Resolved:
     typed: ModelConfig | None = None
     config_from: str | None = None  # the config file read instead of the folder's (--hf-config-path)
     overridden: bool = False        # `config` is the file's with --hf-overrides applied
+    tokenizer_folder: str | None = None  # the folder the server reads the tokenizer from, when it is this one
 
     @property
     def config_file(self) -> str | None:
@@ -435,6 +455,7 @@ class ConfigSource:
     load_named: str = "--load-format"
     config_format: str = "auto"     # --config-format: mistral reads params.json
     config_format_named: str = "--config-format"
+    tokenizer: str | None = None    # --tokenizer: the server reads the tokenizer there, not from the model folder
 
 
 MODEL_FOLDER_CONFIG = ConfigSource()
@@ -475,7 +496,8 @@ def resolve(name: str, variable: str, model: str, hub_cache: str, offline: bool,
             config, typed = read_config(path, source.overrides, config_file)
         except ModelProblem as problem:
             return Resolved(path, None, failed(name, str(problem), problem.fix))
-        read_as = {"config_from": config_file, "overridden": bool(source.overrides)}
+        read_as = {"config_from": config_file, "overridden": bool(source.overrides),
+                   "tokenizer_folder": path if name == MODEL and not source.tokenizer else None}
         if source.config_format == "mistral" and not os.path.isfile(os.path.join(path, MISTRAL_CONFIG)):
             return Resolved(path, None, failed(name, f"{files.shown(path)} has no {MISTRAL_CONFIG}, which "
                                                      f"{source.config_format_named} mistral reads",
@@ -502,6 +524,10 @@ def check_model(model: Resolved, max_model_len: int | None = None, long_allowed:
         return model.problem
     found = model.found
     where = files.shown(found.path)
+    torn = tokenizer_problem(model.tokenizer_folder) if model.tokenizer_folder else None
+    if torn:
+        return failed(MODEL, f"{torn[0]}: the server's tokenizer would fail to load after the preflight",
+                      _redownload(model.tokenizer_folder, torn[1], torn[0]))
     too_long = max_len_problem(found.typed, max_model_len)
     if too_long and long_allowed:
         return warned(MODEL, f"{where}: {too_long[0]}; "

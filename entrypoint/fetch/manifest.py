@@ -27,6 +27,7 @@ class Manifest:
     commit: str
     fetched_at: str
     files: tuple[HubFile, ...]
+    revision: str = ""  # the branch, tag or commit the fetch was asked for ("" where not recorded)
 
     @property
     def named(self) -> str:
@@ -77,7 +78,9 @@ def parse(doc: object, name: str) -> Manifest:
     typed = [_file(entry) for entry in listed]
     if None in typed:
         raise ManifestProblem(f"{name}: file {typed.index(None) + 1} is not {{path, size, sha256, blob_id}}")
-    return Manifest(repo, commit, when if isinstance(when, str) and when.isprintable() else "", tuple(typed))
+    asked = doc.get("revision")
+    return Manifest(repo, commit, when if isinstance(when, str) and when.isprintable() else "", tuple(typed),
+                    asked if isinstance(asked, str) and asked.isprintable() and len(asked) <= 255 else "")
 
 
 MANIFEST_CAP = files.INDEX_CAP

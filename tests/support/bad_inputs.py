@@ -98,6 +98,17 @@ CASES = [
     value("spec-config-deep", "SPECULATIVE_CONFIG", "[" * 100000, "a JSON object"),
     value("spec-config-model-list", "SPECULATIVE_CONFIG", '{"model": ["/m"]}', 'a "model" that is a path'),
     value("spec-config-model-newline", "SPECULATIVE_CONFIG", '{"model": "/m\\nPASS x"}', 'a "model" that is a path'),
+    value("spec-tokens-zero", "SPECULATIVE_CONFIG", '{"model": "/corpus/good", "num_speculative_tokens": 0}',
+          '"num_speculative_tokens" as a JSON integer from 1 to 128, not 0'),
+    value("spec-tokens-negative", "SPECULATIVE_CONFIG", '{"model": "/corpus/good", "num_speculative_tokens": -2}',
+          '"num_speculative_tokens" as a JSON integer from 1 to 128, not -2'),
+    value("spec-tokens-fraction", "SPECULATIVE_CONFIG", '{"model": "/corpus/good", "num_speculative_tokens": 2.5}',
+          '"num_speculative_tokens" as a JSON integer from 1 to 128, not 2.5'),
+    value("spec-tokens-huge", "SPECULATIVE_CONFIG", '{"model": "/corpus/good", "num_speculative_tokens": 1e12}',
+          '"num_speculative_tokens" as a JSON integer from 1 to 128'),
+    refused("spec-tokens-zero-extra", "argv", {"VLLM_EXTRA_ARGS": "--speculative-config.model /corpus/good "
+                                                                  "--speculative-config.num_speculative_tokens 0"},
+            says=("VLLM_EXTRA_ARGS --speculative-config", '"num_speculative_tokens" as a JSON integer from 1 to 128')),
     refused("drafter-conflict", "settings", {"DRAFTER": "/a", "SPECULATIVE_CONFIG": '{"model": "/b"}'},
             says=("bad setting DRAFTER=", "not both")),
     # settings: text that could forge a report line or drive a terminal
@@ -182,6 +193,15 @@ CASES = [
             says=("VLLM_EXTRA_ARGS", "unrecognized arguments: -x")),
     refused("enforce-eager-named-as-written", "argv", {"VLLM_EXTRA_ARGS": "--enforce-eager"},
             says=("expected no --enforce-eager:", "Set ENFORCE_EAGER instead")),
+    # argv: a word meant as something else is quoted as written, never blamed on MODEL
+    refused("dash-fullwidth-owned", "argv", {"VLLM_EXTRA_ARGS": "\uff0d\uff0dmax-model-len 4096"},
+            says=("VLLM_EXTRA_ARGS='\uff0d\uff0dmax-model-len'", "U+FF0D", "Set MAX_MODEL_LEN instead")),
+    refused("dash-em-equals", "argv", {"VLLM_EXTRA_ARGS": "\u2014seed=1"},
+            says=("VLLM_EXTRA_ARGS='\u2014seed=1'", "U+2014 EM DASH", "Write '--seed=1' with ASCII hyphens")),
+    refused("dash-fullwidth-container", "argv", args=("\uff0d\uff0dport", "9000"), mode="serve",
+            says=("the container's arguments='\uff0d\uff0dport'", "Set PORT instead")),
+    refused("args-file-word", "argv", {"VLLM_EXTRA_ARGS": "--seed 1 @/corpus/serve.args"},
+            says=("VLLM_EXTRA_ARGS='@/corpus/serve.args'", "reads no @file of arguments")),
     container("dtype-container", ("--dtype", "bfloat16"), "DTYPE"),
     container("port-container", ("--port=9000",), "PORT"),
     container("model-container", ("--model", "/other"), "MODEL"),
@@ -223,6 +243,14 @@ CASES = [
             says=("VLLM_EXTRA_ARGS --mamba-backend", "triton, flashinfer, cpu")),
     refused("kernel-config-not-json", "argv", {"VLLM_EXTRA_ARGS": "--kernel-config '{bad'"},
             says=("VLLM_EXTRA_ARGS", "argument --kernel-config")),
+    # argv: Hub revisions judged against the mounted model (vLLM ignores them for a local folder)
+    refused("revision-local-folder", "argv", {"VLLM_EXTRA_ARGS": "--revision v2"},
+            says=("VLLM_EXTRA_ARGS --revision='v2'", "without a fetch manifest", "ignoring --revision")),
+    refused("tokenizer-revision-local-folder", "argv", {"VLLM_EXTRA_ARGS": "--tokenizer-revision main"},
+            says=("VLLM_EXTRA_ARGS --tokenizer-revision='main'", "ignoring --tokenizer-revision")),
+    refused("revision-hub-offline", "argv", {"MODEL": "google/gemma-4-E2B-it", "HF_HUB_OFFLINE": "1",
+                                             "VLLM_EXTRA_ARGS": "--code-revision v2"},
+            says=("VLLM_EXTRA_ARGS --code-revision='v2'", "HF_HUB_OFFLINE is set")),
     # argv: options that change what a check decided, re-judged on the effective config
     Case("hf-overrides-lower-limit", "argv", {"MAX_MODEL_LEN": "4096", "VLLM_EXTRA_ARGS":
          '--hf-overrides \'{"text_config": {"max_position_embeddings": 1024}}\''}, exit=1, check="model",

@@ -34,6 +34,8 @@ LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_atte
          "num_key_value_heads": 8, "hidden_size": 512, "num_hidden_layers": 2, "max_position_embeddings": 4096}
 MODEL_ID = "acme/broken-model"
 GiB = 2**30
+TOKENIZER = {"version": "1.0", "added_tokens": [], "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2},
+                                                               "merges": [["a", "b"]]}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -337,6 +339,18 @@ CASES: list[Case] = [
     Case("safetensors-win-over-torn-bin", lambda d: (good(d), torch_zip(d / "pytorch_model.bin", cut=300)), "pass",
          "1 safetensors file(s)"),  # vLLM does not open .bin files when .safetensors exist
     Case("no-weights", lambda d: (good(d), (d / "model.safetensors").unlink()), "fail", "has no weights"),
+    # the tokenizer files transformers parses as the server starts
+    Case("tokenizer-json-whole", lambda d: replace(d, "tokenizer.json", text_json(TOKENIZER)), "pass",
+         "1 safetensors file(s)"),
+    Case("tokenizer-json-torn", lambda d: replace(d, "tokenizer.json", data(json.dumps(TOKENIZER).encode()[:-40])),
+         "fail", "tokenizer.json is not valid JSON"),
+    Case("tokenizer-json-fifo", lambda d: replace(d, "tokenizer.json", fifo), "fail", "tokenizer.json is a named pipe"),
+    Case("tokenizer-json-sparse-1gib", lambda d: replace(d, "tokenizer.json", sparse(GiB, b"{")), "fail",
+         "tokenizer.json is 1073741824 bytes, more than the 128 MiB"),
+    Case("tokenizer-config-torn", lambda d: replace(d, "tokenizer_config.json", data(b'{"added_tokens_decoder": {')),
+         "fail", "tokenizer_config.json is not valid JSON"),
+    Case("tokenizer-config-list", lambda d: replace(d, "tokenizer_config.json", text_json([])), "fail",
+         "tokenizer_config.json holds a list"),
     # MAX_MODEL_LEN against the model's limit
     Case("max-len-over", good, "fail", f"MAX_MODEL_LEN={GEMMA4_LIMIT + 1} is above the model's limit of {GEMMA4_LIMIT}",
          env={"MAX_MODEL_LEN": str(GEMMA4_LIMIT + 1)}),
@@ -386,7 +400,9 @@ def judge(case: Case, folder: pathlib.Path) -> dict:
     env = {**case.settings_env(str(folder)), "HOME": str(folder.parent)}
     settings = parse_settings(env)
     checks = preflight.plan(settings, None, preflight.resolve_models(settings), env, [])
-    return {name: checks[name]().to_dict() for name in JUDGED}
+    started = {name: check.start() if isinstance(check, preflight.Background) else check
+               for name, check in checks.items() if name in JUDGED}
+    return {name: started[name]().to_dict() for name in JUDGED}
 
 
 def main(argv: list[str]) -> int:

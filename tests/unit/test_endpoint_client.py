@@ -283,3 +283,29 @@ def test_a_connection_made_after_its_deadline_is_closed_not_leaked():
     assert _within(work, 0.05, lambda late: late.close()) is None
     release.set()
     assert closed.wait(SLACK_S)
+
+
+def test_the_serving_stacks_health_poll_ends_within_its_deadline_against_a_trickling_server():
+    """bench/two_models waits for its servers through RenderedServers.healthy: an answer trickled a
+    byte a second (requests' per-read timeout never fires) counts as not healthy within the poll's deadline."""
+    from tooling import serving_stack
+
+    servers = serving_stack.RenderedServers.__new__(serving_stack.RenderedServers)  # no units rendered
+    with HostileServer(hostile.trickle(hostile.ok_json({"status": "ok"}), every_s=1.0)) as server:
+        servers.ports = {"a": server.port}
+        began = time.monotonic()
+        assert servers.healthy("a") is False
+        assert time.monotonic() - began < serving_stack.HEALTH_POLL_S + SLACK_S
+        server.behaviour = hostile.once(hostile.ok_json({}))
+        assert servers.healthy("a") is True
+
+
+def test_the_serving_stacks_streamed_chat_hangs_up_on_a_stream_that_never_ends():
+    from tooling import serving_stack
+
+    record, ready = {}, threading.Event()
+    with HostileServer(hostile.endless_events()) as server:
+        began = time.monotonic()
+        serving_stack.stream_chat(server.url, {}, record, ready, deadline_s=1.0)
+        assert time.monotonic() - began < 1.0 + SLACK_S
+    assert record["ended"].startswith("deadline: still streaming after 1 s") and record["lines"] and ready.is_set()

@@ -89,3 +89,30 @@ def test_without_a_table_only_the_rechecked_options_spelled_out_are_seen():
 def test_a_dotted_option_without_its_value_is_an_argv_error():
     with pytest.raises(ArgvError):
         parse_extra(["--attention-config.backend"], table())
+
+
+@pytest.mark.parametrize("words, word, says", [
+    (["\uff0d\uff0dmax-model-len", "4096"], "\uff0d\uff0dmax-model-len",
+     ("U+FF0D FULLWIDTH HYPHEN-MINUS", "Set MAX_MODEL_LEN instead")),
+    (["\u2014max-model-len=4096"], "\u2014max-model-len=4096", ("U+2014 EM DASH", "Set MAX_MODEL_LEN instead")),
+    (["\u2013\u2013seed", "1"], "\u2013\u2013seed", ("U+2013 EN DASH", "Write '--seed' with ASCII hyphens")),
+    (["-\u2013seed=1"], "-\u2013seed=1", ("U+2013 EN DASH", "Write '--seed=1' with ASCII hyphens")),
+    (["\u2212tp", "2"], "\u2212tp", ("U+2212 MINUS SIGN", "Set TENSOR_PARALLEL_SIZE instead")),
+    (["--seed", "1", "@/serve.args"], "@/serve.args", ("reads no @file of arguments", "in place of the word")),
+])
+def test_a_word_meant_as_something_else_is_refused_quoting_it_not_blaming_model(words, word, says):
+    """A look-alike dash or an @file word is a positional value to argparse (the model) or an unknown
+    option: the refusal quotes the word as written and says what to write, never `Set MODEL`."""
+    with pytest.raises(SettingsError) as raised:
+        judge_extra(tuple(words), (), table())
+    message = str(raised.value)
+    assert message.startswith(f"VLLM_EXTRA_ARGS={word!r}: ") and all(part in message for part in says), message
+    assert "MODEL instead" not in message.replace("MAX_MODEL_LEN", "")
+    with pytest.raises(SettingsError) as raised:
+        judge_extra((), tuple(words), table())
+    assert str(raised.value).startswith(f"the container's arguments={word!r}: ")
+
+
+def test_a_look_alike_dash_or_an_at_sign_inside_a_value_is_the_value():
+    extras = judge_extra(("--chat-template", "\u2014 {{ messages }}", "--attention-backend", "@x"), (), table())
+    assert extras.get("chat_template") == "\u2014 {{ messages }}" and extras.get("attention_backend") == "@x"

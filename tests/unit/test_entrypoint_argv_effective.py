@@ -205,9 +205,12 @@ def test_speculative_config_in_the_words_is_judged_like_the_setting(tmp_path):
     assert model.check_drafter(drafter).status is Status.FAIL  # the quantized drafter, found through the option
     conflict = speculative_problem(extras, True)
     assert conflict is not None and "while SPECULATIVE_CONFIG or DRAFTER is set" in str(conflict)
-    for value in ("[1]", '{"model": ["/d"]}'):
+    for value in ("[1]", '{"model": ["/d"]}', '{"model": "/d", "num_speculative_tokens": 0}'):
         problem = speculative_problem(judge_extra(("--speculative-config", value), (), TABLE), False)
         assert problem is not None and problem.variable == "VLLM_EXTRA_ARGS --speculative-config", value
+    dotted = ("--speculative-config.model", "/d", "--speculative-config.num_speculative_tokens", "0")
+    problem = speculative_problem(judge_extra(dotted, (), TABLE), False)
+    assert problem is not None and '"num_speculative_tokens" as a JSON integer from 1 to 128, not 0' in str(problem)
 
 
 def test_the_fit_check_is_handed_the_overridden_config(tmp_path):
@@ -239,6 +242,25 @@ def test_paths_and_values_the_server_can_use_are_accepted(tmp_path):
                   ("--tokenizer", "google/gemma-4-E2B-it"), ("--tokenizer", str(tmp_path)),
                   ("--generation-config", "vllm"), ("--hf-overrides", "{}")):
         assert opened_files_problem(judge_extra(words, (), TABLE, VLLM_033_VALUES)) is None, words
+
+
+def test_a_torn_tokenizer_is_refused_where_the_server_reads_it(tmp_path):
+    """MODEL's folder's tokenizer files fail the model check; with --tokenizer FOLDER that folder's are
+    the ones read, and refused naming the option (the model folder's are then not the server's)."""
+    write_model_dir(tmp_path / "model", LLAMA)
+    (tmp_path / "model" / "tokenizer.json").write_text('{"version": "1.0", "model": {"vocab": {"a": 0')
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "tokenizer_config.json").write_text('{"added_tokens_decoder": {')
+    extras = judge_extra(("--tokenizer", str(tmp_path / "tok")), (), TABLE, VLLM_033_VALUES)
+    problem = opened_files_problem(extras)
+    assert problem is not None and problem.variable == "VLLM_EXTRA_ARGS --tokenizer", problem
+    assert f"{tmp_path}/tok/tokenizer_config.json is not valid JSON" in str(problem), problem
+    assert model.check_model(preflight.resolve_models(settings(tmp_path), None, extras).model).status is Status.PASS
+    result = model.check_model(preflight.resolve_models(settings(tmp_path), None, judge_extra((), (), TABLE)).model)
+    assert result.status is Status.FAIL and f"{tmp_path}/model/tokenizer.json is not valid JSON" in result.message
+    assert "replace tokenizer.json with the model's own file" in result.fix
+    (tmp_path / "tok" / "tokenizer_config.json").write_text('{"added_tokens_decoder": {}}')
+    assert opened_files_problem(extras) is None
 
 
 def test_hf_overrides_that_are_not_an_object_are_refused():

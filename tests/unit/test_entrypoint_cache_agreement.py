@@ -32,16 +32,20 @@ def tmpfs(tmp_path):
         subprocess.run(["umount", str(point)], check=True)
 
 
+def settings_env(tmp_path, **paths) -> dict:
+    return {"MODEL": "/models/m", "HF_HUB_CACHE": str(tmp_path / "hub"), "TMPDIR": str(tmp_path),
+            "TRITON_CACHE_DIR": str(tmp_path / "triton"), "VLLM_CACHE_ROOT": str(tmp_path / "vllm"),
+            "XDG_CACHE_HOME": str(tmp_path / "xdg"), **{k: str(v) for k, v in paths.items()}}
+
+
 def settings_for(tmp_path, **paths):
-    env = {"MODEL": "/models/m", "HF_HUB_CACHE": str(tmp_path / "hub"), "TMPDIR": str(tmp_path),
-           "TRITON_CACHE_DIR": str(tmp_path / "triton"), "VLLM_CACHE_ROOT": str(tmp_path / "vllm"),
-           "XDG_CACHE_HOME": str(tmp_path / "xdg"), **{k: str(v) for k, v in paths.items()}}
-    return parse_settings(env)
+    return parse_settings(settings_env(tmp_path, **paths))
 
 
 def both(settings):
     return (disk.check_disk(preflight.disk_targets(settings)),
-            cache.check_cache(settings.vllm_cache_root, OURS, preflight.cache_writes(settings, preflight.NOT_JUDGED)))
+            cache.check_cache(settings.vllm_cache_root, OURS, preflight.cache_writes(settings, preflight.NOT_JUDGED),
+                              compiles=preflight.writes_vllm_cache(settings)))
 
 
 def test_a_read_only_vllm_cache_fails_in_both_checks(tmp_path, tmpfs):
@@ -51,6 +55,18 @@ def test_a_read_only_vllm_cache_fails_in_both_checks(tmp_path, tmpfs):
     assert disk_result.status is Status.FAIL and "vLLM cache" in disk_result.message, disk_result
     assert "read-only" in disk_result.message
     assert cache_result.status is Status.FAIL and "read-only" in cache_result.message, cache_result
+
+
+def test_with_enforce_eager_on_one_gpu_a_read_only_vllm_cache_warns_in_both_checks(tmp_path, tmpfs):
+    # measured on the CPU vehicle as uid 4242: eager, vLLM serves without writing VLLM_CACHE_ROOT
+    read_only = tmpfs("ro", "size=16m,ro")
+    settings = parse_settings({**settings_env(tmp_path, VLLM_CACHE_ROOT=read_only), "ENFORCE_EAGER": "1"})
+    disk_result, cache_result = both(settings)
+    assert disk_result.status is Status.WARN and "vLLM cache" in disk_result.message, disk_result
+    assert cache_result.status is Status.WARN and "with ENFORCE_EAGER on one GPU" in cache_result.message, cache_result
+    settings = parse_settings({**settings_env(tmp_path, VLLM_CACHE_ROOT=read_only), "ENFORCE_EAGER": "1",
+                               "TENSOR_PARALLEL_SIZE": "2"})
+    assert [result.status for result in both(settings)] == [Status.FAIL, Status.FAIL]
 
 
 def test_a_read_only_hub_cache_warns_in_both_checks(tmp_path, tmpfs):
@@ -86,6 +102,7 @@ def test_deploy_doc_states_the_same_rules():
     assert "A read-only Hub cache is a one-line warning in both the `disk` and the `cache` checks" in text
     assert "A read-only or unwritable `VLLM_CACHE_ROOT`, `TRITON_CACHE_DIR` or `TMPDIR` fails both" in text
     assert "less free space than the need fails the `disk` check" in text
+    assert "With `ENFORCE_EAGER` on one GPU an unwritable `VLLM_CACHE_ROOT` warns in both instead" in text
 
 
 def test_a_read_only_vllm_cache_fails_even_with_other_unwritable_caches_beside_it(tmp_path, tmpfs):

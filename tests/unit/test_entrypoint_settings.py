@@ -69,6 +69,25 @@ def test_empty_variables_count_as_unset():
     assert settings.max_model_len is None and settings.dtype == "auto" and settings.skip_checks == ()
 
 
+@pytest.mark.parametrize("value, found", [
+    ("0", "0"), ("-1", "-1"), ("2.5", "2.5"), ("4.0", "4.0"), ('"4"', '"4"'), ("true", "true"), ("129", "129"),
+    ("1e9", "1000000000.0"), ("100000000000000000000", "100000000000000000000"), ("[4]", "a list"),
+])
+def test_speculative_values_are_typed(value, found):
+    raw = '{"model": "/models/d", "num_speculative_tokens": %s}' % value
+    with pytest.raises(SettingsError) as caught:
+        parse_settings({**VALID, "SPECULATIVE_CONFIG": raw})
+    message = str(caught.value)
+    assert caught.value.variable == "SPECULATIVE_CONFIG" and len(message.splitlines()) == 1
+    assert f'"num_speculative_tokens" as a JSON integer from 1 to 128, not {found}.' in message, message
+    with pytest.raises(SettingsError) as caught:
+        parse_settings({**VALID, "DRAFTER": "/models/d", "SPECULATIVE_CONFIG": '{"draft_tensor_parallel_size": 0}'})
+    assert '"draft_tensor_parallel_size" as a JSON integer from 1 to 64, not 0' in str(caught.value)
+    for good in ("1", "4", "128", "null"):
+        config = parse_settings({**VALID, "SPECULATIVE_CONFIG": raw.replace(value, good, 1)}).speculative_config
+        assert config["num_speculative_tokens"] == json.loads(good)
+
+
 def test_drafter_and_speculative_config_merge_and_conflict():
     merged = parse_settings({**VALID, "DRAFTER": "/models/d", "SPECULATIVE_CONFIG": '{"num_speculative_tokens": 4}'})
     assert merged.speculative_config == {"model": "/models/d", "num_speculative_tokens": 4}

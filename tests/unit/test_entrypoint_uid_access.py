@@ -52,7 +52,11 @@ def test_an_unwritable_triton_cache_fails_naming_the_setting_and_the_fix(root_ow
     assert cache["status"] == "fail", cache
     assert f"TRITON_CACHE_DIR {root_owned / 'triton'} is not writable by uid {UID}" in cache["message"]
     assert "PermissionError at the first kernel compile" in cache["message"]
-    assert "point TRITON_CACHE_DIR at a writable folder" in cache["fix"]
+    assert "point TRITON_CACHE_DIR and HF_HUB_CACHE at a writable folder" in cache["fix"]
+    # the vLLM and Hub caches, unwritable too, are named in the same line, not after the Triton fix
+    assert f"VLLM_CACHE_ROOT {root_owned / 'vllm'} is not writable" in cache["message"]
+    assert f"HF_HUB_CACHE {root_owned / 'hf' / 'hub'} is not writable by uid {UID}" in cache["message"]
+    assert "mount a writable volume at VLLM_CACHE_ROOT" in cache["fix"]
 
 
 def test_a_missing_triton_cache_is_judged_by_the_folder_it_would_be_made_in(root_owned):

@@ -152,4 +152,4 @@ def test_a_probe_stream_that_never_ends_fails_at_its_deadline():
         started = time.monotonic()
         timing = bench_client.stream_completion(standin.url, standin.model, "a b", 4, "salt", deadline_s=1.5)
     assert time.monotonic() - started < 1.5 + SCHEDULING_SLACK_S
-    assert timing.error == "POST /v1/completions: no complete answer within 1.5 s"
+    assert timing.error == f"{standin.url}: POST /v1/completions: no complete answer within 1.5 s"

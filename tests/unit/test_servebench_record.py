@@ -232,3 +232,55 @@ def test_a_client_tpot_below_a_decode_step_is_not_a_per_stream_rate():
     assert burst.median_tpot_ms is None and burst.server_mean_tpot_ms == 21.5
     text = record.render([burst])
     assert "| median TPOT ms | — |" in text and "| mean TPOT ms (server) | 21.5 |" in text
+
+
+def test_a_run_against_a_stream_that_never_ends_stops_at_its_deadline_naming_url_and_flag(tmp_path):
+    """`vllm bench serve` waits up to 6 h per request: a run whose stream never ends is stopped at
+    --run-timeout, its partial result dropped, and the sweep ends in one line naming the endpoint."""
+    from bench.servebench import command, results
+    from bench.servebench.plan import Sweep, runs
+    from tests.support import hostile_server as hostile
+    from tests.support.slack import SCHEDULING_SLACK_S
+
+    with hostile.HostileServer(hostile.endless_events()) as server:
+        class StandinBenchDriver(driver.Driver):  # the container's client, reading the stream as aiohttp would
+            def argv(self, run, partial, label):
+                reader = f"import urllib.request\nfor line in urllib.request.urlopen({server.url!r} + '/v1/completions'): pass"
+                return [sys.executable, "-c", reader], "no-such-container-standin"
+        sweep = Sweep(concurrencies=(1,), input_lens=(16,), output_len=4, repeats=1, num_prompts=1)
+        target = command.Target(base_url=server.url, model="m", tokenizer="m")
+        drv = StandinBenchDriver(sweep, target, tmp_path, run_timeout_s=1.0)
+        driver.prepare_folder(tmp_path, sweep, {"label": "x", "base_url": server.url, "model": "m", "image": "i"})
+        (run,) = runs(sweep)
+        (tmp_path / results.partial_name(run)).write_text("{}")
+        began = time.monotonic()
+        with pytest.raises(driver.EndpointError) as stopped:
+            drv.one(run)
+        assert time.monotonic() - began < 1.0 + SCHEDULING_SLACK_S
+        with pytest.raises(driver.EndpointError, match="warm-up: .* did not finish within 1 s"):
+            drv.warm_up(1)
+    line = str(stopped.value)
+    assert len(line.splitlines()) == 1 and server.url in line and "within 1 s" in line and "--run-timeout" in line
+    assert not (tmp_path / results.partial_name(run)).exists()
+
+
+def test_run_timeout_is_refused_in_one_line_when_not_a_positive_number(tmp_path):
+    for value in ("0", "-5", "nan", "soon"):
+        done = serve("run", "--out", tmp_path, "--run-timeout", value)
+        assert done.returncode == 2 and "--run-timeout" in done.stderr, (value, done.stderr)
+        assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_start_command_that_never_returns_is_stopped_at_the_ready_timeout(tmp_path):
+    from bench.servebench import probes
+    from bench.servebench.plan import Sweep
+    from tests.support.slack import SCHEDULING_SLACK_S
+
+    job = probes.RecordJob(base_url="http://127.0.0.1:9", out=tmp_path, label="x", model=None, target_image="i",
+                           tokenizer=None, hf_home=None, sweep=Sweep(), dataset_path=None, cap_s=None,
+                           start=f"{sys.executable} -c 'import time; time.sleep(120)'", container=None,
+                           ready_timeout=1.0)
+    began = time.monotonic()
+    with pytest.raises(driver.EndpointError, match="did not return within 1 s") as stopped:
+        probes.start_server(job)
+    assert time.monotonic() - began < 1.0 + SCHEDULING_SLACK_S and "--start" in str(stopped.value)
