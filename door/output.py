@@ -69,12 +69,16 @@ def secrets_in(env: Mapping[str, str]) -> list[str]:
 
 
 def _clean_record(record: logging.LogRecord) -> logging.LogRecord:
+    """The record as made where nothing in it needs masking (its msg and args kept for whoever reads them);
+    else its text masked."""
     try:
-        record.msg = clean(record.getMessage())
-        record.args = None
+        message = record.getMessage()
+        if (masked := clean(message)) != message:
+            record.msg, record.args = masked, None
         if record.exc_info:
-            record.exc_text = clean(logging.Formatter().formatException(record.exc_info))
-            record.exc_info = None
+            text = logging.Formatter().formatException(record.exc_info)
+            if (masked := clean(text)) != text:
+                record.exc_text, record.exc_info = masked, None
         if record.stack_info:
             record.stack_info = clean(record.stack_info)
     except Exception:  # a record whose arguments do not format: its text is dropped, never shown raw
