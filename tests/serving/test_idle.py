@@ -62,6 +62,7 @@ class Idle:
         self.url = f"http://127.0.0.1:{self.port}"
         self.project = f"idle-{uuid.uuid4().hex[:8]}"
         env_file = serving_stack.write_env_file(workdir / "idle.env", {"MODEL": f"/models/{serving_stack.MODEL_NAME}",
+                                                                       "SERVED_MODEL_NAME": serving_stack.MODEL_NAME,
                                                                        "IDLE_AFTER": f"{IDLE_AFTER_S}s"})
         serving_stack.run([sys.executable, str(serving_stack.REPO / "build.py"), "units", "--defaults", "--image", vehicle,
                            "--model-dir", str(models_dir), "--env-file", str(env_file), "--port", str(self.port),
