@@ -29,6 +29,7 @@ from buildtool.docker import buildkit
 from buildtool.errors import BuildError
 from buildtool.lock import LockedPackage, file_sha256, installed_mismatch, normalized, parse_lock
 from contract.layout import SBOM
+from door import files
 
 REPO = Path(__file__).resolve().parents[1]
 REPORTS = REPO / "reports" / "sbom"
@@ -74,7 +75,7 @@ def parse_inventory(text: str) -> Inventory:
         raise BuildError("the image's inventory is incomplete (found %s of os, python, debian): is it a Debian "
                          "image with python3 and pip?" % (", ".join(sorted(sections)) or "none"))
     try:
-        python = {normalized(p["name"]): p["version"] for p in json.loads("\n".join(sections["python"]))}
+        python = {normalized(p["name"]): p["version"] for p in files.own_json("\n".join(sections["python"]))}
     except (ValueError, TypeError, KeyError) as exc:
         raise BuildError(f"the image's `pip list --format=json` is not a list of names and versions ({str(exc)[:80]})") from None
     if not sections["os"]:
@@ -166,7 +167,7 @@ def add_sbom(client: docker.DockerClient, built: str, tag: str, lock: Path, *, t
              extra_allowed: frozenset[str] = frozenset()) -> Path:
     """Tags `tag`: the image `built` with its SBOM added at contract.layout.SBOM and the labels that
     name it and the lock, once its Python packages are found equal to the lock's. Returns the host copy."""
-    locked = parse_lock(lock.read_text(), str(lock.name))
+    locked = parse_lock(files.read_own(lock), str(lock.name))
     inventory = read_inventory(client, built)
     differences = installed_mismatch(locked, inventory.python, extra_allowed)
     if differences:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import posixpath
+from door import files
 
 INSTALL_DIR = "/opt/vllm-turing"
 
@@ -58,4 +59,4 @@ def read_report(path: str) -> dict:
 
 def parse_report(path: str, data: bytes) -> dict:
     """The report `data` read from `path` holds (gzipped when the path ends in .gz)."""
-    return json.loads(gzip.decompress(data) if str(path).endswith(".gz") else data)
+    return files.own_json(gzip.decompress(data) if str(path).endswith(".gz") else data)

@@ -23,6 +23,7 @@ import shlex
 from imagefacts.shape import SPELLED, ArgvError, VllmValues, long_option, rebuild_parser
 from contract.verdict import Result, passed, warned
 from .settings import SettingsError
+from door import files
 
 EXTRA_ARGS = "VLLM_EXTRA_ARGS"
 CONTAINER_ARGS = "the container's arguments"
@@ -111,7 +112,7 @@ def flexible_words(words: list[str]) -> list[str]:
             name, value = name[:-1], json.dumps(value.split(","))
         key, *path = name.split(".")
         try:
-            parsed = json.loads(value)
+            parsed = files.word_json(value)
         except (ValueError, RecursionError):
             parsed = value
         node = dotted.setdefault(key, {})
@@ -145,7 +146,7 @@ def parse_extra(words: list[str], table: dict) -> dict:
 def is_json_object(value) -> bool:
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = files.word_json(value)
         except (ValueError, RecursionError):
             return False
     return isinstance(value, dict)
@@ -156,7 +157,7 @@ def json_object(value) -> dict:
     where the table records no type; {} for anything else."""
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = files.word_json(value)
         except (ValueError, RecursionError):
             return {}
     return value if isinstance(value, dict) else {}

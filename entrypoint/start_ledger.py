@@ -30,6 +30,7 @@ import struct
 from typing import Callable
 
 from contract.layout import CACHE_STAMP_NAME, START_LEDGER_NAME
+from door import files
 
 LEDGER_FORMAT = 1
 LEDGER_MAX_BYTES = 4096
@@ -211,7 +212,7 @@ def ledger_path(root: str) -> str:
 
 def parse_ledger(raw: bytes) -> Last:
     try:
-        data = json.loads(raw)
+        data = files.own_json(raw)
     except ValueError:
         return Last("unreadable")
     if not isinstance(data, dict) or data.get("state") not in ("started", "healthy"):

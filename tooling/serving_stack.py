@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from contract import pins
+from door import files
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = REPO / "compose.yaml"
@@ -219,7 +220,7 @@ class Stack:
         return self.compose("ps", "-a", "-q", SERVICE).stdout.strip()
 
     def inspect(self) -> dict:
-        return json.loads(run(["docker", "inspect", self.container()]).stdout)[0]
+        return files.own_json(run(["docker", "inspect", self.container()]).stdout)[0]
 
     def health(self) -> str:
         return self.inspect()["State"].get("Health", {}).get("Status", "none")
@@ -227,7 +228,7 @@ class Stack:
     def ps_health(self) -> str:
         """The Health field of `docker compose ps --format json` (one object, or one per line)."""
         out = self.compose("ps", "--format", "json", SERVICE).stdout.strip()
-        rows = json.loads(out) if out.startswith("[") else [json.loads(l) for l in out.splitlines() if l]
+        rows = files.own_json(out) if out.startswith("[") else [files.own_json(l) for l in out.splitlines() if l]
         return rows[0].get("Health", "") if rows else ""
 
     def wait_healthy(self, timeout: float) -> float:
@@ -341,7 +342,7 @@ def smoke(url: str, *extra: str, timeout: float = 600) -> tuple[subprocess.Compl
     proc = run([sys.executable, str(REPO / "build.py"), "smoke", url, "--json", *extra], timeout=timeout, check=False)
     wall = time.monotonic() - started
     try:
-        report = json.loads(proc.stdout)
+        report = files.own_json(proc.stdout)
     except json.JSONDecodeError:
         report = None
     return proc, report, wall

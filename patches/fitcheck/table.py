@@ -17,6 +17,7 @@ from patches.fitcheck.attention import LayerShape
 from patches.fitcheck.base import DEFAULT_DTYPE
 from patches.fitcheck.mixer_shapes import fields_by_kind
 from patches.fitcheck.util import write_atomically
+from door import files
 
 FORMAT = 1
 SMALLEST_TILE = 16
@@ -129,14 +130,14 @@ def read_table(path: Path, option: str = "--write-table") -> dict | None:
     """The existing table at path, None when there is none; TableError when it is not one
     (naming `option`, the command-line option that gave the path)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = files.read_own(path)
     except FileNotFoundError:
         return None
     except OSError as error:
         raise TableError(f"{path}: cannot read the fit table ({error.strerror}); fix its permissions "
                          f"or pass another {option} path") from None
     try:
-        document = json.loads(text)
+        document = files.own_json(text)
         if document.get("format") != FORMAT or not isinstance(document.get("entries"), list):
             raise ValueError(f"format {document.get('format')!r}, expected {FORMAT} with an entries list")
         for entry in document["entries"]:

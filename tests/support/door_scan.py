@@ -159,9 +159,9 @@ class _Visitor(ast.NodeVisitor):
             if node.args and not _literal_path(node.args[0]) and not _write_only(_mode(node, 1)):
                 self.add(node, "open", "open(" + ast.unparse(node.args[0])[:60] + ")")
         elif tuple(full.rsplit(".", 1)) in OPENERS:
-            if not (full == "os.open"
-                    and any("O_WRONLY" in ast.unparse(a) for a in node.args[1:2])) \
-                    and node.args and not _literal_path(node.args[0]):
+            writes = (any("O_WRONLY" in ast.unparse(a) for a in node.args[1:2]) if full == "os.open"
+                      else _write_only(_mode(node, 1)))
+            if not writes and node.args and not _literal_path(node.args[0]):
                 self.add(node, "open", f"{full}(" + ast.unparse(node.args[0])[:60] + ")")
         elif full in ("json.load", "json.loads", "json.JSONDecoder"):
             self.add(node, "json", full)
