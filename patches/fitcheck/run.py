@@ -123,10 +123,9 @@ def _launcher(options: FitOptions):
     if not options.launcher:
         return installed_launcher()
     try:
-        source = Path(options.launcher).read_text(encoding="utf-8")
-    except OSError as error:
-        raise UsageError(f"--launcher {options.launcher}: cannot read ({error.strerror}); "
-                         "pass a triton_unified_attention.py") from None
+        source = files.read_text(options.launcher, f"--launcher {options.launcher}", 16 * files.MiB)
+    except files.FileProblem as problem:
+        raise UsageError(f"{problem}; pass a triton_unified_attention.py") from None
     installed_launcher()  # vLLM's own modules first, as the file imports them
     return launcher_from_source(source, "vllm_turing_checked_attention")
 
