@@ -53,8 +53,7 @@ def write_report(path: str, report: dict) -> None:
 
 def read_report(path: str) -> dict:
     """A build report written by write_report (or any JSON file)."""
-    with open(path, "rb") as handle:
-        return parse_report(path, handle.read())
+    return parse_report(path, files.read_own_bytes(path))
 
 
 def parse_report(path: str, data: bytes) -> dict:

@@ -178,8 +178,9 @@ def own_json(data: str | bytes) -> object:
 
 
 def read_own(path: "str | os.PathLike[str]") -> str:
-    """A text file of this repository (committed) or one this project wrote in the same run (a
-    child's report, an iidfile): read whole as UTF-8. Never a path a user or a server named."""
+    """A text file of this repository (committed), of the software the image was built with (torch's
+    version.py), or one this project wrote itself (a child's report, an iidfile, its own event
+    log): read whole as UTF-8. Never a path a user or a server named."""
     with open(path, encoding="utf-8") as handle:
         return handle.read()
 

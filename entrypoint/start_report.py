@@ -207,16 +207,17 @@ def parse_env(value: str | None) -> dict | None:
 
 
 def read_events(path: str) -> list[Event]:
-    events = []
+    """The events this entrypoint appended to its own file (lines it cannot parse skipped)."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
-                try:
-                    events.append(Event(**files.own_json(line)))
-                except (ValueError, TypeError):
-                    continue
-    except OSError:
-        pass
+        lines = files.read_own(path).splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+    events = []
+    for line in lines:
+        try:
+            events.append(Event(**files.own_json(line)))
+        except (ValueError, TypeError):
+            continue
     return events
 
 

@@ -17,6 +17,7 @@ from patches import turing_clamp
 from patches.turing_clamp.placement import ENCODER, UNIFIED, Site, plan
 from tooling import vllm_releases
 from door import files
+from door import children
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE_BEGIN = "<!-- clamp-releases:begin (bench/clamp_releases --write-doc) -->"
@@ -52,8 +53,7 @@ class Cycle:
 
 def run_cli(*args, env=None) -> subprocess.CompletedProcess:
     """`python -m patches.turing_clamp ARGS` from the repository root."""
-    return subprocess.run([sys.executable, "-m", "patches.turing_clamp", *map(str, args)],
-                          cwd=REPO, capture_output=True, text=True, env=env)
+    return children.run([sys.executable, "-m", "patches.turing_clamp", *map(str, args)], cwd=REPO, env=env)
 
 
 def names(node: ast.AST, ctx: type) -> set[str]:

@@ -49,6 +49,7 @@ from patches.turing_clamp import ranking
 from tooling.attention_cases import CASE_NAMES, DTYPES, FAMILY_CASE_NAMES
 from tooling.gpu_site import SiteError, ensure_fit_table, ensure_site, python_env
 from door import files
+from door import children
 
 REPO = Path(__file__).resolve().parents[1]
 RANKED_BY = "bench/clamp_gpu --ranked-out PATH (tests/gpu/run-on-device run), from the sweeps of that run"
@@ -104,7 +105,7 @@ def ranked_by(argv: list[str]) -> str:
 
 
 def run(command: list, env: dict, what: str) -> None:
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    done = children.run(command, cwd=REPO, env=env)
     if done.returncode:
         tail = "\n".join(done.stderr.strip().splitlines()[-12:])
         raise SiteError(f"{what} exited {done.returncode}:\n{tail}")

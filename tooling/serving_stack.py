@@ -17,6 +17,7 @@ import yaml
 
 from contract import pins
 from door import files
+from door import children
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = REPO / "compose.yaml"
@@ -44,7 +45,7 @@ CPU_SETTINGS = {
 def read_env_file(path: Path = ENV_FILE) -> dict[str, str]:
     """KEY=value lines of the env file; comments and blanks dropped (the file allows no quoting)."""
     pairs = {}
-    for line in path.read_text().splitlines():
+    for line in files.read_own(path).splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
             key, _, value = line.partition("=")
@@ -88,7 +89,7 @@ def free_port() -> int:
 
 
 def run(argv: list[str], timeout: float = 600, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+    proc = children.run(argv, env=env, timeout_s=timeout)
     if check and proc.returncode != 0:
         raise RuntimeError(f"{' '.join(argv[:4])}... exited {proc.returncode}: {proc.stderr.strip()[-1500:]}")
     return proc

@@ -7,12 +7,12 @@ import os
 import pathlib
 import secrets
 import shlex
-import subprocess
 import time
 
 from . import client, command, depth, memory, plot, prom, record, results
 from .driver import Driver, EndpointError, served_models
 from .plan import PlanError, Sweep, runs
+from door import children
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +37,7 @@ def start_server(job: RecordJob) -> float | None:
     if not job.start:
         return None
     began = time.monotonic()
-    done = subprocess.run(shlex.split(job.start), capture_output=True, text=True)
+    done = children.run(shlex.split(job.start))
     if done.returncode != 0:
         last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
         raise EndpointError(f"--start {job.start!r} exited {done.returncode}: {last[0]}")

@@ -12,7 +12,8 @@ A site is (path, line, kind). The kinds:
     network     requests, urllib.request, urllib3, http.client, httpx, aiohttp (imported at all)
     hub         huggingface_hub's download and listing functions
     child       subprocess.run / Popen / call / check_*, os.system / os.popen / os.spawn* / posix_spawn, asyncio's subprocesses,
-                pty.spawn, the docker SDK's containers.run / containers.create
+                pty.spawn, the docker SDK's containers.run / containers.create (unless the same
+                function removes the container in a `finally`)
 
 The product: build.py, buildtool/, entrypoint/, patches/, contract/, imagefacts/, tooling/, bench/
 (its extensionless Python scripts too), base/, scripts/*.py. Not tests/, not door/ (the door itself).
@@ -110,6 +111,23 @@ class _Visitor(ast.NodeVisitor):
         self.path = path
         self.sites: list[Site] = []
         self.aliases: dict[str, str] = {}  # local name -> module or module.name it stands for
+        self.functions: list[ast.AST] = []
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self.functions.append(node)
+        self.generic_visit(node)
+        self.functions.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def _removed_finally(self) -> bool:
+        """The enclosing function removes the container in a `finally` (build.py turns SIGTERM into
+        an exception, so that `finally` runs on Ctrl-C and SIGTERM alike): the docker SDK's guard."""
+        if not self.functions:
+            return False
+        return any(isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "remove"
+                   for block in ast.walk(self.functions[-1]) if isinstance(block, ast.Try)
+                   for statement in block.finalbody for call in ast.walk(statement))
 
     def add(self, node: ast.AST, kind: str, what: str) -> None:
         self.sites.append(Site(self.path, node.lineno, kind, what))
@@ -184,7 +202,8 @@ class _Visitor(ast.NodeVisitor):
             elif node.func.attr == "open" and not _dotted(receiver).split(".")[0] in MODULE_KINDS \
                     and not _literal_path(receiver) and not _write_only(_mode(node, 0)):
                 self.add(node, "path-read", ast.unparse(node.func)[:70])
-            elif node.func.attr in ("run", "create") and _dotted(receiver).endswith("containers"):
+            elif node.func.attr in ("run", "create") and _dotted(receiver).endswith("containers") \
+                    and not self._removed_finally():
                 self.add(node, "child", ast.unparse(node.func)[:70])
         self.generic_visit(node)
 
