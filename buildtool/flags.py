@@ -245,6 +245,24 @@ def existing_file(text: str) -> Path:
     return path
 
 
+SECRET_FILE_CAP = 64 * 1024
+
+
+def secret_file(text: str) -> Path:
+    """A file holding one secret (a Hub token): a regular file, not empty, one line of UTF-8 text of
+    at most 64 KiB, read now through the door so a wrong one is refused before anything starts.
+    The secret itself is in no message."""
+    path = existing_file(text)
+    try:
+        secret = files.read_text(str(path), _shown(text), SECRET_FILE_CAP).strip()
+    except files.FileProblem as problem:
+        raise argparse.ArgumentTypeError(f"{problem}; give a file holding the token alone on one line") from None
+    if "\n" in secret or not secret.isprintable() or not secret.isascii():
+        raise argparse.ArgumentTypeError(f"{_shown(text)} holds more than one printable ASCII line; "
+                                         "give a file holding the token alone on one line")
+    return path
+
+
 CA_BUNDLE_CAP = 4 * 2**20  # Debian's whole ca-certificates bundle is about 220 KiB
 
 

@@ -215,6 +215,27 @@ def scan_source(text: str, path: str) -> list[Site]:
     return sorted(set(visitor.sites))
 
 
+OUTSIDE_READERS = {"door.files.read_bytes", "door.files.read_json", "door.files.read_object", "door.files.read_text",
+                   "door.files.opened", "door.files.parse_json", "door.files.word_json"}
+OUTSIDE_DOORS = ("door.remote.", "door.data.", "door.archives.", "door.paths.")
+
+
+def outside_readers(root: Path = REPO) -> dict[str, set[str]]:
+    """module path -> the door functions of outside data it calls (files, remote reads, parsed data,
+    archives, remote names): each such module is a reader the hostile harness must drive."""
+    found: dict[str, set[str]] = {}
+    for path in product_files(root):
+        visitor = _Visitor(str(path.relative_to(root)))
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        visitor.visit(tree)  # fills the aliases
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and _dotted(node.func):
+                full = visitor._resolved(_dotted(node.func))
+                if full in OUTSIDE_READERS or full.startswith(OUTSIDE_DOORS):
+                    found.setdefault(visitor.path, set()).add(full)
+    return found
+
+
 def scan_product(root: Path = REPO) -> list[Site]:
     sites = []
     for path in product_files(root):

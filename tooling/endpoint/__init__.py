@@ -53,6 +53,12 @@ def read_api_key(key_file: str | os.PathLike | None, environ=os.environ) -> str 
                           "readable by this user") from None
     if "\n" in key:
         raise ApiKeyError(f"{KEY_FILE_FLAG} {path}: more than one line; the file holds the key alone")
+    if key.startswith("\ufeff"):
+        raise ApiKeyError(f"{name} starts with a byte-order mark, which no HTTP header carries; "
+                          "save the file as plain UTF-8 without a BOM")
+    if not (key.isascii() and key.isprintable()) or any(c.isspace() for c in key):
+        raise ApiKeyError(f"{name} holds a character an HTTP header cannot carry (non-ASCII, a control "
+                          "character or a space); write the key alone, as the server was given it")
     return key
 
 

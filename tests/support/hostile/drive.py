@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -15,6 +16,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
 KILL_AFTER_S = 120.0  # a run still going then is a hang: stopped, and reported as one
+# The address space each surface gets: a reader of /dev/zero or an 8 GiB file meets MemoryError here
+# (a traceback, so a failure of the memory invariant) instead of taking this shared host's memory.
+ADDRESS_SPACE_BYTES = 3 * 2**30
 
 
 @dataclasses.dataclass
@@ -60,11 +64,16 @@ def tree_state(root: Path, skip: tuple[Path, ...] = ()) -> dict[str, str]:
     return state
 
 
+def _limited() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
+
+
 def run(argv: list[str], env: dict[str, str], cwd: Path, kill_after_s: float = KILL_AFTER_S) -> Outcome:
-    """`argv` in a session of its own, output read while it runs, reaped with wait4 for its peak RSS."""
+    """`argv` in a session of its own, its address space limited, output read while it runs, reaped
+    with wait4 for its peak RSS."""
     started = time.monotonic()
     proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+                            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_limited)
     chunks = {"out": [], "err": []}
     readers = [threading.Thread(target=lambda s=stream, k=key: chunks[k].append(s.read()), daemon=True)
                for stream, key in ((proc.stdout, "out"), (proc.stderr, "err"))]
