@@ -16,6 +16,7 @@ Exit codes: 0 ok, 1 a build or check failed, 2 bad input or usage.
 """
 import argparse
 import importlib
+import os
 import signal
 import sys
 
@@ -77,6 +78,9 @@ def guarded(command: str, work) -> int:
     from buildtool.errors import BuildError
     from buildtool.flags import one_line
 
+    from door import output
+
+    output.install(output.secrets_in(os.environ))  # every library's log records and warnings masked
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         return work()

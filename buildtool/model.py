@@ -6,13 +6,15 @@ mounted file, never in argv."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-import subprocess
+import secrets
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from buildtool import flags
+from door import children, output
 from buildtool.units.spec import DEFAULT_IMAGE, DEFAULT_MODEL_DIR, MODEL_MOUNT
 from entrypoint.fetch import request
 
@@ -80,10 +82,11 @@ def fetch_run(args, uid: int | None = None, gid: int | None = None) -> FetchRun:
                     os.getuid() if uid is None else uid, os.getgid() if gid is None else gid)
 
 
-def docker_argv(run: FetchRun, env_names: set[str]) -> list[str]:
-    """`docker run` of the image's fetch; `env_names` are the settings set here, passed by name."""
-    argv = ["docker", "run", "--rm", "--user", f"{run.uid}:{run.gid}", "-e", f"HF_HOME={CONTAINER_HF_HOME}",
-            "-v", f"{run.model_dir}:{MODEL_MOUNT}"]
+def docker_argv(run: FetchRun, env_names: set[str], container: str | None = None) -> list[str]:
+    """`docker run` of the image's fetch; `env_names` are the settings set here, passed by name; `container`
+    names the container (what `docker stop` is given when build.py is stopped)."""
+    argv = ["docker", "run", "--rm", *(["--name", container] if container else []), "--user", f"{run.uid}:{run.gid}",
+            "-e", f"HF_HOME={CONTAINER_HF_HOME}", "-v", f"{run.model_dir}:{MODEL_MOUNT}"]
     argv += [word for name in PASSED_BY_NAME if name in env_names for word in ("-e", name)]
     if run.token_file is not None:
         argv += ["-v", f"{run.token_file.resolve()}:{TOKEN_MOUNT}:ro", "-e", f"HF_TOKEN_PATH={TOKEN_MOUNT}"]
@@ -103,7 +106,31 @@ def docker_argv(run: FetchRun, env_names: set[str]) -> list[str]:
     return argv
 
 
+CONTAINER_PREFIX = "vllm-turing-fetch-"
+DOCKER_STOP_S = 10  # the fetch ends at once on SIGTERM (entrypoint/stop_signals.py); this is docker's grace
+
+
+def container_name() -> str:
+    return f"{CONTAINER_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def stop_container(name: str) -> None:
+    """The container stopped and removed, whatever the docker CLI that started it did (killed, its
+    signal lost): `docker stop`, then `docker rm -f` for one that outlived it."""
+    for argv in (["docker", "stop", "--time", str(DOCKER_STOP_S), name], ["docker", "rm", "--force", name]):
+        with contextlib.suppress(OSError):
+            children.run(argv)
+
+
 def run(args) -> int:
+    output.install(output.secrets_in(os.environ))
     fetch = fetch_run(args)
     fetch.model_dir.mkdir(parents=True, exist_ok=True)
-    return subprocess.run(docker_argv(fetch, set(os.environ))).returncode
+    name = container_name()
+    proc = children.start(docker_argv(fetch, set(os.environ), name))
+    try:
+        return proc.wait()
+    finally:
+        if proc.poll() is None:  # build.py is stopped (SIGTERM, Ctrl-C): the container with it
+            stop_container(name)
+            children.stop(proc)

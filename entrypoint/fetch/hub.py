@@ -1,60 +1,144 @@
-"""The Hub, through huggingface_hub (which reads HF_ENDPOINT, HF_TOKEN, HF_TOKEN_PATH and
-HF_HUB_OFFLINE itself: the token never passes through this code, argv or a message). Every failure
-becomes HubProblem: one line naming the repository and the fix."""
+"""The Hub, read through door.remote (a deadline, a byte cap, bounded resumes and a cycle check on every
+read, the same in the image and against the tests' hostile peer); huggingface_hub gives only its
+settings (HF_ENDPOINT, HF_HUB_OFFLINE, HF_TOKEN, HF_TOKEN_PATH) and its URLs (the token never passes
+through argv or a message). Its own network reads are not used: they are bounded on that library's
+terms, and its retry warnings print the endpoint's URL, password and all.
+Every failure becomes HubProblem: one line naming the repository or HF_ENDPOINT, and the fix."""
 from __future__ import annotations
 
 import hashlib
 import os
+import re
+import urllib.parse
 
-from .listing import HubFile
+from door import files, remote
+from .listing import HubFile, ListingProblem, parse_listing
 
 
 class HubProblem(Exception):
     def __init__(self, message: str, fix: str, usage: bool = False):
         super().__init__(message)
         self.fix = fix
-        self.usage = usage  # the repository or revision named does not exist: bad input (exit 2)
+        self.usage = usage  # bad input (exit 2): the repository or revision named does not exist, or the
+        # answer is not the Hub's (no commit, a path out of the folder, a size beyond its cap)
 
 
-def _problem(error: Exception, repo: str, revision: str) -> HubProblem:
-    from huggingface_hub import errors
+# The bounds of every read of the Hub (door.remote): a total deadline per answer or listing, a byte cap
+# per answer, and for a file a deadline that grows with its size at MIN_RATE, a bound on resumes and on
+# silence (a silent connection is resumed, within the bound).
+API_DEADLINE_S = 60.0
+API_CAP = 32 * 2**20           # one answer or listing page (the Hub's pages hold 1,000 entries, a few 100 KiB)
+MAX_PAGES = 1000               # 1,000,000 files
+DOWNLOAD_BASE_S = 120.0
+# bytes/s: a file slower than this on average is stopped (and resumed by the next run); the 8 files got at
+# once share the link, so this is a link of 2 MiB/s at least, and a 5 GiB shard's deadline is under 6 hours
+MIN_RATE = 256 * 2**10
+IDLE_S = 60.0
+MAX_RESUMES = 5
+ENDPOINT_FIX = "check HF_ENDPOINT (unset it for the Hub): its answer is not the Hub's"
+NETWORK_FIX = "check the network or HF_ENDPOINT, then run fetch again (it resumes)"
+COMMIT = re.compile(r"[0-9a-f]{40}")
 
-    if isinstance(error, errors.GatedRepoError):
+
+def _endpoint() -> str:
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        raise HubProblem("HF_HUB_OFFLINE is set, so nothing can be fetched", "unset HF_HUB_OFFLINE")
+    return constants.ENDPOINT.rstrip("/")
+
+
+def _headers() -> dict:
+    """The token as huggingface_hub's settings give it (HF_TOKEN, else the file HF_TOKEN_PATH names, else
+    $HF_HOME/token), read here through door.files: huggingface_hub's own build_hf_headers asks the
+    endpoint for its agent registry (a network read of its own) and its get_token may exchange or
+    refresh tokens over the network. The token is sent, never shown (door.remote scrubs what it sent
+    from every message)."""
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    from ..hub import ENV_HF_TOKEN_PATH, MAX_TOKEN_FILE_BYTES, token_file_refusal
+
+    headers = {"user-agent": f"vllm-turing-fetch; hf_hub/{huggingface_hub.__version__}"}
+    token = (os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN") or "").strip()
+    if not token:
+        path = os.environ.get(ENV_HF_TOKEN_PATH) or constants.HF_TOKEN_PATH
+        refusal = token_file_refusal(path)  # a FIFO, a device, a huge file: refused, never read
+        if refusal is not None:
+            raise HubProblem(str(refusal).splitlines()[0].rstrip("."), "then run fetch again", usage=True)
+        if os.path.lexists(path):
+            token = files.read_bytes(path, ENV_HF_TOKEN_PATH, MAX_TOKEN_FILE_BYTES).decode("utf-8", "replace").strip()
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    return headers
+
+
+def _problem(problem: remote.RemoteProblem, repo: str, revision: str) -> HubProblem:
+    """A failed read as the Hub's errors mean it (its X-Error-Code header, as huggingface_hub reads it)."""
+    code = problem.headers.get("x-error-code", "")
+    if code == "GatedRepo":
         return HubProblem(f"{repo} is gated: the Hub refused this token or none was given",
                           "accept the model's terms on the Hub, then set HF_TOKEN or HF_TOKEN_PATH (a file) "
                           "to a token with access")
-    if isinstance(error, errors.RepositoryNotFoundError):
+    if code == "RepoNotFound":
         return HubProblem(f"{repo} is not a model repository on the Hub (or it is private)",
                           "check the name, or set HF_TOKEN or HF_TOKEN_PATH for a private one", usage=True)
-    if isinstance(error, errors.RevisionNotFoundError):
+    if code == "RevisionNotFound":
         return HubProblem(f"{repo} has no revision {revision!r}", "give a branch, tag or commit it has", usage=True)
-    if isinstance(error, errors.OfflineModeIsEnabled):
-        return HubProblem(f"HF_HUB_OFFLINE is set, so {repo} cannot be fetched", "unset HF_HUB_OFFLINE")
-    first = (str(error).splitlines() or [""])[0][:200]
-    return HubProblem(f"the Hub did not answer for {repo}@{revision} ({type(error).__name__}: {first})",
-                      "check the network or HF_ENDPOINT, then run fetch again (it resumes)")
+    if problem.shape:  # past a cap, a length that lies, a cycle, a redirect loop: not the Hub
+        return HubProblem(f"HF_ENDPOINT's answer for {repo}@{revision}: {problem}", ENDPOINT_FIX, usage=True)
+    return HubProblem(f"the Hub did not answer for {repo}@{revision} ({problem})", NETWORK_FIX)
 
 
-def _guarded(call, repo: str, revision: str):
+def _read(url: str, repo: str, revision: str, what: str, not_found_usage: bool = False):
+    """The JSON of one answer; HubProblem."""
     try:
-        return call()
-    except Exception as error:  # huggingface_hub's and the HTTP client's errors: one line each
-        raise _problem(error, repo, revision) from None
+        data = remote.get(url, name=what, deadline_s=API_DEADLINE_S, cap_bytes=API_CAP, headers=_headers())
+        return files.parse_json(data, what)
+    except remote.RemoteProblem as problem:
+        if not_found_usage and problem.status in (401, 404) and not problem.headers.get("x-error-code"):
+            raise HubProblem(f"{repo} is not a model repository on the Hub (or it is private)",
+                             "check the name, or set HF_TOKEN or HF_TOKEN_PATH for a private one", usage=True) from None
+        raise _problem(problem, repo, revision) from None
+    except files.FileProblem as problem:
+        raise HubProblem(str(problem), ENDPOINT_FIX, usage=True) from None
+
+
+def commit_of(doc: object, repo: str, revision: str) -> str:
+    """The commit an answer of /api/models/REPO/revision/REV names (pure); HubProblem when it names none."""
+    sha = doc.get("sha") if isinstance(doc, dict) else None
+    if not (isinstance(sha, str) and COMMIT.fullmatch(sha)):
+        raise HubProblem(f"HF_ENDPOINT answered for {repo}@{revision} without a commit sha "
+                         f"({'sha is ' + files.json_kind(sha) if isinstance(doc, dict) else 'not a JSON object'}), "
+                         "so the fetch cannot be pinned", ENDPOINT_FIX, usage=True)
+    return sha
 
 
 def resolve_commit(repo: str, revision: str) -> str:
-    from huggingface_hub import HfApi
-
-    return _guarded(lambda: HfApi().model_info(repo, revision=revision).sha, repo, revision)
+    url = f"{_endpoint()}/api/models/{repo}/revision/{urllib.parse.quote(revision, safe='')}"
+    return commit_of(_read(url, repo, revision, f"the Hub's answer for {repo}@{revision}", not_found_usage=True),
+                     repo, revision)
 
 
 def list_files(repo: str, commit: str) -> list[HubFile]:
-    from huggingface_hub import HfApi
-    from huggingface_hub.hf_api import RepoFile
-
-    entries = _guarded(lambda: list(HfApi().list_repo_tree(repo, revision=commit, recursive=True)), repo, commit)
-    return sorted((HubFile(entry.path, int(entry.size), entry.lfs.sha256 if entry.lfs else None, entry.blob_id)
-                   for entry in entries if isinstance(entry, RepoFile)), key=lambda file: file.path)
+    url = f"{_endpoint()}/api/models/{repo}/tree/{commit}?recursive=true&expand=false"
+    what = f"the Hub's listing of {repo}@{commit[:12]}"
+    entries: list = []
+    try:
+        for page in remote.pages(url, name=what, deadline_s=API_DEADLINE_S * 4, cap_bytes=API_CAP,
+                                 headers=_headers(), max_pages=MAX_PAGES):
+            found = files.parse_json(page.body, what)
+            if not isinstance(found, list):
+                raise HubProblem(f"{what} is {files.json_kind(found)}, not a list of files", ENDPOINT_FIX, usage=True)
+            entries += found
+    except remote.RemoteProblem as problem:
+        raise _problem(problem, repo, commit) from None
+    except files.FileProblem as problem:
+        raise HubProblem(str(problem), ENDPOINT_FIX, usage=True) from None
+    try:
+        return parse_listing(entries, what)
+    except ListingProblem as problem:
+        raise HubProblem(str(problem), ENDPOINT_FIX, usage=True) from None
 
 
 # Where a download in progress is kept, named by the content it is to have (the Hub's SHA-256 or git blob
@@ -71,29 +155,28 @@ def partial_path(folder: str, file: HubFile) -> str:
     return os.path.join(folder, PARTIAL_DIR, f"{file.sha256 or file.blob_id}-{where}.partial")
 
 
+def download_deadline_s(size: int) -> float:
+    return DOWNLOAD_BASE_S + size / MIN_RATE
+
+
 def download(repo: str, commit: str, file: HubFile, folder: str) -> str:
-    """The file into `folder`, through huggingface_hub's own HTTP download (its retries, its token, its
-    progress bar), resumed from the partial file a previous run left; the path written."""
-    from huggingface_hub import constants, hf_hub_url
-    from huggingface_hub.file_download import http_get
-    from huggingface_hub.utils import build_hf_headers
+    """The file into `folder` (door.remote: bounded, resumed), from the partial file a previous run left;
+    the path written. HubProblem when it cannot be got."""
+    from huggingface_hub import hf_hub_url
 
     target = os.path.join(folder, file.path)
     partial = partial_path(folder, file)
     os.makedirs(os.path.dirname(partial), exist_ok=True)
     os.makedirs(os.path.dirname(target) or folder, exist_ok=True)
-
-    def get() -> None:
-        with open(partial, "ab"):
-            pass  # there, empty or as the last run left it
-        with open(partial, "r+b") as handle:
-            have = handle.seek(0, os.SEEK_END)
-            if have > file.size:  # not a prefix of this content: start over
-                handle.truncate(0)
-                have = handle.seek(0)
-            url = hf_hub_url(repo, file.path, revision=commit, endpoint=constants.ENDPOINT)
-            http_get(url, handle, resume_size=have, headers=build_hf_headers(), expected_size=file.size,
-                     displayed_filename=file.path)
-        os.replace(partial, target)
-    _guarded(get, repo, commit)
+    url = hf_hub_url(repo, file.path, revision=commit, endpoint=_endpoint())
+    with open(partial, "ab"):
+        pass  # there, empty or as the last run left it
+    with open(partial, "r+b") as handle:
+        try:
+            remote.download(url, handle, name=f"{file.path} of {repo}@{commit[:12]}", size=file.size,
+                            deadline_s=download_deadline_s(file.size), headers=_headers(),
+                            max_resumes=MAX_RESUMES, idle_s=IDLE_S)
+        except remote.RemoteProblem as problem:
+            raise _problem(problem, repo, commit) from None
+    os.replace(partial, target)
     return target

@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from pathlib import Path
 
 from contract.verdict import Result
 
-from door import files
+from door import files, replace
 from .listing import HubFile
 
 NAME = "vllm-turing-fetch.json"
@@ -43,11 +44,8 @@ def document(repo: str, revision: str, commit: str, files: list[HubFile], result
 def write(folder: str, doc: dict) -> str:
     """Atomically: a reader sees the old manifest or the new one, never half of one."""
     path = os.path.join(folder, NAME)
-    partial = path + ".partial"
-    with open(partial, "w", encoding="utf-8") as handle:
-        json.dump(doc, handle, indent=1, sort_keys=True)
-        handle.write("\n")
-    os.replace(partial, path)
+    data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode("utf-8")
+    replace.replace_file(Path(path), data, verify=lambda staged: parse_bytes(files.read_bytes(str(staged), NAME, files.INDEX_CAP), NAME))
     return path
 
 

@@ -12,8 +12,11 @@ import fcntl
 import glob
 import os
 import re
+import shutil
+import stat
 import sys
-from typing import Callable, Mapping
+from pathlib import Path
+from typing import Callable, Mapping, Set
 
 from contract.devices import DeviceLimits, cc_number
 
@@ -21,8 +24,8 @@ from .. import facts, nvml
 from ..checks import memory, turing_settings
 from ..checks.model import gib
 from ..device import NoDevice, probe_devices, weakest
-from door.files import shown
-from door.redact import redact
+from door import output, paths, replace
+from door.files import kind, shown
 from . import hub, imported, judge, listing, manifest, verify
 from .request import ENV_GPU, FetchUsage, NothingToFetch, Request, parse_request
 
@@ -37,7 +40,7 @@ class Refused(Exception):
 
 
 def say(message: str) -> None:
-    print(f"{PREFIX} {shown(redact(message))}", file=sys.stderr, flush=True)
+    print(f"{PREFIX} {shown(output.clean(message))}", file=sys.stderr, flush=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,19 +84,36 @@ def discard(folder: str, file: listing.HubFile) -> None:
             pass
 
 
-LOCK = os.path.join(".cache", "vllm-turing-fetch.lock")
+def lock_path(folder: str) -> str:
+    """Beside the model folder (which a finished fetch replaces whole): .NAME.lock."""
+    parent, name = os.path.split(folder.rstrip("/"))
+    return os.path.join(parent, f".{name}.lock")
 
 
 @contextlib.contextmanager
 def only_fetch_into(folder: str):
-    """This process alone writes the folder (the partial downloads it resumes are its own)."""
-    os.makedirs(os.path.join(folder, hub.PARTIAL_DIR), exist_ok=True)
-    with open(os.path.join(folder, LOCK), "a") as lock:
+    """This process alone writes the folder and its stage (the partial downloads it resumes are its own).
+    The lock file is opened without blocking and must be a regular file (a FIFO there is refused)."""
+    path = lock_path(folder)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as error:  # ENXIO: a FIFO with no reader; ELOOP: a symlink
+        raise FetchUsage(f"the fetch's lock {path} cannot be opened ({error.strerror}): remove it (the fetch "
+                         "creates it, a regular file)") from None
+    try:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode):  # a FIFO, a device: bad input, refused without blocking
+            raise FetchUsage(f"the fetch's lock {path} is {kind(found.st_mode)}, not a regular file: remove it "
+                             "(the fetch creates it)")
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise Refused(f"another fetch is writing {folder}", "wait for it to end, or give another --name") from None
         yield
+    finally:
+        os.close(fd)
 
 
 def drop_other_partials(folder: str, files: list[listing.HubFile]) -> None:
@@ -131,6 +151,7 @@ def copies(source, folder: str) -> Getter:
     def get(file: listing.HubFile) -> None:
         target, partial = os.path.join(folder, file.path), hub.partial_path(folder, file)
         os.makedirs(os.path.dirname(target) or folder, exist_ok=True)
+        os.makedirs(os.path.dirname(partial), exist_ok=True)
         with open(partial, "wb") as handle:
             source.copy(file, handle)
         os.replace(partial, target)
@@ -143,12 +164,14 @@ def copies(source, folder: str) -> Getter:
 WORKERS = 8
 
 
-def ensure(request: Request, commit: str, folder: str, files: list[listing.HubFile], getter: Getter) -> None:
-    """Every file present and verified, getting those missing or wrong (several at once)."""
+def ensure(request: Request, commit: str, folder: str, files: list[listing.HubFile], getter: Getter,
+           known_good: Set[str] = frozenset()) -> None:
+    """Every file present and verified, getting those missing or wrong (several at once); `known_good`
+    are verified already (the same inodes, hashed once this run)."""
     wanted = []
     for number, file in enumerate(files, 1):
         local = os.path.join(folder, file.path)
-        problem = verify.file_problem(local, file)
+        problem = None if file.path in known_good else verify.file_problem(local, file)
         if problem is None:
             continue
         if os.path.exists(local):
@@ -191,8 +214,7 @@ def fetch(request: Request) -> str:
         commit = hub.resolve_commit(request.repo, request.revision)
         say(f"{request.repo}@{request.revision} is commit {commit}")
         repo_files = hub.list_files(request.repo, commit)
-    with only_fetch_into(folder):
-        return fetch_into(folder, request, judged_for, commit, repo_files, downloads(request, commit, folder))
+    return staged_fetch(folder, request, judged_for, commit, repo_files, lambda stage: downloads(request, commit, stage))
 
 
 def pinned_here(request: Request) -> manifest.Manifest | None:
@@ -222,22 +244,52 @@ def import_from(request: Request) -> str:
                       f"give {found.repo}@{found.commit}, or import the copy of that commit")
     judged_for = target(request)
     say(f"{found.repo}@{found.commit} from {request.source} (its manifest's Hub metadata, no network)")
-    folder = request.target
+    return staged_fetch(request.target, request, judged_for, found.commit, list(found.files),
+                        lambda stage: copies(source, stage))
+
+
+def staged_fetch(folder: str, request: Request, judged_for: Target, commit: str, repo_files: list[listing.HubFile],
+                 getter_for: Callable[[str], Getter]) -> str:
+    """The commit fetched into a stage beside the folder (its verified files hard-linked in, the rest got),
+    judged and verified there, then put in the folder's place: a fetch that fails or is stopped leaves
+    the folder as it was, byte for byte, and its stage to resume from. The manifest's path."""
+    what = f"the listing of {request.repo}@{commit[:12]}"
+    for file in repo_files:  # before anything is written
+        paths.contained(Path(folder), file.path, what)
     with only_fetch_into(folder):
-        return fetch_into(folder, request, judged_for, found.commit, list(found.files), copies(source, folder))
+        staged = replace.Staged(Path(folder))
+        stage = str(staged.path)
+        for file in repo_files:  # the stage's own folders (an earlier run's) lead nowhere else
+            paths.contained(staged.path, file.path, what)
+        found = listing.strays(local_files(folder), repo_files) if os.path.isdir(folder) else []
+        if found:
+            raise Refused(f"{folder} holds {len(found)} weight file(s) that {request.repo}@{commit[:12]} does not "
+                          f"have (e.g. {found[0]}), which vLLM would load beside it",
+                          "remove them, or fetch into another --name")
+        good = {file.path for file in repo_files
+                if verify.file_problem(os.path.join(folder, file.path), file) is None} if os.path.isdir(folder) else set()
+        if good and len(good) == len(repo_files):  # all there and whole (a re-run, the units' pinned step):
+            fetch_into(folder, request, judged_for, commit, repo_files, getter_for(folder), good)  # the manifest only
+            shutil.rmtree(stage, ignore_errors=True)
+            return os.path.join(folder, manifest.NAME)
+        for name in listing.strays(local_files(stage), repo_files):  # the stage is this fetch's scratch
+            os.remove(os.path.join(stage, name))
+        if os.path.isdir(folder):
+            staged.carry(local_files(folder), skip=lambda name: False)
+        linked = {name for name in good if os.path.samefile(os.path.join(stage, name), os.path.join(folder, name))}
+        fetch_into(stage, request, judged_for, commit, repo_files, getter_for(stage), linked)
+        staged.swap()
+    return os.path.join(folder, manifest.NAME)
 
 
 def fetch_into(folder: str, request: Request, judged_for: Target, commit: str,
-               repo_files: list[listing.HubFile], getter: Getter) -> str:
+               repo_files: list[listing.HubFile], getter: Getter, known_good: Set[str] = frozenset()) -> str:
+    """The commit's files got and verified in `folder` (the stage, or the folder itself when every file
+    there is whole), judged, its manifest written (atomically)."""
     gpu = judged_for.gpu
     drop_other_partials(folder, repo_files)
-    found = listing.strays(local_files(folder), repo_files)
-    if found:
-        raise Refused(f"{folder} holds {len(found)} weight file(s) that {request.repo}@{commit[:12]} does not have "
-                      f"(e.g. {found[0]}), which vLLM would load beside it",
-                      "remove them, or fetch into another --name")
     small = listing.small_files(repo_files)
-    ensure(request, commit, folder, small, getter)
+    ensure(request, commit, folder, small, getter, known_good)
     loaded = facts.load()
     minimum, deprecated = turing_settings.quantization_from(loaded.facts)
     missing = {file.path for file in repo_files if file.is_weight_format
@@ -253,7 +305,7 @@ def fetch_into(folder: str, request: Request, judged_for: Target, commit: str,
                       f"{getter.done}", refusal.fix)
     weights = listing.chosen_weights(repo_files, loaded_names)
     say(f"{len(weights)} weight file(s), {gib(sum(file.size for file in weights))}")
-    ensure(request, commit, folder, weights, getter)
+    ensure(request, commit, folder, weights, getter, known_good)
     when = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     doc = manifest.document(request.repo, request.revision, commit, small + weights, results, when, gpu)
     return manifest.write(folder, doc)
@@ -261,6 +313,7 @@ def fetch_into(folder: str, request: Request, judged_for: Target, commit: str,
 
 
 def main(argv: list[str], env: Mapping[str, str]) -> int:
+    output.install(output.secrets_in(env))  # the token, keys, HF_ENDPOINT's password: masked in every line
     try:
         request = parse_request(argv, env)
         path = fetch(request)
@@ -273,6 +326,9 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
     except hub.HubProblem as problem:
         say(f"{problem}; {problem.fix}")
         return 2 if problem.usage else 1
+    except paths.PathProblem as problem:
+        say(f"{problem}; check HF_ENDPOINT (unset it for the Hub) or the --from copy")
+        return 2
     except (Refused, imported.SourceProblem) as refusal:
         say(f"{refusal}; {refusal.fix}")
         return 1

@@ -54,21 +54,29 @@ def shard_bytes(tmp_path, name: str, elements: int, fill: int = 0) -> bytes:
     return bytes(raw)
 
 
-def make_model(mirror, tmp_path, repo_id: str, fill: int = 1, elements: int = 262_144) -> tuple:
-    """A two-shard model (1 MiB of weights in all): config, tokenizer and generation config in git,
-    the shards and nothing else in LFS; (repo, {path: content})."""
-    repo = mirror.repo(repo_id)
+def model_contents(tmp_path, fill: int = 1, elements: int = 262_144) -> dict:
+    """A two-shard model (1 MiB of weights in all): config, tokenizer and generation config, an index and
+    the shards; {path: content}."""
     contents = {"config.json": json.dumps(shapes.BUILTIN_CONFIGS["gemma4-e2b"]).encode(),
                 "generation_config.json": b'{"do_sample": true}\n',
                 "tokenizer_config.json": b'{"model_max_length": 8192}\n'}
     names = [f"model-0000{i}-of-00002.safetensors" for i in (1, 2)]
     weight_map = {f"{name}.weight": name for name in names}
     contents["model.safetensors.index.json"] = json.dumps({"weight_map": weight_map}).encode()
-    for path, content in contents.items():
-        (repo.path / path).write_bytes(content)
     for name in names:
         contents[name] = shard_bytes(tmp_path, name, elements // 2, fill)
-        repo.put_lfs(name, contents[name])
+    return contents
+
+
+def make_model(mirror, tmp_path, repo_id: str, fill: int = 1, elements: int = 262_144) -> tuple:
+    """model_contents in a mirror repository: the shards and nothing else in LFS; (repo, {path: content})."""
+    repo = mirror.repo(repo_id)
+    contents = model_contents(tmp_path, fill, elements)
+    for path, content in contents.items():
+        if path.endswith(".safetensors"):
+            repo.put_lfs(path, content)
+        else:
+            (repo.path / path).write_bytes(content)
     return repo, contents
 
 
@@ -140,9 +148,10 @@ def test_a_head_size_that_does_not_fit_sm75_is_refused_before_any_weight_byte(mi
     assert "config.json" in asked and not re.search(r"GET \S+\.safetensors ", asked)
     last = refused.stderr.strip().splitlines()[-1]
     assert "cannot serve on sm75" in last and "head 512" in last and "no weights were downloaded" in last
-    folder = tmp_path / "models" / "unfit"
-    assert (folder / "config.json").is_file()
-    assert weight_files_in(folder) == [] and not (folder / MANIFEST).exists()
+    folder, stage = tmp_path / "models" / "unfit", tmp_path / "models" / ".unfit.staged"
+    assert not folder.exists()  # nothing but a verified fetch is put in the folder's place
+    assert (stage / "config.json").is_file()
+    assert weight_files_in(stage) == [] and not (stage / MANIFEST).exists()
 
 
 def test_a_byte_flipped_in_a_shard_on_the_server_is_refused_naming_the_file(mirror, tmp_path, site):
@@ -232,7 +241,7 @@ def test_the_token_never_reaches_the_output_or_the_manifest(mirror, tmp_path, si
 
 
 def test_a_download_whose_connection_is_killed_mid_shard_resumes_from_where_it_stopped(mirror, tmp_path, site):
-    # huggingface_hub keeps what it received in 10 MiB pieces: two 12 MiB shards, cut past the first piece
+    # door.remote keeps every byte it received: two 12 MiB shards, one cut past 11 MiB, resumed from there
     repo, contents = make_model(mirror, tmp_path, "org/cut", elements=12 * 2**20)
     repo.commit()
     with CuttingProxy(mirror.port, cut_after=11 * 2**20) as proxy:
@@ -261,11 +270,11 @@ def wait_for(condition, what: str, timeout_s: float = TIMEOUT_S) -> None:
 
 
 def test_a_fetch_killed_mid_shard_resumes_from_its_partial_file_in_the_next_run(mirror, tmp_path, site):
-    # huggingface_hub writes what it received in 10 MiB pieces: a 12 MiB shard stalled past 11 MiB leaves
-    # 10 MiB on disk when the run is killed (the other shard, fetched at the same time, as far as it got)
+    # a 12 MiB shard stalled past 11 MiB leaves 10 MiB and more in the stage beside the folder when the run
+    # is killed (the other shard, fetched at the same time, as far as it got)
     repo, contents = make_model(mirror, tmp_path, "org/killed", elements=12 * 2**20)
     repo.commit()
-    partials = tmp_path / "models" / "killed" / ".cache" / "vllm-turing" / "partial"
+    partials = tmp_path / "models" / ".killed.staged" / ".cache" / "vllm-turing" / "partial"
     shard_of = {pathlib.Path(hub_partial_path("", HubFile(name, len(content), hashlib.sha256(content).hexdigest(),
                                                           "0" * 40))).name: name for name, content in contents.items()}
     with CuttingProxy(mirror.port, cut_after=11 * 2**20, stall=True) as stalling:
