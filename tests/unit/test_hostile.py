@@ -21,11 +21,10 @@ import build
 from tests.support import door_scan
 from tests.support.hostile import drive, registry
 from tests.support.hostile.drive import Outcome
-from tests.support.hostile_server import (HANG, Behaviour, HostileServer, answer, declared_huge, head,
-                                          unbounded_body)
+from tests.support.hostile import peer
 from tests.support.slack import SCHEDULING_SLACK_S
 
-UNIT_SURFACES = [s for s in registry.SURFACES if s.tier == "unit" and s.command != "image fetch"]
+UNIT_SURFACES = [s for s in registry.SURFACES if s.tier == "unit" and s.kinds != registry.PEER_KINDS]
 TRIALS_AT_ONCE = 3  # processes of one surface run side by side: each mostly waits on its imports
 
 def run_trial(surface, kind, folder: Path, good_units: Path | None = None) -> list[str]:
@@ -156,33 +155,36 @@ def test_every_hostile_file_is_refused_in_one_line_within_bounds(surface, tmp_pa
 
 # --- the image's fetch against a hostile Hub -----------------------------------------------------
 
-PEER = {
-    "stall-after-headers": Behaviour(((0.0, head(200, {"Content-Type": "application/json",
-                                                         "Content-Length": "4096"})),), then=HANG),
-    "huge-content-length": declared_huge(2**40),
-    "auth-echo-403": Behaviour(((0.0, answer(
-        f'{{"error": "forbidden: Authorization: Bearer {registry.SECRET}"}}'.encode(), 403)),)),
-    "endless-body": unbounded_body(),
+PEER = {  # the fetch helper's hostile peer (tests/support/hostile/peer.py), one fault on every route
+    "stall-after-headers": peer.stall_after_headers(),
+    "huge-content-length": peer.lying_length(b"{}" + b" " * 2046),
+    "auth-echo-403": peer.echo_authorization(403),
+    "endless-body": peer.huge_body(),
 }
 
 
-def test_the_image_fetch_holds_against_a_hostile_hub(tmp_path, repo_state):
-    surface = next(s for s in registry.SURFACES if s.command == "image fetch")
-    assert set(PEER) == set(surface.kinds)
-
+def against_peer(surface, tmp_path, with_url) -> dict[str, list[str]]:
+    """Each of PEER's faults (one peer per fault, run side by side) against `surface`'s trial, the
+    peer's URL put in by `with_url(trial, url)`."""
     def one(kind):
         folder = tmp_path / kind
         folder.mkdir()
-        with HostileServer(PEER[kind]) as server:
+        with peer.HostilePeer().route("/", PEER[kind]) as server:
             trial = surface.trial(folder, kind)
-            trial.env["HF_ENDPOINT"] = server.url
+            with_url(trial, server.url)
             kill_after = surface.deadline_s + SCHEDULING_SLACK_S + 5
             return kind, registry.attempt(surface, kind, folder, trial, lambda a, e, c: drive.run(a, e, c, kill_after))
 
     with ThreadPoolExecutor(len(PEER)) as pool:
-        found = {kind: lines for kind, lines in pool.map(one, sorted(PEER)) if lines}
-    assert not found, f"the image's fetch ({surface.owner}'s area):\n" + "\n".join(
-        f"{kind}: {line}" for kind, lines in found.items() for line in lines)
+        return {kind: lines for kind, lines in pool.map(one, sorted(PEER)) if lines}
+
+
+@pytest.mark.parametrize("surface", [s for s in registry.SURFACES if s.kinds == registry.PEER_KINDS],
+                         ids=lambda s: s.name)
+def test_a_remote_read_holds_against_the_hostile_peer(surface, tmp_path, repo_state):
+    found = against_peer(surface, tmp_path, registry.PEER_URL[surface.name])
+    assert not found, f"{surface.name} ({surface.owner}'s area):\n" + "\n".join(
+        f"  {kind}: {line}" for kind, lines in found.items() for line in lines)
 
 
 # --- Hypothesis: words and contents ----------------------------------------------------------------

@@ -84,7 +84,19 @@ def _parse_only(*words: str) -> list[str]:
     return python("-c", code, *words)
 
 
+def _private(folder: Path) -> None:
+    """tests/conftest.py opens every test folder to all uids (0777); a surface's HOME under one is a
+    folder another user could write, which platformdirs (pip-audit's cache) rightly refuses. These
+    surfaces run as this uid alone: their folders go back to 0755."""
+    for path in (folder, *folder.parents):
+        if "pytest-of-" not in str(path):
+            break
+        if path.stat().st_mode & 0o022 and path.stat().st_uid == os.getuid():
+            path.chmod(0o755)
+
+
 def _env(folder: Path, **extra: str) -> dict[str, str]:
+    _private(folder)
     home = folder / "home"
     home.mkdir(parents=True, exist_ok=True)
     return base_env(home, PYTHONDONTWRITEBYTECODE="1", HF_TOKEN=SECRET, OPENAI_API_KEY=KEY_SECRET, **extra)
@@ -233,7 +245,37 @@ def image_fetch_trial(folder: Path, kind: str) -> Trial:
                  _env(folder), folder, ("org/model", "HF_ENDPOINT"), target=models)
 
 
+def audit_online_trial(folder: Path, kind: str) -> Trial:
+    """`audit --osv-url` (pip-audit's reads, on the OSV API a mirror serves) against a hostile peer;
+    the test fills in the URL (with a password in it: a secret)."""
+    lock = folder / "inputs" / "good.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_bytes(GOOD_LOCK)
+    return Trial(_build_py("audit", "--lock", str(lock), "--osv-url", "OSV_URL"), _env(folder), folder,
+                 ("--osv-url",))
+
+
+def image_fetch_from_trial(folder: Path, kind: str) -> Trial:
+    """`fetch --from COPY`: a model fetched elsewhere, imported with no network; the copy (a folder
+    or a tarball) is the hostile input."""
+    source = hostile.make(kind, folder / "inputs", "copy.tar", b"{}")
+    models = folder / "models"
+    return Trial(python("-m", "entrypoint", "fetch", "org/model", "--gpu", "sm75", "--models-dir", str(models),
+                        "--from", str(source)), _env(folder), folder, ("--from", "copy.tar"), target=models)
+
+
+FROM_KINDS = (hostile.FIFO, hostile.DEV_ZERO, hostile.FOLDER, hostile.HUGE, hostile.NOT_UTF8, hostile.EMPTY,
+              hostile.MISSING, hostile.TAR_SLIP)
 PEER_KINDS = ("stall-after-headers", "huge-content-length", "auth-echo-403", "endless-body")
+
+
+def _fetch_url(trial: Trial, url: str) -> None:
+    trial.env["HF_ENDPOINT"] = url
+
+
+def _osv_url(trial: Trial, url: str) -> None:
+    with_password = url.replace("http://", f"http://mirror:{SECRET}@") + "/v1/query"
+    trial.argv = [with_password if word == "OSV_URL" else word for word in trial.argv]
 
 SURFACES: tuple[Surface, ...] = (
     Surface("build --ca-cert", "build", ("buildtool/flags.py", "buildtool/plan.py"), TEXT_KINDS, ca_cert_trial("build")),
@@ -260,9 +302,17 @@ SURFACES: tuple[Surface, ...] = (
              "entrypoint/start_ledger.py", "entrypoint/start_report.py"), hostile.FILE_KINDS, entrypoint_model_trial),
     Surface("entrypoint HF_TOKEN_PATH", "entrypoint", ("entrypoint/hub.py",), TEXT_KINDS, entrypoint_token_trial),
     Surface("image fetch (entrypoint fetch) against a hostile Hub", "image fetch",
-            ("entrypoint/fetch/manifest.py", "entrypoint/fetch/hub.py", "entrypoint/fetch/run.py"), PEER_KINDS,
+            ("entrypoint/fetch/manifest.py", "entrypoint/fetch/hub.py", "entrypoint/fetch/run.py",
+             "entrypoint/fetch/listing.py"), PEER_KINDS,
             image_fetch_trial, deadline_s=30.0, owner="fetch helper"),
+    Surface("image fetch --from COPY", "image fetch", ("entrypoint/fetch/imported.py",
+                                                       "entrypoint/fetch/manifest.py"), FROM_KINDS,
+            image_fetch_from_trial, owner="fetch helper"),
+    Surface("audit --osv-url (online) against a hostile OSV mirror", "audit", ("buildtool/audit.py",), PEER_KINDS,
+            audit_online_trial, deadline_s=30.0, owner="audit helper"),
 )
+PEER_URL = {"image fetch (entrypoint fetch) against a hostile Hub": _fetch_url,
+            "audit --osv-url (online) against a hostile OSV mirror": _osv_url}
 
 # Driven by Hypothesis in tests/unit/test_hostile.py (words and file contents, not file kinds):
 # entrypoint argv (VLLM_EXTRA_ARGS and the container's arguments), build.py's word flags, units' env
