@@ -94,6 +94,16 @@ def _outcome(code, stderr="", stdout="", wall=1.0, rss=10 * registry.MiB, surviv
 JUDGED = registry.Surface("judged", "x", (), (), None, deadline_s=5.0, memory_cap_bytes=100 * registry.MiB)
 
 
+def test_a_report_surface_is_judged_by_its_report_line():
+    trial = registry.Trial(["x"], {}, Path("."), ("http://",), report=r"NOT READY\b")
+    good = _outcome(1, stdout="smoke test of http://h\nNOT READY: 403; set $OPENAI_API_KEY\n")
+    assert registry.violations(JUDGED, "x", trial, good, {}, {}, {}, {}, []) == []
+    for bad, says in ((_outcome(2, "x; give y\n"), "expected exit 1"),
+                      (_outcome(1, stdout="smoke test of h\nNOT READY: 403; set it\n"), "names none"),
+                      (_outcome(1, stdout="smoke test of http://h\nNOT READY: 403\n"), "no fix")):
+        assert any(says in line for line in registry.violations(JUDGED, "x", trial, bad, {}, {}, {}, {}, [])), says
+
+
 @pytest.mark.parametrize("outcome, says", [
     (_outcome(None, wall=99), "hang"),
     (_outcome(1, "Traceback (most recent call last):\n  File x\nValueError: y\n"), "traceback"),
@@ -217,13 +227,20 @@ def test_units_env_values_are_written_or_refused_in_one_line(tmp_path_factory, n
 FLAG_WORDS = st.one_of(registry.LOOKALIKE, st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=60))
 
 
-@settings(max_examples=10)
-@given(flag=st.sampled_from(["--tag", "--base", "--extras", "--vllm-version", "--os-image", "--base-tag"]),
-       word=FLAG_WORDS)
-def test_build_word_flags_parse_or_refuse_in_one_line(tmp_path_factory, flag, word):
+WORD_FLAGS = [("build", "--tag"), ("build", "--base"), ("build", "--extras"), ("build", "--vllm-version"),
+              ("build", "--os-image"), ("build", "--base-tag"), ("model fetch", ""), ("verify", "")]
+
+
+@settings(max_examples=12)
+@given(where=st.sampled_from(WORD_FLAGS), word=FLAG_WORDS)
+def test_build_word_flags_parse_or_refuse_in_one_line(tmp_path_factory, where, word):
+    """A flag's word (or `model fetch REPO`'s, `verify IMAGE`'s) parsed as build.py parses it."""
     folder = tmp_path_factory.mktemp("flags")
-    done = drive.run(registry._parse_only("build", flag, word.replace("\x00", "")), registry._env(folder), folder)
-    _judge_words(done, (flag,))
+    command, flag = where
+    word = word.replace("\x00", "")
+    argv = [*command.split(), *([flag, word] if flag else ["--", word])]
+    done = drive.run(registry._parse_only(*argv), registry._env(folder), folder)
+    _judge_words(done, (flag or command.split()[-1], "argument", "REPO", "IMAGE"))
 
 
 def _judge_words(done: Outcome, names: tuple[str, ...]) -> None:

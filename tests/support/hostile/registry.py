@@ -28,6 +28,7 @@ from typing import Callable
 
 from hypothesis import strategies as st
 
+from entrypoint.fetch.hub import API_DEADLINE_S as FETCH_API_DEADLINE_S
 from tests.support.hostile import files as hostile
 from tests.support.hostile.drive import REPO, Outcome, base_env, python, tree_state
 from tests.support.slack import SCHEDULING_SLACK_S
@@ -55,6 +56,7 @@ class Trial:
     names: tuple[str, ...]                  # the input as a refusal must name it (any one of them)
     target: Path | None = None              # where the surface may write; its state must survive a failure
     check: str | None = None                # refusals are this check's FAIL line (exit 1), not exit 2
+    report: str | None = None               # or a report line matching this (exit 1: a check failed)
     accept_ok: bool = False                 # a rightly accepted input (exit 0) passes
 
 
@@ -255,6 +257,34 @@ def audit_online_trial(folder: Path, kind: str) -> Trial:
                  ("--osv-url",))
 
 
+def fitcheck_config_trial(folder: Path, kind: str) -> Trial:
+    from tests.support.model_files import GEMMA4_TEXT_CONFIG
+
+    config = json.dumps({"architectures": ["Gemma4ForConditionalGeneration"], "text_config": GEMMA4_TEXT_CONFIG})
+    path = _input(folder, kind, "config.json", config.encode())
+    return Trial(python("-m", "patches.fitcheck", "--device", "sm75", "--model-config", str(path)), _env(folder),
+                 folder, ("config.json", "--model-config"))
+
+
+def fitcheck_launcher_trial(folder: Path, kind: str) -> Trial:
+    path = _input(folder, kind, "triton_unified_attention.py", b"def unified_attention():\n    pass\n")
+    config = folder / "inputs" / "good.json"
+    config.write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 512,
+                                  "num_attention_heads": 8, "num_key_value_heads": 8, "num_hidden_layers": 2}))
+    return Trial(python("-m", "patches.fitcheck", "--device", "sm75", "--model-config", str(config), "--launcher",
+                        str(path)), _env(folder), folder, ("--launcher", "vllm"))  # accepted: no vLLM on a host
+
+
+def smoke_url_trial(folder: Path, kind: str) -> Trial:
+    """`smoke URL` against a hostile server: the test fills in the URL; a key is sent (a secret)."""
+    key = folder / "inputs" / "key"
+    key.parent.mkdir(parents=True, exist_ok=True)
+    key.write_text(KEY_SECRET + "\n")
+    return Trial(_build_py("smoke", "SMOKE_URL", "--api-key-file", str(key), "--timeout", "5", "--request-timeout", "5",
+                           "--connect-grace", "1"), _env(folder), folder, ("http://",),
+                 report=r"(NOT READY|FAIL)\b")  # smoke reports an endpoint that fails its contract: exit 1
+
+
 def image_fetch_from_trial(folder: Path, kind: str) -> Trial:
     """`fetch --from COPY`: a model fetched elsewhere, imported with no network; the copy (a folder
     or a tarball) is the hostile input."""
@@ -271,6 +301,10 @@ PEER_KINDS = ("stall-after-headers", "huge-content-length", "auth-echo-403", "en
 
 def _fetch_url(trial: Trial, url: str) -> None:
     trial.env["HF_ENDPOINT"] = url
+
+
+def _smoke_url(trial: Trial, url: str) -> None:
+    trial.argv = [url if word == "SMOKE_URL" else word for word in trial.argv]
 
 
 def _osv_url(trial: Trial, url: str) -> None:
@@ -304,28 +338,33 @@ SURFACES: tuple[Surface, ...] = (
     Surface("image fetch (entrypoint fetch) against a hostile Hub", "image fetch",
             ("entrypoint/fetch/manifest.py", "entrypoint/fetch/hub.py", "entrypoint/fetch/run.py",
              "entrypoint/fetch/listing.py"), PEER_KINDS,
-            image_fetch_trial, deadline_s=30.0, owner="fetch helper"),
+            image_fetch_trial, deadline_s=FETCH_API_DEADLINE_S, owner="fetch helper"),
     Surface("image fetch --from COPY", "image fetch", ("entrypoint/fetch/imported.py",
                                                        "entrypoint/fetch/manifest.py"), FROM_KINDS,
             image_fetch_from_trial, owner="fetch helper"),
+    Surface("smoke URL against a hostile server", "smoke", ("tooling/endpoint/client.py",), PEER_KINDS,
+            smoke_url_trial, deadline_s=15.0, owner="smoke helper"),
+    Surface("patches.fitcheck --model-config", "image build", ("patches/fitcheck/attention.py",), JSON_KINDS,
+            fitcheck_config_trial),
+    Surface("patches.fitcheck --launcher", "image build", ("patches/fitcheck/run.py",), TEXT_KINDS,
+            fitcheck_launcher_trial),
     Surface("audit --osv-url (online) against a hostile OSV mirror", "audit", ("buildtool/audit.py",), PEER_KINDS,
             audit_online_trial, deadline_s=30.0, owner="audit helper"),
 )
 PEER_URL = {"image fetch (entrypoint fetch) against a hostile Hub": _fetch_url,
+            "smoke URL against a hostile server": _smoke_url,
             "audit --osv-url (online) against a hostile OSV mirror": _osv_url}
 
-# Driven by Hypothesis in tests/unit/test_hostile.py (words and file contents, not file kinds):
-# entrypoint argv (VLLM_EXTRA_ARGS and the container's arguments), build.py's word flags, units' env
-# values. Registered here so that the coverage test counts them.
+# Driven by Hypothesis in tests/unit/test_hostile.py (words and file contents, not file kinds): the
+# entrypoint's argv (VLLM_EXTRA_ARGS), build.py's word flags (build's, `model fetch REPO`, `verify
+# IMAGE`), units' env values. Registered here so that the coverage test counts them.
 WORD_SURFACES = {
     "entrypoint argv": ("entrypoint", ("entrypoint/argv.py", "entrypoint/argv_files.py", "entrypoint/settings.py",
                                        "entrypoint/checks/audio.py", "imagefacts/value_types.py")),
     "build.py word flags": ("build", ("buildtool/flags.py",)),
-    "units env values": ("units", ("buildtool/units/cli.py",)),
     "model fetch REPO": ("model", ("buildtool/model.py",)),
     "verify IMAGE": ("verify", ("buildtool/flags.py",)),
-    "smoke URL against a hostile server": ("smoke", ("tooling/endpoint/client.py",)),
-    "patches.fitcheck --launcher": ("image", ("patches/fitcheck/run.py", "patches/fitcheck/attention.py")),
+    "units env values": ("units", ("buildtool/units/cli.py",)),
 }
 
 
@@ -379,6 +418,15 @@ def violations(surface: Surface, kind: str, trial: Trial, outcome: Outcome, befo
                          f"{(err_lines or outcome.stdout.splitlines() or [''])[-1][:200]}")
         elif not any(name in lines[0] for name in trial.names) or "fix:" not in lines[0]:
             found.append(f"the {trial.check} line names neither {trial.names} nor a fix: {lines[0][:200]}")
+    elif trial.report is not None:
+        lines = [line for line in outcome.stdout.splitlines() if re.match(trial.report, line)]
+        if outcome.returncode != 1 or not lines:
+            found.append(f"expected exit 1 with a report line {trial.report!r}, got exit {outcome.returncode}: "
+                         f"{(outcome.stdout.splitlines() or err_lines or [''])[-1][:200]}")
+        elif not any(name in outcome.stdout for name in trial.names):  # the report's head names the input
+            found.append(f"the report names none of {trial.names}: {outcome.stdout[:200]}")
+        elif not any(w in lines[0].lower() for w in FIX_WORDS):
+            found.append(f"the report line gives no fix: {lines[0][:200]}")
     elif outcome.returncode != 2:
         found.append(f"exit {outcome.returncode}, expected 2 (a refusal): "
                      f"{(err_lines or outcome.stdout.splitlines() or ['no output'])[-1][:200]}")
