@@ -58,9 +58,11 @@ def repo_state():
 
 
 def _git_status() -> str:
+    """The checkout's changed and new files; the compile records aside (the image tier's background
+    build may rewrite one while this module runs)."""
     import subprocess
-    return subprocess.run(["git", "-C", str(drive.REPO), "status", "--porcelain", "--untracked-files=all"],
-                          capture_output=True, text=True, check=True).stdout
+    return subprocess.run(["git", "-C", str(drive.REPO), "status", "--porcelain", "--untracked-files=all", "--", ".",
+                           ":!contract/compile-records"], capture_output=True, text=True, check=True).stdout
 
 
 # --- registration --------------------------------------------------------------------------------
