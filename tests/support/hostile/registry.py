@@ -38,7 +38,7 @@ SECRET = "hf_plantedHostileSecret0a1b2c3d"     # HF_TOKEN, OPENAI_API_KEY, a key
 KEY_SECRET = "sk-plantedHostileKey-4e5f6a"
 SECRETS = (SECRET, KEY_SECRET)
 FIX_WORDS = ("give", "pass", "set", "use", "put", "write", "save", "replace", "remove", "rename", "fix",
-             "download", "make", "check", "unset", "move", "run", "point", "choose", "expected", "raise")
+             "download", "make", "check", "unset", "move", "run", "point", "choose", "expected", "raise", "see")
 # /dev/null reads as an empty file and a symlink loop as a missing one in every reader here: those two
 # kinds are driven where a model folder is read (the entrypoint), the others everywhere.
 TEXT_KINDS = (hostile.FIFO, hostile.DEV_ZERO, hostile.FOLDER, hostile.HUGE, hostile.NOT_UTF8, hostile.BOM_CRLF,
