@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import json
 import math
 import pathlib
 import struct
+from door import files
 
 # Bytes per element as safetensors names the dtypes.
 DTYPE_BYTES = {
@@ -97,19 +97,19 @@ def read_header(path: pathlib.Path) -> tuple[dict, int]:
     """The JSON header of one safetensors file and the size of its data region.
 
     Reads 8 + header-length bytes; the data region's size comes from the file size."""
-    size = path.stat().st_size
-    with path.open("rb") as f:
-        head = f.read(8)
-        if len(head) != 8:
-            raise CheckpointError(f"{path}: {size} bytes, expected a safetensors file (8-byte header length first)")
-        (length,) = struct.unpack("<Q", head)
-        if length > min(MAX_HEADER_BYTES, size - 8):
-            raise CheckpointError(f"{path}: header length {length} does not fit a {size}-byte file; expected a safetensors file")
-        raw = f.read(length)
-    try:
-        header = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{path}: header is not JSON ({exc}); expected a safetensors file") from None
+    try:  # a regular file only (a FIFO would block), the header capped, strict UTF-8 JSON
+        with files.opened(str(path), str(path)) as (fd, size):
+            head = files.read_at(fd, 0, 8, str(path))
+            if len(head) != 8:
+                raise CheckpointError(f"{path}: {size} bytes, expected a safetensors file (8-byte header length first)")
+            (length,) = struct.unpack("<Q", head)
+            if length > min(MAX_HEADER_BYTES, size - 8):
+                raise CheckpointError(f"{path}: header length {length} does not fit a {size}-byte file; "
+                                      "expected a safetensors file")
+            raw = files.read_at(fd, 8, length, str(path))
+        header = files.parse_json(raw, f"{path}'s header", unique_keys=False)
+    except files.FileProblem as problem:
+        raise CheckpointError(f"{problem}; expected a safetensors file") from None
     if not isinstance(header, dict):
         raise CheckpointError(f"{path}: header is a {type(header).__name__}, expected a JSON object")
     return header, size - 8 - length

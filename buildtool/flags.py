@@ -10,11 +10,13 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import math
+import os
 import re
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
+from door import files
 from door.redact import redact
 
 # Docker's reference grammar (github.com/distribution/reference, regexp.go), ASCII only.
@@ -248,10 +250,51 @@ def unit_file_path(text: str) -> str:
 
 
 def existing_file(text: str) -> Path:
-    """A file that must exist now (--ca-cert): looked at, not read."""
+    """A regular file that must exist now (--token-file): looked at, not read. A FIFO, a device or a
+    folder is named as what it is (door.files), never taken for a missing file."""
     path = _local_path(text)
-    if not _exists(path, Path.is_file):
+    if not os.path.lexists(path):
         raise argparse.ArgumentTypeError(f"{_shown(text)}: no such file; give the path of an existing file")
+    try:
+        with files.opened(str(path), _shown(text)):
+            pass
+    except files.FileProblem as problem:
+        raise argparse.ArgumentTypeError(f"{problem}; give the path of a regular file") from None
+    return path
+
+
+SECRET_FILE_CAP = 64 * 1024
+
+
+def secret_file(text: str) -> Path:
+    """A file holding one secret (a Hub token): a regular file, not empty, one line of UTF-8 text of
+    at most 64 KiB, read now through the door so a wrong one is refused before anything starts.
+    The secret itself is in no message."""
+    path = existing_file(text)
+    try:
+        secret = files.read_text(str(path), _shown(text), SECRET_FILE_CAP).strip()
+    except files.FileProblem as problem:
+        raise argparse.ArgumentTypeError(f"{problem}; give a file holding the token alone on one line") from None
+    if "\n" in secret or not secret.isprintable() or not secret.isascii():
+        raise argparse.ArgumentTypeError(f"{_shown(text)} holds more than one printable ASCII line; "
+                                         "give a file holding the token alone on one line")
+    return path
+
+
+CA_BUNDLE_CAP = 4 * 2**20  # Debian's whole ca-certificates bundle is about 220 KiB
+
+
+def ca_bundle(text: str) -> Path:
+    """--ca-cert: a PEM bundle of CA certificates, read now through the door (a regular file, at
+    most 4 MiB, UTF-8 text holding a certificate), so a wrong file is refused before any build starts."""
+    path = existing_file(text)
+    try:
+        pem = files.read_text(str(path), _shown(text), CA_BUNDLE_CAP)
+    except files.FileProblem as problem:
+        raise argparse.ArgumentTypeError(f"{problem}; give a PEM bundle of CA certificates") from None
+    if "-----BEGIN CERTIFICATE-----" not in pem:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} holds no PEM certificate (no -----BEGIN CERTIFICATE----- "
+                                         "line); give a PEM bundle of CA certificates")
     return path
 
 

@@ -12,6 +12,8 @@ from typing import Mapping
 
 from buildtool.errors import BuildError
 from door.redact import redact
+from door import children
+from door import files
 
 
 # (pip's environment variable, its config key, the BuildKit secret the Dockerfiles read it from);
@@ -145,8 +147,7 @@ def host_ca_bundle(env: Mapping[str, str] = os.environ, config_get=None,
 
 def _pip_config_get(key: str) -> str:
     try:
-        out = subprocess.run(["python3", "-m", "pip", "config", "get", key],
-                             capture_output=True, text=True, timeout=30)
+        out = children.run(["python3", "-m", "pip", "config", "get", key], timeout_s=30)
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return out.stdout.strip() if out.returncode == 0 else ""
@@ -155,14 +156,14 @@ def _pip_config_get(key: str) -> str:
 def debian_mirror(sources_dir: Path = Path("/etc/apt")) -> str:
     """The first non-security Debian mirror of the host's apt sources (deb822 or one-line)."""
     for path in sorted(sources_dir.glob("sources.list.d/*.sources")):
-        for line in path.read_text().splitlines():
+        for line in (files.read_system(str(path)) or "").splitlines():
             if line.startswith("URIs:"):
                 for uri in line.split()[1:]:
                     if "security" not in uri:
                         return uri
     one_line = sources_dir / "sources.list"
     if one_line.exists():
-        for line in one_line.read_text().splitlines():
+        for line in (files.read_system(str(one_line)) or "").splitlines():
             parts = line.split()
             if len(parts) >= 3 and parts[0] == "deb" and "security" not in parts[1]:
                 return parts[1] if not parts[1].startswith("[") else parts[2]
@@ -171,14 +172,12 @@ def debian_mirror(sources_dir: Path = Path("/etc/apt")) -> str:
 
 def git_revision(repo: Path) -> str:
     try:
-        out = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"],
-                             capture_output=True, text=True, timeout=10)
+        out = children.run(["git", "-C", str(repo), "rev-parse", "HEAD"], timeout_s=10)
     except OSError:
         return "unknown"
     if out.returncode != 0:
         return "unknown"
-    dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True, timeout=10).stdout.strip()
+    dirty = children.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"], timeout_s=10).stdout.strip()
     return out.stdout.strip() + ("-dirty" if dirty else "")
 
 

@@ -74,7 +74,7 @@ def add_os_options(parser, when: str = "") -> None:
 
 
 def add_common_options(parser) -> None:
-    parser.add_argument("--ca-cert", type=flags.existing_file, default=None,
+    parser.add_argument("--ca-cert", type=flags.ca_bundle, default=None,
                         help="CA bundle for pip and uv in the build (a TLS-intercepting proxy's); reaches them as a BuildKit "
                              "secret, never a layer (default: the host's, from PIP_CERT, pip's cert config, "
                              "REQUESTS_CA_BUNDLE, SSL_CERT_FILE or the system store)")

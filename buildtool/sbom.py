@@ -29,6 +29,7 @@ from buildtool.docker import buildkit
 from buildtool.errors import BuildError
 from buildtool.lock import LockedPackage, file_sha256, installed_mismatch, normalized, read_lock
 from contract.layout import SBOM
+from door import files
 
 REPO = Path(__file__).resolve().parents[1]
 REPORTS = REPO / "reports" / "sbom"
@@ -74,7 +75,7 @@ def parse_inventory(text: str) -> Inventory:
         raise BuildError("the image's inventory is incomplete (found %s of os, python, debian): is it a Debian "
                          "image with python3 and pip?" % (", ".join(sorted(sections)) or "none"))
     try:
-        python = {normalized(p["name"]): p["version"] for p in json.loads("\n".join(sections["python"]))}
+        python = {normalized(p["name"]): p["version"] for p in files.own_json("\n".join(sections["python"]))}
     except (ValueError, TypeError, KeyError) as exc:
         raise BuildError(f"the image's `pip list --format=json` is not a list of names and versions ({str(exc)[:80]})") from None
     if not sections["os"]:

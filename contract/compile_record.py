@@ -24,6 +24,7 @@ import json
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from door import files
 
 FORMAT = 1
 KEY_LENGTH = 64  # a sha256 in hex, as get_cache_key returns it
@@ -95,7 +96,7 @@ def _answer(key: str, fields) -> Answer:
 def parse_record(text: str) -> Record:
     """The record in `text`; ValueError with one line saying what is wrong."""
     try:
-        document = json.loads(text)
+        document = files.own_json(text)
     except (json.JSONDecodeError, RecursionError) as error:
         raise ValueError(f"not JSON ({str(error)[:80]})") from None
     return record_from_document(document)
@@ -125,7 +126,7 @@ def read_record(path: Path) -> Record | None:
     """The record at `path` (gzipped when it ends in .gz, as a build exports it), None when there is none;
     RecordError naming the file when it is not one."""
     try:
-        data = Path(path).read_bytes()
+        data = files.read_own_bytes(Path(path))
     except FileNotFoundError:
         return None
     except OSError as error:

@@ -184,6 +184,12 @@ class ModelConfig:
     model_max_length: float | None
 
     @property
+    def names_a_model(self) -> bool:
+        """architectures or model_type: what vLLM and transformers choose the model's code by (a JSON
+        object with neither, an npm record say, is no Hugging Face model's config)."""
+        return bool(self.architectures or self.model_type)
+
+    @property
     def kind(self) -> str:
         """What the model is, for messages: its model_type, else its first architecture."""
         return self.model_type or (self.architectures[0] if self.architectures else "an unknown model")

@@ -43,8 +43,13 @@ def stop(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> None:
             continue
 
 
-def run(argv: list[str], **popen) -> subprocess.CompletedProcess:
-    """subprocess.run's capture_output/text, but stopped with its group when build.py stops."""
-    with stopped_on_exit(start(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)) as proc:
-        out, err = proc.communicate()
+def run(argv: list[str], timeout_s: float | None = None, check: bool = False, **popen) -> subprocess.CompletedProcess:
+    """subprocess.run's capture_output/text (unless `popen` says otherwise: stdout=DEVNULL, cwd,
+    env, ...), but stopped with its group when build.py stops, or past `timeout_s` (then
+    subprocess.TimeoutExpired is raised once the group is stopped); `check` as subprocess.run's."""
+    popen = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True, **popen}
+    with stopped_on_exit(start(argv, **popen)) as proc:
+        out, err = proc.communicate(timeout=timeout_s)
+    if check and proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, argv, out, err)
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)

@@ -150,3 +150,79 @@ def read_object(path: str, name: str, cap: int = JSON_CAP, unique_keys: bool = T
     if not isinstance(found, dict):
         raise FileProblem(f"{name} holds {json_kind(found)}, not a JSON object")
     return found
+
+
+# The trust a call relies on, named where it is made (tests/unit/test_door.py counts every other
+# json.loads, open or read_text outside door/ as outside data read around the door).
+
+WORD_CAP = MiB  # a JSON value given in one flag or environment variable (argv holds at most 2 MiB in all)
+
+
+def word_json(text: str | bytes) -> object:
+    """JSON a user wrote in one word: a flag's value or an environment variable. ValueError (as
+    json.loads raises it) when it is not JSON, larger than WORD_CAP or nested past the parser's
+    stack, so that callers refuse it in their own words, naming the flag."""
+    if len(text) > WORD_CAP:
+        raise ValueError(f"{len(text)} characters, more than the {size_text(WORD_CAP)} one value can be")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def own_json(data: str | bytes) -> object:
+    """JSON this project wrote itself: the report a child of its own code printed, a table or record
+    committed in this repository, a file it wrote earlier in the same run. Not outside data, so
+    neither capped nor typed here; ValueError as json.loads raises it."""
+    return json.loads(data)
+
+
+def read_own(path: "str | os.PathLike[str]") -> str:
+    """A text file of this repository (committed), of the software the image was built with (torch's
+    version.py), or one this project wrote itself (a child's report, an iidfile, its own event
+    log): read whole as UTF-8. Never a path a user or a server named."""
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def read_own_bytes(path: "str | os.PathLike[str]") -> bytes:
+    """read_own's bytes."""
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def read_text(path: str, name: str, cap: int = JSON_CAP) -> str:
+    """read_bytes as strict UTF-8 text (FileProblem naming the file when it is not)."""
+    data = read_bytes(path, name, cap)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise FileProblem(f"{name} is not UTF-8 text (byte {error.start} is invalid)") from None
+
+
+SYSTEM_CAP = MiB
+
+
+def read_system(path: str, cap: int = SYSTEM_CAP) -> str | None:
+    """A file of the system the program runs on, as the kernel or the host's administrator wrote it
+    (/proc, /sys, a cgroup, /etc/apt): at most `cap` bytes, opened without blocking, undecodable
+    bytes replaced; None where it is absent or unreadable. (Their size is 0 until read: no stat cap.)"""
+    try:
+        fd = os.open(path, OPEN_FLAGS)
+    except (OSError, ValueError):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, got = [], 0
+        while got < cap:
+            chunk = os.read(fd, min(cap - got, MiB))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", errors="replace")

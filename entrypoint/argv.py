@@ -24,6 +24,7 @@ import unicodedata
 from imagefacts.shape import SPELLED, ArgvError, VllmValues, long_option, rebuild_parser
 from contract.verdict import Result, passed, warned
 from .settings import SPECULATIVE_FIX, SettingsError, speculative_value_problem
+from door import files
 
 EXTRA_ARGS = "VLLM_EXTRA_ARGS"
 CONTAINER_ARGS = "the container's arguments"
@@ -164,7 +165,7 @@ def flexible_words(words: list[str]) -> list[str]:
             name, value = name[:-1], json.dumps(value.split(","))
         key, *path = name.split(".")
         try:
-            parsed = json.loads(value)
+            parsed = files.word_json(value)
         except (ValueError, RecursionError):
             parsed = value
         node = dotted.setdefault(key, {})
@@ -204,7 +205,7 @@ def parse_extra(words: list[str], table: dict) -> dict:
 def is_json_object(value) -> bool:
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = files.word_json(value)
         except (ValueError, RecursionError):
             return False
     return isinstance(value, dict)
@@ -215,7 +216,7 @@ def json_object(value) -> dict:
     where the table records no type; {} for anything else."""
     if isinstance(value, str):
         try:
-            value = json.loads(value)
+            value = files.word_json(value)
         except (ValueError, RecursionError):
             return {}
     return value if isinstance(value, dict) else {}

@@ -25,7 +25,6 @@ What each option's value is, as vLLM 0.33.0 reads it:
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
 from door import files
@@ -118,7 +117,7 @@ def lora_module(word: str) -> LoraModule:
         name, path = word.split("=", 1)
         return LoraModule(name, path)
     try:
-        found = json.loads(word)
+        found = files.word_json(word)
     except (ValueError, RecursionError):
         raise ValueError("neither name=path nor a JSON object") from None
     if not isinstance(found, dict):

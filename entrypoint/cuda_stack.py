@@ -10,6 +10,7 @@ import re
 
 from contract.distributions import installed
 from contract.verdict import Result, failed, passed
+from door import files
 
 # The one table: a CUDA major's minimum Linux driver (NVIDIA's CUDA toolkit release notes, table 3,
 # "minimum required driver version" for the major's minor-version compatibility).
@@ -40,8 +41,7 @@ def torch_version_file(module: str = "torch") -> str | None:
 def torch_cuda_version(version_py: str | None) -> str | None:
     """torch.version.cuda as torch/version.py assigns it, without importing torch (seconds)."""
     try:
-        with open(version_py or "", encoding="utf-8") as handle:
-            tree = ast.parse(handle.read())
+        tree = ast.parse(files.read_own(version_py or ""))
     except (OSError, SyntaxError, ValueError):
         return None
     for node in tree.body:

@@ -26,12 +26,20 @@ def token_file_refusal(path: str | None, present=os.path.lexists) -> SettingsErr
     raise PermissionError in the server, after the preflight, at its first Hub request."""
     if path is None or not present(path):
         return None
+    fix = (f"Put the token alone in that file (e.g. a Secret mounted there), readable by uid "
+           f"{os.geteuid()} or group 0, or unset {ENV_HF_TOKEN_PATH}.")
     try:
-        files.read_bytes(path, "the file", MAX_TOKEN_FILE_BYTES)
+        data = files.read_bytes(path, "the file", MAX_TOKEN_FILE_BYTES)
     except files.FileProblem as problem:
-        return SettingsError(ENV_HF_TOKEN_PATH, path, f"a readable token file, or none at that path ({problem})",
-                             f"Put the token alone in that file (e.g. a Secret mounted there), readable by uid "
-                             f"{os.geteuid()} or group 0, or unset {ENV_HF_TOKEN_PATH}.")
+        return SettingsError(ENV_HF_TOKEN_PATH, path, f"a readable token file, or none at that path ({problem})", fix)
+    # huggingface_hub sends the file's stripped text as an HTTP header: a byte-order mark, a byte
+    # that is not ASCII or a second line would fail the server's first Hub request, not here
+    token = data.strip()
+    if token.startswith(b"\xef\xbb\xbf"):
+        return SettingsError(ENV_HF_TOKEN_PATH, path, "a token file without a byte-order mark",
+                             f"Save it as plain text without a BOM. {fix}")
+    if not (token.isascii() and token.decode("ascii").isprintable()) or any(c in token for c in b" \t\r\n"):
+        return SettingsError(ENV_HF_TOKEN_PATH, path, "one token on one line of printable ASCII", fix)
     return None
 
 

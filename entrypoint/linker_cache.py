@@ -15,6 +15,7 @@ from typing import Callable, Mapping
 from contract.verdict import Result, failed
 
 from .device import LIBCUDA
+from door import files
 
 LDCONFIG = "/sbin/ldconfig"  # the path Triton runs
 TRITON_LIBCUDA_PATH = "TRITON_LIBCUDA_PATH"  # Triton's own override: a directory
@@ -89,11 +90,8 @@ def judge_agreement(name: str, triton: str | None, loader: str | None,
 
 def loaded_libcuda(maps_path: str = "/proc/self/maps") -> str | None:
     """The effect: the libcuda this process mapped (the device probe loaded it), None when none."""
-    try:
-        with open(maps_path, encoding="utf-8", errors="replace") as handle:
-            return loaded_path(handle.read())
-    except OSError:
-        return None
+    maps = files.read_system(maps_path, 64 * files.MiB)
+    return loaded_path(maps) if maps is not None else None
 
 
 @functools.cache  # the driver and audio checks both read it; it does not change within a preflight

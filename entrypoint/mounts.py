@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from door import files
 
 MOUNTINFO = "/proc/self/mountinfo"
 MOUNTINFO_MAX_BYTES = 4 * 2**20
@@ -64,11 +65,7 @@ def mount_of(path: str, mounts: list[Mount]) -> Mount | None:
 
 def read_mountinfo(path: str = MOUNTINFO) -> str:
     """The mountinfo text, "" where it cannot be read (no /proc: nothing is judged)."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read(MOUNTINFO_MAX_BYTES)
-    except OSError:
-        return ""
+    return files.read_system(path, MOUNTINFO_MAX_BYTES) or ""
 
 
 def resolved(path: str) -> str:

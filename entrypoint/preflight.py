@@ -20,16 +20,14 @@ from .checks import (audio, cache, clamp, devices, disk, driver, fetched, fp16, 
                      shm, turing_settings)
 from .device import Device, Probe, context_error
 from .settings import CHECK_NAMES, Settings
+from door import files
 
 Check = Callable[[], Result]
 
 
 def read_text(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except OSError:
-        return ""
+    """A kernel file (/proc/meminfo), "" where it cannot be read."""
+    return files.read_system(path) or ""
 
 
 @dataclass(frozen=True)

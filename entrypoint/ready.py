@@ -8,7 +8,6 @@ Exit 0 when the model is listed; 1 with one line on stderr (the kubelet shows it
 it names what was asked and what came back, never the key). Standard library only."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 import urllib.error
@@ -18,6 +17,7 @@ from typing import Mapping
 from .api_key import server_api_key
 from door.redact import redact
 from .settings import SettingsError, parse_settings
+from door import files
 
 COMMAND = ("python3", "-m", "entrypoint.ready")
 # The kubelet gives the probe its timeoutSeconds (10); the request gives up first, with its own line.
@@ -32,7 +32,7 @@ class NotReady(Exception):
 def listed_models(body: bytes) -> list[str]:
     """The ids of an OpenAI model list; NotReady when the body is not one."""
     try:
-        cards = json.loads(body).get("data")
+        cards = files.own_json(body).get("data")
         ids = [card["id"] for card in cards]
     except (ValueError, AttributeError, TypeError, KeyError, RecursionError):
         raise NotReady("/v1/models answered with something that is not an OpenAI model list") from None

@@ -4,7 +4,6 @@ An empty variable counts as unset, as env files write `NAME=` for "not given".""
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import shlex
@@ -16,6 +15,7 @@ from contract.layout import (DEPRECATED_ENV_NAMES, ENV_API_KEY, ENV_API_KEY_FILE
                              IDLE_AFTER_MAX_S, IDLE_AFTER_MIN_S, STOP_GRACE_MAX_S, STOP_GRACE_MIN_S,
                              STOP_GRACE_S)
 from door.redact import redact
+from door import files
 
 # The one program the entrypoint execs. Nothing in the environment replaces it: the test tiers
 # put a stand-in `vllm` package on PYTHONPATH instead (tests/support/standin_vllm.py).
@@ -261,7 +261,7 @@ def _speculative_config(env) -> dict | None:
     config: dict = {}
     if raw is not None:
         try:
-            config = json.loads(raw)
+            config = files.word_json(raw)
         except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser's stack
             config = None
         if not isinstance(config, dict):

@@ -30,6 +30,7 @@ import struct
 from typing import Callable
 
 from contract.layout import CACHE_STAMP_NAME, START_LEDGER_NAME
+from door import files
 
 LEDGER_FORMAT = 1
 LEDGER_MAX_BYTES = 4096
@@ -100,11 +101,10 @@ def elf_problem(size: int, header: bytes) -> str:
 def so_damage(path: str) -> Damage | None:
     """The integrity finding for one `.so` file, None when it looks whole (or cannot be opened:
     then the server cannot load it either, and says so itself)."""
-    try:
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            header = handle.read(64)
-    except OSError:
+    try:  # a regular file only: a FIFO named *.so in the cache must not hang the start
+        with files.opened(path, path) as (fd, size):
+            header = files.read_at(fd, 0, 64, path)
+    except files.FileProblem:
         return None
     problem = elf_problem(size, header)
     return Damage(path, problem) if problem else None
@@ -211,7 +211,7 @@ def ledger_path(root: str) -> str:
 
 def parse_ledger(raw: bytes) -> Last:
     try:
-        data = json.loads(raw)
+        data = files.own_json(raw)
     except ValueError:
         return Last("unreadable")
     if not isinstance(data, dict) or data.get("state") not in ("started", "healthy"):

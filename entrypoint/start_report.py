@@ -29,6 +29,7 @@ import time
 from typing import Iterable, Mapping, Sequence
 
 from contract.layout import ENV_START_REPORT as START_ENV
+from door import files
 
 VLLM_LOGGER = "vllm"
 NUMBER = r"(\d+(?:\.\d+)?)"
@@ -176,10 +177,9 @@ def summarize(events: Iterable[Event], started_at: float, preflight_s: float | N
 def process_started_at(pid: str = "self") -> float | None:
     """Wall-clock time the process started (Linux /proc), or None where it cannot be read."""
     try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-        with open("/proc/stat", encoding="ascii") as handle:
-            boot = next(float(line.split()[1]) for line in handle if line.startswith("btime "))
+        fields = (files.read_system(f"/proc/{pid}/stat") or "").rsplit(")", 1)[1].split()
+        boot = next(float(line.split()[1]) for line in (files.read_system("/proc/stat") or "").splitlines()
+                    if line.startswith("btime "))
         return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, StopIteration):
         return None
@@ -198,7 +198,7 @@ def exec_env(preflight_s: float, now: float | None = None, ledger: str | None = 
 
 def parse_env(value: str | None) -> dict | None:
     try:
-        data = json.loads(value or "")
+        data = files.word_json(value or "")
     except ValueError:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("started_at"), (int, float)):
@@ -207,16 +207,17 @@ def parse_env(value: str | None) -> dict | None:
 
 
 def read_events(path: str) -> list[Event]:
-    events = []
+    """The events this entrypoint appended to its own file (lines it cannot parse skipped)."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
-                try:
-                    events.append(Event(**json.loads(line)))
-                except (ValueError, TypeError):
-                    continue
-    except OSError:
-        pass
+        lines = files.read_own(path).splitlines()
+    except (OSError, UnicodeDecodeError):
+        return []
+    events = []
+    for line in lines:
+        try:
+            events.append(Event(**files.own_json(line)))
+        except (ValueError, TypeError):
+            continue
     return events
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import os
 import signal
+from door import files
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -16,9 +17,8 @@ def children() -> list[int]:
     found = []
     for path in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
         try:
-            with open(path, encoding="ascii") as handle:
-                found += [int(pid) for pid in handle.read().split()]
-        except (OSError, ValueError):
+            found += [int(pid) for pid in (files.read_system(path) or "").split()]
+        except ValueError:
             continue
     return found
 

@@ -11,6 +11,7 @@ import time
 from typing import Callable
 
 from imagefacts.shape import PACKAGES, SCHEMA, installed, option_table
+from door import files
 
 
 def torch_facts() -> dict:
@@ -123,7 +124,7 @@ def in_child(probe: Callable[[], list], timeout_s: float = CHILD_TIMEOUT_S) -> l
         shutil.rmtree(scratch, ignore_errors=True)
     if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
         return None
-    return json.loads(b"".join(chunks))
+    return files.own_json(b"".join(chunks))
 
 
 def value_lists() -> dict:

@@ -29,6 +29,7 @@ import dataclasses
 import json
 import re
 from typing import Callable
+from door import files
 
 NAMED = ("human_readable_int", "human_readable_int_or_auto", "union_dict_and_str")
 
@@ -107,14 +108,14 @@ def loads(value: str):
     """json.loads as argparse calls it (its message says "invalid loads value"), with JSON nested
     deeper than the parser's stack refused like any other bad JSON instead of raising past argparse."""
     try:
-        return json.loads(value)
+        return files.word_json(value)
     except RecursionError:
         raise ValueError("nested too deeply") from None
 
 
 def _json_object(value: str) -> dict:
     try:
-        found = json.loads(value)
+        found = files.word_json(value)
     except (ValueError, RecursionError) as error:
         raise argparse.ArgumentTypeError(f"invalid JSON ({str(error).splitlines()[0][:120]})") from None
     if not isinstance(found, dict):

@@ -16,6 +16,8 @@ from pathlib import Path
 from patches import turing_clamp
 from patches.turing_clamp.placement import ENCODER, UNIFIED, Site, plan
 from tooling import vllm_releases
+from door import files
+from door import children
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE_BEGIN = "<!-- clamp-releases:begin (bench/clamp_releases --write-doc) -->"
@@ -51,8 +53,7 @@ class Cycle:
 
 def run_cli(*args, env=None) -> subprocess.CompletedProcess:
     """`python -m patches.turing_clamp ARGS` from the repository root."""
-    return subprocess.run([sys.executable, "-m", "patches.turing_clamp", *map(str, args)],
-                          cwd=REPO, capture_output=True, text=True, env=env)
+    return children.run([sys.executable, "-m", "patches.turing_clamp", *map(str, args)], cwd=REPO, env=env)
 
 
 def names(node: ast.AST, ctx: type) -> set[str]:
@@ -79,10 +80,10 @@ def copy_release(version: str, into: Path, site: Site = UNIFIED) -> Path:
 
 def run_cycle(version: str, workdir: Path, site: Site = UNIFIED) -> Cycle:
     target = copy_release(version, workdir, site)
-    original = target.read_bytes()
+    original = files.read_own_bytes(target)
     placement = plan(original.decode("utf-8"), site)
     first = turing_clamp.apply(target)
-    patched = target.read_bytes()
+    patched = files.read_own_bytes(target)
     try:
         ast.parse(patched)
         parses = True
@@ -100,7 +101,7 @@ def run_cycle(version: str, workdir: Path, site: Site = UNIFIED) -> Cycle:
         parses=parses,
         check=checked.outcome.label,
         second_apply=second.outcome.label,
-        byte_identical=target.read_bytes() == patched,
+        byte_identical=files.read_own_bytes(target) == patched,
         show_empty=turing_clamp.show(target) == "",
         strip_restores=turing_clamp.strip_clamp(patched.decode("utf-8")).encode("utf-8") == original,
     )

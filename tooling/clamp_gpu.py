@@ -48,6 +48,8 @@ from contract.devices import DEVICES
 from patches.turing_clamp import ranking
 from tooling.attention_cases import CASE_NAMES, DTYPES, FAMILY_CASE_NAMES
 from tooling.gpu_site import SiteError, ensure_fit_table, ensure_site, python_env
+from door import files
+from door import children
 
 REPO = Path(__file__).resolve().parents[1]
 RANKED_BY = "bench/clamp_gpu --ranked-out PATH (tests/gpu/run-on-device run), from the sweeps of that run"
@@ -103,7 +105,7 @@ def ranked_by(argv: list[str]) -> str:
 
 
 def run(command: list, env: dict, what: str) -> None:
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    done = children.run(command, cwd=REPO, env=env)
     if done.returncode:
         tail = "\n".join(done.stderr.strip().splitlines()[-12:])
         raise SiteError(f"{what} exited {done.returncode}:\n{tail}")
@@ -138,7 +140,7 @@ def clamped_runs(site: Path, tables: dict, lowerings, cache: Path, scratch: Path
 
 def collect(runs) -> dict:
     wait([process for _, _, process in runs])
-    return {low: json.loads(out.read_text()) for low, out, _ in runs}
+    return {low: files.own_json(files.read_own(out)) for low, out, _ in runs}
 
 
 def measure(site: Path, tables: dict, lowerings, scratch: Path, ranked: Path | None, workers: int,
@@ -160,7 +162,7 @@ def measure(site: Path, tables: dict, lowerings, scratch: Path, ranked: Path | N
         out = scratch / f"sweep-{low}.json"
         started = time.monotonic()
         wait([start(sweep_command("sweep", "--out", str(out)), sweep_env(site, low, cache), f"sweep ({low})")])
-        measured["sweeps"][low] = json.loads(out.read_text())
+        measured["sweeps"][low] = files.own_json(files.read_own(out))
         say(f"sweep {low} in {time.monotonic() - started:.0f} s")
         checkpoint(measured)
     measured["ranking"] = ranking.rank(measured["sweeps"], source=source)
@@ -192,7 +194,7 @@ def measure_encoder(site: Path, tables: dict, lowerings, scratch: Path, workers:
         out = scratch / f"encoder-{low}.json"
         started = time.monotonic()
         wait([start(command(low, "--out", str(out)), sweep_env(site, low, cache), f"encoder sweep ({low})")])
-        sweeps[low] = json.loads(out.read_text())
+        sweeps[low] = files.own_json(files.read_own(out))
         say(f"encoder sweep {low} in {time.monotonic() - started:.0f} s")
     return sweeps
 
@@ -441,7 +443,7 @@ def replay(args) -> int:
             print(f"bench/clamp_gpu: {option} {path} does not exist; pass the files of a run of "
                   "tests/gpu/run-on-device (bench.json, fit-tables.json)", file=sys.stderr)
             return 2
-    earlier = json.loads(args.replay.read_text())
+    earlier = files.own_json(files.read_own(args.replay))
     measured = {"sweeps": earlier["sweeps"], "clamped": {}}
     with tempfile.TemporaryDirectory(prefix="clamp-gpu-replay-") as tmp:
         ranked = args.ranked or Path(tmp) / "ranked-configs.json"
@@ -453,7 +455,7 @@ def replay(args) -> int:
         measured["ranked"] = ranking.read(ranked)
         measured["clamped"]["fail-safe"] = earlier["clamped"]["fail-safe"]
         measured["clamped"]["ranked, decided on CPU"] = decide_on_cpu(
-            measured, json.loads(args.fit_tables.read_text()), ranked)
+            measured, files.own_json(files.read_own(args.fit_tables)), ranked)
     table = rows(measured)
     print(render(table, measured))
     if args.json:
@@ -532,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
                 if low in lowerings}
             if args.json and tables:  # what --replay --fit-tables reads
                 args.json.with_name("fit-tables-" + args.json.name).write_text(
-                    json.dumps({device: json.loads(table.read_text()) for device, table in tables.items()}))
+                    json.dumps({device: files.own_json(files.read_own(table)) for device, table in tables.items()}))
             partial = (lambda measured: args.json.write_text(json.dumps({"partial": True, **measured}))) \
                 if args.json else (lambda measured: None)
             encoder = measure_encoder(site, tables, lowerings, scratch, args.workers, args.encoder_heads) if "encoder" in kernels else {}

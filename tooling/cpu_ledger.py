@@ -17,6 +17,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from door import files
 
 CPUACCT = Path("/sys/fs/cgroup/cpuacct")
 ENGINE_CGROUP = "docker"  # dockerd's --cgroup-parent (its default); BuildKit's steps are under its buildkit/
@@ -179,12 +180,14 @@ def read_procs(root: Path = Path("/proc")) -> dict[int, Proc]:
     for entry in root.iterdir():
         if not entry.name.isdigit():
             continue
+        stat, cmdline, cgroups = (files.read_system(str(entry / name)) for name in ("stat", "cmdline", "cgroup"))
+        if stat is None or cmdline is None or cgroups is None:
+            continue  # ended while read
         try:
-            stat = (entry / "stat").read_text()
-            argv = tuple((entry / "cmdline").read_bytes().decode(errors="replace").split("\0"))
-            cgroup = next((line.split(":", 2)[2] for line in (entry / "cgroup").read_text().splitlines()
+            argv = tuple(cmdline.split("\0"))
+            cgroup = next((line.split(":", 2)[2] for line in cgroups.splitlines()
                            if ":cpuacct" in line or line.split(":")[1:2] == ["cpu,cpuacct"]), "/")
-        except (OSError, StopIteration, IndexError):
+        except (StopIteration, IndexError):
             continue  # ended while read
         fields = stat[stat.rindex(")") + 2:].split()
         procs[int(entry.name)] = Proc(int(entry.name), int(fields[1]),
@@ -201,8 +204,8 @@ def read_cgroups(parent: str = ENGINE_CGROUP, root: Path = CPUACCT) -> dict[str,
         if path in (f"/{parent}", f"/{parent}/buildkit"):
             continue
         try:
-            found[path] = int(usage.read_text()) / 1e9
-        except (OSError, ValueError):
+            found[path] = int(files.read_system(str(usage)) or "") / 1e9
+        except ValueError:
             continue
     return found
 

@@ -17,6 +17,8 @@ import yaml
 
 from buildtool.units import envfile
 from contract import pins
+from door import files
+from door import children
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = REPO / "compose.yaml"
@@ -82,7 +84,7 @@ def free_port() -> int:
 
 
 def run(argv: list[str], timeout: float = 600, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+    proc = children.run(argv, env=env, timeout_s=timeout)
     if check and proc.returncode != 0:
         raise RuntimeError(f"{' '.join(argv[:4])}... exited {proc.returncode}: {proc.stderr.strip()[-1500:]}")
     return proc
@@ -218,7 +220,7 @@ class Stack:
         return self.compose("ps", "-a", "-q", SERVICE).stdout.strip()
 
     def inspect(self) -> dict:
-        return json.loads(run(["docker", "inspect", self.container()]).stdout)[0]
+        return files.own_json(run(["docker", "inspect", self.container()]).stdout)[0]
 
     def health(self) -> str:
         return self.inspect()["State"].get("Health", {}).get("Status", "none")
@@ -226,7 +228,7 @@ class Stack:
     def ps_health(self) -> str:
         """The Health field of `docker compose ps --format json` (one object, or one per line)."""
         out = self.compose("ps", "--format", "json", SERVICE).stdout.strip()
-        rows = json.loads(out) if out.startswith("[") else [json.loads(l) for l in out.splitlines() if l]
+        rows = files.own_json(out) if out.startswith("[") else [files.own_json(l) for l in out.splitlines() if l]
         return rows[0].get("Health", "") if rows else ""
 
     def wait_healthy(self, timeout: float) -> float:
@@ -343,7 +345,7 @@ def smoke(url: str, *extra: str, timeout: float = 600) -> tuple[subprocess.Compl
     proc = run([sys.executable, str(REPO / "build.py"), "smoke", url, "--json", *extra], timeout=timeout, check=False)
     wall = time.monotonic() - started
     try:
-        report = json.loads(proc.stdout)
+        report = files.own_json(proc.stdout)
     except json.JSONDecodeError:
         report = None
     return proc, report, wall

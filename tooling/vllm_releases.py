@@ -25,7 +25,6 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -34,6 +33,7 @@ import zipfile
 from pathlib import Path
 
 from contract import pins
+from door import children
 
 RELEASES = (
     "0.19.0", "0.19.1", "0.20.0", "0.20.2", "0.21.0", "0.22.1", "0.23.0",
@@ -89,11 +89,8 @@ def _download_wheel(version: str, into: Path) -> Path:
     kept = _kept_wheel(version)
     if kept is not None:
         return kept
-    result = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-         "--quiet", f"vllm=={version}", "-d", str(into)],
-        capture_output=True, text=True,
-    )
+    result = children.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+         "--quiet", f"vllm=={version}", "-d", str(into)])
     wheels = sorted(into.glob(f"vllm-{version}-*.whl"))
     if result.returncode != 0 or not wheels:
         tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]

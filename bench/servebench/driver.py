@@ -15,6 +15,8 @@ from . import command, results
 from .client import EndpointError, served_models  # noqa: F401  (the sweep's and the probes' names)
 from .resolution import resolved_tpot_ms
 from .plan import PlanError, Run, Sweep, runs, warmup_seed
+from door import children
+from door import files
 
 INTERRUPTED = 130
 # A run's whole deadline: `vllm bench serve` gives each request 6 hours (vLLM 0.33.0,
@@ -75,12 +77,12 @@ class Driver:
             try:
                 return proc.wait(timeout=cap_s)
             except subprocess.TimeoutExpired:
-                subprocess.run(["docker", "kill", container], capture_output=True)
+                children.run(["docker", "kill", container], text=False)
                 proc.terminate()
                 proc.wait()
                 return None
             except KeyboardInterrupt:
-                stop_container(proc, lambda: subprocess.run(["docker", "kill", container], capture_output=True))
+                stop_container(proc, lambda: children.run(["docker", "kill", container], text=False))
                 raise
 
     def warm_up(self, prompts: int) -> None:
@@ -152,7 +154,7 @@ def results_complete_failures(folder: pathlib.Path, planned: list[Run], pending:
 
 def tail(path: pathlib.Path, lines: int) -> str:
     try:
-        text = path.read_text(errors="replace").strip().splitlines()
+        text = files.read_own_bytes(path).decode(errors="replace").strip().splitlines()
     except OSError:
         return ""
     return "\n".join(text[-lines:])

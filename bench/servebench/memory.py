@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import ctypes
 import re
-import subprocess
 from typing import Callable
 
 from .periodic import Periodic
+from door import children
 
 UNITS = {"B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4,
          "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4}
@@ -54,8 +54,7 @@ def nvml_reader() -> Callable[[], int] | None:
 
 def container_reader(container: str) -> Callable[[], int | None]:
     def used() -> int | None:
-        done = subprocess.run(["docker", "stats", "--no-stream", "--format", "{{.MemUsage}}", container],
-                              capture_output=True, text=True)
+        done = children.run(["docker", "stats", "--no-stream", "--format", "{{.MemUsage}}", container])
         return docker_mem_bytes(done.stdout) if done.returncode == 0 else None
     return used
 

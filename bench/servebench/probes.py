@@ -13,6 +13,7 @@ import time
 from . import client, command, depth, memory, plot, prom, record, results
 from .driver import RUN_TIMEOUT_S, Driver, EndpointError, overran, served_models
 from .plan import PlanError, Sweep, runs
+from door import children
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +47,7 @@ def start_server(job: RecordJob) -> float | None:
         return None
     began = time.monotonic()
     try:
-        done = subprocess.run(shlex.split(job.start), capture_output=True, text=True, timeout=start_deadline(job))
+        done = children.run(shlex.split(job.start), timeout_s=start_deadline(job))
     except subprocess.TimeoutExpired:
         raise EndpointError(f"--start {job.start!r} did not return within {start_deadline(job):g} s "
                             "and was stopped; give a command that starts the server and returns "

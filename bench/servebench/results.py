@@ -5,6 +5,7 @@ import json
 import pathlib
 
 from .plan import FORMAT, PlanError, Run, Sweep
+from door import files
 
 SWEEP_FILE = "sweep.json"
 RUNS = "runs"          # complete raw `vllm bench serve` JSON, one per run
@@ -31,7 +32,7 @@ def partial_name(run: Run) -> str:
 
 def load_json(path: pathlib.Path):
     try:
-        return json.loads(path.read_text())
+        return files.own_json(files.read_own(path))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
 

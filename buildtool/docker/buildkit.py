@@ -12,6 +12,7 @@ from pathlib import Path
 from door import children
 from buildtool.errors import BuildError
 from buildtool.docker.progress import ProgressView, failure_line
+from door import files
 
 
 @dataclass
@@ -111,4 +112,4 @@ def _build_once(req: BuildRequest, view: ProgressView) -> str:
                 raise BuildError("docker buildx is missing: install the buildx plugin "
                                  "(scripts/install-test-host.sh on Debian)")
             raise BuildError("build failed: " + failure_line(view.lines))
-        return "" if req.output_dir else iidfile.read_text().strip()
+        return "" if req.output_dir else files.read_own(iidfile).strip()

@@ -24,6 +24,7 @@ from buildtool.image.verify import COMPILE_RECORDS, finding_line, read_build_rep
 from buildtool.plan import BuildPlan, add_build_arguments, build_plan
 from contract import compile_record
 from contract.clamp_paths import COMPILE_RECORD, parse_report
+from door import files
 
 REPO = Path(__file__).resolve().parents[2]
 # The ID of the image before labelling: the same layers and config give the same ID, so a
@@ -59,7 +60,7 @@ def keep_compile_record(document: dict, folder: Path = COMPILE_RECORDS) -> str:
     text = compile_record.text_of(record)
     shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
     try:
-        if path.read_text(encoding="utf-8") == text:
+        if files.read_own(path) == text:
             return f"{shown}: unchanged ({len(record.answers)} compiles)"
     except (FileNotFoundError, UnicodeDecodeError):
         pass
@@ -78,7 +79,7 @@ def export_compile_record(base: str, extras: str | None = None) -> bytes:
             target=COMPILE_RECORD_STAGE, output_dir=Path(folder)), ProgressView(io.StringIO(), live=False))
         name = posixpath.basename(COMPILE_RECORD)
         try:
-            data = (Path(folder) / name).read_bytes()
+            data = files.read_own_bytes(Path(folder) / name)
             parse_report(COMPILE_RECORD, data)
         except (ValueError, OSError, EOFError) as error:  # the fit step wrote it: a bug, not the user's input
             raise BuildError(f"the build's {COMPILE_RECORD_STAGE} stage holds no readable {name} "

@@ -1,7 +1,6 @@
 """`build.py verify IMAGE`: the verification container, what must hold in an image before it gets the tag."""
 import gzip
 import io
-import json
 import posixpath
 import re
 import tarfile
@@ -18,6 +17,7 @@ from contract import compile_record
 from contract.clamp_paths import parse_report
 from contract.layout import BUILD_REPORTS, FIT_TABLE, INSTALL_DIR
 from contract.verdict import Result, Status, failed, passed
+from door import files
 
 # CUDA_VISIBLE_DEVICES empty: vLLM keeps Triton enabled on a host without a GPU driver.
 # The fit check's Triton cache persists in a named volume, so only a first verification
@@ -90,7 +90,7 @@ def committed_record(client: docker.DockerClient, image: str) -> bytes | None:
     if not isinstance(version, str) or not re.fullmatch(r"[0-9][0-9A-Za-z.+-]{0,40}", version):
         return None
     try:
-        return gzip.compress(compile_record.record_path(COMPILE_RECORDS, version).read_bytes(), mtime=0)
+        return gzip.compress(files.read_own_bytes(compile_record.record_path(COMPILE_RECORDS, version)), mtime=0)
     except (OSError, ValueError):
         return None
 
@@ -194,7 +194,7 @@ def tar_of(name: str, data: bytes) -> bytes:
 
 def _json_field(text: str, key: str):
     try:
-        return json.loads(text).get(key)
+        return files.own_json(text).get(key)
     except (ValueError, AttributeError):
         return None
 
@@ -211,7 +211,7 @@ def _json_summary(text: str, key: str) -> str:
 
 def _fit_summary(text: str) -> str:
     try:
-        report = json.loads(text)
+        report = files.own_json(text)
     except ValueError:
         return _last_line(text)
     misfits = [l for l in report.get("launches", []) if not l.get("fits")]

@@ -15,7 +15,6 @@ or `--language-model-only`) passes; not stated passes, saying that audio input n
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 from typing import Callable, Sequence
 
@@ -23,6 +22,7 @@ from contract.model_config import ModelConfig
 from contract.verdict import Result, failed, passed
 
 from .. import linker_cache
+from door import files
 
 NAME = "audio"
 AUDIO_CONFIG_KEYS = ("audio_config", "audio_encoder_config", "audio_tower_config")
@@ -54,7 +54,7 @@ def requested_audio(limit, text_only: bool = False) -> int | None:
         return 0
     if isinstance(limit, str):
         try:
-            limit = json.loads(limit)
+            limit = files.word_json(limit)
         except (ValueError, RecursionError):
             return None  # vLLM refuses it at startup, naming the flag
     if isinstance(limit, dict) and "audio" in limit:

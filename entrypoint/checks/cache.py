@@ -32,6 +32,7 @@ from imagefacts.shape import PACKAGES
 from contract.layout import CACHE_STAMP_NAME, CLAMP_REPORT, FIT_TABLE, IMAGE_FACTS, VERSIONS_REPORT
 from contract.verdict import Result, Status, failed, passed, warned
 from door import files
+from door.files import own_json
 
 from .. import mounts
 from .disk import existing_ancestor
@@ -98,7 +99,7 @@ def image_identity(files=IDENTITY_FILES, versions_file: str = VERSIONS_REPORT,
     none, as in the CPU vehicle) and a digest of the versions and of every identity file present."""
     raw = _content(versions_file)
     try:
-        recorded = json.loads(raw) if raw is not None else None
+        recorded = own_json(raw) if raw is not None else None
     except ValueError:
         recorded = None
     versions = {p: recorded.get(p) for p in PACKAGES} if isinstance(recorded, dict) else fallback()

@@ -18,6 +18,7 @@ from typing import Callable, Mapping
 from contract import layout
 from contract.model_config import ModelConfig
 from contract.verdict import Result, Status, failed, passed, warned
+from door import files
 
 CLAMP = "clamp"
 FIT = "fit"
@@ -52,7 +53,7 @@ def built_report(site: str) -> dict | None:
     """The build's apply report for the clamp site (layout.CLAMP_REPORTS), None where absent or unreadable."""
     path = layout.CLAMP_REPORTS.get(site)
     try:
-        report = json.loads(Path(path).read_text()) if path else None
+        report = files.own_json(files.read_own(Path(path))) if path else None
     except (OSError, ValueError):
         return None
     return report if isinstance(report, dict) else None
@@ -86,7 +87,7 @@ def _launches(count: int) -> str:
 
 def _judge_report(returncode: int, stdout: str, stderr: str, cc: tuple[int, int], limit: int) -> Result:
     try:
-        report = json.loads(stdout)
+        report = files.own_json(stdout)
     except json.JSONDecodeError:
         report = None
     if not isinstance(report, dict):

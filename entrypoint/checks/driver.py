@@ -13,6 +13,7 @@ from ..nvml import LIBNVML
 from contract.verdict import Result, Status, failed, passed
 
 from . import driver_floor
+from door import files
 
 NAME = "driver"
 PROC_VERSION = "/proc/driver/nvidia/version"
@@ -50,11 +51,7 @@ def nvml_failure(code: int, reason: str, kernel: str | None) -> Result:
 
 
 def read_text(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read()
-    except OSError:
-        return None
+    return files.read_system(path)
 
 
 def check_driver(libcuda: str = LIBCUDA, libnvml: str = LIBNVML, proc_version: str = PROC_VERSION,

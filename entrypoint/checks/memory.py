@@ -16,6 +16,7 @@ from contract.verdict import Result, failed, passed, warned
 from contract.model_config import ModelConfig
 from ..nvml import GpuMemory
 from .model import gib
+from door import files
 
 NAME = "memory"
 PROCESS_OVERHEAD = 3 * 2**30  # Python, torch, CUDA context, tokenizer
@@ -37,11 +38,7 @@ def parse_meminfo(text: str) -> dict[str, int]:
 
 def read_number(path: str) -> int | None:
     """A cgroup file's number; None when absent or "max" (no limit)."""
-    try:
-        with open(path, encoding="ascii") as handle:
-            raw = handle.read().strip()
-    except OSError:
-        return None
+    raw = (files.read_system(path) or "").strip()
     return int(raw) if raw.isdigit() and int(raw) < NO_LIMIT else None
 
 

@@ -277,12 +277,16 @@ def read_config(path: str, overrides: Mapping | None = None, config_file: str | 
     if overrides:
         raw = with_overrides(raw, overrides)
     try:
-        return raw, parse_config(raw)
+        typed = parse_config(raw)
     except ConfigProblem as problem:
         if overrides:
             raise ModelProblem(f"{name} with {OVERRIDES_FLAG}: {problem}",
                                f"correct that field in {OVERRIDES_FLAG} or config.json") from None
         raise ModelProblem(f"{name}: {problem}", f"correct that field in config.json, or {_redownload(folder)}") from None
+    if not typed.names_a_model:
+        raise ModelProblem(f"{name} names neither architectures nor model_type: not a Hugging Face model's config",
+                           _redownload(folder, "config.json"))
+    return raw, typed
 
 
 def _index(path: str, index: str, present: list[str]) -> list[str] | None:

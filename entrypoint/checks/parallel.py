@@ -21,6 +21,7 @@ from contract.model_config import ConfigProblem, ModelConfig
 from contract.verdict import Result, failed, passed
 
 from ..device import Device
+from door import files
 
 NAME = "parallel"
 PROBE_MIB = 8
@@ -146,7 +147,7 @@ def _collect(child: subprocess.Popen, world: int, started: float, timeout_s: flo
         return probe_verdict(world, None, time.perf_counter() - started, timeout_s)
     elapsed = time.perf_counter() - started
     try:
-        outcome = json.loads(out.strip().splitlines()[-1])
+        outcome = files.own_json(out.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
         tail = (err.strip().splitlines() or ["no output"])[-1]
         outcome = {"ok": False, "error": f"exit {child.returncode}: {tail}"}

@@ -7,13 +7,13 @@ Pure standard library: the entrypoint and the unit tests read configs without to
 from __future__ import annotations
 
 import dataclasses
-import json
 import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from contract.model_config import ModelConfig, Section
 from patches.fitcheck.base import BF16_MIN_CC, DEFAULT_DTYPE, DTYPES, ConfigError, UnprovenLayers, typed  # noqa: F401
+from door import files
 
 # vLLM's Triton backend accepts block sizes that are multiples of 16; hybrid models get a
 # larger block on the layers with the smaller per-token KV size so every page has one size.
@@ -342,16 +342,11 @@ def config_shapes(config: ModelConfig | dict, model: str, where: str, tensor_par
 def read_config(path: str | Path) -> ModelConfig:
     """The typed config.json at `path` (ConfigError: one-line reason naming the file)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read ({error.strerror or error}); pass an HF config.json") from None
-    try:
-        return typed(json.loads(text), str(path))
-    except json.JSONDecodeError as error:
-        raise ConfigError(
-            f"{path}: not JSON ({error.msg} at line {error.lineno}); pass the model's HF config.json"
-        ) from None
+    try:  # a regular file, capped, strict UTF-8 JSON: a FIFO, a device or a deep nest is refused
+        found = files.read_json(str(path), str(path))
+    except files.FileProblem as problem:
+        raise ConfigError(f"{problem}; pass the model's HF config.json") from None
+    return typed(found, str(path))
 
 
 # The matrix: which batches the fit check feeds the attention launcher for each layer shape.

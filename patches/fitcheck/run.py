@@ -14,6 +14,7 @@ from patches.fitcheck import attention as shapes_
 from patches.fitcheck import families
 from patches.fitcheck import report as report_
 from patches.fitcheck.base import DEFAULT_DTYPE, DTYPES, TENSOR_PARALLEL_SIZES, ConfigError, UnprovenLayers
+from door import files
 
 
 class UsageError(ValueError):
@@ -102,7 +103,7 @@ def _unpatched_launcher(launcher, name: str = "vllm_turing_unpatched_attention")
     from patches.fitcheck.recorder import launcher_from_source
     from patches.turing_clamp import strip_clamp
 
-    source = Path(launcher.__file__).read_text(encoding="utf-8")
+    source = files.read_own(Path(launcher.__file__))
     unpatched = strip_clamp(source)
     return launcher if unpatched == source else launcher_from_source(unpatched, name)
 
@@ -122,10 +123,9 @@ def _launcher(options: FitOptions):
     if not options.launcher:
         return installed_launcher()
     try:
-        source = Path(options.launcher).read_text(encoding="utf-8")
-    except OSError as error:
-        raise UsageError(f"--launcher {options.launcher}: cannot read ({error.strerror}); "
-                         "pass a triton_unified_attention.py") from None
+        source = files.read_text(options.launcher, f"--launcher {options.launcher}", 16 * files.MiB)
+    except files.FileProblem as problem:
+        raise UsageError(f"{problem}; pass a triton_unified_attention.py") from None
     installed_launcher()  # vLLM's own modules first, as the file imports them
     return launcher_from_source(source, "vllm_turing_checked_attention")
 

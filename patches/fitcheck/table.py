@@ -11,12 +11,14 @@ device, so the entrypoint can answer from config.json alone (patches/fitcheck/lo
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from patches.fitcheck.attention import LayerShape
 from patches.fitcheck.base import DEFAULT_DTYPE
 from patches.fitcheck.mixer_shapes import fields_by_kind
 from patches.fitcheck.util import write_atomically
+from door import files
 
 FORMAT = 1
 SMALLEST_TILE = 16
@@ -125,18 +127,19 @@ def _largest_needs(entries: list[dict]) -> list[dict]:
     return list(needs.values())
 
 
+TABLE_CAP = 256 * files.MiB  # the largest tables (every family, three passes) are a few MiB
+
+
 def read_table(path: Path, option: str = "--write-table") -> dict | None:
     """The existing table at path, None when there is none; TableError when it is not one
     (naming `option`, the command-line option that gave the path)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None
-    except OSError as error:
-        raise TableError(f"{path}: cannot read the fit table ({error.strerror}); fix its permissions "
-                         f"or pass another {option} path") from None
+    try:  # a path a user may give (--known-table): a regular file, capped, strict JSON
+        document = files.read_json(str(path), str(path), TABLE_CAP, unique_keys=False)
+    except files.FileProblem as problem:
+        raise TableError(f"{problem}; move it away or pass another {option} path") from None
     try:
-        document = json.loads(text)
         if document.get("format") != FORMAT or not isinstance(document.get("entries"), list):
             raise ValueError(f"format {document.get('format')!r}, expected {FORMAT} with an entries list")
         for entry in document["entries"]:

@@ -33,6 +33,28 @@ def run_to_end(client: docker.DockerClient, image: str, command, timeout: int = 
         container.remove(force=True)
 
 
+CORPUS_DRIVER = __import__("pathlib").Path(__file__).with_name("corpus_driver.py")
+
+
+def run_corpus(client: docker.DockerClient, image: str, corpus, cases: list[dict]) -> dict[str, dict]:
+    """Each case ({"id", "env", "args", "mode"}) through the image's entrypoint by corpus_driver.py,
+    all in one container of 1 GiB with `corpus` at /corpus; id -> outcome (code, stdout, stderr,
+    wall_s, timed_out). Not killed for memory, or the run fails."""
+    (corpus / "driver.py").write_text(CORPUS_DRIVER.read_text())
+    (corpus / "cases.json").write_text(json.dumps(cases))
+    container = client.containers.run(
+        image, ["/corpus/driver.py", "/corpus/cases.json"], entrypoint="python3", detach=True, mem_limit="1g",
+        memswap_limit="1g", environment=CPU_ENV, volumes={str(corpus): {"bind": "/corpus", "mode": "rw"}})
+    try:
+        status = container.wait(timeout=60 * 60)
+        logs = container.logs(stderr=False).decode()
+        container.reload()
+        assert status["StatusCode"] == 0 and not container.attrs["State"]["OOMKilled"], logs[-2000:]
+    finally:
+        container.remove(force=True)
+    return {outcome["id"]: outcome for outcome in json.loads(logs)}
+
+
 def file_in_image(client: docker.DockerClient, image: str, path: str) -> bytes:
     """A file's bytes as the image holds it (buildtool's copy out of a created container, never its log)."""
     data = files_in_image(client, image, [path])[path]

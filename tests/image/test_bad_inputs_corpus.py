@@ -3,15 +3,13 @@ against the built image's entrypoint, in one container of 1 GiB: no case may end
 run past 20 s, be killed for memory, or be accepted when it must be refused. A refusal is one line
 naming the setting or file; a failed check names its fix."""
 import dataclasses
-import json
-from pathlib import Path
 
 import pytest
 
+from tests.image.containers import run_corpus
 from tests.support import bad_inputs, bad_model_folders
 from tests.support.model_files import write_model_dir
 
-DRIVER = Path(__file__).with_name("corpus_driver.py")
 FOLDERS = "/corpus/folders"
 
 
@@ -38,20 +36,7 @@ def outcomes(docker_client, image, tmp_path_factory) -> dict:
     (corpus / "key").write_text(PLANTED_KEY + "\n")
     for case in bad_model_folders.CASES:
         case.build(corpus / "folders" / case.name)
-    (corpus / "driver.py").write_text(DRIVER.read_text())
-    (corpus / "cases.json").write_text(json.dumps([as_json(case) for case in CASES]))
-    container = docker_client.containers.run(
-        image, ["/corpus/driver.py", "/corpus/cases.json"], entrypoint="python3", detach=True, mem_limit="1g",
-        memswap_limit="1g", environment={"CUDA_VISIBLE_DEVICES": ""},
-        volumes={str(corpus): {"bind": "/corpus", "mode": "rw"}})
-    try:
-        status = container.wait(timeout=60 * 60)
-        logs = container.logs(stderr=False).decode()
-        container.reload()
-        assert status["StatusCode"] == 0 and not container.attrs["State"]["OOMKilled"], logs[-2000:]
-    finally:
-        container.remove(force=True)
-    return {outcome["id"]: outcome for outcome in json.loads(logs)}
+    return run_corpus(docker_client, image, corpus, [as_json(case) for case in CASES])
 
 
 def check_line(stdout: str, name: str) -> str:

@@ -94,7 +94,8 @@ def test_compressed_tensors_drafter_is_refused_with_the_acceptance_explanation(t
 
 
 def test_drafter_quantized_otherwise_is_a_warning(tmp_path):
-    write_model_dir(tmp_path / "drafter", config={"quantization_config": {"quant_method": "fp8"}})
+    write_model_dir(tmp_path / "drafter", config={"model_type": "gemma4_assistant",
+                                                  "quantization_config": {"quant_method": "fp8"}})
     result = drafter_result(str(tmp_path / "drafter"), str(tmp_path / "hub"))
     assert result.status is Status.WARN and "fp8" in result.message
 

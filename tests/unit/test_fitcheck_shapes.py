@@ -99,7 +99,7 @@ def test_plain_full_attention_model_derives_head_dim(tmp_path):
 
 
 @pytest.mark.parametrize("content, says", [
-    ('{"num_attention_heads": 8,', "not JSON"),
+    ('{"num_attention_heads": 8,', "not valid JSON"),
     ("[1, 2]", "expected a JSON object"),
     ({"num_key_value_heads": 2}, "'num_attention_heads' is not set"),
     ({"num_attention_heads": 8, "num_key_value_heads": 3, "head_dim": 64}, "not a multiple"),
@@ -123,13 +123,13 @@ def test_cli_exits_2_on_a_malformed_config_without_traceback(tmp_path):
     done = subprocess.run([sys.executable, "-m", "patches.fitcheck", "--device", "sm75", "--model-config", str(path)],
                           capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 2
-    assert done.stderr.count("\n") == 1 and "not JSON" in done.stderr and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1 and "not valid JSON" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_cli_exits_2_on_a_missing_config(tmp_path):
     done = subprocess.run([sys.executable, "-m", "patches.fitcheck", "--model-config", str(tmp_path / "nope.json")],
                           capture_output=True, text=True, cwd=REPO)
-    assert done.returncode == 2 and "cannot read" in done.stderr and "Traceback" not in done.stderr
+    assert done.returncode == 2 and "does not exist" in done.stderr and "Traceback" not in done.stderr
 
 
 @pytest.mark.parametrize("config, cc, setting, expected", [

@@ -66,7 +66,7 @@ def test_a_server_that_never_gets_ready_gives_a_report_without_checks(capsys):
     (["--request-timeout", "nan"], "must be positive seconds, at most 604800"),   # a traceback from the timer once
     (["--timeout", "inf"], "must be positive seconds, at most 604800"),
     (["--api-key-file", "/nonexistent/key"], "--api-key-file /nonexistent/key: no such file"),
-    (["--api-key-file", "/dev/null"], "--api-key-file /dev/null: the file is empty"),
+    (["--api-key-file", "/dev/null"], "--api-key-file /dev/null is a character device, not a regular file"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message):
     run = subprocess.run([sys.executable, "-m", "buildtool.smoke", *args], cwd=REPO,

@@ -23,8 +23,11 @@ from urllib.parse import urlsplit
 import requests
 import urllib3.exceptions
 
+from door import files
+
 KEY_ENV = "OPENAI_API_KEY"
 KEY_FILE_FLAG = "--api-key-file"
+KEY_FILE_CAP = 64 * 1024
 
 DNS, TLS, REFUSED, DROPPED, NO_ANSWER = "dns", "tls", "refused", "dropped", "no answer"
 FINAL_AT_ONCE = (DNS, TLS)
@@ -40,17 +43,22 @@ def read_api_key(key_file: str | os.PathLike | None, environ=os.environ) -> str 
     if key_file is None:
         return environ.get(KEY_ENV) or None
     path = pathlib.Path(key_file)
-    try:
-        key = path.read_text().strip()
-    except FileNotFoundError:
-        raise ApiKeyError(f"{KEY_FILE_FLAG} {path}: no such file; give the file holding the server's API key") from None
-    except OSError as exc:
-        raise ApiKeyError(f"{KEY_FILE_FLAG} {path}: cannot be read ({exc.strerror}); "
-                          "make it readable by this user") from None
-    if not key:
-        raise ApiKeyError(f"{KEY_FILE_FLAG} {path}: the file is empty; write the server's API key into it")
+    name = f"{KEY_FILE_FLAG} {files.shown(str(path))}"
+    if not os.path.lexists(path):
+        raise ApiKeyError(f"{name}: no such file; give the file holding the server's API key")
+    try:  # a regular file only: a FIFO or a device would block or never end
+        key = files.read_text(str(path), name, KEY_FILE_CAP).strip()
+    except files.FileProblem as exc:
+        raise ApiKeyError(f"{exc}; give a regular file holding the server's API key alone, "
+                          "readable by this user") from None
     if "\n" in key:
         raise ApiKeyError(f"{KEY_FILE_FLAG} {path}: more than one line; the file holds the key alone")
+    if key.startswith("\ufeff"):
+        raise ApiKeyError(f"{name} starts with a byte-order mark, which no HTTP header carries; "
+                          "save the file as plain UTF-8 without a BOM")
+    if not (key.isascii() and key.isprintable()) or any(c.isspace() for c in key):
+        raise ApiKeyError(f"{name} holds a character an HTTP header cannot carry (non-ASCII, a control "
+                          "character or a space); write the key alone, as the server was given it")
     return key
 
 

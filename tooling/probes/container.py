@@ -1,8 +1,8 @@
 """A probe's run in a container of the image: this checkout mounted, its JSON lines read back."""
-import json
-import subprocess
 import sys
 from pathlib import Path
+from door import files
+from door import children
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -14,8 +14,8 @@ def probe_lines(bench: str, image: str, probe: str, args: list[str], rows_of=lam
     command = ["docker", "run", "--rm", "--network", "none", "--entrypoint", "python3", "-e", "CUDA_VISIBLE_DEVICES=",
                "-e", "PYTHONPATH=/bench-src", "-w", "/bench-src", "-v", f"{REPO}:/bench-src:ro", image,
                "-m", probe, *args]
-    done = subprocess.run(command, capture_output=True, text=True)
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    done = children.run(command)
+    lines = [files.own_json(line) for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not rows_of(lines):
         print(f"{bench}: the container failed (exit {done.returncode}): "
               f"{done.stderr.strip().splitlines()[-3:] or ['no output']}", file=sys.stderr)

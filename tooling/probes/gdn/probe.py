@@ -11,15 +11,16 @@ import sys
 from patches.fitcheck import gdn_launches, mixers
 from patches.fitcheck.compiler import compile_launches
 from patches.fitcheck.mixer_launches import options
+from door import files
 
 TILES = ("BT", "BK", "BV", "BS", "BLOCK_T", "BLOCK_M", "BLOCK_N", "ROWS_PER_BLOCK", "NP2_STATELEN")
 
 
 def main(argv: list[str]) -> None:
     """argv: the families, the devices ({name: [cc, limit]}) as JSON, the tensor-parallel sizes."""
-    families = json.loads(argv[0])
-    devices = json.loads(argv[1])
-    tensor_parallel = json.loads(argv[2])
+    families = files.own_json(argv[0])
+    devices = files.own_json(argv[1])
+    tensor_parallel = files.own_json(argv[2])
     shapes, launches = [], []
     for name in families:
         for ranks in tensor_parallel:

@@ -11,12 +11,13 @@ import sys
 from patches.fitcheck import mixer_launches
 from patches.fitcheck.compiler import compile_launches
 from patches.fitcheck.mixers import BUILTIN_HYBRIDS, mixer_from_config
+from door import files
 
 
 def main(argv: list[str]) -> None:
     """argv: the families, the devices ({name: [cc, limit]}) as JSON."""
-    families = json.loads(argv[0])
-    devices = json.loads(argv[1])
+    families = files.own_json(argv[0])
+    devices = files.own_json(argv[1])
     launches = []
     for name in families:
         try:
