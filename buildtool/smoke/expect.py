@@ -7,10 +7,10 @@ a judgement the existing ones cannot express.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 
+from door import files
 from tooling.endpoint import replies
 from tooling.endpoint.client import EndpointError
 
@@ -145,7 +145,7 @@ class ToolCalled:
         if call.type != "function" or call.name != self.function:
             return f"tool_calls[0] calls {call.name!r}, expected {self.function!r}"
         try:
-            arguments = json.loads(call.arguments or "")
+            arguments = files.word_json(call.arguments or "")
         except ValueError:
             return f"tool_calls[0].function.arguments is not JSON: {_shown(str(call.arguments))}"
         value = arguments.get(self.argument) if isinstance(arguments, dict) else None

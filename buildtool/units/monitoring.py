@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from door import files
 from buildtool.units.serialize import yaml_document
 from buildtool.units.spec import CONTAINER_PORT, UNIT_NAME, UnitSpec
 
@@ -32,7 +33,7 @@ IDLE_LABEL = "idle"  # on the targets of IDLE_AFTER servers (rules.yml leaves th
 
 
 def rules_text() -> str:
-    return RULES_SOURCE.read_text(encoding="utf-8")
+    return files.read_own(RULES_SOURCE)
 
 
 def _global() -> dict:

@@ -10,12 +10,12 @@ checkpoints' towers run in fp16 as vLLM builds them: the line says no layer of t
 from __future__ import annotations
 
 import importlib
-import json
 from pathlib import Path
 
 from contract import layout
 from contract.model_config import ModelConfig
 from contract.verdict import Result, failed, passed, warned
+from door import files
 
 NAME = "fp16"
 UNIFIED_TYPE = "gemma4_unified"
@@ -34,7 +34,7 @@ def paths(config: ModelConfig | None) -> tuple[str, ...]:
 def built_report() -> dict | None:
     """The build's apply report of the upcast (layout.FP16_REPORT), None where absent or unreadable."""
     try:
-        report = json.loads(Path(layout.FP16_REPORT).read_text())
+        report = files.own_json(files.read_own(layout.FP16_REPORT))
     except (OSError, ValueError):
         return None
     return report if isinstance(report, dict) else None

@@ -25,6 +25,7 @@ from ..checks import memory, turing_settings
 from ..checks.model import gib
 from ..device import NoDevice, probe_devices, weakest
 from door import output, paths, replace
+from door import files
 from door.files import kind, shown
 from . import hub, imported, judge, listing, manifest, verify
 from .request import ENV_GPU, FetchUsage, NothingToFetch, Request, parse_request
@@ -68,11 +69,7 @@ def target(request: Request) -> Target:
 
 
 def read_meminfo() -> str:
-    try:
-        with open(memory.MEMINFO, encoding="ascii") as handle:
-            return handle.read()
-    except OSError:
-        return ""
+    return files.read_system(memory.MEMINFO) or ""
 
 
 def discard(folder: str, file: listing.HubFile) -> None:
@@ -127,9 +124,9 @@ def drop_other_partials(folder: str, files: list[listing.HubFile]) -> None:
 def local_files(folder: str) -> list[str]:
     """The folder's files as repository paths, without the fetch's own .cache and the manifest."""
     names = []
-    for root, dirs, files in os.walk(folder):
+    for root, dirs, found in os.walk(folder):
         dirs[:] = [name for name in dirs if not (root == folder and name == ".cache")]
-        names += [os.path.relpath(os.path.join(root, name), folder).replace(os.sep, "/") for name in files]
+        names += [os.path.relpath(os.path.join(root, name), folder).replace(os.sep, "/") for name in found]
     return [name for name in names if name != manifest.NAME]
 
 

@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from door import files
 from patches.placing import (PatchReport, PlacementError, installed_vllm, parse, recorded_label, sha256, sha256_of,
                              vllm_version_at, write_atomic)
 from patches.fp16_upcast.placement import (
@@ -97,7 +98,7 @@ def _refusal(path: Path, what: str, todo: str = REINSTALL) -> UpcastError:
 def _source(path: Path) -> tuple[bytes, str] | None:
     """The file's bytes and text; None where the file does not exist (a release without the 12B)."""
     try:
-        data = path.read_bytes()
+        data = files.read_own_bytes(path)
     except FileNotFoundError:
         return None
     except OSError as exc:

@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from door import files
 from patches.placing import (PatchReport, installed_vllm, recorded_label, sha256 as _sha256, sha256_of as _sha256_of,
                              vllm_version_at, write_atomic)
 from patches.turing_clamp.placement import (
@@ -123,7 +124,7 @@ def _read(path: Path | str, site: Site | None = None) -> _State:
     site = site or site_of(path)
     version = vllm_version_of(path)
     try:
-        data = path.read_bytes()
+        data = files.read_own_bytes(path)
     except OSError as exc:
         raise ClampError(
             f"{path} (vLLM {version}): cannot read it ({exc.strerror}); expected vLLM's "

@@ -19,10 +19,10 @@ machine, the unit tier reads it.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from contract.devices import DEVICES
+from door import files
 
 FORMAT = 2  # 2: launches carry "windowed"
 RANKED_FILE = Path(__file__).with_name("ranked-configs.json")
@@ -210,7 +210,7 @@ def _combined(old: dict, new: dict) -> dict:
 
 
 def read(path: Path) -> dict:
-    document = json.loads(Path(path).read_text(encoding="utf-8"))
+    document = files.own_json(files.read_own(path))
     if document.get("format") != FORMAT:
         raise ValueError(f"{path}: format {document.get('format')!r}, expected {FORMAT}")
     return document
