@@ -201,18 +201,48 @@ def pytorch_problem(path: str, name: str) -> str | None:
         return str(problem)
 
 
+# A tokenizer.json is parsed in a child interpreter: json.loads of 30 MiB holds the GIL for the whole
+# parse (0.3-0.6 s), which stalled every other check of the preflight behind it (the driver's context
+# answered 0.6 s late on an H100); a child parses it on another core meanwhile.
+APART_ABOVE = files.INDEX_CAP
+PARSE_APART = ("import sys\nfrom door import files\ntry:\n"
+               "    files.read_object(sys.argv[1], sys.argv[2], int(sys.argv[3]), unique_keys=False)\n"
+               "except files.FileProblem as problem:\n    print(problem)\n")
+PARSE_DEADLINE_S = 60.0
+
+
+def _object_problem(full: str, name: str, cap: int) -> str | None:
+    """Why the file at `full` is not a whole JSON object of at most `cap` bytes (None: it is one)."""
+    if cap <= APART_ABOVE:
+        try:
+            files.read_object(full, name, cap, unique_keys=False)
+        except files.FileProblem as problem:
+            return str(problem)
+        return None
+    import subprocess
+    import sys
+
+    try:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(files.__file__)))  # where door/ is
+        path = os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))
+        done = subprocess.run([sys.executable, "-c", PARSE_APART, full, name, str(cap)], capture_output=True,
+                              text=True, timeout=PARSE_DEADLINE_S, env={**os.environ, "PYTHONPATH": path})
+    except subprocess.TimeoutExpired:
+        return f"{name} was not parsed within {PARSE_DEADLINE_S:.0f} s"
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"{name} could not be parsed (exit {done.returncode}: {files.shown(last[:200])})"
+    return done.stdout.strip() or None
+
+
 def tokenizer_problem(folder: str) -> tuple[str, str] | None:
     """(why, file) for the first tokenizer file in `folder` that is not a whole JSON object (torn,
     not UTF-8, a FIFO, too large); None when each present one is (an absent one is not judged: a
     model may keep its tokenizer in another format, or take --tokenizer)."""
     for file, cap in TOKENIZER_FILES:
         full = os.path.join(folder, file)
-        if not os.path.lexists(full):
-            continue
-        try:
-            files.read_object(full, _name(folder, file), cap, unique_keys=False)
-        except files.FileProblem as problem:
-            return str(problem), file
+        if os.path.lexists(full) and (why := _object_problem(full, _name(folder, file), cap)):
+            return why, file
     return None
 
 

@@ -35,6 +35,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("buildtool/image/verify.py", "archive"): "writes a one-file tar (tar_of) to copy into the check container",
     ("entrypoint/checks/clamp.py", "child"): IMAGE_CHILD,
     ("entrypoint/checks/parallel.py", "child"): IMAGE_CHILD,
+    ("entrypoint/checks/model.py", "child"): IMAGE_CHILD + " (a tokenizer.json parsed by door.files in a child, off the GIL)",
     ("entrypoint/linker_cache.py", "child"): IMAGE_CHILD,
     ("entrypoint/checks/devices.py", "open"): "opens a /dev/nvidia* character device O_NONBLOCK to probe access, reads nothing",
     ("entrypoint/ready.py", "network"): "the entrypoint polls the server it started itself on loopback, with a deadline",
