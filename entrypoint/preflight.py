@@ -242,7 +242,9 @@ def model_check(models: Models, settings: Settings, env: Mapping[str, str]) -> C
         found = model.check_model(models.model, settings.max_model_len, model.allow_long(env))
         return fetched.check_fetched(found, models.model, settings.verify_hashes_s)
     tokenizer = models.model.tokenizer_folder
-    if not settings.verify_hashes_s and not (tokenizer and os.path.lexists(os.path.join(tokenizer, "tokenizer.json"))):
+    parses = (tokenizer and os.path.lexists(os.path.join(tokenizer, "tokenizer.json"))
+              and "tokenizer.json" not in model.fetched_files(tokenizer))
+    if not settings.verify_hashes_s and not parses:
         return run
     return in_background(model.MODEL, run, (settings.verify_hashes_s or 0) + CHECK_DEADLINE_S)
 

@@ -160,3 +160,22 @@ def test_any_json_is_a_manifest_or_a_refusal_naming_the_file(doc):
         assert "the-manifest" in str(problem)
     else:
         assert all(".." not in file.path.split("/") and not file.path.startswith("/") for file in found.files)
+
+
+def test_a_tokenizer_the_fetch_verified_is_not_parsed_again_and_a_torn_one_still_fails_by_its_size(tmp_path, monkeypatch):
+    folder = tmp_path / "fetched"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(shapes.BUILTIN_CONFIGS["gemma4-e2b"]))
+    (folder / "tokenizer.json").write_text(json.dumps({"model": {"vocab": {str(i): i for i in range(2000)}}}))
+    write_tensors(folder / "model.safetensors", {"w": ("F16", [4096])})
+    listed = [hub_file(folder, name) for name in ("config.json", "tokenizer.json", "model.safetensors")]
+    manifest.write(str(folder), manifest.document(REPO, "main", COMMIT, listed, [], "2026-01-01T00:00:00+00:00", "sm75"))
+    parsed = []
+    monkeypatch.setattr(model, "_object_problem", lambda *args: parsed.append(args[0]))
+    assert checked(folder).status is Status.PASS and parsed == []
+    (folder / "tokenizer.json").write_bytes((folder / "tokenizer.json").read_bytes()[:-40])
+    result = checked(folder)
+    assert result.status is Status.FAIL and "tokenizer.json" in result.message and parsed == []
+    (folder / manifest.NAME).unlink()
+    checked(folder)
+    assert parsed == [str(folder / "tokenizer.json")], "without a manifest the file is parsed"
