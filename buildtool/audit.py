@@ -279,7 +279,7 @@ def _order(finding: Finding):
 # records of one package (torch's some tens, a few KiB each).
 ANSWER_CAP = 16 * MiB
 ANSWER_DEPTH = 32
-QUERY_DEADLINE_S = 60.0  # one package's answer, connection and redirects included
+QUERY_DEADLINE_S = 30.0  # one package's answer, connection and redirects included (an OSV answer takes < 5 s)
 INDEX = "the package index's vulnerability data"
 OSV_ANSWER_KEYS = frozenset(("vulns", "next_page_token"))
 

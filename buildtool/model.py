@@ -55,7 +55,7 @@ def add_arguments(parser) -> None:
     fetch.add_argument("--gpu", type=gpu_name, help="judge for this card (t4, rtx2080ti, a10, ...: its memory too) or device (sm75, sm86, ...) instead of this host's")
     fetch.add_argument("--drafter", action="store_true",
                        help="a speculative drafter: judged also as the preflight judges DRAFTER")
-    fetch.add_argument("--token-file", type=flags.existing_file,
+    fetch.add_argument("--token-file", type=flags.secret_file,
                        help="a file holding the Hub token, mounted read-only (else HF_TOKEN from the environment)")
     fetch.add_argument("--host-network", action="store_true",
                        help="share the host's network (an HF_ENDPOINT on this host's loopback)")

@@ -27,6 +27,8 @@ from typing import Iterable, Iterator
 from door.files import FileProblem, opened, shown, size_text
 
 MAX_MEMBERS = 200_000
+TAR_BLOCK = 512
+COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")  # gzip, bzip2, xz
 TOTAL_CAP = 2 * 2**30
 
 _EOCD = b"PK\x05\x06"
@@ -208,6 +210,11 @@ def _tar_kind(info: tarfile.TarInfo) -> str | None:
 def open_tar(path: str, name: str, limits: Limits) -> Iterator[Archive]:
     """The tar (plain, gzip, bzip2 or xz) at `path`, its listing judged; ArchiveProblem or FileProblem."""
     with opened(path, name) as (fd, _size), os.fdopen(os.dup(fd), "rb") as handle:
+        head = handle.read(TAR_BLOCK)
+        handle.seek(0)
+        if not (head.startswith(COMPRESSED_MAGIC) or head[257:262] == b"ustar"):
+            # tarfile reads a file of zeros to its end before it finds no member (an 8 GiB one: minutes)
+            raise ArchiveProblem(f"{name} is not a tar archive (no ustar header, no gzip, bzip2 or xz magic)")
         try:
             archive = tarfile.open(fileobj=handle, mode="r:*")
         except (tarfile.TarError, EOFError, OSError) as error:

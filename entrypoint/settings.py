@@ -4,6 +4,7 @@ An empty variable counts as unset, as env files write `NAME=` for "not given".""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import shlex

@@ -4,16 +4,17 @@ pinned commit, so every file is verified against the Hub's metadata as a downloa
 the copy itself (a copy altered with its manifest left alone is refused)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
-import shutil
-import tarfile
 
-from door import files
+from door import archives, files
 from . import manifest
 from .listing import HubFile
 
 CHUNK = 8 * 2**20
+# A model's tar: shards of tens of GiB, a few hundred GiB in all, a few thousand files at most.
+LIMITS = archives.Limits(member_cap=2**40, max_members=100_000, total_cap=2**42)
 
 
 class SourceProblem(Exception):
@@ -49,45 +50,49 @@ class Folder:
 
 
 class Tarball:
-    """A tar (plain or compressed) of a fetched folder, at its top or under one folder."""
+    """A tar (plain or compressed) of a fetched folder, at its top or under one folder, read through
+    door.archives: members judged from the listing (contained names, no links, sizes within LIMITS)."""
 
     def __init__(self, path: str):
         self.path = path
-        try:
-            with tarfile.open(path) as archive:
-                self.members = {member.name: member for member in archive.getmembers() if member.isfile()}
-        except (tarfile.TarError, EOFError) as error:
-            raise SourceProblem(f"--from {path} is not a readable tarball ({error})",
-                                "give the folder, or a tar of it (tar czf model.tgz -C models NAME)") from None
+        self.name = f"--from {path}"
+        with self._opened() as archive:
+            self.members = {member.name: member for member in archive.members}
         names = [name for name in self.members if posixpath.basename(name) == manifest.NAME]
         if len(names) != 1:
             raise SourceProblem(f"--from {path} holds {len(names)} {manifest.NAME} files, not one",
                                 "tar one folder a `fetch` wrote, its manifest with it")
         self.prefix = posixpath.dirname(names[0])
 
-    def _member(self, path: str) -> tarfile.TarInfo:
+    @contextlib.contextmanager
+    def _opened(self):
+        try:
+            with archives.open_tar(self.path, self.name, LIMITS) as archive:
+                yield archive
+        except files.FileProblem as problem:
+            raise SourceProblem(str(problem), "give the folder, or a tar of it (tar czf model.tgz -C models NAME)") \
+                from None
+
+    def _member(self, path: str) -> archives.Member:
         member = self.members.get(posixpath.join(self.prefix, path) if self.prefix else path)
         if member is None:
             raise SourceProblem(f"--from {self.path} lacks {path}, which its manifest lists",
                                 "tar the whole folder a `fetch` wrote")
         return member
 
-    def _read(self, path: str, handle) -> None:
-        with tarfile.open(self.path) as archive:
-            extracted = archive.extractfile(self._member(path))
-            shutil.copyfileobj(extracted, handle, CHUNK)
-
     def manifest(self) -> manifest.Manifest:
         member = self._member(manifest.NAME)
         if member.size > manifest.MANIFEST_CAP:
             raise SourceProblem(f"--from {self.path}: its {manifest.NAME} is {member.size} bytes, not a manifest",
                                 "tar the folder a `fetch` wrote")
-        with tarfile.open(self.path) as archive:
-            data = archive.extractfile(member).read()
+        with self._opened() as archive:
+            data = archive.read(member)
         return manifest.parse_bytes(data, f"{self.path}:{member.name}")
 
     def copy(self, file: HubFile, handle) -> None:
-        self._read(file.path, handle)
+        member = self._member(file.path)
+        with self._opened() as archive:
+            archive.copy(member, handle)
 
 
 def source(path: str) -> Folder | Tarball:

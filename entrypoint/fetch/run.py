@@ -326,7 +326,10 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
     except paths.PathProblem as problem:
         say(f"{problem}; check HF_ENDPOINT (unset it for the Hub) or the --from copy")
         return 2
-    except (Refused, imported.SourceProblem) as refusal:
+    except imported.SourceProblem as refusal:  # the --from copy given is not one a fetch wrote
+        say(f"{refusal}; {refusal.fix}")
+        return 2
+    except Refused as refusal:
         say(f"{refusal}; {refusal.fix}")
         return 1
     except OSError as error:

@@ -24,7 +24,7 @@ def in_image(docker_client, image, *args: str) -> object:
         docker_client, image, ["/probe/tests/image/argv_typed_agreement.py", *args], entrypoint="python3",
         environment={"CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": "/probe"}, network_mode="none", timeout=900,
         volumes={str(REPO / name): {"bind": f"/probe/{name}", "mode": "ro"}
-                 for name in ("imagefacts", "entrypoint", "contract", "tests/image/argv_typed_agreement.py")})
+                 for name in ("imagefacts", "entrypoint", "contract", "door", "tests/image/argv_typed_agreement.py")})
     assert code == 0, err[-3000:]
     return json.loads(out.strip().splitlines()[-1])
 

@@ -45,7 +45,7 @@ def outcomes(docker_client, image) -> list[dict]:
         entrypoint="python3", environment={"CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": "/probe"},
         network_mode="none", timeout=600,
         volumes={str(REPO / name): {"bind": f"/probe/{name}", "mode": "ro"}
-                 for name in ("imagefacts", "entrypoint", "contract", "tests/image/quantization_agreement.py")})
+                 for name in ("imagefacts", "entrypoint", "contract", "door", "tests/image/quantization_agreement.py")})
     assert code == 0, err[-3000:]
     return json.loads(out.strip().splitlines()[-1])
 

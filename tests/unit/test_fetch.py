@@ -363,7 +363,7 @@ def test_a_copy_without_its_manifest_or_of_another_repository_is_refused(mirror,
     assert other.returncode == 1 and f"holds org/{copy.name}, not org/another" in other.stderr
     (copy / MANIFEST).unlink()
     bare = fetch(mirror, tmp_path, site, FITS, f"org/{copy.name}", "--name", "y", "--from", str(copy), **offline(mirror))
-    assert bare.returncode == 1 and MANIFEST in bare.stderr.strip().splitlines()[-1]
+    assert bare.returncode == 2 and MANIFEST in bare.stderr.strip().splitlines()[-1]
 
 
 def test_a_gated_repository_without_a_token_is_refused_in_one_line_naming_the_token_file(mirror, tmp_path, site):

@@ -335,5 +335,5 @@ def test_a_fifo_in_a_copy_imported_with_from_is_refused_without_blocking(tmp_pat
         (copy / "tokenizer_config.json").unlink()
         os.mkfifo(copy / "tokenizer_config.json")
         done = fetch(peer, tmp_path, REPO, "--from", str(copy), "--name", "imported")
-    one_line(done, 1, "tokenizer_config.json", "named pipe")
+    one_line(done, 2, "tokenizer_config.json", "named pipe")
     assert not (tmp_path / "models" / "imported").exists()

@@ -28,6 +28,7 @@ from typing import Callable
 
 from hypothesis import strategies as st
 
+from buildtool.audit import QUERY_DEADLINE_S as AUDIT_QUERY_DEADLINE_S
 from entrypoint.fetch.hub import API_DEADLINE_S as FETCH_API_DEADLINE_S
 from tests.support.hostile import files as hostile
 from tests.support.hostile.drive import REPO, Outcome, base_env, python, tree_state
@@ -71,6 +72,9 @@ class Surface:
     memory_cap_bytes: int = 1024 * MiB
     owner: str = ""                         # the helper fixing it now, when its cases fail until that merge
     tier: str = "unit"
+    # kinds of a remote's failure this surface answers with exit 1, "run it again": the fetch resumes what
+    # it kept (a stall, a refusal without the Hub's error code), as a failed check; still one line with its fix
+    run_again: tuple[str, ...] = ()
 
 
 def _build_py(*words: str) -> list[str]:
@@ -317,12 +321,15 @@ SURFACES: tuple[Surface, ...] = (
     Surface("vehicle --ca-cert", "vehicle", ("buildtool/flags.py",), BLOCKING_KINDS, ca_cert_trial("vehicle")),
     Surface("model fetch --token-file", "model", ("buildtool/model.py", "buildtool/flags.py"), TEXT_KINDS,
             token_file_trial, owner="fetch helper (buildtool/model.py: --token-file type=flags.secret_file)"),
-    Surface("units --env-file", "units", ("buildtool/units/cli.py",), TEXT_KINDS, units_trial(),
+    Surface("units --env-file", "units", ("buildtool/units/cli.py", "buildtool/units/envfile.py"), TEXT_KINDS, units_trial(),
             owner="units helper"),
     Surface("units --monitoring (the monitoring rules)", "units", ("buildtool/units/monitoring.py",), BLOCKING_KINDS,
             units_trial("--monitoring"), owner="units helper"),
     Surface("smoke --api-key-file", "smoke", ("tooling/endpoint/__init__.py",), TEXT_KINDS, smoke_key_trial),
-    Surface("audit --database (offline)", "audit", ("buildtool/audit.py",), JSON_KINDS + hostile.ARCHIVE_KINDS,
+    # a folder is a database the audit reads (OSV's JSON files in it): tests/unit/test_audit_sources.py holds
+    # a folder of another schema or ecosystem to its one-line refusal
+    Surface("audit --database (offline)", "audit", ("buildtool/audit.py",),
+            tuple(k for k in JSON_KINDS if k != hostile.FOLDER) + hostile.ARCHIVE_KINDS,
             audit_database_trial, owner="audit helper"),
     Surface("audit --lock (the lock's reader)", "audit", ("buildtool/lock.py", "buildtool/audit.py"), TEXT_KINDS,
             audit_lock_trial, owner="audit helper"),
@@ -338,18 +345,20 @@ SURFACES: tuple[Surface, ...] = (
     Surface("image fetch (entrypoint fetch) against a hostile Hub", "image fetch",
             ("entrypoint/fetch/manifest.py", "entrypoint/fetch/hub.py", "entrypoint/fetch/run.py",
              "entrypoint/fetch/listing.py"), PEER_KINDS,
-            image_fetch_trial, deadline_s=FETCH_API_DEADLINE_S, owner="fetch helper"),
+            image_fetch_trial, deadline_s=FETCH_API_DEADLINE_S, owner="fetch helper",
+            run_again=("stall-after-headers", "auth-echo-403")),
     Surface("image fetch --from COPY", "image fetch", ("entrypoint/fetch/imported.py",
                                                        "entrypoint/fetch/manifest.py"), FROM_KINDS,
             image_fetch_from_trial, owner="fetch helper"),
-    Surface("smoke URL against a hostile server", "smoke", ("tooling/endpoint/client.py",), PEER_KINDS,
+    Surface("smoke URL against a hostile server", "smoke", ("tooling/endpoint/client.py", "buildtool/smoke/expect.py"),
+            PEER_KINDS,
             smoke_url_trial, deadline_s=15.0, owner="smoke helper"),
     Surface("patches.fitcheck --model-config", "image build", ("patches/fitcheck/attention.py",), JSON_KINDS,
             fitcheck_config_trial),
     Surface("patches.fitcheck --launcher", "image build", ("patches/fitcheck/run.py",), TEXT_KINDS,
             fitcheck_launcher_trial),
     Surface("audit --osv-url (online) against a hostile OSV mirror", "audit", ("buildtool/audit.py",), PEER_KINDS,
-            audit_online_trial, deadline_s=30.0, owner="audit helper"),
+            audit_online_trial, deadline_s=AUDIT_QUERY_DEADLINE_S, owner="audit helper"),
 )
 PEER_URL = {"image fetch (entrypoint fetch) against a hostile Hub": _fetch_url,
             "smoke URL against a hostile server": _smoke_url,
@@ -427,8 +436,8 @@ def violations(surface: Surface, kind: str, trial: Trial, outcome: Outcome, befo
             found.append(f"the report names none of {trial.names}: {outcome.stdout[:200]}")
         elif not any(w in lines[0].lower() for w in FIX_WORDS):
             found.append(f"the report line gives no fix: {lines[0][:200]}")
-    elif outcome.returncode != 2:
-        found.append(f"exit {outcome.returncode}, expected 2 (a refusal): "
+    elif outcome.returncode != (1 if kind in surface.run_again else 2):
+        found.append(f"exit {outcome.returncode}, expected {1 if kind in surface.run_again else 2} (a refusal): "
                      f"{(err_lines or outcome.stdout.splitlines() or ['no output'])[-1][:200]}")
     elif len(err_lines) != 1:
         found.append(f"{len(err_lines)} stderr lines, expected one: {' | '.join(err_lines)[:300]}")
