@@ -77,6 +77,35 @@ def replace_file(path: Path, data: bytes, verify: Callable[[Path], None] | None 
     return path
 
 
+def replace_files(items: list[tuple[Path, bytes]]) -> list[Path]:
+    """Several files replaced as one step: each one staged beside its target and synced first, then all
+    renamed into place with the signals held. A failure while staging (a full disk, a target that is a
+    folder) removes every staged copy and leaves every old file byte-identical. OSError names the file."""
+    for path, _ in items:
+        if os.path.lexists(path) and not os.path.isfile(path):
+            raise IsADirectoryError(errno.EISDIR, "not a regular file, so not replaced", str(path))
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for path, data in items:
+            stage = Path(path).with_name(f".{Path(path).name}.staged")
+            staged.append((stage, Path(path)))
+            with open(stage, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+    except BaseException:
+        for stage, _ in staged:
+            with contextlib.suppress(OSError):
+                os.remove(stage)
+        raise
+    with signals_held():
+        for stage, path in staged:
+            os.replace(stage, path)
+    for folder in dict.fromkeys(path.parent for _, path in staged):
+        _sync_folder(folder)
+    return [path for _, path in staged]
+
+
 def link_or_copy(source: Path, destination: Path) -> None:
     """`source` at `destination` as a hard link (the same bytes, nothing copied), or a copy where the
     filesystem cannot link."""

@@ -18,6 +18,7 @@ from pathlib import Path
 from buildtool import flags
 from buildtool.errors import BuildError
 from buildtool.units import envfile, idle, kubernetes, monitoring, namespace
+from door import replace
 from buildtool.units.compose import render_compose, render_toolkit_override
 from buildtool.units.quadlet import render_env_file, render_fetch_quadlet, render_quadlet
 from buildtool.units.servers import ModelSize, PlanError, ServerInput, plan_servers
@@ -163,17 +164,15 @@ def host_values(args: argparse.Namespace) -> HostValues:
 
 
 def write(out: Path, files: list[Rendered]) -> list[str]:
-    """Writes every file (all rendered before the first write); returns one line per file."""
-    report = []
-    for item in files:
-        target = out / item.path
-        if item.keep_existing and target.exists():
-            report.append(f"kept    {target} (yours; delete it to get the template)")
-            continue
+    """Writes every file (all rendered before the first write) as one step (door/replace.py): a failure
+    leaves every unit already in `out` byte-identical. Returns one line per file."""
+    kept = [out / item.path for item in files if item.keep_existing and (out / item.path).exists()]
+    written = [(out / item.path, item.text.encode("utf-8")) for item in files if out / item.path not in kept]
+    for target, _ in written:
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(item.text)
-        report.append(f"wrote   {target}")
-    return report
+    replace.replace_files(written)
+    return [f"kept    {out / item.path} (yours; delete it to get the template)" if out / item.path in kept
+            else f"wrote   {out / item.path}" for item in files]
 
 
 def host_files(args: argparse.Namespace) -> tuple[list[Rendered], str]:
@@ -392,8 +391,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = write(args.out, files)
     except OSError as exc:
-        raise BuildError(f"cannot write into {args.out}: {exc.strerror}; pass --out with a writable "
-                         "directory", exit_code=2) from None
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise BuildError(f"cannot write into {args.out}: {exc.strerror}{where}; nothing was replaced; pass --out "
+                         "with a writable directory", exit_code=2) from None
     print(summary)
     print("\n".join(report))
     return 0

@@ -216,3 +216,15 @@ def test_a_prometheus_url_with_a_password_is_refused(tmp_path, capsys):
                  "--prometheus-url", "http://user:pw@prometheus:9090") == 2
     err = capsys.readouterr().err
     assert "--prometheus-url: 'http://***@prometheus:9090'" in err and "user:pw" not in err and err.count("\n") == 1
+
+
+def test_a_render_that_fails_halfway_leaves_every_unit_already_there_byte_identical(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert units(out, "--defaults", "--env-file", str(env_file(tmp_path, IDLE_AFTER="15min"))) == 0
+    fetch_unit = out / "quadlet" / "vllm-turing-fetch.container"
+    fetch_unit.unlink()
+    fetch_unit.mkdir()  # one target that cannot be written, after others that can
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert units(out, "--defaults", "--env-file", str(env_file(tmp_path, "new.env", IDLE_AFTER="20min"))) == 2
+    assert "vllm-turing-fetch.container" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before, "an earlier unit was replaced"
