@@ -17,9 +17,10 @@ values, so MAX_MODEL_LEN above the model's limit is refused before the load, as 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from typing import Mapping
+
+from door.files import json_kind
 
 BIG = 2**40  # no head count, width or layer count comes near this; 10**30 is a typo or an attack
 # attention and size fields the fit, parallel and memory reasoning read: positive integers
@@ -36,19 +37,6 @@ OBJECT_FIELDS = ("text_config", "quantization_config", "vision_config", "audio_c
 PRESCALED_ROPE = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
 DEFAULT_MAX_LEN = 2048  # what vLLM assumes when the config names no limit and MAX_MODEL_LEN is unset
 
-
-def json_kind(value: object) -> str:
-    """How a JSON value is called in messages: `a list`, `null`, `the string "8"`, `true`, ..."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return f"the string {json.dumps(value[:40])}"  # ASCII: control and other characters escaped
-    if isinstance(value, (int, float)):
-        text = repr(value)
-        return f"the number {text if len(text) <= 24 else text[:12] + '...(' + str(len(text)) + ' digits)'}"
-    return {list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
 
 
 class ConfigProblem(ValueError):

@@ -15,7 +15,6 @@ import os
 import stat
 from typing import Iterator
 
-from contract.model_config import json_kind  # noqa: F401 (this module's name for it too)
 
 MiB = 2**20
 JSON_CAP = 4 * MiB        # config.json and the small text files around it
@@ -25,6 +24,19 @@ OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr
 KINDS = ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
          (stat.S_ISSOCK, "a socket"),
          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+def json_kind(value: object) -> str:
+    """How a JSON value is called in messages: `a list`, `null`, `the string "8"`, `true`, ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f"the string {json.dumps(value[:40])}"  # ASCII: control and other characters escaped
+    if isinstance(value, (int, float)):
+        text = repr(value)
+        return f"the number {text if len(text) <= 24 else text[:12] + '...(' + str(len(text)) + ' digits)'}"
+    return {list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
 
 
 class FileProblem(Exception):

@@ -11,7 +11,7 @@ import shlex
 from typing import Mapping
 
 from contract.devices import BF16_MIN_CC, FP8_MIN_CC
-from contract.model_config import json_kind
+from door.files import json_kind
 from contract.layout import (DEPRECATED_ENV_NAMES, ENV_API_KEY, ENV_API_KEY_FILE, ENV_CC, ENV_FIT_TABLE, ENV_SMEM_LIMIT,
                              IDLE_AFTER_MAX_S, IDLE_AFTER_MIN_S, STOP_GRACE_MAX_S, STOP_GRACE_MIN_S,
                              STOP_GRACE_S)

@@ -20,8 +20,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 PARSE_ONLY = Path(__file__).with_name("parse_only.py")
 SHELL_LANGS = {"sh", "bash", "shell", "console"}
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.S | re.M)

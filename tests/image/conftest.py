@@ -12,8 +12,8 @@ from pathlib import Path
 
 import docker
 import pytest
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 TEST_TAG = "vllm-turing-test:0.33.0"
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
+from tests import REPO
 from tests.image.containers import run_to_end
 from tests.support.option_tables import option_words
 
 HERE = Path(__file__).parent
-REPO = HERE.parents[1]
 NOT_PARSED_HERE = {"help", "config", "version"}  # print and exit, or read a file vLLM's parser opens
 JSON_SAMPLES = ['{"max_position_embeddings": 1024}', "{}", "3", "{bad", '["a"]', '{"level": 3}']
 

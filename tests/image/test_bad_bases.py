@@ -4,7 +4,8 @@ import subprocess
 
 import pytest
 
-from tests.image.conftest import REPO, build_command
+from tests import REPO
+from tests.image.conftest import build_command
 
 KEEP_TAG = "vllm-turing-test-keep:latest"
 

@@ -14,7 +14,8 @@ import pytest
 
 from buildtool.hostconfig import host_ca_bundle
 from buildtool.lock import base_target
-from tests.image.conftest import REPO, build_command
+from tests import REPO
+from tests.image.conftest import build_command
 from tests.image.containers import CPU_ENV, idle_container, run_json, run_to_end
 from tests.image.layers import find_in_image
 from tests.image.test_host_failures_image import AUDIO_REQUESTED, audio_verdict

@@ -14,8 +14,8 @@ import pytest
 
 from buildtool.base.bootstrap import BOOTSTRAP_IMAGE
 from tests.support.build_py import build_py as build_module
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 # A build that stays in its RUN step until stopped, run through buildkit.build under build.py's guard:

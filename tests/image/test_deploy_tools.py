@@ -16,12 +16,12 @@ from buildtool.units.spec import (CONTAINER_LIB_DIR, DEFAULT_IMAGE, DEFAULT_LIB_
                                   HEALTH_CMD, UnitSpec)
 from contract.layout import API_KEY_PATH, API_KEY_SECRET, ENV_API_KEY_FILE
 from tests.support.build_py import build_py
+from tests import REPO
 
 CACHE_VOLUMES = UnitSpec().cache_volumes
 from tests.support.deploy_units import (compose_view, option_values, parse_unit, podman_run_argv,
                                         quadlet_view, uncommented)
 
-REPO = Path(__file__).resolve().parents[2]
 QUADLET = Path(os.environ.get("VLLM_TURING_TOOLS_DIR", "/opt/vllm-turing-tools")) / "bin/quadlet"
 # Variables compose.yaml interpolates: cleared so the defaults are what is tested.
 COMPOSE_VARS = ("NVIDIA_LIB_DIR", "MODEL_DIR", "VLLM_TURING_IMAGE", "VLLM_TURING_BIND", "VLLM_TURING_PORT")

@@ -15,7 +15,7 @@ from tests.docs.test_docs import model_dir
 from buildtool.units.spec import MODEL_MOUNT
 from entrypoint.fetch import manifest
 from entrypoint.fetch.request import parse_model_ref
-from tests.image.conftest import REPO
+from tests import REPO
 from tests.support import gemma4_configs
 from tests.support.docker_bridge import bridge_gateway
 from tests.support.hub_mirror import HubMirror

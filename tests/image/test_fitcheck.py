@@ -7,15 +7,14 @@ table start from an empty cache of their own, so the cache shows what they compi
 """
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from contract.devices import AMPERE, TURING
 from tests.image.containers import run_to_end
 from tests.support import family_configs, gemma4_configs
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SM75_LIMIT = TURING.limit
 KNOWN_FAILURE = 98304  # head 512, TILE_SIZE 32, BLOCK_M 16 on sm_75 (vLLM 0.33.0, Triton 3.8)
 

@@ -6,7 +6,6 @@ taken) and its refusal on a host that decides FLA's kernels otherwise than the d
 This checkout is mounted read-only into each container; nothing in the image is changed."""
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import transformers
@@ -15,8 +14,8 @@ from contract.clamp_paths import FIT_REPORT, FIT_REPORT_SM86, FIT_REPORT_SM86_BF
 from contract.devices import AMPERE
 from patches.fitcheck.mixers import BUILTIN_KDA, KDA_FIELDS
 from tests.image.containers import run_to_end
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 MODEL = "/models/kimi-linear"
 SM86_LIMIT = AMPERE.limit
 # Every kernel the matrix's KDA layer (no gate lower bound) launches below compute capability 9.0

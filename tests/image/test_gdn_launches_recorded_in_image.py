@@ -5,11 +5,10 @@ configuration; the CPU host answers FLA's device-dependent choices as sm_75 and 
 backend choice is Triton/FLA there and FlashInfer only on sm_90."""
 import json
 from collections import Counter
-from pathlib import Path
 
 from tests.image.containers import run_to_end
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SCRIPT = """
 import json
 from patches.fitcheck import gdn_launches, mixers

@@ -4,15 +4,14 @@ generated flags and config.json files (tests/support/quantization_cases.py) and 
 the same method after vLLM's overrides, and a refusal exactly where vLLM refuses (a mismatch, an
 unknown method, an unknown ModelOpt algorithm). The checkout's code is mounted into the image."""
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given, strategies as st
 
 from tests.image.containers import run_to_end
 from tests.support.quantization_cases import capabilities, config_jsons, flags
+from tests import REPO
 
-REPO = Path(__file__).parents[2]
 NAMED = [
     {"flag": "fp8", "config": {"model_type": "llama", "quantization_config": {"quant_method": "gptq", "bits": 4}}},
     {"flag": "gptq_marlin", "config": {"model_type": "llama", "quantization_config": {"quant_method": "gptq"}}},

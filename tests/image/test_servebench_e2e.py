@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -20,8 +19,8 @@ from bench.servebench import results
 from bench.servebench.plan import Sweep, runs
 from tests.support.openai_standin_streaming import StreamingCompletionsStandIn
 from tests.support.word_tokenizer import write_word_tokenizer
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SERVE = REPO / "bench" / "serve"
 # in=200 plus 8 output tokens exceeds the stand-in's 100-token context: that cell fails
 SWEEP = Sweep(concurrencies=(1, 2), input_lens=(16, 200), output_len=8, repeats=2, prompts_per_stream=2)

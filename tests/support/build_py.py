@@ -2,9 +2,8 @@
 no package's, and `build` would collide with the PyPA package of that name)."""
 import functools
 import importlib.util
-from pathlib import Path
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 @functools.cache

@@ -23,8 +23,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 from pathlib import Path
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 PRODUCT_DIRS = ("buildtool", "entrypoint", "patches", "contract", "imagefacts", "tooling", "bench", "base")
 
 NETWORK_MODULES = {"requests", "urllib.request", "urllib3", "http.client", "httpx", "aiohttp"}

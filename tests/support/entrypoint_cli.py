@@ -7,8 +7,8 @@ import pathlib
 import shutil
 import subprocess
 import sys
+from tests import REPO
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 

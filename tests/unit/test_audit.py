@@ -16,8 +16,8 @@ from hypothesis import example, given, strategies as st
 
 from buildtool.audit import Audit, judge_record, record_findings, report_lines
 from buildtool.lock import base_target, parse_lock
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 LOCKED = {p.name: p for p in parse_lock(base_target("0.33.0").path.read_text())}
 TORCH = LOCKED["torch"].version
 AIOHTTP = LOCKED["aiohttp"].version

@@ -21,8 +21,8 @@ from tests.support.hostile.peer import HostileServer, declared_huge, huge_body, 
 from tests.support.slack import SCHEDULING_SLACK_S
 from tests.support.zip_bomb import bomb_zip
 from tests.unit.test_audit import AIOHTTP, LOCKED, PLANTED, TORCH, bump, osv, write_database
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 LOCK_LINES = base_target("0.33.0").path.read_text().splitlines()
 
 

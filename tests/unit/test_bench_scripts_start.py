@@ -2,11 +2,10 @@
 module once left bench/preflight_gpu failing at its first line, found only on the GPU machine)."""
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted(path.name for path in (REPO / "bench").iterdir() if path.is_file() and path.stat().st_mode & 0o111)
 
 

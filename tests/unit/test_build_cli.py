@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -22,8 +21,8 @@ from contract.layout import BUILD_REPORTS
 from contract.verdict import Status
 from buildtool.docker.progress import ProgressView, failure_line
 from tests.support.build_py import build_py as build_module
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 
 REPORTS = {
     "versions": {"vllm": "0.33.0", "torch": "2.14.0", "triton": "3.8.0"},

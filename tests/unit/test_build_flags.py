@@ -21,6 +21,7 @@ from buildtool import flags
 from buildtool.flags import UsageError
 from tests.support.build_py import build_py
 from tests.support.slack import SCHEDULING_SLACK_S
+from tests import REPO
 
 # (subcommand, flag, what an accepted value is)
 FLAGS = [
@@ -131,7 +132,7 @@ def test_an_accepted_units_value_renders_or_is_refused_in_one_line(tmp_path_fact
 ])
 def test_a_tag_docker_refuses_is_refused_before_any_build_in_one_line(argv, flag):
     # DOCKER_HOST points nowhere: a refusal that came after connecting would say so instead
-    repo = Path(__file__).resolve().parents[2]
+    repo = REPO
     run = subprocess.run([sys.executable, str(repo / "build.py"), *argv], cwd=repo, capture_output=True, text=True,
                          env={"PATH": "/usr/bin:/bin", "DOCKER_HOST": "unix:///nonexistent/docker.sock"}, timeout=60)
     assert run.returncode == 2

@@ -5,15 +5,14 @@ import dataclasses
 import io
 import subprocess
 import sys
-from pathlib import Path
 
 from hypothesis import given, strategies as st
 
 from buildtool.model import CONTAINER_HF_HOME, ENV_IMAGE, TOKEN_MOUNT, docker_argv, fetch_run
 from buildtool.units.spec import DEFAULT_IMAGE, MODEL_MOUNT
 from tests.support.build_py import build_py
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def argv_of(*words, env_names=frozenset()):

@@ -5,12 +5,11 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 from contract.layout import IMAGE_PACKAGES
 from tests.unit.test_dockerfile_agreement import instructions
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 IMAGE_ROOT = "/opt/vllm-turing/"
 
 # Imports what a start can import, in a fresh interpreter: every module of the entrypoint (its checks, the

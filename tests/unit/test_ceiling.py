@@ -1,6 +1,5 @@
 """bench/ceiling on safetensors files written here, against byte counts worked out by hand."""
 import json
-import pathlib
 import struct
 import subprocess
 import sys
@@ -9,8 +8,8 @@ import pytest
 
 from bench import safetensors_ceiling as sc
 from tests.support.model_files import write_tensors
+from tests import REPO
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 CEILING = REPO / "bench" / "ceiling"
 
 # A Gemma-4-like text stack, tiny: hidden 64, vocab 256, MLP 128, 2 layers,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tooling import clamp_gpu, gpu_site
-from tooling.clamp_gpu import REPO
+from tests import REPO
 from tooling.attention_cases import DTYPES
 
 

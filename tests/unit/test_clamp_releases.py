@@ -13,8 +13,8 @@ from patches import turing_clamp
 from patches.turing_clamp.placement import CLAMP_FUNCTION
 from tooling import clamp_cycle, vllm_releases
 from tooling.clamp_cycle import launcher_of, names, run_cli
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 CONTRACT_KEYS = {"file", "vllm_version", "outcome", "sha256_before", "sha256_after",
                  "patch_version", "message"}
 

@@ -7,7 +7,6 @@ a CUDA device. The real-launcher runs (limits 65,536 and 232,448) are in the ima
 import ast
 import json
 import logging
-from pathlib import Path
 
 import pytest
 import torch
@@ -16,8 +15,8 @@ from contract import layout
 from patches import turing_clamp
 from patches.turing_clamp.placement import CLAMP_FUNCTION, OWN_PREFIX
 from tooling import clamp_cycle
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 
 TURING, H200, AMPERE_CONSUMER = 65_536, 232_448, 101_376
 # Shared-memory needs as the fit check would write them (2d figures measured on the real

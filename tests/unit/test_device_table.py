@@ -2,12 +2,11 @@
 nowhere else in the code, and every caller that names a device reads it from there."""
 import io
 import tokenize
-from pathlib import Path
 
 from contract.devices import DEVICES, DeviceLimits
 from patches.fitcheck.run import FitOptions, resolve_device
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 CODE = ("build.py", "bench", "buildtool", "contract", "entrypoint", "imagefacts", "patches", "tooling", "tests/gpu")
 # Numbers that equal a device limit by chance, by the name they are assigned to.
 NOT_DEVICE_LIMITS = {"MAX_SEQS"}

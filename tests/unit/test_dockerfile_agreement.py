@@ -5,8 +5,8 @@ from pathlib import Path
 
 from buildtool.units.spec import HEALTH, HEALTH_CMD, POD_GID, POD_HOME, POD_UID
 from contract import layout, pins
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def instructions(dockerfile: Path) -> list[str]:

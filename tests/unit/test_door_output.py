@@ -3,9 +3,8 @@ it is made; any other record is left as its logger made it (its msg and args, wh
 read). Run in a child interpreter: the hook is process-wide and stays once installed."""
 import subprocess
 import sys
-from pathlib import Path
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 CHILD = r"""
 import logging
 from door import output

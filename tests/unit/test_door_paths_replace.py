@@ -13,8 +13,8 @@ import pytest
 from hypothesis import example, given, strategies as st
 
 from door import paths, replace
+from tests import REPO
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def state(root: pathlib.Path) -> dict:
@@ -108,7 +108,7 @@ print("the swap returned")
 
 def test_sigterm_between_the_two_renames_is_held_until_the_swap_is_whole(tmp_path):
     target = folder_with(tmp_path / "model", {"config.json": b"old"})
-    done = subprocess.run([sys.executable, "-c", SIGNALLED_SWAP, str(target)], cwd=ROOT, capture_output=True,
+    done = subprocess.run([sys.executable, "-c", SIGNALLED_SWAP, str(target)], cwd=REPO, capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 128 + signal.SIGTERM, done.stderr
     assert "the swap returned" not in done.stdout  # the signal ended it, once the swap was whole

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from tests.support.entrypoint_cli import REPO, run_entrypoint
+from tests import REPO
+from tests.support.entrypoint_cli import run_entrypoint
 from tests.support.model_files import write_model_dir
 from tests.support.standin_driver import build_standin_driver
 from tests.support.standin_vllm_parser import write_standin_vllm_parser

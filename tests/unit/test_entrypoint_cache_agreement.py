@@ -3,7 +3,6 @@ a read-only Hub cache warns in both checks, a read-only vLLM or Triton cache or 
 too little free space fails the disk check (the cache check leaves space to it). Real filesystems:
 small tmpfs mounts (the test machine runs as root)."""
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -11,8 +10,8 @@ from contract.verdict import Status
 from entrypoint import preflight
 from entrypoint.checks import cache, disk
 from entrypoint.settings import parse_settings
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 OURS = cache.Identity({}, "a" * 64)
 
 

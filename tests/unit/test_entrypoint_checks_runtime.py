@@ -8,6 +8,7 @@ import pytest
 from contract.verdict import Status
 from entrypoint.checks.clamp import check_clamp, judge_fit, start_fit
 from entrypoint.checks.torch_runtime import check_torch, judge_torch
+from tests import REPO
 
 ARCHS = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
 
@@ -81,11 +82,10 @@ def test_fit_check_without_a_report_fails_with_its_last_words(code, stdout, stde
 
 
 def test_the_fit_check_is_found_as_a_module_and_its_code_root_is_the_repository():
-    from pathlib import Path
 
     from entrypoint.checks.clamp import code_root
-    assert code_root("patches.fitcheck") == str(Path(__file__).resolve().parents[2])
-    assert code_root("patches.fitcheck.run") == str(Path(__file__).resolve().parents[2])
+    assert code_root("patches.fitcheck") == str(REPO)
+    assert code_root("patches.fitcheck.run") == str(REPO)
 
 
 def test_the_fit_table_is_found_under_its_new_name_then_its_old_one(monkeypatch):

@@ -1,6 +1,5 @@
 """What the server will ask of the container and the model: Gemma 4's parsers only on a Gemma 4
 model, and /dev/shm (real tmpfs mounts of known size) against vLLM 0.33.0's message queues."""
-import pathlib
 import subprocess
 
 import pytest
@@ -12,10 +11,11 @@ from entrypoint.checks.shm import MIB, Parallel, check_shm, mq_chunk_mb, shm_nee
 from entrypoint.settings import parse_settings
 
 from tests.support.model_files import write_model_dir
+from tests import REPO
 
 GEMMA4 = {"TOOL_CALL_PARSER": "gemma4", "REASONING_PARSER": "gemma4"}
 QWEN2 = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}
-ENV_FILE = pathlib.Path(__file__).resolve().parents[2] / "quadlet/vllm-turing.env"
+ENV_FILE = REPO / "quadlet/vllm-turing.env"
 
 
 def resolved(tmp_path, config=None):

@@ -16,7 +16,8 @@ import pytest
 from contract.verdict import Status, passed
 from entrypoint import hub, identity, preflight, report
 from entrypoint.settings import SettingsError, parse_settings
-from tests.support.entrypoint_cli import REPO, run_entrypoint
+from tests import REPO
+from tests.support.entrypoint_cli import run_entrypoint
 from tests.support.model_files import write_model_dir
 
 

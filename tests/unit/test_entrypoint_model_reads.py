@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.bad_model_folders import BY_NAME, CASES, JUDGED
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 DEADLINE_S = 20
 STATUSES = {"pass", "warn", "fail", "skip"}
 

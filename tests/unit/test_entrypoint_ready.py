@@ -4,14 +4,13 @@ line that says which, never the key. Run as the kubelet runs it, against the Ope
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 from hypothesis import example, given, strategies as st
 
 from entrypoint.ready import NotReady, listed_models
 from tests.support.openai_standin import OpenAIStandIn, StandInResponse
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 KEY = "sk-readiness-7d1e0b9c55"
 MODEL = "/models/gemma-4-E2B-it"
 

@@ -25,8 +25,8 @@ from tests.support.range_standin import RangeStandin
 from tests.support.standin_driver import build_standin_driver
 from tests.support.model_files import write_tensors
 from tests.unit.test_fitcheck_lookup import installed, written_table  # noqa: F401 (a fixture)
+from tests import REPO
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 FITS = {"sliding": 40000, "global": 61440}
 GLOBAL_HEAD_TOO_BIG = {"sliding": 40000, "global": 98304}
 MANIFEST = "vllm-turing-fetch.json"
@@ -81,10 +81,10 @@ def make_model(mirror, tmp_path, repo_id: str, fill: int = 1, elements: int = 26
 
 
 def fetch(mirror, tmp_path, site, table_shared, *words, **env):
-    env = mirror.env(PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]),
+    env = mirror.env(PYTHONPATH=os.pathsep.join([str(site), str(REPO)]),
                      **{layout.ENV_FIT_TABLE: str(written_table(tmp_path, table_shared))}, **env)
     return subprocess.run([sys.executable, "-m", "entrypoint", "fetch", *words, "--gpu", "sm75",
-                           "--models-dir", str(tmp_path / "models")], cwd=ROOT, env=env, capture_output=True,
+                           "--models-dir", str(tmp_path / "models")], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=TIMEOUT_S)
 
 
@@ -186,10 +186,10 @@ def test_a_branch_that_moves_between_two_fetches_stays_pinned_to_the_commit_give
 
 def test_a_named_card_has_its_memory_judged_and_recorded(mirror, tmp_path, site):
     make_model(mirror, tmp_path, "org/carded")[0].commit()
-    env = mirror.env(PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]),
+    env = mirror.env(PYTHONPATH=os.pathsep.join([str(site), str(REPO)]),
                      **{layout.ENV_FIT_TABLE: str(written_table(tmp_path, FITS))})
     done = subprocess.run([sys.executable, "-m", "entrypoint", "fetch", "org/carded", "--gpu", "t4", "--models-dir",
-                           str(tmp_path / "models")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+                           str(tmp_path / "models")], cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     assert done.returncode == 0, done.stderr
     assert "gpu memory on t4: pass" in done.stderr
     document = manifest(tmp_path, "carded")
@@ -202,10 +202,10 @@ def test_without_gpu_this_hosts_card_has_its_memory_judged(mirror, tmp_path, sit
     of one T4 whose NVML reports `gpu_total`: 1 GiB leaves nothing beside the runtime's allowance)."""
     make_model(mirror, tmp_path, f"org/hosted-{verdict}")[0].commit()
     libs = build_standin_driver(tmp_path / "driver", gpu_total=gpu_total)
-    env = mirror.env(PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]), LD_LIBRARY_PATH=str(libs),
+    env = mirror.env(PYTHONPATH=os.pathsep.join([str(site), str(REPO)]), LD_LIBRARY_PATH=str(libs),
                      **{layout.ENV_FIT_TABLE: str(written_table(tmp_path, FITS))})
     done = subprocess.run([sys.executable, "-m", "entrypoint", "fetch", f"org/hosted-{verdict}", "--models-dir",
-                           str(tmp_path / "models")], cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+                           str(tmp_path / "models")], cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     line = next((line for line in done.stderr.splitlines() if "gpu memory on sm75:" in line), "")
     assert f"gpu memory on sm75: {verdict} " in line and "StandIn Tesla T4" in line, done.stderr
     if verdict == "pass":
@@ -255,10 +255,10 @@ def test_a_download_whose_connection_is_killed_mid_shard_resumes_from_where_it_s
 
 
 def fetch_process(mirror, tmp_path, site, table_shared, *words, **env) -> subprocess.Popen:
-    env = mirror.env(PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]),
+    env = mirror.env(PYTHONPATH=os.pathsep.join([str(site), str(REPO)]),
                      **{layout.ENV_FIT_TABLE: str(written_table(tmp_path, table_shared))}, **env)
     return subprocess.Popen([sys.executable, "-m", "entrypoint", "fetch", *words, "--gpu", "sm75", "--models-dir",
-                             str(tmp_path / "models")], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                             str(tmp_path / "models")], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
 
 

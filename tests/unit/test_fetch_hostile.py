@@ -23,10 +23,11 @@ from entrypoint.fetch.listing import HubFile, ListingProblem, parse_listing
 from tests.support.hostile import peer as hostile
 from tests.support.hostile.peer import HubPeer
 from tests.support.slack import SCHEDULING_SLACK_S
-from tests.unit.test_fetch import FITS, GLOBAL_HEAD_TOO_BIG, ROOT, model_contents
+from tests import REPO
+from tests.unit.test_fetch import FITS, GLOBAL_HEAD_TOO_BIG, model_contents
 from tests.unit.test_fitcheck_lookup import installed, written_table  # noqa: F401 (a fixture)
 
-REPO = "org/model"
+HUB_REPO = "org/model"
 TOKEN = "hf_plantedTOKENvalue0123456789abcdef"
 TIMEOUT_S = 120
 
@@ -39,10 +40,10 @@ def site(tmp_path, installed):  # noqa: F811
 def fetch(peer, tmp_path, *words, table=FITS, **env):
     clean = {key: value for key, value in os.environ.items() if not key.startswith("HF_")}
     clean.update({"HF_ENDPOINT": peer.url, "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HOME": str(tmp_path / "hf-home"),
-                  "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(ROOT)]),
+                  "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(REPO)]),
                   layout.ENV_FIT_TABLE: str(written_table(tmp_path, table)), **env})
-    return subprocess.run([sys.executable, "-m", "entrypoint", "fetch", *(words or (REPO,)), "--gpu", "sm75",
-                           "--models-dir", str(tmp_path / "models")], cwd=ROOT, env=clean, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "entrypoint", "fetch", *(words or (HUB_REPO,)), "--gpu", "sm75",
+                           "--models-dir", str(tmp_path / "models")], cwd=REPO, env=clean, capture_output=True,
                           text=True, timeout=TIMEOUT_S)
 
 
@@ -63,11 +64,11 @@ def one_line(done: subprocess.CompletedProcess, code: int, *words: str) -> str:
 
 
 def fetched(peer, tmp_path) -> dict:
-    """A first fetch of REPO that succeeds; the folder's state."""
+    """A first fetch of HUB_REPO that succeeds; the folder's state."""
     done = fetch(peer, tmp_path)
     assert done.returncode == 0, done.stderr
     # the fetch's reads alone: no library asks the endpoint anything of its own (an agent registry, a token)
-    assert all(seen.path.startswith((f"/api/models/{REPO}/", f"/{REPO}/resolve/")) for seen in peer.requests), \
+    assert all(seen.path.startswith((f"/api/models/{HUB_REPO}/", f"/{HUB_REPO}/resolve/")) for seen in peer.requests), \
         [seen.path for seen in peer.requests]
     return state(tmp_path / "models" / "model")
 
@@ -75,7 +76,7 @@ def fetched(peer, tmp_path) -> dict:
 @pytest.mark.parametrize("name", ["../escape.json", "/models/abs.json", "sub/../../escape.json", "a\\..\\b.json"])
 def test_a_listed_name_that_leaves_the_folder_is_refused_and_nothing_is_written(tmp_path, site, name):
     with HubPeer() as peer:
-        peer.publish(REPO, {**model_contents(tmp_path), name: b"{}"})
+        peer.publish(HUB_REPO, {**model_contents(tmp_path), name: b"{}"})
         done = fetch(peer, tmp_path)
     one_line(done, 2, "HF_ENDPOINT", repr(name)[1:-1][:20])
     assert not (tmp_path / "escape.json").exists() and not (tmp_path / "models" / "escape.json").exists()
@@ -85,8 +86,8 @@ def test_a_listed_name_that_leaves_the_folder_is_refused_and_nothing_is_written(
 
 def test_an_answer_without_a_commit_sha_is_refused_never_fetched_unpinned(tmp_path, site):
     with HubPeer() as peer:
-        peer.publish(REPO, model_contents(tmp_path))
-        peer.route(rf"/api/models/{REPO}/revision/main", hostile.once(hostile.ok_json({"id": REPO})))
+        peer.publish(HUB_REPO, model_contents(tmp_path))
+        peer.route(rf"/api/models/{HUB_REPO}/revision/main", hostile.once(hostile.ok_json({"id": HUB_REPO})))
         done = fetch(peer, tmp_path)
     one_line(done, 2, "without a commit sha", "HF_ENDPOINT")
     assert not (tmp_path / "models" / "model").exists()
@@ -95,12 +96,12 @@ def test_an_answer_without_a_commit_sha_is_refused_never_fetched_unpinned(tmp_pa
 def test_main_moved_to_wrong_bytes_leaves_the_good_folder_byte_identical(tmp_path, site):
     good = model_contents(tmp_path, fill=1)
     with HubPeer() as peer:
-        peer.publish(REPO, good)
+        peer.publish(HUB_REPO, good)
         before = fetched(peer, tmp_path)
         moved = model_contents(tmp_path, fill=2)
-        commit = peer.publish(REPO, moved)  # main moves; its shard is served with other bytes than listed
+        commit = peer.publish(HUB_REPO, moved)  # main moves; its shard is served with other bytes than listed
         shard = "model-00001-of-00002.safetensors"
-        peer.route(rf"/{REPO}/resolve/{commit}/{shard}", hostile.file_answer(good[shard][:-1] + b"\xff"))
+        peer.route(rf"/{HUB_REPO}/resolve/{commit}/{shard}", hostile.file_answer(good[shard][:-1] + b"\xff"))
         done = fetch(peer, tmp_path)
     one_line(done, 1, shard, "SHA-256")
     assert state(tmp_path / "models" / "model") == before
@@ -108,12 +109,12 @@ def test_main_moved_to_wrong_bytes_leaves_the_good_folder_byte_identical(tmp_pat
 
 def test_main_moved_to_an_unfit_commit_keeps_the_good_config(tmp_path, site):
     with HubPeer() as peer:
-        peer.publish(REPO, model_contents(tmp_path))
+        peer.publish(HUB_REPO, model_contents(tmp_path))
         before = fetched(peer, tmp_path)
         unfit = model_contents(tmp_path, fill=3)
         config = json.loads(unfit["config.json"])
         unfit["config.json"] = json.dumps({**config, "note": "moved"}).encode()
-        peer.publish(REPO, unfit)
+        peer.publish(HUB_REPO, unfit)
         done = fetch(peer, tmp_path, table=GLOBAL_HEAD_TOO_BIG)
     one_line(done, 1, "cannot serve on sm75")
     assert state(tmp_path / "models" / "model") == before
@@ -123,7 +124,7 @@ def test_a_fifo_where_the_lock_goes_is_refused_without_blocking(tmp_path, site):
     (tmp_path / "models").mkdir()
     os.mkfifo(tmp_path / "models" / ".model.lock")
     with HubPeer() as peer:
-        peer.publish(REPO, model_contents(tmp_path))
+        peer.publish(HUB_REPO, model_contents(tmp_path))
         started = time.monotonic()
         done = fetch(peer, tmp_path)
     one_line(done, 2, ".model.lock", "remove it")
@@ -133,7 +134,7 @@ def test_a_fifo_where_the_lock_goes_is_refused_without_blocking(tmp_path, site):
 def test_a_fifo_as_the_token_file_is_refused_naming_hf_token_path(tmp_path, site):
     os.mkfifo(tmp_path / "token")
     with HubPeer() as peer:
-        peer.publish(REPO, model_contents(tmp_path))
+        peer.publish(HUB_REPO, model_contents(tmp_path))
         done = fetch(peer, tmp_path, HF_TOKEN_PATH=str(tmp_path / "token"))
     one_line(done, 2, "HF_TOKEN_PATH", "named pipe")
 
@@ -176,7 +177,7 @@ warnings.warn(f"endpoint {secret} is slow")
 
 def test_third_party_log_records_and_warnings_are_masked_once_installed():
     secret = "s3cretPLANTEDvalue"
-    done = subprocess.run([sys.executable, "-c", THIRD_PARTY, secret], cwd=ROOT, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", THIRD_PARTY, secret], cwd=REPO, capture_output=True, text=True,
                           timeout=TIMEOUT_S)
     before, _, after = done.stderr.partition("Retrying")
     assert secret in before  # the search finds a planted one
@@ -208,7 +209,7 @@ def hub_refusal(call, peer, monkeypatch) -> tuple[hub.HubProblem, float]:
 CONTENT = bytes(range(256)) * 8
 FILE = HubFile("model.safetensors", len(CONTENT), hashlib.sha256(CONTENT).hexdigest(), "0" * 40)
 COMMIT = "c" * 40
-RESOLVE = rf"/{REPO}/resolve/{COMMIT}/model.safetensors"
+RESOLVE = rf"/{HUB_REPO}/resolve/{COMMIT}/model.safetensors"
 
 
 @pytest.mark.parametrize("behaviour", [hostile.stall_after_headers(declared=len(CONTENT)),
@@ -216,7 +217,7 @@ RESOLVE = rf"/{REPO}/resolve/{COMMIT}/model.safetensors"
                          ids=["stall-after-headers", "trickle"])
 def test_a_weight_that_stalls_or_trickles_ends_by_its_deadline(tmp_path, small_bounds, monkeypatch, behaviour):
     with HubPeer().route(RESOLVE, behaviour) as peer:
-        problem, took = hub_refusal(lambda: hub.download(REPO, COMMIT, FILE, str(tmp_path)), peer, monkeypatch)
+        problem, took = hub_refusal(lambda: hub.download(HUB_REPO, COMMIT, FILE, str(tmp_path)), peer, monkeypatch)
     assert "model.safetensors" in str(problem) and not problem.usage
     assert took < hub.download_deadline_s(FILE.size) + SCHEDULING_SLACK_S < hostile.HOLD_S
     assert not (tmp_path / "model.safetensors").exists()
@@ -225,7 +226,7 @@ def test_a_weight_that_stalls_or_trickles_ends_by_its_deadline(tmp_path, small_b
 def test_a_weight_cut_at_the_same_byte_on_every_request_is_resumed_a_bounded_number_of_times(
         tmp_path, small_bounds, monkeypatch):
     with HubPeer().route(RESOLVE, hostile.file_answer(CONTENT, cut_at=1000)) as peer:
-        problem, _ = hub_refusal(lambda: hub.download(REPO, COMMIT, FILE, str(tmp_path)), peer, monkeypatch)
+        problem, _ = hub_refusal(lambda: hub.download(HUB_REPO, COMMIT, FILE, str(tmp_path)), peer, monkeypatch)
         assert len(peer.requests) <= hub.MAX_RESUMES + 1
     assert "ended after" in str(problem) and "given up" in str(problem)
     partial = pathlib.Path(hub.partial_path(str(tmp_path), FILE))
@@ -234,8 +235,8 @@ def test_a_weight_cut_at_the_same_byte_on_every_request_is_resumed_a_bounded_num
 
 def test_a_listing_whose_next_page_is_itself_is_refused(small_bounds, monkeypatch):
     entry = hostile.tree_entry("config.json", b"{}", lfs=False)
-    with HubPeer().route(rf"/api/models/{REPO}/tree/", hostile.self_linking([entry])) as peer:
-        problem, took = hub_refusal(lambda: hub.list_files(REPO, COMMIT), peer, monkeypatch)
+    with HubPeer().route(rf"/api/models/{HUB_REPO}/tree/", hostile.self_linking([entry])) as peer:
+        problem, took = hub_refusal(lambda: hub.list_files(HUB_REPO, COMMIT), peer, monkeypatch)
     assert "cycle" in str(problem) and problem.usage and took < SCHEDULING_SLACK_S
 
 
@@ -247,20 +248,20 @@ def test_a_listing_whose_next_page_is_itself_is_refused(small_bounds, monkeypatc
     (hostile.huge_body(500, declared=False), "answered 500")],
     ids=["length-2^40-for-2KiB", "8GiB-body", "8GiB-undeclared", "8GiB-error-body", "8GiB-undeclared-error"])
 def test_a_listing_or_error_body_past_its_cap_is_refused_before_it_is_read(small_bounds, monkeypatch, behaviour, said):
-    with HubPeer().route(rf"/api/models/{REPO}/revision/", behaviour) as peer:
-        problem, took = hub_refusal(lambda: hub.resolve_commit(REPO, "main"), peer, monkeypatch)
+    with HubPeer().route(rf"/api/models/{HUB_REPO}/revision/", behaviour) as peer:
+        problem, took = hub_refusal(lambda: hub.resolve_commit(HUB_REPO, "main"), peer, monkeypatch)
     assert said in str(problem) and took < hub.API_DEADLINE_S + SCHEDULING_SLACK_S
 
 
 def test_a_weight_declared_larger_than_the_listing_says_is_refused(tmp_path, small_bounds, monkeypatch):
     with HubPeer().route(RESOLVE, hostile.lying_length(CONTENT)) as peer:
-        problem, _ = hub_refusal(lambda: hub.download(REPO, COMMIT, FILE, str(tmp_path)), peer, monkeypatch)
+        problem, _ = hub_refusal(lambda: hub.download(HUB_REPO, COMMIT, FILE, str(tmp_path)), peer, monkeypatch)
     assert "declared 1099511627776 bytes" in str(problem)
 
 
 def test_a_rerun_on_a_whole_folder_rewrites_the_manifest_in_place_and_stages_nothing(tmp_path, site):
     with HubPeer() as peer:
-        peer.publish(REPO, model_contents(tmp_path))
+        peer.publish(HUB_REPO, model_contents(tmp_path))
         before = fetched(peer, tmp_path)
         folder = tmp_path / "models" / "model"
         inode = folder.stat().st_ino
@@ -272,18 +273,18 @@ def test_a_rerun_on_a_whole_folder_rewrites_the_manifest_in_place_and_stages_not
 
 def test_sigterm_in_the_middle_of_a_refetch_leaves_the_good_folder_byte_identical(tmp_path, site):
     with HubPeer() as peer:
-        peer.publish(REPO, model_contents(tmp_path, fill=1))
+        peer.publish(HUB_REPO, model_contents(tmp_path, fill=1))
         before = fetched(peer, tmp_path)
         moved = model_contents(tmp_path, fill=4)
-        commit = peer.publish(REPO, moved)
+        commit = peer.publish(HUB_REPO, moved)
         shard = "model-00002-of-00002.safetensors"  # its headers as listed, then silence
-        peer.route(rf"/{REPO}/resolve/{commit}/{shard}", hostile.stall_after_headers(declared=len(moved[shard])))
+        peer.route(rf"/{HUB_REPO}/resolve/{commit}/{shard}", hostile.stall_after_headers(declared=len(moved[shard])))
         clean = {key: value for key, value in os.environ.items() if not key.startswith("HF_")}
         clean.update({"HF_ENDPOINT": peer.url, "HF_HOME": str(tmp_path / "hf-home"),
-                      "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(ROOT)]),
+                      "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(REPO)]),
                       layout.ENV_FIT_TABLE: str(written_table(tmp_path, FITS))})
-        process = subprocess.Popen([sys.executable, "-m", "entrypoint", "fetch", REPO, "--gpu", "sm75", "--models-dir",
-                                    str(tmp_path / "models")], cwd=ROOT, env=clean, stdout=subprocess.DEVNULL,
+        process = subprocess.Popen([sys.executable, "-m", "entrypoint", "fetch", HUB_REPO, "--gpu", "sm75", "--models-dir",
+                                    str(tmp_path / "models")], cwd=REPO, env=clean, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + TIMEOUT_S
@@ -319,7 +320,7 @@ def test_any_listing_is_files_under_the_folder_or_one_line(entries):
 @given(st.none() | st.dictionaries(st.sampled_from(["sha", "id"]), st.none() | st.integers() | st.text(max_size=41)))
 def test_any_revision_answer_names_a_commit_or_is_refused_naming_hf_endpoint(doc):
     try:
-        commit = hub.commit_of(doc, REPO, "main")
+        commit = hub.commit_of(doc, HUB_REPO, "main")
     except hub.HubProblem as problem:
         assert problem.usage and "HF_ENDPOINT" in str(problem) and "\n" not in str(problem)
         return
@@ -328,12 +329,12 @@ def test_any_revision_answer_names_a_commit_or_is_refused_naming_hf_endpoint(doc
 
 def test_a_fifo_in_a_copy_imported_with_from_is_refused_without_blocking(tmp_path, site):
     with HubPeer() as peer:
-        peer.publish(REPO, model_contents(tmp_path))
+        peer.publish(HUB_REPO, model_contents(tmp_path))
         fetched(peer, tmp_path)
         copy = tmp_path / "copy"
         shutil.copytree(tmp_path / "models" / "model", copy)
         (copy / "tokenizer_config.json").unlink()
         os.mkfifo(copy / "tokenizer_config.json")
-        done = fetch(peer, tmp_path, REPO, "--from", str(copy), "--name", "imported")
+        done = fetch(peer, tmp_path, HUB_REPO, "--from", str(copy), "--name", "imported")
     one_line(done, 2, "tokenizer_config.json", "named pipe")
     assert not (tmp_path / "models" / "imported").exists()

@@ -12,14 +12,14 @@ import pytest
 
 from patches.fitcheck import families, lookup, table
 from patches.fitcheck.run import FitOptions, plan
+from tests import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
-PACKAGE = ROOT / "patches" / "fitcheck"
+PACKAGE = REPO / "patches" / "fitcheck"
 VERSIONS = {"vllm": "0.33.0", "triton": "3.8.0"}
 
 
 def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
+    parts = path.relative_to(REPO).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -195,5 +195,5 @@ def test_what_merges_or_looks_verdicts_up_knows_every_familys_verdict_keys(modul
     code = (f"import {module}\nfrom patches.fitcheck import families, mixer_shapes\n"
             "kinds = {f.shape_type.mixer for f in families.FAMILIES if f.role in ('mixer', 'latent')}\n"
             "assert kinds and kinds <= set(mixer_shapes.fields_by_kind()), kinds")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-500:]

@@ -10,8 +10,8 @@ import pytest
 from patches.fitcheck import shapes
 from patches.fitcheck.shapes import BUILTIN_MODELS, ConfigError, load_model_config, shapes_from_config
 from tests.support import gemma4_configs
+from tests import REPO
 
-REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
 PATTERN = ["sliding_attention"] * 4 + ["full_attention"]
 
 

@@ -13,7 +13,8 @@ from contract.model_config import parse_config
 from entrypoint.checks.fp16 import check_fp16
 from entrypoint.settings import CHECK_NAMES
 from patches import fp16_upcast
-from tests.support.entrypoint_cli import REPO, run_entrypoint
+from tests import REPO
+from tests.support.entrypoint_cli import run_entrypoint
 from tests.support.gemma4_configs import published_model_dir
 from tests.support.standin_driver import build_standin_driver
 from tooling import vllm_releases

@@ -16,8 +16,8 @@ from patches.fp16_upcast.placement import (LAYERS, PATCH_VERSION, TARGET_IN_PACK
                                            plan, strip_upcast)
 from patches.placing import parse
 from tooling import vllm_releases
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 MEMBER = vllm_releases.GEMMA4_UNIFIED_MEMBER
 # The releases whose wheel has no gemma4_unified.py (the 12B came with 0.23.0)
 WITHOUT_FILE = ("0.19.0", "0.19.1", "0.20.0", "0.20.2", "0.21.0", "0.22.1")

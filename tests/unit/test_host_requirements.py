@@ -5,8 +5,8 @@ import importlib.metadata
 import re
 import sys
 from pathlib import Path
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 # This repository's own packages: build.py imports them from the checkout (the Kubernetes renderer
 # sizes memory with the entrypoint's own staging_need), never from an index.
 OWN_PACKAGES = {path.name for path in REPO.iterdir() if (path / "__init__.py").is_file()}

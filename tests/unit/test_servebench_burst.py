@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -19,8 +18,8 @@ from tests.support.openai_standin import StandInResponse
 from tests.support.openai_standin_streaming import StreamingCompletionsStandIn
 from tests.support.slack import SCHEDULING_SLACK_S
 from tooling.endpoint import replies
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 DECODE = 32
 INTERVAL_S = 0.02
 

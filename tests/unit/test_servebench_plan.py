@@ -2,7 +2,6 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -10,8 +9,8 @@ from bench.servebench import command
 from bench.servebench.plan import PlanError, Sweep, derive_seed, runs
 from tests.support import wire_failures
 from tests.support.openai_standin_streaming import salt_problem
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_seed_study_sweep_has_one_distinct_seed_per_cell_and_repeat():

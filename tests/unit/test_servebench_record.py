@@ -4,14 +4,13 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from bench.servebench import driver, memory, prom, record
 from bench.servebench.plan import PlanError
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 # vLLM 0.33.0's TIME_TO_FIRST_TOKEN_BUCKETS (vllm/v1/metrics/buckets.py), the bounds its /metrics shows
 TTFT_BOUNDS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
                20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)

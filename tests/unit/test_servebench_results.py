@@ -2,14 +2,13 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from bench.servebench import driver, report, results
 from bench.servebench.plan import PlanError, Sweep, runs
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SWEEP = Sweep(concurrencies=(1, 4), input_lens=(512,), output_len=128, repeats=2)
 
 

@@ -6,6 +6,7 @@ import pytest
 from buildtool.smoke.checks import CHECKS
 from buildtool.smoke.cli import main
 from tests.support.openai_standin import OpenAIStandIn
+from tests import REPO
 
 NAMES = [check.name for check in CHECKS]
 # /metrics rows after the requests: the stand-in serves vLLM's text with no drafter configured
@@ -191,9 +192,8 @@ def test_missing_audio_extras_fail_the_audio_row_only_for_a_model_that_takes_aud
 def test_the_docs_add_a_check_example_holds_under_contract_only(capsys, monkeypatch):
     """docs/smoke.md's example Check, as written, against a model whose answers are not judged."""
     import re as regex
-    from pathlib import Path
     from buildtool.smoke import checks, cli
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "smoke.md").read_text()
+    doc = (REPO / "docs" / "smoke.md").read_text()
     code = regex.search(r"## Adding a check.*?```python\n(.*?)```", doc, regex.S).group(1)
     (example,) = eval(code, vars(checks))
     monkeypatch.setattr(cli, "CHECKS", checks.CHECKS + (example,))

@@ -3,7 +3,6 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -11,8 +10,8 @@ from buildtool.smoke.checks import CHECKS
 from buildtool.smoke.cli import base_url, main
 from buildtool.smoke.expect import Reply, unsupported_input
 from tests.support.openai_standin import OpenAIStandIn
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 FAST = ["--interval", "0.05", "--timeout", "10"]
 
 

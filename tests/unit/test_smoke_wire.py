@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +15,8 @@ from tests.support.hostile_server import HostileServer
 from tests.support.openai_standin import OpenAIStandIn, StandInResponse, chat_chunk
 from tests.support.slack import SCHEDULING_SLACK_S
 from tooling.endpoint import replies
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 KEY = "sk-wire-test-9f3a51"
 
 

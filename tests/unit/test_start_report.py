@@ -17,7 +17,7 @@ import pytest
 from contract.layout import ENV_START_REPORT
 from entrypoint import start_report
 from entrypoint.start_report import Event, event_of, summarize
-from tests.unit.test_dockerfile_agreement import REPO
+from tests import REPO
 from tooling import vllm_releases
 
 DATA = Path(__file__).parent / "data"

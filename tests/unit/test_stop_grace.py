@@ -16,7 +16,7 @@ from tests.support.build_py import build_py
 from tests.support.deploy_units import interpolate_defaults, parse_unit, seconds
 from tests.support.bad_model_folders import LLAMA
 from tests.support.model_files import write_model_dir
-from tests.unit.test_units import REPO
+from tests import REPO
 
 BASE = {"MODEL": "/models/m"}
 

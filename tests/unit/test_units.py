@@ -17,8 +17,8 @@ from buildtool.units.quadlet import podman_image_ref, render_env_file, render_qu
 from tests.support.build_py import build_py
 from tests.support.deploy_units import (compose_view, interpolate_defaults, parse_unit, quadlet_view,
                                         uncommented)
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 class ComposeLoader(yaml.SafeLoader):

@@ -17,8 +17,8 @@ import yaml
 
 from buildtool.units.kubernetes import MANIFEST_PATH
 from tests.support.build_py import build_py
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 CHECKOV_VENV = REPO / ".cache/checkov-venv/bin/checkov"
 
 # The restricted profile: the pod's privileges and resources, and the image's user.

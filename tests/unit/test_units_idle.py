@@ -20,10 +20,11 @@ from contract.pins import KUBERNETES_VERSION
 from entrypoint.settings import SettingsError, idle_after_setting
 from tests.support.build_py import build_py
 from tests.support.deploy_units import parse_unit
+from tests import REPO
 
 QUADLET = Path("/opt/vllm-turing-tools/bin/quadlet")
 SYSTEMD_ANALYZE = Path("/usr/bin/systemd-analyze")
-SCHEMAS = Path(__file__).resolve().parents[1] / "support" / "schemas" / "keda"
+SCHEMAS = REPO / "tests" / "support" / "schemas" / "keda"
 CRDS = {("keda.sh/v1alpha1", "ScaledObject"): "keda.sh_scaledobjects-2.20.2.yaml",
         ("http.keda.sh/v1alpha1", "HTTPScaledObject"): "http.keda.sh_httpscaledobjects-0.15.0.yaml"}
 

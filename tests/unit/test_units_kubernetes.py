@@ -29,8 +29,8 @@ from contract.verdict import Status
 from tests.support.build_py import build_py
 from tests.support.deploy_units import interpolate_defaults, seconds, size_bytes
 from tests.support.model_files import write_model_dir
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 GIB = 2**30
 OVERLAY = REPO / "kubernetes/overlays/gke-t4"
 # name -> (extra CLI arguments, the committed file it must equal). Regenerate with the command.

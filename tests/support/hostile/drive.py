@@ -13,8 +13,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[3]
 KILL_AFTER_S = 120.0  # a run still going then is a hang: stopped, and reported as one
 # The address space each surface gets: a reader of /dev/zero or an 8 GiB file meets MemoryError here
 # (a traceback, so a failure of the memory invariant) instead of taking this shared host's memory.
