@@ -175,26 +175,30 @@ PEER = {  # the fetch helper's hostile peer (tests/support/hostile/peer.py), one
 }
 
 
-def against_peer(surface, tmp_path, with_url) -> dict[str, list[str]]:
-    """Each of PEER's faults (one peer per fault, run side by side) against `surface`'s trial, the
-    peer's URL put in by `with_url(trial, url)`."""
-    def one(kind):
-        folder = tmp_path / kind
-        folder.mkdir()
-        with peer.HostilePeer().route("/", PEER[kind]) as server:
-            trial = surface.trial(folder, kind)
-            with_url(trial, server.url)
-            kill_after = surface.deadline_s + SCHEDULING_SLACK_S + 5
-            return kind, registry.attempt(surface, kind, folder, trial, lambda a, e, c: drive.run(a, e, c, kill_after))
-
-    with ThreadPoolExecutor(len(PEER)) as pool:
-        return {kind: lines for kind, lines in pool.map(one, sorted(PEER)) if lines}
+PEER_SURFACES = [s for s in registry.SURFACES if s.kinds == registry.PEER_KINDS]
 
 
-@pytest.mark.parametrize("surface", [s for s in registry.SURFACES if s.kinds == registry.PEER_KINDS],
-                         ids=lambda s: s.name)
-def test_a_remote_read_holds_against_the_hostile_peer(surface, tmp_path, repo_state):
-    found = against_peer(surface, tmp_path, registry.PEER_URL[surface.name])
+def against_peer(surface, folder: Path, kind: str) -> tuple[str, list[str]]:
+    """One of PEER's faults against `surface`'s trial, on a peer of its own."""
+    with peer.HostilePeer().route("/", PEER[kind]) as server:
+        trial = surface.trial(folder, kind)
+        registry.PEER_URL[surface.name](trial, server.url)
+        kill_after = surface.deadline_s + SCHEDULING_SLACK_S + 5
+        return kind, registry.attempt(surface, kind, folder, trial, lambda a, e, c: drive.run(a, e, c, kill_after))
+
+
+@pytest.fixture(scope="module")
+def peer_trials(tmp_path_factory):
+    """Every peer surface's every fault, started side by side once: most of them wait out a deadline
+    (a stall is judged when the surface gives up), so the waits overlap instead of adding up."""
+    with ThreadPoolExecutor(len(PEER_SURFACES) * len(PEER)) as pool:
+        yield {surface.name: [pool.submit(against_peer, surface, tmp_path_factory.mktemp("peer"), kind)
+                              for kind in sorted(PEER)] for surface in PEER_SURFACES}
+
+
+@pytest.mark.parametrize("surface", PEER_SURFACES, ids=lambda s: s.name)
+def test_a_remote_read_holds_against_the_hostile_peer(surface, peer_trials, repo_state):
+    found = {kind: lines for kind, lines in (trial.result() for trial in peer_trials[surface.name]) if lines}
     assert not found, f"{surface.name} ({surface.owner}'s area):\n" + "\n".join(
         f"  {kind}: {line}" for kind, lines in found.items() for line in lines)
 
