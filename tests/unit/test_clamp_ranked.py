@@ -1,4 +1,4 @@
-"""The clamp's choice from ranked launch configurations (patches/turing_clamp/ranking.py), run from
+"""The clamp's choice from ranked launch configurations (tooling/clamp_ranking.py), run from
 the code inserted into a patched real release, and the ranking built from a benchmark sweep.
 
 No vLLM, GPU or Triton here: as tests/unit/test_clamp_runtime.py, the inserted statements run on
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from contract import layout
-from patches.turing_clamp import ranking
+from tooling import clamp_ranking as ranking
 from tests.unit.test_clamp_runtime import TURING, clamp, patched_sources, query, table  # noqa: F401 (fixtures)
 
 AMPERE_CONSUMER = 101_376
