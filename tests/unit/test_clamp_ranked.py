@@ -160,7 +160,7 @@ def test_layers_whose_vllm_tile_differs_are_ranked_apart(clamp, table, ranked, m
 
 
 def test_the_committed_ranking_is_as_its_writer_writes_it(tmp_path):
-    """Compact, as ranking.write leaves it: the image ships this file, within the derived layers' 2 MiB
+    """Compact, as ranking.write leaves it: the image ships this file, within the derived layers' budget
     (indented, it was 44 KB more); `python3 -m json.tool` shows it to a person."""
     rewritten = tmp_path / "ranked-configs.json"
     ranking.write(rewritten, ranking.read(ranking.RANKED_FILE))
