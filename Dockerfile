@@ -31,7 +31,12 @@ ENV PYTHONPATH=/opt/vllm-turing \
 COPY door/ /opt/vllm-turing/door/
 COPY contract/__init__.py contract/clamp_paths.py contract/compile_record.py contract/devices.py \
      contract/distributions.py contract/model_config.py /opt/vllm-turing/contract/
-COPY patches/ /opt/vllm-turing/patches/
+# patches/, all but the fit check's passes (patches/fitcheck/image_passes.py): only the proof stage runs
+# them, from a bind mount of the build context, so they stay out of the image's layers (this BuildKit's
+# COPY cannot leave one file out; tests/unit/test_derived_layers.py holds what ships).
+RUN --mount=type=bind,source=patches,target=/run/vllm-turing-patches \
+    cp -R /run/vllm-turing-patches /opt/vllm-turing/patches \
+    && rm /opt/vllm-turing/patches/fitcheck/image_passes.py
 RUN set -e; \
     export PYTHONDONTWRITEBYTECODE=1; \
     python3 -m patches.turing_clamp apply --site unified --json > /opt/vllm-turing/clamp-report.json; \
@@ -53,6 +58,7 @@ FROM clamped AS proof
 # the same Triton made, so a fresh host compiles only the rest and the full confirming compiles.
 RUN --mount=type=cache,id=vllm-turing-fitcheck-triton,target=/root/.triton-fitcheck \
     --mount=type=bind,source=contract/compile-records,target=/run/vllm-turing-compile-records \
+    --mount=type=bind,source=patches/fitcheck/image_passes.py,target=/opt/vllm-turing/patches/fitcheck/image_passes.py \
     set -e; \
     export PYTHONDONTWRITEBYTECODE=1 CUDA_VISIBLE_DEVICES= TRITON_CACHE_DIR=/root/.triton-fitcheck; \
     python3 -m patches.fitcheck.image_passes
@@ -123,7 +129,7 @@ COPY entrypoint/sitecustomize.py /opt/vllm-turing/sitecustomize.py
 # build.py's verification, a preflight's full check on a table miss) vLLM's imports take seconds anyway.
 # Without the column tables (-X no_debug_ranges: 7 % smaller; these modules' tracebacks lose their ^^^).
 RUN python3 -X no_debug_ranges -m compileall -q \
-      -x '/(patches/fitcheck/(__main__|compiler|recorder|image_passes|run|report|progress|mixers|mixer_launches|gdn_launches|kda_launches)|patches/turing_clamp/(__main__|ranking)|patches/fp16_upcast/__main__|contract/(compile_record|pins)|imagefacts/__main__)\.py$' \
+      -x '/(patches/fitcheck/(__main__|compiler|recorder|run|report|progress|mixers|mixer_launches|gdn_launches|kda_launches)|patches/turing_clamp/__main__|patches/fp16_upcast/__main__|contract/(compile_record|pins)|imagefacts/__main__)\.py$' \
       /opt/vllm-turing
 
 # The default user: uid 10001 in group 0, not root (buildtool/units/spec.py's POD_UID and POD_GID, the

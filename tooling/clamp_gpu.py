@@ -25,7 +25,7 @@ fastest fitting configuration measured in the same run. The encoder attention ke
 (context_attention_fwd, tooling/encoder_sweep) is timed the same way per head size (BLOCK x
 num_warps 2/4/8 x num_stages where the lowering pipelines), vLLM's platform made to report the
 proxy's capability so that its own launch is that GPU's. --ranked-out writes the ranked
-configurations the clamp chooses from (patches/turing_clamp/ranking.py, provenance included).
+configurations the clamp chooses from (tooling/clamp_ranking.py, provenance included).
 --dtype bfloat16 runs every launch (the sweeps', the clamp's) in bf16, as an Ampere GPU runs a bf16
 checkpoint, with fit tables of bf16 launches, and ranks bf16 launches; Turing has no bf16, so only the
 sm86 and native lowerings take it. --json PATH also writes the fit tables the clamp read to
@@ -45,7 +45,7 @@ from pathlib import Path
 
 from contract import layout
 from contract.devices import DEVICES
-from patches.turing_clamp import ranking
+from tooling import clamp_ranking as ranking
 from tooling.attention_cases import CASE_NAMES, DTYPES, FAMILY_CASE_NAMES
 from tooling.gpu_site import SiteError, ensure_fit_table, ensure_site, python_env
 from door import files
@@ -344,7 +344,7 @@ def same_config(a: dict, b: dict) -> bool:
 def timed_config(sweep: dict, case: str, config: dict) -> dict | None:
     """The sweep's row of `config` for `case` (vLLM's own launch when it is that), its "ms" the mean of
     every row of that compile (vLLM's own launch is timed again where a swept configuration equals it),
-    as patches/turing_clamp/ranking.py ranks them."""
+    as tooling/clamp_ranking.py ranks them."""
     rows = [r for r in (sweep["cases"][case]["configs"] if sweep else []) if same_config(r, config) and "ms" in r]
     return dict(rows[0], ms=sum(r["ms"] for r in rows) / len(rows)) if rows else None
 

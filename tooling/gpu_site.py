@@ -22,7 +22,7 @@ from pathlib import Path
 from contract import layout
 from contract.devices import TURING
 from patches import turing_clamp
-from patches.turing_clamp.ranking import ENV_RANKED
+from tooling.clamp_ranking import ENV_RANKED
 
 REPO = Path(__file__).resolve().parents[1]
 SITE_ENV = "VLLM_TURING_GPU_SITE"

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from door.files import FileProblem, read_bytes, shown
+from door.problem import UsageError
 
 # podman reads an env file with Go's bufio.Scanner, which refuses a line over 64 KiB; the file
 # is a few dozen settings.
@@ -28,10 +29,6 @@ ENV_FILE_CAP = 64 * 1024
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 QUOTES = "\"'`"
 BOM = b"\xef\xbb\xbf"
-
-
-class EnvFileProblem(ValueError):
-    """Why an env file cannot be used: one line naming it (and the line), with the fix."""
 
 
 def value_problem(value: str) -> str | None:
@@ -52,7 +49,7 @@ def value_problem(value: str) -> str | None:
 
 
 def parse(text: str, name: str) -> dict[str, str]:
-    """KEY=value lines, refused (EnvFileProblem) where compose and podman would read them differently."""
+    """KEY=value lines, refused (UsageError) where compose and podman would read them differently."""
     values: dict[str, str] = {}
     lines: dict[str, int] = {}
     for number, line in enumerate(text.split("\n"), 1):
@@ -62,27 +59,27 @@ def parse(text: str, name: str) -> dict[str, str]:
         where = f"{name} line {number}"
         key, equals, value = body.partition("=")
         if not equals or not KEY.fullmatch(key):
-            raise EnvFileProblem(f"{where}: {shown(line[:60])!r} is not KEY=value (a shell name, '=', the value); "
+            raise UsageError(f"{where}: {shown(line[:60])!r} is not KEY=value (a shell name, '=', the value); "
                                  "fix or comment out that line")
         if problem := value_problem(value):
-            raise EnvFileProblem(f"{where}: {key}={shown(value[:60])!r} {problem}")
+            raise UsageError(f"{where}: {key}={shown(value[:60])!r} {problem}")
         if key in values:
-            raise EnvFileProblem(f"{where}: {key} is given again (first on line {lines[key]}); keep one")
+            raise UsageError(f"{where}: {key} is given again (first on line {lines[key]}); keep one")
         values[key], lines[key] = value, number
     return values
 
 
 def decode(data: bytes, name: str) -> str:
-    """The file's text: UTF-8 without a byte-order mark, LF line ends (EnvFileProblem otherwise)."""
+    """The file's text: UTF-8 without a byte-order mark, LF line ends (UsageError otherwise)."""
     if data.startswith(BOM):
-        raise EnvFileProblem(f"{name} starts with a byte-order mark, which compose and podman read into the first "
+        raise UsageError(f"{name} starts with a byte-order mark, which compose and podman read into the first "
                              "key; save it as UTF-8 without BOM")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise EnvFileProblem(f"{name} is not UTF-8 text (byte {error.start} is invalid); save it as UTF-8") from None
+        raise UsageError(f"{name} is not UTF-8 text (byte {error.start} is invalid); save it as UTF-8") from None
     if "\r" in text:
-        raise EnvFileProblem(f"{name} has CR (Windows) line ends, which compose and podman read differently; "
+        raise UsageError(f"{name} has CR (Windows) line ends, which compose and podman read differently; "
                              "save it with LF line ends (dos2unix)")
     return text
 
@@ -95,10 +92,10 @@ class EnvFile:
 
 
 def read(path: Path, name: str) -> EnvFile:
-    """The env file at `path` read through the door and parsed; EnvFileProblem in one line naming `name`."""
+    """The env file at `path` read through the door and parsed; UsageError (exit 2) in one line naming `name` (and the line), with the fix."""
     try:
         data = read_bytes(str(path), name, cap=ENV_FILE_CAP)
     except FileProblem as problem:
-        raise EnvFileProblem(f"{problem}; give a regular file of KEY=value lines") from None
+        raise UsageError(f"{problem}; give a regular file of KEY=value lines") from None
     text = decode(data, name)
     return EnvFile(name, text, parse(text, name))

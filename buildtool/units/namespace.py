@@ -15,16 +15,13 @@ from typing import Iterable, Sequence
 
 from buildtool.units import idle, monitoring
 from buildtool.units.spec import IDLE_BACKEND_OFFSET, UnitSpec
+from door.problem import UsageError
 
 MONITORING_OWNER = "--monitoring"
 COMPONENT = "app.kubernetes.io/component"  # the label that tells a server's objects from its fetch step's
 RENAME = "rename one of the env files (the units are named after them)"
 PORT_FIX = (f"give --port values nothing else publishes (once per --env-file for several servers; Prometheus "
             f"publishes {monitoring.PROMETHEUS_PORT} with --monitoring)")
-
-
-class NamespaceClash(ValueError):
-    """Two owners claim one name or port: one line naming both, the clash and the fix."""
 
 
 @dataclass(frozen=True)
@@ -78,12 +75,13 @@ def cluster_claims(documents: Iterable[tuple[str, dict]]) -> list[Claim]:
 
 
 def refuse_clashes(claims: Sequence[Claim]) -> None:
-    """NamespaceClash naming the first two owners that claim one name of one kind."""
+    """UsageError (exit 2) in one line naming the first two owners that claim one name of one kind, the
+    clash and the fix."""
     first: dict[tuple[str, str], Claim] = {}
     for claim in claims:
         seen = first.setdefault((claim.kind, claim.name), claim)
         if seen is claim or seen.owner == claim.owner:
             continue  # a server and its own fetch step share its download cache on purpose
         fix = PORT_FIX if claim.kind == "port" else RENAME
-        raise NamespaceClash(f"{seen.owner} ({seen.role}) and {claim.owner} ({claim.role}) both use the {claim.kind} "
+        raise UsageError(f"{seen.owner} ({seen.role}) and {claim.owner} ({claim.role}) both use the {claim.kind} "
                              f"{claim.name}; {fix}")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from buildtool.units.spec import UNIT_NAME, ServerValues
 from contract.devices import SHARED_CARD_BUDGET, VLLM_DEFAULT_UTILIZATION
+from door.problem import UsageError
 from entrypoint.checks.memory import gpu_need
 from entrypoint.settings import Settings
 
@@ -26,10 +27,6 @@ MIN_FRACTION = 0.05  # below it vLLM cannot hold a model's weights and a KV bloc
 # vLLM 0.33.0's max_num_seqs for the OpenAI server when MAX_NUM_SEQS is unset.
 DEFAULT_MAX_NUM_SEQS = 256
 MAX_SLUG = 40  # vllm-turing-<slug> stays a Kubernetes name (63 characters at most)
-
-
-class PlanError(ValueError):
-    """Why the servers cannot share the host as given: one line naming the env file(s) and the fix."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +84,7 @@ def _floor(fraction: float) -> float:
 def plan_fractions(servers: list[ServerInput]) -> list[float]:
     """GPU_MEMORY_UTILIZATION per server: the env file's, else a share of what the explicit ones
     leave on its GPUs, in proportion to each unset server's need there (the smallest share over its
-    GPUs, rounded down to a hundredth), at most ALONE_FRACTION. PlanError when a GPU is over-committed."""
+    GPUs, rounded down to a hundredth), at most ALONE_FRACTION. UsageError when a GPU is over-committed."""
     explicit = {gpu: 0.0 for s in servers for gpu in s.gpus}
     weights = dict.fromkeys(explicit, 0)
     for server in servers:
@@ -102,7 +99,7 @@ def plan_fractions(servers: list[ServerInput]) -> list[float]:
         if chosen is None:
             wanted = need(server)
             if wanted is None:
-                raise PlanError(f"{server.source}: GPU_MEMORY_UTILIZATION is unset and its model cannot be sized "
+                raise UsageError(f"{server.source}: GPU_MEMORY_UTILIZATION is unset and its model cannot be sized "
                                 f"here ({server.unsized}); set GPU_MEMORY_UTILIZATION in {server.source} "
                                 f"(the fractions of a GPU may sum to {CARD_BUDGET})")
             chosen = min(ALONE_FRACTION, *(_floor((CARD_BUDGET - explicit[gpu]) * wanted / weights[gpu])
@@ -120,10 +117,10 @@ def _refuse_over_commit(servers: list[ServerInput], fractions: list[float]) -> N
         total = sum(f for _, f in on_gpu)
         shares = " + ".join(f"{f:g} ({s.source})" for s, f in on_gpu)
         if small := [s.source for s, f in on_gpu if f < MIN_FRACTION]:
-            raise PlanError(f"GPU {gpu}: {', '.join(small)} would get less than {MIN_FRACTION} of the card "
+            raise UsageError(f"GPU {gpu}: {', '.join(small)} would get less than {MIN_FRACTION} of the card "
                             f"(GPU_MEMORY_UTILIZATION {shares}); {fix}")
         if total > CARD_BUDGET + 1e-9:
-            raise PlanError(f"GPU {gpu} is over-committed: GPU_MEMORY_UTILIZATION {shares} = {total:.2f}, above "
+            raise UsageError(f"GPU {gpu} is over-committed: GPU_MEMORY_UTILIZATION {shares} = {total:.2f}, above "
                             f"the {CARD_BUDGET} of a card the fractions may sum to; {fix}")
 
 
@@ -135,12 +132,12 @@ def _refuse_served_collisions(servers: list[ServerInput], served: list[str]) -> 
         for j in range(i):
             explicit = servers[i].settings.served_model_name or servers[j].settings.served_model_name
             if served[j] == name and explicit:
-                raise PlanError(f"{servers[j].source} and {servers[i].source} both use the served model name {name}; "
+                raise UsageError(f"{servers[j].source} and {servers[i].source} both use the served model name {name}; "
                                 f"set a distinct SERVED_MODEL_NAME in {servers[i].source}")
 
 
 def plan_servers(servers: list[ServerInput]) -> list[PlannedServer]:
-    """The servers' names, environment and fractions; PlanError (one line) when they cannot share."""
+    """The servers' names, environment and fractions; UsageError (exit 2, one line naming the env file(s) and the fix) when they cannot share."""
     slugs = distinct_slugs([s.source for s in servers])
     served = [s.settings.served_model_name or name for s, name in zip(servers, slugs)]
     _refuse_served_collisions(servers, served)

@@ -49,7 +49,7 @@ HEALTH_CMD = ("python3 -c 'import os, urllib.request; urllib.request.urlopen("
 HEALTH = {"interval": "30s", "timeout": "10s", "retries": 3, "start_period": "300s"}
 
 # The caches, each on a named volume (compose, Quadlet) or a subPath of one claim (Kubernetes).
-# The image ships no Triton cache (40 MB, against a 2 MiB budget for the derived layers): the
+# The image ships no Triton cache (40 MB, against a 1.5 MiB budget for the derived layers): the
 # volumes keep what the first start compiled, so a restart skips the JIT. Downloads (HF_HOME) are
 # the same for every image; compiled artifacts belong to one image, so their volumes carry its
 # version (`compile_volumes`, from the image the units are rendered for): an upgrade regenerated

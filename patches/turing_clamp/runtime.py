@@ -24,7 +24,7 @@ _VLLM_TURING_ENV_SMEM_LIMIT = ("TURING_CLAMP_SMEM_LIMIT", "VLLM_TURING_SMEM_LIMI
 _VLLM_TURING_ENV_CC = ("TURING_CLAMP_CC", "VLLM_TURING_CC")
 _VLLM_TURING_ENV_FIT_TABLE = ("TURING_CLAMP_FIT_TABLE", "VLLM_TURING_FIT_TABLE")
 _VLLM_TURING_DEFAULT_FIT_TABLE = "/opt/vllm-turing/fit-table.json"
-# Ranked launch configurations (patches/turing_clamp/ranking.py; the image copies patches/ here)
+# Ranked launch configurations (tooling/clamp_ranking.py writes them; the image copies patches/ here)
 _VLLM_TURING_ENV_RANKED = ("TURING_CLAMP_RANKED_CONFIGS",)
 # The image's copy; the build's fit check launches through it, so its proof and its table hold the
 # ranked launches. TURING_CLAMP_RANKED_CONFIGS names another file, or "" for none.

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from contract.devices import DEVICES
-from patches.turing_clamp import ranking
+from tooling import clamp_ranking as ranking
 
 DTYPES = ("float16", "bfloat16")
 LOWERING = "sm86"
@@ -62,7 +62,7 @@ def ranked_launch(document: dict, dtype: str, path: str, head_size_padded: int, 
 
 
 def ranked_choice(launch: dict, limit: int = AMPERE_LIMIT) -> dict:
-    """The ranked row the clamp must launch, by the ranking's rule (patches/turing_clamp/ranking.py): the
+    """The ranked row the clamp must launch, by the ranking's rule (tooling/clamp_ranking.py): the
     best-scored configuration that fits `limit`, unless the fail-safe one (the largest tile up to vLLM's,
     at vLLM's own warps and stages, that fits) scores within KEEP_MARGIN of the fastest (1), or of the best
     when that scores above the margin. Rows name vLLM's own

@@ -167,7 +167,7 @@ def test_ampere_launch_is_the_ranked_one_within_its_limit(ampere_runs, figures, 
     """On the Ampere proxy the clamp launched the configuration the ranking's rows for cc 86 in the run's
     dtype give this case's launch (tests/gpu/ampere_proxy.py, ranked_choice), and its compiled kernel needs
     at most Ampere's 101,376 bytes."""
-    from patches.turing_clamp import ranking
+    from tooling import clamp_ranking as ranking
     from tests.gpu.ampere_proxy import configuration, ranked_choice, ranked_file, ranked_launch
 
     dtype = dtype_of(mode)

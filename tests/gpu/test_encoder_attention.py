@@ -95,7 +95,7 @@ def test_encoder_launches_fit_turing_shared_memory(encoder_run, figures, head):
 def test_encoder_ampere_launch_is_the_ranked_one_within_its_limit(ampere_encoder_runs, figures, head, proxy):
     """On the Ampere proxy the encoder launched the BLOCK / warps / stages the ranking's rows for cc 86 in
     the run's dtype give its launch (head 72 pads to 128 and takes head 128's), within 101,376 bytes."""
-    from patches.turing_clamp import ranking
+    from tooling import clamp_ranking as ranking
     from tests.gpu.ampere_proxy import configuration, ranked_choice, ranked_file, ranked_launch
 
     dtype, _, key = PROXIES[proxy]

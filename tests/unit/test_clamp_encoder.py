@@ -208,7 +208,7 @@ def test_without_a_table_entry_a_refused_block_halves_and_the_grid_covers_every_
 
 def write_encoder_ranking(path, rows, cc=75, head=64, block=64, own=(4, 1)):
     """A ranked-configurations file with one encoder launch: rows [(BLOCK, warps, stages, shared, score)]."""
-    from patches.turing_clamp import ranking
+    from tooling import clamp_ranking as ranking
 
     path.write_text(json.dumps({"format": ranking.FORMAT, "vllm_version": "0.33.0", "provenance": {}, "launches": [
         {"cc": cc, "path": "encoder", "head_size_padded": head, "dtype": "float16", "block_m": block,
@@ -219,7 +219,7 @@ def write_encoder_ranking(path, rows, cc=75, head=64, block=64, own=(4, 1)):
 
 @pytest.fixture
 def encoder_ranked(inserted, tmp_path, monkeypatch):
-    from patches.turing_clamp import ranking
+    from tooling import clamp_ranking as ranking
 
     monkeypatch.setitem(inserted, "_vllm_turing_release", lambda: "0.33.0")
     path = tmp_path / "ranked-configs.json"
@@ -267,7 +267,7 @@ def test_a_ranked_encoder_configuration_that_does_not_fit_is_passed_over_for_the
 
 
 def test_every_committed_encoder_launch_is_within_5_percent_of_the_fastest_fitting_one(inserted, monkeypatch, tmp_path):
-    from patches.turing_clamp import ranking
+    from tooling import clamp_ranking as ranking
 
     document = ranking.read(ranking.RANKED_FILE)
     launches = [launch for launch in document["launches"] if launch["path"] == "encoder"]

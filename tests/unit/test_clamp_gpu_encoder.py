@@ -49,7 +49,7 @@ def test_the_encoder_sweep_tries_stages_only_where_the_lowering_pipelines_and_on
 
 
 def test_the_encoder_ranking_keys_a_launch_by_vllms_own_block_and_options_and_scores_each_configuration():
-    from patches.turing_clamp import ranking
+    from tooling import clamp_ranking as ranking
 
     own = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 1, "shared": 32_768}
     rows = [row(64, 4, 1, 32_768, 4.0, default=True), row(64, 4, 1, 32_768, 4.0), row(32, 4, 1, 16_384, 0.5),

@@ -1,4 +1,4 @@
-"""The clamp's choice from ranked launch configurations (patches/turing_clamp/ranking.py), run from
+"""The clamp's choice from ranked launch configurations (tooling/clamp_ranking.py), run from
 the code inserted into a patched real release, and the ranking built from a benchmark sweep.
 
 No vLLM, GPU or Triton here: as tests/unit/test_clamp_runtime.py, the inserted statements run on
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from contract import layout
-from patches.turing_clamp import ranking
+from tooling import clamp_ranking as ranking
 from tests.unit.test_clamp_runtime import TURING, clamp, patched_sources, query, table  # noqa: F401 (fixtures)
 
 AMPERE_CONSUMER = 101_376
@@ -160,7 +160,7 @@ def test_layers_whose_vllm_tile_differs_are_ranked_apart(clamp, table, ranked, m
 
 
 def test_the_committed_ranking_is_as_its_writer_writes_it(tmp_path):
-    """Compact, as ranking.write leaves it: the image ships this file, within the derived layers' 2 MiB
+    """Compact, as ranking.write leaves it: the image ships this file, within the derived layers' budget
     (indented, it was 44 KB more); `python3 -m json.tool` shows it to a person."""
     rewritten = tmp_path / "ranked-configs.json"
     ranking.write(rewritten, ranking.read(ranking.RANKED_FILE))

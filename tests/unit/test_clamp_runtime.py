@@ -268,7 +268,7 @@ def test_the_inserted_code_spells_contracts_names_and_path(runtime_names):
     assert aliases == layout.DEPRECATED_ENV_NAMES
     assert runtime_names._VLLM_TURING_DEFAULT_FIT_TABLE == layout.FIT_TABLE
     # the ranked configurations: ranking.py's name, and where the Dockerfile's COPY patches/ puts its file
-    from patches.turing_clamp import ranking
+    from tooling import clamp_ranking as ranking
     assert runtime_names._VLLM_TURING_ENV_RANKED == (ranking.ENV_RANKED,)
     assert runtime_names._VLLM_TURING_DEFAULT_RANKED == layout.in_install_dir(
         ranking.RANKED_FILE.relative_to(REPO).as_posix())

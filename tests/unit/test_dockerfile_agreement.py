@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 from buildtool.units.spec import HEALTH, HEALTH_CMD, POD_GID, POD_HOME, POD_UID
-from contract import layout, pins
+from contract import pins
 from tests import REPO
 
 
@@ -113,11 +113,3 @@ def test_the_image_takes_the_proofs_outputs_and_the_compile_record_stage_holds_t
     start = texts.index(f"FROM scratch AS {COMPILE_RECORD_STAGE}")
     assert texts[start + 1] == f"COPY --from=proof {COMPILE_RECORD} /"
     assert texts[start + 2].startswith("FROM "), "nothing else in that stage"
-
-
-def test_the_image_packages_are_those_the_dockerfile_copies_into_the_install_folder():
-    copies = [text.split()[1:] for text in instructions(REPO / "Dockerfile") if text.startswith("COPY ")]
-    into_install = [sources for *sources, target in copies
-                    if not sources[0].startswith("--from") and target.startswith(f"{layout.INSTALL_DIR}/")]
-    folders = {source.split("/")[0] for sources in into_install for source in sources if "/" in source}
-    assert folders == set(layout.IMAGE_PACKAGES), into_install

@@ -18,7 +18,8 @@ import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from buildtool.units.kubernetes import MANIFEST_PATH, manifest_problems
+from buildtool.units.kubernetes import MANIFEST_PATH
+from buildtool.units.policy import manifest_problems
 from buildtool.units.serialize import Line, env_file, unit_file, unit_value, yaml_document
 from contract.pins import KUBERNETES_VERSION
 from tests.support.build_py import build_py

@@ -18,14 +18,15 @@ from policy_guard.models import PolicyLevel, Resource
 
 from buildtool.units.compose import render_compose
 from buildtool.units.envfile import parse as parse_env_file
-from buildtool.units.kubernetes import (GPU_RESOURCE, KUSTOMIZATION_PATH, MANIFEST_PATH, manifest_problems,
-                                        manifests, render_kubernetes, to_yaml)
+from buildtool.units.kubernetes import GPU_RESOURCE, KUSTOMIZATION_PATH, MANIFEST_PATH, manifests, render_kubernetes, to_yaml
+from buildtool.units.policy import manifest_problems
 from buildtool.units.quadlet import render_env_file
 from buildtool.units.spec import ClusterValues, HostValues, UnitSpec
 from contract.layout import API_KEY_PATH, API_KEY_SECRET, ENV_API_KEY, ENV_API_KEY_FILE
 from contract.pins import KUBERNETES_VERSION
 from entrypoint.checks.memory import check_memory
 from contract.verdict import Status
+from door.problem import UsageError
 from tests.support.build_py import build_py
 from tests.support.deploy_units import interpolate_defaults, seconds, size_bytes
 from tests.support.model_files import write_model_dir
@@ -294,7 +295,7 @@ def test_bad_input_is_refused_in_one_line(tmp_path, capsys, args, says):
 
 
 def test_a_malformed_env_file_line_is_named():
-    with pytest.raises(ValueError, match="line 2"):
+    with pytest.raises(UsageError, match="line 2"):
         parse_env_file("A=1\nexport B=2\n", "env")
 
 

@@ -18,7 +18,8 @@ import yaml
 from hypothesis import example, given, settings, strategies as st
 
 from buildtool.units import envfile
-from buildtool.units.namespace import Claim, NamespaceClash, refuse_clashes
+from buildtool.units.namespace import Claim, refuse_clashes
+from door.problem import UsageError
 from tests.support.build_py import build_py
 from tests.support.deploy_units import option_values, parse_unit, podman_environment
 
@@ -64,7 +65,7 @@ def refused_keeping(out: Path, args: list[str], good: list[str]) -> str:
 def test_two_owners_of_one_name_are_refused_and_one_owner_may_share():
     refuse_clashes([Claim("volume", "chat-hf-cache", "chat.env", "server"),
                     Claim("volume", "chat-hf-cache", "chat.env", "fetch step")])
-    with pytest.raises(NamespaceClash, match=r"^a.env \(server\) and b.env \(fetch step\) both use the compose "
+    with pytest.raises(UsageError, match=r"^a.env \(server\) and b.env \(fetch step\) both use the compose "
                                              r"service x; rename one of the env files"):
         refuse_clashes([Claim("compose service", "x", "a.env", "server"),
                         Claim("compose service", "x", "b.env", "fetch step")])
@@ -285,7 +286,7 @@ def test_every_accepted_env_value_reaches_the_server_as_the_same_bytes_in_every_
         if envfile.value_problem(value) is None:
             accepted[f"X_SETTING_{i}"] = value
         else:
-            with pytest.raises(envfile.EnvFileProblem, match=rf"^e line 1: X_{i}="):
+            with pytest.raises(UsageError, match=rf"^e line 1: X_{i}="):
                 envfile.parse(f"X_{i}={value}\n", "e")
     name = served if envfile.value_problem(served) is None and served.strip() else None
     root = tmp_path_factory.mktemp("values")

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from hypothesis import event, example, given, strategies as st
 
-from buildtool.units.servers import (CARD_BUDGET, MIN_FRACTION, ModelSize, PlanError, ServerInput, distinct_slugs,
-                                     plan_servers)
+from buildtool.units.servers import CARD_BUDGET, MIN_FRACTION, ModelSize, ServerInput, distinct_slugs, plan_servers
+from door.problem import UsageError
 from entrypoint.settings import parse_settings
 from tests.support.build_py import build_py
 from tests.support.deploy_units import interpolate_defaults, parse_unit
@@ -56,7 +56,7 @@ def test_an_explicit_fraction_is_kept_and_the_other_gets_what_is_left():
 
 
 def test_an_over_committed_gpu_is_refused_naming_both_files():
-    with pytest.raises(PlanError) as refusal:
+    with pytest.raises(UsageError) as refusal:
         plan_servers([server("a.env", fraction=0.6), server("b.env", fraction=0.5, port=8001)])
     assert "a.env" in str(refusal.value) and "b.env" in str(refusal.value) and "GPU 0" in str(refusal.value)
     assert "\n" not in str(refusal.value)
@@ -71,13 +71,13 @@ def test_servers_on_different_gpus_do_not_share_a_budget():
 def test_colliding_served_names_are_refused(first, second):
     """An explicit name that meets another (given or defaulted to the file's name); two defaulted
     names meet only where the units' names do, which buildtool/units/namespace.py refuses."""
-    with pytest.raises(PlanError, match="a.env and b.env both use the served model name a; set a distinct "
+    with pytest.raises(UsageError, match="a.env and b.env both use the served model name a; set a distinct "
                                         "SERVED_MODEL_NAME in b.env"):
         plan_servers([server("a.env", served=first), server("b.env", served=second, port=8001)])
 
 
 def test_a_model_that_cannot_be_sized_needs_an_explicit_fraction():
-    with pytest.raises(PlanError, match="b.env: GPU_MEMORY_UTILIZATION is unset"):
+    with pytest.raises(UsageError, match="b.env: GPU_MEMORY_UTILIZATION is unset"):
         plan_servers([server("a.env"), server("b.env", weights=None, port=8001)])
     assert plan_servers([server("a.env"), server("b.env", weights=None, fraction=0.2, port=8001)])
 
@@ -91,7 +91,7 @@ def test_a_plan_never_over_commits_a_gpu(rows):
                for i, (f, w, g) in enumerate(rows)]
     try:
         planned = plan_servers(servers)
-    except PlanError as refusal:
+    except UsageError as refusal:
         assert "\n" not in str(refusal) and ".env" in str(refusal)
         return
     assert all(total <= CARD_BUDGET + 1e-9 for total in gpu_sums(planned).values())

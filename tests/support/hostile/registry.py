@@ -321,7 +321,7 @@ SURFACES: tuple[Surface, ...] = (
     Surface("vehicle --ca-cert", "vehicle", ("buildtool/flags.py",), BLOCKING_KINDS, ca_cert_trial("vehicle")),
     Surface("model fetch --token-file", "model", ("buildtool/model.py", "buildtool/flags.py"), TEXT_KINDS,
             token_file_trial, owner="fetch helper (buildtool/model.py: --token-file type=flags.secret_file)"),
-    Surface("units --env-file", "units", ("buildtool/units/cli.py", "buildtool/units/envfile.py"), TEXT_KINDS, units_trial(),
+    Surface("units --env-file", "units", ("buildtool/units/options.py", "buildtool/units/envfile.py"), TEXT_KINDS, units_trial(),
             owner="units helper"),
     Surface("units --monitoring (the monitoring rules)", "units", ("buildtool/units/monitoring.py",), BLOCKING_KINDS,
             units_trial("--monitoring"), owner="units helper"),
@@ -373,7 +373,7 @@ WORD_SURFACES = {
     "build.py word flags": ("build", ("buildtool/flags.py",)),
     "model fetch REPO": ("model", ("buildtool/model.py",)),
     "verify IMAGE": ("verify", ("buildtool/flags.py",)),
-    "units env values": ("units", ("buildtool/units/cli.py",)),
+    "units env values": ("units", ("buildtool/units/options.py",)),
 }
 
 

@@ -2,8 +2,8 @@
 launch, ordered by time measured on a proxy of the GPU (bench/clamp_gpu --ranked-out); for the
 encoder kernel (path "encoder") the tile is its BLOCK (tooling/encoder_sweep, rank_encoder).
 
-The data file (RANKED_FILE in this package, beside the fit table's code; the image has it at
-/opt/vllm-turing/patches/turing_clamp/ranked-configs.json) holds, per capability and launch as
+The data file (RANKED_FILE, patches/turing_clamp/ranked-configs.json, beside the clamp that reads it;
+the image has it at /opt/vllm-turing/patches/turing_clamp/ranked-configs.json) holds, per capability and launch as
 vLLM makes it (LAUNCH_KEYS, vLLM's own tile included), the configurations
 that were timed there, best first, each with its shared memory under that lowering and its score:
 the largest, over the cases of that launch, of its time over the fastest time measured for the
@@ -14,8 +14,8 @@ Rankings of several runs merge (`merged`): a configuration scores its worst run,
 timings sit at the noise floor is held to the margin in every run it was measured in. `provenance`
 says which proxy ranked them, with what, and when.
 
-Standard library only (and the fit table's writer): bench/clamp_gpu writes the file on the GPU
-machine, the unit tier reads it.
+Host-only, so it stays out of the image (the clamp's runtime.py reads the file with its own few lines):
+bench/clamp_gpu writes the file on the GPU machine, the unit tier reads it.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from contract.devices import DEVICES
 from door import files
 
 FORMAT = 2  # 2: launches carry "windowed"
-RANKED_FILE = Path(__file__).with_name("ranked-configs.json")
+RANKED_FILE = Path(__file__).resolve().parents[1] / "patches" / "turing_clamp" / "ranked-configs.json"
 ENV_RANKED = "TURING_CLAMP_RANKED_CONFIGS"
 KEEP_MARGIN = 1.05  # the fail-safe choice stays while its score is within this of the fastest
 # The launch as vLLM makes it, its own tile included: vLLM picks tile 32 or 16 by the layer's
