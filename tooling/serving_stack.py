@@ -316,7 +316,7 @@ class RenderedServers:
     def healthy(self, name: str) -> bool:
         """Whether /health answers 2xx within HEALTH_POLL_S, the whole exchange (a server trickling its
         answer a byte at a time would hold requests' per-read timeout for ever)."""
-        from tooling.endpoint.client import EndpointClient, EndpointError
+        from buildtool.endpoint.client import EndpointClient, EndpointError
 
         try:
             with EndpointClient(self.url(name)) as client:

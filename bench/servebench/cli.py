@@ -12,8 +12,8 @@ import shutil
 import sys
 
 from contract import pins
-from tooling import endpoint
-from tooling.endpoint.client import MAX_DEADLINE_S, valid_deadline
+from buildtool import endpoint
+from buildtool.endpoint.client import MAX_DEADLINE_S, valid_deadline
 
 from . import client, command, depth, driver, plot, probes, prom, record, report
 from .plan import PlanError, Sweep, runs

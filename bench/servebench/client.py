@@ -1,4 +1,4 @@
-"""HTTP to a vLLM OpenAI server through the endpoint client (tooling/endpoint/client.py: a total
+"""HTTP to a vLLM OpenAI server through the endpoint client (buildtool/endpoint/client.py: a total
 deadline per operation, byte caps, the API key carried and never shown): /health, /v1/models,
 /tokenize, /metrics and streamed completions (the side effects of the sweep, record and depth
 probes). A failure is one line naming the operation and its cause (DNS, refused, TLS, 401/403, not
@@ -9,9 +9,9 @@ from __future__ import annotations
 import threading
 import time
 
-from tooling import endpoint
-from tooling.endpoint import replies
-from tooling.endpoint.client import DEADLINE, EndpointClient, EndpointError as HttpError
+from buildtool import endpoint
+from buildtool.endpoint import replies
+from buildtool.endpoint.client import DEADLINE, EndpointClient, EndpointError as HttpError
 
 from . import prom
 from .depth import MetricPeaks, StreamTiming, spaced_gaps

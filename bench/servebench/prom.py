@@ -16,7 +16,7 @@ TTFT = "vllm:time_to_first_token_seconds"
 TPOT = "vllm:request_time_per_output_token_seconds"
 CACHE_CONFIG = "vllm:cache_config_info"          # a gauge set to 1; the CacheConfig in its labels
 
-from tooling.prometheus import MetricsError, Sample, parse  # noqa: F401  (this module's readers use them)
+from buildtool.endpoint.prometheus import MetricsError, Sample, parse  # noqa: F401  (this module's readers use them)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 
 from buildtool.status_line import StatusLine
 from contract.verdict import Result, Status
-from tooling import endpoint
-from tooling.endpoint.client import MAX_DEADLINE_S, EndpointClient, EndpointError, valid_deadline
+from buildtool import endpoint
+from buildtool.endpoint.client import MAX_DEADLINE_S, EndpointClient, EndpointError, valid_deadline
 
 from . import inputs as served_inputs
 from .checks import CHECKS, MODALITIES

@@ -20,7 +20,7 @@ from tests.support import door_scan
 
 IMAGE_CHILD = ("in the image, where door/children.py is not shipped: the entrypoint's own probe, "
                "waited under a deadline and stopped by entrypoint/stop_signals.py before the exec")
-HOST_HTTP = ("the host's one HTTP client (tooling/endpoint): a total deadline and a byte cap on every "
+HOST_HTTP = ("the host's one HTTP client (buildtool/endpoint): a total deadline and a byte cap on every "
              "body; door/remote.py is to take it")
 OWN_COMPOSE = "the compose file this tool wrote itself in the same run (YAML: door/data.py is to take it)"
 CLAMP_RUNTIME = ("the clamp's code inside vLLM's module, which cannot import this repository: it reads the fit table "
@@ -40,9 +40,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("entrypoint/checks/devices.py", "open"): "opens a /dev/nvidia* character device O_NONBLOCK to probe access, reads nothing",
     ("entrypoint/ready.py", "network"): "the entrypoint polls the server it started itself on loopback, with a deadline",
     ("entrypoint/start_ledger.py", "open"): "the entrypoint's own ledger, O_NOFOLLOW, read up to LEDGER_MAX_BYTES under its lock",
-    ("tooling/endpoint/__init__.py", "network"): HOST_HTTP,
-    ("tooling/endpoint/client.py", "network"): HOST_HTTP,
-    ("tooling/endpoint/client.py", "json"): HOST_HTTP + " (its parse refuses deep nesting)",
+    ("buildtool/endpoint/__init__.py", "network"): HOST_HTTP,
+    ("buildtool/endpoint/client.py", "network"): HOST_HTTP,
+    ("buildtool/endpoint/client.py", "json"): HOST_HTTP + " (its parse refuses deep nesting)",
     ("tooling/serving_stack.py", "network"): "the serving tier's own vehicle on loopback",
     ("tooling/serving_stack.py", "path-read"): OWN_COMPOSE,
     ("tooling/serving_stack.py", "yaml"): OWN_COMPOSE,

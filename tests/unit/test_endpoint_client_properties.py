@@ -18,8 +18,8 @@ from contract.verdict import Status
 from tests.support import hostile_server as hostile
 from tests.support.hostile_server import HostileServer
 from tests.support.slack import SCHEDULING_SLACK_S
-from tooling.endpoint import replies
-from tooling.endpoint.client import EndpointClient, EndpointError
+from buildtool.endpoint import replies
+from buildtool.endpoint.client import EndpointClient, EndpointError
 
 DEADLINE_S = 1.0
 EXAMPLES = 25

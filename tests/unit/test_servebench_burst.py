@@ -17,7 +17,7 @@ from tests.support.hostile_server import HostileServer
 from tests.support.openai_standin import StandInResponse
 from tests.support.openai_standin_streaming import StreamingCompletionsStandIn
 from tests.support.slack import SCHEDULING_SLACK_S
-from tooling.endpoint import replies
+from buildtool.endpoint import replies
 from tests import REPO
 
 DECODE = 32

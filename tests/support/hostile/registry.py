@@ -325,7 +325,7 @@ SURFACES: tuple[Surface, ...] = (
             owner="units helper"),
     Surface("units --monitoring (the monitoring rules)", "units", ("buildtool/units/monitoring.py",), BLOCKING_KINDS,
             units_trial("--monitoring"), owner="units helper"),
-    Surface("smoke --api-key-file", "smoke", ("tooling/endpoint/__init__.py",), TEXT_KINDS, smoke_key_trial),
+    Surface("smoke --api-key-file", "smoke", ("buildtool/endpoint/__init__.py",), TEXT_KINDS, smoke_key_trial),
     # a folder is a database the audit reads (OSV's JSON files in it): tests/unit/test_audit_sources.py holds
     # a folder of another schema or ecosystem to its one-line refusal
     Surface("audit --database (offline)", "audit", ("buildtool/audit.py",),
@@ -350,7 +350,7 @@ SURFACES: tuple[Surface, ...] = (
     Surface("image fetch --from COPY", "image fetch", ("entrypoint/fetch/imported.py",
                                                        "entrypoint/fetch/manifest.py"), FROM_KINDS,
             image_fetch_from_trial, owner="fetch helper"),
-    Surface("smoke URL against a hostile server", "smoke", ("tooling/endpoint/client.py", "buildtool/smoke/expect.py"),
+    Surface("smoke URL against a hostile server", "smoke", ("buildtool/endpoint/client.py", "buildtool/smoke/expect.py"),
             PEER_KINDS,
             smoke_url_trial, deadline_s=15.0, owner="smoke helper"),
     Surface("patches.fitcheck --model-config", "image build", ("patches/fitcheck/attention.py",), JSON_KINDS,

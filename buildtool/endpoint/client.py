@@ -34,7 +34,7 @@ import urllib3
 import urllib3.connection
 import urllib3.exceptions
 
-from tooling import endpoint
+from buildtool import endpoint
 
 MAX_DEADLINE_S = 7 * 24 * 3600.0   # a week: longer is no deadline (and past what a timer can wait)
 MIB = 1024 * 1024
@@ -43,7 +43,7 @@ LINE_CAP = 1 * MIB         # one server-sent event; a token's chunk is a few hun
 STREAM_CAP = 64 * MIB      # a whole stream
 READ_SIZE = 64 * 1024
 
-# What went wrong, besides the wire's own causes (tooling/endpoint: DNS, TLS, REFUSED, DROPPED,
+# What went wrong, besides the wire's own causes (buildtool/endpoint: DNS, TLS, REFUSED, DROPPED,
 # NO_ANSWER): the deadline passed, a body or line passed its cap, the answer is not what the
 # endpoint answers (not JSON, not UTF-8, a field of the wrong type), or a status the caller refused.
 DEADLINE, TOO_LARGE, SHAPE, STATUS = "deadline", "too large", "shape", "status"
