@@ -2,8 +2,8 @@
 docs/deploy.md ("Two models on one card") tells a user, run on the CPU vehicle with the tiny Gemma 4
 as the serving tier runs them (serving_stack.RenderedServers), and each model's latency and
 throughput alone, beside the other server idle, and while both serve at once, with bench/serve's own
-streamed requests (bench/servebench/client.py). The figures, the table and the plot's data are
-bench/servebench/pair.py's.
+streamed requests (tooling/servebench/client.py). The figures, the table and the plot's data are
+tooling/servebench/pair.py's.
 
 Order of the phases, so the servers start twice only: A up, A alone; B up, A beside B idle, B beside
 A idle, both busy; A stopped, B alone.
@@ -21,8 +21,8 @@ import sys
 import tempfile
 import time
 
-from bench.servebench import client, depth, pair, plot, probes
-from bench.servebench.cli import OneLineErrors
+from tooling.servebench import client, depth, pair, plot, probes
+from tooling.servebench.cli import OneLineErrors
 from buildtool.flags import bounded_int
 from contract import pins
 from tooling import serving_stack

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from bench.servebench import results
-from bench.servebench.plan import Sweep, runs
+from tooling.servebench import results
+from tooling.servebench.plan import Sweep, runs
 from tests.support.openai_standin_streaming import StreamingCompletionsStandIn
 from tests.support.word_tokenizer import write_word_tokenizer
 from tests import REPO

@@ -30,7 +30,7 @@ import sys
 import pytest
 import requests
 
-from bench.servebench import prom
+from tooling.servebench import prom
 from tests.serving.conftest import FIGURES
 from tooling import serving_stack
 

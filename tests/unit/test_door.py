@@ -50,7 +50,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tooling/clamp_gpu.py", "child"): POPEN_OWN_STOP + " (the device run's recorders, waited by wait())",
     ("tooling/vllm_releases.py", "archive"): "reads members of a vLLM wheel and sdist it downloaded by pinned version",
     ("bench/ci_cpu", "child"): POPEN_OWN_STOP + " (the command it measures)",
-    ("bench/servebench/driver.py", "child"): POPEN_OWN_STOP + " (docker kill on timeout and Ctrl-C)",
+    ("tooling/servebench/driver.py", "child"): POPEN_OWN_STOP + " (docker kill on timeout and Ctrl-C)",
     ("bench/fetch", "hub"): "the baseline the bench times the project's fetch against, on a loopback mirror",
     ("buildtool/audit.py", "network"): "names requests' Session type for pip-audit; the session it hands over reads through door.remote",
     ("buildtool/smoke/media.py", "path-read"): "wave.open writes the probe's own sound into a BytesIO",
@@ -102,7 +102,7 @@ def test_every_allowance_and_pending_entry_still_names_a_site(product_sites):
 
 def test_the_scan_covers_the_product():
     names = {str(path.relative_to(door_scan.REPO)) for path in door_scan.product_files()}
-    assert {"build.py", "buildtool/model.py", "entrypoint/cli.py", "bench/preflight", "bench/servebench/driver.py",
+    assert {"build.py", "buildtool/model.py", "entrypoint/cli.py", "bench/preflight", "tooling/servebench/driver.py",
             "patches/fitcheck/run.py", "contract/layout.py", "imagefacts/read.py", "tooling/vllm_releases.py"} <= names
     assert not any(name.startswith(("door/", "tests/")) for name in names)
 

@@ -10,7 +10,7 @@ import time
 
 from hypothesis import example, given, settings, strategies as st
 
-from bench.servebench import client as bench_client, prom
+from tooling.servebench import client as bench_client, prom
 from buildtool.smoke import metrics as smoke_metrics, runner
 from buildtool.smoke.checks import CHECKS
 from buildtool.smoke.inputs import Inputs

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from bench.servebench import client as bench_client
+from tooling.servebench import client as bench_client
 from tests.support import hostile_server as hostile, wire_failures
 from tests.support.hostile_server import HostileServer
 from tests.support.openai_standin import StandInResponse

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from bench.servebench import depth
+from tooling.servebench import depth
 
 PIECES = re.compile(r"\d{1,3}|[A-Za-z]{1,4}|\s+|[^\sA-Za-z\d]")
 

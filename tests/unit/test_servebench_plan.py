@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from bench.servebench import command
-from bench.servebench.plan import PlanError, Sweep, derive_seed, runs
+from tooling.servebench import command
+from tooling.servebench.plan import PlanError, Sweep, derive_seed, runs
 from tests.support import wire_failures
 from tests.support.openai_standin_streaming import salt_problem
 from tests import REPO
@@ -152,7 +152,7 @@ def test_an_interrupt_before_the_container_exists_kills_it_once_it_does():
     # The `docker run` client (here a real process) ends only when its container is killed, and
     # the container exists only from the third kill on: the first two find nothing. Before, one
     # kill was sent and the sweep then waited on the client for ever.
-    from bench.servebench.driver import stop_container
+    from tooling.servebench.driver import stop_container
 
     client = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     kills = []
@@ -167,7 +167,7 @@ def test_an_interrupt_before_the_container_exists_kills_it_once_it_does():
 
 
 def test_a_client_that_never_ends_is_killed_after_its_tries():
-    from bench.servebench.driver import stop_container
+    from tooling.servebench.driver import stop_container
 
     client = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     stop_container(client, lambda: None, tries=2)

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from bench.servebench import driver, memory, prom, record
-from bench.servebench.plan import PlanError
+from tooling.servebench import driver, memory, prom, record
+from tooling.servebench.plan import PlanError
 from tests import REPO
 
 # vLLM 0.33.0's TIME_TO_FIRST_TOKEN_BUCKETS (vllm/v1/metrics/buckets.py), the bounds its /metrics shows
@@ -236,8 +236,8 @@ def test_a_client_tpot_below_a_decode_step_is_not_a_per_stream_rate():
 def test_a_run_against_a_stream_that_never_ends_stops_at_its_deadline_naming_url_and_flag(tmp_path):
     """`vllm bench serve` waits up to 6 h per request: a run whose stream never ends is stopped at
     --run-timeout, its partial result dropped, and the sweep ends in one line naming the endpoint."""
-    from bench.servebench import command, results
-    from bench.servebench.plan import Sweep, runs
+    from tooling.servebench import command, results
+    from tooling.servebench.plan import Sweep, runs
     from tests.support import hostile_server as hostile
     from tests.support.slack import SCHEDULING_SLACK_S
 
@@ -271,8 +271,8 @@ def test_run_timeout_is_refused_in_one_line_when_not_a_positive_number(tmp_path)
 
 
 def test_a_start_command_that_never_returns_is_stopped_at_the_ready_timeout(tmp_path):
-    from bench.servebench import probes
-    from bench.servebench.plan import Sweep
+    from tooling.servebench import probes
+    from tooling.servebench.plan import Sweep
     from tests.support.slack import SCHEDULING_SLACK_S
 
     job = probes.RecordJob(base_url="http://127.0.0.1:9", out=tmp_path, label="x", model=None, target_image="i",

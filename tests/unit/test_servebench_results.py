@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from bench.servebench import driver, report, results
-from bench.servebench.plan import PlanError, Sweep, runs
+from tooling.servebench import driver, report, results
+from tooling.servebench.plan import PlanError, Sweep, runs
 from tests import REPO
 
 SWEEP = Sweep(concurrencies=(1, 4), input_lens=(512,), output_len=128, repeats=2)
