@@ -30,6 +30,7 @@ DEVICE_TOOL = ("GPU-machine tooling: it reads what it staged itself (the release
 POPEN_OWN_STOP = "a long-lived child the function stops itself (kill on timeout and Ctrl-C), its output a log"
 
 # Not outside data, or a bound the site keeps itself: each reasoned; kept as small as the code allows.
+SHARED_DOUBLE = "a test double the benches share with the tests, moved out of tests/support (issue 63)"
 ALLOWED: dict[tuple[str, str], str] = {
     ("buildtool/docker/engine.py", "archive"): "a tar the Docker engine makes of one path of an image, one member read",
     ("buildtool/image/verify.py", "archive"): "writes a one-file tar (tar_of) to copy into the check container",
@@ -49,9 +50,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tooling/serving_stack.py", "child"): POPEN_OWN_STOP + " (VehicleAhead.stop)",
     ("tooling/clamp_gpu.py", "child"): POPEN_OWN_STOP + " (the device run's recorders, waited by wait())",
     ("tooling/vllm_releases.py", "archive"): "reads members of a vLLM wheel and sdist it downloaded by pinned version",
-    ("bench/ci_cpu", "child"): POPEN_OWN_STOP + " (the command it measures)",
+    ("tooling/ci_cpu.py", "child"): POPEN_OWN_STOP + " (the command it measures)",
     ("tooling/servebench/driver.py", "child"): POPEN_OWN_STOP + " (docker kill on timeout and Ctrl-C)",
-    ("bench/fetch", "hub"): "the baseline the bench times the project's fetch against, on a loopback mirror",
+    ("tooling/fetch_times.py", "hub"): "the baseline the bench times the project's fetch against, on a loopback mirror",
     ("buildtool/audit.py", "network"): "names requests' Session type for pip-audit; the session it hands over reads through door.remote",
     ("buildtool/smoke/media.py", "path-read"): "wave.open writes the probe's own sound into a BytesIO",
     ("buildtool/units/monitoring.py", "yaml"): "the rules file of this repository (monitoring/rules.yml), read into the PrometheusRule",
@@ -71,9 +72,13 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tooling/gpu_site.py", "path-read"): DEVICE_TOOL,
     ("tooling/gpu_site.py", "json"): DEVICE_TOOL,
     ("tooling/gpu_site.py", "child"): DEVICE_TOOL,
-    ("bench/preflight_gpu", "path-read"): DEVICE_TOOL,
-    ("bench/preflight_gpu", "json"): DEVICE_TOOL,
-    ("bench/preflight_gpu", "child"): DEVICE_TOOL,
+    ("tooling/hub_mirror.py", "network"): SHARED_DOUBLE + " (asks its own olah on loopback whether it is up)",
+    ("tooling/hub_mirror.py", "child"): SHARED_DOUBLE + " (git, and its own olah, stopped by stop())",
+    ("tooling/hub_mirror.py", "path-read"): SHARED_DOUBLE + " (files it wrote itself, and its own olah's log)",
+    ("tooling/standins/standin_driver.py", "child"): SHARED_DOUBLE + " (gcc on the stand-in's own C source)",
+    ("tooling/preflight_gpu.py", "path-read"): DEVICE_TOOL,
+    ("tooling/preflight_gpu.py", "json"): DEVICE_TOOL,
+    ("tooling/preflight_gpu.py", "child"): DEVICE_TOOL,
 }
 
 
