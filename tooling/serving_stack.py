@@ -1,6 +1,6 @@
 """The serving tier's stack: the CPU vehicle, a tiny Gemma 4, and the repository's own compose.yaml
 with an override that takes away only what a CPU machine cannot have. Shared by tests/serving and
-bench/serving, so the figures and the tests run the same path.
+bench/serving_tier, so the figures and the tests run the same path.
 """
 from __future__ import annotations
 

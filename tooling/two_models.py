@@ -1,7 +1,7 @@
 """Two models on one host, measured (bench/two_models): the units rendered from two env files as
 docs/deploy.md ("Two models on one card") tells a user, run on the CPU vehicle with the tiny Gemma 4
 as the serving tier runs them (serving_stack.RenderedServers), and each model's latency and
-throughput alone, beside the other server idle, and while both serve at once, with bench/serve's own
+throughput alone, beside the other server idle, and while both serve at once, with bench/serve_sweep's own
 streamed requests (tooling/servebench/client.py). The figures, the table and the plot's data are
 tooling/servebench/pair.py's.
 

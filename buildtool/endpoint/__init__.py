@@ -1,5 +1,5 @@
 """The HTTP side of every host-side tool that talks to a served endpoint (`build.py smoke`,
-`bench/serve` and its record and depth probes): a `requests` session that carries the API key,
+`bench/serve_sweep` and its record and depth probes): a `requests` session that carries the API key,
 and the cause of a failed exchange in one line.
 
 The causes a user must tell apart, and how soon each is final:

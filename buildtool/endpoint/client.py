@@ -1,5 +1,5 @@
 """The one HTTP client of every host-side tool that talks to a served endpoint (`build.py smoke`,
-its readiness wait, `bench/serve` and its probes), on `requests`.
+its readiness wait, `bench/serve_sweep` and its probes), on `requests`.
 
 Every operation has a total deadline: connect, headers and the whole body (or the whole stream)
 end within it, however the server paces its bytes. A watchdog timer shuts the operation's socket

@@ -1,6 +1,6 @@
 """Prometheus text exposition (format 0.0.4), as vLLM's /metrics serves it, read into samples with
 prometheus_client's own parser (the library vLLM writes the text with). One reader for every
-host-side tool: `build.py smoke`'s /metrics rows and `bench/serve`."""
+host-side tool: `build.py smoke`'s /metrics rows and `bench/serve_sweep`."""
 from __future__ import annotations
 
 import dataclasses

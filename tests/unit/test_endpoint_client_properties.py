@@ -205,10 +205,10 @@ metric_texts = st.one_of(st.text(max_size=200), st.lists(metric_lines, max_size=
 
 
 @given(metric_texts, metric_texts)
-@example("", f"{prom.TPOT}_bucket 1")    # a bucket without `le`: a KeyError in bench/serve once
+@example("", f"{prom.TPOT}_bucket 1")    # a bucket without `le`: a KeyError in bench/serve_sweep once
 def test_the_metrics_readers_take_any_text_to_rows_or_one_metrics_error(before, after):
     """/metrics as smoke and bench read it: smoke's rows whatever the text; bench's figures, or
-    one MetricsError (bench/serve turns it into one line, exit 1)."""
+    one MetricsError (bench/serve_sweep turns it into one line, exit 1)."""
     for result in smoke_metrics.metric_rows(after, "", 4096, True):
         assert "\n" not in result.message
     try:

@@ -111,7 +111,7 @@ def test_sharegpt_command_mounts_the_file(tmp_path):
 
 
 def serve(*args):
-    return subprocess.run([sys.executable, str(REPO / "bench" / "serve"), *map(str, args)],
+    return subprocess.run([sys.executable, str(REPO / "bench" / "serve_sweep"), *map(str, args)],
                           capture_output=True, text=True)
 
 
@@ -135,7 +135,7 @@ def test_cli_unreachable_endpoint_is_a_failed_check(tmp_path):
     url = wire_failures.refused_url()
     done = serve("run", "--out", tmp_path / "s", "--base-url", url, "--ready-timeout", "0")
     assert done.returncode == 1
-    assert done.stderr.startswith(f"bench/serve: GET /v1/models: connection refused: nothing listens on "
+    assert done.stderr.startswith(f"bench/serve_sweep: GET /v1/models: connection refused: nothing listens on "
                                   f"{url.removeprefix('http://')}") and "Traceback" not in done.stderr
     assert not (tmp_path / "s").exists()
 

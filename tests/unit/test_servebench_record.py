@@ -179,13 +179,13 @@ def test_two_records_side_by_side_and_unlike_workloads_refused(tmp_path):
 def test_compare_refuses_a_file_that_is_not_a_record(tmp_path):
     (tmp_path / "x.json").write_text(json.dumps(bench_result()))
     done = serve("compare", tmp_path / "x.json")
-    assert done.returncode == 2 and "bench/serve record" in done.stderr and "Traceback" not in done.stderr
+    assert done.returncode == 2 and "bench/serve_sweep record" in done.stderr and "Traceback" not in done.stderr
     with pytest.raises(PlanError):
         record.Record.from_dict({"format": 1, "label": "x"})
 
 
 def serve(*args):
-    return subprocess.run([sys.executable, str(REPO / "bench" / "serve"), *map(str, args)],
+    return subprocess.run([sys.executable, str(REPO / "bench" / "serve_sweep"), *map(str, args)],
                           capture_output=True, text=True)
 
 

@@ -14,7 +14,7 @@ SWEEP = Sweep(concurrencies=(1, 4), input_lens=(512,), output_len=128, repeats=2
 
 def vllm_result(run, *, tpot_ms=20.0, ttft_ms=100.0, out_tok_s=50.0, failed=0):
     """The fields of a `vllm bench serve --save-result` file the report reads, plus
-    the --metadata bench/serve adds (values as strings, as vLLM stores them)."""
+    the --metadata bench/serve_sweep adds (values as strings, as vLLM stores them)."""
     return {"date": "20261130-000000", "backend": "openai", "model_id": "m", "num_prompts": run.num_prompts,
             "run": run.name, "seed": str(run.seed), "repeat": str(run.repeat), "max_concurrency": run.concurrency,
             "completed": run.num_prompts - failed, "failed": failed, "output_throughput": out_tok_s,
@@ -87,7 +87,7 @@ def test_a_b_side_by_side(tmp_path):
 
 
 def serve_report(*args):
-    return subprocess.run([sys.executable, str(REPO / "bench" / "serve"), "report", *map(str, args)],
+    return subprocess.run([sys.executable, str(REPO / "bench" / "serve_sweep"), "report", *map(str, args)],
                           capture_output=True, text=True)
 
 
@@ -120,12 +120,12 @@ def plot_folder(tmp_path, name, scale):
 def test_report_writes_the_ab_plot_beside_the_markdown(tmp_path):
     a, b = plot_folder(tmp_path, "qat", 1.0), plot_folder(tmp_path, "bf16", 0.7)
     out = tmp_path / "ab.md"
-    run = subprocess.run([sys.executable, str(REPO / "bench" / "serve"), "report", str(a), str(b), "--output", str(out)],
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "serve_sweep"), "report", str(a), str(b), "--output", str(out)],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     png = tmp_path / "ab.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"plot written to {png}" in run.stderr
-    single = subprocess.run([sys.executable, str(REPO / "bench" / "serve"), "report", str(a)],
+    single = subprocess.run([sys.executable, str(REPO / "bench" / "serve_sweep"), "report", str(a)],
                             capture_output=True, text=True, timeout=120)
     assert single.returncode == 0 and (a / "report.png").read_bytes()[:4] == b"\x89PNG"
 

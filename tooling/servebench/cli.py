@@ -1,4 +1,4 @@
-"""bench/serve: `run` a sweep against an endpoint, `report` one sweep folder or two (A/B);
+"""bench/serve_sweep: `run` a sweep against an endpoint, `report` one sweep folder or two (A/B);
 `record` one workload as a benchmark record, `compare` records side by side; `depth` probes."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from buildtool.endpoint.client import MAX_DEADLINE_S, valid_deadline
 from . import client, command, depth, driver, plot, probes, prom, record, report
 from .plan import PlanError, Sweep, runs
 
-PROG = "bench/serve"
+PROG = "bench/serve_sweep"
 
 
 def int_list(text: str) -> tuple[int, ...]:
@@ -105,7 +105,7 @@ def sweep_of(args) -> Sweep:
 def cmd_run(args) -> int:
     sweep = sweep_of(args)
     if shutil.which("docker") is None:
-        raise PlanError("no docker command on PATH; bench/serve runs `vllm bench serve` from an image")
+        raise PlanError("no docker command on PATH; bench/serve_sweep runs `vllm bench serve` from an image")
     base_url = args.base_url.rstrip("/")
     model = args.model
     if model is None and not args.dry_run:
@@ -207,7 +207,7 @@ def record_job(args) -> probes.RecordJob:
 def cmd_record(args) -> int:
     job = record_job(args)
     if shutil.which("docker") is None:
-        raise PlanError("no docker command on PATH; bench/serve runs `vllm bench serve` from an image")
+        raise PlanError("no docker command on PATH; bench/serve_sweep runs `vllm bench serve` from an image")
     rec, rc = probes.run_record(job)
     print(record.render([rec]), end="")
     return rc

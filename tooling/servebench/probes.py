@@ -1,4 +1,4 @@
-"""`bench/serve record` and `bench/serve depth`: the runs and their files (side effects)."""
+"""`bench/serve_sweep record` and `bench/serve_sweep depth`: the runs and their files (side effects)."""
 from __future__ import annotations
 
 import concurrent.futures
@@ -108,7 +108,7 @@ def load_record(path: pathlib.Path) -> record.Record:
         path = path / "record.json"
     data = results.load_json(path)
     if data is None:
-        raise PlanError(f"{path}: missing or not JSON; point at a record.json (or its folder) from bench/serve record")
+        raise PlanError(f"{path}: missing or not JSON; point at a record.json (or its folder) from bench/serve_sweep record")
     return record.Record.from_dict(data)
 
 

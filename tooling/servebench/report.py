@@ -69,7 +69,7 @@ def summarize(label: str, sweep: Sweep, loaded: dict[Run, dict | None]) -> Endpo
 def load_endpoint(folder: pathlib.Path) -> Endpoint:
     stored = results.load_sweep(folder)
     if stored is None:
-        raise results.PlanError(f"{folder}: no {results.SWEEP_FILE}; point at a folder written by bench/serve run")
+        raise results.PlanError(f"{folder}: no {results.SWEEP_FILE}; point at a folder written by bench/serve_sweep run")
     sweep, endpoint = stored
     loaded = {}
     for run in runs(sweep):

@@ -64,7 +64,7 @@ def load_sweep(folder: pathlib.Path) -> tuple[Sweep, dict] | None:
         return None
     if not isinstance(data, dict) or data.get("format") != FORMAT or "sweep" not in data:
         raise PlanError(f"{folder / SWEEP_FILE}: not a sweep record of format {FORMAT}; "
-                        "point at a folder written by bench/serve run")
+                        "point at a folder written by bench/serve_sweep run")
     return Sweep.from_dict(data["sweep"]), data.get("endpoint", {})
 
 

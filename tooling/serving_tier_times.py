@@ -1,6 +1,6 @@
 """Figures of the serving tier, on the same path its tests take (tooling/serving_stack.py).
 
-  bench/serving [--no-cache] [--vehicle REF] [--json]
+  bench/serving_tier [--no-cache] [--vehicle REF] [--json]
 
 Prints: the CPU vehicle's build time (cold with --no-cache, warm otherwise, or not built with
 --vehicle), time to healthy on the first and the second start (compose's own healthcheck, as
