@@ -22,7 +22,7 @@ import tempfile
 import time
 
 from tooling.servebench import client, depth, pair, plot, probes
-from tooling.servebench.cli import OneLineErrors
+from tooling.servebench.serve_sweep import OneLineErrors
 from buildtool.flags import bounded_int
 from contract import pins
 from tooling import serving_stack

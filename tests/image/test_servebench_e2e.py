@@ -16,7 +16,7 @@ import time
 import pytest
 
 from tooling.servebench import results
-from tooling.servebench.plan import Sweep, runs
+from tooling.servebench.sweep_runs import Sweep, runs
 from tests.support.openai_standin_streaming import StreamingCompletionsStandIn
 from tests.support.word_tokenizer import write_word_tokenizer
 from tests import REPO

@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from tooling.servebench import command
-from tooling.servebench.plan import PlanError, Sweep, derive_seed, runs
+from tooling.servebench import vllm_bench_argv
+from tooling.servebench.sweep_runs import PlanError, Sweep, derive_seed, runs
 from tests.support import wire_failures
 from tests.support.openai_standin_streaming import salt_problem
 from tests import REPO
@@ -69,9 +69,9 @@ def test_definition_round_trips_through_json():
 
 def argv_for(tmp_path, tokenizer, sweep=Sweep(), dataset=None, env=None):
     run = runs(sweep)[0]
-    target = command.Target(base_url="http://127.0.0.1:8000", model="m", tokenizer=tokenizer, image="img:1")
-    return run, command.docker_argv(sweep=sweep, run=run, target=target, results_dir=tmp_path,
-                                    partial_name=".partial/x.json", salt=command.cache_salt("abcd", run.name),
+    target = vllm_bench_argv.Target(base_url="http://127.0.0.1:8000", model="m", tokenizer=tokenizer, image="img:1")
+    return run, vllm_bench_argv.docker_argv(sweep=sweep, run=run, target=target, results_dir=tmp_path,
+                                    partial_name=".partial/x.json", salt=vllm_bench_argv.cache_salt("abcd", run.name),
                                     container_name="n", env=env or {}, user="1000:1000", dataset_path=dataset)
 
 

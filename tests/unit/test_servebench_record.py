@@ -8,7 +8,7 @@ import time
 import pytest
 
 from tooling.servebench import driver, memory, prom, record
-from tooling.servebench.plan import PlanError
+from tooling.servebench.sweep_runs import PlanError
 from tests import REPO
 
 # vLLM 0.33.0's TIME_TO_FIRST_TOKEN_BUCKETS (vllm/v1/metrics/buckets.py), the bounds its /metrics shows
@@ -236,8 +236,8 @@ def test_a_client_tpot_below_a_decode_step_is_not_a_per_stream_rate():
 def test_a_run_against_a_stream_that_never_ends_stops_at_its_deadline_naming_url_and_flag(tmp_path):
     """`vllm bench serve` waits up to 6 h per request: a run whose stream never ends is stopped at
     --run-timeout, its partial result dropped, and the sweep ends in one line naming the endpoint."""
-    from tooling.servebench import command, results
-    from tooling.servebench.plan import Sweep, runs
+    from tooling.servebench import results, vllm_bench_argv
+    from tooling.servebench.sweep_runs import Sweep, runs
     from tests.support import hostile_server as hostile
     from tests.support.slack import SCHEDULING_SLACK_S
 
@@ -247,7 +247,7 @@ def test_a_run_against_a_stream_that_never_ends_stops_at_its_deadline_naming_url
                 reader = f"import urllib.request\nfor line in urllib.request.urlopen({server.url!r} + '/v1/completions'): pass"
                 return [sys.executable, "-c", reader], "no-such-container-standin"
         sweep = Sweep(concurrencies=(1,), input_lens=(16,), output_len=4, repeats=1, num_prompts=1)
-        target = command.Target(base_url=server.url, model="m", tokenizer="m")
+        target = vllm_bench_argv.Target(base_url=server.url, model="m", tokenizer="m")
         drv = StandinBenchDriver(sweep, target, tmp_path, run_timeout_s=1.0)
         driver.prepare_folder(tmp_path, sweep, {"label": "x", "base_url": server.url, "model": "m", "image": "i"})
         (run,) = runs(sweep)
@@ -272,7 +272,7 @@ def test_run_timeout_is_refused_in_one_line_when_not_a_positive_number(tmp_path)
 
 def test_a_start_command_that_never_returns_is_stopped_at_the_ready_timeout(tmp_path):
     from tooling.servebench import probes
-    from tooling.servebench.plan import Sweep
+    from tooling.servebench.sweep_runs import Sweep
     from tests.support.slack import SCHEDULING_SLACK_S
 
     job = probes.RecordJob(base_url="http://127.0.0.1:9", out=tmp_path, label="x", model=None, target_image="i",

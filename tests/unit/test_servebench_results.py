@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from tooling.servebench import driver, report, results
-from tooling.servebench.plan import PlanError, Sweep, runs
+from tooling.servebench import driver, results, sweep_tables
+from tooling.servebench.sweep_runs import PlanError, Sweep, runs
 from tests import REPO
 
 SWEEP = Sweep(concurrencies=(1, 4), input_lens=(512,), output_len=128, repeats=2)
@@ -62,13 +62,13 @@ def test_cell_spread_over_repeats(tmp_path):
     values = {r["c1-in512-out128-r0"]: dict(tpot_ms=20.0, ttft_ms=100.0, out_tok_s=50.0),
               r["c1-in512-out128-r1"]: dict(tpot_ms=25.0, ttft_ms=120.0, out_tok_s=40.0),
               r["c4-in512-out128-r0"]: dict(tpot_ms=40.0, out_tok_s=100.0, failed=3)}
-    ep = report.load_endpoint(sweep_folder(tmp_path, "s", values=values))
+    ep = sweep_tables.load_endpoint(sweep_folder(tmp_path, "s", values=values))
     c1, c4 = ep.cell(1, 512), ep.cell(4, 512)
     # per-stream: 1000/20 = 50 and 1000/25 = 40 -> mean 45, range 40-50
     assert (c1.stream_tok_s.mean, c1.stream_tok_s.low, c1.stream_tok_s.high) == (45.0, 40.0, 50.0)
     assert (c1.ttft_ms.mean, c1.total_tok_s.mean) == (110.0, 45.0)
     assert (c4.failed, c4.requests, c4.runs_done, c4.runs_planned) == (3, 32, 1, 2)
-    text = report.render([ep], [148.8])
+    text = sweep_tables.render([ep], [148.8])
     assert "| 1 | 512 | 45.0 (40.0–50.0) | 45.0 (40.0–50.0) | 110 (100–120) | 0/16 |" in text
     assert "| 4 | 512 | 100.0 | 25.0 | 100 | 3/32 (1 run(s) missing) |" in text
     # 45 / 148.8 = 30.2 %
@@ -79,7 +79,7 @@ def test_a_b_side_by_side(tmp_path):
     a = sweep_folder(tmp_path, "a", label="QAT")
     slower = {run: dict(tpot_ms=40.0, out_tok_s=25.0) for run in runs(SWEEP)}
     b = sweep_folder(tmp_path, "b", label="bf16", values=slower)
-    text = report.render([report.load_endpoint(a), report.load_endpoint(b)], [148.8, 60.3])
+    text = sweep_tables.render([sweep_tables.load_endpoint(a), sweep_tables.load_endpoint(b)], [148.8, 60.3])
     assert "| c | input | QAT | bf16 | bf16 vs QAT |" in text
     assert "| 1 | 512 | 50.0 (50.0–50.0) | 25.0 (25.0–25.0) | -50.0% |" in text
     assert "| bf16 | 512 | 25.0 (25.0–25.0) | 60.3 | 41.5% |" in text
@@ -133,6 +133,6 @@ def test_report_writes_the_ab_plot_beside_the_markdown(tmp_path):
 def test_a_burst_tpot_gives_no_per_stream_rate(tmp_path):
     one = Sweep(concurrencies=(1,), input_lens=(512,), output_len=128, repeats=1)
     folder = sweep_folder(tmp_path, "burst", one, values={r: {"tpot_ms": 0.004} for r in runs(one)})
-    ep = report.load_endpoint(folder)
+    ep = sweep_tables.load_endpoint(folder)
     assert ep.cells[0].stream_tok_s is None and ep.cells[0].total_tok_s.mean == 50.0
-    assert "| 1 | 512 | 50.0 | — | 100 | 0/" in report.render([ep], [])
+    assert "| 1 | 512 | 50.0 | — | 100 | 0/" in sweep_tables.render([ep], [])

@@ -6,7 +6,7 @@ import dataclasses
 import json
 from typing import Callable
 
-from .report import table
+from .sweep_tables import table
 
 FORMAT = 2   # 2: parallel and queued are counts from the server gauges; decode_source per stream
 # Varied sentences, numbered: a tokenizer's merges make a repeated paragraph cost fewer tokens

@@ -11,10 +11,10 @@ import subprocess
 import sys
 import time
 
-from . import command, results
+from . import results, vllm_bench_argv
 from .client import EndpointError, served_models  # noqa: F401  (the sweep's and the probes' names)
 from .resolution import resolved_tpot_ms
-from .plan import PlanError, Run, Sweep, runs, warmup_seed
+from .sweep_runs import PlanError, Run, Sweep, runs, warmup_seed
 from door import children
 from door import files
 
@@ -50,7 +50,7 @@ def prepare_folder(folder: pathlib.Path, sweep: Sweep, endpoint: dict) -> None:
 @dataclasses.dataclass
 class Driver:
     sweep: Sweep
-    target: command.Target
+    target: vllm_bench_argv.Target
     folder: pathlib.Path
     dataset_path: pathlib.Path | None = None
     session: str = dataclasses.field(default_factory=lambda: secrets.token_hex(4))
@@ -63,9 +63,9 @@ class Driver:
 
     def argv(self, run: Run, partial: str | None, label: str) -> tuple[list[str], str]:
         name = f"vllm-bench-{self.session}-{label}"
-        argv = command.docker_argv(
+        argv = vllm_bench_argv.docker_argv(
             sweep=self.sweep, run=run, target=self.target, results_dir=self.folder,
-            partial_name=partial, salt=command.cache_salt(self.session, label),
+            partial_name=partial, salt=vllm_bench_argv.cache_salt(self.session, label),
             container_name=name, env=dict(os.environ), user=self.user, dataset_path=self.dataset_path)
         return argv, name
 

@@ -12,7 +12,7 @@ import json
 import statistics
 
 from .depth import StreamTiming
-from .report import table
+from .sweep_tables import table
 
 FORMAT = 1
 ALONE, OTHER_IDLE, BOTH_BUSY = "alone", "other idle", "both busy"

@@ -16,7 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .report import Endpoint, Spread, input_label  # noqa: E402
+from .sweep_tables import Endpoint, Spread, input_label  # noqa: E402
 
 DPI = 110
 

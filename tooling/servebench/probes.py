@@ -10,9 +10,9 @@ import shlex
 import subprocess
 import time
 
-from . import client, command, depth, memory, plot, prom, record, results
+from . import client, depth, memory, plot, prom, record, results, vllm_bench_argv
 from .driver import RUN_TIMEOUT_S, Driver, EndpointError, overran, served_models
-from .plan import PlanError, Sweep, runs
+from .sweep_runs import PlanError, Sweep, runs
 from door import children
 
 
@@ -69,7 +69,7 @@ def run_record(job: RecordJob, say=print) -> tuple[record.Record, int]:
         model = job.model or served[0]
         if model not in served:
             raise EndpointError(f"{job.base_url} serves {served}, not {model!r}; pass one of those as --model")
-        target = command.Target(base_url=job.base_url, model=model, tokenizer=job.tokenizer or model,
+        target = vllm_bench_argv.Target(base_url=job.base_url, model=model, tokenizer=job.tokenizer or model,
                                 image=job.target_image, hf_home=job.hf_home)
         drv = Driver(job.sweep, target, job.out, dataset_path=job.dataset_path)
         argv, name = drv.argv(run, results.partial_name(run), run.name)

@@ -7,8 +7,8 @@ import json
 
 from . import prom
 from .resolution import resolved_tpot_ms
-from .plan import PlanError
-from .report import table
+from .sweep_runs import PlanError
+from .sweep_tables import table
 
 FORMAT = 1
 FROM_CLIENT = "vllm bench serve (client side)"

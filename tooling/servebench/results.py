@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import pathlib
 
-from .plan import FORMAT, PlanError, Run, Sweep
+from .sweep_runs import FORMAT, PlanError, Run, Sweep
 from door import files
 
 SWEEP_FILE = "sweep.json"

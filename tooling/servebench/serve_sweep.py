@@ -15,8 +15,8 @@ from contract import pins
 from buildtool import endpoint
 from buildtool.endpoint.client import MAX_DEADLINE_S, valid_deadline
 
-from . import client, command, depth, driver, plot, probes, prom, record, report
-from .plan import PlanError, Sweep, runs
+from . import client, depth, driver, plot, probes, prom, record, sweep_tables, vllm_bench_argv
+from .sweep_runs import PlanError, Sweep, runs
 
 PROG = "bench/serve_sweep"
 
@@ -115,7 +115,7 @@ def cmd_run(args) -> int:
         if model not in served:
             raise driver.EndpointError(f"{base_url} serves {served}, not {model!r}; pass one of those as --model")
     model = model or "MODEL"
-    target = command.Target(base_url=base_url, model=model, tokenizer=args.tokenizer or model,
+    target = vllm_bench_argv.Target(base_url=base_url, model=model, tokenizer=args.tokenizer or model,
                             image=args.image, hf_home=args.hf_home, endpoint=args.endpoint)
     folder = args.out
     drv = driver.Driver(sweep, target, folder, dataset_path=args.dataset_file, run_timeout_s=args.run_timeout)
@@ -141,13 +141,13 @@ def cmd_report(args) -> int:
     if args.ceiling and len(args.ceiling) != len(folders):
         raise PlanError(f"{len(args.ceiling)} --ceiling value(s) for {len(folders)} sweep folder(s); "
                         "give one per folder, in the same order")
-    endpoints = [report.load_endpoint(f) for f in folders]
+    endpoints = [sweep_tables.load_endpoint(f) for f in folders]
     if len(endpoints) == 2:
-        differs = report.seed_mismatch(*endpoints)
+        differs = sweep_tables.seed_mismatch(*endpoints)
         if differs:
             raise PlanError(f"{folders[0]} and {folders[1]} ran different sweeps (differ in {', '.join(differs)}), "
                             "so their prompts and seeds differ; rerun one with the other's options")
-    text = report.render(endpoints, args.ceiling or [])
+    text = sweep_tables.render(endpoints, args.ceiling or [])
     if args.output:
         args.output.write_text(text)
     png = args.output.with_suffix(".png") if args.output else folders[0] / (
@@ -169,7 +169,7 @@ def add_endpoint_arguments(p: argparse.ArgumentParser, what: str) -> None:
 
 def add_record_arguments(p: argparse.ArgumentParser) -> None:
     add_endpoint_arguments(p, "record.md, record.json, the raw run JSON and its log")
-    image = next(f.default for f in dataclasses.fields(command.Target) if f.name == "image")
+    image = next(f.default for f in dataclasses.fields(vllm_bench_argv.Target) if f.name == "image")
     p.add_argument("--image", default=image, help="image whose `vllm bench serve` runs (default %(default)s)")
     p.add_argument("--tokenizer", help="tokenizer folder (mounted read-only) or Hugging Face id (default: the model)")
     p.add_argument("--hf-home", help="host folder mounted as HF_HOME for tokenizer downloads")

@@ -7,7 +7,7 @@ import statistics
 
 from . import results
 from .resolution import resolved_tpot_ms
-from .plan import Run, Sweep, runs
+from .sweep_runs import Run, Sweep, runs
 
 
 @dataclasses.dataclass(frozen=True)
