@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 from patches.turing_clamp.placement import SITES
 from tooling import clamp_cycle, vllm_releases
 from door import files
+from door.problem import Problem
 
 
 def main() -> int:
@@ -32,7 +33,7 @@ def main() -> int:
     started = time.monotonic()
     try:
         vllm_releases.ensure_releases(args.versions)
-    except vllm_releases.ReleaseUnavailable as exc:
+    except Problem as exc:
         print(exc, file=sys.stderr)
         return 1
     fetched = time.monotonic() - started

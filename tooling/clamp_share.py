@@ -21,7 +21,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 from contract.devices import TURING
-from tooling.gpu_site import SiteError, ensure_fit_table, ensure_site, python_env
+from door.problem import Problem
+from tooling.gpu_site import ensure_fit_table, ensure_site, python_env
 from tooling.gpu_site import turing_needs
 from door import files
 from door import children
@@ -110,7 +111,7 @@ def main() -> int:
         try:
             site = ensure_site(scratch)
             table = ensure_fit_table(site, scratch)
-        except SiteError as error:
+        except Problem as error:
             print(f"bench/clamp_share: {error}", file=sys.stderr)
             return 1
         choices = fitting_choices(turing_needs(table))

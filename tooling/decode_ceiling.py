@@ -10,6 +10,7 @@ import pathlib
 import sys
 
 
+from door.problem import UsageError
 from tooling import safetensors_ceiling as sc
 
 
@@ -49,7 +50,7 @@ def main(argv=None):
     excludes = ([] if args.no_default_excludes else list(sc.DEFAULT_EXCLUDES)) + args.exclude
     try:
         report = sc.analyze_checkpoint(args.checkpoint, excludes)
-    except (sc.CheckpointError, OSError) as exc:
+    except (UsageError, OSError) as exc:
         print(f"bench/ceiling: {exc}", file=sys.stderr)
         return 2
     if report.bytes_per_token == 0:

@@ -26,6 +26,7 @@ from tooling.servebench.serve_sweep import OneLineErrors
 from buildtool.flags import bounded_int
 from contract import pins
 from tooling import serving_stack
+from door.problem import Problem
 
 PROG = "bench/two_models"
 MODELS = ("model-a", "model-b")
@@ -57,7 +58,7 @@ def server_settings(workload: pair.Workload) -> dict[str, str]:
 def warm_up(url: str, model: str) -> None:
     timing = client.stream_completion(url, model, "Warm up.", WARM_UP_TOKENS, secrets.token_hex(6))
     if timing.error:
-        raise client.EndpointError(f"{model}: the warm-up request failed: {timing.error}")
+        raise Problem(f"{model}: the warm-up request failed: {timing.error}")
 
 
 def sized_prompts(url: str, model: str, workload: pair.Workload) -> list[tuple[str, str]]:
@@ -148,8 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                 phases = measure(servers, workload, say)
             finally:
                 servers.down()
-    except (OSError, RuntimeError, subprocess.SubprocessError, client.HttpError, client.EndpointError,
-            depth.SizingError) as error:
+    except (OSError, RuntimeError, subprocess.SubprocessError, Problem) as error:
         print(f"{PROG}: {error}", file=sys.stderr)
         return 1
     rows = [pair.summarize(p) for p in phases]

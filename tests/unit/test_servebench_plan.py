@@ -6,7 +6,8 @@ import sys
 import pytest
 
 from tooling.servebench import vllm_bench_argv
-from tooling.servebench.sweep_runs import PlanError, Sweep, derive_seed, runs
+from door.problem import UsageError
+from tooling.servebench.sweep_runs import Sweep, derive_seed, runs
 from tests.support import wire_failures
 from tests.support.openai_standin_streaming import salt_problem
 from tests import REPO
@@ -57,7 +58,7 @@ def test_sharegpt_cells_have_no_input_length():
     ({"repeats": 0}, "repeats"),
 ])
 def test_bad_definitions_are_refused(kwargs, word):
-    with pytest.raises(PlanError, match=word):
+    with pytest.raises(UsageError, match=word):
         Sweep(**kwargs)
 
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from tooling.servebench import driver, memory, prom, record
-from tooling.servebench.sweep_runs import PlanError
+from door.problem import Problem, UsageError
 from tests import REPO
 
 # vLLM 0.33.0's TIME_TO_FIRST_TOKEN_BUCKETS (vllm/v1/metrics/buckets.py), the bounds its /metrics shows
@@ -84,9 +84,9 @@ def test_metrics_text_parses_sums_series_and_reads_info_labels():
 
 
 def test_metrics_errors_name_what_is_missing():
-    with pytest.raises(prom.MetricsError, match="vllm:num_requests_running"):
+    with pytest.raises(Problem, match="vllm:num_requests_running"):
         prom.Snapshot.of("process_resident_memory_bytes 1.0\n").total(prom.RUNNING)
-    with pytest.raises(prom.MetricsError, match="line 2"):
+    with pytest.raises(Problem, match="line 2"):
         prom.parse("# HELP x y\n<html>not metrics</html>\n")
 
 
@@ -180,7 +180,7 @@ def test_compare_refuses_a_file_that_is_not_a_record(tmp_path):
     (tmp_path / "x.json").write_text(json.dumps(bench_result()))
     done = serve("compare", tmp_path / "x.json")
     assert done.returncode == 2 and "bench/serve_sweep record" in done.stderr and "Traceback" not in done.stderr
-    with pytest.raises(PlanError):
+    with pytest.raises(UsageError):
         record.Record.from_dict({"format": 1, "label": "x"})
 
 
@@ -253,10 +253,10 @@ def test_a_run_against_a_stream_that_never_ends_stops_at_its_deadline_naming_url
         (run,) = runs(sweep)
         (tmp_path / results.partial_name(run)).write_text("{}")
         began = time.monotonic()
-        with pytest.raises(driver.EndpointError) as stopped:
+        with pytest.raises(Problem) as stopped:
             drv.one(run)
         assert time.monotonic() - began < 1.0 + SCHEDULING_SLACK_S
-        with pytest.raises(driver.EndpointError, match="warm-up: .* did not finish within 1 s"):
+        with pytest.raises(Problem, match="warm-up: .* did not finish within 1 s"):
             drv.warm_up(1)
     line = str(stopped.value)
     assert len(line.splitlines()) == 1 and server.url in line and "within 1 s" in line and "--run-timeout" in line
@@ -280,6 +280,6 @@ def test_a_start_command_that_never_returns_is_stopped_at_the_ready_timeout(tmp_
                            start=f"{sys.executable} -c 'import time; time.sleep(120)'", container=None,
                            ready_timeout=1.0)
     began = time.monotonic()
-    with pytest.raises(driver.EndpointError, match="did not return within 1 s") as stopped:
+    with pytest.raises(Problem, match="did not return within 1 s") as stopped:
         probes.start_server(job)
     assert time.monotonic() - began < 1.0 + SCHEDULING_SLACK_S and "--start" in str(stopped.value)

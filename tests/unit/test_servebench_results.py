@@ -6,7 +6,8 @@ import sys
 import pytest
 
 from tooling.servebench import driver, results, sweep_tables
-from tooling.servebench.sweep_runs import PlanError, Sweep, runs
+from door.problem import UsageError
+from tooling.servebench.sweep_runs import Sweep, runs
 from tests import REPO
 
 SWEEP = Sweep(concurrencies=(1, 4), input_lens=(512,), output_len=128, repeats=2)
@@ -53,7 +54,7 @@ def test_complete_runs_are_skipped_and_damaged_ones_redone(tmp_path):
 def test_resuming_with_another_definition_is_refused(tmp_path):
     folder = sweep_folder(tmp_path, "s")
     driver.prepare_folder(folder, SWEEP, {})  # same sweep: fine
-    with pytest.raises(PlanError, match="differs in repeats, base_seed"):
+    with pytest.raises(UsageError, match="differs in repeats, base_seed"):
         driver.prepare_folder(folder, Sweep(concurrencies=(1, 4), input_lens=(512,), repeats=3, base_seed=1), {})
 
 

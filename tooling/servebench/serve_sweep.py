@@ -14,9 +14,10 @@ import sys
 from contract import pins
 from buildtool import endpoint
 from buildtool.endpoint.client import MAX_DEADLINE_S, valid_deadline
+from door.problem import Problem, UsageError
 
-from . import client, depth, driver, plot, probes, prom, record, sweep_tables, vllm_bench_argv
-from .sweep_runs import PlanError, Sweep, runs
+from . import client, driver, plot, probes, record, sweep_tables, vllm_bench_argv
+from .sweep_runs import Sweep, runs
 
 PROG = "bench/serve_sweep"
 
@@ -95,7 +96,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 def sweep_of(args) -> Sweep:
     if args.dataset_file is not None and not args.dataset_file.is_file():
-        raise PlanError(f"--dataset-file {args.dataset_file}: no such file; give the ShareGPT JSON's path")
+        raise UsageError(f"--dataset-file {args.dataset_file}: no such file; give the ShareGPT JSON's path")
     return Sweep(concurrencies=args.concurrency, input_lens=args.input_len, output_len=args.output_len,
                  repeats=args.repeats, dataset=args.dataset,
                  dataset_file=args.dataset_file.name if args.dataset_file else None,
@@ -105,7 +106,7 @@ def sweep_of(args) -> Sweep:
 def cmd_run(args) -> int:
     sweep = sweep_of(args)
     if shutil.which("docker") is None:
-        raise PlanError("no docker command on PATH; bench/serve_sweep runs `vllm bench serve` from an image")
+        raise UsageError("no docker command on PATH; bench/serve_sweep runs `vllm bench serve` from an image")
     base_url = args.base_url.rstrip("/")
     model = args.model
     if model is None and not args.dry_run:
@@ -113,7 +114,7 @@ def cmd_run(args) -> int:
     elif not args.dry_run:
         served = driver.served_models(base_url, args.ready_timeout)
         if model not in served:
-            raise driver.EndpointError(f"{base_url} serves {served}, not {model!r}; pass one of those as --model")
+            raise Problem(f"{base_url} serves {served}, not {model!r}; pass one of those as --model")
     model = model or "MODEL"
     target = vllm_bench_argv.Target(base_url=base_url, model=model, tokenizer=args.tokenizer or model,
                             image=args.image, hf_home=args.hf_home, endpoint=args.endpoint)
@@ -139,13 +140,13 @@ def cmd_run(args) -> int:
 def cmd_report(args) -> int:
     folders = [args.folder] + ([args.folder_b] if args.folder_b else [])
     if args.ceiling and len(args.ceiling) != len(folders):
-        raise PlanError(f"{len(args.ceiling)} --ceiling value(s) for {len(folders)} sweep folder(s); "
+        raise UsageError(f"{len(args.ceiling)} --ceiling value(s) for {len(folders)} sweep folder(s); "
                         "give one per folder, in the same order")
     endpoints = [sweep_tables.load_endpoint(f) for f in folders]
     if len(endpoints) == 2:
         differs = sweep_tables.seed_mismatch(*endpoints)
         if differs:
-            raise PlanError(f"{folders[0]} and {folders[1]} ran different sweeps (differ in {', '.join(differs)}), "
+            raise UsageError(f"{folders[0]} and {folders[1]} ran different sweeps (differ in {', '.join(differs)}), "
                             "so their prompts and seeds differ; rerun one with the other's options")
     text = sweep_tables.render(endpoints, args.ceiling or [])
     if args.output:
@@ -190,9 +191,9 @@ def add_record_arguments(p: argparse.ArgumentParser) -> None:
 
 def record_job(args) -> probes.RecordJob:
     if args.dataset_file is not None and not args.dataset_file.is_file():
-        raise PlanError(f"--dataset-file {args.dataset_file}: no such file; give the ShareGPT JSON's local path")
+        raise UsageError(f"--dataset-file {args.dataset_file}: no such file; give the ShareGPT JSON's local path")
     if args.cap_minutes is not None and args.cap_minutes <= 0:
-        raise PlanError(f"--cap-minutes {args.cap_minutes:g}: expected a positive number of minutes")
+        raise UsageError(f"--cap-minutes {args.cap_minutes:g}: expected a positive number of minutes")
     sweep = Sweep(concurrencies=(args.concurrency,), input_lens=(args.input_len,), output_len=args.output_len,
                   repeats=1, dataset=args.dataset, dataset_file=args.dataset_file.name if args.dataset_file else None,
                   num_prompts=args.num_prompts, base_seed=args.seed)
@@ -207,7 +208,7 @@ def record_job(args) -> probes.RecordJob:
 def cmd_record(args) -> int:
     job = record_job(args)
     if shutil.which("docker") is None:
-        raise PlanError("no docker command on PATH; bench/serve_sweep runs `vllm bench serve` from an image")
+        raise UsageError("no docker command on PATH; bench/serve_sweep runs `vllm bench serve` from an image")
     rec, rc = probes.run_record(job)
     print(record.render([rec]), end="")
     return rc
@@ -217,7 +218,7 @@ def cmd_compare(args) -> int:
     records = [probes.load_record(p) for p in args.records]
     differs = record.workload_mismatch(records)
     if differs:
-        raise PlanError(f"the records ran different workloads (differ in {', '.join(differs)}); "
+        raise UsageError(f"the records ran different workloads (differ in {', '.join(differs)}); "
                         "record both with the same options")
     text = record.render(records)
     if args.output:
@@ -242,7 +243,7 @@ def add_depth_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_depth(args) -> int:
     if min(args.depths) < 1 or args.decode_tokens < 2 or args.sessions < 0:
-        raise PlanError("depths must be positive, --decode-tokens at least 2 (decode speed needs two tokens), "
+        raise UsageError("depths must be positive, --decode-tokens at least 2 (decode speed needs two tokens), "
                         "--sessions zero or more")
     job = probes.DepthJob(base_url=args.base_url.rstrip("/"), out=args.out, label=args.label or args.out.name,
                           model=args.model, depths=args.depths, decode_tokens=args.decode_tokens,
@@ -296,9 +297,9 @@ def main(argv=None) -> int:
     try:
         use_key(args)
         return COMMANDS[args.command](args)
-    except (PlanError, depth.SizingError, endpoint.ApiKeyError) as exc:
+    except UsageError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    except (driver.EndpointError, client.HttpError, prom.MetricsError) as exc:
+    except Problem as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
