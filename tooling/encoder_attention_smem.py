@@ -12,14 +12,10 @@ bytes per head size next to each device's limit. Nothing is timed; the figures a
 """
 import argparse
 import json
-import pathlib
-import sys
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
 from contract.pins import PYPI_BASE_TAG
 from patches.fitcheck.run import DEVICES
-from door import files
-from door import children
+from tooling.probes.container import container_lines
 
 HEAD_SIZES = (64, 72, 80, 96, 128, 256, 512)
 DEVICE_BLOCKS = {"sm75": 64, "sm86": 128}  # triton_prefill_attention.get_block_size, fp16
@@ -57,14 +53,10 @@ def main() -> int:
     parser.add_argument("--image", default=PYPI_BASE_TAG)
     args = parser.parse_args()
     devices = {name: (DEVICES[name][0], block) for name, block in DEVICE_BLOCKS.items()}
-    command = ["docker", "run", "--rm", "--entrypoint", "python3", "-e", "CUDA_VISIBLE_DEVICES=",
-               "-e", "PYTHONPATH=/bench-src", "-w", "/bench-src", "-v", f"{REPO}:/bench-src:ro", args.image,
-               "-c", SCRIPT, json.dumps(devices), json.dumps(HEAD_SIZES)]
-    done = children.run(command)
-    rows = [files.own_json(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or len(rows) != len(devices) * len(HEAD_SIZES):
-        print(f"bench/encoder_attention_smem: the container failed (exit {done.returncode}): "
-              f"{done.stderr.strip().splitlines()[-1:] or ['no output']}", file=sys.stderr)
+    rows = container_lines("bench/encoder_attention_smem", args.image,
+                           ["-c", SCRIPT, json.dumps(devices), json.dumps(HEAD_SIZES)],
+                           rows_of=lambda rows: len(rows) == len(devices) * len(HEAD_SIZES), network=True, tail=1)
+    if rows is None:
         return 1
     print(f"context_attention_fwd (_fwd_kernel), fp16, image {args.image}")
     print("| device | head | BLOCK_M / BLOCK_N | warps | shared bytes | limit | fits |")

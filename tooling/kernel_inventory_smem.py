@@ -33,14 +33,10 @@ The figures are in docs/clamp.md ("Triton kernels a served model reaches").
 """
 import argparse
 import json
-import pathlib
-import sys
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
 from contract.pins import PYPI_BASE_TAG
 from patches.fitcheck.run import DEVICES
-from door import files
-from door import children
+from tooling.probes.container import container_lines
 
 # Runs in the container: one JSON line per (kernel, case, device).
 SCRIPT = r"""
@@ -135,16 +131,12 @@ def main() -> int:
     parser.add_argument("--image", default=PYPI_BASE_TAG)
     args = parser.parse_args()
     devices = {name: DEVICES[name] for name in ("sm75", "sm86")}
-    command = ["docker", "run", "--rm", "--entrypoint", "python3", "-e", "CUDA_VISIBLE_DEVICES=",
-               "-e", "PYTHONPATH=/bench-src", "-w", "/bench-src", "-v", f"{REPO}:/bench-src:ro", args.image,
-               "-c", SCRIPT, json.dumps(devices)]
-    done = children.run(command)
-    lines = [files.own_json(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    rows = [line for line in lines if "device" in line]
-    if done.returncode != 0 or not rows:
-        print(f"bench/kernel_inventory_smem: the container failed (exit {done.returncode}): "
-              f"{done.stderr.strip().splitlines()[-3:] or ['no output']}", file=sys.stderr)
+    device_rows = lambda lines: [line for line in lines if "device" in line]  # noqa: E731
+    lines = container_lines("bench/kernel_inventory_smem", args.image, ["-c", SCRIPT, json.dumps(devices)],
+                            rows_of=device_rows, network=True)
+    if lines is None:
         return 1
+    rows = device_rows(lines)
     print(f"Triton kernels besides attention, fp16 unless a case names its dtype, image {args.image}")
     print("| device | kernel | case | tiles | warps / stages | shared bytes | limit | fits |")
     print("| --- | --- | --- | --- | --- | ---: | ---: | --- |")
