@@ -47,7 +47,8 @@ from contract import layout
 from contract.devices import DEVICES
 from tooling import clamp_ranking as ranking
 from tooling.attention_cases import CASE_NAMES, DTYPES, FAMILY_CASE_NAMES
-from tooling.gpu_site import SiteError, ensure_fit_table, ensure_site, python_env
+from door.problem import Problem
+from tooling.gpu_site import ensure_fit_table, ensure_site, python_env
 from door import files
 from door import children
 
@@ -108,7 +109,7 @@ def run(command: list, env: dict, what: str) -> None:
     done = children.run(command, cwd=REPO, env=env)
     if done.returncode:
         tail = "\n".join(done.stderr.strip().splitlines()[-12:])
-        raise SiteError(f"{what} exited {done.returncode}:\n{tail}")
+        raise Problem(f"{what} exited {done.returncode}:\n{tail}")
 
 
 def start(command: list, env: dict, what: str):
@@ -120,7 +121,7 @@ def start(command: list, env: dict, what: str):
 def wait(processes) -> None:
     for what, process in processes:
         if process.wait():
-            raise SiteError(f"{what} exited {process.returncode} (its error is above)")
+            raise Problem(f"{what} exited {process.returncode} (its error is above)")
 
 
 def clamped_runs(site: Path, tables: dict, lowerings, cache: Path, scratch: Path, ranked, label: str):
@@ -550,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
                 write_ranked(args, encoder_ranked)
                 return 0
             measured = measure(site, tables, lowerings, scratch, args.ranked, args.workers, partial, source)
-        except SiteError as error:
+        except Problem as error:
             print(f"bench/clamp_gpu: {error}", file=sys.stderr)
             return 1
     table = rows(measured)

@@ -406,7 +406,7 @@ def large_vision(variant: str, device: str, tiny: bool = False) -> Case:
     """The 26B-A4B / 31B vision path (tower, pooler, standardisation, embed_vision)."""
     import torch
     import transformers
-    from tests.support.gemma4_configs import TOWERS
+    from tooling.gemma4_towers import TOWERS
 
     fields = dict(TOWERS["gemma4-26b-a4b" if variant == "26B-A4B" else "gemma4-31b"]["vision"], standardize=True)
     text_hidden = TEXT_HIDDEN[variant]

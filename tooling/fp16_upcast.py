@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from door.problem import Problem
 from patches.fp16_upcast.placement import (
     BEGIN_MARKER,
     END_MARKER,
@@ -305,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         source, where = (args.source.read_text(encoding="utf-8"), str(args.source)) if args.source else staged_source()
         classes(source)
-    except (OSError, UnicodeDecodeError, PlacementError, RuntimeError) as error:  # SiteError, ReleaseUnavailable
+    except (OSError, UnicodeDecodeError, PlacementError, RuntimeError, Problem) as error:
         print(f"--source {args.source or '(the staged vLLM)'}: not a readable gemma4_unified.py with the 12B's "
               f"embedder ({str(error).splitlines()[0]}); pass vLLM's model_executor/models/gemma4_unified.py",
               file=sys.stderr)

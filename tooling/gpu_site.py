@@ -21,6 +21,7 @@ from pathlib import Path
 
 from contract import layout
 from contract.devices import TURING
+from door.problem import Problem
 from patches import turing_clamp
 from tooling.clamp_ranking import ENV_RANKED
 
@@ -32,10 +33,6 @@ TABLE_ENV = layout.ENV_FIT_TABLE
 AMPERE_TABLE_ENV = "VLLM_TURING_GPU_FIT_TABLE_SM86"
 LAUNCHER = Path("vllm/v1/attention/ops/triton_unified_attention.py")
 COMPILED_EXTENSIONS = ("_C", "_C_stable_libtorch")
-
-
-class SiteError(RuntimeError):
-    """The site or the fit table could not be prepared (message says what and what to do)."""
 
 
 def add_compiled_extension_standins(site: Path) -> list[Path]:
@@ -57,7 +54,7 @@ def prepare_site(tarball: Path, site: Path) -> dict:
         with tarfile.open(tarball) as tar:
             tar.extractall(site, filter="data")
     if not (site / LAUNCHER).is_file():
-        raise SiteError(f"{tarball} holds no {LAUNCHER}; expected the vllm package's Python files "
+        raise Problem(f"{tarball} holds no {LAUNCHER}; expected the vllm package's Python files "
                         "(tooling.vllm_releases.package_tarball)")
     add_compiled_extension_standins(site)
     reports = {}
@@ -65,7 +62,7 @@ def prepare_site(tarball: Path, site: Path) -> dict:
         target = site / "vllm" / clamp_site.target_in_package
         report = reports[clamp_site.name] = turing_clamp.apply(target, clamp_site).to_dict()
         if report["outcome"] not in ("applied", "already"):
-            raise SiteError(f"the clamp was not placed in {target}: {report['outcome']}: {report['message']}")
+            raise Problem(f"the clamp was not placed in {target}: {report['outcome']}: {report['message']}")
     return reports["unified"]
 
 
@@ -90,7 +87,7 @@ def write_fit_table(site: Path, table: Path, device: str = "sm75", dtype: str = 
     done = subprocess.run(command, cwd=REPO, env=python_env(site), capture_output=True, text=True)
     if done.returncode not in (0, 1) or not table.is_file():
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise SiteError(f"the fit check exited {done.returncode} without a table: {tail}")
+        raise Problem(f"the fit check exited {done.returncode} without a table: {tail}")
     return json.loads(done.stdout)
 
 
@@ -99,7 +96,7 @@ def ensure_site(scratch: Path) -> Path:
     if os.environ.get(SITE_ENV):
         site = Path(os.environ[SITE_ENV])
         if not (site / LAUNCHER).is_file():
-            raise SiteError(f"{SITE_ENV}={site} holds no {LAUNCHER}; run tests/gpu/run-on-device or unset it")
+            raise Problem(f"{SITE_ENV}={site} holds no {LAUNCHER}; run tests/gpu/run-on-device or unset it")
         return site
     from tooling.vllm_releases import PINNED, package_tarball
 
@@ -118,7 +115,7 @@ def ensure_fit_table(site: Path, scratch: Path, device: str = "sm75", dtype: str
         try:
             held = holds_dtype(json.loads(Path(given).read_text()), dtype)
         except (OSError, ValueError, AttributeError, TypeError) as error:
-            raise SiteError(f"{env}={given} is not a readable fit table ({error}); rewrite it with "
+            raise Problem(f"{env}={given} is not a readable fit table ({error}); rewrite it with "
                             "tests/gpu/run-on-device run or unset it") from None
         if held:
             return Path(given)
@@ -171,5 +168,5 @@ def run_attention(site: Path, table: Path, mode: str, out_dir: Path, timed: bool
                           env=env, capture_output=True, text=True)
     if done.returncode:
         tail = "\n".join(done.stderr.strip().splitlines()[-15:])
-        raise SiteError(f"unified_attention ({mode}) exited {done.returncode}:\n{tail}")
+        raise Problem(f"unified_attention ({mode}) exited {done.returncode}:\n{tail}")
     return json.loads((out_dir / "launches.json").read_text())

@@ -1,6 +1,6 @@
 """The serving tier's stack: the CPU vehicle, a tiny Gemma 4, and the repository's own compose.yaml
 with an override that takes away only what a CPU machine cannot have. Shared by tests/serving and
-bench/serving, so the figures and the tests run the same path.
+bench/serving_tier, so the figures and the tests run the same path.
 """
 from __future__ import annotations
 
@@ -316,7 +316,7 @@ class RenderedServers:
     def healthy(self, name: str) -> bool:
         """Whether /health answers 2xx within HEALTH_POLL_S, the whole exchange (a server trickling its
         answer a byte at a time would hold requests' per-read timeout for ever)."""
-        from tooling.endpoint.client import EndpointClient, EndpointError
+        from buildtool.endpoint.client import EndpointClient, EndpointError
 
         try:
             with EndpointClient(self.url(name)) as client:

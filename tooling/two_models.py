@@ -1,9 +1,9 @@
 """Two models on one host, measured (bench/two_models): the units rendered from two env files as
 docs/deploy.md ("Two models on one card") tells a user, run on the CPU vehicle with the tiny Gemma 4
 as the serving tier runs them (serving_stack.RenderedServers), and each model's latency and
-throughput alone, beside the other server idle, and while both serve at once, with bench/serve's own
-streamed requests (bench/servebench/client.py). The figures, the table and the plot's data are
-bench/servebench/pair.py's.
+throughput alone, beside the other server idle, and while both serve at once, with bench/serve_sweep's own
+streamed requests (tooling/servebench/client.py). The figures, the table and the plot's data are
+tooling/servebench/pair.py's.
 
 Order of the phases, so the servers start twice only: A up, A alone; B up, A beside B idle, B beside
 A idle, both busy; A stopped, B alone.
@@ -21,11 +21,12 @@ import sys
 import tempfile
 import time
 
-from bench.servebench import client, depth, pair, plot, probes
-from bench.servebench.cli import OneLineErrors
+from tooling.servebench import client, depth, pair, plot, probes
+from tooling.servebench.serve_sweep import OneLineErrors
 from buildtool.flags import bounded_int
 from contract import pins
 from tooling import serving_stack
+from door.problem import Problem
 
 PROG = "bench/two_models"
 MODELS = ("model-a", "model-b")
@@ -57,7 +58,7 @@ def server_settings(workload: pair.Workload) -> dict[str, str]:
 def warm_up(url: str, model: str) -> None:
     timing = client.stream_completion(url, model, "Warm up.", WARM_UP_TOKENS, secrets.token_hex(6))
     if timing.error:
-        raise client.EndpointError(f"{model}: the warm-up request failed: {timing.error}")
+        raise Problem(f"{model}: the warm-up request failed: {timing.error}")
 
 
 def sized_prompts(url: str, model: str, workload: pair.Workload) -> list[tuple[str, str]]:
@@ -148,8 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                 phases = measure(servers, workload, say)
             finally:
                 servers.down()
-    except (OSError, RuntimeError, subprocess.SubprocessError, client.HttpError, client.EndpointError,
-            depth.SizingError) as error:
+    except (OSError, RuntimeError, subprocess.SubprocessError, Problem) as error:
         print(f"{PROG}: {error}", file=sys.stderr)
         return 1
     rows = [pair.summarize(p) for p in phases]

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from contract import pins
 from door import children, files
+from door.problem import Problem
 
 RELEASES = (
     "0.19.0", "0.19.1", "0.20.0", "0.20.2", "0.21.0", "0.22.1", "0.23.0",
@@ -49,10 +50,6 @@ GEMMA4_UNIFIED_MEMBER = "vllm/model_executor/models/gemma4_unified.py"
 OPTIONAL_MEMBERS = (GEMMA4_UNIFIED_MEMBER,)
 ABSENT_NAME = "absent-members.txt"
 PARALLEL_DOWNLOADS = 3
-
-
-class ReleaseUnavailable(RuntimeError):
-    """pip could not provide the release's wheel."""
 
 
 def cache_root() -> Path:
@@ -74,7 +71,7 @@ def launcher_path(version: str, member: str = LAUNCHER_MEMBER) -> Path:
 def _metadata_member(names: list[str], version: str) -> str:
     wanted = f"vllm-{version}.dist-info/METADATA"
     if wanted not in names:
-        raise ReleaseUnavailable(f"wheel of vllm {version} has no {wanted}")
+        raise Problem(f"wheel of vllm {version} has no {wanted}")
     return wanted
 
 
@@ -94,7 +91,7 @@ def _download_wheel(version: str, into: Path) -> Path:
     wheels = sorted(into.glob(f"vllm-{version}-*.whl"))
     if result.returncode != 0 or not wheels:
         tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise ReleaseUnavailable(f"pip download vllm=={version} failed: {tail[0]}")
+        raise Problem(f"pip download vllm=={version} failed: {tail[0]}")
     return wheels[0]
 
 
@@ -137,7 +134,7 @@ def _fetch(version: str, members_of, final: Path) -> Path:
 def _launcher_members(names: list[str], version: str) -> list[str]:
     missing = [member for member in LAUNCHER_MEMBERS if member not in names]
     if missing:
-        raise ReleaseUnavailable(f"wheel of vllm {version} has no {', '.join(missing)}")
+        raise Problem(f"wheel of vllm {version} has no {', '.join(missing)}")
     optional = [member for member in OPTIONAL_MEMBERS if member in names]
     return [*LAUNCHER_MEMBERS, *optional, _metadata_member(names, version)]
 
@@ -214,7 +211,7 @@ def main(argv: list[str]) -> int:
     started = time.monotonic()
     try:
         paths = ensure_releases(versions)
-    except ReleaseUnavailable as exc:
+    except Problem as exc:
         print(exc, file=sys.stderr)
         return 1
     for version, path in paths.items():

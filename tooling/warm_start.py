@@ -15,7 +15,7 @@ import re
 import time
 
 from tooling import serving_stack
-from tooling.endpoint.client import EndpointClient, EndpointError
+from buildtool.endpoint.client import EndpointClient, EndpointError
 
 # The shipped CPU settings with compilation on: the only change is ENFORCE_EAGER.
 COMPILE_SETTINGS = {**serving_stack.CPU_SETTINGS, "ENFORCE_EAGER": "0"}

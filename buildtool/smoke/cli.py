@@ -14,8 +14,9 @@ from urllib.parse import urlsplit
 
 from buildtool.status_line import StatusLine
 from contract.verdict import Result, Status
-from tooling import endpoint
-from tooling.endpoint.client import MAX_DEADLINE_S, EndpointClient, EndpointError, valid_deadline
+from door.problem import UsageError
+from buildtool import endpoint
+from buildtool.endpoint.client import MAX_DEADLINE_S, EndpointClient, EndpointError, valid_deadline
 
 from . import inputs as served_inputs
 from .checks import CHECKS, MODALITIES
@@ -25,10 +26,6 @@ from .report import build_report, format_table
 from .runner import metric_row, read_metrics, run_check, served_models
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-
-
-class UsageError(Exception):
-    pass
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -106,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
                              f"positive seconds, at most {MAX_DEADLINE_S:g} (a week)")
         api_key = endpoint.read_api_key(args.api_key_file)
         given = served_inputs.given_config(args.model_config) if args.model_config and modalities is None else None
-    except (UsageError, endpoint.ApiKeyError, served_inputs.ConfigUnread) as exc:
+    except (UsageError, served_inputs.ConfigUnread) as exc:
         print(f"smoke: {exc}", file=sys.stderr)
         return 2
     with EndpointClient(url, api_key) as client:

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 
 from door import files
-from tooling.endpoint import replies
-from tooling.endpoint.client import EndpointError
+from buildtool.endpoint import replies
+from buildtool.endpoint.client import EndpointError
 
 LIST_MODELS = "GET /v1/models"
 

@@ -28,7 +28,7 @@ from contract.model_config import ConfigProblem, ModelConfig
 from door import files
 from entrypoint.checks.audio import audio_tower
 from entrypoint.checks.model import ModelProblem, read_config
-from tooling.endpoint.replies import ModelCard
+from buildtool.endpoint.replies import ModelCard
 
 VISION_CONFIG_KEYS = ("vision_config",)
 MODEL_DIR_ENV = "MODEL_DIR"

@@ -13,7 +13,7 @@ vllm/v1/metrics/loggers.py):
 from __future__ import annotations
 
 from contract.verdict import Result, Status
-from tooling.prometheus import Sample, parse
+from buildtool.endpoint.prometheus import Sample, parse
 
 DRAFTS = "vllm:spec_decode_num_drafts_total"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"

@@ -4,7 +4,7 @@ vLLM answers 503 while the engine loads (100 to 230 s for the seed models). A na
 resolve and a failed TLS handshake are final at once; a refused connection before the server ever
 answered may be a container still binding its port (a short grace); after it answered, it means
 the server exited. 401/403 on /health means a proxy in front wants credentials (vLLM's own key
-guards only /v1). The cause is named by tooling/endpoint/. Each poll ends within its deadline (the
+guards only /v1). The cause is named by buildtool/endpoint/. Each poll ends within its deadline (the
 endpoint client's), at most what is left of --timeout, however slowly the server answers.
 """
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from contract.verdict import Result, Status
 from buildtool.status_line import StatusLine
-from tooling import endpoint
-from tooling.endpoint.client import EndpointClient, EndpointError
+from buildtool import endpoint
+from buildtool.endpoint.client import EndpointClient, EndpointError
 
 LOGS_HINT = "see `docker compose logs vllm` or `journalctl --user -u vllm-turing`"
 REFUSED = "connection refused"

@@ -11,9 +11,9 @@ import time
 from dataclasses import dataclass
 
 from contract.verdict import Result, Status
-from tooling import endpoint
-from tooling.endpoint import replies
-from tooling.endpoint.client import DEADLINE, Answer, EndpointClient, EndpointError
+from buildtool import endpoint
+from buildtool.endpoint import replies
+from buildtool.endpoint.client import DEADLINE, Answer, EndpointClient, EndpointError
 
 from .checks import MISSING_AUDIO_EXTRAS, Check
 from .expect import Reply, unsupported_input

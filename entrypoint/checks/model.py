@@ -17,14 +17,13 @@ from contract.model_config import ConfigProblem, ModelConfig, max_len_problem, p
 from contract.verdict import Result, failed, passed, warned
 
 from door import files
+from ..fetch.listing import NOT_WEIGHTS
 
 MODEL = "model"
 DRAFTER = "drafter"
 INDEX = "model.safetensors.index.json"
 BIN_INDEX = "pytorch_model.bin.index.json"
 SAFETENSORS = "safetensors"
-# vLLM's filter_files_not_needed_for_inference (model_loader/weight_utils.py)
-NOT_WEIGHTS = ("training_args.bin", "optimizer.bin", "optimizer.pt", "scheduler.pt", "scaler.pt")
 # The load formats vLLM 0.33.0's DefaultModelLoader reads from the folder (the list of formats itself
 # is the image facts'): each tries these patterns in order, the first that matches any file winning
 # (default_loader.py _prepare_weights; *.pt is the PyTorch fallback of the formats not bound to

@@ -7,11 +7,12 @@ import posixpath
 
 from door import paths
 from door.files import shown
-from ..checks.model import NOT_WEIGHTS
 
 # Weight formats vLLM or other frameworks keep in a model repository: never part of the small files.
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".onnx", ".onnx_data",
                    ".ot", ".tflite", ".npz", ".pkl")
+# vLLM's filter_files_not_needed_for_inference (model_loader/weight_utils.py)
+NOT_WEIGHTS = ("training_args.bin", "optimizer.bin", "optimizer.pt", "scheduler.pt", "scaler.pt")
 SMALL_FILE_CAP = 64 * 2**20  # a tokenizer or a weight index is far below this; larger is data
 
 

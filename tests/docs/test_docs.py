@@ -126,7 +126,7 @@ BROKEN = """# A doc gone wrong
 ```sh
 python3 build.py --base pypi --bootstrapp
 docker run --rm --shm-sise 8g vllm-turing:0.33.0 check
-bench/serve run --out results/x --nonsense 1
+bench/serve_sweep run --out results/x --nonsense 1
 kubectl -n llm rollout status deploy/vllm-turing --timeout-seconds 20m
 ```
 

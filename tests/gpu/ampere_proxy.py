@@ -111,7 +111,8 @@ class AmpereRuns:
 
     def _run(self, kernel: str, *selection: str) -> tuple[Path, dict]:
         from contract import layout
-        from tooling.gpu_site import REPO, SiteError, python_env
+        from door.problem import Problem
+        from tooling.gpu_site import REPO, python_env
 
         out = self.scratch / f"{kernel}-{LOWERING}-{self.dtype}"
         extra = {ranking.ENV_RANKED: str(self.ranked), "TRITON_OVERRIDE_ARCH": LOWERING}
@@ -122,7 +123,7 @@ class AmpereRuns:
                               cwd=REPO, env=env, capture_output=True, text=True)
         if done.returncode:
             tail = "\n".join(done.stderr.strip().splitlines()[-15:])
-            raise SiteError(f"{kernel} attention in {self.dtype} ({LOWERING}) exited {done.returncode}:\n{tail}")
+            raise Problem(f"{kernel} attention in {self.dtype} ({LOWERING}) exited {done.returncode}:\n{tail}")
         return out, json.loads((out / "launches.json").read_text())
 
 

@@ -18,7 +18,7 @@ from entrypoint.fetch.request import parse_model_ref
 from tests import REPO
 from tests.support import gemma4_configs
 from tests.support.docker_bridge import bridge_gateway
-from tests.support.hub_mirror import HubMirror
+from tooling.hub_mirror import HubMirror
 
 RUN_IMAGE = doc_blocks.marked(doc_blocks.all_blocks(), "run", "image")
 DEVICE_LINES = {"devices", "driver"}

@@ -13,7 +13,7 @@ from entrypoint.settings import ENTRYPOINT_ONLY
 
 from tests.image.containers import run_to_end
 from tests.support.model_files import write_model_dir
-from tests.support.standin_driver import build_standin_driver
+from tooling.standins.standin_driver import build_standin_driver
 from tests.support.standin_vllm import write_standin_vllm
 from tests.support.seed_configs import T4_E2B_ARGV, T4_E2B_ENV
 

@@ -12,7 +12,7 @@ import pytest
 from contract.layout import IMAGE_FACTS
 from tests.image.containers import run_to_end
 from tests.support.model_files import write_model_dir
-from tests.support.standin_driver import build_standin_driver
+from tooling.standins.standin_driver import build_standin_driver
 
 NVIDIA_LIBS = "/usr/local/nvidia/lib64"
 IN_PROCESS = """

@@ -7,7 +7,7 @@ import pytest
 
 from tests.image.containers import run_to_end
 from tests.support.model_files import write_model_dir
-from tests.support.standin_driver import build_standin_driver, proc_driver_version_text
+from tooling.standins.standin_driver import build_standin_driver, proc_driver_version_text
 
 NVIDIA_LIBS = "/usr/local/nvidia/lib64"
 

@@ -1,4 +1,4 @@
-"""bench/serve end to end: the real `vllm bench serve` of the image against a STAND-IN
+"""bench/serve_sweep end to end: the real `vllm bench serve` of the image against a STAND-IN
 streaming OpenAI server (no GPU here), a cell whose requests all fail, an interrupted
 sweep resumed, and the report on the JSON it produced.
 
@@ -15,13 +15,13 @@ import time
 
 import pytest
 
-from bench.servebench import results
-from bench.servebench.plan import Sweep, runs
+from tooling.servebench import results
+from tooling.servebench.sweep_runs import Sweep, runs
 from tests.support.openai_standin_streaming import StreamingCompletionsStandIn
 from tests.support.word_tokenizer import write_word_tokenizer
 from tests import REPO
 
-SERVE = REPO / "bench" / "serve"
+SERVE = REPO / "bench" / "serve_sweep"
 # in=200 plus 8 output tokens exceeds the stand-in's 100-token context: that cell fails
 SWEEP = Sweep(concurrencies=(1, 2), input_lens=(16, 200), output_len=8, repeats=2, prompts_per_stream=2)
 SWEEP_ARGS = ["--concurrency", "1,2", "--input-len", "16,200", "--output-len", "8", "--repeats", "2",

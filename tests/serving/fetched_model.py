@@ -1,5 +1,5 @@
 """The serving tier's model, fetched as a user fetches one: the tiny Gemma 4 (tiny_gemma4.py, made in the
-vehicle) committed to a repository of a real Hub mirror (olah, tests/support/hub_mirror.py), then got by
+vehicle) committed to a repository of a real Hub mirror (olah, tooling/hub_mirror.py), then got by
 the vehicle's own `fetch`, through the `docker run` that `build.py model fetch` runs (buildtool/model.py:
 the target card named, `--gpu t4`, as on a host without a GPU; the Hub token as a mounted file that
 HF_TOKEN_PATH names; HF_ENDPOINT passed by name). So every server of the tier serves a folder that
@@ -24,7 +24,7 @@ from buildtool import model
 from contract import layout
 from entrypoint.fetch import manifest
 from tests.support.docker_bridge import bridge_gateway
-from tests.support.hub_mirror import HubMirror
+from tooling.hub_mirror import HubMirror
 from tooling import serving_stack
 
 REPO_ID = f"vllm-turing-test/{serving_stack.MODEL_NAME}"  # fetched into MODEL_NAME, the repository's name

@@ -1,4 +1,4 @@
-"""bench/serve record and depth against the real CPU vLLM server at toy scale: depths of 64, 128
+"""bench/serve_sweep record and depth against the real CPU vLLM server at toy scale: depths of 64, 128
 and 200 tokens sized by the tiny model's own tokenizer (through the server's /tokenize), and
 3 full-context sessions against a KV cache sized to hold 2.
 
@@ -30,7 +30,7 @@ import sys
 import pytest
 import requests
 
-from bench.servebench import prom
+from tooling.servebench import prom
 from tests.serving.conftest import FIGURES
 from tooling import serving_stack
 
@@ -43,7 +43,7 @@ API_KEY = "sk-serving-tier-5d0c2e7a"
 # More requests than two streams of the tiny model finish in the 1-minute cap on a CPU, few enough that
 # vLLM's random dataset builds them in seconds.
 PROMPTS_PAST_CAP = 20000
-BENCH = [sys.executable, str(serving_stack.REPO / "bench" / "serve")]
+BENCH = [sys.executable, str(serving_stack.REPO / "bench" / "serve_sweep")]
 
 
 KEY_FILE_NAME = "vllm-api-key"

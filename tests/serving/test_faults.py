@@ -28,7 +28,7 @@ import time
 import pytest
 import requests
 
-from bench.servebench import prom
+from tooling.servebench import prom
 from contract.layout import START_LEDGER_NAME
 from entrypoint.graceful_stop import ENGINE_DIED_EXIT
 from entrypoint.start_ledger import ASIDE_DIR

@@ -208,9 +208,9 @@ def test_metrics_text_is_captured_and_names_the_kv_cache(served, reports_dir):
 
 
 def test_bench_serve_sweeps_the_real_server_with_vllm_bench_serve(served, vehicle, models_dir, tmp_path):
-    """bench/serve runs `vllm bench serve` from an image; the vehicle's vLLM is the client here too."""
+    """bench/serve_sweep runs `vllm bench serve` from an image; the vehicle's vLLM is the client here too."""
     out = tmp_path / "sweep"
-    bench = [sys.executable, str(serving_stack.REPO / "bench" / "serve")]
+    bench = [sys.executable, str(serving_stack.REPO / "bench" / "serve_sweep")]
     run = subprocess.run(bench + ["run", "--base-url", served.url, "--out", str(out), "--image", vehicle,
                                   "--tokenizer", str(models_dir / serving_stack.MODEL_NAME),
                                   "--concurrency", "1,2", "--input-len", "32", "--output-len", "8",

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tooling.gemma4_towers import TOWERS
+
 SLIDING, FULL = "sliding_attention", "full_attention"
 
 # variant: (unified class?, text config keyword arguments of the conversion script)
@@ -36,16 +38,6 @@ VARIANTS = {
 FORMS = ("per_layer_config", "old")
 CHECKPOINTS = {"gemma4-e2b": "gemma-4-E2B-it", "gemma4-e4b": "gemma-4-E4B-it", "gemma4-12b": "gemma-4-12B-it",
                "gemma4-26b-a4b": "gemma-4-26B-A4B-it", "gemma4-31b": "gemma-4-31B-it"}
-# The towers a published checkpoint carries (`towers=True`): the small models an audio and a vision
-# tower, the large ones a vision tower (head 64 in the small models, 72 in the large); the other
-# tower fields are the classes' defaults.
-TOWERS = {
-    "gemma4-e2b": {"audio": {}, "vision": {}},
-    "gemma4-e4b": {"audio": {}, "vision": {}},
-    "gemma4-12b": {"vision": dict(hidden_size=1152, num_attention_heads=16, head_dim=72)},
-    "gemma4-26b-a4b": {"vision": dict(hidden_size=1152, num_attention_heads=16, head_dim=72)},
-    "gemma4-31b": {"vision": dict(hidden_size=1152, num_attention_heads=16, head_dim=72)},
-}
 
 
 def config_object(variant: str, towers: bool = False):

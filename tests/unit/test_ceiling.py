@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from bench import safetensors_ceiling as sc
+from tooling import safetensors_ceiling as sc
 from tests.support.model_files import write_tensors
 from tests import REPO
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from door.problem import Problem
 from tooling import clamp_gpu, gpu_site
 from tests import REPO
 from tooling.attention_cases import DTYPES
@@ -111,7 +112,7 @@ def test_a_given_table_that_is_no_fit_table_is_named_in_one_line(tmp_path, monke
     given = tmp_path / "given.json"
     given.write_text(text)
     monkeypatch.setenv(gpu_site.AMPERE_TABLE_ENV, str(given))
-    with pytest.raises(gpu_site.SiteError, match=rf"^{gpu_site.AMPERE_TABLE_ENV}={given} is not a readable fit table"):
+    with pytest.raises(Problem, match=rf"^{gpu_site.AMPERE_TABLE_ENV}={given} is not a readable fit table"):
         gpu_site.ensure_fit_table(tmp_path / "site", tmp_path, "sm86", "bfloat16")
     assert written == []
 

@@ -111,11 +111,11 @@ def test_a_childs_progress_reaches_the_benchs_stderr_as_it_runs_and_its_failure_
     import os
     import sys
 
-    from tooling.gpu_site import SiteError
+    from door.problem import Problem
 
     child = bench.start([sys.executable, "-c", "import sys; print('compiled 3 of 9', file=sys.stderr, flush=True); "
                          "print('not progress'); sys.exit(3)"], dict(os.environ), "encoder compile shard 0 (sm75)")
-    with pytest.raises(SiteError, match=r"^encoder compile shard 0 \(sm75\) exited 3 \(its error is above\)$"):
+    with pytest.raises(Problem, match=r"^encoder compile shard 0 \(sm75\) exited 3 \(its error is above\)$"):
         bench.wait([child])
     captured = capfd.readouterr()
     assert "compiled 3 of 9" in captured.err and "not progress" not in captured.out + captured.err

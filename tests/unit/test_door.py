@@ -20,7 +20,7 @@ from tests.support import door_scan
 
 IMAGE_CHILD = ("in the image, where door/children.py is not shipped: the entrypoint's own probe, "
                "waited under a deadline and stopped by entrypoint/stop_signals.py before the exec")
-HOST_HTTP = ("the host's one HTTP client (tooling/endpoint): a total deadline and a byte cap on every "
+HOST_HTTP = ("the host's one HTTP client (buildtool/endpoint): a total deadline and a byte cap on every "
              "body; door/remote.py is to take it")
 OWN_COMPOSE = "the compose file this tool wrote itself in the same run (YAML: door/data.py is to take it)"
 CLAMP_RUNTIME = ("the clamp's code inside vLLM's module, which cannot import this repository: it reads the fit table "
@@ -30,6 +30,7 @@ DEVICE_TOOL = ("GPU-machine tooling: it reads what it staged itself (the release
 POPEN_OWN_STOP = "a long-lived child the function stops itself (kill on timeout and Ctrl-C), its output a log"
 
 # Not outside data, or a bound the site keeps itself: each reasoned; kept as small as the code allows.
+SHARED_DOUBLE = "a test double the benches share with the tests, moved out of tests/support (issue 63)"
 ALLOWED: dict[tuple[str, str], str] = {
     ("buildtool/docker/engine.py", "archive"): "a tar the Docker engine makes of one path of an image, one member read",
     ("buildtool/image/verify.py", "archive"): "writes a one-file tar (tar_of) to copy into the check container",
@@ -40,18 +41,18 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("entrypoint/checks/devices.py", "open"): "opens a /dev/nvidia* character device O_NONBLOCK to probe access, reads nothing",
     ("entrypoint/ready.py", "network"): "the entrypoint polls the server it started itself on loopback, with a deadline",
     ("entrypoint/start_ledger.py", "open"): "the entrypoint's own ledger, O_NOFOLLOW, read up to LEDGER_MAX_BYTES under its lock",
-    ("tooling/endpoint/__init__.py", "network"): HOST_HTTP,
-    ("tooling/endpoint/client.py", "network"): HOST_HTTP,
-    ("tooling/endpoint/client.py", "json"): HOST_HTTP + " (its parse refuses deep nesting)",
+    ("buildtool/endpoint/__init__.py", "network"): HOST_HTTP,
+    ("buildtool/endpoint/client.py", "network"): HOST_HTTP,
+    ("buildtool/endpoint/client.py", "json"): HOST_HTTP + " (its parse refuses deep nesting)",
     ("tooling/serving_stack.py", "network"): "the serving tier's own vehicle on loopback",
     ("tooling/serving_stack.py", "path-read"): OWN_COMPOSE,
     ("tooling/serving_stack.py", "yaml"): OWN_COMPOSE,
     ("tooling/serving_stack.py", "child"): POPEN_OWN_STOP + " (VehicleAhead.stop)",
     ("tooling/clamp_gpu.py", "child"): POPEN_OWN_STOP + " (the device run's recorders, waited by wait())",
     ("tooling/vllm_releases.py", "archive"): "reads members of a vLLM wheel and sdist it downloaded by pinned version",
-    ("bench/ci_cpu", "child"): POPEN_OWN_STOP + " (the command it measures)",
-    ("bench/servebench/driver.py", "child"): POPEN_OWN_STOP + " (docker kill on timeout and Ctrl-C)",
-    ("bench/fetch", "hub"): "the baseline the bench times the project's fetch against, on a loopback mirror",
+    ("tooling/ci_cpu.py", "child"): POPEN_OWN_STOP + " (the command it measures)",
+    ("tooling/servebench/driver.py", "child"): POPEN_OWN_STOP + " (docker kill on timeout and Ctrl-C)",
+    ("tooling/fetch_times.py", "hub"): "the baseline the bench times the project's fetch against, on a loopback mirror",
     ("buildtool/audit.py", "network"): "names requests' Session type for pip-audit; the session it hands over reads through door.remote",
     ("buildtool/smoke/media.py", "path-read"): "wave.open writes the probe's own sound into a BytesIO",
     ("buildtool/units/monitoring.py", "yaml"): "the rules file of this repository (monitoring/rules.yml), read into the PrometheusRule",
@@ -71,9 +72,13 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("tooling/gpu_site.py", "path-read"): DEVICE_TOOL,
     ("tooling/gpu_site.py", "json"): DEVICE_TOOL,
     ("tooling/gpu_site.py", "child"): DEVICE_TOOL,
-    ("bench/preflight_gpu", "path-read"): DEVICE_TOOL,
-    ("bench/preflight_gpu", "json"): DEVICE_TOOL,
-    ("bench/preflight_gpu", "child"): DEVICE_TOOL,
+    ("tooling/hub_mirror.py", "network"): SHARED_DOUBLE + " (asks its own olah on loopback whether it is up)",
+    ("tooling/hub_mirror.py", "child"): SHARED_DOUBLE + " (git, and its own olah, stopped by stop())",
+    ("tooling/hub_mirror.py", "path-read"): SHARED_DOUBLE + " (files it wrote itself, and its own olah's log)",
+    ("tooling/standins/standin_driver.py", "child"): SHARED_DOUBLE + " (gcc on the stand-in's own C source)",
+    ("tooling/preflight_gpu.py", "path-read"): DEVICE_TOOL,
+    ("tooling/preflight_gpu.py", "json"): DEVICE_TOOL,
+    ("tooling/preflight_gpu.py", "child"): DEVICE_TOOL,
 }
 
 
@@ -102,7 +107,7 @@ def test_every_allowance_and_pending_entry_still_names_a_site(product_sites):
 
 def test_the_scan_covers_the_product():
     names = {str(path.relative_to(door_scan.REPO)) for path in door_scan.product_files()}
-    assert {"build.py", "buildtool/model.py", "entrypoint/cli.py", "bench/preflight", "bench/servebench/driver.py",
+    assert {"build.py", "buildtool/model.py", "entrypoint/cli.py", "bench/preflight", "tooling/servebench/driver.py",
             "patches/fitcheck/run.py", "contract/layout.py", "imagefacts/read.py", "tooling/vllm_releases.py"} <= names
     assert not any(name.startswith(("door/", "tests/")) for name in names)
 

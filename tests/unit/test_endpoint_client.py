@@ -14,9 +14,9 @@ import pytest
 from tests.support import hostile_server as hostile, wire_failures
 from tests.support.hostile_server import HostileServer
 from tests.support.slack import SCHEDULING_SLACK_S as SLACK_S
-from tooling import endpoint
-from tooling.endpoint import replies
-from tooling.endpoint.client import DEADLINE, SHAPE, TOO_LARGE, EndpointClient, EndpointError
+from buildtool import endpoint
+from buildtool.endpoint import replies
+from buildtool.endpoint.client import DEADLINE, SHAPE, TOO_LARGE, EndpointClient, EndpointError
 
 DEADLINE_S = 1.5
 KEY = "sk-hostile-test-4b7d21"
@@ -269,7 +269,7 @@ def test_a_name_that_resolves_in_time_is_connected_to_and_answers(monkeypatch):
 
 
 def test_a_connection_made_after_its_deadline_is_closed_not_leaked():
-    from tooling.endpoint.client import _within
+    from buildtool.endpoint.client import _within
 
     release, closed = threading.Event(), threading.Event()
 

@@ -10,16 +10,17 @@ import time
 
 from hypothesis import example, given, settings, strategies as st
 
-from bench.servebench import client as bench_client, prom
+from tooling.servebench import client as bench_client, prom
 from buildtool.smoke import metrics as smoke_metrics, runner
 from buildtool.smoke.checks import CHECKS
 from buildtool.smoke.inputs import Inputs
 from contract.verdict import Status
+from door.problem import Problem
 from tests.support import hostile_server as hostile
 from tests.support.hostile_server import HostileServer
 from tests.support.slack import SCHEDULING_SLACK_S
-from tooling.endpoint import replies
-from tooling.endpoint.client import EndpointClient, EndpointError
+from buildtool.endpoint import replies
+from buildtool.endpoint.client import EndpointClient, EndpointError
 
 DEADLINE_S = 1.0
 EXAMPLES = 25
@@ -155,7 +156,7 @@ def test_smoke_and_bench_end_in_time_with_a_row_or_one_line(behaviour):
         assert timing.error is None or "\n" not in timing.error
         try:
             bench_client.served_models(server.url, CALLER_DEADLINE_S, poll_s=0.2)
-        except bench_client.HttpError as exc:
+        except bench_client.EndpointError as exc:
             assert exc.line.startswith("GET /v1/models: ") and "\n" not in exc.line
         assert time.monotonic() - started < 3 * CALLER_DEADLINE_S + SCHEDULING_SLACK_S
 
@@ -205,10 +206,10 @@ metric_texts = st.one_of(st.text(max_size=200), st.lists(metric_lines, max_size=
 
 
 @given(metric_texts, metric_texts)
-@example("", f"{prom.TPOT}_bucket 1")    # a bucket without `le`: a KeyError in bench/serve once
+@example("", f"{prom.TPOT}_bucket 1")    # a bucket without `le`: a KeyError in bench/serve_sweep once
 def test_the_metrics_readers_take_any_text_to_rows_or_one_metrics_error(before, after):
     """/metrics as smoke and bench read it: smoke's rows whatever the text; bench's figures, or
-    one MetricsError (bench/serve turns it into one line, exit 1)."""
+    one Problem (bench/serve_sweep turns it into one line, exit 1)."""
     for result in smoke_metrics.metric_rows(after, "", 4096, True):
         assert "\n" not in result.message
     try:
@@ -216,5 +217,5 @@ def test_the_metrics_readers_take_any_text_to_rows_or_one_metrics_error(before, 
         prom.histogram_mean(last, first, prom.TPOT)
         prom.quantile(0.5, prom.bucket_delta(last, first, prom.TPOT))
         last.total(prom.RUNNING)
-    except prom.MetricsError as exc:
+    except Problem as exc:
         assert "\n" not in str(exc)

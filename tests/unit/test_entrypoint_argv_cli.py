@@ -9,7 +9,7 @@ import pytest
 from tests import REPO
 from tests.support.entrypoint_cli import run_entrypoint
 from tests.support.model_files import write_model_dir
-from tests.support.standin_driver import build_standin_driver
+from tooling.standins.standin_driver import build_standin_driver
 from tests.support.standin_vllm_parser import write_standin_vllm_parser
 
 SECRET = "sk-planted-cli-2b7e"

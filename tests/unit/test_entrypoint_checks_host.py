@@ -11,7 +11,7 @@ from entrypoint.checks.devices import check_devices
 from entrypoint.checks.driver import check_driver, compare_versions, kernel_driver_version
 from entrypoint.checks.port import check_port
 
-from tests.support.standin_driver import build_standin_driver, proc_driver_version_text
+from tooling.standins.standin_driver import build_standin_driver, proc_driver_version_text
 
 NULL = os.makedev(1, 3)          # a working character device (the one behind /dev/null)
 NO_DRIVER = os.makedev(195, 0)   # nvidia's major number: no driver behind it on this machine

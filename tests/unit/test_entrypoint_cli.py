@@ -10,7 +10,7 @@ from entrypoint.settings import CHECK_NAMES
 
 from tests.support.entrypoint_cli import REPO, run_entrypoint
 from tests.support.model_files import write_model_dir
-from tests.support.standin_driver import build_standin_driver
+from tooling.standins.standin_driver import build_standin_driver
 from tests.support.standin_vllm import write_standin_vllm
 from tooling.serving_stack import free_port
 

@@ -8,7 +8,7 @@ from entrypoint.settings import SERVER_CMD, parse_settings
 from tests.support.entrypoint_cli import run_entrypoint
 from tests.support.seed_configs import (RTX_3090, RTX_3090_12B_ARGV, RTX_3090_12B_ENV, SERVER, T4,
                                        T4_E2B_ARGV, T4_E2B_ENV)
-from tests.support.standin_driver import build_standin_driver
+from tooling.standins.standin_driver import build_standin_driver
 
 
 def test_t4_serving_e2b_qat():

@@ -1,6 +1,6 @@
 """The memory check on a shared card: the server's share (GPU_MEMORY_UTILIZATION x the card) against
 what NVML reports free beside other processes. Two servers cannot share a real GPU here, so a
-gcc-built StandIn NVML (tests/support/standin_driver.py) reports another process's use."""
+gcc-built StandIn NVML (tooling/standins/standin_driver.py) reports another process's use."""
 from __future__ import annotations
 
 import time
@@ -14,7 +14,7 @@ from entrypoint.checks.memory import GpuMemory, check_memory, judge_gpu_share
 from entrypoint.nvml import NvmlView
 from tests.support.entrypoint_cli import run_entrypoint
 from tests.support.model_files import write_model_dir
-from tests.support.standin_driver import build_standin_driver
+from tooling.standins.standin_driver import build_standin_driver
 from tests.support.slack import SCHEDULING_SLACK_S
 from tooling.serving_stack import free_port
 

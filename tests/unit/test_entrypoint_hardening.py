@@ -132,7 +132,7 @@ def test_a_hub_model_on_a_host_without_network_fails_the_model_check(tmp_path):
 
 def test_the_driver_context_probe_reports_the_drivers_refusal(tmp_path):
     from entrypoint.device import context_error
-    from tests.support.standin_driver import build_standin_driver
+    from tooling.standins.standin_driver import build_standin_driver
 
     good = build_standin_driver(tmp_path / "good")
     refused = build_standin_driver(tmp_path / "refused", context_code=100)
@@ -143,7 +143,7 @@ def test_the_driver_context_probe_reports_the_drivers_refusal(tmp_path):
 
 def test_the_early_probe_answers_what_the_driver_answers_devices_and_context(tmp_path):
     from entrypoint.device import NoDevice, Probe
-    from tests.support.standin_driver import build_standin_driver
+    from tooling.standins.standin_driver import build_standin_driver
 
     good = Probe(str(build_standin_driver(tmp_path / "good", cc=(8, 6), name="StandIn RTX 3090") / "libcuda.so.1"))
     assert [(device.name, device.cc) for device in good.devices()] == [("StandIn RTX 3090", (8, 6))]
@@ -162,7 +162,7 @@ def test_the_early_probe_answers_what_the_driver_answers_devices_and_context(tmp
 def test_the_early_probe_answers_once_the_context_is_made_and_releases_it_after(tmp_path):
     from entrypoint.device import Probe
     from entrypoint.preflight import within
-    from tests.support.standin_driver import build_standin_driver
+    from tooling.standins.standin_driver import build_standin_driver
 
     slow_release = build_standin_driver(tmp_path / "slow", latency_ms={"cuDevicePrimaryCtxRelease": 30_000})
     probe = Probe(str(slow_release / "libcuda.so.1"))
@@ -172,7 +172,7 @@ def test_the_early_probe_answers_once_the_context_is_made_and_releases_it_after(
 
 def test_a_driver_that_blocks_in_cuinit_is_named_at_the_deadline_not_waited_for(tmp_path):
     from entrypoint.device import NoDevice, Probe
-    from tests.support.standin_driver import build_standin_driver
+    from tooling.standins.standin_driver import build_standin_driver
 
     blocked = Probe(str(build_standin_driver(tmp_path / "blocks", latency_ms={"cuInit": 30_000}) / "libcuda.so.1"))
     with pytest.raises(NoDevice, match=r"^no answer from cuInit in 0.2 s$"):

@@ -20,7 +20,7 @@ from entrypoint.cuda_stack import DRIVER_FLOOR, driver_floor as floor_of, judge_
 from entrypoint.settings import SettingsError, parse_settings
 
 from tests.support.model_files import write_model_dir
-from tests.support.standin_driver import build_standin_driver, proc_driver_version_text
+from tooling.standins.standin_driver import build_standin_driver, proc_driver_version_text
 from tests.support.vllm_033_facts import VLLM_033_MIN, VLLM_033_VALUES
 from tests.unit.test_entrypoint_cli import DEVICE_CHECKS, serve
 from tooling.serving_stack import free_port

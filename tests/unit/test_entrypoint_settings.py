@@ -6,7 +6,7 @@ import pytest
 from entrypoint.settings import SettingsError, parse_settings, resolve_dtype, validate_for_device
 
 from tests.support.entrypoint_cli import run_entrypoint
-from tests.support.standin_driver import build_standin_driver
+from tooling.standins.standin_driver import build_standin_driver
 
 VALID = {"MODEL": "/models/gemma-4-E2B-it-qat"}
 

@@ -20,9 +20,9 @@ from entrypoint.fetch.listing import HubFile
 from patches.fitcheck import shapes
 from tests.support.cutting_proxy import CuttingProxy
 from tests.support.gated_standin import GatedStandin
-from tests.support.hub_mirror import HubMirror
+from tooling.hub_mirror import HubMirror
 from tests.support.range_standin import RangeStandin
-from tests.support.standin_driver import build_standin_driver
+from tooling.standins.standin_driver import build_standin_driver
 from tests.support.model_files import write_tensors
 from tests.unit.test_fitcheck_lookup import installed, written_table  # noqa: F401 (a fixture)
 from tests import REPO

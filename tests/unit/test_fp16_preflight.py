@@ -16,7 +16,7 @@ from patches import fp16_upcast
 from tests import REPO
 from tests.support.entrypoint_cli import run_entrypoint
 from tests.support.gemma4_configs import published_model_dir
-from tests.support.standin_driver import build_standin_driver
+from tooling.standins.standin_driver import build_standin_driver
 from tooling import vllm_releases
 
 ONLY_FP16 = ",".join(name for name in CHECK_NAMES if name != "fp16")

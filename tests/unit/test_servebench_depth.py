@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from bench.servebench import depth
+from door.problem import UsageError
+from tooling.servebench import depth
 
 PIECES = re.compile(r"\d{1,3}|[A-Za-z]{1,4}|\s+|[^\sA-Za-z\d]")
 
@@ -51,13 +52,13 @@ def test_each_salt_gives_a_different_first_token():
 
 
 def test_depth_below_the_fixed_part_is_refused():
-    with pytest.raises(depth.SizingError, match="ask for at least"):
+    with pytest.raises(UsageError, match="ask for at least"):
         depth.sized_prompt(merging_count, 3, "salt")
 
 
 def test_a_tokenizer_that_never_lands_exactly_is_reported():
     pairs = lambda text: 2 * len(text)   # noqa: E731  every character costs two tokens: odd depths unreachable
-    with pytest.raises(depth.SizingError, match="exactly 201"):
+    with pytest.raises(UsageError, match="exactly 201"):
         depth.sized_prompt(pairs, 201, "s")
 
 

@@ -5,8 +5,9 @@ import sys
 
 import pytest
 
-from bench.servebench import command
-from bench.servebench.plan import PlanError, Sweep, derive_seed, runs
+from tooling.servebench import vllm_bench_argv
+from door.problem import UsageError
+from tooling.servebench.sweep_runs import Sweep, derive_seed, runs
 from tests.support import wire_failures
 from tests.support.openai_standin_streaming import salt_problem
 from tests import REPO
@@ -57,7 +58,7 @@ def test_sharegpt_cells_have_no_input_length():
     ({"repeats": 0}, "repeats"),
 ])
 def test_bad_definitions_are_refused(kwargs, word):
-    with pytest.raises(PlanError, match=word):
+    with pytest.raises(UsageError, match=word):
         Sweep(**kwargs)
 
 
@@ -69,9 +70,9 @@ def test_definition_round_trips_through_json():
 
 def argv_for(tmp_path, tokenizer, sweep=Sweep(), dataset=None, env=None):
     run = runs(sweep)[0]
-    target = command.Target(base_url="http://127.0.0.1:8000", model="m", tokenizer=tokenizer, image="img:1")
-    return run, command.docker_argv(sweep=sweep, run=run, target=target, results_dir=tmp_path,
-                                    partial_name=".partial/x.json", salt=command.cache_salt("abcd", run.name),
+    target = vllm_bench_argv.Target(base_url="http://127.0.0.1:8000", model="m", tokenizer=tokenizer, image="img:1")
+    return run, vllm_bench_argv.docker_argv(sweep=sweep, run=run, target=target, results_dir=tmp_path,
+                                    partial_name=".partial/x.json", salt=vllm_bench_argv.cache_salt("abcd", run.name),
                                     container_name="n", env=env or {}, user="1000:1000", dataset_path=dataset)
 
 
@@ -111,7 +112,7 @@ def test_sharegpt_command_mounts_the_file(tmp_path):
 
 
 def serve(*args):
-    return subprocess.run([sys.executable, str(REPO / "bench" / "serve"), *map(str, args)],
+    return subprocess.run([sys.executable, str(REPO / "bench" / "serve_sweep"), *map(str, args)],
                           capture_output=True, text=True)
 
 
@@ -135,7 +136,7 @@ def test_cli_unreachable_endpoint_is_a_failed_check(tmp_path):
     url = wire_failures.refused_url()
     done = serve("run", "--out", tmp_path / "s", "--base-url", url, "--ready-timeout", "0")
     assert done.returncode == 1
-    assert done.stderr.startswith(f"bench/serve: GET /v1/models: connection refused: nothing listens on "
+    assert done.stderr.startswith(f"bench/serve_sweep: GET /v1/models: connection refused: nothing listens on "
                                   f"{url.removeprefix('http://')}") and "Traceback" not in done.stderr
     assert not (tmp_path / "s").exists()
 
@@ -152,7 +153,7 @@ def test_an_interrupt_before_the_container_exists_kills_it_once_it_does():
     # The `docker run` client (here a real process) ends only when its container is killed, and
     # the container exists only from the third kill on: the first two find nothing. Before, one
     # kill was sent and the sweep then waited on the client for ever.
-    from bench.servebench.driver import stop_container
+    from tooling.servebench.driver import stop_container
 
     client = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     kills = []
@@ -167,7 +168,7 @@ def test_an_interrupt_before_the_container_exists_kills_it_once_it_does():
 
 
 def test_a_client_that_never_ends_is_killed_after_its_tries():
-    from bench.servebench.driver import stop_container
+    from tooling.servebench.driver import stop_container
 
     client = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     stop_container(client, lambda: None, tries=2)

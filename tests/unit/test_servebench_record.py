@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from bench.servebench import driver, memory, prom, record
-from bench.servebench.plan import PlanError
+from tooling.servebench import driver, memory, prom, record
+from door.problem import Problem, UsageError
 from tests import REPO
 
 # vLLM 0.33.0's TIME_TO_FIRST_TOKEN_BUCKETS (vllm/v1/metrics/buckets.py), the bounds its /metrics shows
@@ -84,9 +84,9 @@ def test_metrics_text_parses_sums_series_and_reads_info_labels():
 
 
 def test_metrics_errors_name_what_is_missing():
-    with pytest.raises(prom.MetricsError, match="vllm:num_requests_running"):
+    with pytest.raises(Problem, match="vllm:num_requests_running"):
         prom.Snapshot.of("process_resident_memory_bytes 1.0\n").total(prom.RUNNING)
-    with pytest.raises(prom.MetricsError, match="line 2"):
+    with pytest.raises(Problem, match="line 2"):
         prom.parse("# HELP x y\n<html>not metrics</html>\n")
 
 
@@ -179,13 +179,13 @@ def test_two_records_side_by_side_and_unlike_workloads_refused(tmp_path):
 def test_compare_refuses_a_file_that_is_not_a_record(tmp_path):
     (tmp_path / "x.json").write_text(json.dumps(bench_result()))
     done = serve("compare", tmp_path / "x.json")
-    assert done.returncode == 2 and "bench/serve record" in done.stderr and "Traceback" not in done.stderr
-    with pytest.raises(PlanError):
+    assert done.returncode == 2 and "bench/serve_sweep record" in done.stderr and "Traceback" not in done.stderr
+    with pytest.raises(UsageError):
         record.Record.from_dict({"format": 1, "label": "x"})
 
 
 def serve(*args):
-    return subprocess.run([sys.executable, str(REPO / "bench" / "serve"), *map(str, args)],
+    return subprocess.run([sys.executable, str(REPO / "bench" / "serve_sweep"), *map(str, args)],
                           capture_output=True, text=True)
 
 
@@ -236,8 +236,8 @@ def test_a_client_tpot_below_a_decode_step_is_not_a_per_stream_rate():
 def test_a_run_against_a_stream_that_never_ends_stops_at_its_deadline_naming_url_and_flag(tmp_path):
     """`vllm bench serve` waits up to 6 h per request: a run whose stream never ends is stopped at
     --run-timeout, its partial result dropped, and the sweep ends in one line naming the endpoint."""
-    from bench.servebench import command, results
-    from bench.servebench.plan import Sweep, runs
+    from tooling.servebench import results, vllm_bench_argv
+    from tooling.servebench.sweep_runs import Sweep, runs
     from tests.support import hostile_server as hostile
     from tests.support.slack import SCHEDULING_SLACK_S
 
@@ -247,16 +247,16 @@ def test_a_run_against_a_stream_that_never_ends_stops_at_its_deadline_naming_url
                 reader = f"import urllib.request\nfor line in urllib.request.urlopen({server.url!r} + '/v1/completions'): pass"
                 return [sys.executable, "-c", reader], "no-such-container-standin"
         sweep = Sweep(concurrencies=(1,), input_lens=(16,), output_len=4, repeats=1, num_prompts=1)
-        target = command.Target(base_url=server.url, model="m", tokenizer="m")
+        target = vllm_bench_argv.Target(base_url=server.url, model="m", tokenizer="m")
         drv = StandinBenchDriver(sweep, target, tmp_path, run_timeout_s=1.0)
         driver.prepare_folder(tmp_path, sweep, {"label": "x", "base_url": server.url, "model": "m", "image": "i"})
         (run,) = runs(sweep)
         (tmp_path / results.partial_name(run)).write_text("{}")
         began = time.monotonic()
-        with pytest.raises(driver.EndpointError) as stopped:
+        with pytest.raises(Problem) as stopped:
             drv.one(run)
         assert time.monotonic() - began < 1.0 + SCHEDULING_SLACK_S
-        with pytest.raises(driver.EndpointError, match="warm-up: .* did not finish within 1 s"):
+        with pytest.raises(Problem, match="warm-up: .* did not finish within 1 s"):
             drv.warm_up(1)
     line = str(stopped.value)
     assert len(line.splitlines()) == 1 and server.url in line and "within 1 s" in line and "--run-timeout" in line
@@ -271,8 +271,8 @@ def test_run_timeout_is_refused_in_one_line_when_not_a_positive_number(tmp_path)
 
 
 def test_a_start_command_that_never_returns_is_stopped_at_the_ready_timeout(tmp_path):
-    from bench.servebench import probes
-    from bench.servebench.plan import Sweep
+    from tooling.servebench import probes
+    from tooling.servebench.sweep_runs import Sweep
     from tests.support.slack import SCHEDULING_SLACK_S
 
     job = probes.RecordJob(base_url="http://127.0.0.1:9", out=tmp_path, label="x", model=None, target_image="i",
@@ -280,6 +280,6 @@ def test_a_start_command_that_never_returns_is_stopped_at_the_ready_timeout(tmp_
                            start=f"{sys.executable} -c 'import time; time.sleep(120)'", container=None,
                            ready_timeout=1.0)
     began = time.monotonic()
-    with pytest.raises(driver.EndpointError, match="did not return within 1 s") as stopped:
+    with pytest.raises(Problem, match="did not return within 1 s") as stopped:
         probes.start_server(job)
     assert time.monotonic() - began < 1.0 + SCHEDULING_SLACK_S and "--start" in str(stopped.value)

@@ -5,8 +5,9 @@ import sys
 
 import pytest
 
-from bench.servebench import driver, report, results
-from bench.servebench.plan import PlanError, Sweep, runs
+from tooling.servebench import driver, results, sweep_tables
+from door.problem import UsageError
+from tooling.servebench.sweep_runs import Sweep, runs
 from tests import REPO
 
 SWEEP = Sweep(concurrencies=(1, 4), input_lens=(512,), output_len=128, repeats=2)
@@ -14,7 +15,7 @@ SWEEP = Sweep(concurrencies=(1, 4), input_lens=(512,), output_len=128, repeats=2
 
 def vllm_result(run, *, tpot_ms=20.0, ttft_ms=100.0, out_tok_s=50.0, failed=0):
     """The fields of a `vllm bench serve --save-result` file the report reads, plus
-    the --metadata bench/serve adds (values as strings, as vLLM stores them)."""
+    the --metadata bench/serve_sweep adds (values as strings, as vLLM stores them)."""
     return {"date": "20261130-000000", "backend": "openai", "model_id": "m", "num_prompts": run.num_prompts,
             "run": run.name, "seed": str(run.seed), "repeat": str(run.repeat), "max_concurrency": run.concurrency,
             "completed": run.num_prompts - failed, "failed": failed, "output_throughput": out_tok_s,
@@ -53,7 +54,7 @@ def test_complete_runs_are_skipped_and_damaged_ones_redone(tmp_path):
 def test_resuming_with_another_definition_is_refused(tmp_path):
     folder = sweep_folder(tmp_path, "s")
     driver.prepare_folder(folder, SWEEP, {})  # same sweep: fine
-    with pytest.raises(PlanError, match="differs in repeats, base_seed"):
+    with pytest.raises(UsageError, match="differs in repeats, base_seed"):
         driver.prepare_folder(folder, Sweep(concurrencies=(1, 4), input_lens=(512,), repeats=3, base_seed=1), {})
 
 
@@ -62,13 +63,13 @@ def test_cell_spread_over_repeats(tmp_path):
     values = {r["c1-in512-out128-r0"]: dict(tpot_ms=20.0, ttft_ms=100.0, out_tok_s=50.0),
               r["c1-in512-out128-r1"]: dict(tpot_ms=25.0, ttft_ms=120.0, out_tok_s=40.0),
               r["c4-in512-out128-r0"]: dict(tpot_ms=40.0, out_tok_s=100.0, failed=3)}
-    ep = report.load_endpoint(sweep_folder(tmp_path, "s", values=values))
+    ep = sweep_tables.load_endpoint(sweep_folder(tmp_path, "s", values=values))
     c1, c4 = ep.cell(1, 512), ep.cell(4, 512)
     # per-stream: 1000/20 = 50 and 1000/25 = 40 -> mean 45, range 40-50
     assert (c1.stream_tok_s.mean, c1.stream_tok_s.low, c1.stream_tok_s.high) == (45.0, 40.0, 50.0)
     assert (c1.ttft_ms.mean, c1.total_tok_s.mean) == (110.0, 45.0)
     assert (c4.failed, c4.requests, c4.runs_done, c4.runs_planned) == (3, 32, 1, 2)
-    text = report.render([ep], [148.8])
+    text = sweep_tables.render([ep], [148.8])
     assert "| 1 | 512 | 45.0 (40.0–50.0) | 45.0 (40.0–50.0) | 110 (100–120) | 0/16 |" in text
     assert "| 4 | 512 | 100.0 | 25.0 | 100 | 3/32 (1 run(s) missing) |" in text
     # 45 / 148.8 = 30.2 %
@@ -79,7 +80,7 @@ def test_a_b_side_by_side(tmp_path):
     a = sweep_folder(tmp_path, "a", label="QAT")
     slower = {run: dict(tpot_ms=40.0, out_tok_s=25.0) for run in runs(SWEEP)}
     b = sweep_folder(tmp_path, "b", label="bf16", values=slower)
-    text = report.render([report.load_endpoint(a), report.load_endpoint(b)], [148.8, 60.3])
+    text = sweep_tables.render([sweep_tables.load_endpoint(a), sweep_tables.load_endpoint(b)], [148.8, 60.3])
     assert "| c | input | QAT | bf16 | bf16 vs QAT |" in text
     assert "| 1 | 512 | 50.0 (50.0–50.0) | 25.0 (25.0–25.0) | -50.0% |" in text
     assert "| bf16 | 512 | 25.0 (25.0–25.0) | 60.3 | 41.5% |" in text
@@ -87,7 +88,7 @@ def test_a_b_side_by_side(tmp_path):
 
 
 def serve_report(*args):
-    return subprocess.run([sys.executable, str(REPO / "bench" / "serve"), "report", *map(str, args)],
+    return subprocess.run([sys.executable, str(REPO / "bench" / "serve_sweep"), "report", *map(str, args)],
                           capture_output=True, text=True)
 
 
@@ -120,12 +121,12 @@ def plot_folder(tmp_path, name, scale):
 def test_report_writes_the_ab_plot_beside_the_markdown(tmp_path):
     a, b = plot_folder(tmp_path, "qat", 1.0), plot_folder(tmp_path, "bf16", 0.7)
     out = tmp_path / "ab.md"
-    run = subprocess.run([sys.executable, str(REPO / "bench" / "serve"), "report", str(a), str(b), "--output", str(out)],
+    run = subprocess.run([sys.executable, str(REPO / "bench" / "serve_sweep"), "report", str(a), str(b), "--output", str(out)],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     png = tmp_path / "ab.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"plot written to {png}" in run.stderr
-    single = subprocess.run([sys.executable, str(REPO / "bench" / "serve"), "report", str(a)],
+    single = subprocess.run([sys.executable, str(REPO / "bench" / "serve_sweep"), "report", str(a)],
                             capture_output=True, text=True, timeout=120)
     assert single.returncode == 0 and (a / "report.png").read_bytes()[:4] == b"\x89PNG"
 
@@ -133,6 +134,6 @@ def test_report_writes_the_ab_plot_beside_the_markdown(tmp_path):
 def test_a_burst_tpot_gives_no_per_stream_rate(tmp_path):
     one = Sweep(concurrencies=(1,), input_lens=(512,), output_len=128, repeats=1)
     folder = sweep_folder(tmp_path, "burst", one, values={r: {"tpot_ms": 0.004} for r in runs(one)})
-    ep = report.load_endpoint(folder)
+    ep = sweep_tables.load_endpoint(folder)
     assert ep.cells[0].stream_tok_s is None and ep.cells[0].total_tok_s.mean == 50.0
-    assert "| 1 | 512 | 50.0 | — | 100 | 0/" in report.render([ep], [])
+    assert "| 1 | 512 | 50.0 | — | 100 | 0/" in sweep_tables.render([ep], [])

@@ -11,7 +11,7 @@ from buildtool.smoke.cli import main
 from buildtool.smoke.inputs import host_folders
 from tests.support import gemma4_configs
 from tests.support.openai_standin import OpenAIStandIn
-from tooling.endpoint.replies import ModelCard
+from buildtool.endpoint.replies import ModelCard
 
 FAST = ["--interval", "0.05", "--timeout", "10", "--json"]
 PROBES = ["text", "image", "image-contrast", "audio"]

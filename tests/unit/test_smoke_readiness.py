@@ -8,7 +8,7 @@ from contract.verdict import Status
 from buildtool.smoke.readiness import LOGS_HINT, REFUSED, decide, wait_ready
 from tests.support.openai_standin import OpenAIStandIn
 from tests.support.slack import SCHEDULING_SLACK_S
-from tooling.endpoint.client import EndpointClient
+from buildtool.endpoint.client import EndpointClient
 
 
 def wait(url, *, timeout_s=10.0, connect_grace_s=5.0, stream=None, live=False):

@@ -14,7 +14,7 @@ from tests.support import hostile_server as hostile, wire_failures
 from tests.support.hostile_server import HostileServer
 from tests.support.openai_standin import OpenAIStandIn, StandInResponse, chat_chunk
 from tests.support.slack import SCHEDULING_SLACK_S
-from tooling.endpoint import replies
+from buildtool.endpoint import replies
 from tests import REPO
 
 KEY = "sk-wire-test-9f3a51"

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import assume, given, strategies as st
 
 from contract.devices import DEVICES
-from tooling.probes.command import chosen, probe_parser
+from tooling.probes.probe_flags import chosen, probe_parser
 from tooling.probes.ssm.verdicts import FAMILIES, verdicts
 
 

@@ -1,4 +1,4 @@
-"""bench/two_models' pure part (bench/servebench/pair.py): each phase's figures from the client's token
+"""bench/two_models' pure part (tooling/servebench/pair.py): each phase's figures from the client's token
 times worked out by hand here, the table, the plot's data, and its refusals of bad options; the
 servers themselves run in bench/two_models only (docs/benchmarks.md)."""
 import json
@@ -6,8 +6,8 @@ import json
 import pytest
 from hypothesis import example, given, strategies as st
 
-from bench.servebench import pair
-from bench.servebench.depth import StreamTiming
+from tooling.servebench import pair
+from tooling.servebench.depth import StreamTiming
 from tooling import two_models
 
 WORKLOAD = pair.Workload(requests=3, concurrency=2, prompt_tokens=32, output_tokens=5)
@@ -85,7 +85,7 @@ def test_the_json_holds_every_row_and_the_workload():
 
 
 def test_the_plot_is_written_from_the_panels(tmp_path):
-    from bench.servebench import plot
+    from tooling.servebench import plot
 
     rows = rows_of(("model-a", pair.ALONE), ("model-b", pair.OTHER_IDLE))
     path = plot.pair_png(pair.panels(rows), "two models", tmp_path / "two.png")

@@ -18,7 +18,7 @@ over every shape and phase. The table per kernel; --detail adds one row per shap
 """
 import json
 
-from tooling.probes.command import chosen, probe_parser
+from tooling.probes.probe_flags import chosen, probe_parser
 from tooling.probes.container import probe_lines
 from tooling.probes.gdn.verdicts import FAMILIES, kernel_verdicts
 from tooling.probes.ssm.verdicts import verdicts

@@ -19,7 +19,7 @@ or group counts, which only set the grid. The figures are in docs/clamp.md.
 """
 import json
 
-from tooling.probes.command import chosen, probe_parser
+from tooling.probes.probe_flags import chosen, probe_parser
 from tooling.probes.container import probe_lines
 from tooling.probes.ssm.verdicts import FAMILIES, verdicts
 

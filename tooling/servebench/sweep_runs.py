@@ -5,12 +5,10 @@ import dataclasses
 import hashlib
 import json
 
+from door.problem import UsageError
+
 DATASETS = ("random", "sharegpt")
 FORMAT = 1
-
-
-class PlanError(ValueError):
-    """A sweep definition that cannot run; the message says what to change."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +41,7 @@ class Sweep:
         if self.dataset == "sharegpt" and not self.dataset_file:
             problems.append("dataset sharegpt without a dataset file")
         if problems:
-            raise PlanError("; ".join(problems))
+            raise UsageError("; ".join(problems))
 
     @property
     def cell_input_lens(self) -> tuple[int | None, ...]:
@@ -63,7 +61,7 @@ class Sweep:
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - fields
         if unknown:
-            raise PlanError(f"unknown sweep keys {sorted(unknown)}; expected {sorted(fields)}")
+            raise UsageError(f"unknown sweep keys {sorted(unknown)}; expected {sorted(fields)}")
         d = dict(d)
         for key in ("concurrencies", "input_lens"):
             if key in d:

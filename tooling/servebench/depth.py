@@ -6,7 +6,9 @@ import dataclasses
 import json
 from typing import Callable
 
-from .report import table
+from door.problem import UsageError
+
+from .sweep_tables import table
 
 FORMAT = 2   # 2: parallel and queued are counts from the server gauges; decode_source per stream
 # Varied sentences, numbered: a tokenizer's merges make a repeated paragraph cost fewer tokens
@@ -22,10 +24,6 @@ SENTENCES = (
 QUESTION = "\nIn one sentence, what is the text above about?"
 SEARCH_SLACK = 32   # characters tried around the binary search's answer when a step adds two tokens
 PADS = ("", ".", " .", ",", "\n")   # then one of these before the question, for a cut the merges skip
-
-
-class SizingError(ValueError):
-    """No prompt of exactly the asked depth; the message says why."""
 
 
 def filler(chars: int) -> str:
@@ -54,7 +52,7 @@ def sized_prompt(encode: Callable[[str], int], depth: int, salt: str, chars_per_
 
     fixed = encode(head + QUESTION)
     if fixed > depth:
-        raise SizingError(f"depth {depth} is below the {fixed} tokens of the probe's salt and question; "
+        raise UsageError(f"depth {depth} is below the {fixed} tokens of the probe's salt and question; "
                           f"ask for at least {fixed}")
     body = filler(int(depth * chars_per_token) + 64)
     while count(len(body), body) < depth:
@@ -73,7 +71,7 @@ def sized_prompt(encode: Callable[[str], int], depth: int, salt: str, chars_per_
             got = encode(prompt)
             if got == depth:
                 return prompt, got
-    raise SizingError(f"no filler prefix gives exactly {depth} tokens (closest {count(lo, body)}); "
+    raise UsageError(f"no filler prefix gives exactly {depth} tokens (closest {count(lo, body)}); "
                       "the tokenizer merges across every cut tried, ask for a depth one token away")
 
 

@@ -2,7 +2,7 @@
 other server loaded but idle, and while both serve at once (pure: the figures, the table, the plot's
 data, the JSON).
 
-Every figure comes from the client's token times of bench/serve's own streamed requests
+Every figure comes from the client's token times of bench/serve_sweep's own streamed requests
 (client.stream_completion), except `server TPOT`, the server's own time-per-output-token histogram
 over the phase."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 import statistics
 
 from .depth import StreamTiming
-from .report import table
+from .sweep_tables import table
 
 FORMAT = 1
 ALONE, OTHER_IDLE, BOTH_BUSY = "alone", "other idle", "both busy"

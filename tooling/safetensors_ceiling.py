@@ -19,6 +19,7 @@ import math
 import pathlib
 import struct
 from door import files
+from door.problem import UsageError
 
 # Bytes per element as safetensors names the dtypes.
 DTYPE_BYTES = {
@@ -47,10 +48,6 @@ EXCLUDED = "excluded by pattern"
 COUNTED = (DECODER_LAYERS, OTHER_PER_TOKEN, OUTPUT_LAYER)
 
 MAX_HEADER_BYTES = 100 * 1024 * 1024
-
-
-class CheckpointError(ValueError):
-    """A path that is not a readable safetensors checkpoint; the message says why."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,17 +98,17 @@ def read_header(path: pathlib.Path) -> tuple[dict, int]:
         with files.opened(str(path), str(path)) as (fd, size):
             head = files.read_at(fd, 0, 8, str(path))
             if len(head) != 8:
-                raise CheckpointError(f"{path}: {size} bytes, expected a safetensors file (8-byte header length first)")
+                raise UsageError(f"{path}: {size} bytes, expected a safetensors file (8-byte header length first)")
             (length,) = struct.unpack("<Q", head)
             if length > min(MAX_HEADER_BYTES, size - 8):
-                raise CheckpointError(f"{path}: header length {length} does not fit a {size}-byte file; "
+                raise UsageError(f"{path}: header length {length} does not fit a {size}-byte file; "
                                       "expected a safetensors file")
             raw = files.read_at(fd, 8, length, str(path))
         header = files.parse_json(raw, f"{path}'s header", unique_keys=False)
     except files.FileProblem as problem:
-        raise CheckpointError(f"{problem}; expected a safetensors file") from None
+        raise UsageError(f"{problem}; expected a safetensors file") from None
     if not isinstance(header, dict):
-        raise CheckpointError(f"{path}: header is a {type(header).__name__}, expected a JSON object")
+        raise UsageError(f"{path}: header is a {type(header).__name__}, expected a JSON object")
     return header, size - 8 - length
 
 
@@ -125,14 +122,14 @@ def tensors_of(header: dict, data_size: int, path: pathlib.Path) -> list[TensorI
         try:
             dtype, shape, (start, end) = entry["dtype"], tuple(entry["shape"]), entry["data_offsets"]
         except (KeyError, TypeError, ValueError):
-            raise CheckpointError(f"{path}: tensor {name!r} lacks dtype/shape/data_offsets; expected a safetensors header") from None
+            raise UsageError(f"{path}: tensor {name!r} lacks dtype/shape/data_offsets; expected a safetensors header") from None
         if dtype not in DTYPE_BYTES:
-            raise CheckpointError(f"{path}: tensor {name!r} has dtype {dtype!r}; known: {', '.join(sorted(DTYPE_BYTES))}")
+            raise UsageError(f"{path}: tensor {name!r} has dtype {dtype!r}; known: {', '.join(sorted(DTYPE_BYTES))}")
         nbytes = math.prod(shape) * DTYPE_BYTES[dtype]
         if nbytes != end - start:
-            raise CheckpointError(f"{path}: tensor {name!r} {dtype}{list(shape)} is {nbytes} bytes but its data_offsets span {end - start}")
+            raise UsageError(f"{path}: tensor {name!r} {dtype}{list(shape)} is {nbytes} bytes but its data_offsets span {end - start}")
         if end > data_size:
-            raise CheckpointError(f"{path}: tensor {name!r} ends at byte {end} of a {data_size}-byte data region; "
+            raise UsageError(f"{path}: tensor {name!r} ends at byte {end} of a {data_size}-byte data region; "
                                   "the file is truncated, download it again")
         tensors.append(TensorInfo(name, dtype, shape, nbytes))
     return tensors
@@ -177,11 +174,11 @@ def checkpoint_files(path: pathlib.Path) -> list[pathlib.Path]:
     if path.is_dir():
         files = sorted(path.glob("*.safetensors"))
         if not files:
-            raise CheckpointError(f"{path}: folder holds no *.safetensors file; expected a checkpoint folder")
+            raise UsageError(f"{path}: folder holds no *.safetensors file; expected a checkpoint folder")
         return files
     if path.is_file():
         return [path]
-    raise CheckpointError(f"{path}: no such file or folder; expected a safetensors file or checkpoint folder")
+    raise UsageError(f"{path}: no such file or folder; expected a safetensors file or checkpoint folder")
 
 
 def analyze_checkpoint(path: pathlib.Path, excludes=DEFAULT_EXCLUDES) -> CeilingReport:

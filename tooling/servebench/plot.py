@@ -1,9 +1,9 @@
 """PNG plots beside the markdown: one image a person opens instead of reading the table.
 
-- a sweep (bench/serve report): total throughput and median TTFT against concurrency, one line per
+- a sweep (bench/serve_sweep report): total throughput and median TTFT against concurrency, one line per
   input length, A and B side by side on shared axes (lowest-highest repeat as error bars);
-- records (bench/serve record / compare): each figure of the records as bars, side by side;
-- depth probes (bench/serve depth): TTFT and decode rate against depth;
+- records (bench/serve_sweep record / compare): each figure of the records as bars, side by side;
+- depth probes (bench/serve_sweep depth): TTFT and decode rate against depth;
 - two servers on one host (bench/two_models): each figure as bars, grouped by model, one per condition.
 matplotlib with the Agg backend: no display needed. The figures are the ones the markdown holds.
 """
@@ -16,7 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .report import Endpoint, Spread, input_label  # noqa: E402
+from .sweep_tables import Endpoint, Spread, input_label  # noqa: E402
 
 DPI = 110
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from door.problem import Problem
+
 # vLLM 0.33.0 names (vllm/v1/metrics/loggers.py); counters carry prometheus_client's `_total`.
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
@@ -16,7 +18,7 @@ TTFT = "vllm:time_to_first_token_seconds"
 TPOT = "vllm:request_time_per_output_token_seconds"
 CACHE_CONFIG = "vllm:cache_config_info"          # a gauge set to 1; the CacheConfig in its labels
 
-from tooling.prometheus import MetricsError, Sample, parse  # noqa: F401  (this module's readers use them)
+from buildtool.endpoint.prometheus import Sample, parse  # noqa: F401  (this module's readers use them)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +36,7 @@ class Snapshot:
     def total(self, name: str) -> float:
         found = [s.value for s in self.samples if s.name == name]
         if not found:
-            raise MetricsError(f"/metrics has no {name}; expected a vLLM OpenAI server's metrics")
+            raise Problem(f"/metrics has no {name}; expected a vLLM OpenAI server's metrics")
         return sum(found)
 
     def labels(self, name: str) -> dict:
@@ -58,7 +60,7 @@ def bucket_bound(name: str, le) -> float:
     try:
         return float(le)
     except (TypeError, ValueError):
-        raise MetricsError(f"/metrics: a {name}_bucket sample has le={le!r}, expected a number or +Inf; "
+        raise Problem(f"/metrics: a {name}_bucket sample has le={le!r}, expected a number or +Inf; "
                            "expected a vLLM OpenAI server's metrics") from None
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from door.problem import UsageError
+
 from . import prom
 from .resolution import resolved_tpot_ms
-from .plan import PlanError
-from .report import table
+from .sweep_tables import table
 
 FORMAT = 1
 FROM_CLIENT = "vllm bench serve (client side)"
@@ -69,12 +70,12 @@ class Record:
     @classmethod
     def from_dict(cls, d: dict) -> "Record":
         if not isinstance(d, dict) or d.get("format") != FORMAT:
-            raise PlanError(f"not a benchmark record of format {FORMAT}; point at a JSON written by bench/serve record")
+            raise UsageError(f"not a benchmark record of format {FORMAT}; point at a JSON written by bench/serve_sweep record")
         d = {k: v for k, v in d.items() if k != "format"}
         try:
             return cls(**{**d, "workload": Workload(**d["workload"])})
         except (TypeError, KeyError) as exc:
-            raise PlanError(f"benchmark record with unexpected fields ({exc}); rewrite it with bench/serve record") from None
+            raise UsageError(f"benchmark record with unexpected fields ({exc}); rewrite it with bench/serve_sweep record") from None
 
 
 def from_bench_result(result: dict, *, label: str, model: str, workload: Workload, readiness_s: float | None,

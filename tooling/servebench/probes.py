@@ -1,4 +1,4 @@
-"""`bench/serve record` and `bench/serve depth`: the runs and their files (side effects)."""
+"""`bench/serve_sweep record` and `bench/serve_sweep depth`: the runs and their files (side effects)."""
 from __future__ import annotations
 
 import concurrent.futures
@@ -10,9 +10,11 @@ import shlex
 import subprocess
 import time
 
-from . import client, command, depth, memory, plot, prom, record, results
-from .driver import RUN_TIMEOUT_S, Driver, EndpointError, overran, served_models
-from .plan import PlanError, Sweep, runs
+from door.problem import Problem, UsageError
+
+from . import client, depth, memory, plot, prom, record, results, vllm_bench_argv
+from .driver import RUN_TIMEOUT_S, Driver, overran, served_models
+from .sweep_runs import Sweep, runs
 from door import children
 
 
@@ -49,12 +51,12 @@ def start_server(job: RecordJob) -> float | None:
     try:
         done = children.run(shlex.split(job.start), timeout_s=start_deadline(job))
     except subprocess.TimeoutExpired:
-        raise EndpointError(f"--start {job.start!r} did not return within {start_deadline(job):g} s "
+        raise Problem(f"--start {job.start!r} did not return within {start_deadline(job):g} s "
                             "and was stopped; give a command that starts the server and returns "
                             "(docker compose up -d), or raise --ready-timeout") from None
     if done.returncode != 0:
         last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise EndpointError(f"--start {job.start!r} exited {done.returncode}: {last[0]}")
+        raise Problem(f"--start {job.start!r} exited {done.returncode}: {last[0]}")
     client.wait_healthy(job.base_url, job.ready_timeout)
     return time.monotonic() - began
 
@@ -68,8 +70,8 @@ def run_record(job: RecordJob, say=print) -> tuple[record.Record, int]:
         served = served_models(job.base_url, job.ready_timeout)
         model = job.model or served[0]
         if model not in served:
-            raise EndpointError(f"{job.base_url} serves {served}, not {model!r}; pass one of those as --model")
-        target = command.Target(base_url=job.base_url, model=model, tokenizer=job.tokenizer or model,
+            raise Problem(f"{job.base_url} serves {served}, not {model!r}; pass one of those as --model")
+        target = vllm_bench_argv.Target(base_url=job.base_url, model=model, tokenizer=job.tokenizer or model,
                                 image=job.target_image, hf_home=job.hf_home)
         drv = Driver(job.sweep, target, job.out, dataset_path=job.dataset_path)
         argv, name = drv.argv(run, results.partial_name(run), run.name)
@@ -93,7 +95,7 @@ def run_record(job: RecordJob, say=print) -> tuple[record.Record, int]:
         result = results.load_json(partial)
         reason = results.incomplete_reason(result, run) if rc == 0 else f"vllm bench serve exited {rc}"
         if reason is not None:
-            raise EndpointError(f"the run {reason}; see {job.out / results.LOGS / (run.name + '.log')}")
+            raise Problem(f"the run {reason}; see {job.out / results.LOGS / (run.name + '.log')}")
         os.replace(partial, results.run_path(job.out, run))
         rec = record.from_bench_result(result, **common,
                                        server_mean_tpot_ms=record.server_mean_tpot_ms(after, load.before))
@@ -108,7 +110,7 @@ def load_record(path: pathlib.Path) -> record.Record:
         path = path / "record.json"
     data = results.load_json(path)
     if data is None:
-        raise PlanError(f"{path}: missing or not JSON; point at a record.json (or its folder) from bench/serve record")
+        raise UsageError(f"{path}: missing or not JSON; point at a record.json (or its folder) from bench/serve_sweep record")
     return record.Record.from_dict(data)
 
 
@@ -144,9 +146,9 @@ def probe(base_url: str, model: str, tok: client.Tokenizer, depth_tokens: int, d
 
 def checked(t: depth.StreamTiming, depth_tokens: int) -> depth.StreamTiming:
     if t.error:
-        raise EndpointError(f"the {depth_tokens}-token probe failed: {t.error}")
+        raise Problem(f"the {depth_tokens}-token probe failed: {t.error}")
     if t.prompt_tokens != depth_tokens:
-        raise EndpointError(f"the server counted {t.prompt_tokens} prompt tokens for a {depth_tokens}-token probe; "
+        raise Problem(f"the server counted {t.prompt_tokens} prompt tokens for a {depth_tokens}-token probe; "
                             "its /tokenize and its completions disagree, report this with the model")
     return t
 
@@ -158,7 +160,7 @@ def run_depth(job: DepthJob, say=print) -> tuple[list[depth.DepthRow], depth.Cap
     limit = tok.max_model_len()
     too_deep = [d for d in job.depths if d + job.decode_tokens > limit]
     if too_deep:
-        raise PlanError(f"depths {too_deep} plus {job.decode_tokens} decoded tokens exceed the server's "
+        raise UsageError(f"depths {too_deep} plus {job.decode_tokens} decoded tokens exceed the server's "
                         f"max_model_len {limit}; ask for depths up to {limit - job.decode_tokens}")
     rows = []
     for d in job.depths:

@@ -1,5 +1,5 @@
 """The one HTTP client of every host-side tool that talks to a served endpoint (`build.py smoke`,
-its readiness wait, `bench/serve` and its probes), on `requests`.
+its readiness wait, `bench/serve_sweep` and its probes), on `requests`.
 
 Every operation has a total deadline: connect, headers and the whole body (or the whole stream)
 end within it, however the server paces its bytes. A watchdog timer shuts the operation's socket
@@ -34,7 +34,8 @@ import urllib3
 import urllib3.connection
 import urllib3.exceptions
 
-from tooling import endpoint
+from buildtool import endpoint
+from door.problem import Problem
 
 MAX_DEADLINE_S = 7 * 24 * 3600.0   # a week: longer is no deadline (and past what a timer can wait)
 MIB = 1024 * 1024
@@ -43,24 +44,32 @@ LINE_CAP = 1 * MIB         # one server-sent event; a token's chunk is a few hun
 STREAM_CAP = 64 * MIB      # a whole stream
 READ_SIZE = 64 * 1024
 
-# What went wrong, besides the wire's own causes (tooling/endpoint: DNS, TLS, REFUSED, DROPPED,
+# What went wrong, besides the wire's own causes (buildtool/endpoint: DNS, TLS, REFUSED, DROPPED,
 # NO_ANSWER): the deadline passed, a body or line passed its cap, the answer is not what the
 # endpoint answers (not JSON, not UTF-8, a field of the wrong type), or a status the caller refused.
 DEADLINE, TOO_LARGE, SHAPE, STATUS = "deadline", "too large", "shape", "status"
 
 
-class EndpointError(Exception):
-    """One operation against the endpoint failed; str() is one line naming the operation."""
+class EndpointError(Problem):
+    """One operation against the endpoint failed; str() is one line naming the operation. The one
+    Problem that host tooling catches apart: smoke and the benches judge its kind (a deadline, a
+    refused port, a cap) and show its operation, message and fix in their own rows. `message` is
+    what happened, without the operation; `line` (a property here) the whole one line."""
 
     def __init__(self, operation: str, message: str, fix: str = "", *, kind: str = SHAPE,
                  status: int | None = None, final: bool = False):
-        self.operation, self.message, self.fix = operation, " ".join(message.split()), " ".join(fix.split())
+        self.operation, self._message = operation, " ".join(message.split())
         self.kind, self.status, self.final = kind, status, final
-        super().__init__(self.line)
+        fix = " ".join(fix.split())
+        super().__init__("; ".join(part for part in (f"{operation}: {self._message}", fix) if part), fix)
+
+    @property
+    def message(self) -> str:
+        return self._message
 
     @property
     def line(self) -> str:
-        return "; ".join(part for part in (f"{self.operation}: {self.message}", self.fix) if part)
+        return str(self)
 
     def __repr__(self) -> str:
         return f"EndpointError({self.line!r})"

@@ -1,5 +1,5 @@
 """The HTTP side of every host-side tool that talks to a served endpoint (`build.py smoke`,
-`bench/serve` and its record and depth probes): a `requests` session that carries the API key,
+`bench/serve_sweep` and its record and depth probes): a `requests` session that carries the API key,
 and the cause of a failed exchange in one line.
 
 The causes a user must tell apart, and how soon each is final:
@@ -24,6 +24,7 @@ import requests
 import urllib3.exceptions
 
 from door import files
+from door.problem import UsageError
 
 KEY_ENV = "OPENAI_API_KEY"
 KEY_FILE_FLAG = "--api-key-file"
@@ -31,10 +32,6 @@ KEY_FILE_CAP = 64 * 1024
 
 DNS, TLS, REFUSED, DROPPED, NO_ANSWER = "dns", "tls", "refused", "dropped", "no answer"
 FINAL_AT_ONCE = (DNS, TLS)
-
-
-class ApiKeyError(ValueError):
-    """The API key file is missing, unreadable or empty; the message names the flag."""
 
 
 def read_api_key(key_file: str | os.PathLike | None, environ=os.environ) -> str | None:
@@ -45,19 +42,19 @@ def read_api_key(key_file: str | os.PathLike | None, environ=os.environ) -> str 
     path = pathlib.Path(key_file)
     name = f"{KEY_FILE_FLAG} {files.shown(str(path))}"
     if not os.path.lexists(path):
-        raise ApiKeyError(f"{name}: no such file; give the file holding the server's API key")
+        raise UsageError(f"{name}: no such file; give the file holding the server's API key")
     try:  # a regular file only: a FIFO or a device would block or never end
         key = files.read_text(str(path), name, KEY_FILE_CAP).strip()
     except files.FileProblem as exc:
-        raise ApiKeyError(f"{exc}; give a regular file holding the server's API key alone, "
+        raise UsageError(f"{exc}; give a regular file holding the server's API key alone, "
                           "readable by this user") from None
     if "\n" in key:
-        raise ApiKeyError(f"{KEY_FILE_FLAG} {path}: more than one line; the file holds the key alone")
+        raise UsageError(f"{KEY_FILE_FLAG} {path}: more than one line; the file holds the key alone")
     if key.startswith("\ufeff"):
-        raise ApiKeyError(f"{name} starts with a byte-order mark, which no HTTP header carries; "
+        raise UsageError(f"{name} starts with a byte-order mark, which no HTTP header carries; "
                           "save the file as plain UTF-8 without a BOM")
     if not (key.isascii() and key.isprintable()) or any(c.isspace() for c in key):
-        raise ApiKeyError(f"{name} holds a character an HTTP header cannot carry (non-ASCII, a control "
+        raise UsageError(f"{name} holds a character an HTTP header cannot carry (non-ASCII, a control "
                           "character or a space); write the key alone, as the server was given it")
     return key
 

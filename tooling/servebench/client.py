@@ -1,4 +1,4 @@
-"""HTTP to a vLLM OpenAI server through the endpoint client (tooling/endpoint/client.py: a total
+"""HTTP to a vLLM OpenAI server through the endpoint client (buildtool/endpoint/client.py: a total
 deadline per operation, byte caps, the API key carried and never shown): /health, /v1/models,
 /tokenize, /metrics and streamed completions (the side effects of the sweep, record and depth
 probes). A failure is one line naming the operation and its cause (DNS, refused, TLS, 401/403, not
@@ -9,9 +9,10 @@ from __future__ import annotations
 import threading
 import time
 
-from tooling import endpoint
-from tooling.endpoint import replies
-from tooling.endpoint.client import DEADLINE, EndpointClient, EndpointError as HttpError
+from buildtool import endpoint
+from buildtool.endpoint import replies
+from buildtool.endpoint.client import DEADLINE, EndpointClient, EndpointError
+from door.problem import Problem
 
 from . import prom
 from .depth import MetricPeaks, StreamTiming, spaced_gaps
@@ -22,11 +23,6 @@ REFUSED_GRACE_S = 5.0
 # Each operation's whole deadline: a scrape or a probe of the server, one /tokenize of a prompt up
 # to the longest context, one streamed completion (a long prefill, then the decode).
 SCRAPE_S, POLL_S, TOKENIZE_S, STREAM_S = 30.0, 10.0, 600.0, 3600.0
-
-
-class EndpointError(RuntimeError):
-    """A run did not go as it must (a server that serves another model, a `vllm bench serve`
-    that failed); the message says what to check. The wire's own failures are HttpError."""
 
 
 _key: str | None = None
@@ -71,7 +67,7 @@ def wait_for(base_url: str, path: str, timeout_s: float, poll_s: float, read=lam
         elapsed = time.monotonic() - start
         try:
             answer = client.get(path, deadline_s=max(min(POLL_S, timeout_s - elapsed), 0.5))
-        except HttpError as exc:
+        except EndpointError as exc:
             if exc.final or exc.kind not in (endpoint.REFUSED, endpoint.DROPPED, endpoint.NO_ANSWER, DEADLINE) or (
                     exc.kind == endpoint.REFUSED and elapsed >= min(REFUSED_GRACE_S, timeout_s)):
                 raise
@@ -84,7 +80,7 @@ def wait_for(base_url: str, path: str, timeout_s: float, poll_s: float, read=lam
             last = f"HTTP {answer.status}" + (" (the engine is loading)" if answer.status == 503 else "")
         elapsed = time.monotonic() - start
         if elapsed >= timeout_s:
-            raise HttpError(f"GET {path}", f"not ready after {timeout_s:g} s (last answer: {last})",
+            raise EndpointError(f"GET {path}", f"not ready after {timeout_s:g} s (last answer: {last})",
                             "look at the server's log, or raise --ready-timeout", kind=DEADLINE)
         time.sleep(min(poll_s, max(timeout_s - elapsed, 0)))
 
@@ -141,7 +137,7 @@ def stream_completion(base_url: str, model: str, prompt: str, max_tokens: int, s
                 if chunk.choices:
                     arrivals.append(event.arrived - sent)
                 usage = chunk.usage or usage
-    except HttpError as exc:  # named with the endpoint: the line ends a probe or a phase as it is
+    except EndpointError as exc:  # named with the endpoint: the line ends a probe or a phase as it is
         return StreamTiming(0, 0, None, None, offset, f"{base_url}: {exc.line}")
     return StreamTiming(usage.prompt_tokens, usage.completion_tokens,
                         arrivals[0] if arrivals else None, arrivals[-1] if arrivals else None, offset,
@@ -173,7 +169,7 @@ class MetricsWatch(Periodic):
     def tick(self) -> None:
         try:
             self.sample()
-        except (HttpError, prom.MetricsError):
+        except Problem:
             pass   # a missed scrape under load; the first and last ones are taken in the caller's thread
 
     def peaks(self) -> MetricPeaks:
@@ -204,5 +200,5 @@ class LoadStart(Periodic):
     def tick(self) -> None:
         try:
             self.sample()
-        except (HttpError, prom.MetricsError):
+        except Problem:
             pass

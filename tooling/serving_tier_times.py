@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Figures of the serving tier, on the same path its tests take (tooling/serving_stack.py).
 
-  bench/serving [--no-cache] [--vehicle REF] [--json]
+  bench/serving_tier [--no-cache] [--vehicle REF] [--json]
 
 Prints: the CPU vehicle's build time (cold with --no-cache, warm otherwise, or not built with
 --vehicle), time to healthy on the first and the second start (compose's own healthcheck, as
@@ -17,10 +16,9 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from contract import pins  # noqa: E402
-from tooling import serving_stack  # noqa: E402
+from contract import pins
+from tooling import serving_stack
 from door import children
 
 
@@ -65,6 +63,3 @@ def main() -> int:
             print(f"{key:28} {value:8.1f}" if isinstance(value, float) else f"{key:28} {value}")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

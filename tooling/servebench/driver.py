@@ -11,10 +11,12 @@ import subprocess
 import sys
 import time
 
-from . import command, results
-from .client import EndpointError, served_models  # noqa: F401  (the sweep's and the probes' names)
+from door.problem import Problem, UsageError
+
+from . import results, vllm_bench_argv
+from .client import served_models  # noqa: F401  (the probes' name)
 from .resolution import resolved_tpot_ms
-from .plan import PlanError, Run, Sweep, runs, warmup_seed
+from .sweep_runs import Run, Sweep, runs, warmup_seed
 from door import children
 from door import files
 
@@ -26,9 +28,9 @@ RUN_TIMEOUT_S = 7200.0
 RUN_TIMEOUT_FLAG = "--run-timeout"
 
 
-def overran(what: str, base_url: str, seconds: float, log: pathlib.Path) -> EndpointError:
+def overran(what: str, base_url: str, seconds: float, log: pathlib.Path) -> Problem:
     """The one line for a `vllm bench serve` run stopped at its deadline."""
-    return EndpointError(f"{what}: `vllm bench serve` against {base_url} did not finish within {seconds:g} s and was "
+    return Problem(f"{what}: `vllm bench serve` against {base_url} did not finish within {seconds:g} s and was "
                          f"stopped (a stream that never ends, or a run far longer than planned); raise "
                          f"{RUN_TIMEOUT_FLAG} if the run needs longer, else check the server; its output is in {log}")
 
@@ -39,7 +41,7 @@ def prepare_folder(folder: pathlib.Path, sweep: Sweep, endpoint: dict) -> None:
     if stored is not None:
         differs = stored[0].differences(sweep)
         if differs:
-            raise PlanError(f"{folder} holds a sweep that differs in {', '.join(differs)}; "
+            raise UsageError(f"{folder} holds a sweep that differs in {', '.join(differs)}; "
                             "resume with the same options or choose another --out folder")
     for sub in (results.RUNS, results.PARTIAL, results.ERRORS, results.LOGS):
         (folder / sub).mkdir(parents=True, exist_ok=True)
@@ -50,7 +52,7 @@ def prepare_folder(folder: pathlib.Path, sweep: Sweep, endpoint: dict) -> None:
 @dataclasses.dataclass
 class Driver:
     sweep: Sweep
-    target: command.Target
+    target: vllm_bench_argv.Target
     folder: pathlib.Path
     dataset_path: pathlib.Path | None = None
     session: str = dataclasses.field(default_factory=lambda: secrets.token_hex(4))
@@ -63,9 +65,9 @@ class Driver:
 
     def argv(self, run: Run, partial: str | None, label: str) -> tuple[list[str], str]:
         name = f"vllm-bench-{self.session}-{label}"
-        argv = command.docker_argv(
+        argv = vllm_bench_argv.docker_argv(
             sweep=self.sweep, run=run, target=self.target, results_dir=self.folder,
-            partial_name=partial, salt=command.cache_salt(self.session, label),
+            partial_name=partial, salt=vllm_bench_argv.cache_salt(self.session, label),
             container_name=name, env=dict(os.environ), user=self.user, dataset_path=self.dataset_path)
         return argv, name
 
@@ -98,7 +100,7 @@ class Driver:
         if rc is None:
             raise overran("warm-up", self.target.base_url, self.run_timeout_s, log)
         if rc != 0:
-            raise EndpointError(f"warm-up `vllm bench serve` exited {rc}: {tail(log, 1)}; "
+            raise Problem(f"warm-up `vllm bench serve` exited {rc}: {tail(log, 1)}; "
                                 f"full output in {log}")
 
     def one(self, run: Run) -> bool:

@@ -4,7 +4,9 @@ from __future__ import annotations
 import json
 import pathlib
 
-from .plan import FORMAT, PlanError, Run, Sweep
+from door.problem import UsageError
+
+from .sweep_runs import FORMAT, Run, Sweep
 from door import files
 
 SWEEP_FILE = "sweep.json"
@@ -63,8 +65,8 @@ def load_sweep(folder: pathlib.Path) -> tuple[Sweep, dict] | None:
     if data is None:
         return None
     if not isinstance(data, dict) or data.get("format") != FORMAT or "sweep" not in data:
-        raise PlanError(f"{folder / SWEEP_FILE}: not a sweep record of format {FORMAT}; "
-                        "point at a folder written by bench/serve run")
+        raise UsageError(f"{folder / SWEEP_FILE}: not a sweep record of format {FORMAT}; "
+                        "point at a folder written by bench/serve_sweep run")
     return Sweep.from_dict(data["sweep"]), data.get("endpoint", {})
 
 

@@ -1,15 +1,13 @@
 """Prometheus text exposition (format 0.0.4), as vLLM's /metrics serves it, read into samples with
 prometheus_client's own parser (the library vLLM writes the text with). One reader for every
-host-side tool: `build.py smoke`'s /metrics rows and `bench/serve`."""
+host-side tool: `build.py smoke`'s /metrics rows and `bench/serve_sweep`."""
 from __future__ import annotations
 
 import dataclasses
 
 from prometheus_client.parser import text_string_to_metric_families
 
-
-class MetricsError(ValueError):
-    """Text that is not Prometheus exposition, or lacks what a reader needs."""
+from door.problem import Problem
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,7 +23,7 @@ def _samples(text: str) -> list[Sample]:
 
 
 def parse(text: str, strict: bool = True) -> list[Sample]:
-    """Every sample; comments skipped. Text the parser refuses raises MetricsError naming the
+    """Every sample; comments skipped. Text the parser refuses raises a Problem naming the
     first line it refuses, or with strict=False that line is dropped and the rest read (a report
     that must say what it could read, not fail on one line)."""
     try:
@@ -40,5 +38,5 @@ def parse(text: str, strict: bool = True) -> list[Sample]:
             samples += _samples(line + "\n")
         except ValueError:
             if strict:
-                raise MetricsError(f"line {number} is not a Prometheus sample: {line.strip()[:80]!r}") from None
+                raise Problem(f"line {number} is not a Prometheus sample: {line.strip()[:80]!r}") from None
     return samples

@@ -1,4 +1,4 @@
-"""bench/serve: `run` a sweep against an endpoint, `report` one sweep folder or two (A/B);
+"""bench/serve_sweep: `run` a sweep against an endpoint, `report` one sweep folder or two (A/B);
 `record` one workload as a benchmark record, `compare` records side by side; `depth` probes."""
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ import shutil
 import sys
 
 from contract import pins
-from tooling import endpoint
-from tooling.endpoint.client import MAX_DEADLINE_S, valid_deadline
+from buildtool import endpoint
+from buildtool.endpoint.client import MAX_DEADLINE_S, valid_deadline
+from door.problem import Problem, UsageError
 
-from . import client, command, depth, driver, plot, probes, prom, record, report
-from .plan import PlanError, Sweep, runs
+from . import client, driver, plot, probes, record, sweep_tables, vllm_bench_argv
+from .sweep_runs import Sweep, runs
 
-PROG = "bench/serve"
+PROG = "bench/serve_sweep"
 
 
 def int_list(text: str) -> tuple[int, ...]:
@@ -95,7 +96,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 def sweep_of(args) -> Sweep:
     if args.dataset_file is not None and not args.dataset_file.is_file():
-        raise PlanError(f"--dataset-file {args.dataset_file}: no such file; give the ShareGPT JSON's path")
+        raise UsageError(f"--dataset-file {args.dataset_file}: no such file; give the ShareGPT JSON's path")
     return Sweep(concurrencies=args.concurrency, input_lens=args.input_len, output_len=args.output_len,
                  repeats=args.repeats, dataset=args.dataset,
                  dataset_file=args.dataset_file.name if args.dataset_file else None,
@@ -105,7 +106,7 @@ def sweep_of(args) -> Sweep:
 def cmd_run(args) -> int:
     sweep = sweep_of(args)
     if shutil.which("docker") is None:
-        raise PlanError("no docker command on PATH; bench/serve runs `vllm bench serve` from an image")
+        raise UsageError("no docker command on PATH; bench/serve_sweep runs `vllm bench serve` from an image")
     base_url = args.base_url.rstrip("/")
     model = args.model
     if model is None and not args.dry_run:
@@ -113,9 +114,9 @@ def cmd_run(args) -> int:
     elif not args.dry_run:
         served = driver.served_models(base_url, args.ready_timeout)
         if model not in served:
-            raise driver.EndpointError(f"{base_url} serves {served}, not {model!r}; pass one of those as --model")
+            raise Problem(f"{base_url} serves {served}, not {model!r}; pass one of those as --model")
     model = model or "MODEL"
-    target = command.Target(base_url=base_url, model=model, tokenizer=args.tokenizer or model,
+    target = vllm_bench_argv.Target(base_url=base_url, model=model, tokenizer=args.tokenizer or model,
                             image=args.image, hf_home=args.hf_home, endpoint=args.endpoint)
     folder = args.out
     drv = driver.Driver(sweep, target, folder, dataset_path=args.dataset_file, run_timeout_s=args.run_timeout)
@@ -139,15 +140,15 @@ def cmd_run(args) -> int:
 def cmd_report(args) -> int:
     folders = [args.folder] + ([args.folder_b] if args.folder_b else [])
     if args.ceiling and len(args.ceiling) != len(folders):
-        raise PlanError(f"{len(args.ceiling)} --ceiling value(s) for {len(folders)} sweep folder(s); "
+        raise UsageError(f"{len(args.ceiling)} --ceiling value(s) for {len(folders)} sweep folder(s); "
                         "give one per folder, in the same order")
-    endpoints = [report.load_endpoint(f) for f in folders]
+    endpoints = [sweep_tables.load_endpoint(f) for f in folders]
     if len(endpoints) == 2:
-        differs = report.seed_mismatch(*endpoints)
+        differs = sweep_tables.seed_mismatch(*endpoints)
         if differs:
-            raise PlanError(f"{folders[0]} and {folders[1]} ran different sweeps (differ in {', '.join(differs)}), "
+            raise UsageError(f"{folders[0]} and {folders[1]} ran different sweeps (differ in {', '.join(differs)}), "
                             "so their prompts and seeds differ; rerun one with the other's options")
-    text = report.render(endpoints, args.ceiling or [])
+    text = sweep_tables.render(endpoints, args.ceiling or [])
     if args.output:
         args.output.write_text(text)
     png = args.output.with_suffix(".png") if args.output else folders[0] / (
@@ -169,7 +170,7 @@ def add_endpoint_arguments(p: argparse.ArgumentParser, what: str) -> None:
 
 def add_record_arguments(p: argparse.ArgumentParser) -> None:
     add_endpoint_arguments(p, "record.md, record.json, the raw run JSON and its log")
-    image = next(f.default for f in dataclasses.fields(command.Target) if f.name == "image")
+    image = next(f.default for f in dataclasses.fields(vllm_bench_argv.Target) if f.name == "image")
     p.add_argument("--image", default=image, help="image whose `vllm bench serve` runs (default %(default)s)")
     p.add_argument("--tokenizer", help="tokenizer folder (mounted read-only) or Hugging Face id (default: the model)")
     p.add_argument("--hf-home", help="host folder mounted as HF_HOME for tokenizer downloads")
@@ -190,9 +191,9 @@ def add_record_arguments(p: argparse.ArgumentParser) -> None:
 
 def record_job(args) -> probes.RecordJob:
     if args.dataset_file is not None and not args.dataset_file.is_file():
-        raise PlanError(f"--dataset-file {args.dataset_file}: no such file; give the ShareGPT JSON's local path")
+        raise UsageError(f"--dataset-file {args.dataset_file}: no such file; give the ShareGPT JSON's local path")
     if args.cap_minutes is not None and args.cap_minutes <= 0:
-        raise PlanError(f"--cap-minutes {args.cap_minutes:g}: expected a positive number of minutes")
+        raise UsageError(f"--cap-minutes {args.cap_minutes:g}: expected a positive number of minutes")
     sweep = Sweep(concurrencies=(args.concurrency,), input_lens=(args.input_len,), output_len=args.output_len,
                   repeats=1, dataset=args.dataset, dataset_file=args.dataset_file.name if args.dataset_file else None,
                   num_prompts=args.num_prompts, base_seed=args.seed)
@@ -207,7 +208,7 @@ def record_job(args) -> probes.RecordJob:
 def cmd_record(args) -> int:
     job = record_job(args)
     if shutil.which("docker") is None:
-        raise PlanError("no docker command on PATH; bench/serve runs `vllm bench serve` from an image")
+        raise UsageError("no docker command on PATH; bench/serve_sweep runs `vllm bench serve` from an image")
     rec, rc = probes.run_record(job)
     print(record.render([rec]), end="")
     return rc
@@ -217,7 +218,7 @@ def cmd_compare(args) -> int:
     records = [probes.load_record(p) for p in args.records]
     differs = record.workload_mismatch(records)
     if differs:
-        raise PlanError(f"the records ran different workloads (differ in {', '.join(differs)}); "
+        raise UsageError(f"the records ran different workloads (differ in {', '.join(differs)}); "
                         "record both with the same options")
     text = record.render(records)
     if args.output:
@@ -242,7 +243,7 @@ def add_depth_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_depth(args) -> int:
     if min(args.depths) < 1 or args.decode_tokens < 2 or args.sessions < 0:
-        raise PlanError("depths must be positive, --decode-tokens at least 2 (decode speed needs two tokens), "
+        raise UsageError("depths must be positive, --decode-tokens at least 2 (decode speed needs two tokens), "
                         "--sessions zero or more")
     job = probes.DepthJob(base_url=args.base_url.rstrip("/"), out=args.out, label=args.label or args.out.name,
                           model=args.model, depths=args.depths, decode_tokens=args.decode_tokens,
@@ -296,9 +297,9 @@ def main(argv=None) -> int:
     try:
         use_key(args)
         return COMMANDS[args.command](args)
-    except (PlanError, depth.SizingError, endpoint.ApiKeyError) as exc:
+    except UsageError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    except (driver.EndpointError, client.HttpError, prom.MetricsError) as exc:
+    except Problem as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1

@@ -5,9 +5,11 @@ import dataclasses
 import pathlib
 import statistics
 
+from door.problem import UsageError
+
 from . import results
 from .resolution import resolved_tpot_ms
-from .plan import Run, Sweep, runs
+from .sweep_runs import Run, Sweep, runs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +71,7 @@ def summarize(label: str, sweep: Sweep, loaded: dict[Run, dict | None]) -> Endpo
 def load_endpoint(folder: pathlib.Path) -> Endpoint:
     stored = results.load_sweep(folder)
     if stored is None:
-        raise results.PlanError(f"{folder}: no {results.SWEEP_FILE}; point at a folder written by bench/serve run")
+        raise UsageError(f"{folder}: no {results.SWEEP_FILE}; point at a folder written by bench/serve_sweep run")
     sweep, endpoint = stored
     loaded = {}
     for run in runs(sweep):

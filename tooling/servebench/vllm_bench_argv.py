@@ -7,7 +7,7 @@ import pathlib
 
 from contract import pins
 
-from .plan import Run, Sweep
+from .sweep_runs import Run, Sweep
 
 RESULTS_IN_CONTAINER = "/results"
 TOKENIZER_IN_CONTAINER = "/tokenizer"
