@@ -20,6 +20,8 @@ import os
 import signal
 import sys
 
+from door.problem import Problem, UsageError
+
 # subcommand -> (module under buildtool/ with add_arguments and run, one-line help)
 SUBCOMMANDS = {
     "build": ("buildtool.image.build", "build the derived image, verify it, then move the tag (default)"),
@@ -62,8 +64,6 @@ def _raise_terminated(signum, frame):
 
 
 def main(argv: list[str]) -> int:
-    from buildtool.flags import UsageError
-
     try:
         args = parse(argv)
     except UsageError as exc:
@@ -73,9 +73,8 @@ def main(argv: list[str]) -> int:
 
 
 def guarded(command: str, work) -> int:
-    """work()'s exit code; a BuildError, Ctrl-C or SIGTERM ends as one line and its exit code
+    """work()'s exit code; a Problem, Ctrl-C or SIGTERM ends as one line and its exit code
     (SIGINT 130, SIGTERM 143) after every `finally` below ran: children stopped, scratch images removed."""
-    from buildtool.errors import BuildError
     from buildtool.flags import one_line
 
     from door import output
@@ -84,7 +83,7 @@ def guarded(command: str, work) -> int:
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         return work()
-    except BuildError as exc:
+    except Problem as exc:
         print(one_line(f"build.py {command}: {exc}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

@@ -22,18 +22,15 @@ from .argv_files import opened_files_problem
 from .revisions import revision_problem
 from .checks import cache, driver_floor, parallel, turing_settings
 from .command import server_argv
-from .device import RELEASE_DEADLINE_S, NoDevice, Probe, weakest
+from .device import RELEASE_DEADLINE_S, Probe, weakest
 from .api_key import server_api_key
 from .environment import server_env
 from door.redact import redact, redact_words
+from door.problem import Problem, UsageError
 from .settings import Settings, SettingsError, parse_settings, validate_for_device, validate_parser_names
 
 MODES = ("check", "print-command")
 USAGE = "usage: entrypoint check [--json] | print-command [--json] | [extra server args...]"
-
-
-class UsageError(ValueError):
-    pass
 
 
 def parse_argv(argv: list[str]) -> tuple[str, bool, tuple[str, ...]]:
@@ -94,7 +91,7 @@ def main(argv: list[str], env: Mapping[str, str], probe: Probe | None = None) ->
         try:
             probe = probe or Probe()
             gpus, device_error = probe.devices(), ""
-        except NoDevice as error:
+        except Problem as error:
             gpus, device_error = [], str(error)
         device = weakest(gpus) if gpus else None
         if device is not None:

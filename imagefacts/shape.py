@@ -16,6 +16,7 @@ from typing import Mapping
 
 from contract.distributions import installed_version
 from imagefacts.value_types import converter, dataclass_fields, type_spec
+from door.problem import UsageError
 
 SCHEMA = 1
 PACKAGES = ("vllm", "torch", "triton")
@@ -83,13 +84,9 @@ def option_table(parser: argparse.ArgumentParser) -> dict:
             "options": options, "positionals": positionals}  # vLLM's order: argparse's messages list them so
 
 
-class ArgvError(ValueError):
-    """What argparse would stop on (an unknown option, a missing value, an ambiguous abbreviation)."""
-
-
 class _RaisingParser(argparse.ArgumentParser):
     def error(self, message):  # argparse would print usage and exit 2
-        raise ArgvError(message)
+        raise UsageError(message)
 
 
 SPELLED = "_spelled"  # namespace attribute: dest -> the option string the words used for it

@@ -23,12 +23,9 @@ from .metrics import METRIC_ROWS, metric_rows
 from .readiness import Readiness, wait_ready
 from .report import build_report, format_table
 from .runner import metric_row, read_metrics, run_check, served_models
+from door.problem import UsageError
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-
-
-class UsageError(Exception):
-    pass
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -106,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
                              f"positive seconds, at most {MAX_DEADLINE_S:g} (a week)")
         api_key = endpoint.read_api_key(args.api_key_file)
         given = served_inputs.given_config(args.model_config) if args.model_config and modalities is None else None
-    except (UsageError, endpoint.ApiKeyError, served_inputs.ConfigUnread) as exc:
+    except (UsageError, endpoint.ApiKeyError) as exc:
         print(f"smoke: {exc}", file=sys.stderr)
         return 2
     with EndpointClient(url, api_key) as client:

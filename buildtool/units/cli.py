@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildtool import flags
-from buildtool.errors import BuildError
 from buildtool.units import envfile, idle, kubernetes, monitoring, namespace
 from door import replace
+from door.problem import Problem
 from buildtool.units.compose import render_compose, render_toolkit_override
 from buildtool.units.quadlet import render_env_file, render_fetch_quadlet, render_quadlet
 from buildtool.units.servers import ModelSize, PlanError, ServerInput, plan_servers
@@ -28,7 +28,7 @@ from buildtool.units.spec import (CONTAINER_PORT, DEFAULT_IMAGE, DEFAULT_LIB_DIR
                                   missing_libraries, resolve_gpus)
 from contract.model_config import ConfigProblem, derived_max_len
 from entrypoint.checks.memory import kv_bytes_per_token
-from entrypoint.checks.model import ModelProblem, read_model_dir
+from entrypoint.checks.model import read_model_dir
 from entrypoint.settings import Settings, SettingsError, idle_after_setting, parse_settings, stop_grace_setting
 
 QUADLET_UNIT = f"quadlet/{UNIT_NAME}.container"
@@ -115,7 +115,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _probe_gpus(dev_root: Path) -> tuple[int, ...]:
     indices = gpu_indices_from_names(os.listdir(dev_root)) if dev_root.is_dir() else ()
     if not indices:
-        raise BuildError(f"found no {dev_root}/nvidia[0-9]* on this host, expected one per GPU; "
+        raise Problem(f"found no {dev_root}/nvidia[0-9]* on this host, expected one per GPU; "
                          "pass --gpus N to write units for another host, or --defaults", exit_code=2)
     return indices
 
@@ -128,14 +128,14 @@ def _lib_dir_from_environment() -> str | None:
     try:
         return flags.absolute_directory(value)
     except argparse.ArgumentTypeError as exc:
-        raise BuildError(f"NVIDIA_LIB_DIR: {exc}", exit_code=2) from None
+        raise Problem(f"NVIDIA_LIB_DIR: {exc}", exit_code=2) from None
 
 
 def _checked_lib_dir(lib_dir: str) -> str:
     path = Path(lib_dir)
     present = {p.name for p in path.iterdir()} if path.is_dir() else set()
     if missing := missing_libraries(present):
-        raise BuildError(f"{lib_dir} lacks {', '.join(missing)}, the driver libraries the container "
+        raise Problem(f"{lib_dir} lacks {', '.join(missing)}, the driver libraries the container "
                          "needs; pass --lib-dir (or NVIDIA_LIB_DIR) with the directory holding "
                          "libcuda.so.1 (`ldconfig -p | grep libcuda`)", exit_code=2)
     return lib_dir
@@ -151,7 +151,7 @@ def host_values(args: argparse.Namespace) -> HostValues:
         else:
             gpus, every_gpu = (HostValues.gpu_indices if args.defaults else _probe_gpus(args.dev_root)), True
     except ValueError as exc:
-        raise BuildError(f"{exc}", exit_code=2) from None
+        raise Problem(f"{exc}", exit_code=2) from None
     if args.defaults or args.cdi:
         # --cdi: the Quadlet unit mounts no library (the CDI spec does), and compose's library
         # directory is read at `up` (NVIDIA_LIB_DIR), not now; nothing to check on this host.
@@ -204,7 +204,7 @@ def single_env(args: argparse.Namespace) -> tuple[str, dict[str, str], str | Non
     try:
         return str(env_path), envfile.read(env_path, str(env_path)).values, None
     except envfile.EnvFileProblem as exc:
-        raise BuildError(f"{exc}", exit_code=2) from None
+        raise Problem(f"{exc}", exit_code=2) from None
 
 
 def stop_grace_of(env: dict[str, str], env_name: str) -> int:
@@ -212,7 +212,7 @@ def stop_grace_of(env: dict[str, str], env_name: str) -> int:
     try:
         return stop_grace_setting(env)
     except SettingsError as exc:
-        raise BuildError(f"{env_name}: {exc}", exit_code=2) from None
+        raise Problem(f"{env_name}: {exc}", exit_code=2) from None
 
 
 def idle_after_of(env: dict[str, str], env_name: str) -> int | None:
@@ -220,7 +220,7 @@ def idle_after_of(env: dict[str, str], env_name: str) -> int | None:
     try:
         return idle_after_setting(env)
     except SettingsError as exc:
-        raise BuildError(f"{env_name}: {exc}", exit_code=2) from None
+        raise Problem(f"{env_name}: {exc}", exit_code=2) from None
 
 
 def kubernetes_files(args: argparse.Namespace) -> tuple[list[Rendered], str]:
@@ -243,7 +243,7 @@ def per_server(given: list | None, count: int, flag: str) -> list:
     if not given:
         return [None] * count
     if len(given) not in (1, count):
-        raise BuildError(f"{flag} given {len(given)} times for {count} server(s) (--env-file); give it once, or once "
+        raise Problem(f"{flag} given {len(given)} times for {count} server(s) (--env-file); give it once, or once "
                          "per --env-file in the same order", exit_code=2)
     return given * count if len(given) == 1 else list(given)
 
@@ -255,7 +255,7 @@ def server_ports(given: list[int] | None, count: int) -> list[int]:
         return list(given)
     base = per_server(given, 1, "--port")[0] or CONTAINER_PORT
     if base + count - 1 > 65535:
-        raise BuildError(f"--port {base}: {count} servers need ports {base}..{base + count - 1}, past 65535; "
+        raise Problem(f"--port {base}: {count} servers need ports {base}..{base + count - 1}, past 65535; "
                          "give a lower --port", exit_code=2)
     return [base + i for i in range(count)]
 
@@ -274,7 +274,7 @@ def model_size(settings: Settings, model_dir: str) -> tuple[ModelSize | None, st
     try:
         found = read_model_dir(folder)
         kv = kv_bytes_per_token(found.typed, settings.kv_cache_dtype)
-    except (ModelProblem, ConfigProblem) as problem:
+    except (Problem, ConfigProblem) as problem:
         return None, f"{folder}: {problem}"
     max_len = settings.max_model_len or (derived_max_len(found.typed) or (None, None))[1]
     if not max_len or max_len == float("inf"):
@@ -284,14 +284,14 @@ def model_size(settings: Settings, model_dir: str) -> tuple[ModelSize | None, st
 
 def read_env_file(path: Path) -> tuple[str, dict[str, str], Settings]:
     """An --env-file's text, its KEY=value pairs (buildtool/units/envfile.py, through the door) and
-    the entrypoint's typed settings; BuildError naming it."""
+    the entrypoint's typed settings; Problem naming it."""
     try:
         found = envfile.read(path, str(path))
         return found.text, found.values, parse_settings(found.values)
     except envfile.EnvFileProblem as exc:
-        raise BuildError(f"--env-file {exc}", exit_code=2) from None
+        raise Problem(f"--env-file {exc}", exit_code=2) from None
     except SettingsError as exc:
-        raise BuildError(f"--env-file {path}: {exc}", exit_code=2) from None
+        raise Problem(f"--env-file {path}: {exc}", exit_code=2) from None
 
 
 def server_specs(args: argparse.Namespace) -> tuple[list[UnitSpec], list[dict[str, str]], list[str]]:
@@ -305,7 +305,7 @@ def server_specs(args: argparse.Namespace) -> tuple[list[UnitSpec], list[dict[st
     if args.kubernetes:
         for path, (size, unsized) in zip(args.env_file, sizes):
             if size is None and args.weights_gib is None and args.weights_from is None:
-                raise BuildError(f"--env-file {path}: its model cannot be sized here ({unsized}), and the pod's memory "
+                raise Problem(f"--env-file {path}: its model cannot be sized here ({unsized}), and the pod's memory "
                                  "request needs its weights; pass --weights-gib N or --weights-from DIR", exit_code=2)
         specs = [kubernetes.spec_from_args(o, weight_bytes=size.weight_bytes if size else None)
                  for o, (size, _) in zip(options, sizes)]
@@ -316,7 +316,7 @@ def server_specs(args: argparse.Namespace) -> tuple[list[UnitSpec], list[dict[st
     try:
         planned = plan_servers(inputs)
     except PlanError as exc:
-        raise BuildError(str(exc), exit_code=2) from None
+        raise Problem(str(exc), exit_code=2) from None
     specs = [dataclasses.replace(spec, server=p.values) for spec, p in zip(specs, planned)]
     if not args.kubernetes:  # Kubernetes objects are judged by kind and name as they are made
         refuse_clashes(namespace.host_claims(list(zip(map(str, args.env_file), specs)), args.monitoring))
@@ -352,10 +352,10 @@ def checked_manifests(render, env_names: str) -> str:
     try:
         return render()
     except namespace.NamespaceClash as exc:
-        raise BuildError(f"{exc}", exit_code=2) from None
+        raise Problem(f"{exc}", exit_code=2) from None
     except ValueError as exc:
         secrets = ", ".join(f"{name} in the Secret {secret}" for name, (secret, _) in kubernetes.SECRET_REFERENCES.items())
-        raise BuildError(f"{env_names}: {exc}; a secret goes in a Secret ({secrets}; docs/fleet.md), "
+        raise Problem(f"{env_names}: {exc}; a secret goes in a Secret ({secrets}; docs/fleet.md), "
                          "never in the env file's ConfigMap", exit_code=2) from None
 
 
@@ -364,14 +364,14 @@ def refuse_clashes(claims: list[namespace.Claim]) -> None:
     try:
         namespace.refuse_clashes(claims)
     except namespace.NamespaceClash as exc:
-        raise BuildError(f"{exc}", exit_code=2) from None
+        raise Problem(f"{exc}", exit_code=2) from None
 
 
 def render_checked(render):
     try:
         return render()
     except ValueError as exc:  # a value the serializers cannot write as itself
-        raise BuildError(f"{exc}", exit_code=2) from None
+        raise Problem(f"{exc}", exit_code=2) from None
 
 
 def pod_monitor(args: argparse.Namespace) -> bool | None:
@@ -381,7 +381,7 @@ def pod_monitor(args: argparse.Namespace) -> bool | None:
 
 def run(args: argparse.Namespace) -> int:
     if args.pod_monitor and not (args.kubernetes and args.monitoring):
-        raise BuildError("--pod-monitor: the operator's objects are Kubernetes monitoring; pass it with "
+        raise Problem("--pod-monitor: the operator's objects are Kubernetes monitoring; pass it with "
                          "--kubernetes --monitoring", exit_code=2)
     if len(args.env_file) > 1:
         files, summary = shared_host_files(args)
@@ -392,7 +392,7 @@ def run(args: argparse.Namespace) -> int:
         report = write(args.out, files)
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
-        raise BuildError(f"cannot write into {args.out}: {exc.strerror}{where}; nothing was replaced; pass --out "
+        raise Problem(f"cannot write into {args.out}: {exc.strerror}{where}; nothing was replaced; pass --out "
                          "with a writable directory", exit_code=2) from None
     print(summary)
     print("\n".join(report))

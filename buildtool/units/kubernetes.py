@@ -19,7 +19,6 @@ import re
 import shlex
 
 from buildtool import flags
-from buildtool.errors import BuildError
 from buildtool.units import keda, monitoring, namespace
 from buildtool.units.servers import CARD_BUDGET
 from buildtool.units.serialize import comment, yaml_document, yaml_documents
@@ -29,9 +28,10 @@ from buildtool.units.spec import (API_KEY_PATH, API_KEY_SECRET, CONTAINER_PORT, 
                                   UnitSpec)
 from entrypoint.checks.disk import NEED_TMPDIR
 from entrypoint.checks.memory import staging_need
-from entrypoint.checks.model import ModelProblem, read_model_dir
+from entrypoint.checks.model import read_model_dir
 from entrypoint.fetch import manifest as fetch_manifest
 from entrypoint.ready import COMMAND as READY_COMMAND
+from door.problem import Problem
 
 MANIFEST_PATH = f"kubernetes/base/{UNIT_NAME}.yaml"
 # The base's kustomization, written beside the manifests so that an overlay's `../../base` builds
@@ -451,14 +451,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _weight_bytes(args: argparse.Namespace) -> int:
     if (args.weights_gib is None) == (args.weights_from is None):
-        raise BuildError("--kubernetes needs the model's size to size the memory request, found "
+        raise Problem("--kubernetes needs the model's size to size the memory request, found "
                          f"{'both' if args.weights_gib is not None else 'neither'} of --weights-gib and --weights-from; "
                          "pass one: --weights-from DIR (a local copy) or --weights-gib N", exit_code=2)
     if args.weights_from is not None:
         try:
             return read_model_dir(str(args.weights_from)).weight_bytes
-        except ModelProblem as problem:
-            raise BuildError(f"--weights-from: {problem}; {problem.fix}", exit_code=2) from None
+        except Problem as problem:
+            raise Problem(f"--weights-from: {problem}; {problem.fix}", exit_code=2) from None
     return int(args.weights_gib * 2**30)
 
 
@@ -466,11 +466,11 @@ def spec_from_args(args: argparse.Namespace, weight_bytes: int | None = None) ->
     """The spec for a cluster: nothing of this host is read but the --weights-from directory
     (`weight_bytes`, when the caller sized the model, stands for --weights-gib / --weights-from)."""
     if args.gpus is not None and args.gpus.count is None:
-        raise BuildError("--gpus: in a cluster the device plugin picks the GPUs; give the number of GPUs per "
+        raise Problem("--gpus: in a cluster the device plugin picks the GPUs; give the number of GPUs per "
                          "replica, e.g. --gpus 2", exit_code=2)
     gpus = tuple(range(args.gpus.count)) if args.gpus is not None else (0,)
     if args.model_volume == "hostPath" and not args.model_dir.startswith("/"):
-        raise BuildError(f"--model-dir {args.model_dir!r}: a hostPath volume needs an absolute path on the nodes, "
+        raise Problem(f"--model-dir {args.model_dir!r}: a hostPath volume needs an absolute path on the nodes, "
                          "e.g. --model-dir /srv/models", exit_code=2)
     cluster = ClusterValues(replicas=args.replicas, weight_bytes=_weight_bytes(args) if weight_bytes is None else weight_bytes,
                             model_volume=args.model_volume, model_claim=args.model_claim,

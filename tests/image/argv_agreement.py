@@ -11,10 +11,11 @@ import sys
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
-from imagefacts.shape import ArgvError, option_table  # noqa: E402
+from imagefacts.shape import option_table  # noqa: E402
 from entrypoint import facts  # noqa: E402
 from entrypoint.argv import parse_extra  # noqa: E402
 from imagefacts.read import server_parser  # noqa: E402
+from door.problem import UsageError  # noqa: E402
 
 
 UNSET = object()
@@ -37,7 +38,7 @@ def vllm_dests(words: list[str]):
 def judge_dests(words: list[str], table: dict):
     try:
         return sorted(parse_extra(words, table))
-    except ArgvError:
+    except UsageError:
         return "refused"
 
 

@@ -6,6 +6,7 @@ from contract.verdict import Status
 from entrypoint.checks.model import DRAFTER, MODEL, check_drafter, check_model, resolve, staged_bytes
 
 from tests.support.model_files import write_hf_cache_model, write_model_dir
+from door.problem import Problem
 
 def model_result(model, hub, offline=False, download_allowed=False):
     return check_model(resolve(MODEL, "MODEL", model, hub, offline, download_allowed=download_allowed))
@@ -180,11 +181,11 @@ def test_reads_refuse_what_is_not_a_regular_file_without_blocking(tmp_path):
     os.mkfifo(tmp_path / "fifo")
     (tmp_path / "loop").symlink_to("loop")
     for name, says in (("fifo", "named pipe"), ("loop", "cannot be read"), (".", "a directory")):
-        with pytest.raises(files.FileProblem, match=says):
+        with pytest.raises(Problem, match=says):
             files.read_bytes(str(tmp_path / name), name)
     (tmp_path / "big").touch()
     os.truncate(tmp_path / "big", 2**33)
-    with pytest.raises(files.FileProblem, match="8589934592 bytes, more than the 4 MiB"):
+    with pytest.raises(Problem, match="8589934592 bytes, more than the 4 MiB"):
         files.read_bytes(str(tmp_path / "big"), "big")
 
 

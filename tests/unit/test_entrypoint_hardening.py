@@ -19,6 +19,7 @@ from entrypoint.settings import SettingsError, parse_settings
 from tests import REPO
 from tests.support.entrypoint_cli import run_entrypoint
 from tests.support.model_files import write_model_dir
+from door.problem import Problem
 
 
 @pytest.mark.parametrize("variable, value, expected", [
@@ -142,7 +143,7 @@ def test_the_driver_context_probe_reports_the_drivers_refusal(tmp_path):
 
 
 def test_the_early_probe_answers_what_the_driver_answers_devices_and_context(tmp_path):
-    from entrypoint.device import NoDevice, Probe
+    from entrypoint.device import Probe
     from tests.support.standin_driver import build_standin_driver
 
     good = Probe(str(build_standin_driver(tmp_path / "good", cc=(8, 6), name="StandIn RTX 3090") / "libcuda.so.1"))
@@ -152,10 +153,10 @@ def test_the_early_probe_answers_what_the_driver_answers_devices_and_context(tmp
     assert refused.devices()[0].cc == (7, 5)
     assert refused.context_error(0) == "cuDevicePrimaryCtxRetain failed: CUDA_ERROR_NO_DEVICE (100)"
     no_init = Probe(str(build_standin_driver(tmp_path / "no-init", cu_init_code=100) / "libcuda.so.1"))
-    with pytest.raises(NoDevice, match=r"cuInit failed: CUDA_ERROR_NO_DEVICE \(100\)"):
+    with pytest.raises(Problem, match=r"cuInit failed: CUDA_ERROR_NO_DEVICE \(100\)"):
         no_init.devices()
     assert no_init.context_error(0) == "cuInit failed: CUDA_ERROR_NO_DEVICE (100)"  # asked again, answered again
-    with pytest.raises(NoDevice, match="libcuda.so.1 does not load"):
+    with pytest.raises(Problem, match="libcuda.so.1 does not load"):
         Probe(str(tmp_path / "absent" / "libcuda.so.1")).devices()
 
 
@@ -171,11 +172,11 @@ def test_the_early_probe_answers_once_the_context_is_made_and_releases_it_after(
 
 
 def test_a_driver_that_blocks_in_cuinit_is_named_at_the_deadline_not_waited_for(tmp_path):
-    from entrypoint.device import NoDevice, Probe
+    from entrypoint.device import Probe
     from tests.support.standin_driver import build_standin_driver
 
     blocked = Probe(str(build_standin_driver(tmp_path / "blocks", latency_ms={"cuInit": 30_000}) / "libcuda.so.1"))
-    with pytest.raises(NoDevice, match=r"^no answer from cuInit in 0.2 s$"):
+    with pytest.raises(Problem, match=r"^no answer from cuInit in 0.2 s$"):
         blocked.devices(deadline_s=0.2)
 
 

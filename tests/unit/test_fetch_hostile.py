@@ -18,8 +18,9 @@ from hypothesis import example, given, strategies as st
 
 from contract import layout
 from door import paths
+from door.problem import Problem, UsageError
 from entrypoint.fetch import hub
-from entrypoint.fetch.listing import HubFile, ListingProblem, parse_listing
+from entrypoint.fetch.listing import HubFile, parse_listing
 from tests.support.hostile import peer as hostile
 from tests.support.hostile.peer import HubPeer
 from tests.support.slack import SCHEDULING_SLACK_S
@@ -195,11 +196,11 @@ def small_bounds(monkeypatch):
     monkeypatch.setattr(hub, "API_CAP", 2**20)
 
 
-def hub_refusal(call, peer, monkeypatch) -> tuple[hub.HubProblem, float]:
+def hub_refusal(call, peer, monkeypatch) -> tuple[Problem, float]:
     monkeypatch.setenv("HF_ENDPOINT", peer.url)
     monkeypatch.setattr(hub, "_endpoint", lambda: peer.url)
     started = time.monotonic()
-    with pytest.raises(hub.HubProblem) as caught:
+    with pytest.raises(Problem) as caught:
         call()
     took = time.monotonic() - started
     assert "\n" not in str(caught.value) and caught.value.fix
@@ -218,7 +219,7 @@ RESOLVE = rf"/{HUB_REPO}/resolve/{COMMIT}/model.safetensors"
 def test_a_weight_that_stalls_or_trickles_ends_by_its_deadline(tmp_path, small_bounds, monkeypatch, behaviour):
     with HubPeer().route(RESOLVE, behaviour) as peer:
         problem, took = hub_refusal(lambda: hub.download(HUB_REPO, COMMIT, FILE, str(tmp_path)), peer, monkeypatch)
-    assert "model.safetensors" in str(problem) and not problem.usage
+    assert "model.safetensors" in str(problem) and not isinstance(problem, UsageError)
     assert took < hub.download_deadline_s(FILE.size) + SCHEDULING_SLACK_S < hostile.HOLD_S
     assert not (tmp_path / "model.safetensors").exists()
 
@@ -237,7 +238,7 @@ def test_a_listing_whose_next_page_is_itself_is_refused(small_bounds, monkeypatc
     entry = hostile.tree_entry("config.json", b"{}", lfs=False)
     with HubPeer().route(rf"/api/models/{HUB_REPO}/tree/", hostile.self_linking([entry])) as peer:
         problem, took = hub_refusal(lambda: hub.list_files(HUB_REPO, COMMIT), peer, monkeypatch)
-    assert "cycle" in str(problem) and problem.usage and took < SCHEDULING_SLACK_S
+    assert "cycle" in str(problem) and isinstance(problem, UsageError) and took < SCHEDULING_SLACK_S
 
 
 @pytest.mark.parametrize("behaviour, said", [
@@ -310,7 +311,7 @@ def test_sigterm_in_the_middle_of_a_refetch_leaves_the_good_folder_byte_identica
 def test_any_listing_is_files_under_the_folder_or_one_line(entries):
     try:
         found = parse_listing(entries, "the Hub's listing")
-    except ListingProblem as problem:
+    except Problem as problem:
         assert "\n" not in str(problem) and str(problem).startswith("the Hub's listing")
         return
     for file in found:
@@ -321,8 +322,8 @@ def test_any_listing_is_files_under_the_folder_or_one_line(entries):
 def test_any_revision_answer_names_a_commit_or_is_refused_naming_hf_endpoint(doc):
     try:
         commit = hub.commit_of(doc, HUB_REPO, "main")
-    except hub.HubProblem as problem:
-        assert problem.usage and "HF_ENDPOINT" in str(problem) and "\n" not in str(problem)
+    except Problem as problem:
+        assert isinstance(problem, UsageError) and "HF_ENDPOINT" in str(problem) and "\n" not in str(problem)
         return
     assert re.fullmatch(r"[0-9a-f]{40}", commit)
 

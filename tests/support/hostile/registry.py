@@ -84,7 +84,7 @@ def _build_py(*words: str) -> list[str]:
 def _parse_only(*words: str) -> list[str]:
     """build.py's own parse, as main() runs it, without running the command (a build or a fetch
     container never starts here): exit 2 and the one line main prints, or exit 0 when accepted."""
-    code = ("import sys, build\nfrom buildtool.flags import UsageError\n"
+    code = ("import sys, build\nfrom door.problem import UsageError\n"
             "try:\n    build.parse(sys.argv[1:])\nexcept UsageError as exc:\n"
             "    print(exc, file=sys.stderr)\n    sys.exit(2)\n")
     return python("-c", code, *words)
