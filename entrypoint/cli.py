@@ -16,7 +16,7 @@ from contract.verdict import any_failed
 
 from door import files
 
-from . import facts, hub, identity, linker_cache, preflight, report
+from . import facts, hub_access, identity, linker_cache, preflight, report
 from .argv import Extras, judge_extra, speculative_problem
 from .argv_files import opened_files_problem
 from .revisions import revision_problem
@@ -100,7 +100,7 @@ def main(argv: list[str], env: Mapping[str, str], probe: Probe | None = None) ->
         if problem:
             raise problem
         api_key = server_api_key(env, settings.api_key_file)
-        if token_refusal := hub.token_file_refusal(settings.hf_token_path):
+        if token_refusal := hub_access.token_file_refusal(settings.hf_token_path):
             raise token_refusal
     except SettingsError as error:
         return refuse(f"bad setting {error}", as_json, variable=error.variable)

@@ -13,7 +13,7 @@ from typing import Callable, Mapping
 from contract.model_config import ModelConfig
 from contract.verdict import Result, failed, warned
 
-from . import environment, hub, nvml
+from . import environment, hub_access, nvml
 from .argv import Extras, argv_result, json_object, speculative_drafter
 from .facts import Loaded
 from .checks import (audio, cache, clamp, devices, disk, driver, fetched, fp16, memory, model, parallel, parsers, port,
@@ -153,7 +153,7 @@ def hub_problem(name: str, variable: str, value: str, settings: Settings,
     after the server's download retries."""
     if settings.hf_offline or not settings.download_at_start or os.path.isabs(value) or value.startswith("."):
         return None  # without DOWNLOAD_AT_START the model check points to fetch, network or not
-    down = hub.unreachable(env)
+    down = hub_access.unreachable(env)
     if down is None:
         return None
     probed, why = down

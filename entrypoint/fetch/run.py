@@ -28,7 +28,7 @@ from door import output, paths, replace
 from door import files
 from door.files import kind, shown
 from door.problem import Problem, UsageError
-from . import hub, imported, judge, listing, manifest, verify
+from . import hub_client, imported, judge, listing, manifest, verify
 from .request import ENV_GPU, Request, parse_request
 
 PREFIX = "vllm-turing fetch:"
@@ -69,7 +69,7 @@ def read_meminfo() -> str:
 
 def discard(folder: str, file: listing.HubFile) -> None:
     """A wrong file, and the partial download it came from, so the next download starts afresh."""
-    for path in (os.path.join(folder, file.path), hub.partial_path(folder, file)):
+    for path in (os.path.join(folder, file.path), hub_client.partial_path(folder, file)):
         try:
             os.remove(path)
         except FileNotFoundError:
@@ -110,8 +110,8 @@ def only_fetch_into(folder: str):
 
 def drop_other_partials(folder: str, files: list[listing.HubFile]) -> None:
     """Partial downloads of content this commit does not have (another commit's, fetched into this folder)."""
-    wanted = {os.path.basename(hub.partial_path(folder, file)) for file in files}
-    for stale in glob.glob(os.path.join(glob.escape(folder), hub.PARTIAL_DIR, "*.partial")):
+    wanted = {os.path.basename(hub_client.partial_path(folder, file)) for file in files}
+    for stale in glob.glob(os.path.join(glob.escape(folder), hub_client.PARTIAL_DIR, "*.partial")):
         if os.path.basename(stale) not in wanted:
             os.remove(stale)
 
@@ -135,13 +135,13 @@ class Getter:
 
 
 def downloads(request: Request, commit: str, folder: str) -> Getter:
-    return Getter(lambda file: hub.download(request.repo, commit, file, folder), "fetching", "downloaded",
+    return Getter(lambda file: hub_client.download(request.repo, commit, file, folder), "fetching", "downloaded",
                   "the mirror or the connection altered it: check HF_ENDPOINT, then run fetch again")
 
 
 def copies(source, folder: str) -> Getter:
     def get(file: listing.HubFile) -> None:
-        target, partial = os.path.join(folder, file.path), hub.partial_path(folder, file)
+        target, partial = os.path.join(folder, file.path), hub_client.partial_path(folder, file)
         os.makedirs(os.path.dirname(target) or folder, exist_ok=True)
         os.makedirs(os.path.dirname(partial), exist_ok=True)
         with open(partial, "wb") as handle:
@@ -203,9 +203,9 @@ def fetch(request: Request) -> str:
         say(f"{pinned.named}: its manifest here lists the commit's files; verifying them without asking the Hub")
         commit, repo_files = pinned.commit, list(pinned.files)
     else:
-        commit = hub.resolve_commit(request.repo, request.revision)
+        commit = hub_client.resolve_commit(request.repo, request.revision)
         say(f"{request.repo}@{request.revision} is commit {commit}")
-        repo_files = hub.list_files(request.repo, commit)
+        repo_files = hub_client.list_files(request.repo, commit)
     return staged_fetch(folder, request, judged_for, commit, repo_files, lambda stage: downloads(request, commit, stage))
 
 

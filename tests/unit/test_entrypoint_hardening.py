@@ -14,7 +14,7 @@ import time
 import pytest
 
 from contract.verdict import Status, passed
-from entrypoint import hub, identity, preflight, report
+from entrypoint import hub_access, identity, preflight, report
 from entrypoint.settings import SettingsError, parse_settings
 from tests import REPO
 from tests.support.entrypoint_cli import run_entrypoint
@@ -115,11 +115,11 @@ def closed_port() -> int:
 
 
 def test_an_unreachable_hub_is_told_in_seconds_naming_what_failed():
-    refused = hub.unreachable({"HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}"})
+    refused = hub_access.unreachable({"HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}"})
     assert refused is not None and "no connection" in refused[1]
-    unknown = hub.unreachable({"HF_ENDPOINT": "https://nonexistent.invalid"})
+    unknown = hub_access.unreachable({"HF_ENDPOINT": "https://nonexistent.invalid"})
     assert unknown == ("nonexistent.invalid", unknown[1]) and "does not resolve" in unknown[1]
-    via_proxy = hub.unreachable({"HF_ENDPOINT": "https://nonexistent.invalid",
+    via_proxy = hub_access.unreachable({"HF_ENDPOINT": "https://nonexistent.invalid",
                                  "HTTPS_PROXY": f"http://127.0.0.1:{closed_port()}"})
     assert via_proxy[0].startswith("127.0.0.1:")
 

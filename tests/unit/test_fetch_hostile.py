@@ -19,7 +19,7 @@ from hypothesis import example, given, strategies as st
 from contract import layout
 from door import paths
 from door.problem import Problem, UsageError
-from entrypoint.fetch import hub
+from entrypoint.fetch import hub_client
 from entrypoint.fetch.listing import HubFile, parse_listing
 from tests.support.hostile import peer as hostile
 from tests.support.hostile.peer import HubPeer
@@ -218,26 +218,26 @@ RESOLVE = rf"/{HUB_REPO}/resolve/{COMMIT}/model.safetensors"
                          ids=["stall-after-headers", "trickle"])
 def test_a_weight_that_stalls_or_trickles_ends_by_its_deadline(tmp_path, small_bounds, monkeypatch, behaviour):
     with HubPeer().route(RESOLVE, behaviour) as peer:
-        problem, took = hub_refusal(lambda: hub.download(HUB_REPO, COMMIT, FILE, str(tmp_path)), peer, monkeypatch)
+        problem, took = hub_refusal(lambda: hub_client.download(HUB_REPO, COMMIT, FILE, str(tmp_path)), peer, monkeypatch)
     assert "model.safetensors" in str(problem) and not isinstance(problem, UsageError)
-    assert took < hub.download_deadline_s(FILE.size) + SCHEDULING_SLACK_S < hostile.HOLD_S
+    assert took < hub_client.download_deadline_s(FILE.size) + SCHEDULING_SLACK_S < hostile.HOLD_S
     assert not (tmp_path / "model.safetensors").exists()
 
 
 def test_a_weight_cut_at_the_same_byte_on_every_request_is_resumed_a_bounded_number_of_times(
         tmp_path, small_bounds, monkeypatch):
     with HubPeer().route(RESOLVE, hostile.file_answer(CONTENT, cut_at=1000)) as peer:
-        problem, _ = hub_refusal(lambda: hub.download(HUB_REPO, COMMIT, FILE, str(tmp_path)), peer, monkeypatch)
-        assert len(peer.requests) <= hub.MAX_RESUMES + 1
+        problem, _ = hub_refusal(lambda: hub_client.download(HUB_REPO, COMMIT, FILE, str(tmp_path)), peer, monkeypatch)
+        assert len(peer.requests) <= hub_client.MAX_RESUMES + 1
     assert "ended after" in str(problem) and "given up" in str(problem)
-    partial = pathlib.Path(hub.partial_path(str(tmp_path), FILE))
+    partial = pathlib.Path(hub_client.partial_path(str(tmp_path), FILE))
     assert partial.read_bytes() == CONTENT[:1000]  # kept for the next run
 
 
 def test_a_listing_whose_next_page_is_itself_is_refused(small_bounds, monkeypatch):
     entry = hostile.tree_entry("config.json", b"{}", lfs=False)
     with HubPeer().route(rf"/api/models/{HUB_REPO}/tree/", hostile.self_linking([entry])) as peer:
-        problem, took = hub_refusal(lambda: hub.list_files(HUB_REPO, COMMIT), peer, monkeypatch)
+        problem, took = hub_refusal(lambda: hub_client.list_files(HUB_REPO, COMMIT), peer, monkeypatch)
     assert "cycle" in str(problem) and isinstance(problem, UsageError) and took < SCHEDULING_SLACK_S
 
 
@@ -250,13 +250,13 @@ def test_a_listing_whose_next_page_is_itself_is_refused(small_bounds, monkeypatc
     ids=["length-2^40-for-2KiB", "8GiB-body", "8GiB-undeclared", "8GiB-error-body", "8GiB-undeclared-error"])
 def test_a_listing_or_error_body_past_its_cap_is_refused_before_it_is_read(small_bounds, monkeypatch, behaviour, said):
     with HubPeer().route(rf"/api/models/{HUB_REPO}/revision/", behaviour) as peer:
-        problem, took = hub_refusal(lambda: hub.resolve_commit(HUB_REPO, "main"), peer, monkeypatch)
-    assert said in str(problem) and took < hub.API_DEADLINE_S + SCHEDULING_SLACK_S
+        problem, took = hub_refusal(lambda: hub_client.resolve_commit(HUB_REPO, "main"), peer, monkeypatch)
+    assert said in str(problem) and took < hub_client.API_DEADLINE_S + SCHEDULING_SLACK_S
 
 
 def test_a_weight_declared_larger_than_the_listing_says_is_refused(tmp_path, small_bounds, monkeypatch):
     with HubPeer().route(RESOLVE, hostile.lying_length(CONTENT)) as peer:
-        problem, _ = hub_refusal(lambda: hub.download(HUB_REPO, COMMIT, FILE, str(tmp_path)), peer, monkeypatch)
+        problem, _ = hub_refusal(lambda: hub_client.download(HUB_REPO, COMMIT, FILE, str(tmp_path)), peer, monkeypatch)
     assert "declared 1099511627776 bytes" in str(problem)
 
 
@@ -321,7 +321,7 @@ def test_any_listing_is_files_under_the_folder_or_one_line(entries):
 @given(st.none() | st.dictionaries(st.sampled_from(["sha", "id"]), st.none() | st.integers() | st.text(max_size=41)))
 def test_any_revision_answer_names_a_commit_or_is_refused_naming_hf_endpoint(doc):
     try:
-        commit = hub.commit_of(doc, HUB_REPO, "main")
+        commit = hub_client.commit_of(doc, HUB_REPO, "main")
     except Problem as problem:
         assert isinstance(problem, UsageError) and "HF_ENDPOINT" in str(problem) and "\n" not in str(problem)
         return

@@ -29,7 +29,7 @@ from typing import Callable
 from hypothesis import strategies as st
 
 from buildtool.audit import QUERY_DEADLINE_S as AUDIT_QUERY_DEADLINE_S
-from entrypoint.fetch.hub import API_DEADLINE_S as FETCH_API_DEADLINE_S
+from entrypoint.fetch.hub_client import API_DEADLINE_S as FETCH_API_DEADLINE_S
 from tests.support.hostile import files as hostile
 from tests.support.hostile.drive import REPO, Outcome, base_env, python, tree_state
 from tests.support.slack import SCHEDULING_SLACK_S
@@ -341,9 +341,9 @@ SURFACES: tuple[Surface, ...] = (
     Surface("entrypoint model folder", "entrypoint",
             ("entrypoint/checks/model.py", "entrypoint/checks/cache.py", "entrypoint/facts.py",
              "entrypoint/start_ledger.py", "entrypoint/start_report.py"), hostile.FILE_KINDS, entrypoint_model_trial),
-    Surface("entrypoint HF_TOKEN_PATH", "entrypoint", ("entrypoint/hub.py",), TEXT_KINDS, entrypoint_token_trial),
+    Surface("entrypoint HF_TOKEN_PATH", "entrypoint", ("entrypoint/hub_access.py",), TEXT_KINDS, entrypoint_token_trial),
     Surface("image fetch (entrypoint fetch) against a hostile Hub", "image fetch",
-            ("entrypoint/fetch/manifest.py", "entrypoint/fetch/hub.py", "entrypoint/fetch/run.py",
+            ("entrypoint/fetch/manifest.py", "entrypoint/fetch/hub_client.py", "entrypoint/fetch/run.py",
              "entrypoint/fetch/listing.py"), PEER_KINDS,
             image_fetch_trial, deadline_s=FETCH_API_DEADLINE_S, owner="fetch helper",
             run_again=("stall-after-headers", "auth-echo-403")),

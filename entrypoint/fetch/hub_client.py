@@ -50,7 +50,7 @@ def _headers() -> dict:
     import huggingface_hub
     from huggingface_hub import constants
 
-    from ..hub import ENV_HF_TOKEN_PATH, MAX_TOKEN_FILE_BYTES, token_file_refusal
+    from ..hub_access import ENV_HF_TOKEN_PATH, MAX_TOKEN_FILE_BYTES, token_file_refusal
 
     headers = {"user-agent": f"vllm-turing-fetch; hf_hub/{huggingface_hub.__version__}"}
     token = (os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN") or "").strip()
