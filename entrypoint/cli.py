@@ -16,7 +16,7 @@ from contract.verdict import any_failed
 
 from door import files
 
-from . import facts, hub_access, identity, linker_cache, preflight, report
+from . import facts, hub_access, identity, linker_cache, preflight, preflight_report
 from .argv import Extras, judge_extra, speculative_problem
 from .argv_files import opened_files_problem
 from .revisions import revision_problem
@@ -116,9 +116,9 @@ def main(argv: list[str], env: Mapping[str, str], probe: Probe | None = None) ->
         settings.skip_checks)
     elapsed = time.perf_counter() - started
     if as_json:
-        print(report.render_json(results, elapsed, device, device_error, redact_words(argv_out)))
+        print(preflight_report.render_json(results, elapsed, device, device_error, redact_words(argv_out)))
     else:
-        print(report.render_text(results, elapsed, device, device_error))
+        print(preflight_report.render_text(results, elapsed, device, device_error))
     # Every path below exits or execs: neither may end the probe's thread inside the driver's release
     released = probe.released()
     if any_failed(results):

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from contract.verdict import Status, passed
-from entrypoint import hub_access, identity, preflight, report
+from entrypoint import hub_access, identity, preflight, preflight_report
 from entrypoint.settings import SettingsError, parse_settings
 from tests import REPO
 from tests.support.entrypoint_cli import run_entrypoint
@@ -53,8 +53,8 @@ def test_the_cli_refuses_in_one_escaped_line_and_exits_2():
 
 
 def test_report_text_escapes_what_could_forge_a_line():
-    assert report.shown("a\nb\x1b[31m") == "a\\nb\\x1b[31m"
-    assert report.shown("Tesla T4 é") == "Tesla T4 é"
+    assert preflight_report.shown("a\nb\x1b[31m") == "a\\nb\\x1b[31m"
+    assert preflight_report.shown("Tesla T4 é") == "Tesla T4 é"
 
 
 def test_a_check_that_never_returns_fails_at_its_deadline_and_the_rest_run():
