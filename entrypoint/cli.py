@@ -16,7 +16,7 @@ from contract.verdict import any_failed
 
 from door import files
 
-from . import facts, hub_access, identity, linker_cache, preflight, preflight_report
+from . import hub_access, identity, image_facts, linker_cache, preflight, preflight_report
 from .argv import Extras, judge_extra, speculative_problem
 from .argv_files import opened_files_problem
 from .revisions import revision_problem
@@ -56,7 +56,7 @@ def refuse(message: str, as_json: bool, **fields) -> int:
     return 2
 
 
-def judge_words(settings: Settings, container_args: tuple[str, ...], server_facts: facts.Facts | None) -> Extras:
+def judge_words(settings: Settings, container_args: tuple[str, ...], server_facts: image_facts.Facts | None) -> Extras:
     """The extra words (VLLM_EXTRA_ARGS, the container's arguments) judged as vLLM will take them:
     typed by the server's option table, none owned by a setting, the parser names registered, the
     files they name usable; SettingsError (exit 2) naming the option as written otherwise."""
@@ -85,8 +85,8 @@ def main(argv: list[str], env: Mapping[str, str], probe: Probe | None = None) ->
         return refuse(f"cannot make a writable HOME under /tmp for uid {os.geteuid()}: {error.strerror}", as_json)
     try:
         settings = parse_settings(env)
-        loaded = facts.load()
-        server_facts, argv_source = facts.for_argv(loaded)
+        loaded = image_facts.load()
+        server_facts, argv_source = image_facts.for_argv(loaded)
         extras = judge_words(settings, container_args, server_facts)
         try:
             probe = probe or Probe()

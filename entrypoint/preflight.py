@@ -15,7 +15,7 @@ from contract.verdict import Result, failed, warned
 
 from . import environment, hub_access, nvml
 from .argv import Extras, argv_result, json_object, speculative_drafter
-from .facts import Loaded
+from .image_facts import Loaded
 from .checks import (audio, cache, clamp, devices, disk, driver, fetched, fp16, memory, model, parallel, parsers, port,
                      shm, turing_settings)
 from .device import Device, Probe, context_error

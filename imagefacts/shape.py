@@ -1,5 +1,5 @@
 """The image facts file's shape, shared by its writer (imagefacts/read.py, build time, imports vLLM) and its
-reader (entrypoint/facts.py, every start, standard library only).
+reader (entrypoint/image_facts.py, every start, standard library only).
 
 The server parser's option table is argparse's own view of vLLM's parser: per action its option
 strings, dest and nargs (0 for flags); for options taking a value also its type (named by

@@ -205,7 +205,7 @@ def deprecated_from(known: Collection[str] | None) -> Callable[[str], bool]:
 
 
 def quantization_from(facts) -> tuple[Callable[[str], int | None], Callable[[str], bool]]:
-    """(minimum, deprecated) for check_quantization from the image facts (entrypoint.facts.Facts, or
+    """(minimum, deprecated) for check_quantization from the image facts (entrypoint.image_facts.Facts, or
     None: vLLM's own answers)."""
     if facts is None:
         return vllm_min_capability, vllm_deprecated

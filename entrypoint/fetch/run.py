@@ -20,7 +20,7 @@ from typing import Callable, Mapping, Set
 
 from contract.devices import DeviceLimits, cc_number
 
-from .. import facts, nvml
+from .. import image_facts, nvml
 from ..checks import memory, turing_settings
 from ..checks.model import gib
 from ..device import probe_devices, weakest
@@ -295,7 +295,7 @@ def fetch_into(folder: str, request: Request, judged_for: Target, commit: str,
     drop_other_partials(folder, repo_files)
     small = listing.small_files(repo_files)
     ensure(request, commit, folder, small, getter, known_good)
-    loaded = facts.load()
+    loaded = image_facts.load()
     minimum, deprecated = turing_settings.quantization_from(loaded.facts)
     missing = {file.path for file in repo_files if file.is_weight_format
                and verify.file_problem(os.path.join(folder, file.path), file, check_hash=False)}

@@ -339,7 +339,7 @@ SURFACES: tuple[Surface, ...] = (
     Surface("bench/ceiling CHECKPOINT", "bench", ("bench/safetensors_ceiling.py",), TEXT_KINDS, bench_ceiling_trial),
     Surface("entrypoint API_KEY_FILE", "entrypoint", ("entrypoint/api_key.py",), TEXT_KINDS, entrypoint_key_trial),
     Surface("entrypoint model folder", "entrypoint",
-            ("entrypoint/checks/model.py", "entrypoint/checks/cache.py", "entrypoint/facts.py",
+            ("entrypoint/checks/model.py", "entrypoint/checks/cache.py", "entrypoint/image_facts.py",
              "entrypoint/start_ledger.py", "entrypoint/start_report.py"), hostile.FILE_KINDS, entrypoint_model_trial),
     Surface("entrypoint HF_TOKEN_PATH", "entrypoint", ("entrypoint/hub_access.py",), TEXT_KINDS, entrypoint_token_trial),
     Surface("image fetch (entrypoint fetch) against a hostile Hub", "image fetch",
