@@ -21,7 +21,7 @@ from .argv import Extras, judge_extra, speculative_problem
 from .argv_files import opened_files_problem
 from .revisions import revision_problem
 from .checks import cache, driver_floor, parallel, turing_settings
-from .command import server_argv
+from .server_command import server_argv
 from .device import RELEASE_DEADLINE_S, Probe, weakest
 from .api_key import server_api_key
 from .environment import server_env
