@@ -74,7 +74,7 @@ def judge_words(settings: Settings, container_args: tuple[str, ...], server_fact
 def main(argv: list[str], env: Mapping[str, str], probe: Probe | None = None) -> int:
     """`probe`: the driver's calls, begun as the process started (entrypoint/__main__.py); else begun here."""
     if argv[:1] == ["fetch"]:
-        return importlib.import_module("entrypoint.fetch.run").main(argv[1:], env)
+        return importlib.import_module("entrypoint.fetch.fetch_model").main(argv[1:], env)
     try:
         mode, as_json, container_args = parse_argv(argv)
     except UsageError as error:

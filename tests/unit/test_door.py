@@ -58,7 +58,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("buildtool/units/serialize.py", "yaml"): "reads back YAML this serializer wrote itself in the same call, to check it means what was asked",
     ("entrypoint/fetch/hub_client.py", "hub"): "huggingface_hub's hf_hub_url builds the file's URL only; door.remote reads it",
     ("entrypoint/fetch/hub_client.py", "open"): "the fetch's own partial file, opened to append what door.remote downloads",
-    ("entrypoint/fetch/run.py", "open"): "the fetch's own lock, created O_NONBLOCK | O_NOFOLLOW and refused unless a regular file",
+    ("entrypoint/fetch/fetch_model.py", "open"): "the fetch's own lock, created O_NONBLOCK | O_NOFOLLOW and refused unless a regular file",
     ("entrypoint/fetch/verify.py", "open"): "hashes a file the fetch staged itself, in chunks, under the verify deadline",
     ("patches/turing_clamp/runtime.py", "open"): CLAMP_RUNTIME,
     ("patches/turing_clamp/runtime.py", "json"): CLAMP_RUNTIME,

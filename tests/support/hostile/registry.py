@@ -343,7 +343,7 @@ SURFACES: tuple[Surface, ...] = (
              "entrypoint/start_ledger.py", "entrypoint/start_report.py"), hostile.FILE_KINDS, entrypoint_model_trial),
     Surface("entrypoint HF_TOKEN_PATH", "entrypoint", ("entrypoint/hub_access.py",), TEXT_KINDS, entrypoint_token_trial),
     Surface("image fetch (entrypoint fetch) against a hostile Hub", "image fetch",
-            ("entrypoint/fetch/manifest.py", "entrypoint/fetch/hub_client.py", "entrypoint/fetch/run.py",
+            ("entrypoint/fetch/manifest.py", "entrypoint/fetch/hub_client.py", "entrypoint/fetch/fetch_model.py",
              "entrypoint/fetch/listing.py"), PEER_KINDS,
             image_fetch_trial, deadline_s=FETCH_API_DEADLINE_S, owner="fetch helper",
             run_again=("stall-after-headers", "auth-echo-403")),
