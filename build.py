@@ -32,7 +32,7 @@ SUBCOMMANDS = {
     "smoke": ("buildtool.smoke", "wait for a running endpoint, then check its client contract"),
     "lock": ("buildtool.lock", "re-lock a base's Python packages with their hashes (contract/locks/)"),
     "audit": ("buildtool.audit", "check a lock's packages against a vulnerability database (online or a local OSV dump)"),
-    "model": ("buildtool.model", "fetch a Hub model into the models folder: judged on the GPU first, then verified"),
+    "model": ("buildtool.model_fetch", "fetch a Hub model into the models folder: judged on the GPU first, then verified"),
 }
 
 
