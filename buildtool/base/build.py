@@ -13,7 +13,7 @@ from buildtool.docker import buildkit
 from buildtool.docker.engine import connect, image_or_none
 from buildtool.hostconfig import host_ca_bundle, pip_index_secrets
 from buildtool.lock import PYTHON_VERSION, base_target, lock_for, stage_pins
-from buildtool.plan import BasePlan, BuildOptions, add_base_arguments, base_plan
+from buildtool.build_plans import BasePlan, BuildOptions, add_base_arguments, base_plan
 from buildtool.sbom import add_sbom
 from contract.pins import OS_IMAGE
 from door.problem import Problem

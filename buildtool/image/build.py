@@ -20,7 +20,7 @@ from buildtool.hostconfig import git_revision, host_ca_bundle, pip_index_secrets
 from buildtool.image.fit_table import fit_verdict_line
 from buildtool.image.labels import base_digest, image_labels
 from buildtool.image.verify import COMPILE_RECORDS, finding_line, read_build_reports, verify_image
-from buildtool.plan import BuildPlan, add_build_arguments, build_plan
+from buildtool.build_plans import BuildPlan, add_build_arguments, build_plan
 from contract import compile_record
 from contract.clamp_paths import COMPILE_RECORD, parse_report
 from door import files

@@ -12,7 +12,7 @@ from buildtool.base.bootstrap import BOOTSTRAP_IMAGE
 from buildtool.base.build import after_failed_pull, os_image_step
 from buildtool.docker.buildkit import BuildRequest, build_environment, buildx_argv
 from buildtool.hostconfig import debian_mirror, host_ca_bundle, pip_index_secrets
-from buildtool.plan import base_plan, build_plan
+from buildtool.build_plans import base_plan, build_plan
 from buildtool.image.fit_table import fit_verdict_line
 from buildtool.image.labels import base_digest, image_labels
 from buildtool.image.verify import clamp_finding, finding_line, fp16_finding, fp16_label_findings

@@ -316,7 +316,7 @@ def _osv_url(trial: Trial, url: str) -> None:
     trial.argv = [with_password if word == "OSV_URL" else word for word in trial.argv]
 
 SURFACES: tuple[Surface, ...] = (
-    Surface("build --ca-cert", "build", ("buildtool/flags.py", "buildtool/plan.py"), TEXT_KINDS, ca_cert_trial("build")),
+    Surface("build --ca-cert", "build", ("buildtool/flags.py", "buildtool/build_plans.py"), TEXT_KINDS, ca_cert_trial("build")),
     Surface("base --ca-cert", "base", ("buildtool/flags.py",), BLOCKING_KINDS, ca_cert_trial("base")),
     Surface("vehicle --ca-cert", "vehicle", ("buildtool/flags.py",), BLOCKING_KINDS, ca_cert_trial("vehicle")),
     Surface("model fetch --token-file", "model", ("buildtool/model_fetch.py", "buildtool/flags.py"), TEXT_KINDS,
