@@ -190,15 +190,15 @@ def test_third_party_log_records_and_warnings_are_masked_once_installed():
 
 @pytest.fixture
 def small_bounds(monkeypatch):
-    monkeypatch.setattr(hub, "API_DEADLINE_S", 2.0)
-    monkeypatch.setattr(hub, "DOWNLOAD_BASE_S", 2.0)
-    monkeypatch.setattr(hub, "IDLE_S", 1.0)
-    monkeypatch.setattr(hub, "API_CAP", 2**20)
+    monkeypatch.setattr(hub_client, "API_DEADLINE_S", 2.0)
+    monkeypatch.setattr(hub_client, "DOWNLOAD_BASE_S", 2.0)
+    monkeypatch.setattr(hub_client, "IDLE_S", 1.0)
+    monkeypatch.setattr(hub_client, "API_CAP", 2**20)
 
 
 def hub_refusal(call, peer, monkeypatch) -> tuple[Problem, float]:
     monkeypatch.setenv("HF_ENDPOINT", peer.url)
-    monkeypatch.setattr(hub, "_endpoint", lambda: peer.url)
+    monkeypatch.setattr(hub_client, "_endpoint", lambda: peer.url)
     started = time.monotonic()
     with pytest.raises(Problem) as caught:
         call()
