@@ -21,7 +21,7 @@ from . import inputs as served_inputs
 from .checks import CHECKS, MODALITIES
 from .metrics import METRIC_ROWS, metric_rows
 from .readiness import Readiness, wait_ready
-from .report import build_report, format_table
+from .smoke_report import build_report, format_table
 from .runner import metric_row, read_metrics, run_check, served_models
 from door.problem import UsageError
 
