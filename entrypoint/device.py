@@ -7,8 +7,8 @@ import dataclasses
 import threading
 from typing import Callable
 
-from . import nvml
 from door.problem import Problem
+from . import nvml
 
 LIBCUDA = "libcuda.so.1"
 # cuInit with every GPU of a host visible takes seconds on a machine without persistence mode; one that

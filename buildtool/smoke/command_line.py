@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from buildtool.status_line import StatusLine
 from contract.verdict import Result, Status
+from door.problem import UsageError
 from tooling import endpoint
 from tooling.endpoint.client import MAX_DEADLINE_S, EndpointClient, EndpointError, valid_deadline
 
@@ -21,9 +22,8 @@ from . import inputs as served_inputs
 from .checks import CHECKS, MODALITIES
 from .metrics import METRIC_ROWS, metric_rows
 from .readiness import Readiness, wait_ready
-from .smoke_report import build_report, format_table
 from .runner import metric_row, read_metrics, run_check, served_models
-from door.problem import UsageError
+from .smoke_report import build_report, format_table
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 

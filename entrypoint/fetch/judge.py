@@ -7,9 +7,9 @@ from typing import Mapping, Set
 from contract.devices import DeviceLimits
 from contract.verdict import Result, Status, failed, worst
 
+from door.problem import Problem
 from ..argv import Extras
 from ..checks import clamp, disk, memory, model, turing_settings
-from door.problem import Problem
 
 MODELS_FOLDER = "models folder"
 NOT_JUDGED = Extras({}, judged=False)

@@ -5,8 +5,8 @@ import hashlib
 import os
 import time
 
-from .listing import HubFile
 from door.problem import Problem
+from .listing import HubFile
 
 CHUNK = 8 * 2**20
 
