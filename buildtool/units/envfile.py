@@ -22,6 +22,7 @@ from pathlib import Path
 
 from door.files import read_bytes, shown
 from door.problem import Problem
+
 # podman reads an env file with Go's bufio.Scanner, which refuses a line over 64 KiB; the file
 # is a few dozen settings.
 ENV_FILE_CAP = 64 * 1024

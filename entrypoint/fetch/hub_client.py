@@ -16,6 +16,8 @@ import urllib.parse
 from door import files, remote
 from door.problem import Problem, UsageError
 from .listing import HubFile, parse_listing
+
+
 # The bounds of every read of the Hub (door.remote): a total deadline per answer or listing, a byte cap
 # per answer, and for a file a deadline that grows with its size at MIN_RATE, a bound on resumes and on
 # silence (a silent connection is resumed, within the bound).

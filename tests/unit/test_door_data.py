@@ -6,6 +6,7 @@ from hypothesis import given, strategies as st
 
 from door.data import json_depth, load_json, load_yaml
 from door.problem import Problem
+
 # JSON values whose strings hold the characters a bracket count could be fooled by
 TEXT = st.text(alphabet=st.sampled_from('[]{}"\\ a\u00e9\n'), max_size=6)
 VALUES = st.recursive(st.none() | st.booleans() | st.integers() | TEXT,

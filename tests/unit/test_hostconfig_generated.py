@@ -8,6 +8,8 @@ from hypothesis import example, given, strategies as st
 
 from buildtool.hostconfig import host_ca_bundle, index_urls, pip_index_secrets, trusted_hosts
 from door.problem import UsageError
+
+
 def no_config(key: str) -> str:
     return ""
 
