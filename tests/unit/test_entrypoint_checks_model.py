@@ -3,10 +3,10 @@ written by the tests, as a local directory and in the huggingface_hub cache layo
 import pytest
 
 from contract.verdict import Status
+from door.problem import Problem
 from entrypoint.checks.model import DRAFTER, MODEL, check_drafter, check_model, resolve, staged_bytes
 
 from tests.support.model_files import write_hf_cache_model, write_model_dir
-from door.problem import Problem
 
 def model_result(model, hub, offline=False, download_allowed=False):
     return check_model(resolve(MODEL, "MODEL", model, hub, offline, download_allowed=download_allowed))
