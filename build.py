@@ -20,6 +20,8 @@ import os
 import signal
 import sys
 
+from door.problem import Problem, UsageError
+
 # subcommand -> (module under buildtool/ with add_arguments and run, one-line help)
 SUBCOMMANDS = {
     "build": ("buildtool.image.build", "build the derived image, verify it, then move the tag (default)"),
@@ -30,7 +32,7 @@ SUBCOMMANDS = {
     "smoke": ("buildtool.smoke", "wait for a running endpoint, then check its client contract"),
     "lock": ("buildtool.lock", "re-lock a base's Python packages with their hashes (contract/locks/)"),
     "audit": ("buildtool.audit", "check a lock's packages against a vulnerability database (online or a local OSV dump)"),
-    "model": ("buildtool.model", "fetch a Hub model into the models folder: judged on the GPU first, then verified"),
+    "model": ("buildtool.model_fetch", "fetch a Hub model into the models folder: judged on the GPU first, then verified"),
 }
 
 
@@ -62,8 +64,6 @@ def _raise_terminated(signum, frame):
 
 
 def main(argv: list[str]) -> int:
-    from buildtool.flags import UsageError
-
     try:
         args = parse(argv)
     except UsageError as exc:
@@ -73,20 +73,18 @@ def main(argv: list[str]) -> int:
 
 
 def guarded(command: str, work) -> int:
-    """work()'s exit code; a BuildError or Problem, Ctrl-C or SIGTERM ends as one line and its exit code
+    """work()'s exit code; a Problem, Ctrl-C or SIGTERM ends as one line and its exit code
     (SIGINT 130, SIGTERM 143) after every `finally` below ran: children stopped, scratch images removed."""
-    from buildtool.errors import BuildError
     from buildtool.flags import one_line
 
     from door import output
-    from door.problem import Problem
 
     output.install(output.secrets_in(os.environ))  # every library's log records and warnings masked
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         return work()
-    except (BuildError, Problem) as exc:
-        print(one_line(f"build.py {command}: {exc.line() if isinstance(exc, Problem) else exc}"), file=sys.stderr)
+    except Problem as exc:
+        print(one_line(f"build.py {command}: {exc.line()}"), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"build.py {command}: interrupted; stopped what it ran, tags left as they were", file=sys.stderr)

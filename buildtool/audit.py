@@ -31,8 +31,8 @@ from packaging.version import InvalidVersion, Version
 from buildtool import flags
 from door import archives, remote
 from door.data import load_json
-from door.files import MiB, FileProblem, json_kind, read_bytes, shown, size_text
-from buildtool.errors import BuildError
+from door.files import MiB, json_kind, read_bytes, shown, size_text
+from door.problem import Problem, UsageError
 from buildtool.hostconfig import host_ca_bundle, index_urls
 from buildtool.lock import LockedPackage, base_target, cpu_target, lock_for, normalized, read_lock
 from contract import pins
@@ -76,30 +76,26 @@ def _parsed_version(text: str) -> Version | None:
         return None
 
 
-class NotEvaluated(Exception):
-    """A range this audit cannot evaluate: its message says which value, for the report."""
-
-
 def _bound(event, record_id: str) -> tuple[str, Version | None]:
     """An ECOSYSTEM range event as (kind, version): None for introduced "0" and limit "*"."""
     if not isinstance(event, dict) or len(event) != 1 or next(iter(event)) not in EVENT_KINDS:
-        raise NotEvaluated(f"{record_id} has a range event {shown(json.dumps(event))[:60]} that is not one of "
+        raise Problem(f"{record_id} has a range event {shown(json.dumps(event))[:60]} that is not one of "
                            f"{', '.join(EVENT_KINDS)}")
     kind, value = next(iter(event.items()))
     if (kind, value) in (("introduced", "0"), ("limit", "*")):
         return kind, None
     version = _version(value)
     if version is None:
-        raise NotEvaluated(f"{record_id}'s range names {shown(str(value))[:40]!r}, not a version")
+        raise Problem(f"{record_id}'s range names {shown(str(value))[:40]!r}, not a version")
     return kind, version
 
 
 def _in_range(version: Version, events: list, record_id: str) -> bool:
     """OSV's evaluation of one ECOSYSTEM range's events (introduced, fixed, last_affected, limit);
-    NotEvaluated when an event does not parse (such a range is never read as "not affected")."""
+    Problem when an event does not parse (such a range is never read as "not affected")."""
     bounds = sorted((_bound(e, record_id) for e in events), key=lambda b: (b[1] is not None, b[1] or Version("0")))
     if not any(kind == "introduced" for kind, _ in bounds):
-        raise NotEvaluated(f"{record_id} has a range with no introduced event")
+        raise Problem(f"{record_id} has a range with no introduced event")
     affected = False
     for kind, bound in bounds:
         if kind == "introduced":
@@ -164,25 +160,25 @@ def judge_record(record, locked: dict[str, LockedPackage]) -> Verdict:
         ranges = affected.get("ranges", [])
         try:
             if version is None:
-                raise NotEvaluated(f"its locked version {pin.version!r} is not a PEP 440 version")
+                raise Problem(f"its locked version {pin.version!r} is not a PEP 440 version")
             if not isinstance(listed, list) or not isinstance(ranges, list):
-                raise NotEvaluated(f"{record_id} gives its versions or ranges as something other than a list")
+                raise Problem(f"{record_id} gives its versions or ranges as something other than a list")
             hit = any(_version(v) == version for v in listed)
             evaluated = [r for r in ranges if isinstance(r, dict) and r.get("type") in ("ECOSYSTEM", "SEMVER")]
             for r in evaluated:
                 if not isinstance(r.get("events"), list):
-                    raise NotEvaluated(f"{record_id} has a range whose events are not a list")
+                    raise Problem(f"{record_id} has a range whose events are not a list")
             if not hit and not listed and not evaluated:
-                raise NotEvaluated(f"{record_id} gives no version list or ECOSYSTEM range for it")
+                raise Problem(f"{record_id} gives no version list or ECOSYSTEM range for it")
             problems = []
             for r in evaluated:
                 try:
                     hit = _in_range(version, r["events"], record_id) or hit
-                except NotEvaluated as why:
+                except Problem as why:
                     problems.append(why)
             if problems and not hit:
                 raise problems[0]
-        except NotEvaluated as why:
+        except Problem as why:
             unknown.append((pin.name, str(why)))
             continue
         if hit:
@@ -204,7 +200,7 @@ def record_findings(record, locked: dict[str, LockedPackage]) -> list[Finding]:
 
 def _records(database: Path) -> Iterator[tuple[str, bytes]]:
     """(name, bytes) of each JSON record under `database`: a folder (searched recursively, symlinked
-    folders not followed), a zip, a file; within the database limits, or FileProblem naming the file."""
+    folders not followed), a zip, a file; within the database limits, or Problem naming the file."""
     shown_path = f"--database {database}"
     if database.is_dir():
         files = []
@@ -212,13 +208,13 @@ def _records(database: Path) -> Iterator[tuple[str, bytes]]:
             dirs.sort()
             files += [os.path.join(folder, n) for n in sorted(names) if n.endswith(".json")]
             if len(files) > MAX_RECORDS:
-                raise FileProblem(f"{shown_path} holds more than {MAX_RECORDS} JSON files, more than an OSV dump")
+                raise Problem(f"{shown_path} holds more than {MAX_RECORDS} JSON files, more than an OSV dump")
         total = 0
         for file in files:
             data = read_bytes(file, f"--database {file}", RECORD_CAP)
             total += len(data)
             if total > DATABASE_CAP:
-                raise FileProblem(f"{shown_path} holds more than {size_text(DATABASE_CAP)} of JSON, more than an OSV dump")
+                raise Problem(f"{shown_path} holds more than {size_text(DATABASE_CAP)} of JSON, more than an OSV dump")
             yield f"--database {file}", data
     elif archives.is_zip(str(database), shown_path):
         limits = archives.Limits(member_cap=RECORD_CAP, max_members=MAX_RECORDS, total_cap=DATABASE_CAP)
@@ -231,15 +227,15 @@ def _records(database: Path) -> Iterator[tuple[str, bytes]]:
 
 
 def _unreadable_folder(error: OSError) -> None:
-    raise FileProblem(f"--database {error.filename} cannot be read ({error.strerror or error})")
+    raise Problem(f"--database {error.filename} cannot be read ({error.strerror or error})")
 
 
 def audit_offline(database: Path, packages: Iterable[LockedPackage]) -> Audit:
-    """The lock against the OSV records at `database`; BuildError (exit 2) for a database that cannot
+    """The lock against the OSV records at `database`; UsageError (exit 2) for a database that cannot
     be read, holds something other than OSV records, or holds no PyPI records (it audits nothing)."""
     if not os.path.lexists(database):
-        raise BuildError(f"--database {database}: no such file or directory; give a folder of OSV JSON records, "
-                         "a zip of them or one record file", 2)
+        raise UsageError(f"--database {database}: no such file or directory; give a folder of OSV JSON records, "
+                         "a zip of them or one record file")
     locked = {p.name: p for p in packages}
     findings: set[Finding] = set()
     unknown: dict[str, str] = {}
@@ -250,22 +246,24 @@ def audit_offline(database: Path, packages: Iterable[LockedPackage]) -> Audit:
             parsed = load_json(data, name, RECORD_CAP, max_depth=RECORD_DEPTH, unique_keys=False)
             for one in parsed if isinstance(parsed, list) else [parsed]:
                 if not osv_record(one):
-                    raise BuildError(f"{shown(name)} holds {json_kind(one)} that is not an OSV record "
-                                     "(no string \"id\" and \"modified\"): give OSV's PyPI records", 2)
+                    raise UsageError(f"{shown(name)} holds {json_kind(one)} that is not an OSV record "
+                                     "(no string \"id\" and \"modified\"): give OSV's PyPI records")
                 verdict = judge_record(one, locked)
                 findings.update(verdict.findings)
                 for package, why in verdict.not_evaluated:
                     unknown.setdefault(package, why)
                 ecosystems.update(verdict.ecosystems or {"none"})
                 count += 1
-    except FileProblem as problem:
-        raise BuildError(f"{problem}; give a folder of OSV JSON records, a zip of them or one record file", 2) from None
+    except UsageError:
+        raise  # the audit's own refusal, one line with its fix
+    except Problem as problem:
+        raise UsageError(f"{problem}; give a folder of OSV JSON records, a zip of them or one record file") from None
     if count == 0:
-        raise BuildError(f"--database {database}: no OSV JSON records in it (*.json files, a zip of them, or one file)", 2)
+        raise UsageError(f"--database {database}: no OSV JSON records in it (*.json files, a zip of them, or one file)")
     if not ecosystems["PyPI"]:
         held = ", ".join(f"{shown(e)[:40]} {n}" for e, n in ecosystems.most_common(3))
-        raise BuildError(f"--database {database}: none of its {count} OSV records is of the PyPI ecosystem ({held}), "
-                         "so it audits nothing; give OSV's PyPI records (the PyPI folder or its all.zip)", 2)
+        raise UsageError(f"--database {database}: none of its {count} OSV records is of the PyPI ecosystem ({held}), "
+                         "so it audits nothing; give OSV's PyPI records (the PyPI folder or its all.zip)")
     return Audit(source=f"{count} OSV records ({ecosystems['PyPI']} of PyPI) in {database}",
                  findings=tuple(sorted(findings, key=_order)),
                  not_evaluated=tuple(sorted(unknown.items())))
@@ -348,8 +346,8 @@ def audit_index(packages: Iterable[LockedPackage]) -> Audit:
                 unknown.append((pin.name, f"{INDEX} for it does not parse ({shown(str(error))[:80]})"))
                 continue
             except (KeyError, TypeError, AttributeError, ValueError):
-                raise BuildError(f"{INDEX} for {pin.name} is not the index's JSON API answer (its \"vulnerabilities\" "
-                                 "not OSV-like entries): give --osv-url (a mirror's OSV API) or --database PATH", 2) from None
+                raise UsageError(f"{INDEX} for {pin.name} is not the index's JSON API answer (its \"vulnerabilities\" "
+                                 "not OSV-like entries): give --osv-url (a mirror's OSV API) or --database PATH") from None
             findings += found
             if skip:
                 skipped.append((pin.name, skip))
@@ -358,15 +356,15 @@ def audit_index(packages: Iterable[LockedPackage]) -> Audit:
 
 
 def osv_answer(data: bytes, name: str) -> list:
-    """An OSV API's answer to one query: its records (a list of OSV records, none for {}), or BuildError."""
+    """An OSV API's answer to one query: its records (a list of OSV records, none for {}), or Problem."""
     answer = load_json(data, name, ANSWER_CAP, ANSWER_DEPTH, unique_keys=False)
     records = answer.get("vulns", []) if isinstance(answer, dict) and set(answer) <= OSV_ANSWER_KEYS else None
     if not isinstance(records, list) or not all(osv_record(r) for r in records):
-        raise BuildError(f"{name} is not an OSV API answer ({{\"vulns\": [OSV records]}} or {{}}): "
-                         "give --osv-url an OSV API's /v1/query URL", 2)
+        raise UsageError(f"{name} is not an OSV API answer ({{\"vulns\": [OSV records]}} or {{}}): "
+                         "give --osv-url an OSV API's /v1/query URL")
     if isinstance(answer, dict) and answer.get("next_page_token"):
-        raise BuildError(f"{name} holds more records than one answer (a next_page_token): "
-                         "give --database PATH (OSV's PyPI dump) instead", 2)
+        raise UsageError(f"{name} holds more records than one answer (a next_page_token): "
+                         "give --database PATH (OSV's PyPI dump) instead")
     return records
 
 
@@ -412,14 +410,16 @@ def audit_online(packages: tuple[LockedPackage, ...], osv_url: str | None) -> Au
     try:
         with _host_ca(osv_url):
             return audit_osv_api(osv_url, packages) if osv_url else audit_index(packages)
-    except FileProblem as problem:
-        raise BuildError(f"{problem}; " + ("give --osv-url an OSV API's /v1/query URL" if osv_url else
-                         "give --osv-url (a mirror's OSV API) or, with no network, --database PATH"), 2) from None
     except remote.RemoteProblem as problem:
-        raise BuildError(f"{problem}; " + ("check --osv-url, or with no network give --database PATH" if osv_url else
-                         "give --osv-url (a mirror's OSV API) or, with no network, --database PATH"), 2) from None
+        raise UsageError(f"{problem}; " + ("check --osv-url, or with no network give --database PATH" if osv_url else
+                         "give --osv-url (a mirror's OSV API) or, with no network, --database PATH")) from None
+    except UsageError:
+        raise  # the audit's own refusal, one line with its fix
+    except Problem as problem:
+        raise UsageError(f"{problem}; " + ("give --osv-url an OSV API's /v1/query URL" if osv_url else
+                         "give --osv-url (a mirror's OSV API) or, with no network, --database PATH")) from None
     except ImportError:
-        raise BuildError("`build.py audit` needs pip-audit: python3 -m pip install -r requirements.txt", 2) from None
+        raise UsageError("`build.py audit` needs pip-audit: python3 -m pip install -r requirements.txt") from None
 
 
 def audited_count(audit: Audit, locked_count: int) -> int:
@@ -461,7 +461,7 @@ def osv_url(text: str) -> str:
     """--osv-url: an http(s) URL with a host (credentials in it stay out of every message)."""
     try:
         urls = index_urls("--osv-url", text)
-    except BuildError as exc:
+    except Problem as exc:
         raise flags.argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
     if len(urls) != 1:
         raise flags.argparse.ArgumentTypeError("give one http(s) URL of an OSV API's query endpoint, such as "
@@ -491,7 +491,7 @@ def run(args) -> int:
     audit = audit_offline(args.database, packages) if args.database else audit_online(packages, args.osv_url)
     lines = report_lines(audit, len(packages))
     if knows_none(audit, len(packages)):
-        raise BuildError(f"{lines[-2]}; {lines[-1]}", 2)
+        raise UsageError(f"{lines[-2]}; {lines[-1]}")
     for line in lines:
         print(line, flush=True)
     return 1 if args.fail_on_findings and (audit.findings or audit.not_evaluated) else 0

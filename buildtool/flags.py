@@ -18,6 +18,7 @@ from pathlib import Path
 
 from door import files
 from door.redact import redact
+from door.problem import Problem, UsageError
 
 # Docker's reference grammar (github.com/distribution/reference, regexp.go), ASCII only.
 _ALNUM = r"[a-z0-9]+"
@@ -258,7 +259,7 @@ def existing_file(text: str) -> Path:
     try:
         with files.opened(str(path), _shown(text)):
             pass
-    except files.FileProblem as problem:
+    except Problem as problem:
         raise argparse.ArgumentTypeError(f"{problem}; give the path of a regular file") from None
     return path
 
@@ -273,7 +274,7 @@ def secret_file(text: str) -> Path:
     path = existing_file(text)
     try:
         secret = files.read_text(str(path), _shown(text), SECRET_FILE_CAP).strip()
-    except files.FileProblem as problem:
+    except Problem as problem:
         raise argparse.ArgumentTypeError(f"{problem}; give a file holding the token alone on one line") from None
     if "\n" in secret or not secret.isprintable() or not secret.isascii():
         raise argparse.ArgumentTypeError(f"{_shown(text)} holds more than one printable ASCII line; "
@@ -290,7 +291,7 @@ def ca_bundle(text: str) -> Path:
     path = existing_file(text)
     try:
         pem = files.read_text(str(path), _shown(text), CA_BUNDLE_CAP)
-    except files.FileProblem as problem:
+    except Problem as problem:
         raise argparse.ArgumentTypeError(f"{problem}; give a PEM bundle of CA certificates") from None
     if "-----BEGIN CERTIFICATE-----" not in pem:
         raise argparse.ArgumentTypeError(f"{_shown(text)} holds no PEM certificate (no -----BEGIN CERTIFICATE----- "
@@ -402,6 +403,3 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str):
         raise UsageError(one_line(f"{self.prog}: {message}; see `{self.prog} --help`"))
 
-
-class UsageError(Exception):
-    pass

@@ -1,7 +1,7 @@
 """Values a build takes from the host's own configuration, never written in the repo, each parsed
 once into a typed value: package index URLs, trusted hosts, the CA bundle. A value that would
 break pip inside the build minutes later, or be passed over for another, is refused at once in one
-line naming the variable (HostSettingError, exit 2), its URL credentials masked."""
+line naming the variable (a UsageError, exit 2), its URL credentials masked."""
 import ipaddress
 import os
 import re
@@ -10,10 +10,10 @@ import urllib.parse
 from pathlib import Path
 from typing import Mapping
 
-from buildtool.errors import BuildError
 from door.redact import redact
 from door import children
 from door import files
+from door.problem import UsageError
 
 
 # (pip's environment variable, its config key, the BuildKit secret the Dockerfiles read it from);
@@ -28,14 +28,11 @@ SYSTEM_CA_BUNDLES = (Path("/etc/ssl/certs/ca-certificates.crt"), Path("/etc/pki/
                      Path("/etc/ssl/cert.pem"))
 
 
-class HostSettingError(BuildError):
+def host_setting_error(name: str, value: str, expected: str, fix: str) -> UsageError:
     """A host setting that cannot be used: one line `host setting NAME='value': expected ...; fix`."""
-
-    def __init__(self, name: str, value: str, expected: str, fix: str):
-        shown = redact(value)
-        shown = repr(shown if len(shown) <= 80 else shown[:80] + "...")
-        super().__init__(f"host setting {name}={shown}: expected {expected}; {fix}", 2)
-        self.name = name
+    shown = redact(value)
+    shown = repr(shown if len(shown) <= 80 else shown[:80] + "...")
+    return UsageError(f"host setting {name}={shown}: expected {expected}; {fix}")
 
 
 HOST_NAME = re.compile(r"(?i)(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*")
@@ -62,7 +59,7 @@ def _host_and_port(text: str) -> bool:
 
 def index_urls(name: str, value: str) -> tuple[str, ...]:
     """The http(s) index URLs of a pip index setting (space-separated; file:// indexes stay on the
-    host and are left out); HostSettingError for a word pip could not use as an index."""
+    host and are left out); UsageError for a word pip could not use as an index."""
     urls = []
     for word in value.split():
         if word.startswith("file:"):
@@ -74,18 +71,18 @@ def index_urls(name: str, value: str) -> tuple[str, ...]:
             parts = None
         if (parts is None or parts.scheme not in ("http", "https") or not parts.hostname
                 or not word.isascii() or not word.isprintable()):
-            raise HostSettingError(name, value, "space-separated http(s):// index URLs with a host (or file:// ones, "
+            raise host_setting_error(name, value, "space-separated http(s):// index URLs with a host (or file:// ones, "
                                    "which stay on the host)", f"fix or unset {name}")
         urls.append(word)
     return tuple(urls)
 
 
 def trusted_hosts(name: str, value: str) -> tuple[str, ...]:
-    """pip's trusted hosts (`host` or `host:port`, space-separated); HostSettingError otherwise."""
+    """pip's trusted hosts (`host` or `host:port`, space-separated); UsageError otherwise."""
     hosts = tuple(value.split())
     for host in hosts:
         if not _host_and_port(host):
-            raise HostSettingError(name, value, "space-separated host names or host:port, without a scheme",
+            raise host_setting_error(name, value, "space-separated host names or host:port, without a scheme",
                                    f"fix or unset {name}")
     return hosts
 
@@ -95,14 +92,14 @@ PIP_CA_SOURCES = ("PIP_CERT", "pip's cert config")
 
 
 def ca_file(name: str, value: str) -> Path | None:
-    """The CA bundle a setting names: None when unset; HostSettingError when it names no readable file
+    """The CA bundle a setting names: None when unset; UsageError when it names no readable file
     (passing over it would build with another CA than the host's pip uses)."""
     if not value:
         return None
     path = Path(value)
     if not path.is_file() or not os.access(path, os.R_OK):
         why = "a folder" if path.is_dir() else "not readable" if path.exists() else "not there"
-        raise HostSettingError(name, value, f"a readable CA bundle file (it is {why})",
+        raise host_setting_error(name, value, f"a readable CA bundle file (it is {why})",
                                f"point {name} at the bundle file, or unset it")
     return path
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from buildtool import flags
 from door import children, files
-from door.files import MiB, FileProblem, read_bytes
-from buildtool.errors import BuildError
+from door.files import MiB, read_bytes
+from door.problem import Problem, UsageError
 from buildtool.hostconfig import host_ca_bundle, pip_find_links, pip_index_secrets
 from contract import pins
 
@@ -73,7 +73,7 @@ def installer_target(requirements_text: str | None = None) -> LockTarget:
     text = files.read_own(HOST_REQUIREMENTS) if requirements_text is None else requirements_text
     pinned = [l.split("#")[0].strip() for l in text.splitlines() if re.match(r"\s*uv\s*==", l)]
     if len(pinned) != 1:
-        raise BuildError(f"{HOST_REQUIREMENTS.name} pins uv {len(pinned)} times, expected once (uv==X.Y.Z)", 2)
+        raise UsageError(f"{HOST_REQUIREMENTS.name} pins uv {len(pinned)} times, expected once (uv==X.Y.Z)")
     return LockTarget(name="installer", requirements=(pinned[0].replace(" ", ""),), relock_flags="--installer",
                       holds="uv", installed_with="`pip install --require-hashes --no-deps` in a throw-away venv")
 
@@ -101,7 +101,7 @@ _HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
 
 
 def parse_lock(text: str, source: str = "the lock") -> tuple[LockedPackage, ...]:
-    """The lock's packages, sorted by name; BuildError naming `source` for a line that is neither a
+    """The lock's packages, sorted by name; Problem naming `source` for a line that is neither a
     pin, a hash nor a comment (a lock written by hand or cut short)."""
     packages: dict[str, LockedPackage] = {}
     lines: dict[str, int] = {}  # a package's pin line
@@ -112,11 +112,11 @@ def parse_lock(text: str, source: str = "the lock") -> tuple[LockedPackage, ...]
         if current is not None:
             name, version, line = current
             if not hashes:
-                raise BuildError(f"{source}: {name}=={version} has no --hash: re-lock with `python3 build.py lock`", 2)
+                raise UsageError(f"{source}: {name}=={version} has no --hash: re-lock with `python3 build.py lock`")
             key = normalized(name)
             if key in packages:
-                raise BuildError(f"{source} lines {lines[key]} and {line}: {key} is pinned twice ({packages[key].version} "
-                                 f"and {version}), and only one can be installed: re-lock with `python3 build.py lock`", 2)
+                raise UsageError(f"{source} lines {lines[key]} and {line}: {key} is pinned twice ({packages[key].version} "
+                                 f"and {version}), and only one can be installed: re-lock with `python3 build.py lock`")
             packages[key] = LockedPackage(key, version, tuple(hashes))
             lines[key] = line
 
@@ -133,22 +133,22 @@ def parse_lock(text: str, source: str = "the lock") -> tuple[LockedPackage, ...]
             hashes.append(found.group(1))
         rest = _HASH.sub("", line).replace("\\", "").strip()
         if (rest and not rest.startswith("#")) or (current is None and not pin):
-            raise BuildError(f"{source} line {number}: {raw.strip()[:60]!r} is not `name==version` with --hash lines: "
-                             "re-lock with `python3 build.py lock`", 2)
+            raise UsageError(f"{source} line {number}: {raw.strip()[:60]!r} is not `name==version` with --hash lines: "
+                             "re-lock with `python3 build.py lock`")
     close()
     return tuple(packages[name] for name in sorted(packages))
 
 
 def lock_text(path: Path, name: str) -> str:
     """The lock file at `path` (called `name` in messages): a regular file of strict UTF-8 text, at most
-    LOCK_CAP bytes, read without blocking; BuildError (exit 2) naming it otherwise."""
+    LOCK_CAP bytes, read without blocking; UsageError (exit 2) naming it otherwise."""
     try:
         return read_bytes(str(path), name, LOCK_CAP).decode("utf-8")
-    except FileProblem as problem:
-        raise BuildError(f"{problem}: give a lock `python3 build.py lock` wrote", 2) from None
+    except Problem as problem:
+        raise UsageError(f"{problem}: give a lock `python3 build.py lock` wrote") from None
     except UnicodeDecodeError as error:
-        raise BuildError(f"{name} is not UTF-8 text (byte {error.start} is invalid): give a lock "
-                         "`python3 build.py lock` wrote", 2) from None
+        raise UsageError(f"{name} is not UTF-8 text (byte {error.start} is invalid): give a lock "
+                         "`python3 build.py lock` wrote") from None
 
 
 def read_lock(path: Path, name: str) -> tuple[LockedPackage, ...]:
@@ -175,8 +175,8 @@ def file_sha256(path: Path) -> str:
 def lock_for(target: LockTarget) -> Path:
     """The target's committed lock; a one-line refusal (exit 2) when there is none yet."""
     if not target.path.is_file():
-        raise BuildError(f"no lock {target.path.relative_to(REPO)} for {target.name}: write it with "
-                         f"`{relock_command(target)}`, review the diff, commit it", 2)
+        raise UsageError(f"no lock {target.path.relative_to(REPO)} for {target.name}: write it with "
+                         f"`{relock_command(target)}`, review the diff, commit it")
     return target.path
 
 
@@ -238,8 +238,8 @@ def relock(target: LockTarget) -> tuple[Path, int]:
         run = children.run(uv_argv(target, input_name, output, pip_find_links()), cwd=tmp, env=env)
         if run.returncode != 0:
             if "No module named uv" in run.stderr:
-                raise BuildError("`build.py lock` needs uv: python3 -m pip install -r requirements.txt", 2)
-            raise BuildError(f"uv could not resolve {target.name}: {uv_reason(run.stderr) or f'exit {run.returncode}'}")
+                raise UsageError("`build.py lock` needs uv: python3 -m pip install -r requirements.txt")
+            raise Problem(f"uv could not resolve {target.name}: {uv_reason(run.stderr) or f'exit {run.returncode}'}")
         text = header(target) + lock_text(output, f"uv's lock of {target.name}")
     packages = parse_lock(text, target.name)
     LOCKS_DIR.mkdir(parents=True, exist_ok=True)

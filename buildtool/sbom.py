@@ -26,10 +26,10 @@ from cyclonedx.validation.json import JsonStrictValidator
 from packageurl import PackageURL
 
 from buildtool.docker import buildkit
-from buildtool.errors import BuildError
 from buildtool.lock import LockedPackage, file_sha256, installed_mismatch, normalized, read_lock
 from contract.layout import SBOM
 from door import files
+from door.problem import Problem
 
 REPO = Path(__file__).resolve().parents[1]
 REPORTS = REPO / "reports" / "sbom"
@@ -72,14 +72,14 @@ def parse_inventory(text: str) -> Inventory:
         elif current is not None and line.strip():
             current.append(line)
     if set(sections) != {"os", "python", "debian"}:
-        raise BuildError("the image's inventory is incomplete (found %s of os, python, debian): is it a Debian "
+        raise Problem("the image's inventory is incomplete (found %s of os, python, debian): is it a Debian "
                          "image with python3 and pip?" % (", ".join(sorted(sections)) or "none"))
     try:
         python = {normalized(p["name"]): p["version"] for p in files.own_json("\n".join(sections["python"]))}
     except (ValueError, TypeError, KeyError) as exc:
-        raise BuildError(f"the image's `pip list --format=json` is not a list of names and versions ({str(exc)[:80]})") from None
+        raise Problem(f"the image's `pip list --format=json` is not a list of names and versions ({str(exc)[:80]})") from None
     if not sections["os"]:
-        raise BuildError("the image's /etc/os-release names no ID and VERSION_ID")
+        raise Problem("the image's /etc/os-release names no ID and VERSION_ID")
     debian = set()
     for row in sections["debian"]:
         status, name, version, arch = (row.split("\t") + ["", "", "", ""])[:4]
@@ -123,11 +123,11 @@ def make_bom(*, title: str, version: str, locked: tuple[LockedPackage, ...], inv
 
 
 def sbom_json(bom: Bom) -> str:
-    """The document as JSON, validated against the CycloneDX 1.6 schema (BuildError when it is not)."""
+    """The document as JSON, validated against the CycloneDX 1.6 schema (Problem when it is not)."""
     text = JsonV1Dot6(bom).output_as_string(indent=1)
     error = JsonStrictValidator(SchemaVersion.V1_6).validate_str(text)
     if error is not None:
-        raise BuildError(f"the SBOM does not validate against the CycloneDX 1.6 schema: {str(error)[:200]}")
+        raise Problem(f"the SBOM does not validate against the CycloneDX 1.6 schema: {str(error)[:200]}")
     return text
 
 
@@ -148,7 +148,7 @@ def read_inventory(client: docker.DockerClient, image: str) -> Inventory:
         out = container.logs(stdout=True, stderr=False).decode(errors="replace")
         if exit_code != 0:
             err = container.logs(stdout=False, stderr=True).decode(errors="replace").strip().splitlines()
-            raise BuildError(f"listing the packages of {image} failed: " + (err[-1] if err else f"exit {exit_code}"))
+            raise Problem(f"listing the packages of {image} failed: " + (err[-1] if err else f"exit {exit_code}"))
     finally:
         container.remove(force=True)
     return parse_inventory(out)
@@ -171,7 +171,7 @@ def add_sbom(client: docker.DockerClient, built: str, tag: str, lock: Path, *, t
     inventory = read_inventory(client, built)
     differences = installed_mismatch(locked, inventory.python, extra_allowed)
     if differences:
-        raise BuildError(f"{len(differences)} Python packages of the image differ from {lock.name}: "
+        raise Problem(f"{len(differences)} Python packages of the image differ from {lock.name}: "
                          + "; ".join(differences[:3]) + ("; ..." if len(differences) > 3 else ""))
     lock_sha = file_sha256(lock)
     text = sbom_json(make_bom(title=title, version=version, locked=locked, inventory=inventory,

@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from buildtool import flags, plan
+from buildtool import build_plans, flags
 from buildtool.base.build import REPO, built_scratch, os_image_for, say_ca
 from buildtool.docker import buildkit
 from buildtool.docker.engine import connect
@@ -36,16 +36,16 @@ VEHICLE_LABELS = {"org.opencontainers.image.title": "vllm-turing-cpu",
 
 
 def add_arguments(parser) -> None:
-    plan.add_os_options(parser)
+    build_plans.add_os_options(parser)
     parser.add_argument("--base-tag", type=flags.image_tag, default=pins.CPU_BASE_TAG, help="tag of the vllm-cpu base (default %(default)s)")
     parser.add_argument("--tag", type=flags.image_tag, default=pins.CPU_VEHICLE_TAG, help="tag of the vehicle (default %(default)s)")
-    plan.add_common_options(parser)
+    build_plans.add_common_options(parser)
 
 
-def vehicle_plan(args, host_ca=None) -> tuple[plan.BasePlan, str]:
+def vehicle_plan(args, host_ca=None) -> tuple[build_plans.BasePlan, str]:
     """(the vllm-cpu base, the vehicle's tag): the command line parsed once."""
-    base = plan.BasePlan(vllm_version=pins.CPU_VLLM_VERSION, tag=args.base_tag, os_image=args.os_image,
-                         bootstrap=args.bootstrap, options=plan.build_options(args, host_ca))
+    base = build_plans.BasePlan(vllm_version=pins.CPU_VLLM_VERSION, tag=args.base_tag, os_image=args.os_image,
+                                bootstrap=args.bootstrap, options=build_plans.build_options(args, host_ca))
     return base, args.tag
 
 

@@ -1,5 +1,5 @@
 """Archives from outside (a zip of OSV records, a tar of a fetched model): their members listed and
-read within limits, or refused in one line naming the archive (ArchiveProblem, a FileProblem).
+read within limits, or refused in one line naming the archive (a door.problem.Problem).
 
 Before a byte of any member is read, the whole listing is judged:
 - the archive is a regular file (door.files.opened: a FIFO or device is refused without blocking);
@@ -24,7 +24,8 @@ import zipfile
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from door.files import FileProblem, opened, shown, size_text
+from door.files import opened, shown, size_text
+from door.problem import Problem
 
 MAX_MEMBERS = 200_000
 TAR_BLOCK = 512
@@ -33,10 +34,6 @@ TOTAL_CAP = 2 * 2**30
 
 _EOCD = b"PK\x05\x06"
 _ZIP64_LOCATOR = b"PK\x06\x07"
-
-
-class ArchiveProblem(FileProblem):
-    """Why an archive cannot be used, in one line that names it."""
 
 
 @dataclass(frozen=True)
@@ -67,11 +64,6 @@ CHUNK = 8 * 2**20
 _READ_ERRORS = (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError, ValueError, NotImplementedError)
 
 
-class _SinkFailed(Exception):
-    def __init__(self, error: OSError):
-        self.error = error
-
-
 class Archive:
     """An open archive's listed regular-file members, each read (`read`, or `copy` to a file in
     pieces) up to its declared size and refused when it holds fewer bytes."""
@@ -82,63 +74,55 @@ class Archive:
         self._opener = opener  # Member -> a binary stream of its bytes
 
     def read(self, member: Member) -> bytes:
-        pieces = []
-        self._each_piece(member, pieces.append)
-        return b"".join(pieces)
+        return b"".join(self._pieces(member))
 
     def copy(self, member: Member, sink) -> None:
         """The member's bytes written to `sink` in pieces of at most CHUNK (a weight of many GiB);
-        an OSError of `sink` is the caller's (its disk), not the archive's."""
-        def write(piece: bytes) -> None:
-            try:
+        an OSError of `sink` is the caller's (its disk), not the archive's: it is written here, outside
+        the reading that turns an OSError into a Problem."""
+        with contextlib.closing(self._pieces(member)) as pieces:
+            for piece in pieces:
                 sink.write(piece)
-            except OSError as error:
-                raise _SinkFailed(error) from None
 
-        try:
-            self._each_piece(member, write)
-        except _SinkFailed as failed:
-            raise failed.error from None
-
-    def _each_piece(self, member: Member, use) -> None:
+    def _pieces(self, member: Member) -> Iterator[bytes]:
         got = 0
         try:
             with self._opener(member) as stream:
                 while got <= member.size and (piece := stream.read(min(CHUNK, member.size + 1 - got))):
                     got += len(piece)
-                    use(piece)
+                    yield piece
         except _READ_ERRORS as error:
-            raise ArchiveProblem(f"{self.name}: {shown(member.name)} cannot be read ({shown(str(error))[:120]})") from None
+            raise Problem(f"{self.name}: {shown(member.name)} cannot be read ({shown(str(error))[:120]})") from None
         if got != member.size:
-            raise ArchiveProblem(f"{self.name}: {shown(member.name)} holds {got} bytes, "
-                                 f"not the {member.size} its listing declares")
+            raise Problem(f"{self.name}: {shown(member.name)} holds {got} bytes, "
+                          f"not the {member.size} its listing declares")
 
 
 def _judge(name: str, listed: Iterable[tuple[str, int, str | None]], limits: Limits) -> tuple[Member, ...]:
     """The regular-file members of a listing of (name, size, kind or None for a regular file, "dir"
-    for a folder, else what it is), judged one by one as they come, or ArchiveProblem."""
+    for a folder, else what it is), judged one by one as they come, or Problem."""
     members, total = [], 0
     for member_name, size, kind in listed:
         why = member_name_problem(member_name)
         if why:
-            raise ArchiveProblem(f"{name}: the member {shown(member_name)[:120]!r} {why}: not an archive to read")
+            raise Problem(f"{name}: the member {shown(member_name)[:120]!r} {why}: not an archive to read")
         if kind == "dir":
             continue
         if kind is not None:
-            raise ArchiveProblem(f"{name}: the member {shown(member_name)[:120]!r} is {kind}: not an archive to read")
+            raise Problem(f"{name}: the member {shown(member_name)[:120]!r} is {kind}: not an archive to read")
         if size > limits.member_cap:
-            raise ArchiveProblem(f"{name}: the member {shown(member_name)[:120]!r} is {size} bytes, more than "
+            raise Problem(f"{name}: the member {shown(member_name)[:120]!r} is {size} bytes, more than "
                                  f"the {size_text(limits.member_cap)} one member can be")
         total += size
         if total > limits.total_cap:
-            raise ArchiveProblem(f"{name} unpacks to more than {size_text(limits.total_cap)}: "
+            raise Problem(f"{name} unpacks to more than {size_text(limits.total_cap)}: "
                                  "not an archive to read (a bomb, or the wrong archive)")
         members.append(Member(member_name, size))
     return tuple(members)
 
 
-def _too_many(name: str, count: int | str, limits: Limits) -> ArchiveProblem:
-    return ArchiveProblem(f"{name} has {count} members, more than the {limits.max_members} it may have")
+def _too_many(name: str, count: int | str, limits: Limits) -> Problem:
+    return Problem(f"{name} has {count} members, more than the {limits.max_members} it may have")
 
 
 def zip_entry_count(handle, size: int) -> int | None:
@@ -174,25 +158,25 @@ def _zip_kind(info: zipfile.ZipInfo) -> str | None:
 
 @contextlib.contextmanager
 def open_zip(path: str, name: str, limits: Limits) -> Iterator[Archive]:
-    """The zip at `path` (called `name` in messages), its listing judged; ArchiveProblem or FileProblem."""
+    """The zip at `path` (called `name` in messages), its listing judged; Problem."""
     with opened(path, name) as (fd, size), os.fdopen(os.dup(fd), "rb") as handle:
         count = zip_entry_count(handle, size)
         if count is None:
-            raise ArchiveProblem(f"{name} is not a zip archive (no end-of-archive record)")
+            raise Problem(f"{name} is not a zip archive (no end-of-archive record)")
         if count > limits.max_members:
             raise _too_many(name, count, limits)
         handle.seek(0)
         try:
             archive = zipfile.ZipFile(handle)
         except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError) as error:
-            raise ArchiveProblem(f"{name} is not a readable zip archive ({shown(str(error))[:120]})") from None
+            raise Problem(f"{name} is not a readable zip archive ({shown(str(error))[:120]})") from None
         with archive:
             infos = archive.infolist()
             if len(infos) > limits.max_members:
                 raise _too_many(name, len(infos), limits)
             by_name = {info.filename: info for info in infos}
             if len(by_name) != len(infos):
-                raise ArchiveProblem(f"{name} lists a member name twice: not an archive to read")
+                raise Problem(f"{name} lists a member name twice: not an archive to read")
             members = _judge(name, [(i.filename, i.file_size, _zip_kind(i)) for i in infos], limits)
 
             yield Archive(name, members, lambda member: archive.open(by_name[member.name]))
@@ -208,17 +192,17 @@ def _tar_kind(info: tarfile.TarInfo) -> str | None:
 
 @contextlib.contextmanager
 def open_tar(path: str, name: str, limits: Limits) -> Iterator[Archive]:
-    """The tar (plain, gzip, bzip2 or xz) at `path`, its listing judged; ArchiveProblem or FileProblem."""
+    """The tar (plain, gzip, bzip2 or xz) at `path`, its listing judged; Problem."""
     with opened(path, name) as (fd, _size), os.fdopen(os.dup(fd), "rb") as handle:
         head = handle.read(TAR_BLOCK)
         handle.seek(0)
         if not (head.startswith(COMPRESSED_MAGIC) or head[257:262] == b"ustar"):
             # tarfile reads a file of zeros to its end before it finds no member (an 8 GiB one: minutes)
-            raise ArchiveProblem(f"{name} is not a tar archive (no ustar header, no gzip, bzip2 or xz magic)")
+            raise Problem(f"{name} is not a tar archive (no ustar header, no gzip, bzip2 or xz magic)")
         try:
             archive = tarfile.open(fileobj=handle, mode="r:*")
         except (tarfile.TarError, EOFError, OSError) as error:
-            raise ArchiveProblem(f"{name} is not a readable tar archive ({shown(str(error))[:120]})") from None
+            raise Problem(f"{name} is not a readable tar archive ({shown(str(error))[:120]})") from None
         with archive:
             by_name: dict[str, tarfile.TarInfo] = {}
 
@@ -230,11 +214,11 @@ def open_tar(path: str, name: str, limits: Limits) -> Iterator[Archive]:
                         if len(by_name) >= limits.max_members:
                             raise _too_many(name, f"over {limits.max_members}", limits)
                         if info.name in by_name:
-                            raise ArchiveProblem(f"{name} lists a member name twice: not an archive to read")
+                            raise Problem(f"{name} lists a member name twice: not an archive to read")
                         by_name[info.name] = info
                         yield info.name, info.size, _tar_kind(info)
                 except (tarfile.TarError, EOFError, OSError) as error:
-                    raise ArchiveProblem(f"{name} is not a readable tar archive ({shown(str(error))[:120]})") from None
+                    raise Problem(f"{name} is not a readable tar archive ({shown(str(error))[:120]})") from None
 
             members = _judge(name, headers(), limits)
 
@@ -246,6 +230,6 @@ def open_tar(path: str, name: str, limits: Limits) -> Iterator[Archive]:
 
 
 def is_zip(path: str, name: str) -> bool:
-    """Whether the regular file at `path` starts as a zip does (FileProblem for what is no regular file)."""
+    """Whether the regular file at `path` starts as a zip does (Problem for what is no regular file)."""
     with opened(path, name) as (fd, size):
         return size >= 22 and os.pread(fd, 4, 0) in (b"PK\x03\x04", _EOCD)

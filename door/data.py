@@ -3,8 +3,8 @@
 JSON nested 200,000 deep is refused in one line before the parser sees it: the brackets outside
 strings are counted (the regular expression and bytes.translate do the scanning in C), so the
 refusal costs a fraction of a parse and never a RecursionError. The parse itself is
-door.files.parse_json's (strict UTF-8, a key given twice refused). Every failure is a DataProblem,
-a FileProblem (callers that catch one catch both) whose message is one line naming the input.
+door.files.parse_json's (strict UTF-8, a key given twice refused). Every failure is a door.problem.Problem
+whose message is one line naming the input.
 
 YAML is host-only: PyYAML is imported when load_yaml is first called, never in the image.
 """
@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import re
 
-from door.files import FileProblem, parse_json, shown, size_text
+from door.files import parse_json, shown, size_text
+from door.problem import Problem
 
 MAX_DEPTH = 64  # no file this project reads nests deeper than a dozen levels
 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-
-
-class DataProblem(FileProblem):
-    """Why parsed data cannot be used, in one line that names it."""
 
 
 def json_depth(data: bytes, limit: int) -> int:
@@ -42,30 +39,27 @@ def json_depth(data: bytes, limit: int) -> int:
 
 def _bounded(data: bytes, name: str, cap: int) -> None:
     if len(data) > cap:
-        raise DataProblem(f"{name} is {len(data)} bytes, more than the {size_text(cap)} it can be")
+        raise Problem(f"{name} is {len(data)} bytes, more than the {size_text(cap)} it can be")
 
 
 def load_json(data: bytes, name: str, cap: int, max_depth: int = MAX_DEPTH, unique_keys: bool = True) -> object:
-    """`data` as strict UTF-8 JSON of at most `cap` bytes nested at most `max_depth` deep; DataProblem."""
+    """`data` as strict UTF-8 JSON of at most `cap` bytes nested at most `max_depth` deep; Problem."""
     _bounded(data, name, cap)
     if json_depth(data, max_depth) > max_depth:
-        raise DataProblem(f"{name} nests more than {max_depth} levels deep: not the data it should hold")
-    try:
-        return parse_json(data, name, unique_keys)
-    except FileProblem as problem:
-        raise DataProblem(str(problem)) from None
+        raise Problem(f"{name} nests more than {max_depth} levels deep: not the data it should hold")
+    return parse_json(data, name, unique_keys)
 
 
 def load_yaml(data: bytes, name: str, cap: int, max_depth: int = MAX_DEPTH) -> object:
     """`data` as one strict UTF-8 YAML document (PyYAML's safe loader) of at most `cap` bytes nested at
-    most `max_depth` deep; DataProblem. Host only: it imports PyYAML."""
+    most `max_depth` deep; Problem. Host only: it imports PyYAML."""
     import yaml  # host only (not in the image): imported where it is used
 
     _bounded(data, name, cap)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise DataProblem(f"{name} is not UTF-8 text (byte {error.start} is invalid)") from None
+        raise Problem(f"{name} is not UTF-8 text (byte {error.start} is invalid)") from None
 
     class Loader(yaml.SafeLoader):
         depth = 0
@@ -74,7 +68,7 @@ def load_yaml(data: bytes, name: str, cap: int, max_depth: int = MAX_DEPTH) -> o
             self.depth += 1
             try:
                 if self.depth > max_depth:
-                    raise DataProblem(f"{name} nests more than {max_depth} levels deep: not the data it should hold")
+                    raise Problem(f"{name} nests more than {max_depth} levels deep: not the data it should hold")
                 return super().compose_node(parent, index)
             finally:
                 self.depth -= 1
@@ -86,8 +80,8 @@ def load_yaml(data: bytes, name: str, cap: int, max_depth: int = MAX_DEPTH) -> o
         where = getattr(error, "problem_mark", None)
         at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
         what = getattr(error, "problem", None) or str(error).splitlines()[0]
-        raise DataProblem(f"{name} is not valid YAML ({shown(str(what))}{at})") from None
+        raise Problem(f"{name} is not valid YAML ({shown(str(what))}{at})") from None
     except RecursionError:
-        raise DataProblem(f"{name} nests too deeply to be read") from None
+        raise Problem(f"{name} nests too deeply to be read") from None
     finally:
         loader.dispose()

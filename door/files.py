@@ -6,7 +6,7 @@ The type is checked twice: os.stat before the open (a FIFO, device, socket or di
 symlink leading to one or looping, is refused without being opened) and fstat on the opened
 descriptor (a file swapped in between is caught). The open itself is O_NONBLOCK, so even a FIFO
 swapped in after the stat does not block the open; reads then stop at the cap. Every failure is a
-FileProblem whose message is one line naming the file."""
+door.problem.Problem whose message is one line naming the file."""
 from __future__ import annotations
 
 import contextlib
@@ -14,6 +14,8 @@ import json
 import os
 import stat
 from typing import Iterator
+
+from door.problem import Problem
 
 
 MiB = 2**20
@@ -39,10 +41,6 @@ def json_kind(value: object) -> str:
     return {list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
 
 
-class FileProblem(Exception):
-    """Why a file cannot be used, in one line that names it."""
-
-
 def shown(text: str) -> str:
     """`text` safe for a one-line report: control and other unprintable characters escaped."""
     return text if text.isprintable() else text.encode("unicode_escape", "backslashreplace").decode("ascii")
@@ -60,30 +58,30 @@ def _stat(path: str, name: str) -> os.stat_result:
         found = os.stat(path)
     except FileNotFoundError:
         if os.path.islink(path):
-            raise FileProblem(f"{name} is a symlink to a missing file ({shown(os.readlink(path))})") from None
-        raise FileProblem(f"{name} does not exist") from None
+            raise Problem(f"{name} is a symlink to a missing file ({shown(os.readlink(path))})") from None
+        raise Problem(f"{name} does not exist") from None
     except OSError as error:  # ELOOP (a symlink loop), EACCES, ENAMETOOLONG, ...
-        raise FileProblem(f"{name} cannot be read ({error.strerror or error})") from None
+        raise Problem(f"{name} cannot be read ({error.strerror or error})") from None
     except ValueError:  # an embedded NUL byte
-        raise FileProblem(f"{name} is not a usable path (it holds a NUL byte)") from None
+        raise Problem(f"{name} is not a usable path (it holds a NUL byte)") from None
     if not stat.S_ISREG(found.st_mode):
-        raise FileProblem(f"{name} is {kind(found.st_mode)}, not a regular file")
+        raise Problem(f"{name} is {kind(found.st_mode)}, not a regular file")
     return found
 
 
 @contextlib.contextmanager
 def opened(path: str, name: str) -> Iterator[tuple[int, int]]:
     """(descriptor, size) of the regular file at `path`, opened without blocking; `name` is how
-    messages call it. Raises FileProblem."""
+    messages call it. Raises Problem."""
     _stat(path, name)
     try:
         fd = os.open(path, OPEN_FLAGS)
     except OSError as error:
-        raise FileProblem(f"{name} cannot be opened ({error.strerror or error})") from None
+        raise Problem(f"{name} cannot be opened ({error.strerror or error})") from None
     try:
         found = os.fstat(fd)
         if not stat.S_ISREG(found.st_mode):
-            raise FileProblem(f"{name} is {kind(found.st_mode)}, not a regular file (it changed while read)")
+            raise Problem(f"{name} is {kind(found.st_mode)}, not a regular file (it changed while read)")
         yield fd, found.st_size
     finally:
         os.close(fd)
@@ -96,7 +94,7 @@ def read_at(fd: int, offset: int, length: int, name: str) -> bytes:
         try:
             chunk = os.pread(fd, min(length - got, MiB), offset + got)
         except OSError as error:  # EAGAIN, EIO, ...
-            raise FileProblem(f"{name} cannot be read ({error.strerror or error})") from None
+            raise Problem(f"{name} cannot be read ({error.strerror or error})") from None
         if not chunk:
             break
         chunks.append(chunk)
@@ -109,29 +107,28 @@ def size_text(count: int) -> str:
 
 
 def read_bytes(path: str, name: str, cap: int = JSON_CAP) -> bytes:
-    """The whole file, refused (FileProblem) when it is empty or larger than `cap`."""
+    """The whole file, refused (Problem) when it is empty or larger than `cap`."""
     with opened(path, name) as (fd, size):
         if size > cap:
-            raise FileProblem(f"{name} is {size} bytes, more than the {size_text(cap)} such a file can be")
+            raise Problem(f"{name} is {size} bytes, more than the {size_text(cap)} such a file can be")
         data = read_at(fd, 0, cap + 1, name)
     if len(data) > cap:
-        raise FileProblem(f"{name} grew past {size_text(cap)} while it was read")
+        raise Problem(f"{name} grew past {size_text(cap)} while it was read")
     if not data.strip():
-        raise FileProblem(f"{name} is empty")
+        raise Problem(f"{name} is empty")
     return data
 
 
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
-    found = dict(pairs)
-    if len(found) != len(pairs):
-        seen = set()
-        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
-        raise _Duplicate(twice)
-    return found
-
-
-class _Duplicate(ValueError):
-    pass
+def _unique_keys(name: str):
+    """json's object_pairs_hook refusing a key given twice in one object (Problem naming it)."""
+    def hook(pairs: list[tuple[str, object]]) -> dict:
+        found = dict(pairs)
+        if len(found) != len(pairs):
+            seen = set()
+            twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+            raise Problem(f"{name} gives the key {shown(twice)!r} twice in one object")
+        return found
+    return hook
 
 
 def parse_json(data: bytes, name: str, unique_keys: bool = True) -> object:
@@ -141,15 +138,13 @@ def parse_json(data: bytes, name: str, unique_keys: bool = True) -> object:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise FileProblem(f"{name} is not UTF-8 text (byte {error.start} is invalid)") from None
+        raise Problem(f"{name} is not UTF-8 text (byte {error.start} is invalid)") from None
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys) if unique_keys else json.loads(text)
-    except _Duplicate as error:
-        raise FileProblem(f"{name} gives the key {shown(str(error))!r} twice in one object") from None
+        return json.loads(text, object_pairs_hook=_unique_keys(name)) if unique_keys else json.loads(text)
     except RecursionError:
-        raise FileProblem(f"{name} is nested too deeply to be a model file") from None
+        raise Problem(f"{name} is nested too deeply to be a model file") from None
     except ValueError as error:  # JSONDecodeError, an integer of more than 4300 digits
-        raise FileProblem(f"{name} is not valid JSON ({shown(str(error).splitlines()[0])})") from None
+        raise Problem(f"{name} is not valid JSON ({shown(str(error).splitlines()[0])})") from None
 
 
 def read_json(path: str, name: str, cap: int = JSON_CAP, unique_keys: bool = True) -> object:
@@ -160,7 +155,7 @@ def read_object(path: str, name: str, cap: int = JSON_CAP, unique_keys: bool = T
     """A JSON file whose top level must be an object."""
     found = read_json(path, name, cap, unique_keys)
     if not isinstance(found, dict):
-        raise FileProblem(f"{name} holds {json_kind(found)}, not a JSON object")
+        raise Problem(f"{name} holds {json_kind(found)}, not a JSON object")
     return found
 
 
@@ -204,12 +199,12 @@ def read_own_bytes(path: "str | os.PathLike[str]") -> bytes:
 
 
 def read_text(path: str, name: str, cap: int = JSON_CAP) -> str:
-    """read_bytes as strict UTF-8 text (FileProblem naming the file when it is not)."""
+    """read_bytes as strict UTF-8 text (Problem naming the file when it is not)."""
     data = read_bytes(path, name, cap)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise FileProblem(f"{name} is not UTF-8 text (byte {error.start} is invalid)") from None
+        raise Problem(f"{name} is not UTF-8 text (byte {error.start} is invalid)") from None
 
 
 SYSTEM_CAP = MiB

@@ -15,6 +15,7 @@ import warnings
 from typing import Iterable, Mapping
 
 from door import files
+from door.problem import Problem
 from door.redact import MASK, redact, secret_name
 
 MIN_SECRET = 4  # shorter values would mask ordinary words
@@ -60,7 +61,7 @@ def secrets_in(env: Mapping[str, str]) -> list[str]:
         if env.get(name):
             try:
                 found.append(files.read_bytes(env[name], name, 64 * 1024).decode("utf-8", "replace").strip())
-            except files.FileProblem:
+            except Problem:
                 pass
     for name, value in env.items():  # HF_ENDPOINT, the proxies, PIP_INDEX_URL, ...: any URL with credentials
         if "://" in value and "@" in value:

@@ -8,13 +8,10 @@ import os
 from pathlib import Path
 
 from door.files import shown
+from door.problem import Problem
 
 NAME_MAX = 255      # bytes of one part (ext4, xfs, btrfs)
 PATH_MAX = 4096
-
-
-class PathProblem(ValueError):
-    """Why a remote name cannot be a path under its root, in one line naming it."""
 
 
 def problem(name: object) -> str | None:
@@ -38,17 +35,17 @@ def problem(name: object) -> str | None:
 
 
 def contained(root: Path, remote_name: str, what: str) -> Path:
-    """`remote_name` as a path under `root`; PathProblem (one line naming `what` and the name) when it
+    """`remote_name` as a path under `root`; Problem (one line naming `what` and the name) when it
     would lead anywhere else, by its text or by a symlink among the folders that already exist."""
     found = problem(remote_name)
     if found is not None:
-        raise PathProblem(f"{what} names {shown(str(remote_name))[:200]!r}, which {found}: "
+        raise Problem(f"{what} names {shown(str(remote_name))[:200]!r}, which {found}: "
                           f"refused, nothing is written outside {shown(str(root))}")
     root = Path(root)
     path = root.joinpath(*remote_name.split("/"))
     real_root = os.path.realpath(root)
     real = os.path.realpath(path)
     if os.path.commonpath([real_root, real]) != real_root or real == real_root:
-        raise PathProblem(f"{what} names {shown(remote_name)[:200]!r}, which leads out of {shown(str(root))} by "
+        raise Problem(f"{what} names {shown(remote_name)[:200]!r}, which leads out of {shown(str(root))} by "
                           "a symlink: refused, nothing is written there")
     return path

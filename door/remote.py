@@ -30,6 +30,7 @@ import urllib.parse
 import urllib.request
 from typing import BinaryIO, Iterator, Mapping
 
+from door.problem import Problem
 from door.redact import MASK, redact
 
 KiB, MiB = 1024, 2**20
@@ -42,7 +43,7 @@ HEADER_CAP = 64 * KiB       # http.client's own limits: 64 KiB a line, 100 heade
 REDIRECTS = frozenset((301, 302, 303, 307, 308))
 
 
-class RemoteProblem(Exception):
+class RemoteProblem(Problem):
     """Why a remote read failed, in one line naming it. `status` is the HTTP status where one came
     (None for a network failure, a deadline, a cap); `headers` the answer's headers (lowercase names)."""
 
@@ -267,11 +268,6 @@ def _declared(response: http.client.HTTPResponse, name: str, url: str) -> int | 
     return int(text)
 
 
-class _WriteFailed(Exception):
-    def __init__(self, error: OSError):
-        self.error = error
-
-
 def _read_capped(response: http.client.HTTPResponse, cap: int, sink: BinaryIO | None, name: str, url: str,
                  watchdog: _Watchdog) -> bytes:
     """The body up to `cap` bytes (into `sink` when given, else returned); RemoteProblem past the cap,
@@ -282,35 +278,30 @@ def _read_capped(response: http.client.HTTPResponse, cap: int, sink: BinaryIO | 
         raise RemoteProblem(f"{name}: {shown_url(url)} declared {declared} bytes, more than the {cap} "
                             "expected", response.status, headers, shape=True)
     chunks, got = [], 0
-    try:
-        while True:
+    use = chunks.append if sink is None else sink.write  # the local disk's failure (an OSError of sink.write)
+    # is the caller's to report, not the peer's: it is written outside the reading's try
+
+    def next_piece() -> bytes:
+        """The next piece of the body (b"" at its end); RemoteProblem past the cap, a failed read or the deadline."""
+        try:
             if watchdog.expired:
                 raise TimeoutError
             piece = response.read1(min(CHUNK, cap + 1 - got))
-            if not piece:
-                break
-            got += len(piece)
-            if got > cap:
-                raise RemoteProblem(f"{name}: {shown_url(url)} sent more than the {cap} bytes expected",
-                                    response.status, headers, shape=True)
-            if sink is not None:
-                try:
-                    sink.write(piece)
-                except OSError as error:
-                    raise _WriteFailed(error) from None
-            else:
-                chunks.append(piece)
-    except RemoteProblem:
-        raise
-    except _WriteFailed as failed:  # the local disk's failure, not the peer's: the caller's to report
-        raise failed.error from None
-    except http.client.IncompleteRead:
-        pass  # judged below: fewer bytes than declared
-    except (OSError, http.client.HTTPException, ValueError, TimeoutError) as error:
-        if watchdog.expired:
-            raise _late(name, url, watchdog.deadline) from None
-        raise RemoteProblem(f"{name}: {shown_url(url)} failed after {got} bytes ({_reason(error)})",
-                            response.status, headers, cut=True) from None
+        except http.client.IncompleteRead:
+            return b""  # judged below: fewer bytes than declared
+        except (OSError, http.client.HTTPException, ValueError, TimeoutError) as error:
+            if watchdog.expired:
+                raise _late(name, url, watchdog.deadline) from None
+            raise RemoteProblem(f"{name}: {shown_url(url)} failed after {got} bytes ({_reason(error)})",
+                                response.status, headers, cut=True) from None
+        if got + len(piece) > cap:
+            raise RemoteProblem(f"{name}: {shown_url(url)} sent more than the {cap} bytes expected",
+                                response.status, headers, shape=True)
+        return piece
+
+    while piece := next_piece():
+        got += len(piece)
+        use(piece)
     if watchdog.expired:
         raise _late(name, url, watchdog.deadline)
     if declared is not None and got != declared:

@@ -9,6 +9,6 @@ from .device import Probe  # noqa: E402
 
 probe = None if sys.argv[1:2] == ["fetch"] else Probe()  # the driver answers while the rest imports
 
-from .cli import main  # noqa: E402
+from .start import main  # noqa: E402
 
 sys.exit(main(sys.argv[1:], os.environ, probe))

@@ -8,6 +8,7 @@ from typing import Mapping
 
 from contract.layout import API_KEY_PATH, ENV_API_KEY, ENV_API_KEY_FILE
 from door import files
+from door.problem import Problem
 from .settings import SettingsError
 
 MAX_KEY_FILE_BYTES = 64 * 1024
@@ -24,7 +25,7 @@ def read_key_file(path: str) -> str:
     characters without spaces, at most 64 KiB."""
     try:
         data = files.read_bytes(path, "the file", MAX_KEY_FILE_BYTES)
-    except files.FileProblem as problem:
+    except Problem as problem:
         raise _refuse(path, f"a usable key file ({problem})") from None
     try:
         key = data.decode("utf-8").rstrip("\r\n")

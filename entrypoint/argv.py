@@ -21,10 +21,11 @@ import re
 import shlex
 import unicodedata
 
-from imagefacts.shape import SPELLED, ArgvError, VllmValues, long_option, rebuild_parser
+from imagefacts.shape import SPELLED, VllmValues, long_option, rebuild_parser
 from contract.verdict import Result, passed, warned
 from .settings import SPECULATIVE_FIX, SettingsError, speculative_value_problem
 from door import files
+from door.problem import UsageError
 
 EXTRA_ARGS = "VLLM_EXTRA_ARGS"
 CONTAINER_ARGS = "the container's arguments"
@@ -66,15 +67,6 @@ DASH_LOOKALIKES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"
 ARGS_FILE_PREFIX = "@"
 
 
-class StrayWord(ArgvError):
-    """A word vLLM's parser would take for a positional value (the model) or not know, that the user
-    meant as something else: an option written with look-alike dashes, an @file of arguments."""
-
-    def __init__(self, word: str, expected: str, fix: str):
-        super().__init__(expected)
-        self.word, self.expected, self.fix = word, expected, fix
-
-
 def meant_option(word: str, table: dict) -> str:
     """The option a word written with look-alike dashes stands for: the table's spelling of its name
     (`-tp` or `--max-model-len`), with its `=value` kept."""
@@ -91,9 +83,10 @@ def option_dest(option: str, table: dict) -> str | None:
     return next((entry["dest"] for entry in table["options"] if name in entry["options"]), None)
 
 
-def stray_word(word: str, table: dict) -> StrayWord | None:
-    """Why `word`, taken by the parser as a positional value or left unknown, is not what the user
-    meant, naming the word as written and what to write instead; None for any other word."""
+def stray_word(word: str, table: dict, where: str) -> SettingsError | None:
+    """Why `word` (from `where`), taken by the parser as a positional value (the model) or left unknown,
+    is not what the user meant (an option written with look-alike dashes, an @file of arguments),
+    naming the word as written and what to write instead; None for any other word."""
     lead = word[: len(word) - len(word.lstrip("-" + DASH_LOOKALIKES))]
     odd = list(dict.fromkeys(char for char in lead if char in DASH_LOOKALIKES))
     if odd:
@@ -102,13 +95,13 @@ def stray_word(word: str, table: dict) -> StrayWord | None:
         owner = OWNED.get(option_dest(meant, table) or "")
         fix = (f"Set {owner} instead: the word stands for {meant.partition('=')[0]}, which the entrypoint sets from "
                f"{owner}." if owner else f"Write {meant!r} with ASCII hyphens (an editor or chat app replaced them).")
-        return StrayWord(word, f"options written with the ASCII hyphen-minus '-': this word starts with {names}, "
-                               "which looks like '-' but is not, so vLLM's parser does not read it as an option "
-                               "(it would take the word for the model to serve, or refuse it)", fix)
+        return SettingsError(where, word, f"options written with the ASCII hyphen-minus '-': this word starts with {names}, "
+                             "which looks like '-' but is not, so vLLM's parser does not read it as an option "
+                             "(it would take the word for the model to serve, or refuse it)", fix)
     if word.startswith(ARGS_FILE_PREFIX):
-        return StrayWord(word, "the options themselves: vLLM's parser reads no @file of arguments and would take "
-                               "the word for the model to serve",
-                         "Write the options that file holds in place of the word.")
+        return SettingsError(where, word, "the options themselves: vLLM's parser reads no @file of arguments and would take "
+                             "the word for the model to serve",
+                             "Write the options that file holds in place of the word.")
     return None
 
 
@@ -158,7 +151,7 @@ def flexible_words(words: list[str]) -> list[str]:
         name, equals, value = word.partition("=")
         if not equals:
             if index + 1 >= len(processed):
-                raise ArgvError(f"argument {name}: expected one argument")
+                raise UsageError(f"argument {name}: expected one argument")
             value = processed[index + 1]
             skip.add(index + 1)
         if name.endswith("+"):
@@ -177,28 +170,29 @@ def flexible_words(words: list[str]) -> list[str]:
     return out
 
 
-def parse_words(words: list[str], table: dict, strays: bool = False) -> tuple[dict, dict]:
+def parse_words(words: list[str], table: dict, strays: str | None = None) -> tuple[dict, dict]:
     """(dest -> typed value, dest -> the spelling that set it) for each option the words set;
-    ArgvError for what vLLM's parser would refuse; with `strays`, StrayWord for a positional or
-    unknown word meant as something else (stray_word), which vLLM's parser takes for the model."""
+    UsageError for what vLLM's parser would refuse; with `strays` (where the words came from),
+    SettingsError for a positional or unknown word meant as something else (stray_word), which
+    vLLM's parser takes for the model."""
     try:
         namespace, unknown = rebuild_parser(table).parse_known_args(flexible_words(words))
     except argparse.ArgumentError as error:
-        raise ArgvError(" ".join(str(error).split())) from None
+        raise UsageError(" ".join(str(error).split())) from None
     values = vars(namespace)
     positional = [values.get(entry["dest"]) for entry in table["positionals"]]
     for word in [w for value in positional for w in (value if isinstance(value, list) else [value])] + unknown:
-        stray = stray_word(word, table) if strays and isinstance(word, str) else None
+        stray = stray_word(word, table, strays) if strays and isinstance(word, str) else None
         if stray is not None:
             raise stray
     if unknown:
-        raise ArgvError(f"unrecognized arguments: {' '.join(unknown)}")
+        raise UsageError(f"unrecognized arguments: {' '.join(unknown)}")
     spelled = values.pop(SPELLED, {})
     return values, spelled
 
 
 def parse_extra(words: list[str], table: dict) -> dict:
-    """dest -> typed value for each option the words set; ArgvError for what vLLM's parser would refuse."""
+    """dest -> typed value for each option the words set; UsageError for what vLLM's parser would refuse."""
     return parse_words(words, table)[0]
 
 
@@ -284,7 +278,7 @@ def spelled_out(words: list[str]) -> dict:
     """The re-checked options given with their full names (the last one wins)."""
     try:
         words = flexible_words(words)
-    except ArgvError:
+    except UsageError:
         pass
     found = {}
     for index, word in enumerate(words):
@@ -312,10 +306,10 @@ def judge_extra(extra_args: tuple[str, ...], container_args: tuple[str, ...], ta
             continue
         raw = shlex.join(words)
         try:
-            parsed, spelled = parse_words(list(words), table, strays=True)
-        except StrayWord as stray:
-            raise SettingsError(where, stray.word, stray.expected, stray.fix) from None
-        except ArgvError as error:
+            parsed, spelled = parse_words(list(words), table, strays=where)
+        except SettingsError:
+            raise
+        except UsageError as error:
             raise SettingsError(where, raw, f"options of this vLLM's server ({error})",
                                 "Fix or remove that word; `vllm serve --help=all` lists the options.") from None
         problem = owner_problem(parsed, table, where, raw, spelled)

@@ -28,6 +28,7 @@ import dataclasses
 import os
 
 from door import files
+from door.problem import Problem
 from .argv import Extras, is_json_object
 from .checks.model import tokenizer_problem
 from .settings import SettingsError
@@ -52,7 +53,7 @@ def file_problem(path: str) -> str | None:
     try:
         with files.opened(os.path.expanduser(path), files.shown(path)):
             return None
-    except files.FileProblem as problem:
+    except Problem as problem:
         return str(problem)
 
 

@@ -7,6 +7,7 @@ import dataclasses
 import threading
 from typing import Callable
 
+from door.problem import Problem
 from . import nvml
 
 LIBCUDA = "libcuda.so.1"
@@ -38,10 +39,6 @@ class Device:
                 "count": self.count}
 
 
-class NoDevice(Exception):
-    """Why no CUDA device could be read (library missing, cuInit error)."""
-
-
 def cuda_error(lib, code: int) -> str:
     name = ctypes.c_char_p()
     if lib.cuGetErrorName(code, ctypes.byref(name)) == 0 and name.value:
@@ -53,7 +50,7 @@ def load_libcuda(libcuda: str = LIBCUDA):
     try:
         return ctypes.CDLL(libcuda)
     except OSError as error:
-        raise NoDevice(f"{libcuda} does not load: {error}") from None
+        raise Problem(f"{libcuda} does not load: {error}") from None
 
 
 def weakest(devices: list[Device]) -> Device:
@@ -70,11 +67,11 @@ def probe_devices(libcuda: str = LIBCUDA) -> list[Device]:
     lib = load_libcuda(libcuda)
     code = lib.cuInit(0)
     if code:
-        raise NoDevice(f"cuInit failed: {cuda_error(lib, code)}")
+        raise Problem(f"cuInit failed: {cuda_error(lib, code)}")
     count = ctypes.c_int()
     code = lib.cuDeviceGetCount(ctypes.byref(count))
     if code or count.value == 0:
-        raise NoDevice(f"no CUDA device visible ({cuda_error(lib, code) if code else '0 devices'})")
+        raise Problem(f"no CUDA device visible ({cuda_error(lib, code) if code else '0 devices'})")
     devices = []
     for ordinal in range(count.value):
         handle = ctypes.c_int()
@@ -97,7 +94,7 @@ def retain_context(ordinal: int = 0, libcuda: str = LIBCUDA) -> tuple[str | None
     to release where it was not made)."""
     try:
         lib = load_libcuda(libcuda)
-    except NoDevice as error:
+    except Problem as error:
         return str(error), _nothing
     handle, context = ctypes.c_int(), ctypes.c_void_p()
     for call, args in (("cuInit", (0,)), ("cuDeviceGet", (ctypes.byref(handle), ordinal)),
@@ -132,7 +129,7 @@ class Probe:
         self.libcuda, self.libnvml = libcuda, libnvml
         self._listed, self._made, self._over = threading.Event(), threading.Event(), threading.Event()
         self._nvml_read = threading.Event()
-        self._devices: list[Device] | Exception = NoDevice("not probed")
+        self._devices: list[Device] | Exception = Problem("not probed")
         self._context: tuple[int, str | None] | None = None
         self._seen: nvml.NvmlView | None = None
         threading.Thread(target=self._read_nvml, daemon=True, name="nvml-probe").start()
@@ -166,9 +163,9 @@ class Probe:
             self._over.set()
 
     def devices(self, deadline_s: float = DEVICES_DEADLINE_S) -> list[Device]:
-        """probe_devices()'s answer; NoDevice when the driver has not given it within deadline_s."""
+        """probe_devices()'s answer; Problem when the driver has not given it within deadline_s."""
         if not self._listed.wait(deadline_s):
-            raise NoDevice(f"no answer from cuInit in {deadline_s:g} s")
+            raise Problem(f"no answer from cuInit in {deadline_s:g} s")
         if isinstance(self._devices, Exception):
             raise self._devices
         return self._devices

@@ -13,9 +13,9 @@ from typing import Callable, Mapping
 from contract.model_config import ModelConfig
 from contract.verdict import Result, failed, warned
 
-from . import environment, hub, nvml
+from . import environment, hub_access, nvml
 from .argv import Extras, argv_result, json_object, speculative_drafter
-from .facts import Loaded
+from .image_facts import Loaded
 from .checks import (audio, cache, clamp, devices, disk, driver, fetched, fp16, memory, model, parallel, parsers, port,
                      shm, turing_settings)
 from .device import Device, Probe, context_error
@@ -66,9 +66,8 @@ def torch_check(loaded: Loaded, context: Callable[[int], str | None] | None = No
             made = in_thread(lambda: (context or context_error)(device.ordinal))
 
             def judged() -> Result:
-                try:
-                    error = made(CHECK_DEADLINE_S)
-                except Overdue:
+                error = made(CHECK_DEADLINE_S)
+                if error is OVERDUE:
                     error = f"no answer from cuDevicePrimaryCtxRetain in {CHECK_DEADLINE_S:g} s"
                 return torch_runtime.check_torch_from_facts(loaded.facts.torch, device.cc, error)
             return judged
@@ -154,7 +153,7 @@ def hub_problem(name: str, variable: str, value: str, settings: Settings,
     after the server's download retries."""
     if settings.hf_offline or not settings.download_at_start or os.path.isabs(value) or value.startswith("."):
         return None  # without DOWNLOAD_AT_START the model check points to fetch, network or not
-    down = hub.unreachable(env)
+    down = hub_access.unreachable(env)
     if down is None:
         return None
     probed, why = down
@@ -179,13 +178,14 @@ def resolve_models(settings: Settings, env: Mapping[str, str] | None = None, ext
                 return hub_problem(name, variable, value, settings, env) or found
             return found
         try:
-            return within(CHECK_DEADLINE_S, read)
-        except Overdue:
+            found = within(CHECK_DEADLINE_S, read)
+        except Exception as error:
+            return model.Resolved(None, None, could_not_run(name, error))
+        if found is OVERDUE:
             return model.Resolved(None, None, failed(name, f"{variable}={value}: reading it did not finish in "
                                                            f"{CHECK_DEADLINE_S:.0f} s", "find what hangs there (a "
                                                            "network mount, a FIFO)"))
-        except Exception as error:
-            return model.Resolved(None, None, could_not_run(name, error))
+        return found
     return Models(resolve(model.MODEL, "MODEL", settings.model, source),
                   resolve(model.DRAFTER, "DRAFTER" if settings.drafter else extras.name("speculative_config") + " model",
                           drafter, model.MODEL_FOLDER_CONFIG) if drafter else None)
@@ -332,13 +332,13 @@ CHECK_DEADLINE_S = 15.0
 DEADLINES_S = {"torch": 120.0}
 
 
-class Overdue(Exception):
-    pass
+OVERDUE = object()  # what a wait returns when work() has not returned by its deadline
 
 
 def in_thread(work: Callable[[], object]) -> Callable[[float], object]:
     """Starts work() in a daemon thread (which neither the exec nor the exit waits for); the returned
-    callable waits up to its deadline for work()'s value, raising Overdue when it has not returned."""
+    callable waits up to its deadline for work()'s value (work()'s exception raised), OVERDUE when it
+    has not returned."""
     box: dict = {}
 
     def run() -> None:
@@ -352,7 +352,7 @@ def in_thread(work: Callable[[], object]) -> Callable[[float], object]:
     def wait(deadline_s: float):
         thread.join(deadline_s)
         if thread.is_alive():
-            raise Overdue()
+            return OVERDUE
         if "error" in box:
             raise box["error"]
         return box["value"]
@@ -367,9 +367,8 @@ def begun_in_thread(name: str, start: Callable[[], Check]) -> Check:
     started = in_thread(start)
 
     def collected() -> Result:
-        try:
-            check = started(CHECK_DEADLINE_S)
-        except Overdue:
+        check = started(CHECK_DEADLINE_S)
+        if check is OVERDUE:
             return failed(name, f"did not start in {CHECK_DEADLINE_S:g} s", f"find what hangs (a network mount); "
                           f"SKIP_CHECKS={name} skips it")
         return check()
@@ -377,7 +376,7 @@ def begun_in_thread(name: str, start: Callable[[], Check]) -> Check:
 
 
 def within(deadline_s: float, work: Callable[[], object]):
-    """work()'s value, or Overdue when it has not returned within deadline_s."""
+    """work()'s value, or OVERDUE when it has not returned within deadline_s."""
     return in_thread(work)(deadline_s)
 
 
@@ -395,11 +394,10 @@ def overdue(name: str, deadline_s: float) -> Result:
 def guarded(name: str, work: Callable[[], Result], deadline_s: float) -> Result:
     """The check's result; a check that hangs or raises fails with one line instead."""
     try:
-        return within(deadline_s, work)
-    except Overdue:
-        return overdue(name, deadline_s)
+        result = within(deadline_s, work)
     except Exception as error:
         return could_not_run(name, error)
+    return overdue(name, deadline_s) if result is OVERDUE else result
 
 
 def begun(name: str, work: Callable[[], Result]) -> Background:
@@ -410,10 +408,8 @@ def begun(name: str, work: Callable[[], Result]) -> Background:
         wait = in_thread(work)
 
         def collected() -> Result:
-            try:
-                return wait(CHECK_DEADLINE_S)
-            except Overdue:
-                return overdue(name, CHECK_DEADLINE_S)
+            result = wait(CHECK_DEADLINE_S)
+            return overdue(name, CHECK_DEADLINE_S) if result is OVERDUE else result
         return collected
     return Background(start)
 

@@ -18,6 +18,7 @@ from .api_key import server_api_key
 from door.redact import redact
 from .settings import SettingsError, parse_settings
 from door import files
+from door.problem import Problem
 
 COMMAND = ("python3", "-m", "entrypoint.ready")
 # The kubelet gives the probe its timeoutSeconds (10); the request gives up first, with its own line.
@@ -25,26 +26,22 @@ REQUEST_TIMEOUT_S = 8.0
 MAX_BODY_BYTES = 4 * 2**20
 
 
-class NotReady(Exception):
-    pass
-
-
 def listed_models(body: bytes) -> list[str]:
-    """The ids of an OpenAI model list; NotReady when the body is not one."""
+    """The ids of an OpenAI model list; Problem when the body is not one."""
     try:
         cards = files.own_json(body).get("data")
         ids = [card["id"] for card in cards]
     except (ValueError, AttributeError, TypeError, KeyError, RecursionError):
-        raise NotReady("/v1/models answered with something that is not an OpenAI model list") from None
+        raise Problem("/v1/models answered with something that is not an OpenAI model list") from None
     if not all(isinstance(name, str) for name in ids):
-        raise NotReady("/v1/models answered with a model id that is not text")
+        raise Problem("/v1/models answered with a model id that is not text")
     return ids
 
 
 def judge(served: str, ids: list[str]) -> None:
     if served not in ids:
         shown = ", ".join(repr(name) for name in ids[:5]) or "no model"
-        raise NotReady(f"/v1/models lists {shown}, not the served model {served!r}")
+        raise Problem(f"/v1/models lists {shown}, not the served model {served!r}")
 
 
 def ask(port: int, key: str | None, timeout_s: float = REQUEST_TIMEOUT_S) -> bytes:
@@ -56,29 +53,29 @@ def ask(port: int, key: str | None, timeout_s: float = REQUEST_TIMEOUT_S) -> byt
     except urllib.error.HTTPError as error:
         hint = ("" if error.code != 401 else " (the key the probe sent is not the server's)" if key
                 else " (the server requires a key: set API_KEY_FILE for the probe as for the server)")
-        raise NotReady(f"/v1/models on port {port} answered {error.code}{hint}") from None
+        raise Problem(f"/v1/models on port {port} answered {error.code}{hint}") from None
     except (OSError, ValueError) as error:
         reason = getattr(error, "reason", None) or error
-        raise NotReady(f"/v1/models on port {port}: no answer ({reason})") from None
+        raise Problem(f"/v1/models on port {port}: no answer ({reason})") from None
 
 
 def check(env: Mapping[str, str]) -> None:
-    """NotReady naming why the served model is not answering."""
+    """Problem naming why the served model is not answering."""
     try:
         settings = parse_settings(env)
         key = server_api_key(env, settings.api_key_file) or (env.get("VLLM_API_KEY") or "").strip() or None
     except SettingsError as error:
-        raise NotReady(f"bad setting {error}") from None
+        raise Problem(f"bad setting {error}") from None
     body = ask(settings.port, key)
     if len(body) > MAX_BODY_BYTES:
-        raise NotReady(f"/v1/models answered more than {MAX_BODY_BYTES} bytes")
+        raise Problem(f"/v1/models answered more than {MAX_BODY_BYTES} bytes")
     judge(settings.served_model_name or settings.model, listed_models(body))
 
 
 def main(env: Mapping[str, str]) -> int:
     try:
         check(env)
-    except NotReady as problem:
+    except Problem as problem:
         print(f"vllm-turing ready: not ready: {redact(str(problem))}", file=sys.stderr)
         return 1
     return 0

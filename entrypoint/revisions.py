@@ -17,6 +17,7 @@ import os
 import re
 
 from door import files
+from door.problem import Problem
 from .argv import Extras
 from .checks.model import hf_cache_snapshot
 from .fetch import manifest
@@ -46,7 +47,7 @@ def folder_revision(folder: str) -> tuple[str, tuple[str, ...], str | None]:
     """(what the folder is, in words; the revision names it answers to; the repo, if known)."""
     try:
         found = manifest.read(folder)
-    except manifest.ManifestProblem as problem:
+    except Problem as problem:
         return f"a folder whose fetch manifest is unreadable ({problem})", (), None
     if found is not None:
         asked = (found.revision,) if found.revision else ()

@@ -17,6 +17,7 @@ from contract.layout import (DEPRECATED_ENV_NAMES, ENV_API_KEY, ENV_API_KEY_FILE
                              STOP_GRACE_S)
 from door.redact import redact
 from door import files
+from door.problem import UsageError
 
 # The one program the entrypoint execs. Nothing in the environment replaces it: the test tiers
 # put a stand-in `vllm` package on PYTHONPATH instead (tests/support/standin_vllm.py).
@@ -61,9 +62,10 @@ ENV_RANKED_CONFIGS = "TURING_CLAMP_RANKED_CONFIGS"
 OLD_NAME = {new: old for old, new in DEPRECATED_ENV_NAMES.items()}
 
 
-class SettingsError(ValueError):
+class SettingsError(UsageError):
     """A bad setting: what was found, what was expected, the one thing to do; every secret value it
-    would show masked (door/redact.py), the value and what was expected cut to a line's length."""
+    would show masked (door/redact.py), the value and what was expected cut to a line's length. Caught
+    apart from other bad input: the entrypoint's refusal names `variable` (its JSON's "variable")."""
 
     def __init__(self, variable: str, found: str, expected: str, fix: str):
         self.variable = variable

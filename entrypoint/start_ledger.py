@@ -31,6 +31,7 @@ from typing import Callable
 
 from contract.layout import CACHE_STAMP_NAME, START_LEDGER_NAME
 from door import files
+from door.problem import Problem
 
 LEDGER_FORMAT = 1
 LEDGER_MAX_BYTES = 4096
@@ -104,7 +105,7 @@ def so_damage(path: str) -> Damage | None:
     try:  # a regular file only: a FIFO named *.so in the cache must not hang the start
         with files.opened(path, path) as (fd, size):
             header = files.read_at(fd, 0, 64, path)
-    except files.FileProblem:
+    except Problem:
         return None
     problem = elf_problem(size, header)
     return Damage(path, problem) if problem else None

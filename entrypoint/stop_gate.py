@@ -1,6 +1,6 @@
 """A clean 503 for a request that arrives while the server stops.
 
-During the drain (vLLM's --shutdown-timeout, entrypoint/command.py) uvicorn still accepts
+During the drain (vLLM's --shutdown-timeout, entrypoint/server_command.py) uvicorn still accepts
 connections, but vLLM has already shut down its renderer's executor: a new request got HTTP 500
 "cannot schedule new futures after shutdown". The entrypoint passes this middleware to vLLM's
 `--middleware` (an import path; vLLM 0.32 and 0.33 add a class with app.add_middleware), and

@@ -1,6 +1,6 @@
 """What the build proves about the image's own stack, written once into IMAGE_FACTS
 (contract/layout.py) by `python3 -m imagefacts write PATH` inside the image, after vLLM, torch,
-Triton and the extras are in place. The entrypoint reads the file (entrypoint/facts.py) instead of
+Triton and the extras are in place. The entrypoint reads the file (entrypoint/image_facts.py) instead of
 importing torch or vLLM at every start:
 
 - packages: the versions of vllm, torch and triton the facts were read from (a mismatch at start,

@@ -1,5 +1,5 @@
 """The image facts file's shape, shared by its writer (imagefacts/read.py, build time, imports vLLM) and its
-reader (entrypoint/facts.py, every start, standard library only).
+reader (entrypoint/image_facts.py, every start, standard library only).
 
 The server parser's option table is argparse's own view of vLLM's parser: per action its option
 strings, dest and nargs (0 for flags); for options taking a value also its type (named by
@@ -16,6 +16,7 @@ from typing import Mapping
 
 from contract.distributions import installed_version
 from imagefacts.value_types import converter, dataclass_fields, type_spec
+from door.problem import UsageError
 
 SCHEMA = 1
 PACKAGES = ("vllm", "torch", "triton")
@@ -83,13 +84,9 @@ def option_table(parser: argparse.ArgumentParser) -> dict:
             "options": options, "positionals": positionals}  # vLLM's order: argparse's messages list them so
 
 
-class ArgvError(ValueError):
-    """What argparse would stop on (an unknown option, a missing value, an ambiguous abbreviation)."""
-
-
 class _RaisingParser(argparse.ArgumentParser):
     def error(self, message):  # argparse would print usage and exit 2
-        raise ArgvError(message)
+        raise UsageError(message)
 
 
 SPELLED = "_spelled"  # namespace attribute: dest -> the option string the words used for it

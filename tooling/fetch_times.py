@@ -36,13 +36,14 @@ def make_repo(mirror: HubMirror, gib: float, shards: int) -> tuple[str, int]:
 
 
 def fetch_path(commit: str, folder: str) -> None:
-    from entrypoint.fetch import hub, run
+    from entrypoint.fetch import fetch_model, hub_client
     from entrypoint.fetch.request import parse_request
 
     request = parse_request(["bench/model", "--gpu", "sm75", "--models-dir", os.path.dirname(folder),
                              "--name", os.path.basename(folder)])
-    with run.only_fetch_into(folder):
-        run.ensure(request, commit, folder, hub.list_files("bench/model", commit), run.downloads(request, commit, folder))
+    with fetch_model.only_fetch_into(folder):
+        fetch_model.ensure(request, commit, folder, hub_client.list_files("bench/model", commit),
+                           fetch_model.downloads(request, commit, folder))
 
 
 def snapshot_path(commit: str, folder: str) -> None:

@@ -7,7 +7,7 @@
 
 Prints the median of the whole run (process or container start included), of the checks as the
 report times them, and of every check, slowest first; with --local also the interpreter's start and the
-entrypoint's imports alone (`python3 -c pass` and `python3 -c "import entrypoint.cli"`, same environment),
+entrypoint's imports alone (`python3 -c pass` and `python3 -c "import entrypoint.start"`, same environment),
 so that wall = start + imports + checks + the rest (report, exit). Targets: <= 1 s without GPU, <= 5 s with GPU, torch import included.
 """
 import argparse
@@ -24,6 +24,7 @@ from contract.devices import TURING
 from contract.model_config import ConfigProblem, parse_config
 from door import files
 from door import children
+from door.problem import Problem
 
 
 def command(args) -> list[str]:
@@ -61,7 +62,7 @@ def main() -> int:
             parser.error("--fit-decision needs --table and --config")
         try:
             return fit_decision(args)
-        except files.FileProblem as problem:
+        except Problem as problem:
             print(f"bench/preflight: {problem}; give a model's config.json", file=sys.stderr)
             return 2
     argv = command(args)
@@ -91,7 +92,7 @@ def main() -> int:
     if args.local:
         interpreter = argv[:argv.index(sys.executable) + 1]  # env PYTHONPATH=... MODEL=... python3
         start = median_wall([*interpreter, "-c", "pass"], args.runs)
-        imports = median_wall([*interpreter, "-c", "import entrypoint.cli"], args.runs)
+        imports = median_wall([*interpreter, "-c", "import entrypoint.start"], args.runs)
     failed = [c["name"] for c in report["checks"] if c["status"] == "fail"]
     print(f"where:           {'local ' + sys.executable if args.local else 'container ' + args.image}")
     print(f"device:          {report['device'] or 'none (' + str(report['device_error']) + ')'}")
@@ -101,7 +102,7 @@ def main() -> int:
         print(f"median baseline: {baseline:.3f} s  (docker run of `python3 -c pass`: container start alone)")
     if start is not None:
         print(f"median start:    {start:.3f} s  (`python3 -c pass`, same environment)")
-        print(f"median imports:  {imports - start:.3f} s  (`import entrypoint.cli`, less the start)")
+        print(f"median imports:  {imports - start:.3f} s  (`import entrypoint.start`, less the start)")
     print(f"median checks:   {statistics.median(checks):.3f} s  (as the report times them)")
     medians = {name: statistics.median(times) for name, times in timed.items()}
     for name in sorted(medians, key=medians.get, reverse=True):  # every check, slowest first
@@ -128,9 +129,9 @@ def fit_decision(args) -> int:
     try:
         named = parse_config(config).names_a_model
     except ConfigProblem as problem:
-        raise files.FileProblem(f"--config {args.config}: {problem}") from None
+        raise Problem(f"--config {args.config}: {problem}") from None
     if not named:
-        raise files.FileProblem(f"--config {args.config} names neither architectures nor model_type")
+        raise Problem(f"--config {args.config} names neither architectures nor model_type")
     times = []
     for _ in range(args.runs):
         started = time.perf_counter()

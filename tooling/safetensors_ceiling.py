@@ -19,7 +19,7 @@ import math
 import pathlib
 import struct
 from door import files
-from door.problem import UsageError
+from door.problem import Problem, UsageError
 
 # Bytes per element as safetensors names the dtypes.
 DTYPE_BYTES = {
@@ -105,7 +105,7 @@ def read_header(path: pathlib.Path) -> tuple[dict, int]:
                                       "expected a safetensors file")
             raw = files.read_at(fd, 8, length, str(path))
         header = files.parse_json(raw, f"{path}'s header", unique_keys=False)
-    except files.FileProblem as problem:
+    except Problem as problem:
         raise UsageError(f"{problem}; expected a safetensors file") from None
     if not isinstance(header, dict):
         raise UsageError(f"{path}: header is a {type(header).__name__}, expected a JSON object")

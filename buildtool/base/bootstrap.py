@@ -9,7 +9,7 @@ from pathlib import Path
 import docker
 
 from door import children
-from buildtool.errors import BuildError
+from door.problem import Problem, UsageError
 from buildtool.hostconfig import debian_mirror
 
 BOOTSTRAP_IMAGE = "vllm-turing-os:bookworm"
@@ -42,24 +42,24 @@ def bootstrap_os_image(client: docker.DockerClient, suite: str = "bookworm", ref
 
 def _bootstrap(client: docker.DockerClient, suite: str, ref: str) -> str:
     if os.geteuid() != 0:
-        raise BuildError("making an OS image with debootstrap needs root: run as root, or pass --os-image of an image you have", 2)
+        raise UsageError("making an OS image with debootstrap needs root: run as root, or pass --os-image of an image you have")
     if not shutil.which("debootstrap"):
-        raise BuildError("making an OS image needs debootstrap: apt-get install debootstrap, or pass --os-image of an image you have", 2)
+        raise UsageError("making an OS image needs debootstrap: apt-get install debootstrap, or pass --os-image of an image you have")
     mirror = debian_mirror()
     if not mirror:
-        raise BuildError("making an OS image with debootstrap found no Debian mirror in /etc/apt/sources*: run it on a Debian host, "
-                         "or pass --os-image of an image you have", 2)
+        raise UsageError("making an OS image with debootstrap found no Debian mirror in /etc/apt/sources*: run it on a Debian host, "
+                         "or pass --os-image of an image you have")
     print(f"bootstrapping a Debian {suite} OS image with debootstrap from the host's mirror (about 30 s)", flush=True)
     with tempfile.TemporaryDirectory(prefix="vllm-turing-rootfs-") as tmp:
         root = Path(tmp) / "root"
         run = children.run(["debootstrap", "--variant=minbase", suite, str(root), mirror])
         if run.returncode != 0:
             last = (run.stderr.strip() or run.stdout.strip()).splitlines()[-1:]
-            raise BuildError("debootstrap failed: " + (last[0] if last else f"exit {run.returncode}"))
+            raise Problem("debootstrap failed: " + (last[0] if last else f"exit {run.returncode}"))
         tarball = Path(tmp) / "rootfs.tar"
         packed = children.run(["tar", "-C", str(root), "-cf", str(tarball), "."])
         if packed.returncode != 0:
-            raise BuildError("tar of the bootstrapped root failed: " + (packed.stderr.strip().splitlines() or ["?"])[-1])
+            raise Problem("tar of the bootstrapped root failed: " + (packed.stderr.strip().splitlines() or ["?"])[-1])
         repository, tag = ref.rsplit(":", 1)
         client.api.import_image_from_file(str(tarball), repository=repository, tag=tag)
     print(f"imported {ref}", flush=True)

@@ -11,12 +11,12 @@ from docker.errors import APIError
 from buildtool.base.bootstrap import BOOTSTRAP_IMAGE, bootstrap_os_image
 from buildtool.docker import buildkit
 from buildtool.docker.engine import connect, image_or_none
-from buildtool.errors import BuildError
 from buildtool.hostconfig import host_ca_bundle, pip_index_secrets
 from buildtool.lock import PYTHON_VERSION, base_target, lock_for, stage_pins
-from buildtool.plan import BasePlan, BuildOptions, add_base_arguments, base_plan
+from buildtool.build_plans import BasePlan, BuildOptions, add_base_arguments, base_plan
 from buildtool.sbom import add_sbom
 from contract.pins import OS_IMAGE
+from door.problem import Problem
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -86,7 +86,7 @@ def after_failed_pull(plan: BasePlan, os_image: str, reason: str) -> str:
     """A pull of the default OS image that failed becomes a bootstrap (the line to print); a named
     --os-image that cannot be pulled is refused."""
     if plan.os_image is not None:
-        raise BuildError(f"cannot pull --os-image {os_image} ({reason}): give one this engine has, "
+        raise Problem(f"cannot pull --os-image {os_image} ({reason}): give one this engine has, "
                          "or leave --os-image out to bootstrap one with debootstrap")
     return f"cannot pull {os_image} ({reason}): bootstrapping an OS image with debootstrap instead"
 

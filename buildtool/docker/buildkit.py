@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from door import children
-from buildtool.errors import BuildError
 from buildtool.docker.progress import ProgressView, failure_line
 from door import files
+from door.problem import Problem
 
 
 @dataclass
@@ -82,7 +82,7 @@ def build(req: BuildRequest, view: ProgressView | None = None) -> str:
     view = view or ProgressView()
     try:
         return _build_once(req, view)
-    except BuildError as error:
+    except Problem as error:
         if SESSION_LOST not in str(error):
             raise
         print(f"BuildKit lost its session with the client ({error}): building again, the finished steps "
@@ -98,7 +98,7 @@ def _build_once(req: BuildRequest, view: ProgressView) -> str:
             proc = children.start(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                   text=True, env=build_environment(req))
         except FileNotFoundError:
-            raise BuildError("the docker CLI is not on PATH: install it (Debian: apt-get install docker.io)") from None
+            raise Problem("the docker CLI is not on PATH: install it (Debian: apt-get install docker.io)") from None
         with children.stopped_on_exit(proc):  # however this block is left, the build is stopped
             proc.stdin.write(req.stdin_dockerfile or "")
             proc.stdin.close()
@@ -109,7 +109,7 @@ def _build_once(req: BuildRequest, view: ProgressView) -> str:
         if rc != 0:
             if any("unknown command" in l and "buildx" in l for l in view.lines) or \
                     any("'buildx' is not a docker command" in l for l in view.lines):
-                raise BuildError("docker buildx is missing: install the buildx plugin "
+                raise Problem("docker buildx is missing: install the buildx plugin "
                                  "(scripts/install-test-host.sh on Debian)")
-            raise BuildError("build failed: " + failure_line(view.lines))
+            raise Problem("build failed: " + failure_line(view.lines))
         return "" if req.output_dir else files.read_own(iidfile).strip()

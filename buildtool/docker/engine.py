@@ -4,8 +4,8 @@ import tarfile
 
 import docker
 from docker.errors import DockerException, ImageNotFound, NotFound
+from door.problem import Problem
 
-from buildtool.errors import BuildError
 
 
 def connect() -> docker.DockerClient:
@@ -13,7 +13,7 @@ def connect() -> docker.DockerClient:
         client = docker.from_env()
         client.ping()
     except DockerException as exc:
-        raise BuildError(
+        raise Problem(
             "no Docker engine answered (%s): start one (`dockerd &`, or "
             "scripts/install-test-host.sh on Debian) or set DOCKER_HOST" % _first_line(exc)
         ) from None

@@ -24,7 +24,7 @@ import requests
 import urllib3.exceptions
 
 from door import files
-from door.problem import UsageError
+from door.problem import Problem, UsageError
 
 KEY_ENV = "OPENAI_API_KEY"
 KEY_FILE_FLAG = "--api-key-file"
@@ -45,7 +45,7 @@ def read_api_key(key_file: str | os.PathLike | None, environ=os.environ) -> str 
         raise UsageError(f"{name}: no such file; give the file holding the server's API key")
     try:  # a regular file only: a FIFO or a device would block or never end
         key = files.read_text(str(path), name, KEY_FILE_CAP).strip()
-    except files.FileProblem as exc:
+    except Problem as exc:
         raise UsageError(f"{exc}; give a regular file holding the server's API key alone, "
                           "readable by this user") from None
     if "\n" in key:

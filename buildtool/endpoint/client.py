@@ -54,7 +54,7 @@ class EndpointError(Problem):
     """One operation against the endpoint failed; str() is one line naming the operation. The one
     Problem that host tooling catches apart: smoke and the benches judge its kind (a deadline, a
     refused port, a cap) and show its operation, message and fix in their own rows. `message` is
-    what happened, without the operation; `line` (a property here) the whole one line."""
+    what happened, without the operation; str() and line() the whole one line, the fix included."""
 
     def __init__(self, operation: str, message: str, fix: str = "", *, kind: str = SHAPE,
                  status: int | None = None, final: bool = False):
@@ -67,12 +67,11 @@ class EndpointError(Problem):
     def message(self) -> str:
         return self._message
 
-    @property
     def line(self) -> str:
         return str(self)
 
     def __repr__(self) -> str:
-        return f"EndpointError({self.line!r})"
+        return f"EndpointError({str(self)!r})"
 
 
 def parse_json(text: str) -> object:

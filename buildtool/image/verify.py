@@ -11,13 +11,13 @@ import docker
 
 from buildtool import flags
 from buildtool.docker.engine import connect, files_in_image, image_or_none
-from buildtool.errors import BuildError
 from buildtool.image.labels import FP16_SHA256_LABEL, VLLM_VERSION_LABEL
 from contract import compile_record
 from contract.clamp_paths import parse_report
 from contract.layout import BUILD_REPORTS, FIT_TABLE, INSTALL_DIR
 from contract.verdict import Result, Status, failed, passed
 from door import files
+from door.problem import Problem, UsageError
 
 # CUDA_VISIBLE_DEVICES empty: vLLM keeps Triton enabled on a host without a GPU driver.
 # The fit check's Triton cache persists in a named volume, so only a first verification
@@ -59,7 +59,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     client = connect()
     if image_or_none(client, args.image) is None:
-        raise BuildError(f"no image {args.image} here: build it with `python3 build.py` or pull it", 2)
+        raise UsageError(f"no image {args.image} here: build it with `python3 build.py` or pull it")
     findings = verify_image(client, args.image, committed_record(client, args.image))
     for finding in findings:
         print(finding_line(finding))
@@ -75,11 +75,11 @@ def read_build_reports(client: docker.DockerClient, image: str) -> dict:
     found = files_in_image(client, image, BUILD_REPORTS.values())
     missing = [path for path, data in found.items() if data is None]
     if missing:
-        raise BuildError(f"the image holds no build report {missing[0]}: the fit-check step did not write it")
+        raise Problem(f"the image holds no build report {missing[0]}: the fit-check step did not write it")
     try:
         return {key: parse_report(path, found[path]) for key, path in BUILD_REPORTS.items()}
     except (ValueError, OSError, EOFError) as error:
-        raise BuildError(f"the image's build reports in {INSTALL_DIR} do not read ({flags.one_line(str(error))[:200]})") from None
+        raise Problem(f"the image's build reports in {INSTALL_DIR} do not read ({flags.one_line(str(error))[:200]})") from None
 
 
 def committed_record(client: docker.DockerClient, image: str) -> bytes | None:

@@ -1,4 +1,4 @@
 """Serving smoke test: wait for a running endpoint, then check its client contract."""
-from .cli import add_arguments, run
+from .command_line import add_arguments, run
 
 __all__ = ["add_arguments", "run"]

@@ -1,5 +1,5 @@
 import sys
 
-from .cli import main
+from .command_line import main
 
 sys.exit(main())

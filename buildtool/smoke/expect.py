@@ -49,7 +49,7 @@ def first_message(reply: Reply) -> replies.ChatMessage | str:
     try:
         return replies.chat_message(CHAT, reply.body)
     except EndpointError as exc:
-        return exc.line
+        return exc.line()
 
 
 def _shown(text: str, limit: int = 80) -> str:
@@ -77,7 +77,7 @@ class ModelListed:
         try:
             ids = replies.served_ids(replies.model_cards_of(LIST_MODELS, reply.body))
         except EndpointError as exc:
-            return exc.line
+            return exc.line()
         if model is not None and model not in ids:
             return f"model {model!r} is not listed; the server lists {ids}"
         return None
@@ -256,7 +256,7 @@ class FiniteTokens:
         try:
             tokens = replies.chat_logprobs(CHAT, reply.body)
         except EndpointError as exc:
-            return exc.line
+            return exc.line()
         if tokens is None:
             return "choices[0].logprobs is null: the server ignored logprobs: true (is this vLLM?)"
         nan = sum(not token.finite for token in tokens)

@@ -26,8 +26,9 @@ from typing import Mapping
 from buildtool.units.spec import DEFAULT_MODEL_DIR, MODEL_MOUNT
 from contract.model_config import ConfigProblem, ModelConfig
 from door import files
+from door.problem import Problem, UsageError
 from entrypoint.checks.audio import audio_tower
-from entrypoint.checks.model import ModelProblem, read_config
+from entrypoint.checks.model import read_config
 from buildtool.endpoint.replies import ModelCard
 
 VISION_CONFIG_KEYS = ("vision_config",)
@@ -50,10 +51,6 @@ class Inputs:
         return {"modalities": listed, "source": self.source}
 
 
-class ConfigUnread(Exception):
-    """--model-config names no readable config.json: one line with the fix."""
-
-
 def towers(config: ModelConfig) -> frozenset[str]:
     """The inputs beyond text a config.json gives the model."""
     found = set()
@@ -65,7 +62,7 @@ def towers(config: ModelConfig) -> frozenset[str]:
 
 
 def from_config(path: str) -> Inputs:
-    """The inputs of the config.json at `path` (a model folder, or the file); ModelProblem or
+    """The inputs of the config.json at `path` (a model folder, or the file); Problem or
     ConfigProblem when it cannot be read."""
     config_file = path if os.path.isfile(path) else None
     _, config = read_config(os.path.dirname(path) if config_file else path, config_file=config_file)
@@ -77,13 +74,13 @@ def from_config(path: str) -> Inputs:
 
 
 def given_config(path: str) -> Inputs:
-    """--model-config PATH, read before any request; ConfigUnread when it cannot be."""
+    """--model-config PATH, read before any request; UsageError when it cannot be."""
     try:
         return from_config(os.path.expanduser(path))
-    except ModelProblem as problem:
-        raise ConfigUnread(f"{CONFIG_FLAG} {path}: {problem}; {problem.fix}") from None
+    except Problem as problem:
+        raise UsageError(f"{CONFIG_FLAG} {path}: {problem}; {problem.fix}") from None
     except ConfigProblem as problem:
-        raise ConfigUnread(f"{CONFIG_FLAG} {path}: {problem}") from None
+        raise UsageError(f"{CONFIG_FLAG} {path}: {problem}") from None
 
 
 def host_folders(card: ModelCard | None, env: Mapping[str, str]) -> list[str]:
@@ -106,7 +103,7 @@ def found_config(card: ModelCard | None, env: Mapping[str, str]) -> tuple[Inputs
             continue
         try:
             return from_config(folder), ""
-        except (ModelProblem, ConfigProblem) as problem:
+        except (Problem, ConfigProblem) as problem:
             why = str(problem)
     return None, why
 

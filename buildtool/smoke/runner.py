@@ -258,7 +258,7 @@ def read_metrics(client: EndpointClient, timeout_s: float) -> tuple[str | None, 
             return None, f"GET /metrics answered {answer.status}"
         return answer.text(), ""
     except EndpointError as exc:
-        return None, exc.line
+        return None, exc.line()
 
 
 def metric_row(result: Result) -> Row:

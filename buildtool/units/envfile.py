@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from door.files import FileProblem, read_bytes, shown
-from door.problem import UsageError
+from door.files import read_bytes, shown
+from door.problem import Problem, UsageError
 
 # podman reads an env file with Go's bufio.Scanner, which refuses a line over 64 KiB; the file
 # is a few dozen settings.
@@ -95,7 +95,7 @@ def read(path: Path, name: str) -> EnvFile:
     """The env file at `path` read through the door and parsed; UsageError (exit 2) in one line naming `name` (and the line), with the fix."""
     try:
         data = read_bytes(str(path), name, cap=ENV_FILE_CAP)
-    except FileProblem as problem:
+    except Problem as problem:
         raise UsageError(f"{problem}; give a regular file of KEY=value lines") from None
     text = decode(data, name)
     return EnvFile(name, text, parse(text, name))

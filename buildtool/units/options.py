@@ -25,9 +25,9 @@ from buildtool.units.spec import (CONTAINER_PORT, DEFAULT_IMAGE, DEFAULT_LIB_DIR
                                   MODEL_MOUNT, ClusterValues, HostValues, UnitSpec, gpu_indices_from_names,
                                   missing_libraries, resolve_gpus)
 from contract.model_config import ConfigProblem, derived_max_len
-from door.problem import UsageError
+from door.problem import Problem, UsageError
 from entrypoint.checks.memory import kv_bytes_per_token
-from entrypoint.checks.model import ModelProblem, read_model_dir
+from entrypoint.checks.model import read_model_dir
 from entrypoint.settings import Settings, SettingsError, idle_after_setting, parse_settings, stop_grace_setting
 
 ENV_FILE = f"quadlet/{ENV_FILE_NAME}"
@@ -177,7 +177,7 @@ def _weight_bytes(args: argparse.Namespace) -> int:
     if args.weights_from is not None:
         try:
             return read_model_dir(str(args.weights_from)).weight_bytes
-        except ModelProblem as problem:
+        except Problem as problem:
             raise UsageError(f"--weights-from: {problem}; {problem.fix}") from None
     return int(args.weights_gib * 2**30)
 
@@ -272,7 +272,7 @@ def model_size(settings: Settings, model_dir: str) -> tuple[ModelSize | None, st
     try:
         found = read_model_dir(folder)
         kv = kv_bytes_per_token(found.typed, settings.kv_cache_dtype)
-    except (ModelProblem, ConfigProblem) as problem:
+    except (Problem, ConfigProblem) as problem:
         return None, f"{folder}: {problem}"
     max_len = settings.max_model_len or (derived_max_len(found.typed) or (None, None))[1]
     if not max_len or max_len == float("inf"):

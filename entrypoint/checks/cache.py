@@ -33,6 +33,7 @@ from contract.layout import CACHE_STAMP_NAME, CLAMP_REPORT, FIT_TABLE, IMAGE_FAC
 from contract.verdict import Result, Status, failed, passed, warned
 from door import files
 from door.files import own_json
+from door.problem import Problem
 
 from .. import mounts
 from .disk import existing_ancestor
@@ -84,7 +85,7 @@ def _content(path: str) -> bytes | None:
     """A build report's bytes, None where it is absent or not a readable regular file."""
     try:
         return files.read_bytes(path, path, IDENTITY_CAP)
-    except files.FileProblem:
+    except Problem:
         return None
 
 
@@ -123,7 +124,7 @@ def _read_stamp(root: str) -> tuple[Identity | None, str]:
         return None, ""
     try:
         data = files.read_object(path, CACHE_STAMP_NAME, STAMP_MAX_BYTES)
-    except files.FileProblem as problem:
+    except Problem as problem:
         return None, str(problem)
     identity = Identity.from_dict(data.get("image"))
     return (identity, "") if identity else (None, f"{CACHE_STAMP_NAME} is not a stamp of this format")

@@ -10,6 +10,7 @@ import time
 from contract.verdict import Result, Status, failed, warned
 
 from door import files
+from door.problem import Problem
 from ..fetch import manifest, verify
 from .model import MODEL, Resolved
 
@@ -31,7 +32,7 @@ def _problems(folder: str, found: manifest.Manifest, hash_seconds: int | None) -
     for hashed, file in enumerate(found.files):
         try:
             problem = verify.file_problem(os.path.join(folder, file.path), file, deadline=deadline)
-        except verify.Unfinished:
+        except Problem:
             return [], hashed
         if problem:
             return [problem], hashed + 1
@@ -47,7 +48,7 @@ def check_fetched(result: Result, model: Resolved, hash_seconds: int | None = No
         return result
     try:
         found = manifest.read(folder)
-    except manifest.ManifestProblem as problem:
+    except Problem as problem:
         if result.status is Status.FAIL:
             return result
         return warned(MODEL, f"{result.message}; {problem}, so what is mounted is not checked against a fetch",

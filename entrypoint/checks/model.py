@@ -18,6 +18,7 @@ from contract.verdict import Result, failed, passed, warned
 
 from door import files
 from ..fetch.listing import NOT_WEIGHTS
+from door.problem import Problem
 
 MODEL = "model"
 DRAFTER = "drafter"
@@ -54,14 +55,6 @@ QUANTIZED_DRAFTER = ("a {method} drafter loads without the Marlin kernel on thes
                      "acceptance stays at 1.00 (the bf16 drafter reaches 2.8 to 3.6)")
 
 
-class ModelProblem(Exception):
-    """What is wrong with a model directory, and the fix."""
-
-    def __init__(self, message: str, fix: str):
-        super().__init__(message)
-        self.fix = fix
-
-
 @dataclasses.dataclass(frozen=True)
 class ModelDir:
     path: str
@@ -81,7 +74,7 @@ def hf_cache_snapshot(model_id: str, hub_cache: str, revision: str | None = None
     try:
         ref = files.read_bytes(os.path.join(repo, "refs", name), f"refs/{name}", REF_CAP).decode("ascii").strip() \
             if REVISION.fullmatch(name) and name not in (".", "..") else ""
-    except (files.FileProblem, UnicodeDecodeError):
+    except (Problem, UnicodeDecodeError):
         ref = ""
     for candidate in (ref, revision or ""):
         if REVISION.fullmatch(candidate) and candidate not in (".", "..") \
@@ -175,7 +168,7 @@ def safetensors_problem(path: str, name: str | None = None) -> str | None:
                 return f"{name} has an empty safetensors header"
             header = files.parse_json(files.read_at(fd, 8, header_len, name), f"{name}'s safetensors header",
                                       unique_keys=False)
-    except files.FileProblem as problem:
+    except Problem as problem:
         return str(problem)
     return header_problem(header, header_len, size, name)
 
@@ -196,7 +189,7 @@ def pytorch_problem(path: str, name: str) -> str | None:
             if start[:1] == PICKLE_START and len(start) >= 2:
                 return None  # torch.save's legacy format: nothing tells a whole one from a torn one cheaply
             return f"{name} is not a PyTorch checkpoint (neither torch.save's zip nor its pickle format)"
-    except files.FileProblem as problem:
+    except Problem as problem:
         return str(problem)
 
 
@@ -204,9 +197,9 @@ def pytorch_problem(path: str, name: str) -> str | None:
 # parse (0.3-0.6 s), which stalled every other check of the preflight behind it (the driver's context
 # answered 0.6 s late on an H100); a child parses it on another core meanwhile.
 APART_ABOVE = files.INDEX_CAP
-PARSE_APART = ("import sys\nfrom door import files\ntry:\n"
+PARSE_APART = ("import sys\nfrom door import files\nfrom door.problem import Problem\ntry:\n"
                "    files.read_object(sys.argv[1], sys.argv[2], int(sys.argv[3]), unique_keys=False)\n"
-               "except files.FileProblem as problem:\n    print(problem)\n")
+               "except Problem as problem:\n    print(problem)\n")
 PARSE_DEADLINE_S = 60.0
 
 
@@ -215,7 +208,7 @@ def _object_problem(full: str, name: str, cap: int) -> str | None:
     if cap <= APART_ABOVE:
         try:
             files.read_object(full, name, cap, unique_keys=False)
-        except files.FileProblem as problem:
+        except Problem as problem:
             return str(problem)
         return None
     import subprocess
@@ -241,7 +234,7 @@ def fetched_files(folder: str) -> frozenset[str]:
 
     try:
         found = manifest.read(folder)
-    except manifest.ManifestProblem:
+    except Problem:
         return frozenset()  # the fetched check names the manifest's problem
     return frozenset(file.path for file in found.files) if found else frozenset()
 
@@ -302,38 +295,38 @@ OVERRIDES_FLAG = "--hf-overrides"
 
 def read_config(path: str, overrides: Mapping | None = None, config_file: str | None = None) -> tuple[dict, ModelConfig]:
     """The model's config.json (`config_file`, else the one in `path`), with `overrides` (the
-    --hf-overrides object) applied, parsed and typed; raises ModelProblem with the fix."""
+    --hf-overrides object) applied, parsed and typed; raises Problem with the fix."""
     config_file = config_file or os.path.join(path, "config.json")
     folder = os.path.dirname(config_file)
     name = files.shown(config_file)
     try:
         os.lstat(config_file)
     except PermissionError:
-        raise ModelProblem(f"{files.shown(folder)} cannot be read by uid {os.geteuid()} (gid {os.getegid()}): "
-                           "permission denied", unreadable_fix(folder)) from None
+        raise Problem(f"{files.shown(folder)} cannot be read by uid {os.geteuid()} (gid {os.getegid()}): "
+                      "permission denied", unreadable_fix(folder)) from None
     except (OSError, ValueError):
-        raise ModelProblem(f"{files.shown(folder)} has no config.json", _redownload(folder)) from None
+        raise Problem(f"{files.shown(folder)} has no config.json", _redownload(folder)) from None
     try:
         raw = files.read_object(config_file, name)
-    except files.FileProblem as problem:
-        raise ModelProblem(str(problem), _redownload(folder, "config.json", problem)) from None
+    except Problem as problem:
+        raise Problem(str(problem), _redownload(folder, "config.json", problem)) from None
     if overrides:
         raw = with_overrides(raw, overrides)
     try:
         typed = parse_config(raw)
     except ConfigProblem as problem:
         if overrides:
-            raise ModelProblem(f"{name} with {OVERRIDES_FLAG}: {problem}",
-                               f"correct that field in {OVERRIDES_FLAG} or config.json") from None
-        raise ModelProblem(f"{name}: {problem}", f"correct that field in config.json, or {_redownload(folder)}") from None
+            raise Problem(f"{name} with {OVERRIDES_FLAG}: {problem}",
+                          f"correct that field in {OVERRIDES_FLAG} or config.json") from None
+        raise Problem(f"{name}: {problem}", f"correct that field in config.json, or {_redownload(folder)}") from None
     if not typed.names_a_model:
-        raise ModelProblem(f"{name} names neither architectures nor model_type: not a Hugging Face model's config",
-                           _redownload(folder, "config.json"))
+        raise Problem(f"{name} names neither architectures nor model_type: not a Hugging Face model's config",
+                      _redownload(folder, "config.json"))
     return raw, typed
 
 
 def _index(path: str, index: str, present: list[str]) -> list[str] | None:
-    """The files a weight index lists (None when there is no index); ModelProblem when it is unusable
+    """The files a weight index lists (None when there is no index); Problem when it is unusable
     or lists a file that is not there."""
     full = os.path.join(path, index)
     if not os.path.lexists(full):
@@ -341,16 +334,16 @@ def _index(path: str, index: str, present: list[str]) -> list[str] | None:
     name = _name(path, index)
     try:
         weight_map = files.read_object(full, name, files.INDEX_CAP, unique_keys=False).get("weight_map")
-    except files.FileProblem as problem:
-        raise ModelProblem(str(problem), _redownload(path, index, problem)) from None
+    except Problem as problem:
+        raise Problem(str(problem), _redownload(path, index, problem)) from None
     if not isinstance(weight_map, dict) or not all(isinstance(file, str) for file in weight_map.values()):
-        raise ModelProblem(f"{name}: 'weight_map' is {files.json_kind(weight_map)}, expected an object of file names",
-                           _redownload(path, index))
+        raise Problem(f"{name}: 'weight_map' is {files.json_kind(weight_map)}, expected an object of file names",
+                      _redownload(path, index))
     listed = sorted(set(weight_map.values()))
     missing = [file for file in listed if file not in present]
     if missing:
-        raise ModelProblem(f"{files.shown(path)} lacks {len(missing)} shard(s) listed in {index}: "
-                           f"{', '.join(files.shown(file) for file in missing[:3])}", _redownload(path))
+        raise Problem(f"{files.shown(path)} lacks {len(missing)} shard(s) listed in {index}: "
+                      f"{', '.join(files.shown(file) for file in missing[:3])}", _redownload(path))
     return listed
 
 
@@ -365,8 +358,8 @@ def weight_files(path: str, names: list[str], load_format: str = "auto",
         load_format = "mistral" if fnmatch.filter(visible, "consolidated*.safetensors") else "hf"
     patterns = LOAD_PATTERNS.get(load_format)
     if patterns is None:
-        raise ModelProblem(f"{load_named} {files.shown(load_format)[:80]!r} is no load format whose weights vLLM reads "
-                           "from the folder", f"remove {load_named}, or use one of: {', '.join(FOLDER_FORMATS)}")
+        raise Problem(f"{load_named} {files.shown(load_format)[:80]!r} is no load format whose weights vLLM reads "
+                      "from the folder", f"remove {load_named}, or use one of: {', '.join(FOLDER_FORMATS)}")
     for pattern in patterns:
         found = sorted(fnmatch.filter(visible, pattern))
         if not found:
@@ -381,27 +374,27 @@ def weight_files(path: str, names: list[str], load_format: str = "auto",
             _index(path, BIN_INDEX, found)
         return pattern[2:], found
     if load_format == "hf":
-        raise ModelProblem(f"{files.shown(path)} has no weights (.safetensors, or PyTorch .bin)", _redownload(path))
-    raise ModelProblem(f"{files.shown(path)} has no weights that {load_named} {load_format} loads "
-                       f"({', '.join(patterns)})", f"remove {load_named} (vLLM then loads what the folder holds), "
-                       f"or download the model's {load_format} files into {files.shown(path)}")
+        raise Problem(f"{files.shown(path)} has no weights (.safetensors, or PyTorch .bin)", _redownload(path))
+    raise Problem(f"{files.shown(path)} has no weights that {load_named} {load_format} loads "
+                  f"({', '.join(patterns)})", f"remove {load_named} (vLLM then loads what the folder holds), "
+                  f"or download the model's {load_format} files into {files.shown(path)}")
 
 
 def read_model_dir(path: str, config: dict | None = None, typed: ModelConfig | None = None,
                    source: "ConfigSource | None" = None) -> ModelDir:
     """The model directory's config (`config` when already read) and the weights `source`'s load
-    format reads (none for a loader of its own files); raises ModelProblem with the fix."""
+    format reads (none for a loader of its own files); raises Problem with the fix."""
     source = source or MODEL_FOLDER_CONFIG
     if config is None or typed is None:
         config, typed = read_config(path)
     try:
         names = sorted(os.listdir(path))
     except PermissionError:
-        raise ModelProblem(f"{files.shown(path)} cannot be listed by uid {os.geteuid()} (gid {os.getegid()}): "
-                           "permission denied", unreadable_fix(path)) from None
+        raise Problem(f"{files.shown(path)} cannot be listed by uid {os.geteuid()} (gid {os.getegid()}): "
+                      "permission denied", unreadable_fix(path)) from None
     except (OSError, ValueError) as error:
-        raise ModelProblem(f"{files.shown(path)} cannot be listed ({getattr(error, 'strerror', None) or error})",
-                           unreadable_fix(path)) from None
+        raise Problem(f"{files.shown(path)} cannot be listed ({getattr(error, 'strerror', None) or error})",
+                      unreadable_fix(path)) from None
     if source.load_format not in FOLDER_FORMATS:
         return ModelDir(path, config, (), 0, typed, f"{source.load_format}-format (read by its own loader)")
     kind, loaded = weight_files(path, names, source.load_format, source.load_named)
@@ -411,7 +404,7 @@ def read_model_dir(path: str, config: dict | None = None, typed: ModelConfig | N
         full = os.path.join(path, file)
         problem = judge(full, _name(path, file))
         if problem:
-            raise ModelProblem(problem, _redownload(path, file, problem))
+            raise Problem(problem, _redownload(path, file, problem))
         total += _size(full)
     return ModelDir(path, config, tuple(loaded), total, typed, kind)
 
@@ -510,7 +503,7 @@ MODEL_FOLDER_CONFIG = ConfigSource()
 
 def config_file_of(source: ConfigSource, hub_cache: str) -> str | None:
     """The config file --hf-config-path names (a file, a folder holding config.json, or a Hub id in
-    the HF cache), None without it; ModelProblem when it names none the checks can read."""
+    the HF cache), None without it; Problem when it names none the checks can read."""
     value = source.config_path
     if not value:
         return None
@@ -521,11 +514,11 @@ def config_file_of(source: ConfigSource, hub_cache: str) -> str | None:
         return os.path.join(folder, "config.json")
     shown = files.shown(value)
     if os.path.isabs(value) or value.startswith("."):
-        raise ModelProblem(f"{source.config_named} {shown} does not exist (neither a config.json nor a folder with one)",
-                           f"mount that config at {shown}, or remove {source.config_named}")
-    raise ModelProblem(f"{source.config_named} {shown} is not in the Hugging Face cache {files.shown(hub_cache)}: the "
-                       "server would read another config than the checks can", f"download it first (huggingface-cli "
-                       f"download {shown} config.json) into the mounted HF_HOME, or give a local path")
+        raise Problem(f"{source.config_named} {shown} does not exist (neither a config.json nor a folder with one)",
+                      f"mount that config at {shown}, or remove {source.config_named}")
+    raise Problem(f"{source.config_named} {shown} is not in the Hugging Face cache {files.shown(hub_cache)}: the "
+                  "server would read another config than the checks can", f"download it first (huggingface-cli "
+                  f"download {shown} config.json) into the mounted HF_HOME, or give a local path")
 
 
 def resolve(name: str, variable: str, model: str, hub_cache: str, offline: bool,
@@ -541,7 +534,7 @@ def resolve(name: str, variable: str, model: str, hub_cache: str, offline: bool,
         try:
             config_file = config_file_of(source, hub_cache)
             config, typed = read_config(path, source.overrides, config_file)
-        except ModelProblem as problem:
+        except Problem as problem:
             return Resolved(path, None, failed(name, str(problem), problem.fix))
         read_as = {"config_from": config_file, "overridden": bool(source.overrides),
                    "tokenizer_folder": path if name == MODEL and not source.tokenizer else None}
@@ -552,7 +545,7 @@ def resolve(name: str, variable: str, model: str, hub_cache: str, offline: bool,
                                                f"or use the model's Mistral-format download"), config, typed, **read_as)
         try:
             return Resolved(path, read_model_dir(path, config, typed, source), None, config, typed, **read_as)
-        except ModelProblem as problem:
+        except Problem as problem:
             return Resolved(path, None, failed(name, str(problem), problem.fix), config, typed, **read_as)
     except Exception as error:  # a shape no branch above foresaw: a line, not a traceback
         where = files.shown(path or model)

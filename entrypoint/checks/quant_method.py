@@ -20,21 +20,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Mapping
 
+from door.files import shown
+from door.problem import Problem, UsageError
+
 MODELOPT_METHODS = {"FP8": "modelopt", "FP8_PER_CHANNEL_PER_TOKEN": "modelopt", "FP8_PB_WO": "modelopt",
                     "NVFP4": "modelopt_fp4", "MIXED_PRECISION": "modelopt_mixed"}
 KIMI_K3 = ("KimiK3ForConditionalGeneration", "KimiK3MTPModel")
 DEEPSEEK_V4_TYPES = ("deepseek_v4", "deepseek_v4_text", "deepseek_v41", "deepseek_v41_text")
 AWQ_MIN_CC = (7, 5)  # AutoAWQConfig.get_min_capability(), which MoeWNA16Config compares the device with
-
-
-class QuantizationRefused(ValueError):
-    """What vLLM would stop on while deciding the method: the problem (the caller names the flag or
-    the config it is about), the fix, and whether it is the flag's."""
-
-    def __init__(self, problem: str, fix: str, of_flag: bool):
-        super().__init__(problem)
-        self.fix = fix
-        self.of_flag = of_flag
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,8 +57,8 @@ def _section_quantization(section: Mapping[str, object]) -> Mapping[str, object]
         algo = modelopt.get("quant_algo")
         if algo is not None:
             if str(algo).upper() not in MODELOPT_METHODS:
-                raise QuantizationRefused(f"quant_algo {str(algo)[:80]!r} is no ModelOpt algorithm vLLM knows",
-                                          "use a ModelOpt checkpoint of " + ", ".join(MODELOPT_METHODS), of_flag=False)
+                raise Problem(f"quant_algo {str(algo)[:80]!r} is no ModelOpt algorithm vLLM knows",
+                              "use a ModelOpt checkpoint of " + ", ".join(MODELOPT_METHODS))
             found["quant_method"] = MODELOPT_METHODS[str(algo).upper()]
     return found
 
@@ -73,7 +66,7 @@ def _section_quantization(section: Mapping[str, object]) -> Mapping[str, object]
 def checkpoint_quantization(top: Mapping[str, object], model_type: str = "",
                             architecture: str = "") -> Checkpoint | None:
     """The checkpoint's quantization config in a config.json object `top` (None: not quantized);
-    QuantizationRefused where vLLM stops reading it (an unknown ModelOpt algorithm)."""
+    Problem where vLLM stops reading it (an unknown ModelOpt algorithm)."""
     found = _section_quantization(top)
     text = top.get("text_config")
     if found is None and isinstance(text, dict):
@@ -158,8 +151,8 @@ def _deepseek_v4_fp8(point: Checkpoint, user, cc):  # models/deepseek_v41/quant_
 
 def _humming(point: Checkpoint, user, cc):  # humming.py HummingConfig
     if user == "humming" and point.model_type == "gpt_oss" and point.method == "mxfp4":
-        raise QuantizationRefused("humming is refused by vLLM for a gpt-oss mxfp4 checkpoint",
-                                  "remove it and use --moe-backend humming instead", of_flag=True)
+        raise UsageError("humming is refused by vLLM for a gpt-oss mxfp4 checkpoint",
+                         "remove it and use --moe-backend humming instead")
     return "humming" if user == "humming" else None
 
 
@@ -183,7 +176,7 @@ class Choice:
 
 def effective_method(flag: str | None, point: Checkpoint | None, cc: tuple[int, int] | None = None) -> Choice:
     """vLLM 0.33.0's _verify_quantization up to the known-method check: the method after the
-    overrides; QuantizationRefused where the flag does not match the checkpoint."""
+    overrides; UsageError where the flag does not match the checkpoint."""
     user = flag.lower() if flag else None
     if point is None:
         return Choice(user, user)
@@ -195,8 +188,8 @@ def effective_method(flag: str | None, point: Checkpoint | None, cc: tuple[int, 
             return Choice(override, user, point.method or None)
     method = method or None
     if user is not None and user != method:
-        raise QuantizationRefused(f"{user[:80]} does not match the checkpoint's quantization_config method ({method}) "
-                                  "and no quantization config of vLLM takes it over, so vLLM refuses it",
-                                  "remove it" + (f" (vLLM then runs the checkpoint's {method})" if method else
-                                                 " (the checkpoint's quantization_config names no method)"), of_flag=True)
+        raise UsageError(f"{shown(user[:80])} does not match the checkpoint's quantization_config method ({method}) "
+                         "and no quantization config of vLLM takes it over, so vLLM refuses it",
+                         "remove it" + (f" (vLLM then runs the checkpoint's {method})" if method else
+                                        " (the checkpoint's quantization_config names no method)"))
     return Choice(method, user, method)

@@ -11,11 +11,12 @@ from typing import Callable, Collection, Mapping
 from contract.model_config import ModelConfig
 from contract.verdict import Result, failed, passed, warned
 
+from door.problem import Problem, UsageError
 from imagefacts.shape import VllmValues
 
 from ..argv import Extras, json_object
 from ..settings import SettingsError, cc_text
-from .quant_method import Checkpoint, Choice, QuantizationRefused, checkpoint_quantization, effective_method
+from .quant_method import Checkpoint, Choice, checkpoint_quantization, effective_method
 
 QUANTIZATION = "quantization"
 EXTRA_ARGS = "VLLM_EXTRA_ARGS"
@@ -204,7 +205,7 @@ def deprecated_from(known: Collection[str] | None) -> Callable[[str], bool]:
 
 
 def quantization_from(facts) -> tuple[Callable[[str], int | None], Callable[[str], bool]]:
-    """(minimum, deprecated) for check_quantization from the image facts (entrypoint.facts.Facts, or
+    """(minimum, deprecated) for check_quantization from the image facts (entrypoint.image_facts.Facts, or
     None: vLLM's own answers)."""
     if facts is None:
         return vllm_min_capability, vllm_deprecated
@@ -232,8 +233,8 @@ def check_quantization(config: ModelConfig | None, extras: Extras, cc: tuple[int
     flag = extras.get("quantization")
     try:
         choice = effective_method(flag if isinstance(flag, str) else None, checkpoint_of(config), cc)
-    except QuantizationRefused as refused:
-        where = extras.name("quantization") if refused.of_flag else config_named(extras)
+    except Problem as refused:  # the flag's (bad input: a UsageError), else the checkpoint's config
+        where = extras.name("quantization") if isinstance(refused, UsageError) else config_named(extras)
         return failed(QUANTIZATION, f"{where} {refused}", refused.fix)
     ignored = ignored_quantization_config(choice, extras)
     if ignored:

@@ -9,18 +9,13 @@ import os
 import posixpath
 
 from door import archives, files
+from door.problem import Problem, UsageError
 from . import manifest
 from .listing import HubFile
 
 CHUNK = 8 * 2**20
 # A model's tar: shards of tens of GiB, a few hundred GiB in all, a few thousand files at most.
 LIMITS = archives.Limits(member_cap=2**40, max_members=100_000, total_cap=2**42)
-
-
-class SourceProblem(Exception):
-    def __init__(self, message: str, fix: str):
-        super().__init__(message)
-        self.fix = fix
 
 
 class Folder:
@@ -30,22 +25,22 @@ class Folder:
     def manifest(self) -> manifest.Manifest:
         found = manifest.read(self.path)
         if found is None:
-            raise SourceProblem(f"--from {self.path} has no {manifest.NAME} to verify its files against",
-                                "copy the whole folder a `fetch` wrote (its manifest with it), or fetch it here")
+            raise UsageError(f"--from {self.path} has no {manifest.NAME} to verify its files against",
+                             "copy the whole folder a `fetch` wrote (its manifest with it), or fetch it here")
         return found
 
     def copy(self, file: HubFile, handle) -> None:
         """Through door.files: a regular file only, opened without blocking (a FIFO there is refused)."""
         path = os.path.join(self.path, file.path)
         if not os.path.lexists(path):
-            raise SourceProblem(f"--from {self.path} lacks {file.path}, which its manifest lists",
-                                "copy the whole folder a `fetch` wrote")
+            raise UsageError(f"--from {self.path} lacks {file.path}, which its manifest lists",
+                             "copy the whole folder a `fetch` wrote")
         try:
             with files.opened(path, f"--from {self.path}: {file.path}") as (fd, _):
                 while chunk := os.read(fd, CHUNK):
                     handle.write(chunk)
-        except files.FileProblem as problem:
-            raise SourceProblem(str(problem), "copy the whole folder a `fetch` wrote, its files as regular files") \
+        except Problem as problem:
+            raise UsageError(str(problem), "copy the whole folder a `fetch` wrote, its files as regular files") \
                 from None
 
 
@@ -60,8 +55,8 @@ class Tarball:
             self.members = {member.name: member for member in archive.members}
         names = [name for name in self.members if posixpath.basename(name) == manifest.NAME]
         if len(names) != 1:
-            raise SourceProblem(f"--from {path} holds {len(names)} {manifest.NAME} files, not one",
-                                "tar one folder a `fetch` wrote, its manifest with it")
+            raise UsageError(f"--from {path} holds {len(names)} {manifest.NAME} files, not one",
+                             "tar one folder a `fetch` wrote, its manifest with it")
         self.prefix = posixpath.dirname(names[0])
 
     @contextlib.contextmanager
@@ -69,22 +64,22 @@ class Tarball:
         try:
             with archives.open_tar(self.path, self.name, LIMITS) as archive:
                 yield archive
-        except files.FileProblem as problem:
-            raise SourceProblem(str(problem), "give the folder, or a tar of it (tar czf model.tgz -C models NAME)") \
+        except Problem as problem:
+            raise UsageError(str(problem), "give the folder, or a tar of it (tar czf model.tgz -C models NAME)") \
                 from None
 
     def _member(self, path: str) -> archives.Member:
         member = self.members.get(posixpath.join(self.prefix, path) if self.prefix else path)
         if member is None:
-            raise SourceProblem(f"--from {self.path} lacks {path}, which its manifest lists",
-                                "tar the whole folder a `fetch` wrote")
+            raise UsageError(f"--from {self.path} lacks {path}, which its manifest lists",
+                             "tar the whole folder a `fetch` wrote")
         return member
 
     def manifest(self) -> manifest.Manifest:
         member = self._member(manifest.NAME)
         if member.size > manifest.MANIFEST_CAP:
-            raise SourceProblem(f"--from {self.path}: its {manifest.NAME} is {member.size} bytes, not a manifest",
-                                "tar the folder a `fetch` wrote")
+            raise UsageError(f"--from {self.path}: its {manifest.NAME} is {member.size} bytes, not a manifest",
+                             "tar the folder a `fetch` wrote")
         with self._opened() as archive:
             data = archive.read(member)
         return manifest.parse_bytes(data, f"{self.path}:{member.name}")
@@ -100,4 +95,4 @@ def source(path: str) -> Folder | Tarball:
         return Folder(path)
     if os.path.isfile(path):
         return Tarball(path)
-    raise SourceProblem(f"--from {path} is neither a folder nor a file", "give the folder or tarball of a fetch")
+    raise UsageError(f"--from {path} is neither a folder nor a file", "give the folder or tarball of a fetch")

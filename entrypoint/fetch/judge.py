@@ -7,6 +7,7 @@ from typing import Mapping, Set
 from contract.devices import DeviceLimits
 from contract.verdict import Result, Status, failed, worst
 
+from door.problem import Problem
 from ..argv import Extras
 from ..checks import clamp, disk, memory, model, turing_settings
 
@@ -25,7 +26,7 @@ def judge(folder: str, sizes: Mapping[str, int], missing: Set[str], device: Devi
     try:
         config, typed = model.read_config(folder)
         _, loaded = model.weight_files(folder, sorted(sizes))
-    except model.ModelProblem as problem:
+    except Problem as problem:
         return [failed(model.MODEL, str(problem), problem.fix)], []
     weight_bytes = sum(sizes[name] for name in loaded)
     missing_bytes = sum(sizes[name] for name in loaded if name in missing)

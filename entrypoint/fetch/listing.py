@@ -7,6 +7,7 @@ import posixpath
 
 from door import paths
 from door.files import shown
+from door.problem import Problem
 
 # Weight formats vLLM or other frameworks keep in a model repository: never part of the small files.
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".onnx", ".onnx_data",
@@ -33,10 +34,6 @@ class HubFile:
         return dataclasses.asdict(self)
 
 
-class ListingProblem(ValueError):
-    """A listing that is not the Hub's, in one line naming it."""
-
-
 HEX = frozenset("0123456789abcdef")
 
 
@@ -46,28 +43,28 @@ def _hex(value: object, length: int) -> bool:
 
 def parse_listing(entries: object, what: str) -> list[HubFile]:
     """The files of a Hub tree listing (its JSON entries: {type, path, size, oid, lfs}), typed and sorted
-    (pure); ListingProblem naming the first entry that is not one, a path that could leave the folder,
+    (pure); Problem naming the first entry that is not one, a path that could leave the folder,
     or a path listed twice."""
     if not isinstance(entries, list):
-        raise ListingProblem(f"{what} is not a list of files")
+        raise Problem(f"{what} is not a list of files")
     found: dict[str, HubFile] = {}
     for number, entry in enumerate(entries, 1):
         if not isinstance(entry, dict) or entry.get("type") not in ("file", "directory"):
-            raise ListingProblem(f"{what}: entry {number} is not a file or folder of the Hub's tree")
+            raise Problem(f"{what}: entry {number} is not a file or folder of the Hub's tree")
         path = entry.get("path")
         wrong = paths.problem(path)
         if wrong is not None:
-            raise ListingProblem(f"{what} names {shown(str(path))[:200]!r}, which {wrong}: refused, nothing is "
+            raise Problem(f"{what} names {shown(str(path))[:200]!r}, which {wrong}: refused, nothing is "
                                  "written outside the model folder")
         if entry["type"] == "directory":
             continue
         size, oid, lfs = entry.get("size"), entry.get("oid"), entry.get("lfs")
         if type(size) is not int or size < 0 or not _hex(oid, 40):
-            raise ListingProblem(f"{what}: {shown(path)[:200]!r} has no size and git blob id")
+            raise Problem(f"{what}: {shown(path)[:200]!r} has no size and git blob id")
         if lfs is not None and not (isinstance(lfs, dict) and _hex(lfs.get("oid"), 64) and lfs.get("size") == size):
-            raise ListingProblem(f"{what}: {shown(path)[:200]!r} has an LFS entry without its SHA-256 and size")
+            raise Problem(f"{what}: {shown(path)[:200]!r} has an LFS entry without its SHA-256 and size")
         if path in found:
-            raise ListingProblem(f"{what} lists {shown(path)[:200]!r} twice")
+            raise Problem(f"{what} lists {shown(path)[:200]!r} twice")
         found[path] = HubFile(path, size, lfs["oid"] if lfs else None, oid)
     return sorted(found.values(), key=lambda file: file.path)
 

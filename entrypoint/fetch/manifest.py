@@ -10,15 +10,12 @@ from pathlib import Path
 from contract.verdict import Result
 
 from door import files, replace
+from door.problem import Problem
 from .listing import HubFile
 
 NAME = "vllm-turing-fetch.json"
 VERSION = 1
 HEX = frozenset("0123456789abcdef")
-
-
-class ManifestProblem(Exception):
-    """A manifest that cannot be read as one fetch wrote it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,19 +62,19 @@ def _file(entry: object) -> HubFile | None:
 
 
 def parse(doc: object, name: str) -> Manifest:
-    """A manifest's JSON as the typed Manifest; ManifestProblem naming the first field that is wrong."""
+    """A manifest's JSON as the typed Manifest; Problem naming the first field that is wrong."""
     if not isinstance(doc, dict) or doc.get("version") != VERSION:
-        raise ManifestProblem(f"{name} is not a version {VERSION} fetch manifest")
+        raise Problem(f"{name} is not a version {VERSION} fetch manifest")
     repo, commit, when, listed = doc.get("repo"), doc.get("commit"), doc.get("fetched_at"), doc.get("files")
     if not (isinstance(repo, str) and repo.isprintable() and 0 < len(repo) <= 200):
-        raise ManifestProblem(f"{name}: 'repo' is {files.json_kind(repo)}, not a repository id")
+        raise Problem(f"{name}: 'repo' is {files.json_kind(repo)}, not a repository id")
     if not _digest(commit, 40):
-        raise ManifestProblem(f"{name}: 'commit' is not a 40-digit commit hash")
+        raise Problem(f"{name}: 'commit' is not a 40-digit commit hash")
     if not isinstance(listed, list) or not listed:
-        raise ManifestProblem(f"{name}: 'files' is {files.json_kind(listed)}, not a list of files")
+        raise Problem(f"{name}: 'files' is {files.json_kind(listed)}, not a list of files")
     typed = [_file(entry) for entry in listed]
     if None in typed:
-        raise ManifestProblem(f"{name}: file {typed.index(None) + 1} is not {{path, size, sha256, blob_id}}")
+        raise Problem(f"{name}: file {typed.index(None) + 1} is not {{path, size, sha256, blob_id}}")
     asked = doc.get("revision")
     return Manifest(repo, commit, when if isinstance(when, str) and when.isprintable() else "", tuple(typed),
                     asked if isinstance(asked, str) and asked.isprintable() and len(asked) <= 255 else "")
@@ -89,17 +86,17 @@ MANIFEST_CAP = files.INDEX_CAP
 def parse_bytes(data: bytes, name: str) -> Manifest:
     try:
         return parse(files.parse_json(data, name), name)
-    except files.FileProblem as problem:
-        raise ManifestProblem(str(problem)) from None
+    except Problem as problem:
+        raise Problem(str(problem)) from None
 
 
 def read(folder: str, cap: int = MANIFEST_CAP) -> Manifest | None:
-    """The folder's manifest, None when it has none; ManifestProblem when it is unreadable or not one."""
+    """The folder's manifest, None when it has none; Problem when it is unreadable or not one."""
     path = os.path.join(folder, NAME)
     if not os.path.lexists(path):
         return None
     name = files.shown(path)
     try:
         return parse(files.read_json(path, name, cap), name)
-    except files.FileProblem as problem:
-        raise ManifestProblem(str(problem)) from None
+    except Problem as problem:
+        raise Problem(str(problem)) from None

@@ -5,18 +5,15 @@ import hashlib
 import os
 import time
 
+from door.problem import Problem
 from .listing import HubFile
 
 CHUNK = 8 * 2**20
 
 
-class Unfinished(Exception):
-    """The hash was not done by the deadline given."""
-
-
 def file_problem(path: str, expected: HubFile, check_hash: bool = True, deadline: float | None = None) -> str | None:
     """Why the file at `path` is not the Hub's `expected` one; None when it is. With a `deadline`
-    (time.monotonic()), Unfinished when hashing passes it."""
+    (time.monotonic()), Problem when hashing passes it."""
     try:
         size = os.stat(path).st_size
     except FileNotFoundError:
@@ -30,7 +27,7 @@ def file_problem(path: str, expected: HubFile, check_hash: bool = True, deadline
         while chunk := handle.read(CHUNK):
             digest.update(chunk)
             if deadline is not None and time.monotonic() > deadline:
-                raise Unfinished(expected.path)
+                raise Problem(expected.path)
     wanted = expected.sha256 or expected.blob_id
     if digest.hexdigest() != wanted:
         kind = "SHA-256" if expected.sha256 else "git blob id"

@@ -14,6 +14,7 @@ from pathlib import Path
 from contract.model_config import ModelConfig, Section
 from patches.fitcheck.base import BF16_MIN_CC, DEFAULT_DTYPE, DTYPES, ConfigError, UnprovenLayers, typed  # noqa: F401
 from door import files
+from door.problem import Problem
 
 # vLLM's Triton backend accepts block sizes that are multiples of 16; hybrid models get a
 # larger block on the layers with the smaller per-token KV size so every page has one size.
@@ -344,7 +345,7 @@ def read_config(path: str | Path) -> ModelConfig:
     path = Path(path)
     try:  # a regular file, capped, strict UTF-8 JSON: a FIFO, a device or a deep nest is refused
         found = files.read_json(str(path), str(path))
-    except files.FileProblem as problem:
+    except Problem as problem:
         raise ConfigError(f"{problem}; pass the model's HF config.json") from None
     return typed(found, str(path))
 

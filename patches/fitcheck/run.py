@@ -15,6 +15,7 @@ from patches.fitcheck import families
 from patches.fitcheck import report as report_
 from patches.fitcheck.base import DEFAULT_DTYPE, DTYPES, TENSOR_PARALLEL_SIZES, ConfigError, UnprovenLayers
 from door import files
+from door.problem import Problem
 
 
 class UsageError(ValueError):
@@ -124,7 +125,7 @@ def _launcher(options: FitOptions):
         return installed_launcher()
     try:
         source = files.read_text(options.launcher, f"--launcher {options.launcher}", 16 * files.MiB)
-    except files.FileProblem as problem:
+    except Problem as problem:
         raise UsageError(f"{problem}; pass a triton_unified_attention.py") from None
     installed_launcher()  # vLLM's own modules first, as the file imports them
     return launcher_from_source(source, "vllm_turing_checked_attention")

@@ -19,6 +19,7 @@ from patches.fitcheck.base import DEFAULT_DTYPE
 from patches.fitcheck.mixer_shapes import fields_by_kind
 from patches.fitcheck.util import write_atomically
 from door import files
+from door.problem import Problem
 
 FORMAT = 1
 SMALLEST_TILE = 16
@@ -137,7 +138,7 @@ def read_table(path: Path, option: str = "--write-table") -> dict | None:
         return None
     try:  # a path a user may give (--known-table): a regular file, capped, strict JSON
         document = files.read_json(str(path), str(path), TABLE_CAP, unique_keys=False)
-    except files.FileProblem as problem:
+    except Problem as problem:
         raise TableError(f"{problem}; move it away or pass another {option} path") from None
     try:
         if document.get("format") != FORMAT or not isinstance(document.get("entries"), list):

@@ -11,10 +11,11 @@ import sys
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
-from imagefacts.shape import ArgvError, option_table  # noqa: E402
-from entrypoint import facts  # noqa: E402
+from imagefacts.shape import option_table  # noqa: E402
+from entrypoint import image_facts  # noqa: E402
 from entrypoint.argv import parse_extra  # noqa: E402
 from imagefacts.read import server_parser  # noqa: E402
+from door.problem import UsageError  # noqa: E402
 
 
 UNSET = object()
@@ -37,12 +38,12 @@ def vllm_dests(words: list[str]):
 def judge_dests(words: list[str], table: dict):
     try:
         return sorted(parse_extra(words, table))
-    except ArgvError:
+    except UsageError:
         return "refused"
 
 
 def main() -> None:
-    loaded = facts.load()
+    loaded = image_facts.load()
     assert loaded.facts is not None, loaded.why_not
     table = loaded.facts.server_parser
     samples = json.loads(sys.argv[1])

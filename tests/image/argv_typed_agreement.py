@@ -14,8 +14,9 @@ import sys
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
 from imagefacts.read import server_parser  # noqa: E402
-from imagefacts.shape import ArgvError, option_table  # noqa: E402
+from imagefacts.shape import option_table  # noqa: E402
 from entrypoint.argv import parse_extra  # noqa: E402
+from door.problem import UsageError  # noqa: E402
 
 UNSET = object()
 
@@ -41,7 +42,7 @@ def vllm_parse(parser, words: list[str]):
 def judge_parse(table: dict, words: list[str]):
     try:
         return {dest: plain(value) for dest, value in parse_extra(words, table).items()}
-    except ArgvError:
+    except UsageError:
         return "refused"
 
 

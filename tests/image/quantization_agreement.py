@@ -18,7 +18,8 @@ from vllm.platforms import current_platform
 from vllm.platforms.interface import DeviceCapability
 from vllm.transformers_utils.model_arch_config_convertor import ModelArchConfigConvertorBase
 
-from entrypoint.checks.quant_method import QuantizationRefused, checkpoint_quantization, effective_method
+from door.problem import Problem
+from entrypoint.checks.quant_method import checkpoint_quantization, effective_method
 
 import vllm.model_executor.layers.quantization as quantization  # noqa: E402
 import vllm.models.deepseek_v41  # noqa: E402,F401  (CUDA's DeepSeek V4 config, imported before is_cuda answers)
@@ -61,7 +62,7 @@ def ours(flag, config: dict, cc):
     try:
         point = checkpoint_quantization(config, config.get("model_type", ""), (config.get("architectures") or [""])[0])
         method = effective_method(flag, point, cc).method
-    except QuantizationRefused:
+    except Problem:
         return "refused"
     return method if method is None or method in quantization.QUANTIZATION_METHODS else "refused"  # vLLM's "Unknown method"
 

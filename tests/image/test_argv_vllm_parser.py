@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from entrypoint.command import server_argv
+from entrypoint.server_command import server_argv
 from entrypoint.settings import parse_settings
 from tests.support import seed_configs
 from tooling.serving_stack import read_env_file

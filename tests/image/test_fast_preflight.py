@@ -17,7 +17,7 @@ from tooling.standins.standin_driver import build_standin_driver
 NVIDIA_LIBS = "/usr/local/nvidia/lib64"
 IN_PROCESS = """
 import contextlib, io, json, os, sys
-from entrypoint.cli import main
+from entrypoint.start import main
 report = io.StringIO()
 with contextlib.redirect_stdout(report):
     code = main(["check", "--json"], dict(os.environ))

@@ -151,9 +151,9 @@ def test_our_modules_ship_their_bytecode_so_no_start_compiles_them(docker_client
 
     build_side = re.compile(excluded_pattern())
     with idle_container(docker_client, image, user="root") as fresh:  # the image's uid may not write there
-        fresh.run("touch /opt/vllm-turing/entrypoint/report.py && echo 'x = 1' > /opt/vllm-turing/planted.py")
+        fresh.run("touch /opt/vllm-turing/entrypoint/preflight_report.py && echo 'x = 1' > /opt/vllm-turing/planted.py")
         stale = run_json(fresh, STALE_BYTECODE)["stale"]
-        assert {"/opt/vllm-turing/entrypoint/report.py", "/opt/vllm-turing/planted.py"} <= set(stale)  # found
+        assert {"/opt/vllm-turing/entrypoint/preflight_report.py", "/opt/vllm-turing/planted.py"} <= set(stale)  # found
     with idle_container(docker_client, image) as fresh:
         found = run_json(fresh, STALE_BYTECODE)
     assert found["stale"] == [path for path in found["every"] if build_side.search(path)]

@@ -1,6 +1,6 @@
 """The serving tier's model, fetched as a user fetches one: the tiny Gemma 4 (tiny_gemma4.py, made in the
 vehicle) committed to a repository of a real Hub mirror (olah, tooling/hub_mirror.py), then got by
-the vehicle's own `fetch`, through the `docker run` that `build.py model fetch` runs (buildtool/model.py:
+the vehicle's own `fetch`, through the `docker run` that `build.py model fetch` runs (buildtool/model_fetch.py:
 the target card named, `--gpu t4`, as on a host without a GPU; the Hub token as a mounted file that
 HF_TOKEN_PATH names; HF_ENDPOINT passed by name). So every server of the tier serves a folder that
 carries the fetch manifest, and the preflight's `model` check names its repository and commit.
@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildtool import model
+from buildtool import model_fetch
 from contract import layout
 from entrypoint.fetch import manifest
 from tests.support.docker_bridge import bridge_gateway
@@ -66,9 +66,9 @@ def fetch_tiny_model(image: str, docker_client, models_dir: Path, work: Path) ->
         token_file.write_text(token + "\n")
         token_file.chmod(0o600)
         models_dir.mkdir(parents=True, exist_ok=True)
-        run = model.FetchRun(f"{REPO_ID}@main", image, models_dir, gpu=CARD, token_file=token_file,
+        run = model_fetch.FetchRun(f"{REPO_ID}@main", image, models_dir, gpu=CARD, token_file=token_file,
                              uid=os.getuid(), gid=os.getgid())
-        argv = model.docker_argv(run, {"HF_ENDPOINT"})
+        argv = model_fetch.docker_argv(run, {"HF_ENDPOINT"})
         at = argv.index("--rm")
         argv[at:at + 1] = ["--name", container]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=mirror.env())

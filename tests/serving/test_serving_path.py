@@ -27,7 +27,7 @@ import pytest
 import requests
 import yaml
 
-from buildtool.model import TOKEN_MOUNT
+from buildtool.model_fetch import TOKEN_MOUNT
 from buildtool.smoke.checks import CHECKS
 from contract.layout import API_KEY_PATH
 from tests.serving import fetched_model

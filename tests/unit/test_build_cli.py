@@ -11,9 +11,8 @@ import pytest
 from buildtool.base.bootstrap import BOOTSTRAP_IMAGE
 from buildtool.base.build import after_failed_pull, os_image_step
 from buildtool.docker.buildkit import BuildRequest, build_environment, buildx_argv
-from buildtool.errors import BuildError
 from buildtool.hostconfig import debian_mirror, host_ca_bundle, pip_index_secrets
-from buildtool.plan import base_plan, build_plan
+from buildtool.build_plans import base_plan, build_plan
 from buildtool.image.fit_table import fit_verdict_line
 from buildtool.image.labels import base_digest, image_labels
 from buildtool.image.verify import clamp_finding, finding_line, fp16_finding, fp16_label_findings
@@ -22,6 +21,7 @@ from contract.verdict import Status
 from buildtool.docker.progress import ProgressView, failure_line
 from tests.support.build_py import build_py as build_module
 from tests import REPO
+from door.problem import Problem
 
 
 REPORTS = {
@@ -251,7 +251,7 @@ def test_a_failed_pull_of_the_default_os_image_bootstraps_and_of_a_named_one_is_
     assert after_failed_pull(default, "debian:bookworm-slim", "no route").startswith(
         "cannot pull debian:bookworm-slim (no route): bootstrapping")
     named = base_plan(build_module().parse(["base", "--os-image", "mine:1"]))
-    with pytest.raises(BuildError, match=r"cannot pull --os-image mine:1 \(no route\): give one"):
+    with pytest.raises(Problem, match=r"cannot pull --os-image mine:1 \(no route\): give one"):
         after_failed_pull(named, "mine:1", "no route")
 
 

@@ -18,7 +18,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from buildtool import flags
-from buildtool.flags import UsageError
+from door.problem import UsageError
 from tests.support.build_py import build_py
 from tests.support.slack import SCHEDULING_SLACK_S
 from tests import REPO

@@ -8,7 +8,7 @@ import sys
 
 from hypothesis import given, strategies as st
 
-from buildtool.model import CONTAINER_HF_HOME, ENV_IMAGE, TOKEN_MOUNT, docker_argv, fetch_run
+from buildtool.model_fetch import CONTAINER_HF_HOME, ENV_IMAGE, TOKEN_MOUNT, docker_argv, fetch_run
 from buildtool.units.spec import DEFAULT_IMAGE, MODEL_MOUNT
 from tests.support.build_py import build_py
 from tests import REPO

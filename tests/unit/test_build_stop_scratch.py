@@ -14,7 +14,7 @@ import pytest
 import build
 from buildtool.image import build as image_build
 from buildtool.image.verify import CLAMP_CHECK
-from buildtool.plan import BuildOptions, BuildPlan
+from buildtool.build_plans import BuildOptions, BuildPlan
 from contract.layout import BUILD_REPORTS
 
 OLD_TAG = "vllm-turing:0.33.0"

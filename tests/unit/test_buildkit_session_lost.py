@@ -10,7 +10,7 @@ import pytest
 
 from buildtool.docker import buildkit
 from buildtool.docker.progress import ProgressView
-from buildtool.errors import BuildError
+from door.problem import Problem
 
 STANDIN_DOCKER = """#!/bin/sh
 # standin docker CLI: each call appends a line to $CALLS; fails with $FIRST_FAILURE on the first call
@@ -53,6 +53,6 @@ def test_a_lost_session_is_built_once_more_and_says_why(standin_docker, tmp_path
 
 def test_any_other_failure_is_not_built_again(standin_docker, tmp_path, monkeypatch):
     monkeypatch.setenv("FIRST_FAILURE", "process did not complete successfully: exit code: 2")
-    with pytest.raises(BuildError, match="exit code: 2"):
+    with pytest.raises(Problem, match="exit code: 2"):
         buildkit.build(request(tmp_path), ProgressView(io.StringIO(), live=False))
     assert len(standin_docker.read_text().splitlines()) == 1

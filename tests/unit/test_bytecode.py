@@ -89,7 +89,7 @@ def test_no_module_a_start_imports_is_left_without_bytecode():
     assert done.returncode == 0, done.stderr[-3000:]
     loaded = json.loads(done.stdout.splitlines()[-1])
     assert loaded["answered"] >= 3 * 20, "the table answers the built-in models, so their lookups ran through"
-    assert "patches.fitcheck.lookup" in loaded["modules"] and "entrypoint.fetch.run" in loaded["modules"]
-    assert without_bytecode(["patches.fitcheck.compiler", "entrypoint.cli"]) == ["patches.fitcheck.compiler"], \
+    assert "patches.fitcheck.lookup" in loaded["modules"] and "entrypoint.fetch.fetch_model" in loaded["modules"]
+    assert without_bytecode(["patches.fitcheck.compiler", "entrypoint.start"]) == ["patches.fitcheck.compiler"], \
         "the search finds a planted build-side module"
     assert without_bytecode(loaded["modules"]) == []

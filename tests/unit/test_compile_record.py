@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from contract import compile_record
 from contract.compile_record import Answer, Record, RecordError
 from patches.fitcheck import compiler
+from door.problem import Problem
 
 VERSIONS = {"vllm": "0.33.0", "triton": "3.8.0"}
 CUT = compiler.SHARED_ONLY_KEY
@@ -175,7 +176,6 @@ def test_a_full_compile_run_takes_nothing_from_the_record(standin_compiler):
 # build.py's side: a build's record written back to the repository, only when it changed.
 
 def test_the_build_writes_the_images_record_back_only_when_it_differs(tmp_path):
-    from buildtool.errors import BuildError
     from buildtool.image.build import keep_compile_record
 
     recorded = {"b" * 64: Answer("reduce_segments", 86, 512, 4, 1), "a" * 64: Answer("k", 75, None, None, None, "E")}
@@ -188,7 +188,7 @@ def test_the_build_writes_the_images_record_back_only_when_it_differs(tmp_path):
     assert keep_compile_record(document, tmp_path) == f"{written}: unchanged (2 compiles)"
     assert written.stat().st_mtime_ns == before
     document["compiles"]["b" * 64][2] = -5
-    with pytest.raises(BuildError, match="the build's compile record is not one .*shared is -5"):
+    with pytest.raises(Problem, match="the build's compile record is not one .*shared is -5"):
         keep_compile_record(document, tmp_path)
     assert compile_record.read_record(written).answers == recorded, "a bad record overwrites nothing"
 

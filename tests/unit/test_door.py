@@ -57,9 +57,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("buildtool/smoke/media.py", "path-read"): "wave.open writes the probe's own sound into a BytesIO",
     ("buildtool/units/monitoring.py", "yaml"): "the rules file of this repository (monitoring/rules.yml), read into the PrometheusRule",
     ("buildtool/units/serialize.py", "yaml"): "reads back YAML this serializer wrote itself in the same call, to check it means what was asked",
-    ("entrypoint/fetch/hub.py", "hub"): "huggingface_hub's hf_hub_url builds the file's URL only; door.remote reads it",
-    ("entrypoint/fetch/hub.py", "open"): "the fetch's own partial file, opened to append what door.remote downloads",
-    ("entrypoint/fetch/run.py", "open"): "the fetch's own lock, created O_NONBLOCK | O_NOFOLLOW and refused unless a regular file",
+    ("entrypoint/fetch/hub_client.py", "hub"): "huggingface_hub's hf_hub_url builds the file's URL only; door.remote reads it",
+    ("entrypoint/fetch/hub_client.py", "open"): "the fetch's own partial file, opened to append what door.remote downloads",
+    ("entrypoint/fetch/fetch_model.py", "open"): "the fetch's own lock, created O_NONBLOCK | O_NOFOLLOW and refused unless a regular file",
     ("entrypoint/fetch/verify.py", "open"): "hashes a file the fetch staged itself, in chunks, under the verify deadline",
     ("patches/turing_clamp/runtime.py", "open"): CLAMP_RUNTIME,
     ("patches/turing_clamp/runtime.py", "json"): CLAMP_RUNTIME,
@@ -107,7 +107,7 @@ def test_every_allowance_and_pending_entry_still_names_a_site(product_sites):
 
 def test_the_scan_covers_the_product():
     names = {str(path.relative_to(door_scan.REPO)) for path in door_scan.product_files()}
-    assert {"build.py", "buildtool/model.py", "entrypoint/cli.py", "bench/preflight", "tooling/servebench/driver.py",
+    assert {"build.py", "buildtool/model_fetch.py", "entrypoint/start.py", "bench/preflight", "tooling/servebench/driver.py",
             "patches/fitcheck/run.py", "contract/layout.py", "imagefacts/read.py", "tooling/vllm_releases.py"} <= names
     assert not any(name.startswith(("door/", "tests/")) for name in names)
 

@@ -9,15 +9,15 @@ import zipfile
 
 import pytest
 
-from door.archives import ArchiveProblem, Limits, open_tar, open_zip
-from door.files import FileProblem
+from door.archives import Limits, open_tar, open_zip
+from door.problem import Problem
 from tests.support.zip_bomb import bomb_zip
 
 LIMITS = Limits(member_cap=4 * 2**20, max_members=1000, total_cap=64 * 2**20)
 
 
 def refused(opener, path, limits=LIMITS) -> str:
-    with pytest.raises(FileProblem) as problem:
+    with pytest.raises(Problem) as problem:
         with opener(str(path), "db.zip", limits):
             pass
     assert "\n" not in str(problem.value) and str(problem.value).startswith("db.zip")
@@ -77,7 +77,7 @@ def test_a_member_shorter_than_its_listing_is_refused_on_read(tmp_path):
     data[at + 24:at + 28] = (200).to_bytes(4, "little")
     path.write_bytes(bytes(data))
     with open_zip(str(path), "db.zip", LIMITS) as archive:
-        with pytest.raises(ArchiveProblem, match="db.zip: a.json"):
+        with pytest.raises(Problem, match="db.zip: a.json"):
             archive.read(archive.members[0])
 
 
@@ -97,7 +97,7 @@ def test_a_tars_regular_members_are_read_and_its_links_and_slips_refused(tmp_pat
     link.type, link.linkname = tarfile.SYMTYPE, "/etc/shadow"
     slip = tarfile.TarInfo("../../escape.json")
     for info, said in [(link, "is a symlink"), (slip, "climbs out")]:
-        with pytest.raises(ArchiveProblem, match=said):
+        with pytest.raises(Problem, match=said):
             with open_tar(str(tar_with(tmp_path / "b.tgz", (info, b""))), "m.tgz", LIMITS):
                 pass
 
@@ -112,7 +112,7 @@ def test_a_member_is_copied_in_pieces_and_a_full_disk_is_the_sinks_error_not_the
         assert (tmp_path / "out").read_bytes() == payload
         with open("/dev/full", "wb", buffering=0) as full, pytest.raises(OSError) as failed:
             archive.copy(archive.members[0], full)
-        assert not isinstance(failed.value, ArchiveProblem)
+        assert not isinstance(failed.value, Problem)
 
 
 def test_a_compressed_tar_declaring_a_tib_member_is_refused_at_its_header(tmp_path):
@@ -122,6 +122,6 @@ def test_a_compressed_tar_declaring_a_tib_member_is_refused_at_its_header(tmp_pa
     info.size = 2**40
     path = tmp_path / "tib.tgz"
     path.write_bytes(gzip.compress(info.tobuf(format=tarfile.GNU_FORMAT) + bytes(2**20)))  # a header, a MiB
-    with pytest.raises(ArchiveProblem, match=r"^m\.tgz: the member 'model/model\.safetensors' is 1099511627776 bytes"):
+    with pytest.raises(Problem, match=r"^m\.tgz: the member 'model/model\.safetensors' is 1099511627776 bytes"):
         with open_tar(str(path), "m.tgz", LIMITS):
             pass

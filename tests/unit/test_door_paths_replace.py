@@ -13,6 +13,7 @@ import pytest
 from hypothesis import example, given, strategies as st
 
 from door import paths, replace
+from door.problem import Problem
 from tests import REPO
 
 
@@ -33,7 +34,7 @@ def test_any_remote_name_is_under_its_root_or_refused_in_one_line(tmp_path_facto
     root = tmp_path_factory.mktemp("root")
     try:
         path = paths.contained(root, name, "the listing")
-    except paths.PathProblem as problem:
+    except Problem as problem:
         assert "\n" not in str(problem) and str(problem).startswith("the listing names ")
         return
     real = os.path.realpath(path)
@@ -45,7 +46,7 @@ def test_a_name_through_a_symlink_out_of_the_root_is_refused(tmp_path):
     root.mkdir()
     outside.mkdir()
     (root / "sub").symlink_to(outside)
-    with pytest.raises(paths.PathProblem, match="by a symlink"):
+    with pytest.raises(Problem, match="by a symlink"):
         paths.contained(root, "sub/config.json", "the listing")
     assert paths.contained(root, "other/config.json", "the listing") == root / "other" / "config.json"
 

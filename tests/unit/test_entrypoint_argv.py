@@ -5,9 +5,10 @@ import argparse
 
 import pytest
 
-from imagefacts.shape import ArgvError, option_table
+from imagefacts.shape import option_table
 from entrypoint.argv import OWNED, flexible_words, judge_extra, parse_extra
 from entrypoint.settings import SettingsError
+from door.problem import UsageError
 
 
 def table() -> dict:
@@ -87,7 +88,7 @@ def test_without_a_table_only_the_rechecked_options_spelled_out_are_seen():
 
 
 def test_a_dotted_option_without_its_value_is_an_argv_error():
-    with pytest.raises(ArgvError):
+    with pytest.raises(UsageError):
         parse_extra(["--attention-config.backend"], table())
 
 

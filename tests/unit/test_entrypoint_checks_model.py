@@ -3,6 +3,7 @@ written by the tests, as a local directory and in the huggingface_hub cache layo
 import pytest
 
 from contract.verdict import Status
+from door.problem import Problem
 from entrypoint.checks.model import DRAFTER, MODEL, check_drafter, check_model, resolve, staged_bytes
 
 from tests.support.model_files import write_hf_cache_model, write_model_dir
@@ -180,11 +181,11 @@ def test_reads_refuse_what_is_not_a_regular_file_without_blocking(tmp_path):
     os.mkfifo(tmp_path / "fifo")
     (tmp_path / "loop").symlink_to("loop")
     for name, says in (("fifo", "named pipe"), ("loop", "cannot be read"), (".", "a directory")):
-        with pytest.raises(files.FileProblem, match=says):
+        with pytest.raises(Problem, match=says):
             files.read_bytes(str(tmp_path / name), name)
     (tmp_path / "big").touch()
     os.truncate(tmp_path / "big", 2**33)
-    with pytest.raises(files.FileProblem, match="8589934592 bytes, more than the 4 MiB"):
+    with pytest.raises(Problem, match="8589934592 bytes, more than the 4 MiB"):
         files.read_bytes(str(tmp_path / "big"), "big")
 
 

@@ -2,7 +2,7 @@
 import json
 import shlex
 
-from entrypoint.command import server_argv
+from entrypoint.server_command import server_argv
 from entrypoint.settings import SERVER_CMD, parse_settings
 
 from tests.support.entrypoint_cli import run_entrypoint

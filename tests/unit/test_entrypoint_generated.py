@@ -10,8 +10,8 @@ from hypothesis import example, given, strategies as st
 from door import redact as redaction
 from entrypoint.argv import judge_extra
 from entrypoint.argv_files import opened_files_problem
-from entrypoint.cli import refusal_line
-from entrypoint.command import server_argv
+from entrypoint.start import refusal_line
+from entrypoint.server_command import server_argv
 from entrypoint.settings import ENTRYPOINT_ONLY, SHARED_WITH_SERVER, SettingsError, parse_settings
 from imagefacts.value_types import converter
 from tests.support.entrypoint_cli import run_entrypoint

@@ -14,11 +14,12 @@ import time
 import pytest
 
 from contract.verdict import Status, passed
-from entrypoint import hub, identity, preflight, report
+from entrypoint import hub_access, identity, preflight, preflight_report
 from entrypoint.settings import SettingsError, parse_settings
 from tests import REPO
 from tests.support.entrypoint_cli import run_entrypoint
 from tests.support.model_files import write_model_dir
+from door.problem import Problem
 
 
 @pytest.mark.parametrize("variable, value, expected", [
@@ -52,8 +53,8 @@ def test_the_cli_refuses_in_one_escaped_line_and_exits_2():
 
 
 def test_report_text_escapes_what_could_forge_a_line():
-    assert report.shown("a\nb\x1b[31m") == "a\\nb\\x1b[31m"
-    assert report.shown("Tesla T4 é") == "Tesla T4 é"
+    assert preflight_report.shown("a\nb\x1b[31m") == "a\\nb\\x1b[31m"
+    assert preflight_report.shown("Tesla T4 é") == "Tesla T4 é"
 
 
 def test_a_check_that_never_returns_fails_at_its_deadline_and_the_rest_run():
@@ -114,11 +115,11 @@ def closed_port() -> int:
 
 
 def test_an_unreachable_hub_is_told_in_seconds_naming_what_failed():
-    refused = hub.unreachable({"HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}"})
+    refused = hub_access.unreachable({"HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}"})
     assert refused is not None and "no connection" in refused[1]
-    unknown = hub.unreachable({"HF_ENDPOINT": "https://nonexistent.invalid"})
+    unknown = hub_access.unreachable({"HF_ENDPOINT": "https://nonexistent.invalid"})
     assert unknown == ("nonexistent.invalid", unknown[1]) and "does not resolve" in unknown[1]
-    via_proxy = hub.unreachable({"HF_ENDPOINT": "https://nonexistent.invalid",
+    via_proxy = hub_access.unreachable({"HF_ENDPOINT": "https://nonexistent.invalid",
                                  "HTTPS_PROXY": f"http://127.0.0.1:{closed_port()}"})
     assert via_proxy[0].startswith("127.0.0.1:")
 
@@ -142,7 +143,7 @@ def test_the_driver_context_probe_reports_the_drivers_refusal(tmp_path):
 
 
 def test_the_early_probe_answers_what_the_driver_answers_devices_and_context(tmp_path):
-    from entrypoint.device import NoDevice, Probe
+    from entrypoint.device import Probe
     from tooling.standins.standin_driver import build_standin_driver
 
     good = Probe(str(build_standin_driver(tmp_path / "good", cc=(8, 6), name="StandIn RTX 3090") / "libcuda.so.1"))
@@ -152,10 +153,10 @@ def test_the_early_probe_answers_what_the_driver_answers_devices_and_context(tmp
     assert refused.devices()[0].cc == (7, 5)
     assert refused.context_error(0) == "cuDevicePrimaryCtxRetain failed: CUDA_ERROR_NO_DEVICE (100)"
     no_init = Probe(str(build_standin_driver(tmp_path / "no-init", cu_init_code=100) / "libcuda.so.1"))
-    with pytest.raises(NoDevice, match=r"cuInit failed: CUDA_ERROR_NO_DEVICE \(100\)"):
+    with pytest.raises(Problem, match=r"cuInit failed: CUDA_ERROR_NO_DEVICE \(100\)"):
         no_init.devices()
     assert no_init.context_error(0) == "cuInit failed: CUDA_ERROR_NO_DEVICE (100)"  # asked again, answered again
-    with pytest.raises(NoDevice, match="libcuda.so.1 does not load"):
+    with pytest.raises(Problem, match="libcuda.so.1 does not load"):
         Probe(str(tmp_path / "absent" / "libcuda.so.1")).devices()
 
 
@@ -171,11 +172,11 @@ def test_the_early_probe_answers_once_the_context_is_made_and_releases_it_after(
 
 
 def test_a_driver_that_blocks_in_cuinit_is_named_at_the_deadline_not_waited_for(tmp_path):
-    from entrypoint.device import NoDevice, Probe
+    from entrypoint.device import Probe
     from tooling.standins.standin_driver import build_standin_driver
 
     blocked = Probe(str(build_standin_driver(tmp_path / "blocks", latency_ms={"cuInit": 30_000}) / "libcuda.so.1"))
-    with pytest.raises(NoDevice, match=r"^no answer from cuInit in 0.2 s$"):
+    with pytest.raises(Problem, match=r"^no answer from cuInit in 0.2 s$"):
         blocked.devices(deadline_s=0.2)
 
 

@@ -15,7 +15,7 @@ from contract.verdict import Status
 from entrypoint import linker_cache
 from entrypoint.checks import audio, driver_floor, turing_settings
 from entrypoint.checks.driver import check_driver
-from entrypoint.cli import main
+from entrypoint.start import main
 from entrypoint.cuda_stack import DRIVER_FLOOR, driver_floor as floor_of, judge_stack, stack_wheels, torch_cuda_version
 from entrypoint.settings import SettingsError, parse_settings
 

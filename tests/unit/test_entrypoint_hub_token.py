@@ -7,7 +7,7 @@ import os
 import pytest
 from hypothesis import example, given, strategies as st
 
-from entrypoint.hub import token_file_refusal
+from entrypoint.hub_access import token_file_refusal
 from tests.unit.test_entrypoint_api_key import make_fifo, served
 
 TOKEN = "hf_plantedTokenForTheHubTest0123456789"

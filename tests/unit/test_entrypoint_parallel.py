@@ -108,7 +108,7 @@ def test_the_real_probe_without_gpus_fails_with_its_reason():
 
 
 # Settings: the sizes and the GPU selection variables, validated like every other setting.
-from entrypoint.command import server_argv  # noqa: E402
+from entrypoint.server_command import server_argv  # noqa: E402
 from entrypoint.settings import SettingsError, parse_settings  # noqa: E402
 from tests.support.entrypoint_cli import run_entrypoint  # noqa: E402
 

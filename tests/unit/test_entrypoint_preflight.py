@@ -97,7 +97,7 @@ def test_the_driver_context_of_the_torch_check_runs_beside_the_other_checks(monk
     import threading
 
     from entrypoint import preflight
-    from entrypoint.facts import Facts, Loaded
+    from entrypoint.image_facts import Facts, Loaded
 
     release, asked = threading.Event(), []
 
@@ -166,7 +166,7 @@ def test_a_check_begun_early_runs_before_its_turn_and_one_that_hangs_fails_at_th
 
 def test_the_torch_check_takes_the_context_answer_it_is_given():
     from entrypoint import preflight
-    from entrypoint.facts import Facts, Loaded
+    from entrypoint.image_facts import Facts, Loaded
 
     asked = []
     refused = preflight.torch_check(Loaded(Facts({"torch": FACTS})),
@@ -179,7 +179,7 @@ def test_a_driver_that_makes_no_context_fails_the_torch_check_and_one_that_hangs
     import threading
 
     from entrypoint import preflight
-    from entrypoint.facts import Facts, Loaded
+    from entrypoint.image_facts import Facts, Loaded
 
     loaded = Loaded(Facts({"torch": FACTS}))
     monkeypatch.setattr(preflight, "context_error", lambda ordinal: "cuInit failed: CUDA_ERROR_NO_DEVICE (100)")

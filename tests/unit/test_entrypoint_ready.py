@@ -7,9 +7,10 @@ import sys
 
 from hypothesis import example, given, strategies as st
 
-from entrypoint.ready import NotReady, listed_models
+from entrypoint.ready import listed_models
 from tests.support.openai_standin import OpenAIStandIn, StandInResponse
 from tests import REPO
+from door.problem import Problem
 
 KEY = "sk-readiness-7d1e0b9c55"
 MODEL = "/models/gemma-4-E2B-it"
@@ -87,7 +88,7 @@ def test_a_bad_setting_is_not_ready_naming_it():
 def test_any_answer_is_a_list_of_names_or_not_ready_never_a_traceback(body):
     try:
         names = listed_models(body)
-    except NotReady as problem:
+    except Problem as problem:
         assert "/v1/models" in str(problem)
     else:
         assert all(isinstance(name, str) for name in names)

@@ -19,6 +19,7 @@ from imagefacts.shape import option_table
 from tests.support.model_files import write_model_dir
 from tests.support.vllm_033_facts import VLLM_033_MIN, VLLM_033_VALUES
 from tests.support.standin_vllm_parser import add_vllm_like_options, parse_dataclass, standin_optional_type
+from door.problem import Problem
 
 
 def rejudged_parser() -> argparse.ArgumentParser:
@@ -179,7 +180,7 @@ def test_config_format_mistral_needs_params_json_in_the_folder(tmp_path):
 def test_any_load_format_and_folder_end_in_weights_or_one_line(load_format, present):
     try:
         kind, found = model.weight_files("/nowhere", sorted(present), load_format)
-    except model.ModelProblem as problem:
+    except Problem as problem:
         assert "\n" not in str(problem) and ("/nowhere" in str(problem) or "--load-format" in str(problem))
         return
     assert found and set(found) <= present and not any(name.startswith(".") for name in found)
@@ -282,6 +283,6 @@ def test_a_json_option_is_parsed_once_or_refused_in_one_line_naming_it(option, v
 
 def test_training_files_alone_are_no_weights_though_pt_files_follow_as_vllm_globs_them():
     """The default loader stops at the first pattern that matches, then drops the training files."""
-    with pytest.raises(model.ModelProblem):
+    with pytest.raises(Problem):
         model.weight_files("/m", ["training_args.bin", "weights.pt"], "hf")
     assert model.weight_files("/m", ["optimizer.pt", "weights.pt"], "pt") == ("pt", ["weights.pt"])

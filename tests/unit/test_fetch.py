@@ -15,7 +15,7 @@ import time
 import pytest
 
 from contract import layout
-from entrypoint.fetch.hub import partial_path as hub_partial_path
+from entrypoint.fetch.hub_client import partial_path as hub_partial_path
 from entrypoint.fetch.listing import HubFile
 from patches.fitcheck import shapes
 from tests.support.cutting_proxy import CuttingProxy

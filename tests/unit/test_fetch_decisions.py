@@ -10,7 +10,8 @@ from hypothesis import example, given, strategies as st
 from contract.devices import TURING
 from entrypoint.checks import disk, memory
 from entrypoint.fetch import judge, listing, verify
-from entrypoint.fetch.request import FetchUsage, NothingToFetch, Request, parse_model_ref, parse_request
+from door.problem import Problem, UsageError
+from entrypoint.fetch.request import Request, parse_model_ref, parse_request
 from contract import layout
 from patches.fitcheck import shapes
 from tests.unit.test_fitcheck_lookup import installed, written_table  # noqa: F401 (a fixture)
@@ -29,13 +30,13 @@ WORDS = st.lists(st.one_of(st.text(max_size=40), st.sampled_from(["--gpu", "--na
 def test_any_words_are_a_request_or_one_line_naming_the_word(words):
     try:
         request = parse_request(words)
-    except NothingToFetch:
-        assert not [word for word in words if not word.startswith("-")]
-        return
-    except FetchUsage as usage:
+    except UsageError as usage:
         line = str(usage)
         assert "\n" not in line and line.isprintable()
         assert any(name in line for name in ("REPO", "REVISION", "--gpu", "--name", "--models-dir", "fetch"))
+        return
+    except Problem as nothing:  # nothing to fetch: exit 0
+        assert nothing.exit_code == 0 and not [word for word in words if not word.startswith("-")]
         return
     assert isinstance(request, Request)
     assert request.target.startswith(request.models_dir) and ".." not in request.target.split("/")
@@ -52,13 +53,13 @@ SETTING_TEXT = st.one_of(st.text(max_size=30), st.sampled_from(["org/m", "org/m@
 def test_the_units_settings_are_a_request_or_one_line_naming_the_setting(env):
     try:
         request = parse_request([], env)
-    except NothingToFetch:
-        assert not env.get("FETCH_MODEL", "").strip()
-        return
-    except FetchUsage as usage:
+    except UsageError as usage:
         line = str(usage)
         assert "\n" not in line and line.isprintable()
         assert any(name in line for name in ("FETCH_MODEL", "FETCH_GPU", "MODEL"))
+        return
+    except Problem as nothing:  # nothing to fetch: exit 0
+        assert nothing.exit_code == 0 and not env.get("FETCH_MODEL", "").strip()
         return
     assert ".." not in request.target.split("/") and request.target.startswith("/")
 

@@ -18,8 +18,9 @@ from hypothesis import example, given, strategies as st
 
 from contract import layout
 from door import paths
-from entrypoint.fetch import hub
-from entrypoint.fetch.listing import HubFile, ListingProblem, parse_listing
+from door.problem import Problem, UsageError
+from entrypoint.fetch import hub_client
+from entrypoint.fetch.listing import HubFile, parse_listing
 from tests.support.hostile import peer as hostile
 from tests.support.hostile.peer import HubPeer
 from tests.support.slack import SCHEDULING_SLACK_S
@@ -189,17 +190,17 @@ def test_third_party_log_records_and_warnings_are_masked_once_installed():
 
 @pytest.fixture
 def small_bounds(monkeypatch):
-    monkeypatch.setattr(hub, "API_DEADLINE_S", 2.0)
-    monkeypatch.setattr(hub, "DOWNLOAD_BASE_S", 2.0)
-    monkeypatch.setattr(hub, "IDLE_S", 1.0)
-    monkeypatch.setattr(hub, "API_CAP", 2**20)
+    monkeypatch.setattr(hub_client, "API_DEADLINE_S", 2.0)
+    monkeypatch.setattr(hub_client, "DOWNLOAD_BASE_S", 2.0)
+    monkeypatch.setattr(hub_client, "IDLE_S", 1.0)
+    monkeypatch.setattr(hub_client, "API_CAP", 2**20)
 
 
-def hub_refusal(call, peer, monkeypatch) -> tuple[hub.HubProblem, float]:
+def hub_refusal(call, peer, monkeypatch) -> tuple[Problem, float]:
     monkeypatch.setenv("HF_ENDPOINT", peer.url)
-    monkeypatch.setattr(hub, "_endpoint", lambda: peer.url)
+    monkeypatch.setattr(hub_client, "_endpoint", lambda: peer.url)
     started = time.monotonic()
-    with pytest.raises(hub.HubProblem) as caught:
+    with pytest.raises(Problem) as caught:
         call()
     took = time.monotonic() - started
     assert "\n" not in str(caught.value) and caught.value.fix
@@ -217,27 +218,27 @@ RESOLVE = rf"/{HUB_REPO}/resolve/{COMMIT}/model.safetensors"
                          ids=["stall-after-headers", "trickle"])
 def test_a_weight_that_stalls_or_trickles_ends_by_its_deadline(tmp_path, small_bounds, monkeypatch, behaviour):
     with HubPeer().route(RESOLVE, behaviour) as peer:
-        problem, took = hub_refusal(lambda: hub.download(HUB_REPO, COMMIT, FILE, str(tmp_path)), peer, monkeypatch)
-    assert "model.safetensors" in str(problem) and not problem.usage
-    assert took < hub.download_deadline_s(FILE.size) + SCHEDULING_SLACK_S < hostile.HOLD_S
+        problem, took = hub_refusal(lambda: hub_client.download(HUB_REPO, COMMIT, FILE, str(tmp_path)), peer, monkeypatch)
+    assert "model.safetensors" in str(problem) and not isinstance(problem, UsageError)
+    assert took < hub_client.download_deadline_s(FILE.size) + SCHEDULING_SLACK_S < hostile.HOLD_S
     assert not (tmp_path / "model.safetensors").exists()
 
 
 def test_a_weight_cut_at_the_same_byte_on_every_request_is_resumed_a_bounded_number_of_times(
         tmp_path, small_bounds, monkeypatch):
     with HubPeer().route(RESOLVE, hostile.file_answer(CONTENT, cut_at=1000)) as peer:
-        problem, _ = hub_refusal(lambda: hub.download(HUB_REPO, COMMIT, FILE, str(tmp_path)), peer, monkeypatch)
-        assert len(peer.requests) <= hub.MAX_RESUMES + 1
+        problem, _ = hub_refusal(lambda: hub_client.download(HUB_REPO, COMMIT, FILE, str(tmp_path)), peer, monkeypatch)
+        assert len(peer.requests) <= hub_client.MAX_RESUMES + 1
     assert "ended after" in str(problem) and "given up" in str(problem)
-    partial = pathlib.Path(hub.partial_path(str(tmp_path), FILE))
+    partial = pathlib.Path(hub_client.partial_path(str(tmp_path), FILE))
     assert partial.read_bytes() == CONTENT[:1000]  # kept for the next run
 
 
 def test_a_listing_whose_next_page_is_itself_is_refused(small_bounds, monkeypatch):
     entry = hostile.tree_entry("config.json", b"{}", lfs=False)
     with HubPeer().route(rf"/api/models/{HUB_REPO}/tree/", hostile.self_linking([entry])) as peer:
-        problem, took = hub_refusal(lambda: hub.list_files(HUB_REPO, COMMIT), peer, monkeypatch)
-    assert "cycle" in str(problem) and problem.usage and took < SCHEDULING_SLACK_S
+        problem, took = hub_refusal(lambda: hub_client.list_files(HUB_REPO, COMMIT), peer, monkeypatch)
+    assert "cycle" in str(problem) and isinstance(problem, UsageError) and took < SCHEDULING_SLACK_S
 
 
 @pytest.mark.parametrize("behaviour, said", [
@@ -249,13 +250,13 @@ def test_a_listing_whose_next_page_is_itself_is_refused(small_bounds, monkeypatc
     ids=["length-2^40-for-2KiB", "8GiB-body", "8GiB-undeclared", "8GiB-error-body", "8GiB-undeclared-error"])
 def test_a_listing_or_error_body_past_its_cap_is_refused_before_it_is_read(small_bounds, monkeypatch, behaviour, said):
     with HubPeer().route(rf"/api/models/{HUB_REPO}/revision/", behaviour) as peer:
-        problem, took = hub_refusal(lambda: hub.resolve_commit(HUB_REPO, "main"), peer, monkeypatch)
-    assert said in str(problem) and took < hub.API_DEADLINE_S + SCHEDULING_SLACK_S
+        problem, took = hub_refusal(lambda: hub_client.resolve_commit(HUB_REPO, "main"), peer, monkeypatch)
+    assert said in str(problem) and took < hub_client.API_DEADLINE_S + SCHEDULING_SLACK_S
 
 
 def test_a_weight_declared_larger_than_the_listing_says_is_refused(tmp_path, small_bounds, monkeypatch):
     with HubPeer().route(RESOLVE, hostile.lying_length(CONTENT)) as peer:
-        problem, _ = hub_refusal(lambda: hub.download(HUB_REPO, COMMIT, FILE, str(tmp_path)), peer, monkeypatch)
+        problem, _ = hub_refusal(lambda: hub_client.download(HUB_REPO, COMMIT, FILE, str(tmp_path)), peer, monkeypatch)
     assert "declared 1099511627776 bytes" in str(problem)
 
 
@@ -310,7 +311,7 @@ def test_sigterm_in_the_middle_of_a_refetch_leaves_the_good_folder_byte_identica
 def test_any_listing_is_files_under_the_folder_or_one_line(entries):
     try:
         found = parse_listing(entries, "the Hub's listing")
-    except ListingProblem as problem:
+    except Problem as problem:
         assert "\n" not in str(problem) and str(problem).startswith("the Hub's listing")
         return
     for file in found:
@@ -320,9 +321,9 @@ def test_any_listing_is_files_under_the_folder_or_one_line(entries):
 @given(st.none() | st.dictionaries(st.sampled_from(["sha", "id"]), st.none() | st.integers() | st.text(max_size=41)))
 def test_any_revision_answer_names_a_commit_or_is_refused_naming_hf_endpoint(doc):
     try:
-        commit = hub.commit_of(doc, HUB_REPO, "main")
-    except hub.HubProblem as problem:
-        assert problem.usage and "HF_ENDPOINT" in str(problem) and "\n" not in str(problem)
+        commit = hub_client.commit_of(doc, HUB_REPO, "main")
+    except Problem as problem:
+        assert isinstance(problem, UsageError) and "HF_ENDPOINT" in str(problem) and "\n" not in str(problem)
         return
     assert re.fullmatch(r"[0-9a-f]{40}", commit)
 

@@ -15,6 +15,7 @@ from entrypoint.fetch.listing import HubFile
 from entrypoint.settings import parse_settings
 from patches.fitcheck import shapes
 from tests.support.model_files import write_tensors
+from door.problem import Problem
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 REPO = "org/fetched"
@@ -93,7 +94,7 @@ def test_a_deadline_already_past_stops_the_hash(tmp_path):
     listed = hub_file(folder, "model.safetensors")
     try:
         verify.file_problem(str(folder / "model.safetensors"), listed, deadline=time.monotonic() - 1)
-    except verify.Unfinished as unfinished:
+    except Problem as unfinished:
         assert str(unfinished) == "model.safetensors"
     else:
         raise AssertionError("the hash ran past its deadline")
@@ -156,7 +157,7 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size
 def test_any_json_is_a_manifest_or_a_refusal_naming_the_file(doc):
     try:
         found = manifest.parse(doc, "the-manifest")
-    except manifest.ManifestProblem as problem:
+    except Problem as problem:
         assert "the-manifest" in str(problem)
     else:
         assert all(".." not in file.path.split("/") and not file.path.startswith("/") for file in found.files)

@@ -6,8 +6,8 @@ import string
 import pytest
 from hypothesis import example, given, strategies as st
 
-from buildtool.hostconfig import HostSettingError, host_ca_bundle, index_urls, pip_index_secrets, trusted_hosts
-
+from buildtool.hostconfig import host_ca_bundle, index_urls, pip_index_secrets, trusted_hosts
+from door.problem import UsageError
 
 
 def no_config(key: str) -> str:
@@ -24,7 +24,7 @@ def no_config(key: str) -> str:
     ("PIP_TRUSTED_HOST", "mirror.invalid:0", "host:port"),
 ])
 def test_a_pip_setting_pip_could_not_use_is_refused_naming_it(variable, value, says):
-    with pytest.raises(HostSettingError) as raised:
+    with pytest.raises(UsageError) as raised:
         pip_index_secrets({variable: value, "PIP_INDEX_URL": "https://ok.invalid/simple", **{variable: value}},
                           no_config)
     line = str(raised.value)
@@ -33,7 +33,7 @@ def test_a_pip_setting_pip_could_not_use_is_refused_naming_it(variable, value, s
 
 
 def test_a_setting_from_pips_config_is_named_as_that_config():
-    with pytest.raises(HostSettingError) as raised:
+    with pytest.raises(UsageError) as raised:
         pip_index_secrets({}, lambda key: "mirror.invalid/simple" if key == "global.index-url" else "")
     assert str(raised.value).startswith("host setting pip's global.index-url config=")
 
@@ -49,10 +49,10 @@ def test_usable_settings_are_typed():
 def test_pips_own_ca_setting_that_names_no_file_is_refused_not_passed_over(tmp_path, value):
     (tmp_path / "ssl.pem").write_text("-----BEGIN CERTIFICATE-----\n")
     env = {"PIP_CERT": str(tmp_path / value), "SSL_CERT_FILE": str(tmp_path / "ssl.pem")}
-    with pytest.raises(HostSettingError) as raised:
+    with pytest.raises(UsageError) as raised:
         host_ca_bundle(env, no_config, system=())
     assert str(raised.value).startswith("host setting PIP_CERT=") and "a readable CA bundle file" in str(raised.value)
-    with pytest.raises(HostSettingError):
+    with pytest.raises(UsageError):
         host_ca_bundle({}, lambda key: str(tmp_path / value), system=())
 
 
@@ -67,7 +67,7 @@ def test_any_pip_setting_is_typed_or_refused_in_one_line_naming_it(variable, val
     try:
         secrets = pip_index_secrets({variable: value, "PIP_INDEX_URL": "https://ok.invalid/s", **{variable: value}},
                                     no_config)
-    except HostSettingError as error:
+    except UsageError as error:
         line = str(error)
         assert line.startswith(f"host setting {variable}=") and "\n" not in line and error.exit_code == 2, line
         return

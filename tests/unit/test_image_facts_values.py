@@ -9,7 +9,7 @@ from hypothesis import example, given, strategies as st
 from entrypoint.argv import Extras, judge_extra
 from entrypoint.argv_files import opened_files_problem
 from entrypoint.checks import turing_settings
-from entrypoint.facts import Facts, judge
+from entrypoint.image_facts import Facts, judge
 from imagefacts.shape import PACKAGES, SCHEMA, VllmValues, option_table, vllm_values
 from tests.support.standin_vllm_parser import add_vllm_like_options
 from tests.support.vllm_033_facts import VLLM_033_VALUES, VLLM_033_VALUES_SECTION

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import example, given, strategies as st
 
 from buildtool import lock
-from buildtool.errors import BuildError
 from buildtool.lock import LockedPackage, base_target, cpu_target, installed_mismatch, parse_lock
 from contract import pins
 from tests import REPO
+from door.problem import Problem
 
 TARGETS = [base_target(pins.VLLM_VERSION), cpu_target()]
 
@@ -46,7 +46,7 @@ def test_the_vehicle_lock_holds_its_requirements_pins_and_leaves_out_the_cuda_to
 
 
 def test_a_release_without_a_lock_is_refused_naming_the_command_that_writes_it():
-    with pytest.raises(BuildError) as refused:
+    with pytest.raises(Problem) as refused:
         lock.lock_for(base_target("9.9.9"))
     assert refused.value.exit_code == 2
     assert "contract/locks/vllm-9.9.9.txt" in str(refused.value)
@@ -89,7 +89,7 @@ def test_the_installer_lock_pins_the_uv_the_host_locks_with():
 
 @pytest.mark.parametrize("requirements", ["docker>=7\n", "uv==0.1\nuv==0.2\n"])
 def test_requirements_that_pin_uv_other_than_once_are_refused_in_one_line(requirements):
-    with pytest.raises(BuildError) as refused:
+    with pytest.raises(Problem) as refused:
         lock.installer_target(requirements)
     assert refused.value.exit_code == 2 and "requirements.txt" in str(refused.value) and "\n" not in str(refused.value)
 
@@ -135,7 +135,7 @@ def test_installed_packages_are_the_locks_no_more_no_fewer():
     ("torch==2.14.0 \\\n    --hash=sha256:" + "a" * 64 + "\n-e .\n", "line 3"),
 ])
 def test_a_lock_that_is_not_pins_with_hashes_is_refused_naming_the_line(text, says):
-    with pytest.raises(BuildError) as refused:
+    with pytest.raises(Problem) as refused:
         parse_lock(text, "my.lock")
     assert refused.value.exit_code == 2 and "my.lock" in str(refused.value) and says in str(refused.value)
 
@@ -146,7 +146,7 @@ def test_a_lock_that_is_not_pins_with_hashes_is_refused_naming_the_line(text, sa
 def test_any_text_parses_to_pins_or_one_refusal(text):
     try:
         packages = parse_lock(text, "t.lock")
-    except BuildError as exc:
+    except Problem as exc:
         assert exc.exit_code == 2 and "t.lock" in str(exc) and "\n" not in str(exc).strip()
     else:
         assert all(p.hashes and p.version for p in packages)
@@ -164,7 +164,7 @@ def test_uvs_reason_for_no_solution_is_one_line_naming_the_package():
 def test_a_package_pinned_twice_under_two_spellings_is_refused_naming_both_lines():
     text = (f"Foo_Bar==1.0 \\\n    --hash=sha256:{'1' * 64}\nzeta==2.0 \\\n    --hash=sha256:{'2' * 64}\n"
             f"foo-bar==1.1 \\\n    --hash=sha256:{'3' * 64}\n")
-    with pytest.raises(BuildError) as refused:
+    with pytest.raises(Problem) as refused:
         parse_lock(text, "x.txt")
     assert refused.value.exit_code == 2
     assert str(refused.value).startswith("x.txt lines 1 and 5: foo-bar is pinned twice (1.0 and 1.1)")

@@ -12,7 +12,8 @@ from contract.model_config import parse_config
 from contract.verdict import Status
 from entrypoint.argv import judge_extra
 from entrypoint.checks import turing_settings
-from entrypoint.checks.quant_method import QuantizationRefused, checkpoint_quantization, effective_method
+from door.problem import Problem, UsageError
+from entrypoint.checks.quant_method import checkpoint_quantization, effective_method
 from entrypoint.settings import SettingsError
 from imagefacts.shape import option_table
 from tests.support.standin_vllm_parser import add_vllm_like_options, standin_optional_type
@@ -98,14 +99,14 @@ def test_the_method_vllm_runs(flag, quantization, model_type, method):
     ("humming", {"quant_method": "mxfp4"}, "gpt_oss"),  # HummingConfig refuses it for gpt-oss
 ])
 def test_a_flag_vllm_refuses_for_the_checkpoint_is_refused(flag, quantization, model_type):
-    with pytest.raises(QuantizationRefused) as refused:
+    with pytest.raises(Problem) as refused:
         effective(flag, quantization, model_type)
-    assert refused.value.of_flag and "\n" not in str(refused.value)
+    assert isinstance(refused.value, UsageError) and "\n" not in str(refused.value)
 
 
 def test_moe_wna16_takes_awq_only_from_7_5_as_vllm_compares_the_device():
     assert effective("moe_wna16", AWQ, "mixtral", cc=(7, 5)) == "moe_wna16"
-    with pytest.raises(QuantizationRefused):
+    with pytest.raises(Problem):
         effective("moe_wna16", AWQ, "mixtral", cc=(7, 0))
 
 
@@ -120,10 +121,10 @@ def test_the_quantization_config_is_found_where_vllm_looks():
         == "compressed-tensors"
     assert checkpoint_quantization({"text_config": {"quantization_config": {"quant_method": "AWQ"}}}).method == "awq"
     assert checkpoint_quantization({"quantization_config": None}) is None
-    with pytest.raises(QuantizationRefused) as refused:
+    with pytest.raises(Problem) as refused:
         checkpoint_quantization({"quantization_config": {"producer": {"name": "modelopt"},
                                                          "quantization": {"quant_algo": "W4A8_AWQ"}}})
-    assert not refused.value.of_flag and "W4A8_AWQ" in str(refused.value)
+    assert not isinstance(refused.value, UsageError) and "W4A8_AWQ" in str(refused.value)
 
 
 # the check: the capability rule on the method that runs, a refusal naming the flag
@@ -175,9 +176,9 @@ def test_any_flag_and_checkpoint_end_in_the_method_that_runs_or_one_refusal(flag
         point = checkpoint_quantization({"quantization_config": quantization} if quantization else {}, model_type,
                                         ARCHITECTURES[model_type])
         choice = effective_method(flag, point, cc)
-    except QuantizationRefused as refused:
+    except Problem as refused:
         assert "\n" not in str(refused) and refused.fix
-        assert not refused.of_flag or user is not None  # without a flag only the config itself is refused
+        assert not isinstance(refused, UsageError) or user is not None  # without a flag only the config itself is refused
         return
     if point is None:
         assert choice.method == user
@@ -203,8 +204,8 @@ def test_the_check_judges_the_capability_of_the_method_that_runs(flag, quantizat
     assert "\n" not in result.message and "\n" not in result.fix
     try:
         choice = effective_method(extras.get("quantization"), turing_settings.checkpoint_of(typed), cc)
-    except QuantizationRefused as refused:
-        assert result.status is Status.FAIL and (not refused.of_flag or "--quantization" in result.message), result
+    except Problem as refused:
+        assert result.status is Status.FAIL and (not isinstance(refused, UsageError) or "--quantization" in result.message), result
         return
     needed = VLLM_033_MIN.get(choice.method) if choice.method else None
     if choice.method and (needed is None or needed > cc[0] * 10 + cc[1]):

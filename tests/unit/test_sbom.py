@@ -9,10 +9,10 @@ from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 from hypothesis import given, settings, strategies as st
 
-from buildtool.errors import BuildError
 from buildtool.lock import base_target, cpu_target, parse_lock
 from buildtool.sbom import DebianPackage, Inventory, make_bom, parse_inventory, sbom_json, sbom_sets
 from contract import pins
+from door.problem import Problem
 
 LOCKED = parse_lock(base_target(pins.VLLM_VERSION).path.read_text())
 DEBIAN = (DebianPackage("libc6", "2.36-9+deb12u13", "amd64"), DebianPackage("python3.11", "3.11.2-6+deb12u6", "amd64"),
@@ -75,7 +75,7 @@ def test_the_inventory_is_pips_list_and_dpkgs_installed_packages():
 
 
 def test_an_inventory_without_a_section_is_refused_naming_what_it_found():
-    with pytest.raises(BuildError, match="found debian, os of os, python, debian"):
+    with pytest.raises(Problem, match="found debian, os of os, python, debian"):
         parse_inventory(INVENTORY_TEXT.replace("--- python", "--- pythn").split("--- pythn")[0] + "--- debian\n")
 
 
@@ -94,5 +94,5 @@ def test_any_inventory_makes_a_valid_document_whose_sets_are_the_inventorys(pyth
 @pytest.mark.parametrize("python", ["not json", '[{"name": "torch"}]', '{"a": 1}', "[1]"])
 def test_a_pip_list_that_is_not_names_and_versions_is_refused_in_one_line(python):
     text = INVENTORY_TEXT.replace('[{"name": "Torch", "version": "2.14.0"}, {"name": "typing_extensions", "version": "4.15.0"}]', python)
-    with pytest.raises(BuildError, match="pip list"):
+    with pytest.raises(Problem, match="pip list"):
         parse_inventory(text)

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from buildtool.smoke.checks import CHECKS
-from buildtool.smoke.cli import main
+from buildtool.smoke.command_line import main
 from tests.support.openai_standin import OpenAIStandIn
 from tests import REPO
 
@@ -192,11 +192,11 @@ def test_missing_audio_extras_fail_the_audio_row_only_for_a_model_that_takes_aud
 def test_the_docs_add_a_check_example_holds_under_contract_only(capsys, monkeypatch):
     """docs/smoke.md's example Check, as written, against a model whose answers are not judged."""
     import re as regex
-    from buildtool.smoke import checks, cli
+    from buildtool.smoke import checks, command_line
     doc = (REPO / "docs" / "smoke.md").read_text()
     code = regex.search(r"## Adding a check.*?```python\n(.*?)```", doc, regex.S).group(1)
     (example,) = eval(code, vars(checks))
-    monkeypatch.setattr(cli, "CHECKS", checks.CHECKS + (example,))
+    monkeypatch.setattr(command_line, "CHECKS", checks.CHECKS + (example,))
     with keyed() as standin:     # answers "OK." to a question it does not know: a wrong answer
         code_only, report = smoke(capsys, standin.url, "--contract-only", "--only", example.name)
         judged, judged_report = smoke(capsys, standin.url, "--only", example.name)

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from buildtool.smoke.cli import main
+from buildtool.smoke.command_line import main
 from buildtool.smoke.metrics import kv_cache_row, parse_exposition, spec_decode_row
 from contract.verdict import Status
 from tests.support.openai_standin import OpenAIStandIn, vllm_metrics_text

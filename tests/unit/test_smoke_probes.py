@@ -7,7 +7,7 @@ import os
 import pytest
 
 from buildtool.smoke.checks import CHECKS
-from buildtool.smoke.cli import main
+from buildtool.smoke.command_line import main
 from buildtool.smoke.inputs import host_folders
 from tests.support import gemma4_configs
 from tests.support.openai_standin import OpenAIStandIn

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from buildtool.smoke.checks import CHECKS
-from buildtool.smoke.cli import base_url, main
+from buildtool.smoke.command_line import base_url, main
 from buildtool.smoke.expect import Reply, unsupported_input
 from tests.support.openai_standin import OpenAIStandIn
 from tests import REPO

@@ -2,7 +2,7 @@
 import json
 
 from buildtool.smoke.checks import CHECKS
-from buildtool.smoke.cli import main
+from buildtool.smoke.command_line import main
 from buildtool.smoke.sizing import estimated_prompt_tokens, size_request
 from tests.support.openai_standin import OpenAIStandIn, prompt_tokens
 

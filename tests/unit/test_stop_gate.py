@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from entrypoint import graceful_stop, stop_gate
-from entrypoint.command import server_argv
+from entrypoint.server_command import server_argv
 from entrypoint.settings import parse_settings
 
 

@@ -10,7 +10,7 @@ from buildtool.units.kubernetes import PRE_STOP_S
 from buildtool.units.spec import FETCH_PROFILE
 from contract.layout import (SERVER_HTTP_DRAIN_S, STOP_GRACE_MAX_S, STOP_GRACE_MIN_S, STOP_GRACE_S,
                              shutdown_timeout_s)
-from entrypoint.command import SHUTDOWN_TIMEOUT, server_argv
+from entrypoint.server_command import SHUTDOWN_TIMEOUT, server_argv
 from entrypoint.settings import SettingsError, parse_settings
 from tests.support.build_py import build_py
 from tests.support.deploy_units import interpolate_defaults, parse_unit, seconds

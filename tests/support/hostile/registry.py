@@ -29,7 +29,7 @@ from typing import Callable
 from hypothesis import strategies as st
 
 from buildtool.audit import QUERY_DEADLINE_S as AUDIT_QUERY_DEADLINE_S
-from entrypoint.fetch.hub import API_DEADLINE_S as FETCH_API_DEADLINE_S
+from entrypoint.fetch.hub_client import API_DEADLINE_S as FETCH_API_DEADLINE_S
 from tests.support.hostile import files as hostile
 from tests.support.hostile.drive import REPO, Outcome, base_env, python, tree_state
 from tests.support.slack import SCHEDULING_SLACK_S
@@ -84,7 +84,7 @@ def _build_py(*words: str) -> list[str]:
 def _parse_only(*words: str) -> list[str]:
     """build.py's own parse, as main() runs it, without running the command (a build or a fetch
     container never starts here): exit 2 and the one line main prints, or exit 0 when accepted."""
-    code = ("import sys, build\nfrom buildtool.flags import UsageError\n"
+    code = ("import sys, build\nfrom door.problem import UsageError\n"
             "try:\n    build.parse(sys.argv[1:])\nexcept UsageError as exc:\n"
             "    print(exc, file=sys.stderr)\n    sys.exit(2)\n")
     return python("-c", code, *words)
@@ -316,11 +316,11 @@ def _osv_url(trial: Trial, url: str) -> None:
     trial.argv = [with_password if word == "OSV_URL" else word for word in trial.argv]
 
 SURFACES: tuple[Surface, ...] = (
-    Surface("build --ca-cert", "build", ("buildtool/flags.py", "buildtool/plan.py"), TEXT_KINDS, ca_cert_trial("build")),
+    Surface("build --ca-cert", "build", ("buildtool/flags.py", "buildtool/build_plans.py"), TEXT_KINDS, ca_cert_trial("build")),
     Surface("base --ca-cert", "base", ("buildtool/flags.py",), BLOCKING_KINDS, ca_cert_trial("base")),
     Surface("vehicle --ca-cert", "vehicle", ("buildtool/flags.py",), BLOCKING_KINDS, ca_cert_trial("vehicle")),
-    Surface("model fetch --token-file", "model", ("buildtool/model.py", "buildtool/flags.py"), TEXT_KINDS,
-            token_file_trial, owner="fetch helper (buildtool/model.py: --token-file type=flags.secret_file)"),
+    Surface("model fetch --token-file", "model", ("buildtool/model_fetch.py", "buildtool/flags.py"), TEXT_KINDS,
+            token_file_trial, owner="fetch helper (buildtool/model_fetch.py: --token-file type=flags.secret_file)"),
     Surface("units --env-file", "units", ("buildtool/units/options.py", "buildtool/units/envfile.py"), TEXT_KINDS, units_trial(),
             owner="units helper"),
     Surface("units --monitoring (the monitoring rules)", "units", ("buildtool/units/monitoring.py",), BLOCKING_KINDS,
@@ -339,11 +339,11 @@ SURFACES: tuple[Surface, ...] = (
     Surface("bench/ceiling CHECKPOINT", "bench", ("tooling/safetensors_ceiling.py",), TEXT_KINDS, bench_ceiling_trial),
     Surface("entrypoint API_KEY_FILE", "entrypoint", ("entrypoint/api_key.py",), TEXT_KINDS, entrypoint_key_trial),
     Surface("entrypoint model folder", "entrypoint",
-            ("entrypoint/checks/model.py", "entrypoint/checks/cache.py", "entrypoint/facts.py",
+            ("entrypoint/checks/model.py", "entrypoint/checks/cache.py", "entrypoint/image_facts.py",
              "entrypoint/start_ledger.py", "entrypoint/start_report.py"), hostile.FILE_KINDS, entrypoint_model_trial),
-    Surface("entrypoint HF_TOKEN_PATH", "entrypoint", ("entrypoint/hub.py",), TEXT_KINDS, entrypoint_token_trial),
+    Surface("entrypoint HF_TOKEN_PATH", "entrypoint", ("entrypoint/hub_access.py",), TEXT_KINDS, entrypoint_token_trial),
     Surface("image fetch (entrypoint fetch) against a hostile Hub", "image fetch",
-            ("entrypoint/fetch/manifest.py", "entrypoint/fetch/hub.py", "entrypoint/fetch/run.py",
+            ("entrypoint/fetch/manifest.py", "entrypoint/fetch/hub_client.py", "entrypoint/fetch/fetch_model.py",
              "entrypoint/fetch/listing.py"), PEER_KINDS,
             image_fetch_trial, deadline_s=FETCH_API_DEADLINE_S, owner="fetch helper",
             run_again=("stall-after-headers", "auth-echo-403")),
@@ -371,7 +371,7 @@ WORD_SURFACES = {
     "entrypoint argv": ("entrypoint", ("entrypoint/argv.py", "entrypoint/argv_files.py", "entrypoint/settings.py",
                                        "entrypoint/checks/audio.py", "imagefacts/value_types.py")),
     "build.py word flags": ("build", ("buildtool/flags.py",)),
-    "model fetch REPO": ("model", ("buildtool/model.py",)),
+    "model fetch REPO": ("model", ("buildtool/model_fetch.py",)),
     "verify IMAGE": ("verify", ("buildtool/flags.py",)),
     "units env values": ("units", ("buildtool/units/options.py",)),
 }

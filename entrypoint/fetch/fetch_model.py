@@ -20,24 +20,19 @@ from typing import Callable, Mapping, Set
 
 from contract.devices import DeviceLimits, cc_number
 
-from .. import facts, nvml
+from .. import image_facts, nvml
 from ..checks import memory, turing_settings
 from ..checks.model import gib
-from ..device import NoDevice, probe_devices, weakest
+from ..device import probe_devices, weakest
 from door import output, paths, replace
 from door import files
 from door.files import kind, shown
-from . import hub, imported, judge, listing, manifest, verify
-from .request import ENV_GPU, FetchUsage, NothingToFetch, Request, parse_request
+from door.problem import Problem, UsageError
+from . import hub_client, imported, judge, listing, manifest, verify
+from .request import ENV_GPU, Request, parse_request
 
 PREFIX = "vllm-turing fetch:"
 COMMIT = re.compile(r"[0-9a-f]{40}")
-
-
-class Refused(Exception):
-    def __init__(self, message: str, fix: str):
-        super().__init__(message)
-        self.fix = fix
 
 
 def say(message: str) -> None:
@@ -60,8 +55,8 @@ def target(request: Request) -> Target:
         return Target(request.gpu, request.device, (request.gpu, request.gpu_memory) if request.gpu_memory else None)
     try:
         device = weakest(probe_devices())
-    except NoDevice as error:
-        raise FetchUsage(f"no GPU to judge the model for ({error}): name the target with --gpu sm75 (or {ENV_GPU}=sm75, t4, ...)") \
+    except Problem as error:
+        raise UsageError(f"no GPU to judge the model for ({error}): name the target with --gpu sm75 (or {ENV_GPU}=sm75, t4, ...)") \
             from None
     limits = DeviceLimits(cc_number(device.cc), device.smem_optin)
     cards = nvml.read().memory(device.count)
@@ -74,7 +69,7 @@ def read_meminfo() -> str:
 
 def discard(folder: str, file: listing.HubFile) -> None:
     """A wrong file, and the partial download it came from, so the next download starts afresh."""
-    for path in (os.path.join(folder, file.path), hub.partial_path(folder, file)):
+    for path in (os.path.join(folder, file.path), hub_client.partial_path(folder, file)):
         try:
             os.remove(path)
         except FileNotFoundError:
@@ -97,17 +92,17 @@ def only_fetch_into(folder: str):
     try:
         fd = os.open(path, flags, 0o644)
     except OSError as error:  # ENXIO: a FIFO with no reader; ELOOP: a symlink
-        raise FetchUsage(f"the fetch's lock {path} cannot be opened ({error.strerror}): remove it (the fetch "
+        raise UsageError(f"the fetch's lock {path} cannot be opened ({error.strerror}): remove it (the fetch "
                          "creates it, a regular file)") from None
     try:
         found = os.fstat(fd)
         if not stat.S_ISREG(found.st_mode):  # a FIFO, a device: bad input, refused without blocking
-            raise FetchUsage(f"the fetch's lock {path} is {kind(found.st_mode)}, not a regular file: remove it "
+            raise UsageError(f"the fetch's lock {path} is {kind(found.st_mode)}, not a regular file: remove it "
                              "(the fetch creates it)")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise Refused(f"another fetch is writing {folder}", "wait for it to end, or give another --name") from None
+            raise Problem(f"another fetch is writing {folder}", "wait for it to end, or give another --name") from None
         yield
     finally:
         os.close(fd)
@@ -115,8 +110,8 @@ def only_fetch_into(folder: str):
 
 def drop_other_partials(folder: str, files: list[listing.HubFile]) -> None:
     """Partial downloads of content this commit does not have (another commit's, fetched into this folder)."""
-    wanted = {os.path.basename(hub.partial_path(folder, file)) for file in files}
-    for stale in glob.glob(os.path.join(glob.escape(folder), hub.PARTIAL_DIR, "*.partial")):
+    wanted = {os.path.basename(hub_client.partial_path(folder, file)) for file in files}
+    for stale in glob.glob(os.path.join(glob.escape(folder), hub_client.PARTIAL_DIR, "*.partial")):
         if os.path.basename(stale) not in wanted:
             os.remove(stale)
 
@@ -140,13 +135,13 @@ class Getter:
 
 
 def downloads(request: Request, commit: str, folder: str) -> Getter:
-    return Getter(lambda file: hub.download(request.repo, commit, file, folder), "fetching", "downloaded",
+    return Getter(lambda file: hub_client.download(request.repo, commit, file, folder), "fetching", "downloaded",
                   "the mirror or the connection altered it: check HF_ENDPOINT, then run fetch again")
 
 
 def copies(source, folder: str) -> Getter:
     def get(file: listing.HubFile) -> None:
-        target, partial = os.path.join(folder, file.path), hub.partial_path(folder, file)
+        target, partial = os.path.join(folder, file.path), hub_client.partial_path(folder, file)
         os.makedirs(os.path.dirname(target) or folder, exist_ok=True)
         os.makedirs(os.path.dirname(partial), exist_ok=True)
         with open(partial, "wb") as handle:
@@ -182,7 +177,7 @@ def ensure(request: Request, commit: str, folder: str, files: list[listing.HubFi
         problem = verify.file_problem(os.path.join(folder, file.path), file)
         if problem:
             discard(folder, file)
-            raise Refused(f"{request.repo}@{commit[:12]}: {problem} after {getter.verb[:-3]}", getter.altered_fix)
+            raise Problem(f"{request.repo}@{commit[:12]}: {problem} after {getter.verb[:-3]}", getter.altered_fix)
 
     if not wanted:
         return
@@ -208,9 +203,9 @@ def fetch(request: Request) -> str:
         say(f"{pinned.named}: its manifest here lists the commit's files; verifying them without asking the Hub")
         commit, repo_files = pinned.commit, list(pinned.files)
     else:
-        commit = hub.resolve_commit(request.repo, request.revision)
+        commit = hub_client.resolve_commit(request.repo, request.revision)
         say(f"{request.repo}@{request.revision} is commit {commit}")
-        repo_files = hub.list_files(request.repo, commit)
+        repo_files = hub_client.list_files(request.repo, commit)
     return staged_fetch(folder, request, judged_for, commit, repo_files, lambda stage: downloads(request, commit, stage))
 
 
@@ -221,7 +216,7 @@ def pinned_here(request: Request) -> manifest.Manifest | None:
         return None
     try:
         found = manifest.read(request.target)
-    except manifest.ManifestProblem:
+    except Problem:
         return None
     return found if found and (found.repo, found.commit) == (request.repo, request.revision) else None
 
@@ -231,18 +226,31 @@ def import_from(request: Request) -> str:
     source = imported.source(request.source)
     try:
         found = source.manifest()
-    except manifest.ManifestProblem as problem:
-        raise Refused(f"--from {request.source}: {problem}", "copy the folder a `fetch` wrote, its manifest whole") \
+    except UsageError:
+        raise  # the --from copy is not one a fetch wrote: its own line and fix
+    except Problem as problem:  # its manifest cannot be read as one
+        raise Problem(f"--from {request.source}: {problem}", "copy the folder a `fetch` wrote, its manifest whole") \
             from None
     if found.repo != request.repo:
-        raise Refused(f"--from {request.source} holds {found.repo}, not {request.repo}", f"give REPO {found.repo}")
+        raise Problem(f"--from {request.source} holds {found.repo}, not {request.repo}", f"give REPO {found.repo}")
     if COMMIT.fullmatch(request.revision) and request.revision != found.commit:
-        raise Refused(f"--from {request.source} holds commit {found.commit}, not {request.revision}",
+        raise Problem(f"--from {request.source} holds commit {found.commit}, not {request.revision}",
                       f"give {found.repo}@{found.commit}, or import the copy of that commit")
     judged_for = target(request)
     say(f"{found.repo}@{found.commit} from {request.source} (its manifest's Hub metadata, no network)")
     return staged_fetch(request.target, request, judged_for, found.commit, list(found.files),
                         lambda stage: copies(source, stage))
+
+
+PATH_FIX = "check HF_ENDPOINT (unset it for the Hub) or the --from copy"
+
+
+def contained(root: Path, remote_name: str, what: str) -> Path:
+    """door.paths.contained, refused as bad input (exit 2) naming where the name came from."""
+    try:
+        return paths.contained(root, remote_name, what)
+    except Problem as problem:
+        raise UsageError(str(problem), PATH_FIX) from None
 
 
 def staged_fetch(folder: str, request: Request, judged_for: Target, commit: str, repo_files: list[listing.HubFile],
@@ -252,15 +260,15 @@ def staged_fetch(folder: str, request: Request, judged_for: Target, commit: str,
     the folder as it was, byte for byte, and its stage to resume from. The manifest's path."""
     what = f"the listing of {request.repo}@{commit[:12]}"
     for file in repo_files:  # before anything is written
-        paths.contained(Path(folder), file.path, what)
+        contained(Path(folder), file.path, what)
     with only_fetch_into(folder):
         staged = replace.Staged(Path(folder))
         stage = str(staged.path)
         for file in repo_files:  # the stage's own folders (an earlier run's) lead nowhere else
-            paths.contained(staged.path, file.path, what)
+            contained(staged.path, file.path, what)
         found = listing.strays(local_files(folder), repo_files) if os.path.isdir(folder) else []
         if found:
-            raise Refused(f"{folder} holds {len(found)} weight file(s) that {request.repo}@{commit[:12]} does not "
+            raise Problem(f"{folder} holds {len(found)} weight file(s) that {request.repo}@{commit[:12]} does not "
                           f"have (e.g. {found[0]}), which vLLM would load beside it",
                           "remove them, or fetch into another --name")
         good = {file.path for file in repo_files
@@ -287,7 +295,7 @@ def fetch_into(folder: str, request: Request, judged_for: Target, commit: str,
     drop_other_partials(folder, repo_files)
     small = listing.small_files(repo_files)
     ensure(request, commit, folder, small, getter, known_good)
-    loaded = facts.load()
+    loaded = image_facts.load()
     minimum, deprecated = turing_settings.quantization_from(loaded.facts)
     missing = {file.path for file in repo_files if file.is_weight_format
                and verify.file_problem(os.path.join(folder, file.path), file, check_hash=False)}
@@ -298,7 +306,7 @@ def fetch_into(folder: str, request: Request, judged_for: Target, commit: str,
         say(f"{result.name} on {gpu}: {result.status.value} {result.message}")
     refusal = judge.refusal(results)
     if refusal is not None:
-        raise Refused(f"{request.repo}@{commit[:12]} cannot serve on {gpu}: {refusal.message}; no weights were "
+        raise Problem(f"{request.repo}@{commit[:12]} cannot serve on {gpu}: {refusal.message}; no weights were "
                       f"{getter.done}", refusal.fix)
     weights = listing.chosen_weights(repo_files, loaded_names)
     say(f"{len(weights)} weight file(s), {gib(sum(file.size for file in weights))}")
@@ -314,24 +322,10 @@ def main(argv: list[str], env: Mapping[str, str]) -> int:
     try:
         request = parse_request(argv, env)
         path = fetch(request)
-    except NothingToFetch as nothing:
-        say(f"{nothing}; MODEL is served as it is mounted")
-        return 0
-    except FetchUsage as error:
-        say(str(error))
-        return 2
-    except hub.HubProblem as problem:
-        say(f"{problem}; {problem.fix}")
-        return 2 if problem.usage else 1
-    except paths.PathProblem as problem:
-        say(f"{problem}; check HF_ENDPOINT (unset it for the Hub) or the --from copy")
-        return 2
-    except imported.SourceProblem as refusal:  # the --from copy given is not one a fetch wrote
-        say(f"{refusal}; {refusal.fix}")
-        return 2
-    except Refused as refusal:
-        say(f"{refusal}; {refusal.fix}")
-        return 1
+    except Problem as problem:  # nothing to fetch (exit 0), bad input (2: a word, the Hub's answer, the --from
+        # copy, a remote name leading out of the folder), a refusal (1)
+        say(f"{problem}; {problem.fix}" if problem.fix else str(problem))
+        return problem.exit_code
     except OSError as error:
         say(f"cannot write the model folder: {error.strerror} ({error.filename}); mount a writable --models-dir")
         return 1

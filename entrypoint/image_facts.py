@@ -14,6 +14,7 @@ from contract import distributions
 from imagefacts.shape import PACKAGES, SCHEMA, VllmValues, vllm_values
 
 from door import files
+from door.problem import Problem
 
 MAX_FACTS_BYTES = 8 * 2**20
 
@@ -73,7 +74,7 @@ def judge(document, versions: dict[str, str | None]) -> str | None:
 def load(path: str = layout.IMAGE_FACTS) -> Loaded:
     try:
         document = files.read_json(path, path, MAX_FACTS_BYTES)
-    except files.FileProblem as problem:
+    except Problem as problem:
         return Loaded(None, str(problem))
     problem = judge(document, distributions.installed_versions(PACKAGES))
     return Loaded(None, f"{path} is {problem}") if problem else Loaded(Facts(document))

@@ -16,24 +16,21 @@ from contract.verdict import any_failed
 
 from door import files
 
-from . import facts, hub, identity, linker_cache, preflight, report
+from . import hub_access, identity, image_facts, linker_cache, preflight, preflight_report
 from .argv import Extras, judge_extra, speculative_problem
 from .argv_files import opened_files_problem
 from .revisions import revision_problem
 from .checks import cache, driver_floor, parallel, turing_settings
-from .command import server_argv
-from .device import RELEASE_DEADLINE_S, NoDevice, Probe, weakest
+from .server_command import server_argv
+from .device import RELEASE_DEADLINE_S, Probe, weakest
 from .api_key import server_api_key
 from .environment import server_env
 from door.redact import redact, redact_words
+from door.problem import Problem, UsageError
 from .settings import Settings, SettingsError, parse_settings, validate_for_device, validate_parser_names
 
 MODES = ("check", "print-command")
 USAGE = "usage: entrypoint check [--json] | print-command [--json] | [extra server args...]"
-
-
-class UsageError(ValueError):
-    pass
 
 
 def parse_argv(argv: list[str]) -> tuple[str, bool, tuple[str, ...]]:
@@ -59,7 +56,7 @@ def refuse(message: str, as_json: bool, **fields) -> int:
     return 2
 
 
-def judge_words(settings: Settings, container_args: tuple[str, ...], server_facts: facts.Facts | None) -> Extras:
+def judge_words(settings: Settings, container_args: tuple[str, ...], server_facts: image_facts.Facts | None) -> Extras:
     """The extra words (VLLM_EXTRA_ARGS, the container's arguments) judged as vLLM will take them:
     typed by the server's option table, none owned by a setting, the parser names registered, the
     files they name usable; SettingsError (exit 2) naming the option as written otherwise."""
@@ -77,7 +74,7 @@ def judge_words(settings: Settings, container_args: tuple[str, ...], server_fact
 def main(argv: list[str], env: Mapping[str, str], probe: Probe | None = None) -> int:
     """`probe`: the driver's calls, begun as the process started (entrypoint/__main__.py); else begun here."""
     if argv[:1] == ["fetch"]:
-        return importlib.import_module("entrypoint.fetch.run").main(argv[1:], env)
+        return importlib.import_module("entrypoint.fetch.fetch_model").main(argv[1:], env)
     try:
         mode, as_json, container_args = parse_argv(argv)
     except UsageError as error:
@@ -88,13 +85,13 @@ def main(argv: list[str], env: Mapping[str, str], probe: Probe | None = None) ->
         return refuse(f"cannot make a writable HOME under /tmp for uid {os.geteuid()}: {error.strerror}", as_json)
     try:
         settings = parse_settings(env)
-        loaded = facts.load()
-        server_facts, argv_source = facts.for_argv(loaded)
+        loaded = image_facts.load()
+        server_facts, argv_source = image_facts.for_argv(loaded)
         extras = judge_words(settings, container_args, server_facts)
         try:
             probe = probe or Probe()
             gpus, device_error = probe.devices(), ""
-        except NoDevice as error:
+        except Problem as error:
             gpus, device_error = [], str(error)
         device = weakest(gpus) if gpus else None
         if device is not None:
@@ -103,7 +100,7 @@ def main(argv: list[str], env: Mapping[str, str], probe: Probe | None = None) ->
         if problem:
             raise problem
         api_key = server_api_key(env, settings.api_key_file)
-        if token_refusal := hub.token_file_refusal(settings.hf_token_path):
+        if token_refusal := hub_access.token_file_refusal(settings.hf_token_path):
             raise token_refusal
     except SettingsError as error:
         return refuse(f"bad setting {error}", as_json, variable=error.variable)
@@ -119,9 +116,9 @@ def main(argv: list[str], env: Mapping[str, str], probe: Probe | None = None) ->
         settings.skip_checks)
     elapsed = time.perf_counter() - started
     if as_json:
-        print(report.render_json(results, elapsed, device, device_error, redact_words(argv_out)))
+        print(preflight_report.render_json(results, elapsed, device, device_error, redact_words(argv_out)))
     else:
-        print(report.render_text(results, elapsed, device, device_error))
+        print(preflight_report.render_text(results, elapsed, device, device_error))
     # Every path below exits or execs: neither may end the probe's thread inside the driver's release
     released = probe.released()
     if any_failed(results):

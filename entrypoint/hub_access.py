@@ -10,6 +10,7 @@ from typing import Mapping
 from urllib.parse import urlsplit
 
 from door import files
+from door.problem import Problem
 from .settings import SettingsError
 
 PROBE_TIMEOUT_S = 3.0
@@ -30,7 +31,7 @@ def token_file_refusal(path: str | None, present=os.path.lexists) -> SettingsErr
            f"{os.geteuid()} or group 0, or unset {ENV_HF_TOKEN_PATH}.")
     try:
         data = files.read_bytes(path, "the file", MAX_TOKEN_FILE_BYTES)
-    except files.FileProblem as problem:
+    except Problem as problem:
         return SettingsError(ENV_HF_TOKEN_PATH, path, f"a readable token file, or none at that path ({problem})", fix)
     # huggingface_hub sends the file's stripped text as an HTTP header: a byte-order mark, a byte
     # that is not ASCII or a second line would fail the server's first Hub request, not here

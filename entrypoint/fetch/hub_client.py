@@ -3,7 +3,9 @@ read, the same in the image and against the tests' hostile peer); huggingface_hu
 settings (HF_ENDPOINT, HF_HUB_OFFLINE, HF_TOKEN, HF_TOKEN_PATH) and its URLs (the token never passes
 through argv or a message). Its own network reads are not used: they are bounded on that library's
 terms, and its retry warnings print the endpoint's URL, password and all.
-Every failure becomes HubProblem: one line naming the repository or HF_ENDPOINT, and the fix."""
+Every failure becomes a Problem: one line naming the repository or HF_ENDPOINT, and the fix; a UsageError
+(exit 2) where the input is bad: the repository or revision named does not exist, or the answer is not
+the Hub's (no commit, a path out of the folder, a size beyond its cap)."""
 from __future__ import annotations
 
 import hashlib
@@ -12,15 +14,8 @@ import re
 import urllib.parse
 
 from door import files, remote
-from .listing import HubFile, ListingProblem, parse_listing
-
-
-class HubProblem(Exception):
-    def __init__(self, message: str, fix: str, usage: bool = False):
-        super().__init__(message)
-        self.fix = fix
-        self.usage = usage  # bad input (exit 2): the repository or revision named does not exist, or the
-        # answer is not the Hub's (no commit, a path out of the folder, a size beyond its cap)
+from door.problem import Problem, UsageError
+from .listing import HubFile, parse_listing
 
 
 # The bounds of every read of the Hub (door.remote): a total deadline per answer or listing, a byte cap
@@ -44,7 +39,7 @@ def _endpoint() -> str:
     from huggingface_hub import constants
 
     if constants.HF_HUB_OFFLINE:
-        raise HubProblem("HF_HUB_OFFLINE is set, so nothing can be fetched", "unset HF_HUB_OFFLINE")
+        raise Problem("HF_HUB_OFFLINE is set, so nothing can be fetched", "unset HF_HUB_OFFLINE")
     return constants.ENDPOINT.rstrip("/")
 
 
@@ -57,7 +52,7 @@ def _headers() -> dict:
     import huggingface_hub
     from huggingface_hub import constants
 
-    from ..hub import ENV_HF_TOKEN_PATH, MAX_TOKEN_FILE_BYTES, token_file_refusal
+    from ..hub_access import ENV_HF_TOKEN_PATH, MAX_TOKEN_FILE_BYTES, token_file_refusal
 
     headers = {"user-agent": f"vllm-turing-fetch; hf_hub/{huggingface_hub.__version__}"}
     token = (os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN") or "").strip()
@@ -65,52 +60,56 @@ def _headers() -> dict:
         path = os.environ.get(ENV_HF_TOKEN_PATH) or constants.HF_TOKEN_PATH
         refusal = token_file_refusal(path)  # a FIFO, a device, a huge file: refused, never read
         if refusal is not None:
-            raise HubProblem(str(refusal).splitlines()[0].rstrip("."), "then run fetch again", usage=True)
+            raise UsageError(str(refusal).splitlines()[0].rstrip("."), "then run fetch again")
         if os.path.lexists(path):
-            token = files.read_bytes(path, ENV_HF_TOKEN_PATH, MAX_TOKEN_FILE_BYTES).decode("utf-8", "replace").strip()
+            try:
+                token = files.read_bytes(path, ENV_HF_TOKEN_PATH, MAX_TOKEN_FILE_BYTES).decode("utf-8", "replace").strip()
+            except Problem as problem:
+                raise UsageError(str(problem), ENDPOINT_FIX) from None
     if token:
         headers["authorization"] = f"Bearer {token}"
     return headers
 
 
-def _problem(problem: remote.RemoteProblem, repo: str, revision: str) -> HubProblem:
+def _problem(problem: remote.RemoteProblem, repo: str, revision: str) -> Problem:
     """A failed read as the Hub's errors mean it (its X-Error-Code header, as huggingface_hub reads it)."""
     code = problem.headers.get("x-error-code", "")
     if code == "GatedRepo":
-        return HubProblem(f"{repo} is gated: the Hub refused this token or none was given",
-                          "accept the model's terms on the Hub, then set HF_TOKEN or HF_TOKEN_PATH (a file) "
-                          "to a token with access")
+        return Problem(f"{repo} is gated: the Hub refused this token or none was given",
+                       "accept the model's terms on the Hub, then set HF_TOKEN or HF_TOKEN_PATH (a file) "
+                       "to a token with access")
     if code == "RepoNotFound":
-        return HubProblem(f"{repo} is not a model repository on the Hub (or it is private)",
-                          "check the name, or set HF_TOKEN or HF_TOKEN_PATH for a private one", usage=True)
+        return UsageError(f"{repo} is not a model repository on the Hub (or it is private)",
+                          "check the name, or set HF_TOKEN or HF_TOKEN_PATH for a private one")
     if code == "RevisionNotFound":
-        return HubProblem(f"{repo} has no revision {revision!r}", "give a branch, tag or commit it has", usage=True)
+        return UsageError(f"{repo} has no revision {revision!r}", "give a branch, tag or commit it has")
     if problem.shape:  # past a cap, a length that lies, a cycle, a redirect loop: not the Hub
-        return HubProblem(f"HF_ENDPOINT's answer for {repo}@{revision}: {problem}", ENDPOINT_FIX, usage=True)
-    return HubProblem(f"the Hub did not answer for {repo}@{revision} ({problem})", NETWORK_FIX)
+        return UsageError(f"HF_ENDPOINT's answer for {repo}@{revision}: {problem}", ENDPOINT_FIX)
+    return Problem(f"the Hub did not answer for {repo}@{revision} ({problem})", NETWORK_FIX)
 
 
 def _read(url: str, repo: str, revision: str, what: str, not_found_usage: bool = False):
-    """The JSON of one answer; HubProblem."""
+    """The JSON of one answer; Problem."""
+    headers = _headers()  # its own refusal, outside the try below (which names HF_ENDPOINT)
     try:
-        data = remote.get(url, name=what, deadline_s=API_DEADLINE_S, cap_bytes=API_CAP, headers=_headers())
+        data = remote.get(url, name=what, deadline_s=API_DEADLINE_S, cap_bytes=API_CAP, headers=headers)
         return files.parse_json(data, what)
     except remote.RemoteProblem as problem:
         if not_found_usage and problem.status in (401, 404) and not problem.headers.get("x-error-code"):
-            raise HubProblem(f"{repo} is not a model repository on the Hub (or it is private)",
-                             "check the name, or set HF_TOKEN or HF_TOKEN_PATH for a private one", usage=True) from None
+            raise UsageError(f"{repo} is not a model repository on the Hub (or it is private)",
+                             "check the name, or set HF_TOKEN or HF_TOKEN_PATH for a private one") from None
         raise _problem(problem, repo, revision) from None
-    except files.FileProblem as problem:
-        raise HubProblem(str(problem), ENDPOINT_FIX, usage=True) from None
+    except Problem as problem:
+        raise UsageError(str(problem), ENDPOINT_FIX) from None
 
 
 def commit_of(doc: object, repo: str, revision: str) -> str:
-    """The commit an answer of /api/models/REPO/revision/REV names (pure); HubProblem when it names none."""
+    """The commit an answer of /api/models/REPO/revision/REV names (pure); Problem when it names none."""
     sha = doc.get("sha") if isinstance(doc, dict) else None
     if not (isinstance(sha, str) and COMMIT.fullmatch(sha)):
-        raise HubProblem(f"HF_ENDPOINT answered for {repo}@{revision} without a commit sha "
+        raise UsageError(f"HF_ENDPOINT answered for {repo}@{revision} without a commit sha "
                          f"({'sha is ' + files.json_kind(sha) if isinstance(doc, dict) else 'not a JSON object'}), "
-                         "so the fetch cannot be pinned", ENDPOINT_FIX, usage=True)
+                         "so the fetch cannot be pinned", ENDPOINT_FIX)
     return sha
 
 
@@ -124,21 +123,22 @@ def list_files(repo: str, commit: str) -> list[HubFile]:
     url = f"{_endpoint()}/api/models/{repo}/tree/{commit}?recursive=true&expand=false"
     what = f"the Hub's listing of {repo}@{commit[:12]}"
     entries: list = []
+    headers = _headers()  # its own refusal, outside the try below (which names HF_ENDPOINT)
     try:
         for page in remote.pages(url, name=what, deadline_s=API_DEADLINE_S * 4, cap_bytes=API_CAP,
-                                 headers=_headers(), max_pages=MAX_PAGES):
+                                 headers=headers, max_pages=MAX_PAGES):
             found = files.parse_json(page.body, what)
             if not isinstance(found, list):
-                raise HubProblem(f"{what} is {files.json_kind(found)}, not a list of files", ENDPOINT_FIX, usage=True)
+                raise UsageError(f"{what} is {files.json_kind(found)}, not a list of files", ENDPOINT_FIX)
             entries += found
     except remote.RemoteProblem as problem:
         raise _problem(problem, repo, commit) from None
-    except files.FileProblem as problem:
-        raise HubProblem(str(problem), ENDPOINT_FIX, usage=True) from None
+    except Problem as problem:
+        raise UsageError(str(problem), ENDPOINT_FIX) from None
     try:
         return parse_listing(entries, what)
-    except ListingProblem as problem:
-        raise HubProblem(str(problem), ENDPOINT_FIX, usage=True) from None
+    except Problem as problem:
+        raise UsageError(str(problem), ENDPOINT_FIX) from None
 
 
 # Where a download in progress is kept, named by the content it is to have (the Hub's SHA-256 or git blob
@@ -161,7 +161,7 @@ def download_deadline_s(size: int) -> float:
 
 def download(repo: str, commit: str, file: HubFile, folder: str) -> str:
     """The file into `folder` (door.remote: bounded, resumed), from the partial file a previous run left;
-    the path written. HubProblem when it cannot be got."""
+    the path written. Problem when it cannot be got."""
     from huggingface_hub import hf_hub_url
 
     target = os.path.join(folder, file.path)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from buildtool import flags
 from door import children, output
+from door.problem import UsageError
 from buildtool.units.spec import DEFAULT_IMAGE, DEFAULT_MODEL_DIR, MODEL_MOUNT
 from entrypoint.fetch import request
 
@@ -31,7 +32,7 @@ def _typed(parse):
     def typed(text: str):
         try:
             return parse(text)
-        except request.FetchUsage as usage:
+        except UsageError as usage:
             raise argparse.ArgumentTypeError(str(usage).split(". usage:")[0]) from None
     return typed
 

@@ -22,8 +22,8 @@ from . import inputs as served_inputs
 from .checks import CHECKS, MODALITIES
 from .metrics import METRIC_ROWS, metric_rows
 from .readiness import Readiness, wait_ready
-from .report import build_report, format_table
 from .runner import metric_row, read_metrics, run_check, served_models
+from .smoke_report import build_report, format_table
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
                              f"positive seconds, at most {MAX_DEADLINE_S:g} (a week)")
         api_key = endpoint.read_api_key(args.api_key_file)
         given = served_inputs.given_config(args.model_config) if args.model_config and modalities is None else None
-    except (UsageError, served_inputs.ConfigUnread) as exc:
+    except UsageError as exc:
         print(f"smoke: {exc}", file=sys.stderr)
         return 2
     with EndpointClient(url, api_key) as client:
@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
                 status, cards = served_models(client, args.request_timeout)
                 readiness = access(status, url, readiness, key_given=api_key is not None)
             except EndpointError as exc:
-                readiness = stopped(readiness, "models", exc.line, str(exc.status))
+                readiness = stopped(readiness, "models", exc.line(), str(exc.status))
         model = args.model or (cards[0].id if cards else None)
         card = next((card for card in cards if card.id == model), None)
         max_model_len = card.max_model_len if card else None
