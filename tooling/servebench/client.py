@@ -138,7 +138,7 @@ def stream_completion(base_url: str, model: str, prompt: str, max_tokens: int, s
                     arrivals.append(event.arrived - sent)
                 usage = chunk.usage or usage
     except EndpointError as exc:  # named with the endpoint: the line ends a probe or a phase as it is
-        return StreamTiming(0, 0, None, None, offset, f"{base_url}: {exc.line}")
+        return StreamTiming(0, 0, None, None, offset, f"{base_url}: {exc.line()}")
     return StreamTiming(usage.prompt_tokens, usage.completion_tokens,
                         arrivals[0] if arrivals else None, arrivals[-1] if arrivals else None, offset,
                         events=len(arrivals), spaced=spaced_gaps(arrivals))
