@@ -7,6 +7,8 @@ import pathlib
 import subprocess
 from typing import Mapping
 
+from contract.devices import TURING
+
 # Each call the driver takes time over answers after its LATENCY_US_<name> microseconds (0: at once);
 # note() is not the driver's: where STANDIN_DRIVER_LOG names a file, it adds a line per event there
 # (a context retained or released, a card's memory read), for a test to read their order.
@@ -89,7 +91,7 @@ def _compile(source: str, target: pathlib.Path, defines: dict[str, object]) -> N
 
 
 def build_standin_driver(directory: pathlib.Path, driver_version: str = "535.104.05", cc: tuple[int, int] = (7, 5),
-                         smem_optin: int = 65536, name: str = "StandIn Tesla T4", cu_init_code: int = 0,
+                         smem_optin: int = TURING.limit, name: str = "StandIn Tesla T4", cu_init_code: int = 0,
                          latency_ms: Mapping[str, float] | None = None,
                          nvml_init_code: int = 0, context_code: int = 0, gpu_total: int = 15 * 2**30,
                          others_used: int = 0, other_pid: int = 4242) -> pathlib.Path:
