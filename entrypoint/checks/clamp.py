@@ -247,10 +247,10 @@ def proven_families() -> str:
 
 
 def run_dtype(config: ModelConfig, cc: tuple[int, int], setting: str) -> str:
-    """The dtype vLLM runs the model in on this device (patches.fitcheck.shapes.run_dtype); float16,
+    """The dtype vLLM runs the model in on this device (patches.fitcheck.attention.run_dtype); float16,
     the check's own default, where that module is missing (the fit check then says why)."""
     try:
-        from patches.fitcheck.shapes import run_dtype as decided
+        from patches.fitcheck.attention import run_dtype as decided
     except ImportError:
         return "float16"
     return decided(config, cc[0] * 10 + cc[1], setting)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["DEVICES", "ConfigError", "FitOptions", "FitPlan", "UsageError", "plan", "resolve_device", "run"]
+__all__ = ["DEVICES", "ConfigProblem", "FitOptions", "FitPlan", "UsageError", "plan", "resolve_device", "run"]
 
 
 def __getattr__(name: str):
@@ -32,5 +32,5 @@ def __getattr__(name: str):
     table answer needs (lookup.py), not the compile path (run.py and what it imports)."""
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = "base" if name == "ConfigError" else "run"
+    module = "base" if name == "ConfigProblem" else "run"
     return getattr(importlib.import_module(f"{__name__}.{module}"), name)

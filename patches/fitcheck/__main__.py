@@ -9,7 +9,7 @@ import patches.fitcheck as fitcheck
 from patches.fitcheck import report as report_
 from patches.fitcheck.run import DEVICES, FitOptions, UsageError, plan, run
 from contract.compile_record import RecordError
-from patches.fitcheck.base import ConfigError
+from contract.model_config import ConfigProblem
 from patches.fitcheck.families import MATRICES
 
 
@@ -69,7 +69,7 @@ def refusals() -> tuple:
     from patches.fitcheck.recorder import LauncherError
     from patches.fitcheck.table import TableError
 
-    return UsageError, ConfigError, LauncherError, TableError, MixerError, GdnError, CompilerDrift, RecordError
+    return UsageError, ConfigProblem, LauncherError, TableError, MixerError, GdnError, CompilerDrift, RecordError
 
 
 def main(argv: list[str] | None = None) -> int:

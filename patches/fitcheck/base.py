@@ -6,14 +6,10 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from contract import devices
-from contract.model_config import ConfigProblem, ModelConfig, parse_config
-
-# A model config that cannot be turned into layer shapes (exit 2): the one config error of the image,
-# under the name the fit check has always given it.
-ConfigError = ConfigProblem
+from contract.model_config import ConfigProblem
 
 
-class UnprovenLayers(ConfigError):
+class UnprovenLayers(ConfigProblem):
     """A model with layers that run kernels the fit check does not record (an unread mixer, an encoder
     it cannot read): it must not say the model fits."""
 
@@ -32,14 +28,6 @@ DEFAULT_DTYPE = "float16"
 DTYPES = ("float16", "bfloat16", "float32")
 BF16_MIN_CC = devices.cc_number(devices.BF16_MIN_CC)
 TENSOR_PARALLEL_SIZES = (1, 2, 4)  # the per-rank shapes the built-in matrix proves
-
-
-def typed(config: object, where: str = "") -> ModelConfig:
-    """A model's config as the fit check reads it: a ModelConfig as given (its messages naming `where`),
-    a parsed config.json (a dict, from a caller that has not typed it) read into one."""
-    if isinstance(config, ModelConfig):
-        return config.at(where) if where else config
-    return parse_config(config, where)
 
 
 def never(*_args) -> None:

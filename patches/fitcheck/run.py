@@ -6,14 +6,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from contract import clamp_paths as layout
-from contract import compile_record
+from contract import clamp_paths as layout, compile_record
 from contract.compile_record import Record
 from contract.devices import DEVICES
-from patches.fitcheck import attention as shapes_
-from patches.fitcheck import families
-from patches.fitcheck import report as report_
-from patches.fitcheck.base import DEFAULT_DTYPE, DTYPES, TENSOR_PARALLEL_SIZES, ConfigError, UnprovenLayers
+from patches.fitcheck import attention as shapes_, families, report as report_
+from contract.model_config import ConfigProblem
+from patches.fitcheck.base import DEFAULT_DTYPE, DTYPES, TENSOR_PARALLEL_SIZES, UnprovenLayers
 from door import files
 
 
@@ -80,7 +78,7 @@ def resolve_shapes(options: FitOptions, cc: int) -> list:
         config, model = shapes_.read_config(path), path.parent.name or path.stem
         refusal = families.config_refused_on(config, model, str(path), options.tensor_parallel, cc)
         if refusal is not None:
-            raise ConfigError(f"{refusal.reason}: {refusal.fix}")
+            raise ConfigProblem(f"{refusal.reason}: {refusal.fix}")
         return families.model_layers(config, model, str(path), options.tensor_parallel, options.dtype)
     if options.tensor_parallel != 1:
         raise UsageError("--tensor-parallel-size goes with --model-config; the built-in matrix already holds "
@@ -225,7 +223,7 @@ class FitPlan:
 
 def plan(options: FitOptions) -> FitPlan:
     """Validates the options and reads the model config, before vLLM is imported (UsageError /
-    ConfigError on bad input)."""
+    ConfigProblem on bad input)."""
     check_combination(options)
     device = resolve_device(options)
     shapes = tuple(resolve_shapes(options, device["cc"]))
@@ -235,7 +233,7 @@ def plan(options: FitOptions) -> FitPlan:
         shapes = tuple(shape for shape in shapes if shape.model not in refused)
     refusal = families.refused_on(shapes, device["cc"])
     if refusal is not None:
-        raise ConfigError(f"{refusal.reason}: {refusal.fix}")
+        raise ConfigProblem(f"{refusal.reason}: {refusal.fix}")
     unrecorded = families.unrecorded_on(shapes, device["cc"])
     if unrecorded:
         raise UnprovenLayers(unrecorded)

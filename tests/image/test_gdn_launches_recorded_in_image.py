@@ -11,9 +11,11 @@ from tests import REPO
 
 SCRIPT = """
 import json
-from patches.fitcheck import gdn_launches, mixers
+from patches.fitcheck import gdn_launches
+from contract.model_config import parse_config
+from patches.fitcheck.families.gated_delta_net import BUILTIN_GDN, gdn_from_config
 from contract.devices import DEVICES
-shape = mixers.gdn_from_config(mixers.BUILTIN_GDN["qwen3.5-35b-a3b"], "qwen3.5", "built-in")
+shape = gdn_from_config(parse_config(BUILTIN_GDN["qwen3.5-35b-a3b"], "built-in"), "qwen3.5", "built-in")
 launches = gdn_launches.record_gdn(shape)
 print(json.dumps({
     "launches": [[l.case.kind, l.kernel_name, l.options.get("configs"), l.params.get("ROWS_PER_BLOCK")]

@@ -10,7 +10,7 @@ from entrypoint.checks.clamp import fit_command, judge_fit
 from patches.fitcheck.__main__ import main
 from patches.fitcheck.recorder import Launch
 from patches.fitcheck.report import COMPILED, TABLE, build_report, format_table, summary
-from patches.fitcheck.shapes import Case, LayerShape
+from patches.fitcheck.attention import Case, LayerShape
 from patches.fitcheck.table import (TableError, known_needs, launch_entries, merge, read_table, table_mismatch,
                                     write_table)
 

@@ -3,6 +3,7 @@ and a family added as one module is picked up by the proof's plan, the built-in 
 verdict keys, the lookup and the preflight's naming, with no other edit."""
 from __future__ import annotations
 
+from contract.model_config import ConfigProblem, parse_config
 import ast
 import json
 import textwrap
@@ -144,7 +145,7 @@ def test_a_family_module_is_all_the_proof_needs_to_plan_its_shapes(toy_family, t
     assert families.record(toy[0], 75, 65536, "float16") == []
     with pytest.raises(families.UnprovenLayers, match="toy runs otherwise from 9.0"):
         plan(FitOptions(device="sm90", model_config=str(saved(tmp_path / "b", TOY_CONFIG))))
-    with pytest.raises(families.ConfigError, match="toy needs 7.5"):
+    with pytest.raises(ConfigProblem, match="toy needs 7.5"):
         plan(FitOptions(device="sm70", model_config=str(saved(tmp_path / "c", TOY_CONFIG))))
 
 
@@ -156,7 +157,7 @@ def test_a_family_module_adds_its_models_to_the_built_in_matrix(toy_family):
 
 
 def test_a_family_module_is_keyed_in_the_table_and_answered_by_the_lookup(toy_family, tmp_path):
-    shapes = families.model_layers(TOY_CONFIG, "m", "config.json")
+    shapes = families.model_layers(parse_config(TOY_CONFIG, "config.json"), "m", "config.json")
     toy = shapes[-1]
     fields, key = table.verdict_fields(toy, 75, 65536)
     assert fields["mixer"] == "toy" and key == (75, 65536, "float16", "toy", 7)
@@ -178,12 +179,12 @@ def test_a_family_module_is_named_by_the_preflight_and_by_the_unread_mixer_messa
 
     assert "the toy convolutions of Toy models" in proven_families()
     with pytest.raises(families.UnprovenLayers, match="the toy convolutions of toy_hybrid"):
-        families.model_layers({"model_type": "plamo2", "num_attention_heads": 8}, "p", "config.json")
+        families.model_layers(parse_config({"model_type": "plamo2", "num_attention_heads": 8}, "config.json"), "p", "config.json")
 
 
 def test_without_the_module_the_toy_model_is_not_proven():
     with pytest.raises(families.UnprovenLayers, match="toy_hybrid"):
-        families.model_layers(dict(TOY_CONFIG, mamba_d_state=16), "m", "config.json")
+        families.model_layers(parse_config(dict(TOY_CONFIG, mamba_d_state=16), "config.json"), "m", "config.json")
 
 
 @pytest.mark.parametrize("module", ["patches.fitcheck.run", "patches.fitcheck.lookup"])

@@ -7,8 +7,8 @@ from __future__ import annotations
 import reprlib
 from dataclasses import dataclass
 
-from contract.model_config import Section
-from patches.fitcheck.base import ConfigError, Family, UnprovenLayers
+from contract.model_config import ConfigProblem, Section
+from patches.fitcheck.base import Family, UnprovenLayers
 from patches.fitcheck.mixer_shapes import GATED_DELTA_NET, MODEL_DTYPE, UNREAD_MIXERS, RecordedShape, as_section
 
 # What sizes a gated delta net's kernels: the head dims (K and V of FLA's tiles), the conv width, the
@@ -73,7 +73,7 @@ class GdnShape(RecordedShape):
 def gdn_shape(text: Section | dict, model_type: str | None, model: str, where: str, tensor_parallel: int = 1,
               model_dtype: str = MODEL_DTYPE) -> GdnShape:
     """The gated delta net of a config's text part (UnprovenLayers for another linear attention,
-    ConfigError naming the field for a bad value)."""
+    ConfigProblem naming the field for a bad value)."""
     text = as_section(text, where)
     model_type = GDN_TEXT_TYPES.get(model_type, model_type)
     if model_type not in GDN_TYPES:
@@ -83,11 +83,11 @@ def gdn_shape(text: Section | dict, model_type: str | None, model: str, where: s
     key_heads, value_heads, key_dim, value_dim, width = (
         text.positive_int(name, GDN_DEFAULTS[name]) for name in GDN_DEFAULTS)
     if value_heads % key_heads:
-        raise ConfigError(f"{where}: {value_heads} value heads ('linear_num_value_heads') are not a multiple of "
+        raise ConfigProblem(f"{where}: {value_heads} value heads ('linear_num_value_heads') are not a multiple of "
                           f"{key_heads} key heads ('linear_num_key_heads')")
     for count, name in ((key_heads, "linear_num_key_heads"), (value_heads, "linear_num_value_heads")):
         if count % tensor_parallel:
-            raise ConfigError(f"{where}: {count} heads ('{name}') do not split over tensor parallel size "
+            raise ConfigProblem(f"{where}: {count} heads ('{name}') do not split over tensor parallel size "
                               f"{tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE that divides {count}")
     state_dtype = model_dtype
     if model_type in _STATE_DTYPE_FROM_CONFIG and text.has("mamba_ssm_dtype"):
@@ -148,3 +148,10 @@ FAMILY = Family(
     read=lambda text, model_type, model, where, tp, dtype: gdn_shape(text, model_type, model, where, tp, dtype),
     record=record, host_dependent=True, describe=_describe, unrecorded_on=unrecorded_on, builtin=BUILTIN_GDN,
     order=80)
+
+
+def gdn_from_config(config, model: str, where: str, tensor_parallel: int = 1) -> GdnShape | None:
+    """The gated delta net of a model's typed config, None for a model of another type."""
+    if GDN_TEXT_TYPES.get(config.type_of_text, config.type_of_text) not in GDN_TYPES:
+        return None
+    return gdn_shape(config.text, config.type_of_text, model, where, tensor_parallel)

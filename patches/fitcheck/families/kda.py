@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contract.model_config import Section
-from patches.fitcheck.base import ConfigError, Family
+from contract.model_config import ConfigProblem, Section
+from patches.fitcheck.base import Family
 from patches.fitcheck.families.gated_delta_net import GDN_RECORDED_BELOW_CC
 from patches.fitcheck.mixer_shapes import KDA, KDA_GATE_LOWER_BOUND_MIN, RecordedShape, as_section
 
@@ -49,7 +49,7 @@ class KdaShape(RecordedShape):
 
 
 def kda_shape(text: Section | dict, model: str, where: str, tensor_parallel: int = 1) -> KdaShape:
-    """The KDA layer of a Kimi Linear config's text part (ConfigError naming the field for a bad value)."""
+    """The KDA layer of a Kimi Linear config's text part (ConfigProblem naming the field for a bad value)."""
     text = as_section(text, where)
     linear = text.object("linear_attn_config") or Section({}, text.prefix + "linear_attn_config.", where)
     values = {}
@@ -62,7 +62,7 @@ def kda_shape(text: Section | dict, model: str, where: str, tensor_parallel: int
         raise linear.problem("gate_lower_bound", f"a number in [{KDA_GATE_LOWER_BOUND_MIN}, 0) or null")
     if heads % tensor_parallel:
         name = "linear_attn_config.num_heads" if linear.has("num_heads") else "linear_num_heads"
-        raise ConfigError(f"{where}: {heads} KDA heads ('{name}') do not split over tensor parallel size "
+        raise ConfigProblem(f"{where}: {heads} KDA heads ('{name}') do not split over tensor parallel size "
                           f"{tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE that divides {heads}")
     return KdaShape(model, heads // tensor_parallel, values["linear_head_dim"], values["linear_conv_kernel_dim"],
                     bound is not None, tensor_parallel)

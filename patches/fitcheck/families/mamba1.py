@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contract.model_config import Section
-from patches.fitcheck.base import ConfigError, Family
+from contract.model_config import ConfigProblem, Section
+from patches.fitcheck.base import Family
 from patches.fitcheck.mixer_shapes import MAMBA1, RecordedShape, as_section
 
 MAMBA1_FIELDS = ("mixer", "state_size", "conv_width")
@@ -51,7 +51,7 @@ class Mamba1Shape(RecordedShape):
 
 
 def mamba1_shape(text: Section | dict, model_type: str, model: str, where: str, tensor_parallel: int = 1) -> Mamba1Shape:
-    """The Mamba-1 mixer of a config's text part (ConfigError naming the field for a bad value)."""
+    """The Mamba-1 mixer of a config's text part (ConfigProblem naming the field for a bad value)."""
     text = as_section(text, where)
     size_key, state_key, conv_key = _MAMBA1_FIELDS[model_type]
     size = text.positive_int(size_key, _MAMBA1_DEFAULTS.get(size_key))
@@ -59,7 +59,7 @@ def mamba1_shape(text: Section | dict, model_type: str, model: str, where: str, 
     state = text.positive_int(state_key, _MAMBA1_DEFAULTS[state_key])
     conv = text.positive_int(conv_key, _MAMBA1_DEFAULTS[conv_key])
     if intermediate % tensor_parallel:
-        raise ConfigError(f"{where}: the Mamba intermediate size {intermediate} does not split over tensor parallel "
+        raise ConfigProblem(f"{where}: the Mamba intermediate size {intermediate} does not split over tensor parallel "
                           f"size {tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE that divides it")
     return Mamba1Shape(model, intermediate // tensor_parallel, state, conv, tensor_parallel)
 

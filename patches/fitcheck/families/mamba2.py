@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contract.model_config import Section
-from patches.fitcheck.base import ConfigError, Family
+from contract.model_config import ConfigProblem, Section
+from patches.fitcheck.base import Family
 from patches.fitcheck.mixer_shapes import MAMBA2, MODEL_DTYPE, RecordedShape, as_section
 
 MIXER_FIELDS = ("mixer", "head_dim", "state_size", "chunk_size", "conv_width", "norm_width")
@@ -59,7 +59,7 @@ class MixerShape(RecordedShape):
 
 def mamba2_shape(text: Section | dict, model_type: str, model: str, where: str, tensor_parallel: int = 1,
                  model_dtype: str = MODEL_DTYPE) -> MixerShape:
-    """The Mamba-2 mixer of a config's text part (ConfigError naming the field for a bad value)."""
+    """The Mamba-2 mixer of a config's text part (ConfigProblem naming the field for a bad value)."""
     text = as_section(text, where)
     heads_key, head_key, state_key, groups_key, chunk_key, conv_key = _FIELDS[model_type]
     heads = text.positive_int(heads_key)
@@ -69,10 +69,10 @@ def mamba2_shape(text: Section | dict, model_type: str, model: str, where: str, 
     chunk = text.positive_int(chunk_key, 256)
     conv = text.positive_int(conv_key, 4)
     if heads % groups:
-        raise ConfigError(f"{where}: {heads} Mamba heads ('{heads_key}') are not a multiple of {groups} groups "
+        raise ConfigProblem(f"{where}: {heads} Mamba heads ('{heads_key}') are not a multiple of {groups} groups "
                           f"('{groups_key}')")
     if heads % tensor_parallel:
-        raise ConfigError(f"{where}: {heads} Mamba heads ('{heads_key}') do not split over tensor parallel size "
+        raise ConfigProblem(f"{where}: {heads} Mamba heads ('{heads_key}') do not split over tensor parallel size "
                           f"{tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE that divides {heads}")
     # vLLM replicates groups so that each rank holds whole groups (mamba_utils.extra_groups_for_head_shards)
     rank_groups = groups // tensor_parallel if groups % tensor_parallel == 0 else 1

@@ -11,8 +11,8 @@ from __future__ import annotations
 import reprlib
 from dataclasses import dataclass
 
-from contract.model_config import Section
-from patches.fitcheck.base import ConfigError, Family, Refusal, UnprovenLayers
+from contract.model_config import ConfigProblem, Section
+from patches.fitcheck.base import Family, Refusal, UnprovenLayers
 from patches.fitcheck.mixer_shapes import MLA, RecordedShape, as_section
 
 MLA_FIELDS = ("mixer", "kv_lora_rank", "rope_dim")
@@ -48,7 +48,7 @@ MLA_DEFAULT_ROPE_DIM = 64  # transformers' DeepseekV2Config / DeepseekV3Config d
 
 def mla_shape(text: Section | dict, model: str, where: str, tensor_parallel: int = 1) -> MlaShape:
     """The multi-head latent attention of a config's text part (UnprovenLayers for DeepSeek V3.2's
-    sparse attention, ConfigError naming the field for a bad value)."""
+    sparse attention, ConfigProblem naming the field for a bad value)."""
     text = as_section(text, where)
     if text.has("index_topk"):
         raise UnprovenLayers(f"{where}: sparse multi-head latent attention (index_topk {reprlib.repr(text.value('index_topk'))}, "
@@ -58,7 +58,7 @@ def mla_shape(text: Section | dict, model: str, where: str, tensor_parallel: int
     rope = text.count("qk_rope_head_dim", MLA_DEFAULT_ROPE_DIM)
     heads = text.positive_int("num_attention_heads")
     if heads % tensor_parallel:
-        raise ConfigError(f"{where}: {heads} attention heads ('num_attention_heads') do not split over tensor parallel "
+        raise ConfigProblem(f"{where}: {heads} attention heads ('num_attention_heads') do not split over tensor parallel "
                           f"size {tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE that divides {heads}")
     return MlaShape(model, heads // tensor_parallel, rank, rope, tensor_parallel)
 
@@ -114,7 +114,7 @@ def config_refused_on(config, model: str, where: str, tensor_parallel: int, cc: 
         return None
     try:
         return refused_on(read(config.text, config.type_of_text, model, where, tensor_parallel, ""), cc)
-    except ConfigError:
+    except ConfigProblem:
         return None
 
 

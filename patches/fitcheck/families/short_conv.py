@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contract.model_config import Section
-from patches.fitcheck.base import ConfigError, Family
+from contract.model_config import ConfigProblem, Section
+from patches.fitcheck.base import Family
 from patches.fitcheck.mixer_shapes import SHORT_CONV, RecordedShape, as_section
 
 SHORT_CONV_FIELDS = ("mixer", "conv_width")
@@ -46,13 +46,13 @@ class ShortConvShape(RecordedShape):
 
 def short_conv_shape(text: Section | dict, model_type: str, model: str, where: str,
                      tensor_parallel: int = 1) -> ShortConvShape:
-    """The short convolution of an LFM2 config's text part (ConfigError naming the field for a bad value)."""
+    """The short convolution of an LFM2 config's text part (ConfigProblem naming the field for a bad value)."""
     text = as_section(text, where)
     channels_key = _SHORT_CONV_CHANNELS[model_type]
     channels = text.positive_int(channels_key, text.optional_int("hidden_size"))
     width = text.positive_int("conv_L_cache", SHORT_CONV_DEFAULT_WIDTH)
     if channels % tensor_parallel:
-        raise ConfigError(f"{where}: the short convolution's {channels} channels ('{channels_key}') do not split over "
+        raise ConfigProblem(f"{where}: the short convolution's {channels} channels ('{channels_key}') do not split over "
                           f"tensor parallel size {tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE "
                           f"that divides {channels}")
     return ShortConvShape(model, channels // tensor_parallel, width, tensor_parallel)

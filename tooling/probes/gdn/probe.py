@@ -8,7 +8,9 @@ per device for the choices the recording rests on. Nothing runs on a GPU and not
 import json
 import sys
 
-from patches.fitcheck import gdn_launches, mixers
+from contract.model_config import parse_config
+from patches.fitcheck import gdn_launches
+from patches.fitcheck.families.gated_delta_net import BUILTIN_GDN, gdn_from_config
 from patches.fitcheck.compiler import compile_launches
 from patches.fitcheck.mixer_launches import options
 from door import files
@@ -26,7 +28,7 @@ def main(argv: list[str]) -> None:
         for ranks in tensor_parallel:
             family = f"{name} tp{ranks}"
             try:
-                shape = mixers.gdn_from_config(mixers.BUILTIN_GDN[name], family, f"built-in {name}", ranks)
+                shape = gdn_from_config(parse_config(BUILTIN_GDN[name], f"built-in {name}"), family, f"built-in {name}", ranks)
                 shapes.append(shape)
                 launches += gdn_launches.record_gdn(shape)
             except (gdn_launches.GdnError, ValueError) as error:  # said, not hidden

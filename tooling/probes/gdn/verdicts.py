@@ -4,7 +4,7 @@ tooling/probes/ssm/verdicts.py's."""
 from collections import defaultdict
 
 from tooling.probes.ssm.verdicts import verdicts
-from patches.fitcheck.mixers import BUILTIN_GDN
+from patches.fitcheck.families.gated_delta_net import BUILTIN_GDN
 
 FAMILIES = tuple(BUILTIN_GDN)
 

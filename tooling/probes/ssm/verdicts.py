@@ -3,9 +3,9 @@ configuration compiled (tooling/probes/ssm/probe.py compiles what patches/fitche
 records; the gated delta net probe's verdicts build on these)."""
 from collections import defaultdict
 
-from patches.fitcheck.mixers import BUILTIN_HYBRIDS
+from patches.fitcheck.families.mamba2 import BUILTIN_HYBRIDS
 
-# The matrix's hybrids (patches/fitcheck/mixers.py BUILTIN_HYBRIDS): their Mamba-2 mixers are measured.
+# The matrix's hybrids (patches/fitcheck/families/mamba2.py BUILTIN_HYBRIDS): their Mamba-2 mixers are measured.
 FAMILIES = tuple(BUILTIN_HYBRIDS)
 
 
