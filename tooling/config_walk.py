@@ -1,6 +1,6 @@
 """How many steps the model config takes from the preflight's fit check into the families.
 
-    python3 -m tooling.config_walk
+    python3 -m tooling.config_walk [--trace]
 
 Runs what the preflight's fit check does with a typed model config (entrypoint/checks/clamp.py: run_dtype,
 then lookup_fit -> patches.fitcheck.lookup -> the family registry -> a family's reader) for a few configs
@@ -21,6 +21,7 @@ from contract.model_config import parse_config
 ROOT = Path(__file__).resolve().parents[1]
 FITCHECK = ROOT / "patches" / "fitcheck"
 FAMILIES = FITCHECK / "families"
+TRACE = "--trace" in sys.argv  # each stay named
 NOT_THE_WALK = ("read_table", "installed_versions", "decide")  # the table's side, not the config's
 
 CONFIGS = {
@@ -49,7 +50,7 @@ def routing(code) -> bool:
     path = Path(code.co_filename)
     if code.co_name.startswith("<") or FITCHECK not in path.parents:
         return False
-    return path.parent != FAMILIES or path.name == "__init__.py"
+    return FAMILIES not in path.parents or path == FAMILIES / "__init__.py"
 
 
 def walk(config: dict) -> tuple[int, int]:
@@ -69,6 +70,8 @@ def walk(config: dict) -> tuple[int, int]:
             return
         if event == "call":
             counts["stays"] += 1
+            if TRACE:
+                print(f"  {Path(code.co_filename).relative_to(ROOT)}:{code.co_name}")
         elif event == "return" and value is not None:
             counts["returns"] += 1
 

@@ -10,6 +10,7 @@ from patches.fitcheck import report as report_
 from patches.fitcheck.run import DEVICES, FitOptions, UsageError, plan, run
 from contract.compile_record import RecordError
 from contract.model_config import ConfigProblem
+from door.problem import Problem
 from patches.fitcheck.families import MATRICES
 
 
@@ -64,12 +65,10 @@ def refusals() -> tuple:
     """The errors that end a check with exit 2 in one line (bad input, a launcher or compiler that
     cannot be used)."""
     from patches.fitcheck.compiler import CompilerDrift
-    from patches.fitcheck.gdn_launches import GdnError
-    from patches.fitcheck.mixer_launches import MixerError
     from patches.fitcheck.recorder import LauncherError
     from patches.fitcheck.table import TableError
 
-    return UsageError, ConfigProblem, LauncherError, TableError, MixerError, GdnError, CompilerDrift, RecordError
+    return UsageError, ConfigProblem, LauncherError, TableError, Problem, CompilerDrift, RecordError
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -382,7 +382,7 @@ def build_matrix(shapes: list[LayerShape], mm_prefix: bool) -> list[Case]:
     speculative verify lengths and, where the release supports it, a multimodal prefix; an
     encoder layer is one bidirectional batch (its kernel has no decode path). A hybrid's attention
     layer runs at each of HYBRID_LAUNCH_BLOCK_SIZES (its verdict holds all of them). Mixers
-    (families.is_mixer) are not attention: their ops are called by mixer_launches.py and gdn_launches.py."""
+    (families.is_mixer) are not attention: their ops are called by their families (families/<family>/launches.py)."""
     cases = []
     launched = [dataclasses.replace(shape, block_size=block) for shape in shapes if isinstance(shape, LayerShape)
                 for block in (HYBRID_LAUNCH_BLOCK_SIZES if shape.block_size == HYBRID_BLOCK_SIZE else (shape.block_size,))]

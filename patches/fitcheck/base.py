@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from contract import devices
-from contract.model_config import ConfigProblem
+from contract.model_config import ConfigProblem, Section
 
 
 class UnprovenLayers(ConfigProblem):
@@ -47,6 +47,8 @@ class Family:
     record      (shape, cc, limit, dtype) -> the shape's launches (vLLM's ops on CPU tensors)
     refused_on / unrecorded_on   (shape, cc) -> a Refusal / why the recorded launches are not the device's
     config_refused_on            (ModelConfig, model, where, tensor parallel, cc) -> a Refusal
+    A family that records its own launches (a mixer, latent attention) keeps them beside its reader, in
+    families/<family>/launches.py, imported by its `record` only (the registry stays stdlib-only).
     """
 
     name: str
@@ -66,6 +68,53 @@ class Family:
     refused_on: Callable = never
     unrecorded_on: Callable = never
     config_refused_on: Callable = never
+    replayssm_unproven: Callable = never  # (model type, --replayssm-buffer-len) -> what ReplaySSM runs unproven
     builtin: Mapping[str, dict] = None  # the matrix's models of the family (config.json dicts), at TP 1, 2, 4
     matrix: Callable | None = None  # (dtype) -> fixed shapes it adds to the built-in matrix
     order: int = 100  # place in the registry: matrix order, and which rule is asked first
+
+
+# Hybrid and state-space types whose mixers run kernels the fit check does not record: each stays
+# "not proven", named. vLLM 0.33.0's registry lists PLaMo 2 and MiniMax-Text-01 / M1 as supported only
+# until 0.26.0 and 0.23.0 (_PREVIOUSLY_SUPPORTED_MODELS), as it does Bamba (0.23.0), whose mixer the
+# check reads like the other Mamba-2 hybrids'.
+UNREAD_MIXERS = {
+    "plamo2": "PLaMo 2's Mamba mixers (a model class vLLM 0.33.0 no longer has: its last release with one is 0.26.0)",
+    "minimax_m1": "MiniMax's lightning attention kernels (a model class vLLM 0.33.0 no longer has: its last release "
+                  "with one is 0.23.0)",
+}
+
+
+class RecordedShape:
+    """What every shape a family records itself (a mixer, latent attention) has: a model and a layer name
+    (fields of its dataclass), `mixer`, its kind's name, and FIELDS, the names of the fields that size its
+    kernels (the first `mixer`): its verdicts' key in the fit table (table.py)."""
+
+    model: str
+    layer: str
+    mixer: str
+    FIELDS: tuple = ()
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}/{self.layer}"
+
+    @property
+    def head_size(self) -> int:  # the report's column: the head dim where the shape has one
+        return self.head_dim
+
+
+def fields_by_kind() -> dict[str, tuple]:
+    """{kind: FIELDS} of every RecordedShape class defined (a family's module defines its own)."""
+    found, pending = {}, [RecordedShape]
+    while pending:
+        cls = pending.pop()
+        pending += cls.__subclasses__()
+        if cls.FIELDS and isinstance(getattr(cls, "mixer", None), str):
+            found.setdefault(cls.mixer, cls.FIELDS)
+    return found
+
+
+def as_section(text: Section | dict, where: str) -> Section:
+    """A text section as the readers take it (a caller's dict: its fields read as the section's)."""
+    return text.at(where) if isinstance(text, Section) else Section(text, "", where)

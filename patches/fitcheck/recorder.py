@@ -50,7 +50,7 @@ class LauncherError(RuntimeError):
 class Launch:
     """One recorded kernel launch: the kernel, its grid, arguments by name, launch options."""
 
-    case: Case  # or mixer_launches.MixerCase
+    case: Case  # or op_recording.MixerCase
     kernel_name: str
     fn: object  # triton JITFunction
     grid: tuple
@@ -60,7 +60,7 @@ class Launch:
     @property
     def path(self) -> str:
         if getattr(getattr(self.case, "shape", None), "mixer", None):
-            return "mamba"  # a Mamba-2 mixer's kernel (mixer_launches.py)
+            return "mamba"  # a Mamba-2 mixer's kernel (families/mamba2/launches.py)
         if self.kernel_name in ENCODER_KERNELS:
             return "encoder"
         if self.kernel_name == "reduce_segments":

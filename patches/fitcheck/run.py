@@ -13,6 +13,7 @@ from patches.fitcheck import attention as shapes_, families, report as report_
 from contract.model_config import ConfigProblem
 from patches.fitcheck.base import DEFAULT_DTYPE, DTYPES, TENSOR_PARALLEL_SIZES, UnprovenLayers
 from door import files
+from door.problem import Problem
 
 
 class UsageError(ValueError):
@@ -156,18 +157,18 @@ def _write_verdicts(path: Path, rows: list[dict], shapes, device: dict, versions
 
 def _mixer_rows(mixer_shapes, cc: int, limit: int, workers, dtype: str) -> list[dict]:
     """The report rows of the hybrids' mixers: one per plain launch and per autotuned call. A gated delta
-    net or KDA layer (FLA's kernels) is refused (GdnError) on a host whose FLA import-time choices are not
+    net or KDA layer (FLA's kernels) is refused (a Problem) on a host whose FLA import-time choices are not
     the device's."""
     if not mixer_shapes:
         return []
-    from patches.fitcheck import gdn_launches, mixer_launches
+    from patches.fitcheck import op_recording
+    from patches.fitcheck.families.gated_delta_net import launches as fla_launches
 
     fla = [shape for shape in mixer_shapes if families.family_of(shape).host_dependent]
-    differ = gdn_launches.host_choices_differ(cc, limit) if fla else []
+    differ = fla_launches.host_choices_differ(cc, limit) if fla else []
     if differ:
-        raise gdn_launches.GdnError(f"{fla[0].label}: this host decides FLA's kernels otherwise than cc {cc} at "
-                                    f"{limit} bytes does ({differ[0]}); run the check on a host without a GPU, as "
-                                    "the build does")
+        raise Problem(f"{fla[0].label}: this host decides FLA's kernels otherwise than cc {cc} at "
+                      f"{limit} bytes does ({differ[0]}); run the check on a host without a GPU, as the build does")
 
     from patches.fitcheck.recorder import RECORDING
 
@@ -177,7 +178,7 @@ def _mixer_rows(mixer_shapes, cc: int, limit: int, workers, dtype: str) -> list[
         launches += families.record(shape, cc, limit, dtype)
         RECORDING.append((shape, time.monotonic() - started))
     return [dict(report_.launch_row(launch, result, limit), autotune=autotune)
-            for launch, result, autotune in mixer_launches.judged(launches, cc, limit, workers)]
+            for launch, result, autotune in op_recording.judged(launches, cc, limit, workers)]
 
 
 def _known_table(options: FitOptions, versions: dict) -> tuple[dict | None, dict | None]:

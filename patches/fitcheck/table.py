@@ -16,7 +16,7 @@ from pathlib import Path
 
 from patches.fitcheck.attention import LayerShape
 from patches.fitcheck.base import DEFAULT_DTYPE
-from patches.fitcheck.mixer_shapes import fields_by_kind
+from patches.fitcheck.base import fields_by_kind
 from patches.fitcheck.util import write_atomically
 from door import files
 

@@ -629,14 +629,13 @@ def test_the_build_proved_lfm2s_short_convolutions_on_sm75_and_sm86_and_latent_a
 MLA_ON_SM75 = r"""
 python3 - <<'PY'
 import json
-from patches.fitcheck import mixer_launches
-from patches.fitcheck.families.gated_delta_net import GDN_FIELDS
+from patches.fitcheck import families, op_recording
 from patches.fitcheck.families.mla import MlaShape
 from contract.devices import DEVICES
 cc, limit = DEVICES["sm75"]
 shape = MlaShape("deepseek-v2-lite", 16, 512, 64)
 rows = [(launch.kernel_name, result.shared) for launch, result, _ in
-        mixer_launches.judged(mixer_launches.record_mixer(shape), cc, limit, 2)]
+        op_recording.judged(families.record(shape, cc, limit, "float16"), cc, limit, 2)]
 print(json.dumps([limit, rows]))
 PY
 """
@@ -699,14 +698,14 @@ def test_the_build_proved_every_gated_delta_net_on_sm75_and_sm86_whatever_its_he
 MIXER_AT_LIMIT = r"""
 python3 - <<'PY'
 import json
-from patches.fitcheck import compiler, mixer_launches, report
+from patches.fitcheck import compiler, op_recording, report
 from patches.fitcheck.families.mamba2 import BUILTIN_HYBRIDS
 from contract.model_config import parse_config
-from patches.fitcheck.families import mixer_from_config
+from patches.fitcheck.families import mixer_from_config, record
 shape = mixer_from_config(parse_config(BUILTIN_HYBRIDS["granite-4.0-h-tiny"], "built-in"), "granite", "built-in")
 with compiler.compile_mode(compiler.default_mode()):
     rows = [dict(report.launch_row(l, r, %d), autotune=a)
-            for l, r, a in mixer_launches.judged(mixer_launches.record_mixer(shape), 75, %d)]
+            for l, r, a in op_recording.judged(record(shape, 75, 65536, "float16"), 75, %d)]
 built = report.build_report(versions={"vllm": "", "triton": ""}, device={"name": "sm75", "cc": 75, "limit": %d},
                             launches=[], unpatched=None, elapsed_s=0, mixers=rows)
 print(json.dumps({"all_fit": built["all_fit"], "failures": report.failures(built), "rows": rows}))

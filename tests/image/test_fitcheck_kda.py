@@ -115,7 +115,7 @@ def test_a_kimi_linear_config_fits_at_preflight_from_the_table_on_sm86_and_is_re
 RECORDED = r"""
 python3 - <<'PY'
 import json
-from patches.fitcheck import kda_launches
+from patches.fitcheck.families.kda import launches as kda_launches
 from contract.model_config import parse_config
 from patches.fitcheck.families import mixer_from_config
 from patches.fitcheck.families.kda import BUILTIN_KDA, KDA_FIELDS

@@ -45,7 +45,10 @@ def imported(path: Path, name: str, modules) -> set[str]:
 
 def import_graph() -> dict[str, set[str]]:
     modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
-    return {name: {other for other in imported(path, name, modules) if other in modules and other != name}
+    # A module's edge to a package it lies in is no circle: the package has run before any of its modules
+    # (a family's launches.py reads its package's constants, and the package imports it inside `record`).
+    return {name: {other for other in imported(path, name, modules)
+                   if other in modules and other != name and not name.startswith(other + ".")}
             for name, path in modules.items()}
 
 
@@ -84,7 +87,7 @@ TOY = '''
 from dataclasses import dataclass
 
 from patches.fitcheck.base import Family, Refusal
-from patches.fitcheck.mixer_shapes import RecordedShape
+from patches.fitcheck.base import RecordedShape
 
 
 @dataclass(frozen=True)
@@ -182,6 +185,77 @@ def test_a_family_module_is_named_by_the_preflight_and_by_the_unread_mixer_messa
         families.model_layers(parse_config({"model_type": "plamo2", "num_attention_heads": 8}, "config.json"), "p", "config.json")
 
 
+TOY_MIXER = {
+    "__init__.py": '''
+"""A toy mixer family that records its own launches: its reader here, its recording in launches.py."""
+from dataclasses import dataclass
+
+from patches.fitcheck.base import Family, RecordedShape
+
+TOY_HISTORY = 8
+
+
+@dataclass(frozen=True)
+class ToyConvShape(RecordedShape):
+    model: str
+    width: int
+    tensor_parallel: int = 1
+    mixer: str = "toyconv"
+    layer: str = "toyconv"
+    FIELDS = ("mixer", "width")
+
+
+def record(shape, cc, limit, dtype):
+    from patches.fitcheck.families.toyconv.launches import record_toyconv
+
+    return record_toyconv(shape, dtype)
+
+
+FAMILY = Family(
+    name="toyconv", role="mixer", description="toy convolution", reads_phrase="the toy convolutions of toyconv_hybrid",
+    shape_type=ToyConvShape, model_types=("toyconv_hybrid",), mixer_types=("toyconv_hybrid",),
+    read=lambda text, model_type, model, where, tp, dtype: ToyConvShape(model, text.positive_int("toy_width", 3), tp),
+    record=record, describe=lambda shape: f"toy convolution: width {shape.width}",
+    replayssm_unproven=lambda model_type, buffer_len: "the toy replay" if model_type == "toyconv_hybrid" else None)
+''',
+    "launches.py": '''
+"""The toy convolution's launches: one per history step of its package's TOY_HISTORY."""
+from patches.fitcheck.families.toyconv import TOY_HISTORY
+
+
+def record_toyconv(shape, dtype):
+    return [("toy_conv_kernel", shape.width, dtype, step) for step in range(TOY_HISTORY)]
+''',
+}
+
+
+@pytest.fixture
+def toy_mixer_family(tmp_path, monkeypatch):
+    """The registry with one more family package (its reader and its own launches), nothing else changed."""
+    folder = tmp_path / "more_families" / "toyconv"
+    folder.mkdir(parents=True)
+    for name, text in TOY_MIXER.items():
+        (folder / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    monkeypatch.setattr(families, "__path__", [*families.__path__, str(folder.parent)])
+    monkeypatch.setattr(families, "FAMILIES", families.discover())
+    yield next(family for family in families.FAMILIES if family.name == "toyconv")
+    import sys
+    for name in ("patches.fitcheck.families.toyconv.launches", "patches.fitcheck.families.toyconv"):
+        sys.modules.pop(name, None)
+
+
+def test_a_mixer_family_records_its_own_launches_through_the_registry(toy_mixer_family):
+    config = parse_config(dict(TOY_CONFIG, model_type="toyconv_hybrid", toy_width=5), "config.json")
+    toy = families.model_layers(config, "m", "config.json")[-1]
+    assert isinstance(toy, toy_mixer_family.shape_type) and families.is_mixer(toy)
+    assert families.record(toy, 75, 65536, "float16") == [("toy_conv_kernel", 5, "float16", step) for step in range(8)]
+    assert table.verdict_fields(toy, 75, 65536)[1] == (75, 65536, "float16", "toyconv", 5)
+    # the preflight's ReplaySSM question reaches the family through the registry; other types keep theirs
+    assert families.replayssm_unproven("toyconv_hybrid", None) == "the toy replay"
+    assert families.replayssm_unproven("nemotron_h", None) is None
+    assert "at 16 (the default)" in families.replayssm_unproven("nemotron_h", 64)
+
+
 def test_without_the_module_the_toy_model_is_not_proven():
     with pytest.raises(families.UnprovenLayers, match="toy_hybrid"):
         families.model_layers(parse_config(dict(TOY_CONFIG, mamba_d_state=16), "config.json"), "m", "config.json")
@@ -193,8 +267,8 @@ def test_what_merges_or_looks_verdicts_up_knows_every_familys_verdict_keys(modul
     import subprocess
     import sys
 
-    code = (f"import {module}\nfrom patches.fitcheck import families, mixer_shapes\n"
+    code = (f"import {module}\nfrom patches.fitcheck import base, families\n"
             "kinds = {f.shape_type.mixer for f in families.FAMILIES if f.role in ('mixer', 'latent')}\n"
-            "assert kinds and kinds <= set(mixer_shapes.fields_by_kind()), kinds")
+            "assert kinds and kinds <= set(base.fields_by_kind()), kinds")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-500:]

@@ -1,4 +1,4 @@
-"""The gated delta net in the fit check's recorder (patches/fitcheck/gdn_launches.py): its shape read from
+"""The gated delta net in the fit check's recorder (patches/fitcheck/families/gated_delta_net/launches.py): its shape read from
 config.json as transformers writes it, per rank, and the per-kernel verdict over the measured launches
 (tooling/probes/gdn/verdicts.py). What needs vLLM (the recording, the compiles) runs in the image only."""
 from contract.model_config import ConfigProblem, parse_config
@@ -188,7 +188,7 @@ def test_the_built_in_matrix_holds_each_gated_delta_net_at_tensor_parallel_1_2_a
 
 
 def test_autotune_configurations_are_compiled_smallest_tiles_first_fla_names_included():
-    from patches.fitcheck.mixer_launches import tile_volume
+    from patches.fitcheck.op_recording import tile_volume
     from patches.fitcheck.recorder import Launch
 
     def launch(stages, **tiles):

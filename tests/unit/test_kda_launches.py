@@ -1,4 +1,4 @@
-"""Kimi Linear's KDA layers in the fit check (patches/fitcheck/kda_launches.py): the shape read from
+"""Kimi Linear's KDA layers in the fit check (patches/fitcheck/families/kda/launches.py): the shape read from
 config.json as transformers writes it, per rank, bad fields named, the verdict's key, and the preflight's
 lookup on sm_86 from a table. What needs vLLM (the recording, the compiles) runs in the image only
 (tests/image/test_fitcheck_kda.py)."""
@@ -8,7 +8,8 @@ import json
 import pytest
 import transformers
 
-from patches.fitcheck import kda_launches, lookup, table
+from patches.fitcheck import lookup, table
+from patches.fitcheck.families.kda import launches as kda_launches
 from patches.fitcheck.families import mixer_from_config, model_layers, unrecorded_on
 from patches.fitcheck.families.kda import BUILTIN_KDA, KdaShape, kda_shape
 from patches.fitcheck.families.mla import MlaShape

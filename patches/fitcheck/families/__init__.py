@@ -13,8 +13,8 @@ import reprlib
 from contract.model_config import ConfigProblem, ModelConfig, Section, parse_config
 from patches.fitcheck import attention
 from patches.fitcheck.attention import LayerShape
-from patches.fitcheck.base import DEFAULT_DTYPE, TENSOR_PARALLEL_SIZES, Family, Refusal, UnprovenLayers
-from patches.fitcheck.mixer_shapes import UNREAD_MIXERS
+from patches.fitcheck.base import (DEFAULT_DTYPE, TENSOR_PARALLEL_SIZES, UNREAD_MIXERS, Family, Refusal, UnprovenLayers,
+                                   never)
 
 ROLES = ("attention", "mixer", "latent", "refusal")
 MATRICES = ("all", "attention", "gemma4")  # what the fit check runs without --model-config
@@ -184,7 +184,7 @@ def config_refused_on(config: ModelConfig, model: str, where: str, tensor_parall
                       cc: int) -> Refusal | None:
     """The Refusal of a model vLLM cannot serve on a device of compute capability `cc` whatever its layers
     (asked before they are read, so a model the check cannot prove is still refused)."""
-    return next((refusal for family in FAMILIES
+    return next((refusal for family in FAMILIES if family.config_refused_on is not never
                  if (refusal := family.config_refused_on(config, model, where, tensor_parallel, cc)) is not None), None)
 
 
@@ -197,6 +197,14 @@ def unrecorded_on(shapes, cc: int) -> str | None:
     """Why the launches recorded for the first such shape are not the ones a device of compute capability
     `cc` runs; None when they are for every one."""
     return next((why for shape in shapes if (why := family_of(shape).unrecorded_on(shape, cc))), None)
+
+
+def replayssm_unproven(model_type: str, buffer_len: object) -> str | None:
+    """What `--use-replayssm` (at `--replayssm-buffer-len`, None for vLLM's default) makes a model of this type
+    launch that the build did not prove, None where it proved it: the rule of the family that reads the type
+    first, then the others' (ReplaySSM replaces the Mamba-2 decode whatever the model)."""
+    ordered = sorted(FAMILIES, key=lambda family: model_type not in family.model_types)
+    return next((why for family in ordered if (why := family.replayssm_unproven(model_type, buffer_len))), None)
 
 
 def describe(shape) -> str:

@@ -1,5 +1,5 @@
 """The hybrid families' Mamba-2 mixer shapes and the fit verdict over measured launches, one row per
-configuration compiled (tooling/probes/ssm/probe.py compiles what patches/fitcheck/mixer_launches.py
+configuration compiled (tooling/probes/ssm/probe.py compiles what patches/fitcheck/families/mamba2/launches.py
 records; the gated delta net probe's verdicts build on these)."""
 from collections import defaultdict
 

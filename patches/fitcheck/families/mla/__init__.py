@@ -1,7 +1,7 @@
 """Multi-head latent attention (DeepSeek V2 / V3, Kimi K2, GLM-4.7-Flash: `kv_lora_rank` set; MlaShape).
 
 Not a mixer but recorded and keyed the same way: on compute capability 8.x vLLM decodes it with TRITON_MLA
-(v1/attention/ops/triton_decode_attention.py, decode_attention_fwd; mixer_launches.record_mla), whose
+(v1/attention/ops/triton_decode_attention.py, decode_attention_fwd; launches.record_mla), whose
 tiles follow the latent rank and the rope dim alone (heads set the grid), and prefills it with
 FlashAttention 2 (CUDA). Below 8.0 vLLM cannot serve it; from 9.0 it runs FlashAttention 3 / FlashMLA /
 FlashInfer, which the check does not record.
@@ -12,8 +12,7 @@ import reprlib
 from dataclasses import dataclass
 
 from contract.model_config import ConfigProblem, Section
-from patches.fitcheck.base import Family, Refusal, UnprovenLayers
-from patches.fitcheck.mixer_shapes import MLA, RecordedShape, as_section
+from patches.fitcheck.base import Family, RecordedShape, Refusal, UnprovenLayers, as_section
 
 MLA_FIELDS = ("mixer", "kv_lora_rank", "rope_dim")
 
@@ -28,7 +27,7 @@ class MlaShape(RecordedShape):
     kv_lora_rank: int
     rope_dim: int
     tensor_parallel: int = 1
-    mixer: str = MLA
+    mixer: str = "mla"
     layer: str = "mla"
 
     @property
@@ -84,9 +83,9 @@ def read(text, model_type: str, model: str, where: str, tensor_parallel: int, dt
 
 
 def record(shape: MlaShape, cc: int, limit: int, dtype: str) -> list:
-    from patches.fitcheck import mixer_launches
+    from patches.fitcheck.families.mla.launches import record_mla
 
-    return mixer_launches.record_mla(shape, dtype)
+    return record_mla(shape, dtype)
 
 
 def refused_on(shape: MlaShape, cc: int) -> Refusal | None:

@@ -2,15 +2,14 @@
 
 LFM2's short convolution (short_conv.py, ShortConv) runs causal_conv1d_fn in prefill and causal_conv1d_update
 in decode, both without an activation, over `conv_dim` channels split over the ranks
-(mixer_launches.record_short_conv); its width (`conv_L_cache`) is all that sizes them.
+(launches.record_short_conv); its width (`conv_L_cache`) is all that sizes them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from contract.model_config import ConfigProblem, Section
-from patches.fitcheck.base import Family
-from patches.fitcheck.mixer_shapes import SHORT_CONV, RecordedShape, as_section
+from patches.fitcheck.base import Family, RecordedShape, as_section
 
 SHORT_CONV_FIELDS = ("mixer", "conv_width")
 
@@ -32,7 +31,7 @@ class ShortConvShape(RecordedShape):
     channels: int  # one rank's share of conv_dim: the conv's channels (the grid)
     conv_width: int
     tensor_parallel: int = 1
-    mixer: str = SHORT_CONV
+    mixer: str = "short_conv"
     layer: str = "conv"
 
     @property
@@ -76,9 +75,9 @@ BUILTIN_SHORT_CONV = {
 
 
 def record(shape: ShortConvShape, cc: int, limit: int, dtype: str) -> list:
-    from patches.fitcheck import mixer_launches
+    from patches.fitcheck.families.short_conv.launches import record_short_conv
 
-    return mixer_launches.record_short_conv(shape, dtype)
+    return record_short_conv(shape, dtype)
 
 
 FAMILY = Family(

@@ -1,7 +1,7 @@
 """The Mamba-1 mixers of Jamba, Mamba and Falcon Mamba (Mamba1Shape).
 
 A Mamba-1 mixer (mamba_mixer.py) runs causal_conv1d_fn then the CUDA selective_scan_fn (vllm._C, not
-Triton) in prefill, causal_conv1d_update and selective_state_update in decode (mixer_launches.record_mamba1);
+Triton) in prefill, causal_conv1d_update and selective_state_update in decode (launches.record_mamba1);
 its kernels are sized by the state size and the conv width, its channel count (intermediate size over
 the ranks) sets the grid.
 """
@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contract.model_config import ConfigProblem, Section
-from patches.fitcheck.base import Family
-from patches.fitcheck.mixer_shapes import MAMBA1, RecordedShape, as_section
+from patches.fitcheck.base import Family, RecordedShape, as_section
 
 MAMBA1_FIELDS = ("mixer", "state_size", "conv_width")
 
@@ -38,7 +37,7 @@ class Mamba1Shape(RecordedShape):
     state_size: int
     conv_width: int
     tensor_parallel: int = 1
-    mixer: str = MAMBA1
+    mixer: str = "mamba1"
     layer: str = "mamba"
 
     @property
@@ -80,9 +79,9 @@ BUILTIN_MAMBA1 = {
 
 
 def record(shape: Mamba1Shape, cc: int, limit: int, dtype: str) -> list:
-    from patches.fitcheck import mixer_launches
+    from patches.fitcheck.families.mamba1.launches import record_mamba1
 
-    return mixer_launches.record_mamba1(shape, dtype)
+    return record_mamba1(shape, dtype)
 
 
 FAMILY = Family(

@@ -1,4 +1,4 @@
-"""The gated delta net of Qwen3-Next and Qwen3.5 (GdnShape): gdn_launches.record_gdn records FLA's Triton
+"""The gated delta net of Qwen3-Next and Qwen3.5 (GdnShape): launches.record_gdn records FLA's Triton
 kernels as vLLM calls them below compute capability 9.0; from 9.0 vLLM runs its prefill with FlashInfer
 or CuteDSL, which the check does not record.
 """
@@ -8,8 +8,7 @@ import reprlib
 from dataclasses import dataclass
 
 from contract.model_config import ConfigProblem, Section
-from patches.fitcheck.base import Family, UnprovenLayers
-from patches.fitcheck.mixer_shapes import GATED_DELTA_NET, MODEL_DTYPE, UNREAD_MIXERS, RecordedShape, as_section
+from patches.fitcheck.base import DEFAULT_DTYPE, Family, RecordedShape, UNREAD_MIXERS, UnprovenLayers, as_section
 
 # What sizes a gated delta net's kernels: the head dims (K and V of FLA's tiles), the conv width, the
 # recurrent state's dtype and the projection layout. Head counts reach the kernels only as offsets and
@@ -34,7 +33,7 @@ STATE_DTYPES = ("float16", "bfloat16", "float32")
 GDN_DEFAULTS = {"linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
                 "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4}
 # Below compute capability 9.0 vLLM runs the gated delta net's chunked prefill on FLA's Triton kernels
-# and FLA's import-time choices are those a CPU host makes (gdn_launches.host_choices_differ); sm_90
+# and FLA's import-time choices are those a CPU host makes (launches.host_choices_differ); sm_90
 # and newer run FlashInfer or CuteDSL there, which the check does not record.
 GDN_RECORDED_BELOW_CC = 90
 
@@ -53,7 +52,7 @@ class GdnShape(RecordedShape):
     state_dtype: str  # the recurrent state's (the KV cache's second tensor)
     interleaved: bool  # Qwen3-Next's qkvz layout (see GDN_TYPES)
     tensor_parallel: int = 1
-    mixer: str = GATED_DELTA_NET
+    mixer: str = "gated_delta_net"
     layer: str = "linear_attention"
 
     @property
@@ -71,7 +70,7 @@ class GdnShape(RecordedShape):
 
 
 def gdn_shape(text: Section | dict, model_type: str | None, model: str, where: str, tensor_parallel: int = 1,
-              model_dtype: str = MODEL_DTYPE) -> GdnShape:
+              model_dtype: str = DEFAULT_DTYPE) -> GdnShape:
     """The gated delta net of a config's text part (UnprovenLayers for another linear attention,
     ConfigProblem naming the field for a bad value)."""
     text = as_section(text, where)
@@ -122,9 +121,9 @@ BUILTIN_GDN = {
 
 
 def record(shape: GdnShape, cc: int, limit: int, dtype: str) -> list:
-    from patches.fitcheck import gdn_launches
+    from patches.fitcheck.families.gated_delta_net.launches import record_gdn
 
-    return gdn_launches.record_gdn(shape, dtype)
+    return record_gdn(shape, dtype)
 
 
 def unrecorded_on(shape: GdnShape, cc: int) -> str | None:
