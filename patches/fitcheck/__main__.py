@@ -7,9 +7,7 @@ import sys
 
 import patches.fitcheck as fitcheck
 from patches.fitcheck import report as report_
-from patches.fitcheck.run import DEVICES, FitOptions, UsageError, plan, run
-from contract.compile_record import RecordError
-from contract.model_config import ConfigProblem
+from patches.fitcheck.run import DEVICES, FitOptions, plan, run
 from door.problem import Problem
 from patches.fitcheck.families import MATRICES
 
@@ -62,13 +60,9 @@ def parse(argv: list[str] | None) -> tuple[FitOptions, bool]:
 
 
 def refusals() -> tuple:
-    """The errors that end a check with exit 2 in one line (bad input, a launcher or compiler that
-    cannot be used)."""
-    from patches.fitcheck.compiler import CompilerDrift
-    from patches.fitcheck.recorder import LauncherError
-    from patches.fitcheck.table import TableError
-
-    return UsageError, ConfigProblem, LauncherError, TableError, Problem, CompilerDrift, RecordError
+    """The errors that end a check with exit 2 in one line (bad input, a launcher, ops or compiler that
+    cannot be used): every Problem of the fit check."""
+    return (Problem,)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,6 +26,7 @@ compile-record stage holds it, not the image), for build.py to export and keep.
 """
 from __future__ import annotations
 
+from door.problem import Problem
 import gzip
 import importlib.metadata
 import json
@@ -218,7 +219,7 @@ def merge_tables(into: str, other: str) -> None:
 
 def take_record() -> str:
     """Hands the compiler this vLLM release's record when this Triton wrote it; the progress line that says
-    so. RecordError when the file is there but not a record."""
+    so. A UsageError when the file is there but not a record."""
     from patches.fitcheck.compiler import take_record as take
 
     versions = proved_versions()
@@ -250,7 +251,7 @@ def write_record() -> None:
 def main() -> int:
     try:
         record_said = take_record()
-    except compile_record.RecordError as error:  # named as the repository has it, not where the build mounts it
+    except Problem as error:  # the record's (a UsageError), named as the repository has it, not where the build mounts it
         print(f"fitcheck: {str(error).replace(COMPILE_RECORDS_MOUNT, 'contract/compile-records')}", file=sys.stderr,
               flush=True)
         return 2

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from contract import distributions
 from contract.model_config import ConfigProblem, ModelConfig
+from door.problem import Problem
 from patches.fitcheck import families, table as table_
 from patches.fitcheck.families import encoders
 from patches.fitcheck.base import UnprovenLayers
@@ -86,7 +87,7 @@ def lookup(table_path: str | Path, config: ModelConfig, cc: int, limit: int, whe
         return Lookup(False, str(error), unproven=True)
     except ConfigProblem as error:
         return Lookup(False, str(error), unreadable=True)
-    except table_.TableError as error:
+    except Problem as error:  # the table's (a UsageError)
         return Lookup(False, str(error))
     if document is None:
         return Lookup(False, f"no fit table at {table_path}")

@@ -6,6 +6,7 @@ the launcher consults (capability, shared-memory limit) is simulated at the edge
 """
 from __future__ import annotations
 
+from door.problem import Problem
 import atexit
 import contextlib
 import importlib
@@ -40,10 +41,6 @@ CLAMP_CACHES = ("_vllm_turing_clamp_cache", "_vllm_turing_fit_tables", "_vllm_tu
 # What recording cost, for the breakdown by family (bench/fitcheck): (shape, wall seconds) per recorded case of
 # an attention launcher and per mixer or latent shape its family recorded, in order.
 RECORDING: list[tuple[object, float]] = []
-
-
-class LauncherError(RuntimeError):
-    """The launcher cannot be loaded or called the way the fit check needs (exit 2)."""
 
 
 @dataclass
@@ -98,7 +95,7 @@ def installed_launcher(name: str = LAUNCHER_MODULE):
     try:
         module = importlib.import_module(name)
     except Exception as error:  # any import failure of vLLM is one line for the user
-        raise LauncherError(
+        raise Problem(
             f"cannot import {name} ({type(error).__name__}: {error}); "
             "run the fit check inside the vLLM image"
         ) from None
@@ -131,7 +128,7 @@ def launcher_from_source(source: str, name: str = "vllm_turing_unpatched_attenti
     try:
         spec.loader.exec_module(module)
     except Exception as error:
-        raise LauncherError(
+        raise Problem(
             f"cannot execute the launcher source as {name} ({type(error).__name__}: {error}); "
             "it must be a triton_unified_attention.py of the installed vLLM's release line"
         ) from None
@@ -146,7 +143,7 @@ def _kernel_names(module) -> tuple:
 def _require_real_triton(module) -> None:
     kernels = [getattr(module, name) for name in _kernel_names(module) if hasattr(module, name)]
     if not kernels or not all(hasattr(k, "arg_names") for k in kernels):
-        raise LauncherError(
+        raise Problem(
             f"{module.__name__} has no Triton kernels (vLLM disabled Triton on this host); "
             "set CUDA_VISIBLE_DEVICES= (empty) on hosts without a GPU"
         )
@@ -396,7 +393,7 @@ def record_launches(module, cases: list[Case], cc: int, limit: int, fit_table: s
         if not own_cases:
             continue
         if launcher is None:
-            raise LauncherError(f"encoder cases need {ENCODER_MODULE}; none was loaded")
+            raise Problem(f"encoder cases need {ENCODER_MODULE}; none was loaded")
         accepted = inspect.signature(getattr(launcher, entry)).parameters
         with simulated_device(launcher, cc, limit, fit_table):
             with recording(launcher, judge) as (recorders, recorded):
@@ -421,7 +418,7 @@ def _record_case(module, entry: str, case: Case, recorders, launches: list, acce
             raise
         launches.append(error.launch)
     except Exception as error:
-        raise LauncherError(
+        raise Problem(
             f"{module.__name__}.{entry}() failed on {case.shape.label} {case.kind} "
             f"(query_len {case.query_len}): {type(error).__name__}: {error}"
         ) from None

@@ -13,11 +13,7 @@ from patches.fitcheck import attention as shapes_, families, report as report_
 from contract.model_config import ConfigProblem
 from patches.fitcheck.base import DEFAULT_DTYPE, DTYPES, TENSOR_PARALLEL_SIZES, UnprovenLayers
 from door import files
-from door.problem import Problem
-
-
-class UsageError(ValueError):
-    """Bad input (exit 2)."""
+from door.problem import Problem, UsageError
 
 
 @dataclass
@@ -242,7 +238,7 @@ def plan(options: FitOptions) -> FitPlan:
 
 
 def _read_record(path: str | None) -> Record | None:
-    """The --compile-record file as a Record (RecordError when it is not one), None without the option."""
+    """The --compile-record file as a Record (a UsageError when it is not one), None without the option."""
     if path is None:
         return None
     record = compile_record.read_record(Path(path))
@@ -253,8 +249,8 @@ def _read_record(path: str | None) -> Record | None:
 
 
 def run(fit: FitPlan, cross_check: bool = True) -> dict:
-    """The JSON report (docs/architecture.md). Raises UsageError / LauncherError / TableError on
-    bad input, CompilerDrift when the shared-memory-only compile disagrees with a full one.
+    """The JSON report (docs/architecture.md). Raises a UsageError on bad input, a Problem for a launcher
+    or ops it cannot use or a shared-memory-only compile that disagrees with a full one.
     cross_check=False leaves the full compiles of the largest needs to the caller's one
     compiler.cross_check() after several runs (the image's passes)."""
     from patches.fitcheck import compiler

@@ -10,6 +10,7 @@ device, so the entrypoint can answer from config.json alone (patches/fitcheck/lo
 """
 from __future__ import annotations
 
+from door.problem import UsageError
 import json
 import os
 from pathlib import Path
@@ -56,10 +57,6 @@ def verdict_key(verdict: dict, section: str) -> tuple | None:
     cannot be keyed (a mixer kind not known here)."""
     keys = VERDICT_KEYS if section == "verdicts" else mixer_verdict_keys(verdict.get("mixer"))
     return None if keys is None else tuple(verdict.get(k) for k in keys)
-
-
-class TableError(ValueError):
-    """An existing fit table that cannot be merged with (exit 2, nothing written)."""
 
 
 def launch_key(launch, cc: int, tile: int | None = None) -> dict:
@@ -131,14 +128,14 @@ TABLE_CAP = 256 * files.MiB  # the largest tables (every family, three passes) a
 
 
 def read_table(path: Path, option: str = "--write-table") -> dict | None:
-    """The existing table at path, None when there is none; TableError when it is not one
+    """The existing table at path, None when there is none; a UsageError (exit 2, nothing written) when it is not one
     (naming `option`, the command-line option that gave the path)."""
     if not os.path.lexists(path):
         return None
     try:  # a path a user may give (--known-table): a regular file, capped, strict JSON
         document = files.read_json(str(path), str(path), TABLE_CAP, unique_keys=False)
     except files.FileProblem as problem:
-        raise TableError(f"{problem}; move it away or pass another {option} path") from None
+        raise UsageError(f"{problem}; move it away or pass another {option} path") from None
     try:
         if document.get("format") != FORMAT or not isinstance(document.get("entries"), list):
             raise ValueError(f"format {document.get('format')!r}, expected {FORMAT} with an entries list")
@@ -149,7 +146,7 @@ def read_table(path: Path, option: str = "--write-table") -> dict | None:
             if not isinstance(entry["shared"], int) or entry["shared"] < 0:
                 raise ValueError(f"an entry's shared is {entry['shared']!r}, expected bytes as an integer")
     except (ValueError, AttributeError, TypeError) as error:
-        raise TableError(
+        raise UsageError(
             f"{path} is not a fit table ({error}); move it away or pass another {option} path"
         ) from None
     return document

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from patches.fitcheck import image_passes
-from patches.fitcheck.compiler import CompilerDrift
+from door.problem import Problem
 from patches.fitcheck.run import UsageError
 
 LIMITS = {"sm75": (75, 65536), "sm86": (86, 101376), "sm90": (90, 232448)}
@@ -172,7 +172,7 @@ def test_a_failing_pass_ends_the_step_with_its_code_its_report_and_its_launches(
 
 
 @pytest.mark.parametrize("refusal, where", [(UsageError("--matrix 'x' is unknown"), "check_pass"),
-                                            (CompilerDrift("kernel_unified_attention (cc 75): differs"), "cross_check")])
+                                            (Problem("kernel_unified_attention (cc 75): differs"), "cross_check")])
 def test_a_refusal_ends_the_step_with_exit_2_in_one_line(passes, monkeypatch, capsys, refusal, where):
     def refused(*_):
         raise refusal
