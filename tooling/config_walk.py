@@ -16,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from contract.devices import DEVICES
 from contract.model_config import parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,8 +80,9 @@ def walk(config: dict) -> tuple[int, int]:
         table = str(Path(folder) / "no-table.json")
         sys.setprofile(profile)
         try:
-            dtype = clamp.run_dtype(typed, (7, 5), "auto")
-            clamp.lookup_fit(table, typed, "config.json", (7, 5), 65536, 1, dtype)
+            cc, limit = DEVICES["sm75"]
+            dtype = clamp.run_dtype(typed, divmod(cc, 10), "auto")
+            clamp.lookup_fit(table, typed, "config.json", divmod(cc, 10), limit, 1, dtype)
         finally:
             sys.setprofile(None)
     return counts["stays"], counts["returns"]

@@ -6,8 +6,8 @@ import json
 import sys
 
 import patches.fitcheck as fitcheck
-from patches.fitcheck import report as report_
-from patches.fitcheck.run import DEVICES, FitOptions, plan, run
+from patches.fitcheck import fit_report as report_
+from patches.fitcheck.proof import DEVICES, FitOptions, plan, run
 from door.problem import Problem
 from patches.fitcheck.families import MATRICES
 

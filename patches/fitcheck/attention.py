@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contract.model_config import ConfigProblem, ModelConfig, Section, parse_config
-from patches.fitcheck.base import BF16_MIN_CC, DEFAULT_DTYPE, DTYPES, UnprovenLayers  # noqa: F401
+from patches.fitcheck.family import BF16_MIN_CC, DEFAULT_DTYPE, DTYPES, UnprovenLayers  # noqa: F401
 from door import files
 
 # vLLM's Triton backend accepts block sizes that are multiples of 16; hybrid models get a

@@ -252,7 +252,7 @@ def _compile(job: _Job, hook) -> CompileResult:
     import triton
     from triton import knobs
 
-    from patches.fitcheck.util import swapped
+    from patches.fitcheck.swap_and_write import swapped
 
     started = time.process_time()
     try:

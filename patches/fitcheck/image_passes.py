@@ -40,7 +40,7 @@ from contract import compile_record
 from contract.clamp_paths import (COMPILE_RECORD, COMPILE_RECORDS_MOUNT, FIT_REPORT, FIT_REPORT_SM86,
                                   FIT_REPORT_SM86_BF16, FIT_TABLE, VERSIONS_REPORT, write_report)
 from patches.fitcheck import progress as progress_
-from patches.fitcheck import report as report_
+from patches.fitcheck import fit_report as report_
 
 # (the pass's options, where its report goes or None)
 PASSES = (
@@ -65,7 +65,7 @@ TIMINGS: list[tuple[str, float, int, int]] = []
 def check_pass(options: tuple, table: str = FIT_TABLE) -> dict:
     """One pass's report (its cross-check left to the end); raises the check's refusals."""
     from patches.fitcheck.__main__ import parse
-    from patches.fitcheck.run import plan, run
+    from patches.fitcheck.proof import plan, run
 
     fit_options, _ = parse([*options, "--write-table", table])
     report = run(plan(fit_options), cross_check=False)
@@ -206,7 +206,7 @@ def _run_in_child(passes: list[tuple], table: str):
 def merge_tables(into: str, other: str) -> None:
     """Merges the fit table at `other` (another group's: other targets' keys) into the one at `into`,
     then removes it."""
-    from patches.fitcheck import table as table_
+    from patches.fitcheck import fit_table as table_
 
     document, extra = table_.read_table(Path(into)), table_.read_table(Path(other))
     if extra is not None:

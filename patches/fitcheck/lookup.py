@@ -1,5 +1,5 @@
 """The fit check answered from the build's fit table alone: config.json -> layer shapes -> the
-verdicts the build recorded for those shapes on this device (table.py, `verdicts`).
+verdicts the build recorded for those shapes on this device (fit_table.py, `verdicts`).
 
 Standard library only, and neither vLLM nor torch nor Triton is imported (their versions come
 from package metadata), so the entrypoint decides in milliseconds. A shape, device or version
@@ -13,9 +13,9 @@ from pathlib import Path
 from contract import distributions
 from contract.model_config import ConfigProblem, ModelConfig
 from door.problem import Problem
-from patches.fitcheck import families, table as table_
+from patches.fitcheck import families, fit_table as table_
 from patches.fitcheck.families import encoders
-from patches.fitcheck.base import UnprovenLayers
+from patches.fitcheck.family import UnprovenLayers
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 
 from door.problem import Problem
-from patches.fitcheck.base import DEFAULT_DTYPE, RecordedShape
+from patches.fitcheck.family import DEFAULT_DTYPE, RecordedShape
 from patches.fitcheck.compiler import compile_launches
 from patches.fitcheck.recorder import Launch, _Recorder, prepare_cpu_host
 

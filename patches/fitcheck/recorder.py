@@ -21,7 +21,7 @@ from pathlib import Path
 
 from contract import clamp_paths as layout
 from patches.fitcheck.attention import CONTEXT_LEN, ENCODER, ENCODER_KINDS, Case
-from patches.fitcheck.util import swapped  # noqa: F401 (tooling takes it from here too)
+from patches.fitcheck.swap_and_write import swapped  # noqa: F401 (tooling takes it from here too)
 
 LAUNCHER_MODULE = "vllm.v1.attention.ops.triton_unified_attention"
 # Kernel objects the launcher indexes with a grid, across releases 0.19 to 0.33.
@@ -206,7 +206,7 @@ def simulated_device(module, cc: int, limit: int, fit_table: str | None = None):
 
 def _clamp_table(fit_table: str | None) -> dict | None:
     """The fit table the clamp reads (None when there is none)."""
-    from patches.fitcheck import table as table_
+    from patches.fitcheck import fit_table as table_
 
     path = Path(fit_table or os.environ.get(layout.ENV_FIT_TABLE) or layout.FIT_TABLE)
     return table_.read_table(path, f"${layout.ENV_FIT_TABLE}")
@@ -218,7 +218,7 @@ def device_judge(cc: int, limit: int, fit_table: str | None):
     fit table's (the one the clamp reads) where it holds the launch, else the compiler's for `cc`."""
     from triton.runtime.errors import OutOfResources
 
-    from patches.fitcheck import table as table_
+    from patches.fitcheck import fit_table as table_
     from patches.fitcheck.compiler import compile_launches
 
     document = _clamp_table(fit_table)
@@ -240,7 +240,7 @@ def _compile_ahead(launches: list[Launch], cc: int, fit_table: str | None, worke
     a recording without the judge that the fit table lacks. The judge then finds them compiled
     (compiler.compile_launches keeps each result); a launch a refusal adds is compiled by the judge
     itself. (Serial, the judge's compiles took half of a cold sm_86 pass on two cores.)"""
-    from patches.fitcheck import table as table_
+    from patches.fitcheck import fit_table as table_
     from patches.fitcheck.compiler import compile_launches
 
     document = _clamp_table(fit_table)

@@ -698,7 +698,7 @@ def test_the_build_proved_every_gated_delta_net_on_sm75_and_sm86_whatever_its_he
 MIXER_AT_LIMIT = r"""
 python3 - <<'PY'
 import json
-from patches.fitcheck import compiler, op_recording, report
+from patches.fitcheck import compiler, op_recording, fit_report as report
 from patches.fitcheck.families.mamba2 import BUILTIN_HYBRIDS
 from contract.model_config import parse_config
 from patches.fitcheck.families import mixer_from_config, record
@@ -733,7 +733,7 @@ QUICK_VS_FULL = r"""
 cd /tmp && python3 - <<'PY'
 import json
 from patches.fitcheck.__main__ import parse
-from patches.fitcheck.run import plan, run
+from patches.fitcheck.proof import plan, run
 reports = {}
 for config in ("/models/gemma-4-e2b-like", "%s/embeddinggemma-300m", "%s/nemotron-h-8b"):
     for mode, flags in (("shared-only", []), ("full", ["--full-compile"])):

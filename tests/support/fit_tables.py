@@ -1,6 +1,6 @@
 """Fit tables written as the build writes them, for unit tests of the lookup."""
 from contract.model_config import parse_config
-from patches.fitcheck import table
+from patches.fitcheck import fit_table as table
 from patches.fitcheck.families import mixer_from_config
 
 VERSIONS = {"vllm": "0.33.0", "triton": "3.8.0"}

@@ -25,7 +25,7 @@ for info in pkgutil.walk_packages(entrypoint.__path__, "entrypoint."):
         importlib.import_module(info.name)
 from entrypoint.checks import clamp, parallel
 from contract.model_config import parse_config
-from patches.fitcheck import families, lookup, table
+from patches.fitcheck import families, lookup, fit_table as table
 from patches.fitcheck.families.gemma4 import BUILTIN_CONFIGS
 
 versions = {"vllm": "0.33.0", "triton": "3.8.0"}

@@ -9,10 +9,10 @@ import transformers
 
 from entrypoint.checks.clamp import fit_command, start_fit
 from contract.verdict import Status
-from patches.fitcheck import FitOptions, UsageError, lookup, plan, table
+from patches.fitcheck import FitOptions, UsageError, lookup, plan, fit_table as table
 from contract.model_config import ConfigProblem, parse_config
 from patches.fitcheck.attention import ENCODER, LayerShape, MM_ENCODER, rank_heads
-from patches.fitcheck.base import TENSOR_PARALLEL_SIZES, UnprovenLayers
+from patches.fitcheck.family import TENSOR_PARALLEL_SIZES, UnprovenLayers
 from patches.fitcheck.families import attention_layers, builtin_shapes
 from patches.fitcheck.families.encoders import ENCODER_SHAPES, tower_shapes
 from patches.fitcheck.families.gemma4 import BUILTIN_CONFIGS

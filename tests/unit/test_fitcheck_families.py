@@ -4,16 +4,16 @@ query-per-KV ratio and window, whatever their head counts."""
 from contract.model_config import ConfigProblem, parse_config
 import pytest
 
-from patches.fitcheck import lookup, table
+from patches.fitcheck import lookup, fit_table as table
 from patches.fitcheck.attention import BASE_BLOCK_SIZE, CLASS_DEFAULTS, ENCODER, HYBRID_BLOCK_SIZE, LayerShape, UNREAD_ENCODER_TYPES, build_matrix
-from patches.fitcheck.base import UnprovenLayers
+from patches.fitcheck.family import UnprovenLayers
 from patches.fitcheck.families import attention_layers, builtin_shapes, model_layers
 from patches.fitcheck.families.dense import FAMILY_SHAPES
 from patches.fitcheck.families.gated_delta_net import GdnShape
 from patches.fitcheck.families.gemma4 import BUILTIN_CONFIGS, BUILTIN_MODELS
 from patches.fitcheck.families.kda import KdaShape
 from patches.fitcheck.families.mla import MlaShape
-from patches.fitcheck.run import FitOptions, UsageError, plan
+from patches.fitcheck.proof import FitOptions, UsageError, plan
 from tests.support import family_configs
 
 VERSIONS = {"vllm": "0.33.0", "triton": "3.8.0"}

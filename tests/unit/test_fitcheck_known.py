@@ -9,10 +9,10 @@ import torch
 from entrypoint.checks.clamp import fit_command, judge_fit
 from patches.fitcheck.__main__ import main
 from patches.fitcheck.recorder import Launch
-from patches.fitcheck.report import COMPILED, TABLE, build_report, format_table, summary
+from patches.fitcheck.fit_report import COMPILED, TABLE, build_report, format_table, summary
 from patches.fitcheck.attention import Case, LayerShape
 from door.problem import UsageError
-from patches.fitcheck.table import (known_needs, launch_entries, merge, read_table, table_mismatch,
+from patches.fitcheck.fit_table import (known_needs, launch_entries, merge, read_table, table_mismatch,
                                     write_table)
 
 VERSIONS = {"vllm": "0.33.0", "triton": "3.8.0"}

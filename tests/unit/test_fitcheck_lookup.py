@@ -10,9 +10,9 @@ from contract.model_config import parse_config
 from contract import layout
 from contract.verdict import Status
 from entrypoint.checks.clamp import start_fit
-from patches.fitcheck import lookup, table
+from patches.fitcheck import lookup, fit_table as table
 from patches.fitcheck.attention import run_dtype
-from patches.fitcheck.base import UnprovenLayers
+from patches.fitcheck.family import UnprovenLayers
 from patches.fitcheck.families import load_model_config
 from patches.fitcheck.families.gemma4 import BUILTIN_CONFIGS, BUILTIN_MODELS
 

@@ -5,16 +5,16 @@ import json
 import pytest
 import transformers
 
-from patches.fitcheck import lookup, report, table
+from patches.fitcheck import lookup, fit_report as report, fit_table as table
 from contract.model_config import ConfigProblem, parse_config
 from patches.fitcheck.attention import HYBRID_BLOCK_SIZE, HYBRID_LAUNCH_BLOCK_SIZES, LayerShape, build_matrix
-from patches.fitcheck.base import UnprovenLayers
+from patches.fitcheck.family import UnprovenLayers
 from patches.fitcheck.families import attention_layers, builtin_models, builtin_shapes, is_mixer, mixer_from_config, model_layers
 from patches.fitcheck.families.mamba1 import BUILTIN_MAMBA1, MAMBA1_FIELDS, Mamba1Shape
 from patches.fitcheck.families.mamba2 import BUILTIN_HYBRIDS, BUILTIN_STATE_SPACE_MAMBA2, MixerShape
 from patches.fitcheck.families.mla import BUILTIN_MLA
 from patches.fitcheck.families.short_conv import BUILTIN_SHORT_CONV, SHORT_CONV_FIELDS, ShortConvShape
-from patches.fitcheck.table import mixer_fields
+from patches.fitcheck.fit_table import mixer_fields
 BUILTIN_STATE_SPACE = {**BUILTIN_MAMBA1, **BUILTIN_STATE_SPACE_MAMBA2}
 from tests.support import family_configs
 from tests.support.fit_tables import VERSIONS, mixer_table

@@ -10,8 +10,8 @@ import transformers
 from contract import layout
 from contract.verdict import Status
 from entrypoint.checks.clamp import start_fit
-from patches.fitcheck import lookup, table
-from patches.fitcheck.base import UnprovenLayers
+from patches.fitcheck import lookup, fit_table as table
+from patches.fitcheck.family import UnprovenLayers
 from patches.fitcheck.families import builtin_shapes, mixer_from_config, model_layers, refused_on, unrecorded_on
 from patches.fitcheck.families.kda import KdaShape
 from patches.fitcheck.families.mla import BUILTIN_MLA, MLA_FIELDS, MlaShape
@@ -93,7 +93,7 @@ def test_the_preflight_fails_latent_attention_on_turing_in_one_line_before_any_c
 
 
 def test_the_fit_check_leaves_latent_attention_out_of_turings_matrix_and_refuses_such_a_config(tmp_path):
-    from patches.fitcheck.run import FitOptions, plan
+    from patches.fitcheck.proof import FitOptions, plan
 
     assert not any(isinstance(s, MlaShape) for s in plan(FitOptions(device="sm75")).shapes)
     assert any(isinstance(s, MlaShape) for s in plan(FitOptions(device="sm86")).shapes)
@@ -141,7 +141,7 @@ def test_sparse_attention_is_refused_below_9_0_and_unproven_from_9_0(tmp_path, c
 
 
 def test_the_preflight_and_the_fit_check_refuse_sparse_attention_on_ampere_in_one_line(tmp_path, monkeypatch):
-    from patches.fitcheck.run import FitOptions, plan
+    from patches.fitcheck.proof import FitOptions, plan
 
     config = dict(BUILTIN_MLA["deepseek-v3"], index_topk=2048)
     mixer_table(tmp_path, BUILTIN_MLA["deepseek-v3"], 63488, cc=86, limit=101376)  # V3's verdict: not V3.2's

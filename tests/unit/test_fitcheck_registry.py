@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from patches.fitcheck import families, lookup, table
-from patches.fitcheck.run import FitOptions, plan
+from patches.fitcheck import families, lookup, fit_table as table
+from patches.fitcheck.proof import FitOptions, plan
 from tests import REPO
 
 PACKAGE = REPO / "patches" / "fitcheck"
@@ -86,8 +86,8 @@ TOY = '''
 """A toy family for the registry's test: a model type whose mixer is a convolution of width `toy_width`."""
 from dataclasses import dataclass
 
-from patches.fitcheck.base import Family, Refusal
-from patches.fitcheck.base import RecordedShape
+from patches.fitcheck.family import Family, Refusal
+from patches.fitcheck.family import RecordedShape
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ TOY_MIXER = {
 """A toy mixer family that records its own launches: its reader here, its recording in launches.py."""
 from dataclasses import dataclass
 
-from patches.fitcheck.base import Family, RecordedShape
+from patches.fitcheck.family import Family, RecordedShape
 
 TOY_HISTORY = 8
 
@@ -261,14 +261,14 @@ def test_without_the_module_the_toy_model_is_not_proven():
         families.model_layers(parse_config(dict(TOY_CONFIG, mamba_d_state=16), "config.json"), "m", "config.json")
 
 
-@pytest.mark.parametrize("module", ["patches.fitcheck.run", "patches.fitcheck.lookup"])
+@pytest.mark.parametrize("module", ["patches.fitcheck.proof", "patches.fitcheck.lookup"])
 def test_what_merges_or_looks_verdicts_up_knows_every_familys_verdict_keys(module):
     # table.py keys a mixer verdict by its kind's fields, known once the kind's module is imported
     import subprocess
     import sys
 
-    code = (f"import {module}\nfrom patches.fitcheck import base, families\n"
+    code = (f"import {module}\nfrom patches.fitcheck import families, family\n"
             "kinds = {f.shape_type.mixer for f in families.FAMILIES if f.role in ('mixer', 'latent')}\n"
-            "assert kinds and kinds <= set(base.fields_by_kind()), kinds")
+            "assert kinds and kinds <= set(family.fields_by_kind()), kinds")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-500:]

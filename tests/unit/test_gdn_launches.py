@@ -7,12 +7,12 @@ import json
 import pytest
 import transformers
 
-from patches.fitcheck import lookup, table
+from patches.fitcheck import lookup, fit_table as table
 from patches.fitcheck.families import builtin_shapes, mixer_from_config, model_layers
 from patches.fitcheck.families.gated_delta_net import BUILTIN_GDN, GdnShape, gdn_from_config, gdn_shape
 from patches.fitcheck.families.mamba2 import BUILTIN_HYBRIDS
-from patches.fitcheck.run import FitOptions, plan
-from patches.fitcheck.base import UnprovenLayers
+from patches.fitcheck.proof import FitOptions, plan
+from patches.fitcheck.family import UnprovenLayers
 from tooling.probes.gdn.verdicts import kernel_verdicts
 
 

@@ -8,13 +8,13 @@ import json
 import pytest
 import transformers
 
-from patches.fitcheck import lookup, table
+from patches.fitcheck import lookup, fit_table as table
 from patches.fitcheck.families.kda import launches as kda_launches
 from patches.fitcheck.families import mixer_from_config, model_layers, unrecorded_on
 from patches.fitcheck.families.kda import BUILTIN_KDA, KdaShape, kda_shape
 from patches.fitcheck.families.mla import MlaShape
-from patches.fitcheck.table import mixer_fields
-from patches.fitcheck.run import FitOptions, plan
+from patches.fitcheck.fit_table import mixer_fields
+from patches.fitcheck.proof import FitOptions, plan
 from tests.support.fit_tables import VERSIONS
 
 KIMI = BUILTIN_KDA["kimi-linear-48b-a3b"]

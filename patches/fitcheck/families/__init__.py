@@ -1,5 +1,5 @@
 """The proof's model families, one module per family in this package, each defining FAMILY (a
-base.Family): its shapes read from the typed config, its launches, its description and its
+family.Family): its shapes read from the typed config, its launches, its description and its
 compute-capability rules. The registry finds them by listing the package (pkgutil), so adding a family
 is adding its module (docs/architecture.md, "Adding a family"); every function below loops over them.
 
@@ -13,7 +13,7 @@ import reprlib
 from contract.model_config import ConfigProblem, ModelConfig, Section, parse_config
 from patches.fitcheck import attention
 from patches.fitcheck.attention import LayerShape
-from patches.fitcheck.base import (DEFAULT_DTYPE, TENSOR_PARALLEL_SIZES, UNREAD_MIXERS, Family, Refusal, UnprovenLayers,
+from patches.fitcheck.family import (DEFAULT_DTYPE, TENSOR_PARALLEL_SIZES, UNREAD_MIXERS, Family, Refusal, UnprovenLayers,
                                    never)
 
 ROLES = ("attention", "mixer", "latent", "refusal")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from contract.model_config import ModelConfig
 from patches.fitcheck.attention import ENCODER, MM_ENCODER, LayerShape, describe
-from patches.fitcheck.base import Family, UnprovenLayers
+from patches.fitcheck.family import Family, UnprovenLayers
 
 # Encoder (bidirectional) attention: what reaches vLLM's context_attention_fwd. ENCODER layers are
 # encoder-only and embedding models through the Triton backend (TritonAttentionImpl: window

@@ -3,7 +3,7 @@ conversion scripts make them); a Gemma 4 config.json is read by the attention re
 model's (attention.py: global layers' own head size and KV heads, per_layer_config)."""
 from contract.model_config import parse_config
 from patches.fitcheck.attention import GEMMA4_GLOBAL_HEAD_DIM, LayerShape, config_shapes, describe
-from patches.fitcheck.base import TENSOR_PARALLEL_SIZES, Family
+from patches.fitcheck.family import TENSOR_PARALLEL_SIZES, Family
 
 
 def _gemma4_text(model_type: str, layers: int, pattern: int, heads: int, kv_heads: int, window: int,

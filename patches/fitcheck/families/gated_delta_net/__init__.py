@@ -8,7 +8,7 @@ import reprlib
 from dataclasses import dataclass
 
 from contract.model_config import ConfigProblem, Section
-from patches.fitcheck.base import DEFAULT_DTYPE, Family, RecordedShape, UNREAD_MIXERS, UnprovenLayers, as_section
+from patches.fitcheck.family import DEFAULT_DTYPE, Family, RecordedShape, UNREAD_MIXERS, UnprovenLayers, as_section
 
 # What sizes a gated delta net's kernels: the head dims (K and V of FLA's tiles), the conv width, the
 # recurrent state's dtype and the projection layout. Head counts reach the kernels only as offsets and
@@ -42,7 +42,7 @@ GDN_RECORDED_BELOW_CC = 90
 class GdnShape(RecordedShape):
     """One gated delta net layer, as one rank of `tensor_parallel` ranks runs it."""
 
-    FIELDS = GDN_FIELDS  # what sizes its kernels: its verdict's key (table.py)
+    FIELDS = GDN_FIELDS  # what sizes its kernels: its verdict's key (fit_table.py)
     model: str
     key_heads: int  # one rank's
     value_heads: int  # one rank's

@@ -30,10 +30,10 @@ import importlib
 from types import SimpleNamespace
 
 from door.problem import Problem
-from patches.fitcheck.base import RecordedShape
+from patches.fitcheck.family import RecordedShape
 from patches.fitcheck.op_recording import DTYPE_NAME, record_calls
 from patches.fitcheck.recorder import Launch, prepare_cpu_host, simulated_device
-from patches.fitcheck.util import swapped
+from patches.fitcheck.swap_and_write import swapped
 
 FLA_OPS = "vllm.third_party.flash_linear_attention.ops"
 CONV_OPS = "vllm.model_executor.layers.mamba.ops.causal_conv1d"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contract.model_config import ConfigProblem, Section
-from patches.fitcheck.base import Family, RecordedShape, as_section
+from patches.fitcheck.family import Family, RecordedShape, as_section
 from patches.fitcheck.families.gated_delta_net import GDN_RECORDED_BELOW_CC
 
 # What sizes a KDA layer's kernels: its head dim (K = V), the conv width and whether the gate has a lower
@@ -33,7 +33,7 @@ KDA_DEFAULTS = {"linear_head_dim": 128, "linear_num_heads": 32, "linear_conv_ker
 class KdaShape(RecordedShape):
     """One Kimi Linear KDA layer, as one rank of `tensor_parallel` ranks runs it."""
 
-    FIELDS = KDA_FIELDS  # what sizes its kernels: its verdict's key (table.py)
+    FIELDS = KDA_FIELDS  # what sizes its kernels: its verdict's key (fit_table.py)
     model: str
     heads: int  # one rank's (query, key and value heads alike)
     head_dim: int

@@ -33,13 +33,13 @@ from __future__ import annotations
 import functools
 
 from door.problem import Problem
-from patches.fitcheck.base import RecordedShape
+from patches.fitcheck.family import RecordedShape
 from patches.fitcheck.families.gated_delta_net.launches import (CHUNK_SIZE, DECODE_BATCH, DRAFT_TOKENS, FLA_OPS,
                                                                imported_ops)
 from patches.fitcheck.families.kda import KDA_GATE_LOWER_BOUND_MIN
 from patches.fitcheck.op_recording import DTYPE_NAME, record_calls
 from patches.fitcheck.recorder import Launch, simulated_device
-from patches.fitcheck.util import swapped
+from patches.fitcheck.swap_and_write import swapped
 
 KDA_OPS = "vllm.models.kimi_k3.nvidia.ops.third_party.kda"
 MAMBA_OPS = "vllm.model_executor.layers.mamba.ops"

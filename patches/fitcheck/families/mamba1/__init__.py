@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contract.model_config import ConfigProblem, Section
-from patches.fitcheck.base import Family, RecordedShape, as_section
+from patches.fitcheck.family import Family, RecordedShape, as_section
 
 MAMBA1_FIELDS = ("mixer", "state_size", "conv_width")
 
@@ -31,7 +31,7 @@ MAMBA1_TYPES = tuple(_MAMBA1_FIELDS)
 class Mamba1Shape(RecordedShape):
     """One Mamba-1 mixer, as one rank of `tensor_parallel` ranks runs it."""
 
-    FIELDS = MAMBA1_FIELDS  # what sizes its kernels: its verdict's key (table.py)
+    FIELDS = MAMBA1_FIELDS  # what sizes its kernels: its verdict's key (fit_table.py)
     model: str
     channels: int  # one rank's share of the intermediate size: the conv's channels, the state's rows
     state_size: int

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contract.model_config import ConfigProblem, Section
-from patches.fitcheck.base import DEFAULT_DTYPE, Family, RecordedShape, as_section
+from patches.fitcheck.family import DEFAULT_DTYPE, Family, RecordedShape, as_section
 
 # The history length the build records ReplaySSM's Mamba-2 decode at (`--use-replayssm`): vLLM's default
 # `--replayssm-buffer-len`. Its kernels' tiles grow with the length (measured on sm_75 / sm_86: at most
@@ -42,7 +42,7 @@ MAMBA2_HYBRID_TYPES = tuple(_FIELDS)
 class MixerShape(RecordedShape):
     """One hybrid model's Mamba-2 mixer, as one rank of `tensor_parallel` ranks runs it."""
 
-    FIELDS = MIXER_FIELDS  # what sizes its kernels: its verdict's key (table.py)
+    FIELDS = MIXER_FIELDS  # what sizes its kernels: its verdict's key (fit_table.py)
     model: str
     heads: int  # one rank's
     groups: int  # one rank's

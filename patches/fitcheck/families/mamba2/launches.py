@@ -12,11 +12,11 @@ flashinfer` is CUDA, outside the check).
 from __future__ import annotations
 
 from patches.fitcheck.families.mamba2 import REPLAYSSM_HISTORY
-from patches.fitcheck.base import RecordedShape
+from patches.fitcheck.family import RecordedShape
 from patches.fitcheck.op_recording import (DECODE_BATCH, DTYPE_NAME, REPLAYSSM, SSM_DEVICE_NAME, conv_calls,
                                            record_mamba_ops)
 from patches.fitcheck.recorder import Launch
-from patches.fitcheck.util import swapped
+from patches.fitcheck.swap_and_write import swapped
 
 
 def calls(shape: RecordedShape, ops: dict, dtype_name: str) -> list[tuple[str, int, int, tuple, object]]:

@@ -12,7 +12,7 @@ import reprlib
 from dataclasses import dataclass
 
 from contract.model_config import ConfigProblem, Section
-from patches.fitcheck.base import Family, RecordedShape, Refusal, UnprovenLayers, as_section
+from patches.fitcheck.family import Family, RecordedShape, Refusal, UnprovenLayers, as_section
 
 MLA_FIELDS = ("mixer", "kv_lora_rank", "rope_dim")
 
@@ -21,7 +21,7 @@ MLA_FIELDS = ("mixer", "kv_lora_rank", "rope_dim")
 class MlaShape(RecordedShape):
     """One model's multi-head latent attention, as one rank of `tensor_parallel` ranks runs it."""
 
-    FIELDS = MLA_FIELDS  # what sizes its kernels: its verdict's key (table.py)
+    FIELDS = MLA_FIELDS  # what sizes its kernels: its verdict's key (fit_table.py)
     model: str
     heads: int  # one rank's query heads
     kv_lora_rank: int

@@ -2,7 +2,7 @@
 ops on CPU tensors (op_recording.py)."""
 from __future__ import annotations
 
-from patches.fitcheck.base import RecordedShape
+from patches.fitcheck.family import RecordedShape
 from patches.fitcheck.op_recording import DECODE_BATCH, DTYPE_NAME, record_mamba_ops
 from patches.fitcheck.recorder import Launch
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contract.model_config import ConfigProblem, Section
-from patches.fitcheck.base import Family, RecordedShape, as_section
+from patches.fitcheck.family import Family, RecordedShape, as_section
 
 SHORT_CONV_FIELDS = ("mixer", "conv_width")
 
@@ -26,7 +26,7 @@ SHORT_CONV_DEFAULT_WIDTH = 3
 class ShortConvShape(RecordedShape):
     """One LFM2 short convolution, as one rank of `tensor_parallel` ranks runs it."""
 
-    FIELDS = SHORT_CONV_FIELDS  # what sizes its kernels: its verdict's key (table.py)
+    FIELDS = SHORT_CONV_FIELDS  # what sizes its kernels: its verdict's key (fit_table.py)
     model: str
     channels: int  # one rank's share of conv_dim: the conv's channels (the grid)
     conv_width: int

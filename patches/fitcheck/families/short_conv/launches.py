@@ -2,7 +2,7 @@
 (op_recording.py): ShortConv (short_conv.py) runs the causal conv ops alone, without an activation."""
 from __future__ import annotations
 
-from patches.fitcheck.base import RecordedShape
+from patches.fitcheck.family import RecordedShape
 from patches.fitcheck.op_recording import DTYPE_NAME, MAMBA1_PREFILL_LEN, conv_calls, record_mamba_ops
 from patches.fitcheck.recorder import Launch
 

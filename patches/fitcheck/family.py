@@ -88,7 +88,7 @@ UNREAD_MIXERS = {
 class RecordedShape:
     """What every shape a family records itself (a mixer, latent attention) has: a model and a layer name
     (fields of its dataclass), `mixer`, its kind's name, and FIELDS, the names of the fields that size its
-    kernels (the first `mixer`): its verdicts' key in the fit table (table.py)."""
+    kernels (the first `mixer`): its verdicts' key in the fit table (fit_table.py)."""
 
     model: str
     layer: str

@@ -16,9 +16,9 @@ import os
 from pathlib import Path
 
 from patches.fitcheck.attention import LayerShape
-from patches.fitcheck.base import DEFAULT_DTYPE
-from patches.fitcheck.base import fields_by_kind
-from patches.fitcheck.util import write_atomically
+from patches.fitcheck.family import DEFAULT_DTYPE
+from patches.fitcheck.family import fields_by_kind
+from patches.fitcheck.swap_and_write import write_atomically
 from door import files
 
 FORMAT = 1
@@ -41,7 +41,7 @@ CHECKED_DTYPE = DEFAULT_DTYPE  # the dtype of the launches a run records unless 
 # by the fields that size its kernels, which follow its kind, the verdict's `mixer` (its class's FIELDS).
 def mixer_verdict_keys(mixer: object) -> tuple | None:
     """The keys of a mixer verdict of kind `mixer`; None for a kind this release does not know. The kinds
-    are those of the RecordedShape classes imported: whatever merges or looks verdicts up (run.py,
+    are those of the RecordedShape classes imported: whatever merges or looks verdicts up (proof.py,
     lookup.py) imports the registry first, which imports every family's module."""
     fields = fields_by_kind().get(mixer) if isinstance(mixer, str) else None
     return ("cc", "limit", "dtype") + fields if fields else None
@@ -210,7 +210,7 @@ def shape_verdicts(rows: list[dict], shapes, cc: int, limit: int, dtype: str = C
 
 
 def write_table(path: Path, document: dict) -> None:
-    """Atomic replace, so a reader never sees half a table (util.write_atomically). Compact, as the image
+    """Atomic replace, so a reader never sees half a table (swap_and_write.write_atomically). Compact, as the image
     keeps it (a quarter smaller): `python3 -m json.tool` shows it to a person."""
     write_atomically(path, json.dumps(document, separators=(",", ":")) + "\n")
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from contract import clamp_paths as layout, compile_record
 from contract.compile_record import Record
 from contract.devices import DEVICES
-from patches.fitcheck import attention as shapes_, families, report as report_
+from patches.fitcheck import attention as shapes_, families, fit_report as report_
 from contract.model_config import ConfigProblem
-from patches.fitcheck.base import DEFAULT_DTYPE, DTYPES, TENSOR_PARALLEL_SIZES, UnprovenLayers
+from patches.fitcheck.family import DEFAULT_DTYPE, DTYPES, TENSOR_PARALLEL_SIZES, UnprovenLayers
 from door import files
 from door.problem import Problem, UsageError
 
@@ -30,7 +30,7 @@ class FitOptions:
     matrix: str = "all"  # without model_config: families.MATRICES
     tensor_parallel: int = 1  # with model_config: check one rank's shapes of this tensor-parallel size
     full_compile: bool = False  # compile to cubin instead of up to the shared-memory allocation (compiler.py)
-    dtype: str = DEFAULT_DTYPE  # the activations' dtype of the recorded launches (base.DTYPES)
+    dtype: str = DEFAULT_DTYPE  # the activations' dtype of the recorded launches (family.DTYPES)
     compile_record: str | None = None  # a compile record whose answers stand for the same compiles
 
 
@@ -126,7 +126,7 @@ def _launcher(options: FitOptions):
 
 
 def _write_fit_table(path: Path, default_launches: list, device: dict, versions: dict, workers) -> dict:
-    from patches.fitcheck import table as table_
+    from patches.fitcheck import fit_table as table_
     from patches.fitcheck.compiler import compile_launches
 
     existing = table_.read_table(path)
@@ -143,7 +143,7 @@ def _write_verdicts(path: Path, rows: list[dict], shapes, device: dict, versions
                     entries: list[dict], mixer_rows: list[dict], mixer_shapes, dtype: str) -> int:
     """Records this run's verdict per layer shape and per mixer shape (lookup.py reads them) and the
     clamped launches' own needs in the table just written."""
-    from patches.fitcheck import table as table_
+    from patches.fitcheck import fit_table as table_
 
     verdicts = table_.shape_verdicts(rows, shapes, device["cc"], device["limit"], dtype)
     mixer_verdicts = table_.shape_verdicts(mixer_rows, mixer_shapes, device["cc"], device["limit"], dtype)
@@ -180,7 +180,7 @@ def _mixer_rows(mixer_shapes, cc: int, limit: int, workers, dtype: str) -> list[
 def _known_table(options: FitOptions, versions: dict) -> tuple[dict | None, dict | None]:
     """The --known-table document when its numbers hold for these versions (else None), and the
     report's note on it (None without the option)."""
-    from patches.fitcheck import table as table_
+    from patches.fitcheck import fit_table as table_
 
     if not options.known_table:
         return None, None
@@ -198,7 +198,7 @@ def _needs(launches: list, cc: int, known: dict | None, workers: int | None) -> 
     """Per launch (CompileResult, source): the known table's number where it has the launch,
     else the compiler's."""
     from patches.fitcheck.compiler import CompileResult, compile_launches
-    from patches.fitcheck.table import known_needs
+    from patches.fitcheck.fit_table import known_needs
 
     from_table = known_needs(launches, cc, known) if known else [None] * len(launches)
     missing = [launch for launch, shared in zip(launches, from_table) if shared is None]
@@ -311,7 +311,7 @@ def _checked(fit: FitPlan) -> dict:
     rows = [report_.launch_row(launch, result, limit, source) for launch, (result, source) in zip(launches, needs)]
     mixer_rows = _mixer_rows(mixer_shapes, cc, limit, options.workers, options.dtype)
     if options.write_table:
-        from patches.fitcheck.table import launch_entries
+        from patches.fitcheck.fit_table import launch_entries
 
         clamped = launch_entries(patched, [result.shared for result, _ in needs[:len(patched)]], cc)
         table["verdicts_written"] = _write_verdicts(Path(options.write_table), rows[:len(patched)], shapes,
