@@ -185,24 +185,13 @@ def test_a_family_module_is_named_by_the_preflight_and_by_the_unread_mixer_messa
         families.model_layers(parse_config({"model_type": "plamo2", "num_attention_heads": 8}, "config.json"), "p", "config.json")
 
 
+# The toy family again, as a package that records its own launches: its module with `record` importing the
+# package's launches.py, and a ReplaySSM rule the preflight's question reaches through the registry.
 TOY_MIXER = {
-    "__init__.py": '''
-"""A toy mixer family that records its own launches: its reader here, its recording in launches.py."""
-from dataclasses import dataclass
-
-from patches.fitcheck.family import Family, RecordedShape
+    "__init__.py": TOY.replace("toy", "toyconv").replace("record=lambda shape, cc, limit, dtype: []", "record=record")
+    .replace("order=75)", "order=75, replayssm_unproven=replay)").replace("\n\nFAMILY = Family(", '''
 
 TOY_HISTORY = 8
-
-
-@dataclass(frozen=True)
-class ToyConvShape(RecordedShape):
-    model: str
-    width: int
-    tensor_parallel: int = 1
-    mixer: str = "toyconv"
-    layer: str = "toyconv"
-    FIELDS = ("mixer", "width")
 
 
 def record(shape, cc, limit, dtype):
@@ -211,13 +200,11 @@ def record(shape, cc, limit, dtype):
     return record_toyconv(shape, dtype)
 
 
-FAMILY = Family(
-    name="toyconv", role="mixer", description="toy convolution", reads_phrase="the toy convolutions of toyconv_hybrid",
-    shape_type=ToyConvShape, model_types=("toyconv_hybrid",), mixer_types=("toyconv_hybrid",),
-    read=lambda text, model_type, model, where, tp, dtype: ToyConvShape(model, text.positive_int("toy_width", 3), tp),
-    record=record, describe=lambda shape: f"toy convolution: width {shape.width}",
-    replayssm_unproven=lambda model_type, buffer_len: "the toy replay" if model_type == "toyconv_hybrid" else None)
-''',
+def replay(model_type, buffer_len):
+    return "the toy replay" if model_type == "toyconv_hybrid" else None
+
+
+FAMILY = Family('''),
     "launches.py": '''
 """The toy convolution's launches: one per history step of its package's TOY_HISTORY."""
 from patches.fitcheck.families.toyconv import TOY_HISTORY
@@ -245,7 +232,7 @@ def toy_mixer_family(tmp_path, monkeypatch):
 
 
 def test_a_mixer_family_records_its_own_launches_through_the_registry(toy_mixer_family):
-    config = parse_config(dict(TOY_CONFIG, model_type="toyconv_hybrid", toy_width=5), "config.json")
+    config = parse_config({**TOY_CONFIG, "model_type": "toyconv_hybrid", "toyconv_width": 5}, "config.json")
     toy = families.model_layers(config, "m", "config.json")[-1]
     assert isinstance(toy, toy_mixer_family.shape_type) and families.is_mixer(toy)
     assert families.record(toy, 75, 65536, "float16") == [("toy_conv_kernel", 5, "float16", step) for step in range(8)]
