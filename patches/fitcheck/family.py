@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from contract import devices
-from contract.model_config import ConfigProblem, Section
+from contract.model_config import ConfigProblem
 
 
 class UnprovenLayers(ConfigProblem):
@@ -113,8 +113,3 @@ def fields_by_kind() -> dict[str, tuple]:
         if cls.FIELDS and isinstance(getattr(cls, "mixer", None), str):
             found.setdefault(cls.mixer, cls.FIELDS)
     return found
-
-
-def as_section(text: Section | dict, where: str) -> Section:
-    """A text section as the readers take it (a caller's dict: its fields read as the section's)."""
-    return text.at(where) if isinstance(text, Section) else Section(text, "", where)

@@ -36,7 +36,7 @@ def test_each_class_saved_by_transformers_reads_back_as_its_linear_attention(tmp
 
 
 def test_fields_a_config_leaves_out_take_the_classes_defaults():
-    shape = gdn_shape({}, "qwen3_5_moe_text", "m", "config.json")
+    shape = gdn_shape(parse_config({}, "config.json").text, "qwen3_5_moe_text", "m", "config.json")
     default = transformers.Qwen3_5MoeTextConfig()
     assert (shape.key_heads, shape.value_heads, shape.key_head_dim, shape.value_head_dim, shape.conv_width) == (
         default.linear_num_key_heads, default.linear_num_value_heads, default.linear_key_head_dim,
@@ -57,25 +57,25 @@ def test_head_counts_vllm_refuses_are_config_errors_naming_the_field():
     with pytest.raises(ConfigProblem, match="'linear_num_key_heads'.*tensor parallel size 3"):
         gdn_from_config(parse_config(BUILTIN_GDN["qwen3-next-80b-a3b"], "c"), "q", "c", tensor_parallel=3)
     with pytest.raises(ConfigProblem, match="not a multiple of 16 key heads"):
-        gdn_shape({"linear_num_value_heads": 24}, "qwen3_next", "q", "c")
+        gdn_shape(parse_config({"linear_num_value_heads": 24}, "c").text, "qwen3_next", "q", "c")
     with pytest.raises(ConfigProblem, match="'linear_key_head_dim' is the number 0"):
-        gdn_shape({"linear_key_head_dim": 0}, "qwen3_next", "q", "c")
+        gdn_shape(parse_config({"linear_key_head_dim": 0}, "c").text, "qwen3_next", "q", "c")
 
 
 def test_the_recurrent_state_takes_mamba_ssm_dtype_only_for_qwen3_5():
-    assert gdn_shape({"mamba_ssm_dtype": "float32"}, "qwen3_5_text", "q", "c").state_dtype == "float32"
+    assert gdn_shape(parse_config({"mamba_ssm_dtype": "float32"}, "c").text, "qwen3_5_text", "q", "c").state_dtype == "float32"
     assert gdn_from_config(parse_config({"model_type": "qwen3_5", "text_config": {"mamba_ssm_dtype": "float32"}}, "c"),
                                         "q", "c").state_dtype == "float32"
-    assert gdn_shape({"mamba_ssm_dtype": "float32"}, "qwen3_next", "q", "c").state_dtype == "float16"
+    assert gdn_shape(parse_config({"mamba_ssm_dtype": "float32"}, "c").text, "qwen3_next", "q", "c").state_dtype == "float16"
     with pytest.raises(ConfigProblem, match='\'mamba_ssm_dtype\' is the string "int8"'):
-        gdn_shape({"mamba_ssm_dtype": "int8"}, "qwen3_5_text", "q", "c")
+        gdn_shape(parse_config({"mamba_ssm_dtype": "int8"}, "c").text, "qwen3_5_text", "q", "c")
 
 
 def test_other_models_have_no_gated_delta_net_and_other_linear_attention_is_unproven():
     assert gdn_from_config(parse_config(BUILTIN_HYBRIDS["nemotron-h-8b"], "c"), "n", "c") is None
     assert gdn_from_config(parse_config({"model_type": "llama", "num_attention_heads": 32}, "c"), "l", "c") is None
     with pytest.raises(UnprovenLayers, match="MiniMax's lightning attention"):
-        gdn_shape({}, "minimax_m1", "k", "c")
+        gdn_shape(parse_config({}, "c").text, "minimax_m1", "k", "c")
 
 
 def row(kernel, shared, config=None, family="qwen3.5 tp1", kind="prefill", device="sm75", limit=65536):

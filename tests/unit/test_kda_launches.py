@@ -44,15 +44,15 @@ def test_the_checkpoints_linear_attn_config_wins_over_the_top_level_fields_as_in
     assert (kda.heads, kda.head_dim, kda.conv_width) == (read.linear_num_heads, read.linear_head_dim,
                                                           read.linear_conv_kernel_dim) == (16, 64, 3)
     checkpoint = dict(linear, head_dim=128, num_heads=32, short_conv_kernel_size=4)
-    assert kda_shape({"linear_attn_config": checkpoint, "linear_head_dim": 64}, "m", "c").head_dim == 128
+    assert kda_shape(parse_config({"linear_attn_config": checkpoint, "linear_head_dim": 64}, "c").text, "m", "c").head_dim == 128
 
 
 def test_fields_a_config_leaves_out_take_the_class_defaults():
     default = transformers.KimiLinearConfig()
-    kda = kda_shape({}, "m", "c")
+    kda = kda_shape(parse_config({}, "c").text, "m", "c")
     assert (kda.heads, kda.head_dim, kda.conv_width) == (default.linear_num_heads, default.linear_head_dim,
                                                          default.linear_conv_kernel_dim)
-    assert kda_shape({"linear_attn_config": {"gate_lower_bound": -5.0}}, "m", "c").safe_gate
+    assert kda_shape(parse_config({"linear_attn_config": {"gate_lower_bound": -5.0}}, "c").text, "m", "c").safe_gate
 
 
 def test_each_rank_holds_its_share_of_the_heads_or_the_split_is_refused_naming_the_field(tmp_path):

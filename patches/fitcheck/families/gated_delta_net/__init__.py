@@ -8,7 +8,7 @@ import reprlib
 from dataclasses import dataclass
 
 from contract.model_config import ConfigProblem, Section
-from patches.fitcheck.family import DEFAULT_DTYPE, Family, RecordedShape, UNREAD_MIXERS, UnprovenLayers, as_section
+from patches.fitcheck.family import DEFAULT_DTYPE, Family, RecordedShape, UNREAD_MIXERS, UnprovenLayers
 
 # What sizes a gated delta net's kernels: the head dims (K and V of FLA's tiles), the conv width, the
 # recurrent state's dtype and the projection layout. Head counts reach the kernels only as offsets and
@@ -69,11 +69,10 @@ class GdnShape(RecordedShape):
         return self.value_heads * self.value_head_dim
 
 
-def gdn_shape(text: Section | dict, model_type: str | None, model: str, where: str, tensor_parallel: int = 1,
+def gdn_shape(text: Section, model_type: str | None, model: str, where: str, tensor_parallel: int = 1,
               model_dtype: str = DEFAULT_DTYPE) -> GdnShape:
     """The gated delta net of a config's text part (UnprovenLayers for another linear attention,
     ConfigProblem naming the field for a bad value)."""
-    text = as_section(text, where)
     model_type = GDN_TEXT_TYPES.get(model_type, model_type)
     if model_type not in GDN_TYPES:
         what = UNREAD_MIXERS.get(model_type, f"model type {reprlib.repr(model_type)}: its linear attention layers")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contract.model_config import ConfigProblem, Section
-from patches.fitcheck.family import Family, RecordedShape, as_section
+from patches.fitcheck.family import Family, RecordedShape
 from patches.fitcheck.families.gated_delta_net import GDN_RECORDED_BELOW_CC
 
 # What sizes a KDA layer's kernels: its head dim (K = V), the conv width and whether the gate has a lower
@@ -49,9 +49,8 @@ class KdaShape(RecordedShape):
         return 3 * self.heads * self.head_dim
 
 
-def kda_shape(text: Section | dict, model: str, where: str, tensor_parallel: int = 1) -> KdaShape:
+def kda_shape(text: Section, model: str, where: str, tensor_parallel: int = 1) -> KdaShape:
     """The KDA layer of a Kimi Linear config's text part (ConfigProblem naming the field for a bad value)."""
-    text = as_section(text, where)
     linear = text.object("linear_attn_config") or Section({}, text.prefix + "linear_attn_config.", where)
     values = {}
     for field, sub in KDA_SUBFIELDS.items():

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contract.model_config import ConfigProblem, Section
-from patches.fitcheck.family import Family, RecordedShape, as_section
+from patches.fitcheck.family import Family, RecordedShape
 
 MAMBA1_FIELDS = ("mixer", "state_size", "conv_width")
 
@@ -49,9 +49,8 @@ class Mamba1Shape(RecordedShape):
         return self.channels
 
 
-def mamba1_shape(text: Section | dict, model_type: str, model: str, where: str, tensor_parallel: int = 1) -> Mamba1Shape:
+def mamba1_shape(text: Section, model_type: str, model: str, where: str, tensor_parallel: int = 1) -> Mamba1Shape:
     """The Mamba-1 mixer of a config's text part (ConfigProblem naming the field for a bad value)."""
-    text = as_section(text, where)
     size_key, state_key, conv_key = _MAMBA1_FIELDS[model_type]
     size = text.positive_int(size_key, _MAMBA1_DEFAULTS.get(size_key))
     intermediate = size * text.positive_int("hidden_size") if size_key == "mamba_expand" else size

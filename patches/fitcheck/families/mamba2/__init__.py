@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contract.model_config import ConfigProblem, Section
-from patches.fitcheck.family import DEFAULT_DTYPE, Family, RecordedShape, as_section
+from patches.fitcheck.family import DEFAULT_DTYPE, Family, RecordedShape
 
 # The history length the build records ReplaySSM's Mamba-2 decode at (`--use-replayssm`): vLLM's default
 # `--replayssm-buffer-len`. Its kernels' tiles grow with the length (measured on sm_75 / sm_86: at most
@@ -60,10 +60,9 @@ class MixerShape(RecordedShape):
         return self.heads * self.head_dim + 2 * self.groups * self.state_size
 
 
-def mamba2_shape(text: Section | dict, model_type: str, model: str, where: str, tensor_parallel: int = 1,
+def mamba2_shape(text: Section, model_type: str, model: str, where: str, tensor_parallel: int = 1,
                  model_dtype: str = DEFAULT_DTYPE) -> MixerShape:
     """The Mamba-2 mixer of a config's text part (ConfigProblem naming the field for a bad value)."""
-    text = as_section(text, where)
     heads_key, head_key, state_key, groups_key, chunk_key, conv_key = _FIELDS[model_type]
     heads = text.positive_int(heads_key)
     head_dim = text.positive_int(head_key)

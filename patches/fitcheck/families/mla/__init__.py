@@ -12,7 +12,7 @@ import reprlib
 from dataclasses import dataclass
 
 from contract.model_config import ConfigProblem, Section
-from patches.fitcheck.family import Family, RecordedShape, Refusal, UnprovenLayers, as_section
+from patches.fitcheck.family import Family, RecordedShape, Refusal, UnprovenLayers
 
 MLA_FIELDS = ("mixer", "kv_lora_rank", "rope_dim")
 
@@ -45,10 +45,9 @@ MLA_RECORDED_BELOW_CC = 90
 MLA_DEFAULT_ROPE_DIM = 64  # transformers' DeepseekV2Config / DeepseekV3Config default
 
 
-def mla_shape(text: Section | dict, model: str, where: str, tensor_parallel: int = 1) -> MlaShape:
+def mla_shape(text: Section, model: str, where: str, tensor_parallel: int = 1) -> MlaShape:
     """The multi-head latent attention of a config's text part (UnprovenLayers for DeepSeek V3.2's
     sparse attention, ConfigProblem naming the field for a bad value)."""
-    text = as_section(text, where)
     if text.has("index_topk"):
         raise UnprovenLayers(f"{where}: sparse multi-head latent attention (index_topk {reprlib.repr(text.value('index_topk'))}, "
                              "DeepSeek V3.2's indexer): vLLM runs it only with FlashMLA / FlashInfer sparse kernels "

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contract.model_config import ConfigProblem, Section
-from patches.fitcheck.family import Family, RecordedShape, as_section
+from patches.fitcheck.family import Family, RecordedShape
 
 SHORT_CONV_FIELDS = ("mixer", "conv_width")
 
@@ -43,10 +43,9 @@ class ShortConvShape(RecordedShape):
         return self.channels
 
 
-def short_conv_shape(text: Section | dict, model_type: str, model: str, where: str,
+def short_conv_shape(text: Section, model_type: str, model: str, where: str,
                      tensor_parallel: int = 1) -> ShortConvShape:
     """The short convolution of an LFM2 config's text part (ConfigProblem naming the field for a bad value)."""
-    text = as_section(text, where)
     channels_key = _SHORT_CONV_CHANNELS[model_type]
     channels = text.positive_int(channels_key, text.optional_int("hidden_size"))
     width = text.positive_int("conv_L_cache", SHORT_CONV_DEFAULT_WIDTH)
