@@ -1,4 +1,4 @@
-"""Hybrid models' Mamba-2 mixers in the fit check (patches/fitcheck/mixers.py): read from config.json
+"""Hybrid models' Mamba-2 mixers in the fit check (patches/fitcheck/families/): read from config.json
 as transformers writes it, keyed in the fit table, and answered by the lookup with the attention layers."""
 import json
 
