@@ -129,7 +129,7 @@ COPY entrypoint/sitecustomize.py /opt/vllm-turing/sitecustomize.py
 # build.py's verification, a preflight's full check on a table miss) vLLM's imports take seconds anyway.
 # Without the column tables (-X no_debug_ranges: 7 % smaller; these modules' tracebacks lose their ^^^).
 RUN python3 -X no_debug_ranges -m compileall -q \
-      -x '/(patches/fitcheck/(__main__|compiler|recorder|run|report|progress|mixers|mixer_launches|gdn_launches|kda_launches)|patches/turing_clamp/__main__|patches/fp16_upcast/__main__|contract/(compile_record|pins)|imagefacts/__main__)\.py$' \
+      -x '/(patches/fitcheck/(__main__|compiler|recorder|image_passes|proof|fit_report|progress|op_recording|families/[a-z0-9_]+/launches)|patches/turing_clamp/__main__|patches/fp16_upcast/__main__|contract/(compile_record|pins)|imagefacts/__main__)\.py$' \
       /opt/vllm-turing
 
 # The default user: uid 10001 in group 0, not root (buildtool/units/spec.py's POD_UID and POD_GID, the

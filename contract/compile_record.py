@@ -19,6 +19,7 @@ num_stages, error], ...}}; shared, num_warps and num_stages are null where error
 """
 from __future__ import annotations
 
+from door.problem import UsageError
 import gzip
 import json
 import zlib
@@ -28,10 +29,6 @@ from door import files
 
 FORMAT = 1
 KEY_LENGTH = 64  # a sha256 in hex, as get_cache_key returns it
-
-
-class RecordError(ValueError):
-    """A compile record that cannot be read (exit 2, nothing compiled or written)."""
 
 
 @dataclass(frozen=True)
@@ -124,23 +121,23 @@ def text_of(record: Record) -> str:
 
 def read_record(path: Path) -> Record | None:
     """The record at `path` (gzipped when it ends in .gz, as a build exports it), None when there is none;
-    RecordError naming the file when it is not one."""
+    a UsageError naming the file when it is not one (exit 2, nothing compiled or written)."""
     try:
         data = files.read_own_bytes(Path(path))
     except FileNotFoundError:
         return None
     except OSError as error:
-        raise RecordError(f"{path}: cannot read the compile record ({error.strerror}); "
+        raise UsageError(f"{path}: cannot read the compile record ({error.strerror}); "
                           "restore it with git checkout, or remove it to compile every launch") from None
     try:
         text = (gzip.decompress(data) if str(path).endswith(".gz") else data).decode("utf-8")
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as error:
-        raise RecordError(f"{path} is not a compile record ({type(error).__name__}: {str(error)[:60]}); restore it "
+        raise UsageError(f"{path} is not a compile record ({type(error).__name__}: {str(error)[:60]}); restore it "
                           "with git checkout, or remove it to compile every launch") from None
     try:
         return parse_record(text)
     except ValueError as error:
-        raise RecordError(f"{path} is not a compile record ({error}); restore it with git checkout, or remove "
+        raise UsageError(f"{path} is not a compile record ({error}); restore it with git checkout, or remove "
                           "it to compile every launch") from None
 
 

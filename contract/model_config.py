@@ -16,6 +16,7 @@ defaults), and the top level when it is absent or null. An empty `text_config` i
 values, so MAX_MODEL_LEN above the model's limit is refused before the load, as vLLM refuses it after."""
 from __future__ import annotations
 
+from door.problem import UsageError
 import dataclasses
 import math
 from typing import Mapping
@@ -39,8 +40,9 @@ DEFAULT_MAX_LEN = 2048  # what vLLM assumes when the config names no limit and M
 
 
 
-class ConfigProblem(ValueError):
-    """A field of config.json that cannot be used; the message names the field."""
+class ConfigProblem(UsageError):
+    """A field of config.json that cannot be used (exit 2); the message names the field. Caught apart by
+    the model check, the preflight's fit lookup (a config it cannot judge) and the parallel check."""
 
 
 def _problem(where: str, field: str, value: object, expected: str, absent: bool = False) -> ConfigProblem:

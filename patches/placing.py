@@ -9,6 +9,7 @@ patched file stays byte-identical.
 """
 from __future__ import annotations
 
+from door.problem import Problem
 import ast
 import hashlib
 import importlib.util
@@ -22,15 +23,11 @@ from contract.distributions import version_in
 from door import files
 
 
-class PlacementError(ValueError):
-    """The file's structure is not one the patch can be placed in; says what was not found."""
-
-
 def parse(source: str) -> ast.Module:
     try:
         return ast.parse(source)
     except SyntaxError as exc:
-        raise PlacementError(f"the file does not parse (line {exc.lineno}: {exc.msg})") from None
+        raise Problem(f"the file does not parse (line {exc.lineno}: {exc.msg})") from None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 
-from patches.fitcheck.shapes import seq_threshold_3d
+from patches.fitcheck.attention import seq_threshold_3d
 
 BLOCK_SIZE = 16
 # (query_len, seq_len) per sequence: query lengths from 1 to 2,048 in one batch, with
@@ -70,7 +70,7 @@ CASES = tuple(
 )
 CASE_NAMES = tuple(case.name for case in CASES)
 
-# Attention-only families' layers (patches/fitcheck/shapes.py FAMILY_LAYERS), where vLLM's own launch
+# Attention-only families' layers (patches/fitcheck/families/dense.py FAMILY_LAYERS), where vLLM's own launch
 # fits Turing: bench/clamp_gpu --cases ranks them (is vLLM's launch the fastest that fits?; its
 # default stays the Gemma 4 cases, to keep a run within one device call); the GPU tier's numerics
 # run them all (ALL_CASE_NAMES), ranked launches included.

@@ -218,6 +218,6 @@ def read(path: Path) -> dict:
 
 def write(path: Path, document: dict) -> None:
     """Atomic replace, as the fit table is written (the same writer)."""
-    from patches.fitcheck.table import write_table
+    from patches.fitcheck.fit_table import write_table
 
     write_table(Path(path), document)

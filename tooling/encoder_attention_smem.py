@@ -14,7 +14,7 @@ import argparse
 import json
 
 from contract.pins import PYPI_BASE_TAG
-from patches.fitcheck.run import DEVICES
+from contract.devices import DEVICES
 from tooling.probes.container import container_lines
 
 HEAD_SIZES = (64, 72, 80, 96, 128, 256, 512)

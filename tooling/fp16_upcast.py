@@ -33,7 +33,7 @@ from patches.fp16_upcast.placement import (
     find_forward,
     insert_upcast,
 )
-from patches.placing import PlacementError, block_lines, parse
+from patches.placing import block_lines, parse
 
 # The 12B's vision config (transformers' Gemma4UnifiedVisionConfig defaults, which the published config.json
 # keeps: patch_size 16 x pooling_kernel_size 3 = model_patch_size 48; mm_embed_dim 3840; mm_posemb_size 1120).
@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         source, where = (args.source.read_text(encoding="utf-8"), str(args.source)) if args.source else staged_source()
         classes(source)
-    except (OSError, UnicodeDecodeError, PlacementError, RuntimeError, Problem) as error:
+    except (OSError, UnicodeDecodeError, Problem, RuntimeError) as error:  # SiteError, ReleaseUnavailable
         print(f"--source {args.source or '(the staged vLLM)'}: not a readable gemma4_unified.py with the 12B's "
               f"embedder ({str(error).splitlines()[0]}); pass vLLM's model_executor/models/gemma4_unified.py",
               file=sys.stderr)

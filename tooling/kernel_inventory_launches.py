@@ -5,7 +5,7 @@ per-step num_accepted kernels of model_states/mamba_hybrid.py), MRoPE's kernel
 (MRotaryEmbedding.forward_cuda, the Qwen2-VL family) and LoRA's shrink and expand (lora/ops/triton_ops).
 
 Each launch is made by vLLM's own launcher on CPU tensors, with the launched kernel object swapped for the
-fit check's recorder (patches/fitcheck/mixer_launches.recorded: _Recorder for a plain kernel, the autotune
+fit check's recorder (patches/fitcheck/op_recording.recorded: _Recorder for a plain kernel, the autotune
 and heuristics recorders where a kernel is decorated so). Nothing runs and nothing is timed. Runs inside the
 vLLM image with CUDA_VISIBLE_DEVICES empty (patches/fitcheck/recorder.prepare_cpu_host).
 
@@ -29,7 +29,7 @@ import os
 import types
 
 from contract.devices import TURING
-from patches.fitcheck.mixer_launches import recorded
+from patches.fitcheck.op_recording import recorded
 from patches.fitcheck.recorder import simulated_device, swapped
 
 VOCAB = 262_144  # Gemma 4's vocabulary

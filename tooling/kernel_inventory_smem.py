@@ -35,7 +35,7 @@ import argparse
 import json
 
 from contract.pins import PYPI_BASE_TAG
-from patches.fitcheck.run import DEVICES
+from contract.devices import DEVICES
 from tooling.probes.container import container_lines
 
 # Runs in the container: one JSON line per (kernel, case, device).
@@ -104,7 +104,7 @@ for rank, rope, heads, splits in ((512, 64, 16, 4), (512, 64, 20, 16), (512, 64,
             cases.append((launch.kernel_name, f"MLA rank {rank}+{rope}, {heads} heads, {splits} splits, {str(dtype)[6:]}",
                           launch))
 legacy = len(cases)
-from patches.fitcheck.mixer_launches import options as compile_options
+from patches.fitcheck.op_recording import options as compile_options
 from tooling import kernel_inventory_launches as more
 inventory = more.record_all()
 cases += inventory.cases

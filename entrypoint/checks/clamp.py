@@ -197,16 +197,10 @@ def replayssm_unproven(use_replayssm: object, buffer_len: object, model_type: ob
     if use_replayssm is not True:
         return None
     try:
-        from patches.fitcheck.families.kda import KDA_TYPES
-        from patches.fitcheck.mixer_shapes import REPLAYSSM_HISTORY
+        from patches.fitcheck.families import replayssm_unproven as unproven
     except ImportError:
         return "ReplaySSM's decode (patches.fitcheck is not importable here)"
-    if model_type in KDA_TYPES:
-        return "Kimi Linear's ReplaySSM recovery kernels (--use-replayssm with speculative decoding)"
-    if buffer_len is not None and str(buffer_len).strip() != str(REPLAYSSM_HISTORY):
-        return (f"ReplaySSM's Mamba-2 decode at --replayssm-buffer-len {buffer_len}: the build proves it at "
-                f"{REPLAYSSM_HISTORY} (the default), and its tiles grow with the length")
-    return None
+    return unproven(model_type, buffer_len)
 
 
 TUNED_FOLDER = "VLLM_TUNED_CONFIG_FOLDER"
@@ -247,10 +241,10 @@ def proven_families() -> str:
 
 
 def run_dtype(config: ModelConfig, cc: tuple[int, int], setting: str) -> str:
-    """The dtype vLLM runs the model in on this device (patches.fitcheck.shapes.run_dtype); float16,
+    """The dtype vLLM runs the model in on this device (patches.fitcheck.attention.run_dtype); float16,
     the check's own default, where that module is missing (the fit check then says why)."""
     try:
-        from patches.fitcheck.shapes import run_dtype as decided
+        from patches.fitcheck.attention import run_dtype as decided
     except ImportError:
         return "float16"
     return decided(config, cc[0] * 10 + cc[1], setting)

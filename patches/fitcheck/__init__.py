@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["DEVICES", "ConfigError", "FitOptions", "FitPlan", "UsageError", "plan", "resolve_device", "run"]
+__all__ = ["DEVICES", "ConfigProblem", "FitOptions", "FitPlan", "UsageError", "plan", "resolve_device", "run"]
 
 
 def __getattr__(name: str):
     """The package's names, imported on first use: the preflight's lookup imports only what the
-    table answer needs (lookup.py), not the compile path (run.py and what it imports)."""
+    table answer needs (lookup.py), not the compile path (proof.py and what it imports)."""
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = "base" if name == "ConfigError" else "run"
+    module = "family" if name == "ConfigProblem" else "proof"
     return getattr(importlib.import_module(f"{__name__}.{module}"), name)

@@ -6,10 +6,9 @@ import json
 import sys
 
 import patches.fitcheck as fitcheck
-from patches.fitcheck import report as report_
-from patches.fitcheck.run import DEVICES, FitOptions, UsageError, plan, run
-from contract.compile_record import RecordError
-from patches.fitcheck.base import ConfigError
+from patches.fitcheck import fit_report as report_
+from patches.fitcheck.proof import DEVICES, FitOptions, plan, run
+from door.problem import Problem
 from patches.fitcheck.families import MATRICES
 
 
@@ -61,15 +60,9 @@ def parse(argv: list[str] | None) -> tuple[FitOptions, bool]:
 
 
 def refusals() -> tuple:
-    """The errors that end a check with exit 2 in one line (bad input, a launcher or compiler that
-    cannot be used)."""
-    from patches.fitcheck.compiler import CompilerDrift
-    from patches.fitcheck.gdn_launches import GdnError
-    from patches.fitcheck.mixer_launches import MixerError
-    from patches.fitcheck.recorder import LauncherError
-    from patches.fitcheck.table import TableError
-
-    return UsageError, ConfigError, LauncherError, TableError, MixerError, GdnError, CompilerDrift, RecordError
+    """The errors that end a check with exit 2 in one line (bad input, a launcher, ops or compiler that
+    cannot be used): every Problem of the fit check."""
+    return (Problem,)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,8 +11,8 @@ import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from contract.model_config import ModelConfig, Section
-from patches.fitcheck.base import BF16_MIN_CC, DEFAULT_DTYPE, DTYPES, ConfigError, UnprovenLayers, typed  # noqa: F401
+from contract.model_config import ConfigProblem, ModelConfig, Section, parse_config
+from patches.fitcheck.family import BF16_MIN_CC, DEFAULT_DTYPE, DTYPES, UnprovenLayers  # noqa: F401
 from door import files
 from door.problem import Problem
 
@@ -41,7 +41,7 @@ SSM_FIELDS = ("ssm_state_size", "mamba_d_state", "mamba_num_heads", "mamba_expan
               "linear_attn_config")
 
 
-def run_dtype(config: ModelConfig | dict | None, cc: int, setting: str = "auto") -> str:
+def run_dtype(config: ModelConfig | None, cc: int, setting: str = "auto") -> str:
     """The dtype vLLM runs a model's activations in on a device of compute capability `cc` under the
     DTYPE setting (vLLM 0.33.0's config/model.py _resolve_auto_dtype): an explicit setting; else below
     8.0 float16; else the checkpoint's own dtype (`dtype`, formerly `torch_dtype`, top level or
@@ -51,7 +51,6 @@ def run_dtype(config: ModelConfig | dict | None, cc: int, setting: str = "auto")
         return explicit
     if cc < BF16_MIN_CC:
         return DEFAULT_DTYPE
-    config = None if config is None else typed(config)
     parts = [] if config is None else [config.top] + ([config.text] if config.text is not config.top else [])
     named = [part.value(key) for part in parts for key in ("dtype", "torch_dtype")]
     checkpoint = next((value for value in named if isinstance(value, str)), None)
@@ -145,12 +144,12 @@ class LayerShape:
 def rank_heads(heads: int, kv_heads: int, tensor_parallel: int, where: str = "the model") -> tuple[int, int]:
     """(query heads, KV heads) one rank holds under tensor parallelism, as vLLM splits them: the query
     heads evenly, the KV heads evenly when there are at least as many as ranks, else each rank holds
-    one replicated KV head (vLLM's QKVParallelLinear). ConfigError where vLLM refuses the split."""
+    one replicated KV head (vLLM's QKVParallelLinear). ConfigProblem where vLLM refuses the split."""
     if heads % tensor_parallel:
-        raise ConfigError(f"{where}: {heads} attention heads do not split over tensor parallel size "
+        raise ConfigProblem(f"{where}: {heads} attention heads do not split over tensor parallel size "
                           f"{tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE that divides {heads}")
     if kv_heads >= tensor_parallel and kv_heads % tensor_parallel:
-        raise ConfigError(f"{where}: {kv_heads} KV heads do not split over tensor parallel size "
+        raise ConfigProblem(f"{where}: {kv_heads} KV heads do not split over tensor parallel size "
                           f"{tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE that divides {kv_heads}")
     return heads // tensor_parallel, max(1, kv_heads // tensor_parallel)
 
@@ -234,7 +233,7 @@ def attention_shapes(text: Section, model_type: str, model: str, tensor_parallel
     layer_types = list(layer_types)
     _attention_kinds_only(layer_types, where)
     if "sliding_attention" in layer_types and window is None:
-        raise ConfigError(f"{where}: sliding layers without 'sliding_window', expected a positive integer")
+        raise ConfigProblem(f"{where}: sliding layers without 'sliding_window', expected a positive integer")
     softcap = text.number("attn_logit_softcapping", 0.0, inclusive=True)
 
     base = {"num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": head_dim}
@@ -245,7 +244,7 @@ def attention_shapes(text: Section, model_type: str, model: str, tensor_parallel
         layers = _global_field_kinds(text, layer_types, base, window)
     for _, layer_heads, layer_kv, _, _ in layers:
         if layer_heads % layer_kv:
-            raise ConfigError(
+            raise ConfigProblem(
                 f"{where}: {layer_heads} attention heads are not a multiple of {layer_kv} KV heads"
             )
     shapes = model_shapes(model, layers, float(softcap), ENCODER if encoder else DECODER, tensor_parallel, where)
@@ -307,7 +306,7 @@ def _per_layer_kinds(per_layer: Section, layer_types: list, base: dict, window) 
     for key in per_layer.keys():
         fields = per_layer.value(key)
         if not str(key).isdigit() or not isinstance(fields, dict) or int(key) >= len(layer_types):
-            raise ConfigError(f"{per_layer.where}: 'per_layer_config' entry {reprlib.repr(key)}: {reprlib.repr(fields)}, "
+            raise ConfigProblem(f"{per_layer.where}: 'per_layer_config' entry {reprlib.repr(key)}: {reprlib.repr(fields)}, "
                               f"expected a layer index below {len(layer_types)} mapped to a JSON object")
         overrides[int(key)] = per_layer.object(key)
     kinds: dict[tuple, str] = {}
@@ -334,20 +333,20 @@ def _derived_head_dim(text: Section, heads: int):
     return None
 
 
-def config_shapes(config: ModelConfig | dict, model: str, where: str, tensor_parallel: int = 1) -> list[LayerShape]:
+def config_shapes(config: ModelConfig, model: str, tensor_parallel: int = 1) -> list[LayerShape]:
     """The attention shapes of a model with attention layers alone (no mixer, no latent attention)."""
-    text, model_type = text_section(typed(config, where))
+    text, model_type = text_section(config)
     return attention_shapes(text, model_type, model, tensor_parallel)
 
 
 def read_config(path: str | Path) -> ModelConfig:
-    """The typed config.json at `path` (ConfigError: one-line reason naming the file)."""
+    """The typed config.json at `path` (ConfigProblem: one-line reason naming the file)."""
     path = Path(path)
     try:  # a regular file, capped, strict UTF-8 JSON: a FIFO, a device or a deep nest is refused
         found = files.read_json(str(path), str(path))
     except Problem as problem:
-        raise ConfigError(f"{problem}; pass the model's HF config.json") from None
-    return typed(found, str(path))
+        raise ConfigProblem(f"{problem}; pass the model's HF config.json") from None
+    return parse_config(found, str(path))
 
 
 # The matrix: which batches the fit check feeds the attention launcher for each layer shape.
@@ -384,7 +383,7 @@ def build_matrix(shapes: list[LayerShape], mm_prefix: bool) -> list[Case]:
     speculative verify lengths and, where the release supports it, a multimodal prefix; an
     encoder layer is one bidirectional batch (its kernel has no decode path). A hybrid's attention
     layer runs at each of HYBRID_LAUNCH_BLOCK_SIZES (its verdict holds all of them). Mixers
-    (families.is_mixer) are not attention: their ops are called by mixer_launches.py and gdn_launches.py."""
+    (families.is_mixer) are not attention: their ops are called by their families (families/<family>/launches.py)."""
     cases = []
     launched = [dataclasses.replace(shape, block_size=block) for shape in shapes if isinstance(shape, LayerShape)
                 for block in (HYBRID_LAUNCH_BLOCK_SIZES if shape.block_size == HYBRID_BLOCK_SIZE else (shape.block_size,))]

@@ -24,6 +24,7 @@ record.
 """
 from __future__ import annotations
 
+from door.problem import Problem
 import contextlib
 import gc
 import hashlib
@@ -42,10 +43,6 @@ FULL = "full"
 RECORDED = "recorded"  # the LEDGER's mode of a shared-memory-only compile the record answered
 # Part of Triton's cache key for the cut pipeline: change it when _allocate_shared_memory changes.
 SHARED_ONLY_KEY = "vllm-turing-fitcheck-shared-memory-only-1"
-
-
-class CompilerDrift(RuntimeError):
-    """The shared-memory-only compile and Triton's full compile disagree (exit 2)."""
 
 
 @dataclass(frozen=True)
@@ -255,7 +252,7 @@ def _compile(job: _Job, hook) -> CompileResult:
     import triton
     from triton import knobs
 
-    from patches.fitcheck.util import swapped
+    from patches.fitcheck.swap_and_write import swapped
 
     started = time.process_time()
     try:
@@ -338,7 +335,7 @@ def compile_launches(requests: list[tuple], cc: int, workers: int | None = None)
 def cross_check(workers: int | None = None) -> list[dict]:
     """Compiles in full, per kernel and target capability, the shared-memory-only compile of largest need
     since the last call (one batch whatever the targets); [{kernel, cc, shared}] when every number agrees,
-    else CompilerDrift naming the kernel. The image's passes call it once, after all of them: a kernel
+    else a Problem naming the kernel. The image's passes call it once, after all of them: a kernel
     checked in fp16 and bf16 on one target is compiled in full once, at its larger need."""
     witnesses = sorted(_WITNESSES.items())
     _WITNESSES.clear()
@@ -352,7 +349,7 @@ def cross_check(workers: int | None = None) -> list[dict]:
         LEDGER.append(Compiled(FULL, cc, kernel, full, job.case))
         if full.shared != quick:
             found = f"{full.shared} bytes" if full.error is None else f"an error ({full.error})"
-            raise CompilerDrift(f"{kernel} (cc {cc}): the shared-memory-only compile says {quick} bytes, Triton's "
+            raise Problem(f"{kernel} (cc {cc}): the shared-memory-only compile says {quick} bytes, Triton's "
                                 f"full compile {found}; this Triton lowers otherwise than the check assumes: run "
                                 "the check with --full-compile")
         checked.append({"kernel": kernel, "cc": cc, "shared": quick})

@@ -26,6 +26,7 @@ compile-record stage holds it, not the image), for build.py to export and keep.
 """
 from __future__ import annotations
 
+from door.problem import Problem
 import gzip
 import importlib.metadata
 import json
@@ -39,7 +40,7 @@ from contract import compile_record
 from contract.clamp_paths import (COMPILE_RECORD, COMPILE_RECORDS_MOUNT, FIT_REPORT, FIT_REPORT_SM86,
                                   FIT_REPORT_SM86_BF16, FIT_TABLE, VERSIONS_REPORT, write_report)
 from patches.fitcheck import progress as progress_
-from patches.fitcheck import report as report_
+from patches.fitcheck import fit_report as report_
 
 # (the pass's options, where its report goes or None)
 PASSES = (
@@ -64,7 +65,7 @@ TIMINGS: list[tuple[str, float, int, int]] = []
 def check_pass(options: tuple, table: str = FIT_TABLE) -> dict:
     """One pass's report (its cross-check left to the end); raises the check's refusals."""
     from patches.fitcheck.__main__ import parse
-    from patches.fitcheck.run import plan, run
+    from patches.fitcheck.proof import plan, run
 
     fit_options, _ = parse([*options, "--write-table", table])
     report = run(plan(fit_options), cross_check=False)
@@ -205,7 +206,7 @@ def _run_in_child(passes: list[tuple], table: str):
 def merge_tables(into: str, other: str) -> None:
     """Merges the fit table at `other` (another group's: other targets' keys) into the one at `into`,
     then removes it."""
-    from patches.fitcheck import table as table_
+    from patches.fitcheck import fit_table as table_
 
     document, extra = table_.read_table(Path(into)), table_.read_table(Path(other))
     if extra is not None:
@@ -218,7 +219,7 @@ def merge_tables(into: str, other: str) -> None:
 
 def take_record() -> str:
     """Hands the compiler this vLLM release's record when this Triton wrote it; the progress line that says
-    so. RecordError when the file is there but not a record."""
+    so. A UsageError when the file is there but not a record."""
     from patches.fitcheck.compiler import take_record as take
 
     versions = proved_versions()
@@ -250,7 +251,7 @@ def write_record() -> None:
 def main() -> int:
     try:
         record_said = take_record()
-    except compile_record.RecordError as error:  # named as the repository has it, not where the build mounts it
+    except Problem as error:  # the record's (a UsageError), named as the repository has it, not where the build mounts it
         print(f"fitcheck: {str(error).replace(COMPILE_RECORDS_MOUNT, 'contract/compile-records')}", file=sys.stderr,
               flush=True)
         return 2

@@ -1,5 +1,5 @@
 """The fit check answered from the build's fit table alone: config.json -> layer shapes -> the
-verdicts the build recorded for those shapes on this device (table.py, `verdicts`).
+verdicts the build recorded for those shapes on this device (fit_table.py, `verdicts`).
 
 Standard library only, and neither vLLM nor torch nor Triton is imported (their versions come
 from package metadata), so the entrypoint decides in milliseconds. A shape, device or version
@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contract import distributions
-from contract.model_config import ModelConfig
-from patches.fitcheck import families
+from contract.model_config import ConfigProblem, ModelConfig
+from door.problem import Problem
+from patches.fitcheck import families, fit_table as table_
 from patches.fitcheck.families import encoders
-from patches.fitcheck import table as table_
-from patches.fitcheck.base import ConfigError, UnprovenLayers
+from patches.fitcheck.family import UnprovenLayers
 
 
 @dataclass(frozen=True)
@@ -67,12 +67,14 @@ def decide(document: dict, shapes: list, cc: int, limit: int, versions: dict | N
                   not failing, max(failing, key=lambda v: v.get("max_shared") or 0) if failing else None)
 
 
-def lookup(table_path: str | Path, config: ModelConfig | dict, cc: int, limit: int, where: str = "config.json",
+def lookup(table_path: str | Path, config: ModelConfig, cc: int, limit: int, where: str = "config.json",
            tensor_parallel: int = 1, dtype: str = table_.CHECKED_DTYPE, towers: bool = False) -> Lookup:
     """decide() for one rank's shapes of a model's parsed config.json (as the entrypoint's model check
     read it) under `tensor_parallel` ranks in `dtype` (attention.run_dtype), over the table file, with its
     multimodal towers when they run the encoder kernel (`towers`: --mm-encoder-attn-backend TRITON_ATTN);
-    an unreadable table or an unusable config is a miss (the full check reports it)."""
+    an unreadable table or an unusable config is a miss (the full check reports it). The config is the fit
+    check's from here on, its messages naming `where`."""
+    config = config.at(where)
     # Before the layers are read: a model vLLM cannot run here is refused even beside layers the check
     # does not know (Kimi Linear's KDA next to its latent attention, DeepSeek V4's compressed layers)
     refusal = families.config_refused_on(config, Path(where).parent.name or "model", where, tensor_parallel, cc)
@@ -83,9 +85,9 @@ def lookup(table_path: str | Path, config: ModelConfig | dict, cc: int, limit: i
         shapes = families.model_layers(config, Path(where).parent.name or "model", where, tensor_parallel, dtype)
     except UnprovenLayers as error:
         return Lookup(False, str(error), unproven=True)
-    except ConfigError as error:
+    except ConfigProblem as error:
         return Lookup(False, str(error), unreadable=True)
-    except table_.TableError as error:
+    except Problem as error:  # the table's (a UsageError)
         return Lookup(False, str(error))
     if document is None:
         return Lookup(False, f"no fit table at {table_path}")

@@ -6,6 +6,7 @@ the launcher consults (capability, shared-memory limit) is simulated at the edge
 """
 from __future__ import annotations
 
+from door.problem import Problem
 import atexit
 import contextlib
 import importlib
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from contract import clamp_paths as layout
 from patches.fitcheck.attention import CONTEXT_LEN, ENCODER, ENCODER_KINDS, Case
-from patches.fitcheck.util import swapped  # noqa: F401 (tooling takes it from here too)
+from patches.fitcheck.swap_and_write import swapped  # noqa: F401 (tooling takes it from here too)
 
 LAUNCHER_MODULE = "vllm.v1.attention.ops.triton_unified_attention"
 # Kernel objects the launcher indexes with a grid, across releases 0.19 to 0.33.
@@ -42,15 +43,11 @@ CLAMP_CACHES = ("_vllm_turing_clamp_cache", "_vllm_turing_fit_tables", "_vllm_tu
 RECORDING: list[tuple[object, float]] = []
 
 
-class LauncherError(RuntimeError):
-    """The launcher cannot be loaded or called the way the fit check needs (exit 2)."""
-
-
 @dataclass
 class Launch:
     """One recorded kernel launch: the kernel, its grid, arguments by name, launch options."""
 
-    case: Case  # or mixer_launches.MixerCase
+    case: Case  # or op_recording.MixerCase
     kernel_name: str
     fn: object  # triton JITFunction
     grid: tuple
@@ -60,7 +57,7 @@ class Launch:
     @property
     def path(self) -> str:
         if getattr(getattr(self.case, "shape", None), "mixer", None):
-            return "mamba"  # a Mamba-2 mixer's kernel (mixer_launches.py)
+            return "mamba"  # a Mamba-2 mixer's kernel (families/mamba2/launches.py)
         if self.kernel_name in ENCODER_KERNELS:
             return "encoder"
         if self.kernel_name == "reduce_segments":
@@ -98,7 +95,7 @@ def installed_launcher(name: str = LAUNCHER_MODULE):
     try:
         module = importlib.import_module(name)
     except Exception as error:  # any import failure of vLLM is one line for the user
-        raise LauncherError(
+        raise Problem(
             f"cannot import {name} ({type(error).__name__}: {error}); "
             "run the fit check inside the vLLM image"
         ) from None
@@ -131,7 +128,7 @@ def launcher_from_source(source: str, name: str = "vllm_turing_unpatched_attenti
     try:
         spec.loader.exec_module(module)
     except Exception as error:
-        raise LauncherError(
+        raise Problem(
             f"cannot execute the launcher source as {name} ({type(error).__name__}: {error}); "
             "it must be a triton_unified_attention.py of the installed vLLM's release line"
         ) from None
@@ -146,7 +143,7 @@ def _kernel_names(module) -> tuple:
 def _require_real_triton(module) -> None:
     kernels = [getattr(module, name) for name in _kernel_names(module) if hasattr(module, name)]
     if not kernels or not all(hasattr(k, "arg_names") for k in kernels):
-        raise LauncherError(
+        raise Problem(
             f"{module.__name__} has no Triton kernels (vLLM disabled Triton on this host); "
             "set CUDA_VISIBLE_DEVICES= (empty) on hosts without a GPU"
         )
@@ -209,7 +206,7 @@ def simulated_device(module, cc: int, limit: int, fit_table: str | None = None):
 
 def _clamp_table(fit_table: str | None) -> dict | None:
     """The fit table the clamp reads (None when there is none)."""
-    from patches.fitcheck import table as table_
+    from patches.fitcheck import fit_table as table_
 
     path = Path(fit_table or os.environ.get(layout.ENV_FIT_TABLE) or layout.FIT_TABLE)
     return table_.read_table(path, f"${layout.ENV_FIT_TABLE}")
@@ -221,7 +218,7 @@ def device_judge(cc: int, limit: int, fit_table: str | None):
     fit table's (the one the clamp reads) where it holds the launch, else the compiler's for `cc`."""
     from triton.runtime.errors import OutOfResources
 
-    from patches.fitcheck import table as table_
+    from patches.fitcheck import fit_table as table_
     from patches.fitcheck.compiler import compile_launches
 
     document = _clamp_table(fit_table)
@@ -243,7 +240,7 @@ def _compile_ahead(launches: list[Launch], cc: int, fit_table: str | None, worke
     a recording without the judge that the fit table lacks. The judge then finds them compiled
     (compiler.compile_launches keeps each result); a launch a refusal adds is compiled by the judge
     itself. (Serial, the judge's compiles took half of a cold sm_86 pass on two cores.)"""
-    from patches.fitcheck import table as table_
+    from patches.fitcheck import fit_table as table_
     from patches.fitcheck.compiler import compile_launches
 
     document = _clamp_table(fit_table)
@@ -396,7 +393,7 @@ def record_launches(module, cases: list[Case], cc: int, limit: int, fit_table: s
         if not own_cases:
             continue
         if launcher is None:
-            raise LauncherError(f"encoder cases need {ENCODER_MODULE}; none was loaded")
+            raise Problem(f"encoder cases need {ENCODER_MODULE}; none was loaded")
         accepted = inspect.signature(getattr(launcher, entry)).parameters
         with simulated_device(launcher, cc, limit, fit_table):
             with recording(launcher, judge) as (recorders, recorded):
@@ -421,7 +418,7 @@ def _record_case(module, entry: str, case: Case, recorders, launches: list, acce
             raise
         launches.append(error.launch)
     except Exception as error:
-        raise LauncherError(
+        raise Problem(
             f"{module.__name__}.{entry}() failed on {case.shape.label} {case.kind} "
             f"(query_len {case.query_len}): {type(error).__name__}: {error}"
         ) from None

@@ -16,6 +16,7 @@ patch_ln2 turns the inf into NaN image embeddings; the answer is then token 0 re
 """
 from __future__ import annotations
 
+from door.problem import Problem
 import difflib
 import enum
 import sys
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from door import files
-from patches.placing import (PatchReport, PlacementError, installed_vllm, parse, recorded_label, sha256, sha256_of,
+from patches.placing import (PatchReport, installed_vllm, parse, recorded_label, sha256, sha256_of,
                              vllm_version_at, write_atomic)
 from patches.fp16_upcast.placement import (
     LAYERS,
@@ -38,7 +39,7 @@ REINSTALL = "reinstall vLLM (`pip install --force-reinstall --no-deps vllm==VERS
 APPLY_CLI = "run `python -m patches.fp16_upcast apply`"
 UPCAST = f"fp16 upcast v{PATCH_VERSION} ({' and '.join(LAYERS)} in fp32 under fp16)"
 
-__all__ = ["LAYERS", "Outcome", "UpcastError", "UpcastReport", "apply", "check", "find_target", "show"]
+__all__ = ["LAYERS", "Outcome", "UpcastReport", "apply", "check", "find_target", "show"]
 
 
 class Outcome(enum.Enum):
@@ -60,10 +61,6 @@ class Outcome(enum.Enum):
         return self.template.format(found=found)
 
 
-class UpcastError(Exception):
-    """A refusal: the message names the file, the vLLM version and what was not found."""
-
-
 @dataclass
 class UpcastReport(PatchReport):
     """PatchReport's fields, and the layers the upcast runs in fp32."""
@@ -77,7 +74,7 @@ class UpcastReport(PatchReport):
 def find_target() -> Path:
     package = installed_vllm()
     if package is None:
-        raise UpcastError(f"vLLM is not installed for {sys.executable}; install it or pass --target PATH")
+        raise Problem(f"vLLM is not installed for {sys.executable}; install it or pass --target PATH")
     return package / TARGET_IN_PACKAGE
 
 
@@ -89,10 +86,10 @@ def _report(path: Path, outcome: Outcome, found: str = "", before: bytes | None 
                         PATCH_VERSION, outcome.message(found))
 
 
-def _refusal(path: Path, what: str, todo: str = REINSTALL) -> UpcastError:
+def _refusal(path: Path, what: str, todo: str = REINSTALL) -> Problem:
     version = vllm_version_at(path, TARGET_IN_PACKAGE)
     todo = todo.replace("VERSION", version if version != "unknown" else "X")
-    return UpcastError(f"{path} (vLLM {version}): {what}; nothing was written; {todo}")
+    return Problem(f"{path} (vLLM {version}): {what}; nothing was written; {todo}")
 
 
 def _source(path: Path) -> tuple[bytes, str] | None:
@@ -110,16 +107,16 @@ def _source(path: Path) -> tuple[bytes, str] | None:
 
 
 def _planned(path: Path, source: str) -> tuple[Outcome, str]:
-    """(outcome, new source) apply would produce; UpcastError when it must refuse (drift)."""
+    """(outcome, new source) apply would produce; a Problem when it must refuse (drift)."""
     try:
         count = count_upcast(parse(source))
         if count.present_once and count.version == PATCH_VERSION:
             return Outcome.ALREADY, source
         if not (count.present_once or count.absent):
-            raise PlacementError(f"found {count.definitions} upcast definitions and {count.calls} upcast "
-                                 "branches; expected none or one of each")
+            raise Problem(f"found {count.definitions} upcast definitions and {count.calls} upcast "
+                          "branches; expected none or one of each")
         return Outcome.APPLIED, insert_upcast(strip_upcast(source))
-    except PlacementError as exc:
+    except Problem as exc:
         raise _refusal(path, str(exc)) from None
 
 
@@ -135,7 +132,7 @@ def apply(path: Path | str) -> UpcastReport:
             return _report(path, outcome, before=data)
         return _report(path, outcome, before=data,
                        after=write_atomic(path, text, lambda what, todo: _refusal(path, what, todo)))
-    except UpcastError as exc:
+    except Problem as exc:
         return _report(path, Outcome.REFUSED, str(exc))
 
 
@@ -151,7 +148,7 @@ def check(path: Path | str, built: dict | None = None) -> UpcastReport:
         if recorded_label(built, path, sha256(data), PATCH_VERSION) in ("applied", "already"):
             return _report(path, Outcome.PRESENT, before=data)
         count = count_upcast(parse(source))
-    except (UpcastError, PlacementError) as exc:
+    except Problem as exc:
         return _report(path, Outcome.ERROR, str(exc))
     if count.present_once and count.version == PATCH_VERSION:
         return _report(path, Outcome.PRESENT, before=data)

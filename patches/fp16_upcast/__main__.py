@@ -1,6 +1,7 @@
 """`python -m patches.fp16_upcast`: the command line of the fp16 upcast (usage in patches/fp16_upcast)."""
 from __future__ import annotations
 
+from door.problem import Problem
 import argparse
 import json
 import sys
@@ -26,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print(diff, end="")
             return 0
-    except upcast.UpcastError as exc:
+    except Problem as exc:
         print(exc, file=sys.stderr)
         return 2
     report = (upcast.apply if args.command == "apply" else upcast.check)(target)

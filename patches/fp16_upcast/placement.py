@@ -13,12 +13,13 @@ holds what the clamp shares with it).
 """
 from __future__ import annotations
 
+from door.problem import Problem
 import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from patches.placing import (PatchCount, PlacementError, attached_start, block_lines, block_text, marked_block,
+from patches.placing import (PatchCount, attached_start, block_lines, block_text, marked_block,
                              newline_of, owns, parse)
 
 TARGET_IN_PACKAGE = Path("model_executor/models/gemma4_unified.py")
@@ -67,10 +68,10 @@ def _self_call(node: ast.AST, attribute: str) -> ast.Call | None:
 def find_forward(tree: ast.Module) -> tuple[ast.ClassDef, ast.FunctionDef]:
     classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == CLASS_NAME]
     if len(classes) != 1:
-        raise PlacementError(f"expected one top-level class {CLASS_NAME}, found {len(classes)}")
+        raise Problem(f"expected one top-level class {CLASS_NAME}, found {len(classes)}")
     methods = [node for node in classes[0].body if isinstance(node, ast.FunctionDef) and node.name == METHOD_NAME]
     if len(methods) != 1:
-        raise PlacementError(f"{CLASS_NAME} has {len(methods)} methods {METHOD_NAME}(), expected one")
+        raise Problem(f"{CLASS_NAME} has {len(methods)} methods {METHOD_NAME}(), expected one")
     return classes[0], methods[0]
 
 
@@ -79,44 +80,44 @@ def _one_name(node: ast.AST) -> str | None:
 
 
 def plan(source: str) -> Placement:
-    """Where the upcast goes in an unpatched source; PlacementError naming what was not found."""
+    """Where the upcast goes in an unpatched source; a Problem naming what was not found."""
     tree = parse(source)
     cls, forward = find_forward(tree)
     where = f"{CLASS_NAME}.{METHOD_NAME}()"
     for attribute in (DENSE, NORM):
         calls = [n for n in ast.walk(forward) if _self_call(n, attribute)]
         if len(calls) != 1:
-            raise PlacementError(f"{where} calls self.{attribute} {len(calls)} times, expected once")
+            raise Problem(f"{where} calls self.{attribute} {len(calls)} times, expected once")
     body = forward.body
     dense_at = [i for i, stmt in enumerate(body) if isinstance(stmt, ast.Assign) and _self_call(stmt.value, DENSE)]
     if not dense_at:
-        raise PlacementError(f"{where} calls self.{DENSE} outside a statement `X, _ = self.{DENSE}(Y)` of its body")
+        raise Problem(f"{where} calls self.{DENSE} outside a statement `X, _ = self.{DENSE}(Y)` of its body")
     i = dense_at[0]
     dense, norm = body[i], body[i + 1] if i + 1 < len(body) else None
     call = dense.value
     target = dense.targets[0] if len(dense.targets) == 1 else None
     if not (isinstance(target, ast.Tuple) and len(target.elts) == 2 and all(_one_name(e) for e in target.elts)):
-        raise PlacementError(f"line {dense.lineno}: self.{DENSE}'s result is not unpacked as `X, _ =`")
+        raise Problem(f"line {dense.lineno}: self.{DENSE}'s result is not unpacked as `X, _ =`")
     if len(call.args) != 1 or call.keywords or not _one_name(call.args[0]):
-        raise PlacementError(f"line {dense.lineno}: self.{DENSE} is not called with one name")
+        raise Problem(f"line {dense.lineno}: self.{DENSE} is not called with one name")
     produced, dropped = target.elts[0].id, target.elts[1].id
     norm_call = _self_call(norm.value, NORM) if isinstance(norm, ast.Assign) else None
     if (norm_call is None or len(norm.targets) != 1 or not _one_name(norm.targets[0]) or norm_call.keywords
             or [_one_name(a) for a in norm_call.args] != [produced]):
-        raise PlacementError(f"the statement after line {dense.lineno} is not `Z = self.{NORM}({produced})`")
+        raise Problem(f"the statement after line {dense.lineno} is not `Z = self.{NORM}({produced})`")
     later = set().union(*(_loads(stmt) for stmt in body[i + 1:]))
     if dropped in later and dropped != produced:
-        raise PlacementError(f"{where} reads {dropped}, the second result of self.{DENSE}, after line {dense.lineno}")
+        raise Problem(f"{where} reads {dropped}, the second result of self.{DENSE}, after line {dense.lineno}")
     following = body[i + 2].lineno if i + 2 < len(body) else None
     if norm.lineno <= dense.end_lineno or (following is not None and following <= norm.end_lineno):
-        raise PlacementError(f"line {dense.lineno} or {norm.lineno} holds more than one statement")
+        raise Problem(f"line {dense.lineno} or {norm.lineno} holds more than one statement")
     lines = source.splitlines(keepends=True)
     line = lines[dense.lineno - 1]
     indent = line[:len(line) - len(line.lstrip())]
     head = lines[forward.lineno - 1]
     head_indent = head[:len(head) - len(head.lstrip())]
     if not indent.startswith(head_indent) or indent == head_indent:
-        raise PlacementError(f"line {dense.lineno} is not indented under {where}")
+        raise Problem(f"line {dense.lineno} is not indented under {where}")
     return Placement(block_at=attached_start(lines, cls), first=dense.lineno - 1, last=norm.end_lineno - 1,
                      indent=indent, unit=indent[len(head_indent):], dense_input=call.args[0].id,
                      norm_output=norm.targets[0].id)
@@ -175,11 +176,11 @@ def strip_upcast(source: str) -> str:
         if not _is_upcast_if(node):
             continue
         if not node.orelse:
-            raise PlacementError(f"line {node.lineno}: the upcast's `if` has no else branch holding vLLM's lines")
+            raise Problem(f"line {node.lineno}: the upcast's `if` has no else branch holding vLLM's lines")
         unit = _indent(lines[node.orelse[0].lineno - 1])[len(_indent(lines[node.lineno - 1])):]
         kept = lines[node.orelse[0].lineno - 1:node.orelse[-1].end_lineno]
         if not unit or any(line.strip() and not line.startswith(unit) for line in kept):
-            raise PlacementError(f"line {node.lineno}: the upcast's else branch is not indented one level")
+            raise Problem(f"line {node.lineno}: the upcast's else branch is not indented one level")
         restored[node.lineno - 1] = [line[len(unit):] if line.strip() else line for line in kept]
         drop.update(range(node.lineno, node.end_lineno))
     drop.update(block_lines(lines, [stmt for stmt in tree.body if is_own(stmt)], BEGIN_MARKER, END_MARKER))
@@ -196,5 +197,5 @@ def _indent(line: str) -> str:
     return line[:len(line) - len(line.lstrip())]
 
 
-__all__ = ["LAYERS", "PATCH_VERSION", "PlacementError", "Placement", "TARGET_IN_PACKAGE", "count_upcast",
+__all__ = ["LAYERS", "PATCH_VERSION", "Placement", "TARGET_IN_PACKAGE", "count_upcast",
            "insert_upcast", "plan", "strip_upcast"]

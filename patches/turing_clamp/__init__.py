@@ -15,6 +15,7 @@ The API: apply(), check(), show() and strip_clamp(); each report's Outcome carri
 """
 from __future__ import annotations
 
+from door.problem import Problem
 import difflib
 import enum
 import sys
@@ -28,7 +29,6 @@ from patches.turing_clamp.placement import (
     PATCH_VERSION,
     SITES,
     UNIFIED,
-    PlacementError,
     Site,
     count_clamp,
     insert_clamp,
@@ -41,7 +41,7 @@ from patches.turing_clamp.placement import (
 TARGET_IN_PACKAGE = UNIFIED.target_in_package
 REINSTALL = "reinstall vLLM (`pip install --force-reinstall --no-deps vllm==VERSION`)"
 
-__all__ = ["SITES", "ClampError", "ClampReport", "Outcome", "apply", "check", "find_target", "show", "strip_clamp"]
+__all__ = ["SITES", "ClampReport", "Outcome", "apply", "check", "find_target", "show", "strip_clamp"]
 
 
 APPLY_CLI = "run `python -m patches.turing_clamp apply`"
@@ -75,10 +75,6 @@ class Outcome(enum.Enum):
         return self.exit_code == 2
 
 
-class ClampError(Exception):
-    """A refusal: the message names the file, the vLLM version and what was not found."""
-
-
 class ClampReport(PatchReport):
     """One clamp site's report (PatchReport's fields; outcome an Outcome)."""
 
@@ -87,7 +83,7 @@ def find_target(site: Site = UNIFIED) -> Path:
     """vLLM's launcher file of `site` in the Python running this, found without importing vLLM."""
     package = installed_vllm()
     if package is None:
-        raise ClampError(
+        raise Problem(
             f"vLLM is not installed for {sys.executable}; expected the vllm package; "
             "install it or pass --target PATH"
         )
@@ -114,9 +110,9 @@ class _State:
                            _sha256(after if after is not None else self.data), PATCH_VERSION,
                            outcome.message(found))
 
-    def refusal(self, what: str, todo: str = REINSTALL) -> ClampError:
+    def refusal(self, what: str, todo: str = REINSTALL) -> Problem:
         todo = todo.replace("VERSION", self.version if self.version != "unknown" else "X")
-        return ClampError(f"{self.path} (vLLM {self.version}): {what}; nothing was written; {todo}")
+        return Problem(f"{self.path} (vLLM {self.version}): {what}; nothing was written; {todo}")
 
 
 def _read(path: Path | str, site: Site | None = None) -> _State:
@@ -126,7 +122,7 @@ def _read(path: Path | str, site: Site | None = None) -> _State:
     try:
         data = files.read_own_bytes(path)
     except OSError as exc:
-        raise ClampError(
+        raise Problem(
             f"{path} (vLLM {version}): cannot read it ({exc.strerror}); expected vLLM's "
             f"{site.target_in_package.name}; pass --target PATH to the right file"
         ) from None
@@ -138,7 +134,7 @@ def _read(path: Path | str, site: Site | None = None) -> _State:
 
 
 def _planned(state: _State) -> tuple[Outcome, str]:
-    """(outcome, new source) apply would produce, or ClampError when it must refuse."""
+    """(outcome, new source) apply would produce, or a Problem when it must refuse."""
     try:
         tree = parse(state.source)
         if sizes_from_shared_memory(tree):
@@ -147,12 +143,12 @@ def _planned(state: _State) -> tuple[Outcome, str]:
         if count.present_once and count.version == PATCH_VERSION:
             return Outcome.ALREADY, state.source
         if not (count.present_once or count.absent):
-            raise PlacementError(
+            raise Problem(
                 f"found {count.definitions} clamp definitions and {count.calls} clamp calls; "
                 "expected none or one of each"
             )
         return Outcome.APPLIED, insert_clamp(strip_clamp(state.source), state.site)
-    except PlacementError as exc:
+    except Problem as exc:
         raise state.refusal(str(exc)) from None
 
 
@@ -170,7 +166,7 @@ def apply(path: Path | str, site: Site | None = None) -> ClampReport:
         if outcome is not Outcome.APPLIED:
             return state.report(outcome)
         return state.report(outcome, after=_write(state, text))
-    except ClampError as exc:
+    except Problem as exc:
         return _unread_report(path, Outcome.REFUSED, str(exc))
 
 
@@ -201,7 +197,7 @@ def check(path: Path | str, site: Site | None = None, built: dict | None = None)
         if known is not None:
             return state.report(known)
         tree = parse(state.source)
-    except (ClampError, PlacementError) as exc:
+    except Problem as exc:
         return _unread_report(path, Outcome.ERROR, str(exc))
     count = count_clamp(tree, state.site)
     if sizes_from_shared_memory(tree):

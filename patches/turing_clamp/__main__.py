@@ -1,13 +1,14 @@
 """`python -m patches.turing_clamp`: the command line of the clamp (usage in patches/turing_clamp)."""
 from __future__ import annotations
 
+from door.problem import Problem
 import argparse
 import json
 import sys
 from pathlib import Path
 
 import patches.turing_clamp as turing_clamp
-from patches.turing_clamp import SITES, ClampError, ClampReport, apply, check, find_target, show
+from patches.turing_clamp import SITES, ClampReport, apply, check, find_target, show
 from patches.turing_clamp.placement import site_of
 
 
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "show":
             _show(targets, sites, args.json, one)
             return 0
-    except ClampError as exc:
+    except Problem as exc:
         print(exc, file=sys.stderr)
         return 2
     act = apply if args.command == "apply" else check

@@ -11,6 +11,7 @@ file stays byte-identical because text is spliced in at statement boundaries
 """
 from __future__ import annotations
 
+from door.problem import Problem
 import ast
 import re
 from dataclasses import dataclass
@@ -18,7 +19,6 @@ from pathlib import Path
 
 from patches.placing import (
     PatchCount,
-    PlacementError,
     attached_start,
     block_lines,
     block_text,
@@ -118,19 +118,19 @@ def find_launcher(tree: ast.Module, site: Site = UNIFIED) -> ast.FunctionDef:
         and _names(node, ast.Store) & set(tile_names)
     ]
     if not candidates:
-        raise PlacementError(f"no function assigns {' or '.join(tile_names)}")
+        raise Problem(f"no function assigns {' or '.join(tile_names)}")
     if len(candidates) > 1:
         names = ", ".join(f"{c.name} (line {c.lineno})" for c in candidates)
-        raise PlacementError(f"several functions assign the tile sizes: {names}; expected one launcher")
+        raise Problem(f"several functions assign the tile sizes: {names}; expected one launcher")
     launcher = candidates[0]
     missing = [name for name in tile_names if name not in _names(launcher, ast.Store)]
     if missing:
-        raise PlacementError(f"the launcher {launcher.name}() never assigns {', '.join(missing)}")
+        raise Problem(f"the launcher {launcher.name}() never assigns {', '.join(missing)}")
     return launcher
 
 
 def plan(source: str, site: Site = UNIFIED) -> Placement:
-    """Where the clamp goes in an unpatched source; PlacementError when unrecognised."""
+    """Where the clamp goes in an unpatched source; a Problem when unrecognised."""
     tree = parse(source)
     launcher = find_launcher(tree, site)
     body = launcher.body
@@ -140,21 +140,21 @@ def plan(source: str, site: Site = UNIFIED) -> Placement:
     for stmt in body[:last]:
         early = (_names(stmt, ast.Load) & tiles) - _names(stmt, ast.Store)
         if early:
-            raise PlacementError(
+            raise Problem(
                 f"{', '.join(sorted(early))} is read at line {stmt.lineno} before the tile sizes' "
                 f"last assignment at line {body[last].lineno} in {launcher.name}()"
             )
     readers = [stmt for stmt in body[last + 1:] if _names(stmt, ast.Load) & tiles]
     if not readers:
-        raise PlacementError(f"no statement of {launcher.name}() reads the tile sizes after assigning them")
+        raise Problem(f"no statement of {launcher.name}() reads the tile sizes after assigning them")
     if body[last + 1].lineno <= body[last].end_lineno:
-        raise PlacementError(f"line {body[last].end_lineno} holds more than one statement")
+        raise Problem(f"line {body[last].end_lineno} holds more than one statement")
     before = set().union(*(_names(stmt, ast.Store) for stmt in body[:last + 1]))
     for name in site.assigned_before:
         if name not in before:
-            raise PlacementError(f"{name} is not assigned before the tile sizes in {launcher.name}()")
+            raise Problem(f"{name} is not assigned before the tile sizes in {launcher.name}()")
     if "q" not in {a.arg for a in launcher.args.args + launcher.args.kwonlyargs}:
-        raise PlacementError(f"the launcher {launcher.name}() has no parameter q")
+        raise Problem(f"the launcher {launcher.name}() has no parameter q")
     lines = source.splitlines(keepends=True)
     body_line = lines[body[0].lineno - 1]
     return Placement(

@@ -216,10 +216,11 @@ def test_a_missing_known_table_is_bad_input(run_in_image):
 
 PREFLIGHT_FIT = r"""
 python3 - <<'PY'
+from contract.model_config import parse_config
 from entrypoint.checks.clamp import start_fit
 import json
 config = "/models/gemma-4-e2b-like/config.json"
-result = start_fit(config, json.load(open(config)), (7, 5), 65536)()
+result = start_fit(config, parse_config(json.load(open(config))), (7, 5), 65536)()
 print(result.status.value, result.message)
 PY
 """
@@ -300,7 +301,7 @@ def proven_rows(reports, shape) -> list[list[dict]]:
 
 
 def test_the_build_proved_every_family_layer_on_sm75_and_sm86_on_both_paths(image, docker_client):
-    from patches.fitcheck.shapes import FAMILY_SHAPES
+    from patches.fitcheck.families.dense import FAMILY_SHAPES
 
     sm75, sm86, fit_table = build_reports(docker_client, image)
     for shape in FAMILY_SHAPES:
@@ -357,11 +358,12 @@ def test_verify_takes_a_compile_record_where_it_has_one_and_compiles_without(doc
 PREFLIGHT_EACH = r"""
 python3 - <<'PY'
 import json, os
+from contract.model_config import parse_config
 from entrypoint.checks.clamp import start_fit
 for name in sorted(os.listdir("%s")):
     path = f"%s/{name}/config.json"
     for cc, limit in %r:
-        result = start_fit(path, json.load(open(path)), tuple(cc), limit)()
+        result = start_fit(path, parse_config(json.load(open(path))), tuple(cc), limit)()
         print(json.dumps([name, cc, result.status.value, result.message]))
 PY
 """
@@ -389,11 +391,12 @@ def test_llama_qwen_mistral_and_nemotron_configs_need_no_compile_at_preflight(ru
 LOOKUP_VS_COMPILE = r"""
 python3 - <<'PY'
 import json, subprocess, sys
+from contract.model_config import parse_config
 from patches.fitcheck.lookup import lookup
 path = "%s/{name}/config.json"
 for name in sys.argv[1:] or %r:
     config = path.format(name=name)
-    found = lookup("/opt/vllm-turing/fit-table.json", json.load(open(config)), 75, 65536, config)
+    found = lookup("/opt/vllm-turing/fit-table.json", parse_config(json.load(open(config))), 75, 65536, config)
     full = subprocess.run([sys.executable, "-m", "patches.fitcheck", "--model-config", config, "--device", "sm75",
                            "--json"], capture_output=True, text=True)
     report = json.loads(full.stdout)
@@ -421,7 +424,7 @@ ENCODER_HEAD256_SM75 = 131072  # vLLM's BLOCK 64 at head 256 on sm_75 (Triton 3.
 
 
 def test_the_build_proved_every_encoder_layer_on_sm75_and_sm86_and_its_clamp_did_the_work(image, docker_client):
-    from patches.fitcheck.shapes import ENCODER_SHAPES
+    from patches.fitcheck.families.encoders import ENCODER_SHAPES
 
     sm75, sm86, fit_table = build_reports(docker_client, image)
     for shape in ENCODER_SHAPES:
@@ -474,10 +477,11 @@ def test_an_unclamped_encoder_kernel_fails_the_check_naming_the_launch(run_in_im
 TP_PREFLIGHT = r"""
 python3 - <<'PY'
 import json
+from contract.model_config import parse_config
 from entrypoint.checks.clamp import start_fit
 config = "/models/gemma-4-12B-it/config.json"
 for tp in (1, 2, 4):
-    result = start_fit(config, json.load(open(config)), (7, 5), 65536, tensor_parallel=tp)()
+    result = start_fit(config, parse_config(json.load(open(config))), (7, 5), 65536, tensor_parallel=tp)()
     print(json.dumps([tp, result.status.value, result.message]))
 PY
 """
@@ -495,8 +499,8 @@ def test_the_preflight_answers_each_tensor_parallel_size_from_the_table(run_in_i
 
 # Hybrid (attention + Mamba-2) models: their mixers' kernels proven by the build beside their attention.
 def test_the_build_proved_every_hybrids_mixer_and_attention_on_sm75_and_sm86(image, docker_client):
-    from patches.fitcheck.mixers import BUILTIN_HYBRIDS
-    from patches.fitcheck.shapes import HYBRID_BLOCK_SIZE
+    from patches.fitcheck.families.mamba2 import BUILTIN_HYBRIDS
+    from patches.fitcheck.attention import HYBRID_BLOCK_SIZE
 
     sm75, sm86, fit_table = build_reports(docker_client, image)
     kernels = {"_causal_conv1d_fwd_kernel", "_chunk_cumsum_fwd_kernel", "_chunk_state_fwd_kernel",
@@ -562,12 +566,13 @@ MAMBA1_KERNELS = {"_causal_conv1d_fwd_kernel", "_causal_conv1d_update_kernel", "
 
 def test_the_build_proved_every_mamba1_and_pure_mamba2_model_on_sm75_and_sm86_whatever_its_channels(image,
                                                                                                     docker_client):
-    from patches.fitcheck.mixers import BUILTIN_STATE_SPACE, MAMBA1_FIELDS
+    from patches.fitcheck.families.mamba1 import BUILTIN_MAMBA1, MAMBA1_FIELDS
+    from patches.fitcheck.families.mamba2 import BUILTIN_STATE_SPACE_MAMBA2
 
     sm75, sm86, fit_table = build_reports(docker_client, image)
     for report in (sm75, sm86):
         assert report["all_fit"] is True
-        for name, config in BUILTIN_STATE_SPACE.items():
+        for name, config in {**BUILTIN_MAMBA1, **BUILTIN_STATE_SPACE_MAMBA2}.items():
             needs = {}
             for ranks in ("", "-tp2", "-tp4"):
                 rows = [row for row in report["mixer_launches"] if row["model"] == name + ranks]
@@ -596,7 +601,8 @@ def rank_needs(report: dict, name: str) -> dict:
 
 def test_the_build_proved_lfm2s_short_convolutions_on_sm75_and_sm86_and_latent_attention_on_sm86(image,
                                                                                                  docker_client):
-    from patches.fitcheck.mixers import BUILTIN_MLA, BUILTIN_SHORT_CONV, MLA_FIELDS, SHORT_CONV_FIELDS
+    from patches.fitcheck.families.mla import BUILTIN_MLA, MLA_FIELDS
+    from patches.fitcheck.families.short_conv import BUILTIN_SHORT_CONV, SHORT_CONV_FIELDS
 
     sm75, sm86, fit_table = build_reports(docker_client, image)
     for report in (sm75, sm86):
@@ -623,12 +629,13 @@ def test_the_build_proved_lfm2s_short_convolutions_on_sm75_and_sm86_and_latent_a
 MLA_ON_SM75 = r"""
 python3 - <<'PY'
 import json
-from patches.fitcheck import mixer_launches, mixers
+from patches.fitcheck import families, op_recording
+from patches.fitcheck.families.mla import MlaShape
 from contract.devices import DEVICES
 cc, limit = DEVICES["sm75"]
-shape = mixers.MlaShape("deepseek-v2-lite", 16, 512, 64)
+shape = MlaShape("deepseek-v2-lite", 16, 512, 64)
 rows = [(launch.kernel_name, result.shared) for launch, result, _ in
-        mixer_launches.judged(mixer_launches.record_mixer(shape), cc, limit, 2)]
+        op_recording.judged(families.record(shape, cc, limit, "float16"), cc, limit, 2)]
 print(json.dumps([limit, rows]))
 PY
 """
@@ -661,7 +668,7 @@ GDN_KERNELS = {"_causal_conv1d_fwd_kernel", "_fused_post_conv_kernel", "chunk_lo
 
 
 def test_the_build_proved_every_gated_delta_net_on_sm75_and_sm86_whatever_its_head_counts(image, docker_client):
-    from patches.fitcheck.mixers import BUILTIN_GDN, GDN_FIELDS
+    from patches.fitcheck.families.gated_delta_net import BUILTIN_GDN, GDN_FIELDS
 
     sm75, sm86, fit_table = build_reports(docker_client, image)
     for report in (sm75, sm86):
@@ -678,7 +685,7 @@ def test_the_build_proved_every_gated_delta_net_on_sm75_and_sm86_whatever_its_he
                     by_kernel.setdefault((row["kind"], row["kernel"]), []).append(row["shared"])
                 needs[ranks] = {key: sorted(shared) for key, shared in by_kernel.items()}
             # a rank's head counts (16/32, 8/16, 4/8 ...) reach the kernels as offsets only: the same
-            # need per kernel, which is why a verdict leaves them out of its key (mixers.GDN_FIELDS)
+            # need per kernel, which is why a verdict leaves them out of its key (GDN_FIELDS)
             assert needs[""] == needs["-tp2"] == needs["-tp4"], (report["device"]["name"], name, needs)
     gdn = {(v["cc"],) + tuple(v[k] for k in GDN_FIELDS) for v in fit_table["mixer_verdicts"]
            if v["mixer"] == "gated_delta_net"}
@@ -691,12 +698,14 @@ def test_the_build_proved_every_gated_delta_net_on_sm75_and_sm86_whatever_its_he
 MIXER_AT_LIMIT = r"""
 python3 - <<'PY'
 import json
-from patches.fitcheck import compiler, mixer_launches, report
-from patches.fitcheck.mixers import BUILTIN_HYBRIDS, mixer_from_config
-shape = mixer_from_config(BUILTIN_HYBRIDS["granite-4.0-h-tiny"], "granite", "built-in")
+from patches.fitcheck import compiler, op_recording, fit_report as report
+from patches.fitcheck.families.mamba2 import BUILTIN_HYBRIDS
+from contract.model_config import parse_config
+from patches.fitcheck.families import mixer_from_config, record
+shape = mixer_from_config(parse_config(BUILTIN_HYBRIDS["granite-4.0-h-tiny"], "built-in"), "granite", "built-in")
 with compiler.compile_mode(compiler.default_mode()):
     rows = [dict(report.launch_row(l, r, %d), autotune=a)
-            for l, r, a in mixer_launches.judged(mixer_launches.record_mixer(shape), 75, %d)]
+            for l, r, a in op_recording.judged(record(shape, 75, 65536, "float16"), 75, %d)]
 built = report.build_report(versions={"vllm": "", "triton": ""}, device={"name": "sm75", "cc": 75, "limit": %d},
                             launches=[], unpatched=None, elapsed_s=0, mixers=rows)
 print(json.dumps({"all_fit": built["all_fit"], "failures": report.failures(built), "rows": rows}))
@@ -724,7 +733,7 @@ QUICK_VS_FULL = r"""
 cd /tmp && python3 - <<'PY'
 import json
 from patches.fitcheck.__main__ import parse
-from patches.fitcheck.run import plan, run
+from patches.fitcheck.proof import plan, run
 reports = {}
 for config in ("/models/gemma-4-e2b-like", "%s/embeddinggemma-300m", "%s/nemotron-h-8b"):
     for mode, flags in (("shared-only", []), ("full", ["--full-compile"])):

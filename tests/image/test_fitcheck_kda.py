@@ -12,7 +12,7 @@ import transformers
 
 from contract.clamp_paths import FIT_REPORT, FIT_REPORT_SM86, FIT_REPORT_SM86_BF16, FIT_TABLE
 from contract.devices import AMPERE
-from patches.fitcheck.mixers import BUILTIN_KDA, KDA_FIELDS
+from patches.fitcheck.families.kda import BUILTIN_KDA, KDA_FIELDS
 from tests.image.containers import run_to_end
 from tests import REPO
 
@@ -80,7 +80,7 @@ def test_the_build_proved_kimi_linears_kda_on_sm86_in_fp16_and_bf16_whatever_its
                 by_kernel.setdefault((row["kind"], row["kernel"]), []).append(row["shared"])
             needs[ranks] = {key: sorted(shared) for key, shared in by_kernel.items()}
         # 32, 16 and 8 heads per rank reach the kernels as offsets and grid only: the same need per kernel,
-        # which is why the verdict leaves the heads out of its key (mixers.KDA_FIELDS)
+        # which is why the verdict leaves the heads out of its key (KDA_FIELDS)
         assert needs[""] == needs["-tp2"] == needs["-tp4"], (dtype, needs)
     kda = {(v["cc"], v["limit"], v["dtype"]) + tuple(v[k] for k in KDA_FIELDS) + (v["all_fit"],)
            for v in fit_table["mixer_verdicts"] if v["mixer"] == "kda"}
@@ -90,10 +90,11 @@ def test_the_build_proved_kimi_linears_kda_on_sm86_in_fp16_and_bf16_whatever_its
 PREFLIGHT = r"""
 python3 - <<'PY'
 import json
+from contract.model_config import parse_config
 from entrypoint.checks.clamp import start_fit
 path = "%s/config.json"
 for cc, limit in (((8, 6), 101376), ((7, 5), 65536)):
-    result = start_fit(path, json.load(open(path)), cc, limit)()
+    result = start_fit(path, parse_config(json.load(open(path))), cc, limit)()
     print(json.dumps([cc, result.status.value, result.message]))
 PY
 find "$TRITON_CACHE_DIR" -name '*.cubin' -printf 'cubin %%f\n' >&2
@@ -114,8 +115,11 @@ def test_a_kimi_linear_config_fits_at_preflight_from_the_table_on_sm86_and_is_re
 RECORDED = r"""
 python3 - <<'PY'
 import json
-from patches.fitcheck import kda_launches, mixers
-shape = mixers.mixer_from_config(mixers.BUILTIN_KDA["kimi-linear-48b-a3b"], "kimi", "built-in")
+from patches.fitcheck.families.kda import launches as kda_launches
+from contract.model_config import parse_config
+from patches.fitcheck.families import mixer_from_config
+from patches.fitcheck.families.kda import BUILTIN_KDA, KDA_FIELDS
+shape = mixer_from_config(parse_config(BUILTIN_KDA["kimi-linear-48b-a3b"], "built-in"), "kimi", "built-in")
 found = {}
 for cc, limit in ((86, 101376), (75, 65536)):
     launches = kda_launches.record_kda(shape, cc, limit)

@@ -1,4 +1,4 @@
-"""patches/fitcheck/gdn_launches.py inside the image, recording only (quick: nothing is compiled;
+"""patches/fitcheck/families/gated_delta_net/launches.py inside the image, recording only (quick: nothing is compiled;
 bench/gdn_kernels_smem compiles): vLLM 0.33.0's gated delta net ops, called on CPU tensors as the layer
 calls them on a Turing or Ampere GPU, launch the kernels below, every autotuned one once per
 configuration; the CPU host answers FLA's device-dependent choices as sm_75 and sm_86 do; the layer's own
@@ -11,9 +11,11 @@ from tests import REPO
 
 SCRIPT = """
 import json
-from patches.fitcheck import gdn_launches, mixers
+from patches.fitcheck.families.gated_delta_net import launches as gdn_launches
+from contract.model_config import parse_config
+from patches.fitcheck.families.gated_delta_net import BUILTIN_GDN, gdn_from_config
 from contract.devices import DEVICES
-shape = mixers.gdn_from_config(mixers.BUILTIN_GDN["qwen3.5-35b-a3b"], "qwen3.5", "built-in")
+shape = gdn_from_config(parse_config(BUILTIN_GDN["qwen3.5-35b-a3b"], "built-in"), "qwen3.5", "built-in")
 launches = gdn_launches.record_gdn(shape)
 print(json.dumps({
     "launches": [[l.case.kind, l.kernel_name, l.options.get("configs"), l.params.get("ROWS_PER_BLOCK")]

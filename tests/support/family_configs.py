@@ -1,7 +1,7 @@
 """config.json files of attention-only model families, made by transformers' own configuration
 classes with the attention numbers of a published checkpoint of each (the rest are class defaults).
 
-Each entry also names the fit check's family layer (patches/fitcheck/shapes.py, FAMILY_LAYERS)
+Each entry also names the fit check's family layer (patches/fitcheck/families/dense.py, FAMILY_LAYERS)
 whose verdict must answer for it: same head size, query-per-KV ratio and window, other head counts.
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ MODELS = {
 
 
 # Encoder (bidirectional) models vLLM runs through context_attention_fwd: name -> (class, keyword
-# arguments, Hub-only fields, the matrix's encoder layers that cover it; patches/fitcheck/shapes.py ENCODER_LAYERS)
+# arguments, Hub-only fields, the matrix's encoder layers that cover it; patches/fitcheck/families/encoders.py ENCODER_LAYERS)
 ENCODER_MODELS = {
     # google/embeddinggemma-300m: 3 query / 1 KV heads of 256, 512-token window, bidirectional
     "embeddinggemma-300m": ("Gemma3TextConfig", dict(hidden_size=768, num_hidden_layers=24, num_attention_heads=3,
@@ -59,7 +59,7 @@ ENCODER_MODELS = {
 
 
 # Hybrid and state-space models: name -> (class, keyword arguments with the numbers of the matrix's
-# model of that name (patches/fitcheck/mixers.py BUILTIN_MIXER_MODELS),
+# model of that name (patches/fitcheck/families builtin_models()),
 # Hub-only fields, that model's name).
 HYBRID_MODELS = {
     "nemotron-h-8b": ("NemotronHConfig", dict(hidden_size=4096, num_attention_heads=32, num_key_value_heads=8,
@@ -73,7 +73,7 @@ HYBRID_MODELS = {
                                               head_dim=128, mamba_n_heads=24, mamba_d_head=64, mamba_d_ssm=1536,
                                               mamba_d_state=256, mamba_n_groups=1, mamba_chunk_size=256,
                                               mamba_d_conv=4, mamba_rms_norm=True), {}, "falcon-h1-1.5b"),
-    # gated delta net hybrids (mixers.BUILTIN_GDN): Qwen3-Next's own class, Qwen3.5's multimodal ones
+    # gated delta net hybrids (families/gated_delta_net.py BUILTIN_GDN): Qwen3-Next's own class, Qwen3.5's multimodal ones
     "qwen3-next-80b-a3b": ("Qwen3NextConfig", dict(num_attention_heads=16, num_key_value_heads=2, head_dim=256,
                                                    linear_num_key_heads=16, linear_num_value_heads=32), {},
                            "qwen3-next-80b-a3b"),
@@ -83,7 +83,7 @@ HYBRID_MODELS = {
     "qwen3.5-27b": ("Qwen3_5Config", dict(text_config=dict(num_attention_heads=24, num_key_value_heads=4, head_dim=256,
                                                            linear_num_key_heads=16, linear_num_value_heads=48,
                                                            mamba_ssm_dtype="float32")), {}, "qwen3.5-27b"),
-    # Mamba-1 and pure Mamba-2 models (mixers.BUILTIN_STATE_SPACE)
+    # Mamba-1 and pure Mamba-2 models (families/mamba1.py BUILTIN_MAMBA1, families/mamba2.py BUILTIN_STATE_SPACE_MAMBA2)
     "jamba-v0.1": ("JambaConfig", dict(hidden_size=4096, num_attention_heads=32, num_key_value_heads=8,
                                        mamba_d_state=16, mamba_d_conv=4, mamba_expand=2), {}, "jamba-v0.1"),
     "falcon-mamba-7b": ("FalconMambaConfig", dict(hidden_size=4096, intermediate_size=8192, state_size=16,
@@ -92,7 +92,7 @@ HYBRID_MODELS = {
                    "mamba-2.8b"),
     "mamba-codestral-7b": ("Mamba2Config", dict(hidden_size=4096, num_heads=128, head_dim=64, state_size=128,
                                                 n_groups=8, chunk_size=256, conv_kernel=4), {}, "mamba-codestral-7b"),
-    # LFM2 (mixers.BUILTIN_SHORT_CONV): LiquidAI's checkpoints add conv_dim, which transformers' class lacks
+    # LFM2 (families/short_conv.py BUILTIN_SHORT_CONV): LiquidAI's checkpoints add conv_dim, which transformers' class lacks
     "lfm2-1.2b": ("Lfm2Config", dict(hidden_size=2048, num_attention_heads=32, num_key_value_heads=8,
                                      num_hidden_layers=16, full_attn_idxs=[2, 5, 8, 10, 12, 14]), {"conv_dim": 2048},
                   "lfm2-1.2b"),
@@ -106,7 +106,7 @@ HYBRID_MODELS = {
 
 
 # Models with multi-head latent attention: name -> (class, keyword arguments with the numbers of the
-# matrix's model of that name (patches/fitcheck/mixers.py BUILTIN_MLA), Hub-only fields, that name).
+# matrix's model of that name (patches/fitcheck/families/mla.py BUILTIN_MLA), Hub-only fields, that name).
 MLA_MODELS = {
     "deepseek-v2-lite": ("DeepseekV2Config", dict(num_attention_heads=16, kv_lora_rank=512, qk_rope_head_dim=64,
                                                   qk_nope_head_dim=128, v_head_dim=128), {}, "deepseek-v2-lite"),

@@ -4,7 +4,7 @@ import io
 import tokenize
 
 from contract.devices import DEVICES, DeviceLimits
-from patches.fitcheck.run import FitOptions, resolve_device
+from patches.fitcheck.proof import FitOptions, resolve_device
 from tests import REPO
 
 CODE = ("build.py", "bench", "buildtool", "contract", "entrypoint", "imagefacts", "patches", "tooling", "tests/gpu")

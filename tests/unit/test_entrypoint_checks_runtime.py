@@ -85,7 +85,7 @@ def test_the_fit_check_is_found_as_a_module_and_its_code_root_is_the_repository(
 
     from entrypoint.checks.clamp import code_root
     assert code_root("patches.fitcheck") == str(REPO)
-    assert code_root("patches.fitcheck.run") == str(REPO)
+    assert code_root("patches.fitcheck.proof") == str(REPO)
 
 
 def test_the_fit_table_is_found_under_its_new_name_then_its_old_one(monkeypatch):

@@ -5,12 +5,13 @@ import sys
 
 import pytest
 
+from contract.model_config import parse_config
 from contract.verdict import Status
 from entrypoint.checks import parallel
 from entrypoint.checks.parallel import LayerHeads
 from entrypoint.device import Device
 from entrypoint.environment import server_env
-from patches.fitcheck.shapes import shapes_from_config
+from patches.fitcheck.families import attention_layers
 
 T4 = Device("Tesla T4", (7, 5), 65536, 1, 0)
 GEMMA4_E4B_LIKE = [LayerHeads("sliding", 8, 2), LayerHeads("global", 8, 2)]
@@ -67,7 +68,7 @@ def test_a_gemma4_global_layer_that_cannot_split_is_named():
               "num_global_key_value_heads": 3, "head_dim": 256, "global_head_dim": 512,
               "sliding_window": 512, "layer_types": ["sliding_attention", "full_attention"]}
     config["num_attention_heads"] = 12  # 12 query heads: 4 and 3 KV heads both divide it
-    layers = parallel.layer_heads(shapes_from_config(config, "m", "config.json"))
+    layers = parallel.layer_heads(attention_layers(parse_config(config, "config.json"), "m", "config.json"))
     result = parallel.decide(2, 1, gpus((7, 5), (7, 5)), layers)
     assert result.status is Status.FAIL
     assert "global layers" in result.message and "3 KV heads" in result.message
@@ -155,9 +156,9 @@ def test_the_planned_check_judges_the_model_as_read_once():
     config = {"model_type": "gemma4_text", "num_attention_heads": 12, "num_key_value_heads": 4,
               "num_global_key_value_heads": 3, "head_dim": 256, "global_head_dim": 512,
               "sliding_window": 512, "layer_types": ["sliding_attention", "full_attention"]}
-    refused = parallel.plan_parallel(2, 1, gpus((7, 5), (7, 5)), config, {})
+    refused = parallel.plan_parallel(2, 1, gpus((7, 5), (7, 5)), parse_config(config), {})
     assert refused.status is Status.FAIL and "global layers" in refused.message
-    probe = parallel.plan_parallel(2, 1, gpus((7, 5), (7, 5)), {**config, "num_global_key_value_heads": 2}, {})
+    probe = parallel.plan_parallel(2, 1, gpus((7, 5), (7, 5)), parse_config({**config, "num_global_key_value_heads": 2}), {})
     assert callable(probe)  # every layer splits: the NCCL probe decides, started only when called
 
 

@@ -17,7 +17,7 @@ import pytest
 from contract import layout
 from entrypoint.fetch.hub_client import partial_path as hub_partial_path
 from entrypoint.fetch.listing import HubFile
-from patches.fitcheck import shapes
+from patches.fitcheck.families.gemma4 import BUILTIN_CONFIGS
 from tests.support.cutting_proxy import CuttingProxy
 from tests.support.gated_standin import GatedStandin
 from tooling.hub_mirror import HubMirror
@@ -57,7 +57,7 @@ def shard_bytes(tmp_path, name: str, elements: int, fill: int = 0) -> bytes:
 def model_contents(tmp_path, fill: int = 1, elements: int = 262_144) -> dict:
     """A two-shard model (1 MiB of weights in all): config, tokenizer and generation config, an index and
     the shards; {path: content}."""
-    contents = {"config.json": json.dumps(shapes.BUILTIN_CONFIGS["gemma4-e2b"]).encode(),
+    contents = {"config.json": json.dumps(BUILTIN_CONFIGS["gemma4-e2b"]).encode(),
                 "generation_config.json": b'{"do_sample": true}\n',
                 "tokenizer_config.json": b'{"model_max_length": 8192}\n'}
     names = [f"model-0000{i}-of-00002.safetensors" for i in (1, 2)]

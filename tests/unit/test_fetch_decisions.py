@@ -13,7 +13,7 @@ from entrypoint.fetch import judge, listing, verify
 from door.problem import Problem, UsageError
 from entrypoint.fetch.request import Request, parse_model_ref, parse_request
 from contract import layout
-from patches.fitcheck import shapes
+from patches.fitcheck.families.gemma4 import BUILTIN_CONFIGS
 from tests.unit.test_fitcheck_lookup import installed, written_table  # noqa: F401 (a fixture)
 
 WORDS = st.lists(st.one_of(st.text(max_size=40), st.sampled_from(["--gpu", "--name", "--models-dir", "sm75",
@@ -100,7 +100,7 @@ def test_a_file_of_the_right_size_but_another_content_is_named(tmp_path):
 def model_folder(tmp_path):
     folder = tmp_path / "model"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(shapes.BUILTIN_CONFIGS["gemma4-e2b"]))
+    (folder / "config.json").write_text(json.dumps(BUILTIN_CONFIGS["gemma4-e2b"]))
     return folder
 
 

@@ -13,7 +13,7 @@ from entrypoint.checks import fetched, model
 from entrypoint.fetch import manifest, verify
 from entrypoint.fetch.listing import HubFile
 from entrypoint.settings import parse_settings
-from patches.fitcheck import shapes
+from patches.fitcheck.families.gemma4 import BUILTIN_CONFIGS
 from tests.support.model_files import write_tensors
 from door.problem import Problem
 
@@ -31,7 +31,7 @@ def hub_file(folder, path: str) -> HubFile:
 def fetched_folder(tmp_path):
     folder = tmp_path / "fetched"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(shapes.BUILTIN_CONFIGS["gemma4-e2b"]))
+    (folder / "config.json").write_text(json.dumps(BUILTIN_CONFIGS["gemma4-e2b"]))
     (folder / "tokenizer_config.json").write_text('{"model_max_length": 8192}\n')
     write_tensors(folder / "model.safetensors", {"w": ("F16", [4096])})
     listed = [hub_file(folder, name) for name in ("config.json", "tokenizer_config.json", "model.safetensors")]
@@ -166,7 +166,7 @@ def test_any_json_is_a_manifest_or_a_refusal_naming_the_file(doc):
 def test_a_tokenizer_the_fetch_verified_is_not_parsed_again_and_a_torn_one_still_fails_by_its_size(tmp_path, monkeypatch):
     folder = tmp_path / "fetched"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(shapes.BUILTIN_CONFIGS["gemma4-e2b"]))
+    (folder / "config.json").write_text(json.dumps(BUILTIN_CONFIGS["gemma4-e2b"]))
     (folder / "tokenizer.json").write_text(json.dumps({"model": {"vocab": {str(i): i for i in range(2000)}}}))
     write_tensors(folder / "model.safetensors", {"w": ("F16", [4096])})
     listed = [hub_file(folder, name) for name in ("config.json", "tokenizer.json", "model.safetensors")]

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from patches.fitcheck import image_passes
-from patches.fitcheck.compiler import CompilerDrift
-from patches.fitcheck.run import UsageError
+from door.problem import Problem
+from patches.fitcheck.proof import UsageError
 
 LIMITS = {"sm75": (75, 65536), "sm86": (86, 101376), "sm90": (90, 232448)}
 
@@ -172,7 +172,7 @@ def test_a_failing_pass_ends_the_step_with_its_code_its_report_and_its_launches(
 
 
 @pytest.mark.parametrize("refusal, where", [(UsageError("--matrix 'x' is unknown"), "check_pass"),
-                                            (CompilerDrift("kernel_unified_attention (cc 75): differs"), "cross_check")])
+                                            (Problem("kernel_unified_attention (cc 75): differs"), "cross_check")])
 def test_a_refusal_ends_the_step_with_exit_2_in_one_line(passes, monkeypatch, capsys, refusal, where):
     def refused(*_):
         raise refusal
@@ -215,7 +215,7 @@ def test_a_stage_ten_times_slower_prints_four_lines_more_not_ten_times_as_many()
     assert (len(idle), len(loaded)) == (3, 7), (idle, loaded)  # marks at 30, 60 | 30 ... 960 s
 
 def test_the_summary_gives_a_devices_dtypes_one_verdict_when_they_read_the_same():
-    from patches.fitcheck.report import build_summary
+    from patches.fitcheck.fit_report import build_summary
 
     def report(device, dtype, shared, models):
         cc, limit = LIMITS[device]

@@ -9,9 +9,10 @@ import torch
 from entrypoint.checks.clamp import fit_command, judge_fit
 from patches.fitcheck.__main__ import main
 from patches.fitcheck.recorder import Launch
-from patches.fitcheck.report import COMPILED, TABLE, build_report, format_table, summary
-from patches.fitcheck.shapes import Case, LayerShape
-from patches.fitcheck.table import (TableError, known_needs, launch_entries, merge, read_table, table_mismatch,
+from patches.fitcheck.fit_report import COMPILED, TABLE, build_report, format_table, summary
+from patches.fitcheck.attention import Case, LayerShape
+from door.problem import UsageError
+from patches.fitcheck.fit_table import (known_needs, launch_entries, merge, read_table, table_mismatch,
                                     write_table)
 
 VERSIONS = {"vllm": "0.33.0", "triton": "3.8.0"}
@@ -105,7 +106,7 @@ def test_a_table_of_another_triton_starts_fresh_and_one_of_these_versions_keeps_
 def test_a_file_that_is_no_fit_table_names_the_known_table_option(tmp_path):
     path = tmp_path / "fit-table.json"
     path.write_text(json.dumps({"format": 1, "entries": [dict(entry("2d", 512, 16, 0), shared="lots")]}))
-    with pytest.raises(TableError, match="shared is 'lots'.*another --known-table path"):
+    with pytest.raises(UsageError, match="shared is 'lots'.*another --known-table path"):
         read_table(path, "--known-table")
 
 

@@ -6,13 +6,18 @@ import json
 import pytest
 import transformers
 
+from contract.model_config import parse_config
 from contract import layout
 from contract.verdict import Status
 from entrypoint.checks.clamp import start_fit
-from patches.fitcheck import lookup, shapes, table
+from patches.fitcheck import lookup, fit_table as table
+from patches.fitcheck.attention import run_dtype
+from patches.fitcheck.family import UnprovenLayers
+from patches.fitcheck.families import load_model_config
+from patches.fitcheck.families.gemma4 import BUILTIN_CONFIGS, BUILTIN_MODELS
 
 VERSIONS = {"vllm": "0.33.0", "triton": "3.8.0"}
-E2B = shapes.BUILTIN_MODELS["gemma4-e2b"]
+E2B = BUILTIN_MODELS["gemma4-e2b"]
 
 
 def rows_for(model_shapes, shared_by_layer):
@@ -31,13 +36,13 @@ def written_table(tmp_path, shared_by_layer, versions=VERSIONS, cc=75, limit=655
 def config_file(tmp_path, name="gemma4-e2b"):
     folder = tmp_path / name
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(shapes.BUILTIN_CONFIGS[name]))
+    (folder / "config.json").write_text(json.dumps(BUILTIN_CONFIGS[name]))
     return folder / "config.json"
 
 
 def start_fit_on(config_path):
     """The entrypoint's fit check for a config.json, parsed as the model check parses it."""
-    return start_fit(str(config_path), json.loads(config_path.read_text()), (7, 5), 65536)()
+    return start_fit(str(config_path), parse_config(json.loads(config_path.read_text())), (7, 5), 65536)()
 
 
 @pytest.fixture
@@ -53,7 +58,7 @@ def installed(tmp_path, monkeypatch):
 
 def test_every_layer_judged_is_a_hit_with_the_recorded_needs(tmp_path):
     document = table.read_table(written_table(tmp_path, {"sliding": 40000, "global": 61440}))
-    found = lookup.decide(document, shapes.load_model_config(config_file(tmp_path)), 75, 65536, VERSIONS)
+    found = lookup.decide(document, load_model_config(config_file(tmp_path)), 75, 65536, VERSIONS)
     assert (found.hit, found.all_fit, found.launches, found.max_shared) == (True, True, 6, 61440)
 
 
@@ -66,7 +71,7 @@ def test_a_recorded_verdict_that_does_not_fit_is_a_hit_that_fails_naming_the_hea
 @pytest.mark.parametrize("cc, limit, model", [(86, 101376, "gemma4-e2b"), (75, 65536, "gemma4-e4b")])
 def test_another_device_or_a_shape_not_judged_is_a_miss_naming_it(tmp_path, cc, limit, model):
     document = table.read_table(written_table(tmp_path, {"sliding": 40000, "global": 61440}))
-    found = lookup.decide(document, shapes.BUILTIN_MODELS[model], cc, limit, VERSIONS)
+    found = lookup.decide(document, BUILTIN_MODELS[model], cc, limit, VERSIONS)
     assert not found.hit and f"on cc {cc} at {limit} bytes" in found.miss
 
 
@@ -99,7 +104,7 @@ def test_the_entrypoint_judges_the_config_the_model_check_read_not_the_file_agai
     # The model check parsed config.json once; the fit lookup takes that dict (here E2B's, which
     # the table holds) and never re-reads the file (here E4B's, which the table lacks).
     monkeypatch.setenv(layout.ENV_FIT_TABLE, str(written_table(tmp_path, {"sliding": 40000, "global": 61440})))
-    result = start_fit(str(config_file(tmp_path, "gemma4-e4b")), shapes.BUILTIN_CONFIGS["gemma4-e2b"], (7, 5), 65536)()
+    result = start_fit(str(config_file(tmp_path, "gemma4-e4b")), parse_config(BUILTIN_CONFIGS["gemma4-e2b"]), (7, 5), 65536)()
     assert result.status is Status.PASS and "nothing compiled" in result.message
 
 
@@ -114,8 +119,8 @@ def test_a_hybrid_whose_mixers_are_not_recorded_is_not_reported_as_fitting(tmp_p
 
     folder = tmp_path / "minimax"
     transformers.MiniMaxConfig().save_pretrained(folder)
-    with pytest.raises(shapes.UnprovenLayers, match="'linear_attention'"):
-        shapes.load_model_config(folder / "config.json")
+    with pytest.raises(UnprovenLayers, match="'linear_attention'"):
+        load_model_config(folder / "config.json")
     monkeypatch.setenv(layout.ENV_FIT_TABLE, str(written_table(tmp_path, {"sliding": 40000, "global": 61440})))
     result = start_fit_on(folder / "config.json")
     assert result.status is Status.WARN and "not proven" in result.message and "linear_attention" in result.message
@@ -125,7 +130,7 @@ def test_a_mamba2_hybrid_the_table_lacks_goes_to_the_full_check_naming_its_layer
 
     folder = tmp_path / "nemotron-h"
     transformers.NemotronHConfig().save_pretrained(folder)
-    read = shapes.load_model_config(folder / "config.json")
+    read = load_model_config(folder / "config.json")
     assert [type(s).__name__ for s in read] == ["LayerShape", "MixerShape"]
     monkeypatch.setenv(layout.ENV_FIT_TABLE, str(written_table(tmp_path, {"sliding": 40000, "global": 61440})))
     result = start_fit_on(folder / "config.json")
@@ -136,7 +141,7 @@ def test_a_mamba2_hybrid_the_table_lacks_goes_to_the_full_check_naming_its_layer
 def test_attention_only_families_saved_by_transformers_read_as_attention_shapes(tmp_path, family):
 
     getattr(transformers, family)().save_pretrained(tmp_path)
-    read = shapes.load_model_config(tmp_path / "config.json")
+    read = load_model_config(tmp_path / "config.json")
     assert read and all(s.head_size == 128 and s.num_query_heads % s.num_kv_heads == 0 for s in read)
 
 
@@ -163,9 +168,9 @@ def test_on_ampere_a_bf16_checkpoint_is_answered_from_bf16_verdicts_and_dtype_fl
     monkeypatch.setenv(layout.ENV_FIT_TABLE, str(path))
     config_path = config_file(tmp_path)
     config = dict(json.loads(config_path.read_text()), dtype="bfloat16")
-    hit = start_fit(str(config_path), config, (8, 6), 101376)()
+    hit = start_fit(str(config_path), parse_config(config), (8, 6), 101376)()
     assert hit.status is Status.PASS and "nothing compiled" in hit.message
-    found = lookup.lookup(path, config, 86, 101376, str(config_path), dtype=shapes.run_dtype(config, 86, "float16"))
+    found = lookup.lookup(path, parse_config(config, str(config_path)), 86, 101376, str(config_path), dtype=run_dtype(parse_config(config), 86, "float16"))
     assert not found.hit and found.miss.endswith("on cc 86 at 101376 bytes in float16")
 
 

@@ -2,9 +2,9 @@
 import dataclasses
 
 from patches.fitcheck import DEVICES, FitOptions, UsageError, resolve_device
-from patches.fitcheck.shapes import (BUILTIN_MODELS, ENCODER_KINDS, HYBRID_BLOCK_SIZE, HYBRID_LAUNCH_BLOCK_SIZES,
-                                     MAX_3D_QUERY_LEN_UPSTREAM, PREFILL_QUERY_LEN, SPEC_QUERY_LENS, LayerShape,
-                                     build_matrix, builtin_shapes, seq_threshold_3d)
+from patches.fitcheck.families.gemma4 import BUILTIN_MODELS
+from patches.fitcheck.attention import ENCODER_KINDS, HYBRID_BLOCK_SIZE, HYBRID_LAUNCH_BLOCK_SIZES, LayerShape, MAX_3D_QUERY_LEN_UPSTREAM, PREFILL_QUERY_LEN, SPEC_QUERY_LENS, build_matrix, seq_threshold_3d
+from patches.fitcheck.families import builtin_shapes
 
 import pytest
 

@@ -1,11 +1,21 @@
-"""Hybrid models' Mamba-2 mixers in the fit check (patches/fitcheck/mixers.py): read from config.json
+"""Hybrid models' Mamba-2 mixers in the fit check (patches/fitcheck/families/): read from config.json
 as transformers writes it, keyed in the fit table, and answered by the lookup with the attention layers."""
 import json
 
 import pytest
 import transformers
 
-from patches.fitcheck import lookup, mixers, report, shapes, table
+from patches.fitcheck import lookup, fit_report as report, fit_table as table
+from contract.model_config import ConfigProblem, parse_config
+from patches.fitcheck.attention import HYBRID_BLOCK_SIZE, HYBRID_LAUNCH_BLOCK_SIZES, LayerShape, build_matrix
+from patches.fitcheck.family import UnprovenLayers
+from patches.fitcheck.families import attention_layers, builtin_models, builtin_shapes, is_mixer, mixer_from_config, model_layers
+from patches.fitcheck.families.mamba1 import BUILTIN_MAMBA1, MAMBA1_FIELDS, Mamba1Shape
+from patches.fitcheck.families.mamba2 import BUILTIN_HYBRIDS, BUILTIN_STATE_SPACE_MAMBA2, MixerShape
+from patches.fitcheck.families.mla import BUILTIN_MLA
+from patches.fitcheck.families.short_conv import BUILTIN_SHORT_CONV, SHORT_CONV_FIELDS, ShortConvShape
+from patches.fitcheck.fit_table import mixer_fields
+BUILTIN_STATE_SPACE = {**BUILTIN_MAMBA1, **BUILTIN_STATE_SPACE_MAMBA2}
 from tests.support import family_configs
 from tests.support.fit_tables import VERSIONS, mixer_table
 
@@ -33,70 +43,70 @@ CLASSES = {
 def test_each_hybrid_class_saved_by_transformers_reads_its_mixer_and_attention(tmp_path, cls):
     config = saved(tmp_path, cls)
     instance = getattr(transformers, cls)()
-    mixer = mixers.mixer_from_config(config, "m", "config.json")
+    mixer = mixer_from_config(parse_config(config, "config.json"), "m", "config.json")
     heads, head_dim, state, groups, chunk, conv = (getattr(instance, name) for name in CLASSES[cls])
     assert (mixer.heads, mixer.head_dim, mixer.state_size, mixer.groups, mixer.chunk_size, mixer.conv_width) == (
         heads, head_dim, state, groups, chunk, conv)
-    attention = shapes.shapes_from_config(config, "m", "config.json")
-    assert attention and all(s.block_size == shapes.HYBRID_BLOCK_SIZE and s.sliding_window is None for s in attention)
+    attention = attention_layers(parse_config(config, "config.json"), "m", "config.json")
+    assert attention and all(s.block_size == HYBRID_BLOCK_SIZE and s.sliding_window is None for s in attention)
 
 
 def test_the_builtin_hybrids_read_back_as_their_numbers():
-    nemotron = mixers.mixer_from_config(mixers.BUILTIN_HYBRIDS["nemotron-h-8b"], "n", "built-in")
-    assert mixers.mixer_fields(nemotron) == {"mixer": "mamba2", "head_dim": 64, "state_size": 128, "chunk_size": 128,
+    nemotron = mixer_from_config(parse_config(BUILTIN_HYBRIDS["nemotron-h-8b"], "built-in"), "n", "built-in")
+    assert mixer_fields(nemotron) == {"mixer": "mamba2", "head_dim": 64, "state_size": 128, "chunk_size": 128,
                                              "conv_width": 4, "norm_width": 0}  # 8 groups: the norm runs in PyTorch
-    granite = mixers.mixer_from_config(mixers.BUILTIN_HYBRIDS["granite-4.0-h-tiny"], "g", "built-in")
+    granite = mixer_from_config(parse_config(BUILTIN_HYBRIDS["granite-4.0-h-tiny"], "built-in"), "g", "built-in")
     assert (granite.norm_width, granite.conv_dim) == (48 * 64, 48 * 64 + 2 * 128)
-    built = shapes.builtin_shapes()
-    assert {s.model for s in built if isinstance(s, mixers.MixerShape) and s.tensor_parallel == 1} == (
-        set(mixers.BUILTIN_HYBRIDS) | {"mamba-codestral-7b"})
+    built = builtin_shapes()
+    assert {s.model for s in built if isinstance(s, MixerShape) and s.tensor_parallel == 1} == (
+        set(BUILTIN_HYBRIDS) | {"mamba-codestral-7b"})
 
 
 def test_the_norm_is_a_triton_launch_only_for_one_group_on_one_rank_with_the_norm_on():
-    granite = mixers.BUILTIN_HYBRIDS["granite-4.0-h-tiny"]
-    assert mixers.mixer_from_config(granite, "g", "c", tensor_parallel=2).norm_width == 0
-    assert mixers.mixer_from_config(dict(granite, model_type="falcon_h1", mamba_rms_norm=False), "f", "c").norm_width == 0
-    rank = mixers.mixer_from_config(mixers.BUILTIN_HYBRIDS["nemotron-h-8b"], "n", "c", tensor_parallel=4)
+    granite = BUILTIN_HYBRIDS["granite-4.0-h-tiny"]
+    assert mixer_from_config(parse_config(granite, "c"), "g", "c", tensor_parallel=2).norm_width == 0
+    assert mixer_from_config(parse_config(dict(granite, model_type="falcon_h1", mamba_rms_norm=False), "c"), "f", "c").norm_width == 0
+    rank = mixer_from_config(parse_config(BUILTIN_HYBRIDS["nemotron-h-8b"], "c"), "n", "c", tensor_parallel=4)
     assert (rank.heads, rank.groups) == (32, 2)
-    replicated = mixers.mixer_from_config(granite, "g", "c", tensor_parallel=4)
+    replicated = mixer_from_config(parse_config(granite, "c"), "g", "c", tensor_parallel=4)
     assert (replicated.heads, replicated.groups) == (12, 1)  # one group, each rank holds it
 
 
 @pytest.mark.parametrize("cls, named", [("MiniMaxConfig", "'linear_attention'")])
 def test_hybrids_whose_mixers_are_not_recorded_stay_unproven_naming_them(tmp_path, cls, named):
     config = saved(tmp_path, cls)
-    with pytest.raises(shapes.UnprovenLayers, match=named):
-        shapes.shapes_from_config(config, "m", "config.json")
+    with pytest.raises(UnprovenLayers, match=named):
+        attention_layers(parse_config(config, "config.json"), "m", "config.json")
 
 
 @pytest.mark.parametrize("field, value", [("ssm_state_size", None), ("ssm_state_size", "128"), ("mamba_head_dim", 0),
                                           ("n_groups", True), ("chunk_size", -1)])
 def test_a_bad_mixer_field_is_one_line_naming_it(field, value):
-    config = dict(mixers.BUILTIN_HYBRIDS["nemotron-h-8b"], **{field: value})
-    with pytest.raises(shapes.ConfigError) as raised:
-        shapes.shapes_from_config(config, "m", "config.json")
+    config = dict(BUILTIN_HYBRIDS["nemotron-h-8b"], **{field: value})
+    with pytest.raises(ConfigProblem) as raised:
+        attention_layers(parse_config(config, "config.json"), "m", "config.json")
     assert f"'{field}'" in str(raised.value) and "\n" not in str(raised.value)
 
 
 def test_mamba_heads_that_do_not_split_over_the_ranks_are_refused_naming_the_setting():
-    config = dict(mixers.BUILTIN_HYBRIDS["nemotron-h-8b"], mamba_num_heads=96, n_groups=3)
-    with pytest.raises(shapes.ConfigError, match="TENSOR_PARALLEL_SIZE that divides 96"):
-        mixers.mixer_from_config(config, "m", "config.json", tensor_parallel=64)
-    with pytest.raises(shapes.ConfigError, match="not a multiple of 7 groups"):
-        mixers.mixer_from_config(dict(config, n_groups=7), "m", "config.json")
+    config = dict(BUILTIN_HYBRIDS["nemotron-h-8b"], mamba_num_heads=96, n_groups=3)
+    with pytest.raises(ConfigProblem, match="TENSOR_PARALLEL_SIZE that divides 96"):
+        mixer_from_config(parse_config(config, "config.json"), "m", "config.json", tensor_parallel=64)
+    with pytest.raises(ConfigProblem, match="not a multiple of 7 groups"):
+        mixer_from_config(parse_config(dict(config, n_groups=7), "config.json"), "m", "config.json")
 
 
 def test_a_hybrid_attention_layer_is_launched_at_the_smallest_and_a_large_block():
-    attention = shapes.shapes_from_config(mixers.BUILTIN_HYBRIDS["falcon-h1-1.5b"], "f", "c")
-    cases = shapes.build_matrix(attention, mm_prefix=False)
-    assert {case.shape.block_size for case in cases} == set(shapes.HYBRID_LAUNCH_BLOCK_SIZES)
+    attention = attention_layers(parse_config(BUILTIN_HYBRIDS["falcon-h1-1.5b"], "c"), "f", "c")
+    cases = build_matrix(attention, mm_prefix=False)
+    assert {case.shape.block_size for case in cases} == set(HYBRID_LAUNCH_BLOCK_SIZES)
     assert {case.shape.layer for case in cases} == {"global"}
 
 
 def hybrid_table(tmp_path, mixer_fits=True):
-    config = mixers.BUILTIN_HYBRIDS["granite-4.0-h-tiny"]
-    attention = shapes.shapes_from_config(config, "g", "c")
-    mixer = mixers.mixer_from_config(config, "g", "c")
+    config = BUILTIN_HYBRIDS["granite-4.0-h-tiny"]
+    attention = attention_layers(parse_config(config, "c"), "g", "c")
+    mixer = mixer_from_config(parse_config(config, "c"), "g", "c")
     rows = [{"model": "g", "layer": s.layer, "shared": 24576, "fits": True} for s in attention]
     mixer_rows = [{"model": "g", "layer": "mamba", "shared": 16384 if mixer_fits else 70000, "fits": mixer_fits}]
     document = table.merge(None, [], VERSIONS, table.shape_verdicts(rows, attention, 75, 65536),
@@ -108,23 +118,23 @@ def hybrid_table(tmp_path, mixer_fits=True):
 
 def test_a_hybrid_with_both_verdicts_in_the_table_is_a_hit(tmp_path):
     path, config = hybrid_table(tmp_path)
-    found = lookup.decide(table.read_table(path), shapes.shapes_from_config(config, "g", "c")
-                          + [mixers.mixer_from_config(config, "g", "c")], 75, 65536, VERSIONS)
+    found = lookup.decide(table.read_table(path), attention_layers(parse_config(config, "c"), "g", "c")
+                          + [mixer_from_config(parse_config(config, "c"), "g", "c")], 75, 65536, VERSIONS)
     assert (found.hit, found.all_fit, found.launches, found.max_shared) == (True, True, 2, 24576)
 
 
 def test_a_mixer_verdict_that_does_not_fit_fails_the_hybrid(tmp_path):
     path, config = hybrid_table(tmp_path, mixer_fits=False)
-    found = lookup.decide(table.read_table(path), shapes.shapes_from_config(config, "g", "c")
-                          + [mixers.mixer_from_config(config, "g", "c")], 75, 65536, VERSIONS)
+    found = lookup.decide(table.read_table(path), attention_layers(parse_config(config, "c"), "g", "c")
+                          + [mixer_from_config(parse_config(config, "c"), "g", "c")], 75, 65536, VERSIONS)
     assert found.hit and not found.all_fit and found.worst["state_size"] == 128
 
 
 def test_a_mixer_the_table_lacks_is_a_miss_naming_its_fields(tmp_path):
     path, config = hybrid_table(tmp_path)
     other = dict(config, mamba_d_state=64)
-    found = lookup.decide(table.read_table(path), shapes.shapes_from_config(other, "g", "c")
-                          + [mixers.mixer_from_config(other, "g", "c")], 75, 65536, VERSIONS)
+    found = lookup.decide(table.read_table(path), attention_layers(parse_config(other, "c"), "g", "c")
+                          + [mixer_from_config(parse_config(other, "c"), "g", "c")], 75, 65536, VERSIONS)
     assert not found.hit and "g/mamba (Mamba-2 mixer: head dim 64, state 64, chunk 256" in found.miss
 
 
@@ -148,29 +158,29 @@ def test_an_autotuned_mixer_kernel_that_fits_in_no_configuration_is_named():
 @pytest.mark.parametrize("name", sorted(family_configs.HYBRID_MODELS))
 def test_hybrid_configs_made_by_transformers_map_onto_their_matrix_hybrids_verdicts(name):
     made = family_configs.config_dict(name)
-    matrix = mixers.BUILTIN_MIXER_MODELS[family_configs.HYBRID_MODELS[name][3]]
+    matrix = builtin_models()[family_configs.HYBRID_MODELS[name][3]]
 
     def keys(config):
-        return [table.shape_fields(layer) for layer in shapes.model_layers(config, name, "c")]
+        return [table.shape_fields(layer) for layer in model_layers(parse_config(config, "c"), name, "c")]
     assert keys(made) == keys(matrix)
 
 
-MATRIX_KEYS = {tuple(table.shape_fields(s).values()) for s in shapes.builtin_shapes()}
+MATRIX_KEYS = {tuple(table.shape_fields(s).values()) for s in builtin_shapes()}
 
 
 @pytest.mark.parametrize("name", sorted(family_configs.HYBRID_MODELS))
 @pytest.mark.parametrize("ranks", [1, 2, 4])
 def test_every_rank_of_a_hybrid_config_has_its_verdict_keys_in_the_matrix(name, ranks):
     config = family_configs.config_dict(name)
-    layers = shapes.model_layers(config, name, "c", ranks)
+    layers = model_layers(parse_config(config, "c"), name, "c", ranks)
     missing = {tuple(table.shape_fields(s).values()) for s in layers} - MATRIX_KEYS
     assert not missing, f"{name} at tensor parallel {ranks}: no matrix shape for {missing}"
 
 
 def test_the_attention_matrix_is_all_without_the_mixers():
-    every, attention = shapes.builtin_shapes("all"), shapes.builtin_shapes("attention")
-    assert [s for s in every if not mixers.is_mixer(s)] == attention
-    assert any(s.block_size == shapes.HYBRID_BLOCK_SIZE for s in attention)
+    every, attention = builtin_shapes("all"), builtin_shapes("attention")
+    assert [s for s in every if not is_mixer(s)] == attention
+    assert any(s.block_size == HYBRID_BLOCK_SIZE for s in attention)
 
 
 # transformers' Mamba-1 classes -> (the channel count vLLM gives MambaMixer, state size, conv width)
@@ -184,71 +194,71 @@ MAMBA1_CLASSES = {
 @pytest.mark.parametrize("cls", MAMBA1_CLASSES)
 def test_each_mamba1_class_saved_by_transformers_reads_its_mixer(tmp_path, cls):
     config = saved(tmp_path, cls)
-    mixer = mixers.mixer_from_config(config, "m", "config.json")
-    assert isinstance(mixer, mixers.Mamba1Shape)
+    mixer = mixer_from_config(parse_config(config, "config.json"), "m", "config.json")
+    assert isinstance(mixer, Mamba1Shape)
     assert (mixer.channels, mixer.state_size, mixer.conv_width) == MAMBA1_CLASSES[cls](getattr(transformers, cls)())
-    attention = shapes.shapes_from_config(config, "m", "config.json")
+    attention = attention_layers(parse_config(config, "config.json"), "m", "config.json")
     # Jamba interleaves attention layers; Mamba and Falcon Mamba have none
     assert bool(attention) == (cls == "JambaConfig")
-    assert shapes.model_layers(config, "m", "config.json") == attention + [mixer]
+    assert model_layers(parse_config(config, "config.json"), "m", "config.json") == attention + [mixer]
 
 
 def test_a_pure_mamba2_model_reads_as_its_mixer_alone(tmp_path):
     config = saved(tmp_path, "Mamba2Config")
     instance = transformers.Mamba2Config()
-    (mixer,) = shapes.model_layers(config, "m", "config.json")
-    assert isinstance(mixer, mixers.MixerShape)
+    (mixer,) = model_layers(parse_config(config, "config.json"), "m", "config.json")
+    assert isinstance(mixer, MixerShape)
     assert (mixer.heads, mixer.head_dim, mixer.state_size, mixer.groups, mixer.chunk_size, mixer.conv_width) == (
         instance.num_heads, instance.head_dim, instance.state_size, instance.n_groups, instance.chunk_size,
         instance.conv_kernel)
 
 
 def test_a_mamba1_mixer_splits_its_channels_over_the_ranks_or_is_refused_naming_the_setting():
-    falcon = mixers.BUILTIN_STATE_SPACE["falcon-mamba-7b"]
-    assert [mixers.mixer_from_config(falcon, "f", "c", tp).channels for tp in (1, 2, 4)] == [8192, 4096, 2048]
-    with pytest.raises(shapes.ConfigError, match="intermediate size 8192 does not split over tensor parallel size 3"):
-        mixers.mixer_from_config(falcon, "f", "c", tensor_parallel=3)
+    falcon = BUILTIN_STATE_SPACE["falcon-mamba-7b"]
+    assert [mixer_from_config(parse_config(falcon, "c"), "f", "c", tp).channels for tp in (1, 2, 4)] == [8192, 4096, 2048]
+    with pytest.raises(ConfigProblem, match="intermediate size 8192 does not split over tensor parallel size 3"):
+        mixer_from_config(parse_config(falcon, "c"), "f", "c", tensor_parallel=3)
 
 
 @pytest.mark.parametrize("config, field, value", [
-    *[(mixers.BUILTIN_STATE_SPACE["mamba-2.8b"], field, value) for field, value in (
+    *[(BUILTIN_STATE_SPACE["mamba-2.8b"], field, value) for field, value in (
         ("state_size", "16"), ("conv_kernel", 0), ("intermediate_size", True), ("state_size", [16] * 100000))],
-    *[(mixers.BUILTIN_SHORT_CONV["lfm2-1.2b"], field, value) for field, value in (
+    *[(BUILTIN_SHORT_CONV["lfm2-1.2b"], field, value) for field, value in (
         ("conv_L_cache", 0), ("conv_L_cache", "3"), ("conv_dim", True), ("conv_dim", [1] * 100000))],
-    *[(mixers.BUILTIN_MLA["deepseek-v2-lite"], field, value) for field, value in (
+    *[(BUILTIN_MLA["deepseek-v2-lite"], field, value) for field, value in (
         ("kv_lora_rank", 0), ("kv_lora_rank", "512"), ("qk_rope_head_dim", -1), ("qk_rope_head_dim", True),
         ("num_attention_heads", [1] * 100000))]])
 def test_a_bad_mamba1_short_conv_or_latent_attention_field_is_one_short_line_naming_it(config, field, value):
-    with pytest.raises(shapes.ConfigError) as raised:
-        shapes.model_layers(dict(config, **{field: value}), "m", "config.json")
+    with pytest.raises(ConfigProblem) as raised:
+        model_layers(parse_config(dict(config, **{field: value}), "config.json"), "m", "config.json")
     message = str(raised.value)
     assert f"'{field}'" in message and "\n" not in message and len(message) < 300
 
 
 def test_the_matrix_holds_the_mamba1_and_pure_mamba2_models_at_each_tensor_parallel_size():
-    built = shapes.builtin_shapes()
-    mamba1 = {(s.model, s.channels) for s in built if isinstance(s, mixers.Mamba1Shape)}
+    built = builtin_shapes()
+    mamba1 = {(s.model, s.channels) for s in built if isinstance(s, Mamba1Shape)}
     assert mamba1 >= {("falcon-mamba-7b", 8192), ("falcon-mamba-7b-tp4", 2048), ("jamba-v0.1-tp2", 4096),
                       ("mamba-2.8b", 5120)}
-    assert {s.model for s in built if isinstance(s, mixers.MixerShape)} >= {"mamba-codestral-7b",
+    assert {s.model for s in built if isinstance(s, MixerShape)} >= {"mamba-codestral-7b",
                                                                              "mamba-codestral-7b-tp4"}
-    assert any(s.model == "jamba-v0.1" for s in built if isinstance(s, shapes.LayerShape))
-    assert not any(s.model.startswith("falcon-mamba") for s in built if isinstance(s, shapes.LayerShape))
-    assert all(s not in shapes.builtin_shapes("attention") for s in built if mixers.is_mixer(s))
+    assert any(s.model == "jamba-v0.1" for s in built if isinstance(s, LayerShape))
+    assert not any(s.model.startswith("falcon-mamba") for s in built if isinstance(s, LayerShape))
+    assert all(s not in builtin_shapes("attention") for s in built if is_mixer(s))
 
 
 def test_a_mamba1_verdict_answers_every_channel_count_and_never_a_mamba2_mixer(tmp_path):
-    config = mixers.BUILTIN_STATE_SPACE["falcon-mamba-7b"]
+    config = BUILTIN_STATE_SPACE["falcon-mamba-7b"]
     document = mixer_table(tmp_path, config, 2048)
     (verdict,) = document["mixer_verdicts"]
-    assert {k: verdict[k] for k in mixers.MAMBA1_FIELDS} == {"mixer": "mamba1", "state_size": 16, "conv_width": 4}
+    assert {k: verdict[k] for k in MAMBA1_FIELDS} == {"mixer": "mamba1", "state_size": 16, "conv_width": 4}
     for tp in (1, 2, 4):  # the channels set the grid alone: one verdict for every rank's share
-        found = lookup.decide(document, shapes.model_layers(config, "f", "c", tp), 75, 65536, VERSIONS)
+        found = lookup.decide(document, model_layers(parse_config(config, "c"), "f", "c", tp), 75, 65536, VERSIONS)
         assert (found.hit, found.all_fit, found.max_shared) == (True, True, 2048)
-    mamba2 = mixers.mixer_from_config(dict(mixers.BUILTIN_HYBRIDS["falcon-h1-1.5b"], mamba_d_state=16), "h", "c")
+    mamba2 = mixer_from_config(parse_config(dict(BUILTIN_HYBRIDS["falcon-h1-1.5b"], mamba_d_state=16), "c"), "h", "c")
     found = lookup.decide(document, [mamba2], 75, 65536, VERSIONS)
     assert not found.hit and "Mamba-2 mixer" in found.miss
-    found = lookup.decide(document, [mixers.mixer_from_config(dict(config, conv_kernel=3), "f", "c")], 75, 65536,
+    found = lookup.decide(document, [mixer_from_config(parse_config(dict(config, conv_kernel=3), "c"), "f", "c")], 75, 65536,
                           VERSIONS)
     assert not found.hit and "Mamba-1 mixer: state 16, conv 3" in found.miss
 
@@ -259,42 +269,42 @@ def test_a_mamba1_verdict_answers_every_channel_count_and_never_a_mamba2_mixer(t
                                                   ("Lfm2Config", {}, 2560), ("Lfm2MoeConfig", {}, 2048)])
 def test_each_lfm2_class_saved_by_transformers_reads_its_short_convolution(tmp_path, cls, extra, channels):
     config = dict(saved(tmp_path, cls, layer_types=["conv", "full_attention"] * 2, num_hidden_layers=4), **extra)
-    mixer = mixers.mixer_from_config(config, "m", "config.json")
-    assert isinstance(mixer, mixers.ShortConvShape)
+    mixer = mixer_from_config(parse_config(config, "config.json"), "m", "config.json")
+    assert isinstance(mixer, ShortConvShape)
     assert (mixer.channels, mixer.conv_width) == (channels, getattr(transformers, cls)().conv_L_cache)
-    attention = shapes.shapes_from_config(config, "m", "config.json")
-    assert attention and all(s.block_size == shapes.HYBRID_BLOCK_SIZE for s in attention)
-    assert shapes.model_layers(config, "m", "config.json") == attention + [mixer]
+    attention = attention_layers(parse_config(config, "config.json"), "m", "config.json")
+    assert attention and all(s.block_size == HYBRID_BLOCK_SIZE for s in attention)
+    assert model_layers(parse_config(config, "config.json"), "m", "config.json") == attention + [mixer]
 
 
 def test_a_short_convolution_splits_its_channels_over_the_ranks_or_is_refused_naming_the_setting():
-    lfm2 = mixers.BUILTIN_SHORT_CONV["lfm2-1.2b"]
-    assert [mixers.mixer_from_config(lfm2, "l", "c", tp).channels for tp in (1, 2, 4)] == [2048, 1024, 512]
-    with pytest.raises(shapes.ConfigError, match=r"2048 channels \('conv_dim'\) do not split over tensor parallel "
+    lfm2 = BUILTIN_SHORT_CONV["lfm2-1.2b"]
+    assert [mixer_from_config(parse_config(lfm2, "c"), "l", "c", tp).channels for tp in (1, 2, 4)] == [2048, 1024, 512]
+    with pytest.raises(ConfigProblem, match=r"2048 channels \('conv_dim'\) do not split over tensor parallel "
                                                  "size 3.*TENSOR_PARALLEL_SIZE"):
-        mixers.mixer_from_config(lfm2, "l", "c", tensor_parallel=3)
+        mixer_from_config(parse_config(lfm2, "c"), "l", "c", tensor_parallel=3)
 
 
 def test_the_matrix_holds_the_lfm2_models_at_each_tensor_parallel_size():
-    built = shapes.builtin_shapes()
-    convs = {(s.model, s.channels, s.conv_width) for s in built if isinstance(s, mixers.ShortConvShape)}
+    built = builtin_shapes()
+    convs = {(s.model, s.channels, s.conv_width) for s in built if isinstance(s, ShortConvShape)}
     assert convs >= {("lfm2-1.2b", 2048, 3), ("lfm2-700m-tp4", 384, 3), ("lfm2-8b-a1b-tp2", 1024, 3)}
-    attention = {(s.model, s.num_query_heads, s.num_kv_heads) for s in built if isinstance(s, shapes.LayerShape)}
+    attention = {(s.model, s.num_query_heads, s.num_kv_heads) for s in built if isinstance(s, LayerShape)}
     assert {("lfm2-700m", 24, 8), ("lfm2-700m-tp4", 6, 2), ("lfm2-8b-a1b-tp4", 8, 2)} <= attention
 
 
 def test_a_short_convolution_verdict_answers_every_rank_and_never_a_mamba1_mixer_of_its_width(tmp_path):
-    config = mixers.BUILTIN_SHORT_CONV["lfm2-1.2b"]
+    config = BUILTIN_SHORT_CONV["lfm2-1.2b"]
     document = mixer_table(tmp_path, config, 1024)
     (verdict,) = document["mixer_verdicts"]
-    assert {k: verdict[k] for k in mixers.SHORT_CONV_FIELDS} == {"mixer": "short_conv", "conv_width": 3}
+    assert {k: verdict[k] for k in SHORT_CONV_FIELDS} == {"mixer": "short_conv", "conv_width": 3}
     for tp in (1, 2, 4):
-        found = lookup.decide(document, [mixers.mixer_from_config(config, "l", "c", tp)], 75, 65536, VERSIONS)
+        found = lookup.decide(document, [mixer_from_config(parse_config(config, "c"), "l", "c", tp)], 75, 65536, VERSIONS)
         assert (found.hit, found.all_fit, found.max_shared) == (True, True, 1024)
-    mamba1 = mixers.mixer_from_config(dict(mixers.BUILTIN_STATE_SPACE["mamba-2.8b"], conv_kernel=3), "m", "c")
+    mamba1 = mixer_from_config(parse_config(dict(BUILTIN_STATE_SPACE["mamba-2.8b"], conv_kernel=3), "c"), "m", "c")
     found = lookup.decide(document, [mamba1], 75, 65536, VERSIONS)
     assert not found.hit and "Mamba-1 mixer: state 16, conv 3" in found.miss
-    wider = mixers.mixer_from_config(dict(config, conv_L_cache=4), "l", "c")
+    wider = mixer_from_config(parse_config(dict(config, conv_L_cache=4), "c"), "l", "c")
     found = lookup.decide(document, [wider], 75, 65536, VERSIONS)
     assert not found.hit and "short convolution: width 4" in found.miss
 

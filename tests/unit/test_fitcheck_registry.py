@@ -3,6 +3,7 @@ and a family added as one module is picked up by the proof's plan, the built-in 
 verdict keys, the lookup and the preflight's naming, with no other edit."""
 from __future__ import annotations
 
+from contract.model_config import ConfigProblem, parse_config
 import ast
 import json
 import textwrap
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from patches.fitcheck import families, lookup, table
-from patches.fitcheck.run import FitOptions, plan
+from patches.fitcheck import families, lookup, fit_table as table
+from patches.fitcheck.proof import FitOptions, plan
 from tests import REPO
 
 PACKAGE = REPO / "patches" / "fitcheck"
@@ -44,7 +45,10 @@ def imported(path: Path, name: str, modules) -> set[str]:
 
 def import_graph() -> dict[str, set[str]]:
     modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
-    return {name: {other for other in imported(path, name, modules) if other in modules and other != name}
+    # A module's edge to a package it lies in is no circle: the package has run before any of its modules
+    # (a family's launches.py reads its package's constants, and the package imports it inside `record`).
+    return {name: {other for other in imported(path, name, modules)
+                   if other in modules and other != name and not name.startswith(other + ".")}
             for name, path in modules.items()}
 
 
@@ -82,8 +86,8 @@ TOY = '''
 """A toy family for the registry's test: a model type whose mixer is a convolution of width `toy_width`."""
 from dataclasses import dataclass
 
-from patches.fitcheck.base import Family, Refusal
-from patches.fitcheck.mixer_shapes import RecordedShape
+from patches.fitcheck.family import Family, Refusal
+from patches.fitcheck.family import RecordedShape
 
 
 @dataclass(frozen=True)
@@ -144,7 +148,7 @@ def test_a_family_module_is_all_the_proof_needs_to_plan_its_shapes(toy_family, t
     assert families.record(toy[0], 75, 65536, "float16") == []
     with pytest.raises(families.UnprovenLayers, match="toy runs otherwise from 9.0"):
         plan(FitOptions(device="sm90", model_config=str(saved(tmp_path / "b", TOY_CONFIG))))
-    with pytest.raises(families.ConfigError, match="toy needs 7.5"):
+    with pytest.raises(ConfigProblem, match="toy needs 7.5"):
         plan(FitOptions(device="sm70", model_config=str(saved(tmp_path / "c", TOY_CONFIG))))
 
 
@@ -156,7 +160,7 @@ def test_a_family_module_adds_its_models_to_the_built_in_matrix(toy_family):
 
 
 def test_a_family_module_is_keyed_in_the_table_and_answered_by_the_lookup(toy_family, tmp_path):
-    shapes = families.model_layers(TOY_CONFIG, "m", "config.json")
+    shapes = families.model_layers(parse_config(TOY_CONFIG, "config.json"), "m", "config.json")
     toy = shapes[-1]
     fields, key = table.verdict_fields(toy, 75, 65536)
     assert fields["mixer"] == "toy" and key == (75, 65536, "float16", "toy", 7)
@@ -178,22 +182,80 @@ def test_a_family_module_is_named_by_the_preflight_and_by_the_unread_mixer_messa
 
     assert "the toy convolutions of Toy models" in proven_families()
     with pytest.raises(families.UnprovenLayers, match="the toy convolutions of toy_hybrid"):
-        families.model_layers({"model_type": "plamo2", "num_attention_heads": 8}, "p", "config.json")
+        families.model_layers(parse_config({"model_type": "plamo2", "num_attention_heads": 8}, "config.json"), "p", "config.json")
+
+
+# The toy family again, as a package that records its own launches: its module with `record` importing the
+# package's launches.py, and a ReplaySSM rule the preflight's question reaches through the registry.
+TOY_MIXER = {
+    "__init__.py": TOY.replace("toy", "toyconv").replace("record=lambda shape, cc, limit, dtype: []", "record=record")
+    .replace("order=75)", "order=75, replayssm_unproven=replay)").replace("\n\nFAMILY = Family(", '''
+
+TOY_HISTORY = 8
+
+
+def record(shape, cc, limit, dtype):
+    from patches.fitcheck.families.toyconv.launches import record_toyconv
+
+    return record_toyconv(shape, dtype)
+
+
+def replay(model_type, buffer_len):
+    return "the toy replay" if model_type == "toyconv_hybrid" else None
+
+
+FAMILY = Family('''),
+    "launches.py": '''
+"""The toy convolution's launches: one per history step of its package's TOY_HISTORY."""
+from patches.fitcheck.families.toyconv import TOY_HISTORY
+
+
+def record_toyconv(shape, dtype):
+    return [("toy_conv_kernel", shape.width, dtype, step) for step in range(TOY_HISTORY)]
+''',
+}
+
+
+@pytest.fixture
+def toy_mixer_family(tmp_path, monkeypatch):
+    """The registry with one more family package (its reader and its own launches), nothing else changed."""
+    folder = tmp_path / "more_families" / "toyconv"
+    folder.mkdir(parents=True)
+    for name, text in TOY_MIXER.items():
+        (folder / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    monkeypatch.setattr(families, "__path__", [*families.__path__, str(folder.parent)])
+    monkeypatch.setattr(families, "FAMILIES", families.discover())
+    yield next(family for family in families.FAMILIES if family.name == "toyconv")
+    import sys
+    for name in ("patches.fitcheck.families.toyconv.launches", "patches.fitcheck.families.toyconv"):
+        sys.modules.pop(name, None)
+
+
+def test_a_mixer_family_records_its_own_launches_through_the_registry(toy_mixer_family):
+    config = parse_config({**TOY_CONFIG, "model_type": "toyconv_hybrid", "toyconv_width": 5}, "config.json")
+    toy = families.model_layers(config, "m", "config.json")[-1]
+    assert isinstance(toy, toy_mixer_family.shape_type) and families.is_mixer(toy)
+    assert families.record(toy, 75, 65536, "float16") == [("toy_conv_kernel", 5, "float16", step) for step in range(8)]
+    assert table.verdict_fields(toy, 75, 65536)[1] == (75, 65536, "float16", "toyconv", 5)
+    # the preflight's ReplaySSM question reaches the family through the registry; other types keep theirs
+    assert families.replayssm_unproven("toyconv_hybrid", None) == "the toy replay"
+    assert families.replayssm_unproven("nemotron_h", None) is None
+    assert "at 16 (the default)" in families.replayssm_unproven("nemotron_h", 64)
 
 
 def test_without_the_module_the_toy_model_is_not_proven():
     with pytest.raises(families.UnprovenLayers, match="toy_hybrid"):
-        families.model_layers(dict(TOY_CONFIG, mamba_d_state=16), "m", "config.json")
+        families.model_layers(parse_config(dict(TOY_CONFIG, mamba_d_state=16), "config.json"), "m", "config.json")
 
 
-@pytest.mark.parametrize("module", ["patches.fitcheck.run", "patches.fitcheck.lookup"])
+@pytest.mark.parametrize("module", ["patches.fitcheck.proof", "patches.fitcheck.lookup"])
 def test_what_merges_or_looks_verdicts_up_knows_every_familys_verdict_keys(module):
     # table.py keys a mixer verdict by its kind's fields, known once the kind's module is imported
     import subprocess
     import sys
 
-    code = (f"import {module}\nfrom patches.fitcheck import families, mixer_shapes\n"
+    code = (f"import {module}\nfrom patches.fitcheck import families, family\n"
             "kinds = {f.shape_type.mixer for f in families.FAMILIES if f.role in ('mixer', 'latent')}\n"
-            "assert kinds and kinds <= set(mixer_shapes.fields_by_kind()), kinds")
+            "assert kinds and kinds <= set(family.fields_by_kind()), kinds")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-500:]

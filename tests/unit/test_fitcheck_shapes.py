@@ -1,14 +1,16 @@
 """config.json -> attention shapes: Gemma 4 configs written by transformers' own classes (both the
 per_layer_config and the older form), hand-written configs of other shapes; bad files exit 2
 before vLLM loads."""
+from contract.model_config import ConfigProblem, parse_config
 import json
 import subprocess
 import sys
 
 import pytest
 
-from patches.fitcheck import shapes
-from patches.fitcheck.shapes import BUILTIN_MODELS, ConfigError, load_model_config, shapes_from_config
+from patches.fitcheck.attention import run_dtype
+from patches.fitcheck.families.gemma4 import BUILTIN_MODELS
+from patches.fitcheck.families import attention_layers, load_model_config
 from tests.support import gemma4_configs
 from tests import REPO
 
@@ -47,7 +49,7 @@ def test_e2b_like_flat_config(tmp_path):
 def test_each_builtin_model_is_what_transformers_classes_make_of_it(variant, form):
     config = gemma4_configs.config_dict(variant, form)
     assert ("per_layer_config" in config["text_config"]) == (form == "per_layer_config")
-    assert shapes_from_config(config, variant, "transformers") == BUILTIN_MODELS[variant]
+    assert attention_layers(parse_config(config, "transformers"), variant, "transformers") == BUILTIN_MODELS[variant]
 
 
 def test_the_old_form_is_the_same_config_to_transformers():
@@ -73,7 +75,7 @@ def test_per_layer_overrides_that_differ_make_kinds_of_their_own():
     text = {"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 128, "sliding_window": 256,
             "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
             "per_layer_config": {"1": {"head_dim": 256}, "3": {"head_dim": 256, "num_key_value_heads": 2}}}
-    shapes = shapes_from_config({"text_config": text}, "m", "config.json")
+    shapes = attention_layers(parse_config({"text_config": text}, "config.json"), "m", "config.json")
     assert [(s.layer, s.num_kv_heads, s.head_size, s.sliding_window) for s in shapes] == [
         ("sliding", 4, 128, 256), ("global", 4, 256, None), ("global-2", 2, 256, None)]
 
@@ -112,7 +114,7 @@ def test_plain_full_attention_model_derives_head_dim(tmp_path):
 ])
 def test_malformed_configs_are_refused_in_one_line(tmp_path, content, says):
     path = write(tmp_path, "bad", content)
-    with pytest.raises(ConfigError) as raised:
+    with pytest.raises(ConfigProblem) as raised:
         load_model_config(path)
     assert says in str(raised.value) and str(path) in str(raised.value)
     assert "\n" not in str(raised.value)
@@ -145,4 +147,4 @@ def test_cli_exits_2_on_a_missing_config(tmp_path):
     ({"dtype": "bfloat16"}, 75, "float32", "float32"),
 ])
 def test_the_run_dtype_is_what_vllm_runs_the_model_in_on_the_device(config, cc, setting, expected):
-    assert shapes.run_dtype(config, cc, setting) == expected
+    assert run_dtype(None if config is None else parse_config(config), cc, setting) == expected

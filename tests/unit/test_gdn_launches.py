@@ -1,14 +1,18 @@
-"""The gated delta net in the fit check's recorder (patches/fitcheck/gdn_launches.py): its shape read from
+"""The gated delta net in the fit check's recorder (patches/fitcheck/families/gated_delta_net/launches.py): its shape read from
 config.json as transformers writes it, per rank, and the per-kernel verdict over the measured launches
 (tooling/probes/gdn/verdicts.py). What needs vLLM (the recording, the compiles) runs in the image only."""
+from contract.model_config import ConfigProblem, parse_config
 import json
 
 import pytest
 import transformers
 
-from patches.fitcheck import lookup, mixers, shapes, table
-from patches.fitcheck.run import FitOptions, plan
-from patches.fitcheck.shapes import ConfigError, UnprovenLayers
+from patches.fitcheck import lookup, fit_table as table
+from patches.fitcheck.families import builtin_shapes, mixer_from_config, model_layers
+from patches.fitcheck.families.gated_delta_net import BUILTIN_GDN, GdnShape, gdn_from_config, gdn_shape
+from patches.fitcheck.families.mamba2 import BUILTIN_HYBRIDS
+from patches.fitcheck.proof import FitOptions, plan
+from patches.fitcheck.family import UnprovenLayers
 from tooling.probes.gdn.verdicts import kernel_verdicts
 
 
@@ -24,7 +28,7 @@ def test_each_class_saved_by_transformers_reads_back_as_its_linear_attention(tmp
     config = saved(tmp_path, cls)
     text = getattr(transformers, cls)()
     text = getattr(text, "text_config", None) or text
-    shape = mixers.gdn_from_config(config, "m", "config.json")
+    shape = gdn_from_config(parse_config(config, "config.json"), "m", "config.json")
     assert (shape.key_heads, shape.value_heads, shape.key_head_dim, shape.value_head_dim, shape.conv_width) == (
         text.linear_num_key_heads, text.linear_num_value_heads, text.linear_key_head_dim,
         text.linear_value_head_dim, text.linear_conv_kernel_dim)
@@ -32,7 +36,7 @@ def test_each_class_saved_by_transformers_reads_back_as_its_linear_attention(tmp
 
 
 def test_fields_a_config_leaves_out_take_the_classes_defaults():
-    shape = mixers.gdn_shape({}, "qwen3_5_moe_text", "m", "config.json")
+    shape = gdn_shape(parse_config({}, "config.json").text, "qwen3_5_moe_text", "m", "config.json")
     default = transformers.Qwen3_5MoeTextConfig()
     assert (shape.key_heads, shape.value_heads, shape.key_head_dim, shape.value_head_dim, shape.conv_width) == (
         default.linear_num_key_heads, default.linear_num_value_heads, default.linear_key_head_dim,
@@ -41,37 +45,37 @@ def test_fields_a_config_leaves_out_take_the_classes_defaults():
 
 @pytest.mark.parametrize("ranks, key_heads, value_heads", [(1, 16, 32), (2, 8, 16), (4, 4, 8), (16, 1, 2)])
 def test_one_rank_holds_its_share_of_key_and_value_heads(ranks, key_heads, value_heads):
-    shape = mixers.gdn_from_config(mixers.BUILTIN_GDN["qwen3.5-35b-a3b"], "q", "built-in", tensor_parallel=ranks)
+    shape = gdn_from_config(parse_config(BUILTIN_GDN["qwen3.5-35b-a3b"], "built-in"), "q", "built-in", tensor_parallel=ranks)
     assert (shape.key_heads, shape.value_heads, shape.tensor_parallel) == (key_heads, value_heads, ranks)
     assert shape.conv_dim == 2 * key_heads * 128 + value_heads * 128
     assert shape.gate_dim == value_heads * 128
 
 
 def test_head_counts_vllm_refuses_are_config_errors_naming_the_field():
-    with pytest.raises(ConfigError, match="'linear_num_key_heads'.*tensor parallel size 32"):
-        mixers.gdn_from_config(mixers.BUILTIN_GDN["qwen3-next-80b-a3b"], "q", "c", tensor_parallel=32)
-    with pytest.raises(ConfigError, match="'linear_num_key_heads'.*tensor parallel size 3"):
-        mixers.gdn_from_config(mixers.BUILTIN_GDN["qwen3-next-80b-a3b"], "q", "c", tensor_parallel=3)
-    with pytest.raises(ConfigError, match="not a multiple of 16 key heads"):
-        mixers.gdn_shape({"linear_num_value_heads": 24}, "qwen3_next", "q", "c")
-    with pytest.raises(ConfigError, match="'linear_key_head_dim' is the number 0"):
-        mixers.gdn_shape({"linear_key_head_dim": 0}, "qwen3_next", "q", "c")
+    with pytest.raises(ConfigProblem, match="'linear_num_key_heads'.*tensor parallel size 32"):
+        gdn_from_config(parse_config(BUILTIN_GDN["qwen3-next-80b-a3b"], "c"), "q", "c", tensor_parallel=32)
+    with pytest.raises(ConfigProblem, match="'linear_num_key_heads'.*tensor parallel size 3"):
+        gdn_from_config(parse_config(BUILTIN_GDN["qwen3-next-80b-a3b"], "c"), "q", "c", tensor_parallel=3)
+    with pytest.raises(ConfigProblem, match="not a multiple of 16 key heads"):
+        gdn_shape(parse_config({"linear_num_value_heads": 24}, "c").text, "qwen3_next", "q", "c")
+    with pytest.raises(ConfigProblem, match="'linear_key_head_dim' is the number 0"):
+        gdn_shape(parse_config({"linear_key_head_dim": 0}, "c").text, "qwen3_next", "q", "c")
 
 
 def test_the_recurrent_state_takes_mamba_ssm_dtype_only_for_qwen3_5():
-    assert mixers.gdn_shape({"mamba_ssm_dtype": "float32"}, "qwen3_5_text", "q", "c").state_dtype == "float32"
-    assert mixers.gdn_from_config({"model_type": "qwen3_5", "text_config": {"mamba_ssm_dtype": "float32"}},
+    assert gdn_shape(parse_config({"mamba_ssm_dtype": "float32"}, "c").text, "qwen3_5_text", "q", "c").state_dtype == "float32"
+    assert gdn_from_config(parse_config({"model_type": "qwen3_5", "text_config": {"mamba_ssm_dtype": "float32"}}, "c"),
                                         "q", "c").state_dtype == "float32"
-    assert mixers.gdn_shape({"mamba_ssm_dtype": "float32"}, "qwen3_next", "q", "c").state_dtype == "float16"
-    with pytest.raises(ConfigError, match='\'mamba_ssm_dtype\' is the string "int8"'):
-        mixers.gdn_shape({"mamba_ssm_dtype": "int8"}, "qwen3_5_text", "q", "c")
+    assert gdn_shape(parse_config({"mamba_ssm_dtype": "float32"}, "c").text, "qwen3_next", "q", "c").state_dtype == "float16"
+    with pytest.raises(ConfigProblem, match='\'mamba_ssm_dtype\' is the string "int8"'):
+        gdn_shape(parse_config({"mamba_ssm_dtype": "int8"}, "c").text, "qwen3_5_text", "q", "c")
 
 
 def test_other_models_have_no_gated_delta_net_and_other_linear_attention_is_unproven():
-    assert mixers.gdn_from_config(mixers.BUILTIN_HYBRIDS["nemotron-h-8b"], "n", "c") is None
-    assert mixers.gdn_from_config({"model_type": "llama", "num_attention_heads": 32}, "l", "c") is None
+    assert gdn_from_config(parse_config(BUILTIN_HYBRIDS["nemotron-h-8b"], "c"), "n", "c") is None
+    assert gdn_from_config(parse_config({"model_type": "llama", "num_attention_heads": 32}, "c"), "l", "c") is None
     with pytest.raises(UnprovenLayers, match="MiniMax's lightning attention"):
-        mixers.gdn_shape({}, "minimax_m1", "k", "c")
+        gdn_shape(parse_config({}, "c").text, "minimax_m1", "k", "c")
 
 
 def row(kernel, shared, config=None, family="qwen3.5 tp1", kind="prefill", device="sm75", limit=65536):
@@ -105,7 +109,7 @@ VERSIONS = {"vllm": "0.33.0", "triton": "3.8.0"}
 
 def gdn_table(tmp_path, config, fits=True, shared=41220):
     """A fit table holding the verdicts of `config`'s attention layers and gated delta net on sm_75."""
-    *attention, gdn = shapes.model_layers(config, "q", "c")
+    *attention, gdn = model_layers(parse_config(config, "c"), "q", "c")
     rows = [{"model": "q", "layer": s.layer, "shared": 32768, "fits": True} for s in attention]
     gdn_rows = [{"model": "q", "layer": gdn.layer, "shared": shared, "fits": fits}]
     document = table.merge(None, [], VERSIONS, table.shape_verdicts(rows, attention, 75, 65536),
@@ -116,20 +120,20 @@ def gdn_table(tmp_path, config, fits=True, shared=41220):
 
 
 def test_a_gated_delta_net_hybrid_with_its_verdicts_in_the_table_is_a_hit(tmp_path):
-    config = mixers.BUILTIN_GDN["qwen3.5-27b"]
+    config = BUILTIN_GDN["qwen3.5-27b"]
     document = gdn_table(tmp_path, config)
-    found = lookup.decide(document, shapes.model_layers(config, "q", "c"), 75, 65536, VERSIONS)
+    found = lookup.decide(document, model_layers(parse_config(config, "c"), "q", "c"), 75, 65536, VERSIONS)
     assert (found.hit, found.all_fit, found.max_shared) == (True, True, 41220)
     failing = lookup.decide(gdn_table(tmp_path, config, fits=False, shared=70000),
-                            shapes.model_layers(config, "q", "c"), 75, 65536, VERSIONS)
+                            model_layers(parse_config(config, "c"), "q", "c"), 75, 65536, VERSIONS)
     assert failing.hit and not failing.all_fit and failing.worst["mixer"] == "gated_delta_net"
 
 
 def test_head_counts_share_a_verdict_and_what_sizes_the_kernels_does_not(tmp_path):
-    config = mixers.BUILTIN_GDN["qwen3.5-27b"]
+    config = BUILTIN_GDN["qwen3.5-27b"]
     document = gdn_table(tmp_path, config)
     # tensor parallel 2 halves the heads per rank: the same verdict answers
-    ranked = lookup.decide(document, shapes.model_layers(config, "q", "c", 2),
+    ranked = lookup.decide(document, model_layers(parse_config(config, "c"), "q", "c", 2),
                            75, 65536, VERSIONS)
     assert ranked.hit and ranked.all_fit
     for changed, named in ((dict(linear_key_head_dim=64), "key/value head dims 64/128"),
@@ -137,13 +141,13 @@ def test_head_counts_share_a_verdict_and_what_sizes_the_kernels_does_not(tmp_pat
                            (dict(mamba_ssm_dtype="bfloat16"), "bfloat16 state"),
                            (dict(model_type="qwen3_next"), "float16 state")):
         other = dict(config, **changed)
-        found = lookup.decide(document, shapes.model_layers(other, "q", "c"), 75, 65536, VERSIONS)
+        found = lookup.decide(document, model_layers(parse_config(other, "c"), "q", "c"), 75, 65536, VERSIONS)
         assert not found.hit and f"q/linear_attention (gated delta net: " in found.miss and named in found.miss, changed
 
 
 def test_gated_delta_net_and_mamba_verdicts_are_kept_apart_in_one_table(tmp_path):
-    gdn = mixers.gdn_from_config(mixers.BUILTIN_GDN["qwen3.5-27b"], "q", "c")
-    mamba = mixers.mixer_from_config(mixers.BUILTIN_HYBRIDS["granite-4.0-h-tiny"], "g", "c")
+    gdn = gdn_from_config(parse_config(BUILTIN_GDN["qwen3.5-27b"], "c"), "q", "c")
+    mamba = mixer_from_config(parse_config(BUILTIN_HYBRIDS["granite-4.0-h-tiny"], "c"), "g", "c")
     rows = [{"model": "q", "layer": gdn.layer, "shared": 100, "fits": True},
             {"model": "g", "layer": mamba.layer, "shared": 200, "fits": True}]
     merged = table.merge(None, [], VERSIONS, [], table.shape_verdicts(rows, [gdn, mamba], 75, 65536))
@@ -154,37 +158,37 @@ def test_gated_delta_net_and_mamba_verdicts_are_kept_apart_in_one_table(tmp_path
 
 @pytest.mark.parametrize("mixer", ["lightning_attention", None, ["gated_delta_net"], {"a": 1}])
 def test_a_mixer_verdict_of_a_kind_not_known_here_is_left_out_never_a_crash(tmp_path, mixer):
-    config = mixers.BUILTIN_GDN["qwen3.5-27b"]
+    config = BUILTIN_GDN["qwen3.5-27b"]
     document = gdn_table(tmp_path, config)
     document["mixer_verdicts"].append({"cc": 75, "limit": 65536, "dtype": "float16", "mixer": mixer})
     document["mixer_verdicts"].append("not a verdict")
-    found = lookup.decide(document, shapes.model_layers(config, "q", "c"), 75, 65536, VERSIONS)
+    found = lookup.decide(document, model_layers(parse_config(config, "c"), "q", "c"), 75, 65536, VERSIONS)
     assert found.hit and found.all_fit
     document["mixer_verdicts"].pop()
     assert len(table.merge(document, [], VERSIONS)["mixer_verdicts"]) == 1
 
 
 def test_on_sm90_and_newer_the_gated_delta_net_is_not_proven_at_lookup_and_in_the_full_check(tmp_path):
-    config = mixers.BUILTIN_GDN["qwen3-next-80b-a3b"]
-    found = lookup.decide(gdn_table(tmp_path, config), shapes.model_layers(config, "q", "c"), 90, 232448, VERSIONS)
+    config = BUILTIN_GDN["qwen3-next-80b-a3b"]
+    found = lookup.decide(gdn_table(tmp_path, config), model_layers(parse_config(config, "c"), "q", "c"), 90, 232448, VERSIONS)
     assert not found.hit and found.unproven and "FlashInfer" in found.miss
     path = tmp_path / "qwen3-next" / "config.json"
     path.parent.mkdir()
     path.write_text(json.dumps(config))
     with pytest.raises(UnprovenLayers, match="compute capability 9.0 .*FlashInfer"):
         plan(FitOptions(device="sm90", model_config=str(path)))
-    assert any(isinstance(s, mixers.GdnShape) for s in plan(FitOptions(model_config=str(path))).shapes)
+    assert any(isinstance(s, GdnShape) for s in plan(FitOptions(model_config=str(path))).shapes)
 
 
 def test_the_built_in_matrix_holds_each_gated_delta_net_at_tensor_parallel_1_2_and_4():
-    built = [s for s in shapes.builtin_shapes() if isinstance(s, mixers.GdnShape)]
+    built = [s for s in builtin_shapes() if isinstance(s, GdnShape)]
     assert {(s.model.split("-tp")[0], s.tensor_parallel) for s in built} == {
-        (name, ranks) for name in mixers.BUILTIN_GDN for ranks in (1, 2, 4)}
-    assert not any(isinstance(s, mixers.GdnShape) for s in shapes.builtin_shapes("attention"))
+        (name, ranks) for name in BUILTIN_GDN for ranks in (1, 2, 4)}
+    assert not any(isinstance(s, GdnShape) for s in builtin_shapes("attention"))
 
 
 def test_autotune_configurations_are_compiled_smallest_tiles_first_fla_names_included():
-    from patches.fitcheck.mixer_launches import tile_volume
+    from patches.fitcheck.op_recording import tile_volume
     from patches.fitcheck.recorder import Launch
 
     def launch(stages, **tiles):
@@ -200,9 +204,9 @@ def test_autotune_configurations_are_compiled_smallest_tiles_first_fla_names_inc
                                           ("mamba_ssm_dtype", {"nested": ["x"] * 10**4}), ("mamba_ssm_dtype", "int8\n"),
                                           ("linear_value_head_dim", [128] * 10**5)])
 def test_a_bad_gated_delta_net_field_is_one_short_line_naming_it(field, value):
-    config = dict(mixers.BUILTIN_GDN["qwen3.5-27b"], **{field: value})
-    with pytest.raises(ConfigError) as raised:
-        shapes.model_layers(config, "q", "q/config.json")
+    config = dict(BUILTIN_GDN["qwen3.5-27b"], **{field: value})
+    with pytest.raises(ConfigProblem) as raised:
+        model_layers(parse_config(config, "q/config.json"), "q", "q/config.json")
     message = str(raised.value)
     assert not isinstance(raised.value, UnprovenLayers) and f"'{field}'" in message
     assert "\n" not in message and len(message) < 300, message

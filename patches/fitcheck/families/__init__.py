@@ -1,5 +1,5 @@
 """The proof's model families, one module per family in this package, each defining FAMILY (a
-base.Family): its shapes read from the typed config, its launches, its description and its
+family.Family): its shapes read from the typed config, its launches, its description and its
 compute-capability rules. The registry finds them by listing the package (pkgutil), so adding a family
 is adding its module (docs/architecture.md, "Adding a family"); every function below loops over them.
 
@@ -10,12 +10,11 @@ import importlib
 import pkgutil
 import reprlib
 
-from contract.model_config import ModelConfig, Section
+from contract.model_config import ConfigProblem, ModelConfig, Section, parse_config
 from patches.fitcheck import attention
 from patches.fitcheck.attention import LayerShape
-from patches.fitcheck.base import (DEFAULT_DTYPE, TENSOR_PARALLEL_SIZES, ConfigError, Family, Refusal, UnprovenLayers,
-                                   typed)
-from patches.fitcheck.mixer_shapes import UNREAD_MIXERS
+from patches.fitcheck.family import (DEFAULT_DTYPE, TENSOR_PARALLEL_SIZES, UNREAD_MIXERS, Family, Refusal, UnprovenLayers,
+                                   never)
 
 ROLES = ("attention", "mixer", "latent", "refusal")
 MATRICES = ("all", "attention", "gemma4")  # what the fit check runs without --model-config
@@ -87,55 +86,57 @@ def _latent_family(text: Section) -> Family | None:
     return next((family for family in of_role("latent") if family.claims(text)), None)
 
 
-def attention_layers(config: ModelConfig | dict, model: str, where: str, tensor_parallel: int = 1) -> list[LayerShape]:
+def attention_layers(config: ModelConfig, model: str, where: str, tensor_parallel: int = 1) -> list[LayerShape]:
     """One rank's attention layer kinds of a model's config (a mixer or latent attention it has is read
     too, so a model the check cannot prove is refused here)."""
-    text, model_type = attention.text_section(typed(config, where))
-    mixer = mixer_family(text, model_type)
-    if mixer is not None:
-        mixer.read(text, model_type, model, where, tensor_parallel, DEFAULT_DTYPE)  # UnprovenLayers unless read
-        if model_type in mixer.attention_free_types:
-            return []
-        text = attention.hybrid_attention(text)
-    attention.refuse_unread_encoder(text, model_type)
-    latent = _latent_family(text)
-    if latent is not None:  # every attention layer is latent: the latent family's shape
-        latent.read(text, model_type, model, where, tensor_parallel, DEFAULT_DTYPE)
-        attention.attention_kinds_only(text)
-        return []
-    return attention.attention_shapes(text, model_type, model, tensor_parallel, hybrid=mixer is not None)
+    return [shape for shape in model_layers(config, model, where, tensor_parallel) if not is_mixer(shape)]
 
 
-def latent_attention(config: ModelConfig | dict, model: str, where: str, tensor_parallel: int = 1):
+def latent_attention(config: ModelConfig, model: str, where: str, tensor_parallel: int = 1):
     """The latent attention of a model's config (its family's shape), None for a model without it."""
-    config = typed(config, where)
     family = _latent_family(config.text)
     return None if family is None else family.read(config.text, config.type_of_text, model, where, tensor_parallel,
                                                    DEFAULT_DTYPE)
 
 
-def mixer_from_config(config: ModelConfig | dict, model: str, where: str, tensor_parallel: int = 1,
+def mixer_from_config(config: ModelConfig, model: str, where: str, tensor_parallel: int = 1,
                       dtype: str = DEFAULT_DTYPE):
     """The mixer of a model's config (its family's shape), else its latent attention, None for neither."""
-    config = typed(config, where)
-    text, model_type = config.text, config.type_of_text
-    family = mixer_family(text, model_type)
+    family = mixer_family(config.text, config.type_of_text)
     if family is not None:
-        return family.read(text, model_type, model, where, tensor_parallel, dtype)
+        return family.read(config.text, config.type_of_text, model, where, tensor_parallel, dtype)
     return latent_attention(config, model, where, tensor_parallel)
 
 
-def model_layers(config: ModelConfig | dict, model: str, where: str, tensor_parallel: int = 1,
+def model_layers(config: ModelConfig, model: str, where: str, tensor_parallel: int = 1,
                  dtype: str = DEFAULT_DTYPE) -> list:
     """One rank's attention layer shapes of a model's config, its latent attention and its mixer last
-    where it has them: what the fit check proves for the model."""
-    config = typed(config, where)
-    shapes = attention_layers(config, model, where, tensor_parallel)
-    mixer = mixer_from_config(config, model, where, tensor_parallel, dtype)
-    # A hybrid whose attention is latent (Kimi Linear: KDA beside multi-head latent attention) has both
-    latent = None if mixer is None or family_of(mixer).role == "latent" else latent_attention(
-        config, model, where, tensor_parallel)
-    return shapes + [shape for shape in (latent, mixer) if shape]
+    where it has them: what the fit check proves for the model. Each family reads the config once."""
+    text, model_type = attention.text_section(config)
+    family = mixer_family(text, model_type)
+    mixer = None if family is None else family.read(config.text, model_type, model, where, tensor_parallel, dtype)
+    if family is not None and model_type in family.attention_free_types:
+        latent = latent_attention(config, model, where, tensor_parallel)
+        return [shape for shape in (latent, mixer) if shape]
+    if family is not None:
+        text = attention.hybrid_attention(text)
+    attention.refuse_unread_encoder(text, model_type)
+    latent_family = _latent_family(text)
+    if latent_family is None:
+        return attention.attention_shapes(text, model_type, model, tensor_parallel, hybrid=family is not None) + (
+            [mixer] if mixer else [])
+    # every attention layer is latent: the latent family's shape (Kimi Linear: KDA beside latent attention)
+    latent = latent_family.read(config.text, model_type, model, where, tensor_parallel, DEFAULT_DTYPE)
+    attention.attention_kinds_only(text)
+    return [shape for shape in (latent, mixer) if shape]
+
+
+def load_model_config(path, tensor_parallel: int = 1, dtype: str = DEFAULT_DTYPE) -> list:
+    """model_layers() of the config.json at `path` (ConfigProblem: one-line reason)."""
+    from pathlib import Path
+
+    path = Path(path)
+    return model_layers(attention.read_config(path), path.parent.name or path.stem, str(path), tensor_parallel, dtype)
 
 
 def builtin_models() -> dict[str, dict]:
@@ -159,12 +160,14 @@ def builtin_by_family(matrix: str = "all", dtype: str = DEFAULT_DTYPE) -> list[t
     fixed = [(family.name, shape) for family in chosen if family.matrix for shape in family.matrix(dtype)]
     models = []
     for family in chosen:
-        for name, config in (family.builtin or {}).items():
+        for name, found in (family.builtin or {}).items():
+            where = f"built-in {name}"
+            config = parse_config(found, where)
             for tp in TENSOR_PARALLEL_SIZES:
-                model, where = (name if tp == 1 else f"{name}-tp{tp}"), f"built-in {name}"
+                model = name if tp == 1 else f"{name}-tp{tp}"
                 try:
                     models += [(family.name, shape) for shape in model_layers(config, model, where, tp, dtype)]
-                except ConfigError:
+                except ConfigProblem:
                     continue  # a split vLLM refuses (heads that do not divide): nothing to prove
     if matrix == "attention":
         models = [(name, shape) for name, shape in models if not is_mixer(shape)]
@@ -177,16 +180,11 @@ def charged_to(shape, origins: dict) -> str:
     return origins.get(shape) or family_of(shape).name
 
 
-def config_refused_on(config: ModelConfig | dict, model: str, where: str, tensor_parallel: int,
+def config_refused_on(config: ModelConfig, model: str, where: str, tensor_parallel: int,
                       cc: int) -> Refusal | None:
     """The Refusal of a model vLLM cannot serve on a device of compute capability `cc` whatever its layers
-    (asked before they are read, so a model the check cannot prove is still refused); None for a config it
-    cannot read."""
-    try:
-        config = typed(config, where)
-    except ConfigError:
-        return None
-    return next((refusal for family in FAMILIES
+    (asked before they are read, so a model the check cannot prove is still refused)."""
+    return next((refusal for family in FAMILIES if family.config_refused_on is not never
                  if (refusal := family.config_refused_on(config, model, where, tensor_parallel, cc)) is not None), None)
 
 
@@ -199,6 +197,14 @@ def unrecorded_on(shapes, cc: int) -> str | None:
     """Why the launches recorded for the first such shape are not the ones a device of compute capability
     `cc` runs; None when they are for every one."""
     return next((why for shape in shapes if (why := family_of(shape).unrecorded_on(shape, cc))), None)
+
+
+def replayssm_unproven(model_type: str, buffer_len: object) -> str | None:
+    """What `--use-replayssm` (at `--replayssm-buffer-len`, None for vLLM's default) makes a model of this type
+    launch that the build did not prove, None where it proved it: the rule of the family that reads the type
+    first, then the others' (ReplaySSM replaces the Mamba-2 decode whatever the model)."""
+    ordered = sorted(FAMILIES, key=lambda family: model_type not in family.model_types)
+    return next((why for family in ordered if (why := family.replayssm_unproven(model_type, buffer_len))), None)
 
 
 def describe(shape) -> str:

@@ -1,7 +1,7 @@
 """The attention-only families vLLM serves through the unified attention launcher (Llama, Qwen, Mistral,
 Phi, Gemma 2 / 3, ...), their configs read by the attention reader (attention.py)."""
 from patches.fitcheck.attention import LayerShape, describe
-from patches.fitcheck.base import Family
+from patches.fitcheck.family import Family
 
 # The attention-only families vLLM serves through this launcher. vLLM's Triton backend lists no head
 # sizes (it takes any head size >= 32), so the matrix takes them from the families' configs: per head

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from contract.model_config import ModelConfig
 from patches.fitcheck.attention import ENCODER, MM_ENCODER, LayerShape, describe
-from patches.fitcheck.base import Family, UnprovenLayers, typed
+from patches.fitcheck.family import Family, UnprovenLayers
 
 # Encoder (bidirectional) attention: what reaches vLLM's context_attention_fwd. ENCODER layers are
 # encoder-only and embedding models through the Triton backend (TritonAttentionImpl: window
@@ -37,10 +37,9 @@ TOWER_FIELDS = (("vision_config", ("embed_dim", "hidden_size"), ("num_heads", "n
 BUILTIN_TOWER_HEADS = tuple(head for _, head, _, _, kind in ENCODER_LAYERS if kind == MM_ENCODER)
 
 
-def tower_shapes(config: ModelConfig | dict, model: str, where: str) -> list[LayerShape]:
+def tower_shapes(config: ModelConfig, model: str, where: str) -> list[LayerShape]:
     """One MM_ENCODER shape per multimodal tower of a model's config (a tower's heads are its own: one KV
     head per query head, no window); UnprovenLayers naming a tower whose head size it cannot read."""
-    config = typed(config, where)
     shapes = []
     for key, widths, counts in TOWER_FIELDS:
         tower = config.top.object(key)

@@ -1,8 +1,9 @@
 """Gemma 4: the built-in classes' attention layers at tensor parallel 1, 2 and 4 (its configs as transformers'
 conversion scripts make them); a Gemma 4 config.json is read by the attention reader like any attention
 model's (attention.py: global layers' own head size and KV heads, per_layer_config)."""
+from contract.model_config import parse_config
 from patches.fitcheck.attention import GEMMA4_GLOBAL_HEAD_DIM, LayerShape, config_shapes, describe
-from patches.fitcheck.base import TENSOR_PARALLEL_SIZES, Family
+from patches.fitcheck.family import TENSOR_PARALLEL_SIZES, Family
 
 
 def _gemma4_text(model_type: str, layers: int, pattern: int, heads: int, kv_heads: int, window: int,
@@ -27,13 +28,13 @@ BUILTIN_CONFIGS = {
 
 
 BUILTIN_MODELS: dict[str, list[LayerShape]] = {
-    name: config_shapes(config, name, f"built-in {name}") for name, config in BUILTIN_CONFIGS.items()
+    name: config_shapes(parse_config(config, f"built-in {name}"), name) for name, config in BUILTIN_CONFIGS.items()
 }
 # One rank's shapes under tensor parallelism 2 and 4 (vLLM issue 36802 is TP 4 on four T4s): the
 # query heads split, the KV heads split or, fewer than ranks, are replicated, so the query-per-KV
 # ratio (BLOCK_M, BLOCK_Q) and the unified page size change per rank.
 BUILTIN_TP_MODELS: dict[str, list[LayerShape]] = {
-    f"{name}-tp{tp}": config_shapes(config, f"{name}-tp{tp}", f"built-in {name}", tp)
+    f"{name}-tp{tp}": config_shapes(parse_config(config, f"built-in {name}"), f"{name}-tp{tp}", tp)
     for tp in TENSOR_PARALLEL_SIZES[1:] for name, config in BUILTIN_CONFIGS.items()
 }
 

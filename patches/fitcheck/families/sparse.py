@@ -5,7 +5,7 @@ of compute capability 9.0, 10.0 or 12.0 (supports_compute_capability in v1/atten
 a model is refused whatever its layers; from 9.0 its layers are not proven (mla.py)."""
 import reprlib
 
-from patches.fitcheck.base import Family, Refusal
+from patches.fitcheck.family import Family, Refusal
 
 SPARSE_MIN_CC = 90
 

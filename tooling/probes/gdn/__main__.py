@@ -4,7 +4,7 @@
                            [--detail] [--json]
 
 In a container of the image (this checkout mounted, tooling/probes/gdn/probe.py),
-patches/fitcheck/gdn_launches.py runs vLLM's real GDN ops on CPU tensors with the fit check's recorder in
+patches/fitcheck/families/gated_delta_net/launches.py runs vLLM's real GDN ops on CPU tensors with the fit check's recorder in
 place of each kernel, as the layer calls them on a Turing or Ampere GPU: a chunked prefill (causal conv,
 the post-conv prep, FLA's six @triton.autotune chunk kernels, each recorded once per configuration), the
 decodes of a mixed batch, a decode-only batch (packed recurrent update), a speculative decode step and

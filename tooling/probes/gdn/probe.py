@@ -1,6 +1,6 @@
 """Runs in a container of the image (`python3 -m tooling.probes.gdn.probe`, from bench/gdn_kernels_smem):
 every Triton launch of a gated delta net layer (Qwen3-Next, Qwen3.5), recorded by
-patches/fitcheck/gdn_launches.py (vLLM's real ops on CPU tensors, the fit check's recorder in place of
+patches/fitcheck/families/gated_delta_net/launches.py (vLLM's real ops on CPU tensors, the fit check's recorder in place of
 each kernel) and cross-compiled for each device by the image's Triton, every configuration of each
 autotuned kernel included. One JSON line per (device, shape, kernel, configuration); a line with "note"
 per device for the choices the recording rests on. Nothing runs on a GPU and nothing is timed.
@@ -8,9 +8,12 @@ per device for the choices the recording rests on. Nothing runs on a GPU and not
 import json
 import sys
 
-from patches.fitcheck import gdn_launches, mixers
+from contract.model_config import parse_config
+from patches.fitcheck.families.gated_delta_net import launches as gdn_launches
+from patches.fitcheck.families.gated_delta_net import BUILTIN_GDN, gdn_from_config
 from patches.fitcheck.compiler import compile_launches
-from patches.fitcheck.mixer_launches import options
+from door.problem import Problem
+from patches.fitcheck.op_recording import options
 from door import files
 
 TILES = ("BT", "BK", "BV", "BS", "BLOCK_T", "BLOCK_M", "BLOCK_N", "ROWS_PER_BLOCK", "NP2_STATELEN")
@@ -26,10 +29,10 @@ def main(argv: list[str]) -> None:
         for ranks in tensor_parallel:
             family = f"{name} tp{ranks}"
             try:
-                shape = mixers.gdn_from_config(mixers.BUILTIN_GDN[name], family, f"built-in {name}", ranks)
+                shape = gdn_from_config(parse_config(BUILTIN_GDN[name], f"built-in {name}"), family, f"built-in {name}", ranks)
                 shapes.append(shape)
                 launches += gdn_launches.record_gdn(shape)
-            except (gdn_launches.GdnError, ValueError) as error:  # said, not hidden
+            except (Problem, ValueError) as error:  # said, not hidden
                 print(json.dumps({"family": family, "kind": "record", "error": str(error)[:300]}), flush=True)
     for device, (cc, limit) in devices.items():
         differences = gdn_launches.host_choices_differ(cc, limit)

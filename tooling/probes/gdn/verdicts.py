@@ -1,10 +1,10 @@
 """The measured gated delta net shapes and the fit verdict per kernel over them (tooling/probes/gdn/probe.py
-compiles what patches/fitcheck/gdn_launches.py records). The verdict per (device, shape, phase, kernel) is
+compiles what patches/fitcheck/families/gated_delta_net/launches.py records). The verdict per (device, shape, phase, kernel) is
 tooling/probes/ssm/verdicts.py's."""
 from collections import defaultdict
 
 from tooling.probes.ssm.verdicts import verdicts
-from patches.fitcheck.mixers import BUILTIN_GDN
+from patches.fitcheck.families.gated_delta_net import BUILTIN_GDN
 
 FAMILIES = tuple(BUILTIN_GDN)
 

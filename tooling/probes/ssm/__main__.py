@@ -3,7 +3,7 @@
     bench/ssm_kernels_smem [--image REF] [--devices sm75,sm86] [--families NAME,...] [--json]
 
 In a container of the image (this checkout mounted, tooling/probes/ssm/probe.py), the fit check's mixer
-recorder (patches/fitcheck/mixer_launches.py) runs vLLM's real Mamba-2 mixer ops on CPU tensors with a
+recorder (patches/fitcheck/families/mamba2/launches.py) runs vLLM's real Mamba-2 mixer ops on CPU tensors with a
 recorder in place of each kernel: a prefill (causal_conv1d_fn; mamba_chunk_scan_combined_varlen's five
 @triton.autotune kernels, each recorded once per configuration of its list; the gated RMS norm where
 the mixer has one group; the prefix-caching checkpoint copy) and a decode step (causal_conv1d_update,

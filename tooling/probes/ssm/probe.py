@@ -1,6 +1,6 @@
 """Runs in a container of the image (`python3 -m tooling.probes.ssm.probe`, from bench/ssm_kernels_smem):
 every Triton launch of the hybrid families' Mamba-2 mixers, recorded by the fit check's own recorder
-(patches/fitcheck/mixer_launches.py: vLLM's real mixer ops on CPU tensors) and cross-compiled for each
+(patches/fitcheck/families/mamba2/launches.py: vLLM's real mixer ops on CPU tensors) and cross-compiled for each
 device by the image's Triton, every configuration of each autotuned kernel included (the fit check stops
 at the first that fits). One JSON line per (device, family, kernel, configuration). Nothing runs on a GPU
 and nothing is timed.
@@ -8,9 +8,13 @@ and nothing is timed.
 import json
 import sys
 
-from patches.fitcheck import mixer_launches
+from contract.model_config import parse_config
+from door.problem import Problem
+from patches.fitcheck import op_recording
 from patches.fitcheck.compiler import compile_launches
-from patches.fitcheck.mixers import BUILTIN_HYBRIDS, mixer_from_config
+from patches.fitcheck.families.mamba2 import BUILTIN_HYBRIDS
+from patches.fitcheck.families.mamba2.launches import record_mamba2
+from patches.fitcheck.families import mixer_from_config
 from door import files
 
 
@@ -21,11 +25,11 @@ def main(argv: list[str]) -> None:
     launches = []
     for name in families:
         try:
-            launches += mixer_launches.record_mixer(mixer_from_config(BUILTIN_HYBRIDS[name], name, f"built-in {name}"))
-        except mixer_launches.MixerError as error:  # an op this probe calls wrongly: said, not hidden
+            launches += record_mamba2(mixer_from_config(parse_config(BUILTIN_HYBRIDS[name], f"built-in {name}"), name, f"built-in {name}"))
+        except Problem as error:  # an op this probe calls wrongly: said, not hidden
             print(json.dumps({"family": name, "kind": "record", "error": str(error)[:300]}), flush=True)
     for device, (cc, limit) in devices.items():
-        results = compile_launches([(l.fn, l.params, mixer_launches.options(l)) for l in launches], cc, 2)
+        results = compile_launches([(l.fn, l.params, op_recording.options(l)) for l in launches], cc, 2)
         for launch, result in zip(launches, results):
             tiles = {k: v for k, v in launch.params.items() if k.startswith("BLOCK") and isinstance(v, int)}
             print(json.dumps({"device": device, "limit": limit, "family": launch.case.shape.model, "kind": launch.case.kind,

@@ -1,11 +1,11 @@
 """The hybrid families' Mamba-2 mixer shapes and the fit verdict over measured launches, one row per
-configuration compiled (tooling/probes/ssm/probe.py compiles what patches/fitcheck/mixer_launches.py
+configuration compiled (tooling/probes/ssm/probe.py compiles what patches/fitcheck/families/mamba2/launches.py
 records; the gated delta net probe's verdicts build on these)."""
 from collections import defaultdict
 
-from patches.fitcheck.mixers import BUILTIN_HYBRIDS
+from patches.fitcheck.families.mamba2 import BUILTIN_HYBRIDS
 
-# The matrix's hybrids (patches/fitcheck/mixers.py BUILTIN_HYBRIDS): their Mamba-2 mixers are measured.
+# The matrix's hybrids (patches/fitcheck/families/mamba2.py BUILTIN_HYBRIDS): their Mamba-2 mixers are measured.
 FAMILIES = tuple(BUILTIN_HYBRIDS)
 
 

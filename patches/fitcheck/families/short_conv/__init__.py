@@ -2,15 +2,14 @@
 
 LFM2's short convolution (short_conv.py, ShortConv) runs causal_conv1d_fn in prefill and causal_conv1d_update
 in decode, both without an activation, over `conv_dim` channels split over the ranks
-(mixer_launches.record_short_conv); its width (`conv_L_cache`) is all that sizes them.
+(launches.record_short_conv); its width (`conv_L_cache`) is all that sizes them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contract.model_config import Section
-from patches.fitcheck.base import ConfigError, Family
-from patches.fitcheck.mixer_shapes import SHORT_CONV, RecordedShape, as_section
+from contract.model_config import ConfigProblem, Section
+from patches.fitcheck.family import Family, RecordedShape
 
 SHORT_CONV_FIELDS = ("mixer", "conv_width")
 
@@ -27,12 +26,12 @@ SHORT_CONV_DEFAULT_WIDTH = 3
 class ShortConvShape(RecordedShape):
     """One LFM2 short convolution, as one rank of `tensor_parallel` ranks runs it."""
 
-    FIELDS = SHORT_CONV_FIELDS  # what sizes its kernels: its verdict's key (table.py)
+    FIELDS = SHORT_CONV_FIELDS  # what sizes its kernels: its verdict's key (fit_table.py)
     model: str
     channels: int  # one rank's share of conv_dim: the conv's channels (the grid)
     conv_width: int
     tensor_parallel: int = 1
-    mixer: str = SHORT_CONV
+    mixer: str = "short_conv"
     layer: str = "conv"
 
     @property
@@ -44,15 +43,14 @@ class ShortConvShape(RecordedShape):
         return self.channels
 
 
-def short_conv_shape(text: Section | dict, model_type: str, model: str, where: str,
+def short_conv_shape(text: Section, model_type: str, model: str, where: str,
                      tensor_parallel: int = 1) -> ShortConvShape:
-    """The short convolution of an LFM2 config's text part (ConfigError naming the field for a bad value)."""
-    text = as_section(text, where)
+    """The short convolution of an LFM2 config's text part (ConfigProblem naming the field for a bad value)."""
     channels_key = _SHORT_CONV_CHANNELS[model_type]
     channels = text.positive_int(channels_key, text.optional_int("hidden_size"))
     width = text.positive_int("conv_L_cache", SHORT_CONV_DEFAULT_WIDTH)
     if channels % tensor_parallel:
-        raise ConfigError(f"{where}: the short convolution's {channels} channels ('{channels_key}') do not split over "
+        raise ConfigProblem(f"{where}: the short convolution's {channels} channels ('{channels_key}') do not split over "
                           f"tensor parallel size {tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE "
                           f"that divides {channels}")
     return ShortConvShape(model, channels // tensor_parallel, width, tensor_parallel)
@@ -76,9 +74,9 @@ BUILTIN_SHORT_CONV = {
 
 
 def record(shape: ShortConvShape, cc: int, limit: int, dtype: str) -> list:
-    from patches.fitcheck import mixer_launches
+    from patches.fitcheck.families.short_conv.launches import record_short_conv
 
-    return mixer_launches.record_short_conv(shape, dtype)
+    return record_short_conv(shape, dtype)
 
 
 FAMILY = Family(

@@ -1,6 +1,6 @@
 """The Triton launches of one Kimi Linear KDA layer (vLLM 0.33.0's KimiGatedDeltaNetAttention,
 model_executor/layers/mamba/gdn/kimi_gdn_linear_attn.py), made by vLLM's real ops on CPU tensors with
-the fit check's recorder in place of each kernel (mixer_launches.py), as gdn_launches.py does for the
+the fit check's recorder in place of each kernel (op_recording.py), as the gated delta net's launches.py does for the
 gated delta net.
 
 What the layer runs on an Ampere GPU (_forward), per case recorded; the KDA ops are vLLM's NVIDIA copy
@@ -21,10 +21,10 @@ What the layer runs on an Ampere GPU (_forward), per case recorded; the KDA ops 
                choices, fused_recurrent_kda_fwd), so it is recorded at a batch in each
   norm-eager   the output's gated RMS norm (FusedRMSNormGated.forward_cuda, FLA's kda.py): a custom op
                only with --enforce-eager; compiled, vLLM runs forward_native through Inductor
-Each autotuned kernel is recorded once per configuration of its list; the verdict is mixer_launches.judged's.
+Each autotuned kernel is recorded once per configuration of its list; the verdict is op_recording.judged's.
 
 The host decides as the device would: the programmatic-dependent-launch flag and FLA's import-time lists
-are checked by gdn_launches.host_choices_differ; the intra-chunk solve's dot precision follows
+are checked by the gated delta net's launches.host_choices_differ; the intra-chunk solve's dot precision follows
 has_device_capability(80) per call ("tf32" on sm_86, "ieee" below 8.0), so the prefill is recorded with
 vLLM's platform answering as the device (recorder.simulated_device).
 """
@@ -32,11 +32,14 @@ from __future__ import annotations
 
 import functools
 
-from patches.fitcheck.gdn_launches import CHUNK_SIZE, DECODE_BATCH, DRAFT_TOKENS, FLA_OPS, GdnError, imported_ops
-from patches.fitcheck.mixer_launches import DTYPE_NAME, record_calls
-from patches.fitcheck.mixer_shapes import KDA_GATE_LOWER_BOUND_MIN, RecordedShape
+from door.problem import Problem
+from patches.fitcheck.family import RecordedShape
+from patches.fitcheck.families.gated_delta_net.launches import (CHUNK_SIZE, DECODE_BATCH, DRAFT_TOKENS, FLA_OPS,
+                                                               imported_ops)
+from patches.fitcheck.families.kda import KDA_GATE_LOWER_BOUND_MIN
+from patches.fitcheck.op_recording import DTYPE_NAME, record_calls
 from patches.fitcheck.recorder import Launch, simulated_device
-from patches.fitcheck.util import swapped
+from patches.fitcheck.swap_and_write import swapped
 
 KDA_OPS = "vllm.models.kimi_k3.nvidia.ops.third_party.kda"
 MAMBA_OPS = "vllm.model_executor.layers.mamba.ops"
@@ -186,9 +189,9 @@ def record_kda(shape: RecordedShape, cc: int, limit: int, dtype: str = DTYPE_NAM
     from vllm.utils import torch_utils
 
     # prepare_chunk_indices stages its host tensor in pinned memory, which needs a CUDA driver (as in
-    # gdn_launches.record_gdn)
+    # the gated delta net's record_gdn)
     with swapped(torch_utils, "PIN_MEMORY", False):
-        launches = record_calls(shape, _calls(shape, ops, cc, limit, dtype), lambda kind, error: GdnError(
+        launches = record_calls(shape, _calls(shape, ops, cc, limit, dtype), lambda kind, error: Problem(
             f"vLLM's {kind} ops of the KDA layer failed on {shape.label} ({error}); the check does not know "
             "this release's KDA ops"))
     for launch in launches:

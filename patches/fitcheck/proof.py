@@ -6,20 +6,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from contract import clamp_paths as layout
-from contract import compile_record
+from contract import clamp_paths as layout, compile_record
 from contract.compile_record import Record
 from contract.devices import DEVICES
-from patches.fitcheck import attention as shapes_
-from patches.fitcheck import families
-from patches.fitcheck import report as report_
-from patches.fitcheck.base import DEFAULT_DTYPE, DTYPES, TENSOR_PARALLEL_SIZES, ConfigError, UnprovenLayers
+from patches.fitcheck import attention as shapes_, families, fit_report as report_
+from contract.model_config import ConfigProblem
+from patches.fitcheck.family import DEFAULT_DTYPE, DTYPES, TENSOR_PARALLEL_SIZES, UnprovenLayers
 from door import files
-from door.problem import Problem
-
-
-class UsageError(ValueError):
-    """Bad input (exit 2)."""
+from door.problem import Problem, UsageError
 
 
 @dataclass
@@ -36,7 +30,7 @@ class FitOptions:
     matrix: str = "all"  # without model_config: families.MATRICES
     tensor_parallel: int = 1  # with model_config: check one rank's shapes of this tensor-parallel size
     full_compile: bool = False  # compile to cubin instead of up to the shared-memory allocation (compiler.py)
-    dtype: str = DEFAULT_DTYPE  # the activations' dtype of the recorded launches (base.DTYPES)
+    dtype: str = DEFAULT_DTYPE  # the activations' dtype of the recorded launches (family.DTYPES)
     compile_record: str | None = None  # a compile record whose answers stand for the same compiles
 
 
@@ -81,7 +75,7 @@ def resolve_shapes(options: FitOptions, cc: int) -> list:
         config, model = shapes_.read_config(path), path.parent.name or path.stem
         refusal = families.config_refused_on(config, model, str(path), options.tensor_parallel, cc)
         if refusal is not None:
-            raise ConfigError(f"{refusal.reason}: {refusal.fix}")
+            raise ConfigProblem(f"{refusal.reason}: {refusal.fix}")
         return families.model_layers(config, model, str(path), options.tensor_parallel, options.dtype)
     if options.tensor_parallel != 1:
         raise UsageError("--tensor-parallel-size goes with --model-config; the built-in matrix already holds "
@@ -132,7 +126,7 @@ def _launcher(options: FitOptions):
 
 
 def _write_fit_table(path: Path, default_launches: list, device: dict, versions: dict, workers) -> dict:
-    from patches.fitcheck import table as table_
+    from patches.fitcheck import fit_table as table_
     from patches.fitcheck.compiler import compile_launches
 
     existing = table_.read_table(path)
@@ -149,7 +143,7 @@ def _write_verdicts(path: Path, rows: list[dict], shapes, device: dict, versions
                     entries: list[dict], mixer_rows: list[dict], mixer_shapes, dtype: str) -> int:
     """Records this run's verdict per layer shape and per mixer shape (lookup.py reads them) and the
     clamped launches' own needs in the table just written."""
-    from patches.fitcheck import table as table_
+    from patches.fitcheck import fit_table as table_
 
     verdicts = table_.shape_verdicts(rows, shapes, device["cc"], device["limit"], dtype)
     mixer_verdicts = table_.shape_verdicts(mixer_rows, mixer_shapes, device["cc"], device["limit"], dtype)
@@ -159,18 +153,18 @@ def _write_verdicts(path: Path, rows: list[dict], shapes, device: dict, versions
 
 def _mixer_rows(mixer_shapes, cc: int, limit: int, workers, dtype: str) -> list[dict]:
     """The report rows of the hybrids' mixers: one per plain launch and per autotuned call. A gated delta
-    net or KDA layer (FLA's kernels) is refused (GdnError) on a host whose FLA import-time choices are not
+    net or KDA layer (FLA's kernels) is refused (a Problem) on a host whose FLA import-time choices are not
     the device's."""
     if not mixer_shapes:
         return []
-    from patches.fitcheck import gdn_launches, mixer_launches
+    from patches.fitcheck import op_recording
+    from patches.fitcheck.families.gated_delta_net import launches as fla_launches
 
     fla = [shape for shape in mixer_shapes if families.family_of(shape).host_dependent]
-    differ = gdn_launches.host_choices_differ(cc, limit) if fla else []
+    differ = fla_launches.host_choices_differ(cc, limit) if fla else []
     if differ:
-        raise gdn_launches.GdnError(f"{fla[0].label}: this host decides FLA's kernels otherwise than cc {cc} at "
-                                    f"{limit} bytes does ({differ[0]}); run the check on a host without a GPU, as "
-                                    "the build does")
+        raise Problem(f"{fla[0].label}: this host decides FLA's kernels otherwise than cc {cc} at "
+                      f"{limit} bytes does ({differ[0]}); run the check on a host without a GPU, as the build does")
 
     from patches.fitcheck.recorder import RECORDING
 
@@ -180,13 +174,13 @@ def _mixer_rows(mixer_shapes, cc: int, limit: int, workers, dtype: str) -> list[
         launches += families.record(shape, cc, limit, dtype)
         RECORDING.append((shape, time.monotonic() - started))
     return [dict(report_.launch_row(launch, result, limit), autotune=autotune)
-            for launch, result, autotune in mixer_launches.judged(launches, cc, limit, workers)]
+            for launch, result, autotune in op_recording.judged(launches, cc, limit, workers)]
 
 
 def _known_table(options: FitOptions, versions: dict) -> tuple[dict | None, dict | None]:
     """The --known-table document when its numbers hold for these versions (else None), and the
     report's note on it (None without the option)."""
-    from patches.fitcheck import table as table_
+    from patches.fitcheck import fit_table as table_
 
     if not options.known_table:
         return None, None
@@ -204,7 +198,7 @@ def _needs(launches: list, cc: int, known: dict | None, workers: int | None) -> 
     """Per launch (CompileResult, source): the known table's number where it has the launch,
     else the compiler's."""
     from patches.fitcheck.compiler import CompileResult, compile_launches
-    from patches.fitcheck.table import known_needs
+    from patches.fitcheck.fit_table import known_needs
 
     from_table = known_needs(launches, cc, known) if known else [None] * len(launches)
     missing = [launch for launch, shared in zip(launches, from_table) if shared is None]
@@ -226,7 +220,7 @@ class FitPlan:
 
 def plan(options: FitOptions) -> FitPlan:
     """Validates the options and reads the model config, before vLLM is imported (UsageError /
-    ConfigError on bad input)."""
+    ConfigProblem on bad input)."""
     check_combination(options)
     device = resolve_device(options)
     shapes = tuple(resolve_shapes(options, device["cc"]))
@@ -236,7 +230,7 @@ def plan(options: FitOptions) -> FitPlan:
         shapes = tuple(shape for shape in shapes if shape.model not in refused)
     refusal = families.refused_on(shapes, device["cc"])
     if refusal is not None:
-        raise ConfigError(f"{refusal.reason}: {refusal.fix}")
+        raise ConfigProblem(f"{refusal.reason}: {refusal.fix}")
     unrecorded = families.unrecorded_on(shapes, device["cc"])
     if unrecorded:
         raise UnprovenLayers(unrecorded)
@@ -244,7 +238,7 @@ def plan(options: FitOptions) -> FitPlan:
 
 
 def _read_record(path: str | None) -> Record | None:
-    """The --compile-record file as a Record (RecordError when it is not one), None without the option."""
+    """The --compile-record file as a Record (a UsageError when it is not one), None without the option."""
     if path is None:
         return None
     record = compile_record.read_record(Path(path))
@@ -255,8 +249,8 @@ def _read_record(path: str | None) -> Record | None:
 
 
 def run(fit: FitPlan, cross_check: bool = True) -> dict:
-    """The JSON report (docs/architecture.md). Raises UsageError / LauncherError / TableError on
-    bad input, CompilerDrift when the shared-memory-only compile disagrees with a full one.
+    """The JSON report (docs/architecture.md). Raises a UsageError on bad input, a Problem for a launcher
+    or ops it cannot use or a shared-memory-only compile that disagrees with a full one.
     cross_check=False leaves the full compiles of the largest needs to the caller's one
     compiler.cross_check() after several runs (the image's passes)."""
     from patches.fitcheck import compiler
@@ -317,7 +311,7 @@ def _checked(fit: FitPlan) -> dict:
     rows = [report_.launch_row(launch, result, limit, source) for launch, (result, source) in zip(launches, needs)]
     mixer_rows = _mixer_rows(mixer_shapes, cc, limit, options.workers, options.dtype)
     if options.write_table:
-        from patches.fitcheck.table import launch_entries
+        from patches.fitcheck.fit_table import launch_entries
 
         clamped = launch_entries(patched, [result.shared for result, _ in needs[:len(patched)]], cc)
         table["verdicts_written"] = _write_verdicts(Path(options.write_table), rows[:len(patched)], shapes,

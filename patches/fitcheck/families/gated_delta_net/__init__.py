@@ -1,4 +1,4 @@
-"""The gated delta net of Qwen3-Next and Qwen3.5 (GdnShape): gdn_launches.record_gdn records FLA's Triton
+"""The gated delta net of Qwen3-Next and Qwen3.5 (GdnShape): launches.record_gdn records FLA's Triton
 kernels as vLLM calls them below compute capability 9.0; from 9.0 vLLM runs its prefill with FlashInfer
 or CuteDSL, which the check does not record.
 """
@@ -7,9 +7,8 @@ from __future__ import annotations
 import reprlib
 from dataclasses import dataclass
 
-from contract.model_config import Section
-from patches.fitcheck.base import ConfigError, Family, UnprovenLayers
-from patches.fitcheck.mixer_shapes import GATED_DELTA_NET, MODEL_DTYPE, UNREAD_MIXERS, RecordedShape, as_section
+from contract.model_config import ConfigProblem, Section
+from patches.fitcheck.family import DEFAULT_DTYPE, Family, RecordedShape, UNREAD_MIXERS, UnprovenLayers
 
 # What sizes a gated delta net's kernels: the head dims (K and V of FLA's tiles), the conv width, the
 # recurrent state's dtype and the projection layout. Head counts reach the kernels only as offsets and
@@ -34,7 +33,7 @@ STATE_DTYPES = ("float16", "bfloat16", "float32")
 GDN_DEFAULTS = {"linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
                 "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4}
 # Below compute capability 9.0 vLLM runs the gated delta net's chunked prefill on FLA's Triton kernels
-# and FLA's import-time choices are those a CPU host makes (gdn_launches.host_choices_differ); sm_90
+# and FLA's import-time choices are those a CPU host makes (launches.host_choices_differ); sm_90
 # and newer run FlashInfer or CuteDSL there, which the check does not record.
 GDN_RECORDED_BELOW_CC = 90
 
@@ -43,7 +42,7 @@ GDN_RECORDED_BELOW_CC = 90
 class GdnShape(RecordedShape):
     """One gated delta net layer, as one rank of `tensor_parallel` ranks runs it."""
 
-    FIELDS = GDN_FIELDS  # what sizes its kernels: its verdict's key (table.py)
+    FIELDS = GDN_FIELDS  # what sizes its kernels: its verdict's key (fit_table.py)
     model: str
     key_heads: int  # one rank's
     value_heads: int  # one rank's
@@ -53,7 +52,7 @@ class GdnShape(RecordedShape):
     state_dtype: str  # the recurrent state's (the KV cache's second tensor)
     interleaved: bool  # Qwen3-Next's qkvz layout (see GDN_TYPES)
     tensor_parallel: int = 1
-    mixer: str = GATED_DELTA_NET
+    mixer: str = "gated_delta_net"
     layer: str = "linear_attention"
 
     @property
@@ -70,11 +69,10 @@ class GdnShape(RecordedShape):
         return self.value_heads * self.value_head_dim
 
 
-def gdn_shape(text: Section | dict, model_type: str | None, model: str, where: str, tensor_parallel: int = 1,
-              model_dtype: str = MODEL_DTYPE) -> GdnShape:
+def gdn_shape(text: Section, model_type: str | None, model: str, where: str, tensor_parallel: int = 1,
+              model_dtype: str = DEFAULT_DTYPE) -> GdnShape:
     """The gated delta net of a config's text part (UnprovenLayers for another linear attention,
-    ConfigError naming the field for a bad value)."""
-    text = as_section(text, where)
+    ConfigProblem naming the field for a bad value)."""
     model_type = GDN_TEXT_TYPES.get(model_type, model_type)
     if model_type not in GDN_TYPES:
         what = UNREAD_MIXERS.get(model_type, f"model type {reprlib.repr(model_type)}: its linear attention layers")
@@ -83,11 +81,11 @@ def gdn_shape(text: Section | dict, model_type: str | None, model: str, where: s
     key_heads, value_heads, key_dim, value_dim, width = (
         text.positive_int(name, GDN_DEFAULTS[name]) for name in GDN_DEFAULTS)
     if value_heads % key_heads:
-        raise ConfigError(f"{where}: {value_heads} value heads ('linear_num_value_heads') are not a multiple of "
+        raise ConfigProblem(f"{where}: {value_heads} value heads ('linear_num_value_heads') are not a multiple of "
                           f"{key_heads} key heads ('linear_num_key_heads')")
     for count, name in ((key_heads, "linear_num_key_heads"), (value_heads, "linear_num_value_heads")):
         if count % tensor_parallel:
-            raise ConfigError(f"{where}: {count} heads ('{name}') do not split over tensor parallel size "
+            raise ConfigProblem(f"{where}: {count} heads ('{name}') do not split over tensor parallel size "
                               f"{tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE that divides {count}")
     state_dtype = model_dtype
     if model_type in _STATE_DTYPE_FROM_CONFIG and text.has("mamba_ssm_dtype"):
@@ -122,9 +120,9 @@ BUILTIN_GDN = {
 
 
 def record(shape: GdnShape, cc: int, limit: int, dtype: str) -> list:
-    from patches.fitcheck import gdn_launches
+    from patches.fitcheck.families.gated_delta_net.launches import record_gdn
 
-    return gdn_launches.record_gdn(shape, dtype)
+    return record_gdn(shape, dtype)
 
 
 def unrecorded_on(shape: GdnShape, cc: int) -> str | None:
@@ -148,3 +146,10 @@ FAMILY = Family(
     read=lambda text, model_type, model, where, tp, dtype: gdn_shape(text, model_type, model, where, tp, dtype),
     record=record, host_dependent=True, describe=_describe, unrecorded_on=unrecorded_on, builtin=BUILTIN_GDN,
     order=80)
+
+
+def gdn_from_config(config, model: str, where: str, tensor_parallel: int = 1) -> GdnShape | None:
+    """The gated delta net of a model's typed config, None for a model of another type."""
+    if GDN_TEXT_TYPES.get(config.type_of_text, config.type_of_text) not in GDN_TYPES:
+        return None
+    return gdn_shape(config.text, config.type_of_text, model, where, tensor_parallel)

@@ -1,7 +1,7 @@
 """The Mamba-2 mixers of Nemotron-H, Granite 4.0-H, Falcon-H1, Bamba, Zamba 2 and Mamba-2 models (MixerShape).
 
 What such a mixer launches on a Turing or Ampere GPU (vLLM 0.33.0, model_executor/layers/mamba/
-mamba_mixer2.py), each kernel's shared memory set by these fields alone (mixer_launches.record_mamba2
+mamba_mixer2.py), each kernel's shared memory set by these fields alone (launches.record_mamba2
 records them):
   prefill  causal_conv1d_fn (conv width), mamba_chunk_scan_combined_varlen's five autotuned kernels
            (head dim, state size, chunk size), the gated RMS norm when the mixer has one group and one
@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contract.model_config import Section
-from patches.fitcheck.base import ConfigError, Family
-from patches.fitcheck.mixer_shapes import MAMBA2, MODEL_DTYPE, RecordedShape, as_section
+from contract.model_config import ConfigProblem, Section
+from patches.fitcheck.family import DEFAULT_DTYPE, Family, RecordedShape
 
+# The history length the build records ReplaySSM's Mamba-2 decode at (`--use-replayssm`): vLLM's default
+# `--replayssm-buffer-len`. Its kernels' tiles grow with the length (measured on sm_75 / sm_86: at most
+# 4,096 / 6,656 bytes at 16, 16,384 / 20,480 at 64), so the preflight names another length as not proven.
+REPLAYSSM_HISTORY = 16
 MIXER_FIELDS = ("mixer", "head_dim", "state_size", "chunk_size", "conv_width", "norm_width")
 
 
@@ -39,7 +42,7 @@ MAMBA2_HYBRID_TYPES = tuple(_FIELDS)
 class MixerShape(RecordedShape):
     """One hybrid model's Mamba-2 mixer, as one rank of `tensor_parallel` ranks runs it."""
 
-    FIELDS = MIXER_FIELDS  # what sizes its kernels: its verdict's key (table.py)
+    FIELDS = MIXER_FIELDS  # what sizes its kernels: its verdict's key (fit_table.py)
     model: str
     heads: int  # one rank's
     groups: int  # one rank's
@@ -49,7 +52,7 @@ class MixerShape(RecordedShape):
     conv_width: int
     norm_width: int  # the gated RMS norm's row (Triton kernel), 0 where vLLM normalises in PyTorch
     tensor_parallel: int = 1
-    mixer: str = MAMBA2
+    mixer: str = "mamba2"
     layer: str = "mamba"
 
     @property
@@ -57,10 +60,9 @@ class MixerShape(RecordedShape):
         return self.heads * self.head_dim + 2 * self.groups * self.state_size
 
 
-def mamba2_shape(text: Section | dict, model_type: str, model: str, where: str, tensor_parallel: int = 1,
-                 model_dtype: str = MODEL_DTYPE) -> MixerShape:
-    """The Mamba-2 mixer of a config's text part (ConfigError naming the field for a bad value)."""
-    text = as_section(text, where)
+def mamba2_shape(text: Section, model_type: str, model: str, where: str, tensor_parallel: int = 1,
+                 model_dtype: str = DEFAULT_DTYPE) -> MixerShape:
+    """The Mamba-2 mixer of a config's text part (ConfigProblem naming the field for a bad value)."""
     heads_key, head_key, state_key, groups_key, chunk_key, conv_key = _FIELDS[model_type]
     heads = text.positive_int(heads_key)
     head_dim = text.positive_int(head_key)
@@ -69,10 +71,10 @@ def mamba2_shape(text: Section | dict, model_type: str, model: str, where: str, 
     chunk = text.positive_int(chunk_key, 256)
     conv = text.positive_int(conv_key, 4)
     if heads % groups:
-        raise ConfigError(f"{where}: {heads} Mamba heads ('{heads_key}') are not a multiple of {groups} groups "
+        raise ConfigProblem(f"{where}: {heads} Mamba heads ('{heads_key}') are not a multiple of {groups} groups "
                           f"('{groups_key}')")
     if heads % tensor_parallel:
-        raise ConfigError(f"{where}: {heads} Mamba heads ('{heads_key}') do not split over tensor parallel size "
+        raise ConfigProblem(f"{where}: {heads} Mamba heads ('{heads_key}') do not split over tensor parallel size "
                           f"{tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE that divides {heads}")
     # vLLM replicates groups so that each rank holds whole groups (mamba_utils.extra_groups_for_head_shards)
     rank_groups = groups // tensor_parallel if groups % tensor_parallel == 0 else 1
@@ -118,9 +120,17 @@ BUILTIN_STATE_SPACE_MAMBA2 = {
 
 
 def record(shape: MixerShape, cc: int, limit: int, dtype: str) -> list:
-    from patches.fitcheck import mixer_launches
+    from patches.fitcheck.families.mamba2.launches import record_mamba2
 
-    return mixer_launches.record_mamba2(shape, dtype)
+    return record_mamba2(shape, dtype)
+
+
+def replayssm_unproven(model_type: str, buffer_len: object) -> str | None:
+    """ReplaySSM's Mamba-2 decode at a history length the build did not record (REPLAYSSM_HISTORY)."""
+    if buffer_len is not None and str(buffer_len).strip() != str(REPLAYSSM_HISTORY):
+        return (f"ReplaySSM's Mamba-2 decode at --replayssm-buffer-len {buffer_len}: the build proves it at "
+                f"{REPLAYSSM_HISTORY} (the default), and its tiles grow with the length")
+    return None
 
 
 def _describe(shape: MixerShape) -> str:
@@ -134,6 +144,6 @@ FAMILY = Family(
     reads_phrase=f"the Mamba-2 mixers of {', '.join(MAMBA2_HYBRID_TYPES)}", shape_type=MixerShape,
     model_types=MAMBA2_HYBRID_TYPES, mixer_types=("mamba2",), attention_free_types=("mamba2",),
     read=lambda text, model_type, model, where, tp, dtype: mamba2_shape(text, model_type, model, where, tp),
-    record=record, describe=_describe,
+    record=record, describe=_describe, replayssm_unproven=replayssm_unproven,
     builtin={**BUILTIN_HYBRIDS, **BUILTIN_STATE_SPACE_MAMBA2},
     order=50)

@@ -1,7 +1,7 @@
 """The Mamba-1 mixers of Jamba, Mamba and Falcon Mamba (Mamba1Shape).
 
 A Mamba-1 mixer (mamba_mixer.py) runs causal_conv1d_fn then the CUDA selective_scan_fn (vllm._C, not
-Triton) in prefill, causal_conv1d_update and selective_state_update in decode (mixer_launches.record_mamba1);
+Triton) in prefill, causal_conv1d_update and selective_state_update in decode (launches.record_mamba1);
 its kernels are sized by the state size and the conv width, its channel count (intermediate size over
 the ranks) sets the grid.
 """
@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contract.model_config import Section
-from patches.fitcheck.base import ConfigError, Family
-from patches.fitcheck.mixer_shapes import MAMBA1, RecordedShape, as_section
+from contract.model_config import ConfigProblem, Section
+from patches.fitcheck.family import Family, RecordedShape
 
 MAMBA1_FIELDS = ("mixer", "state_size", "conv_width")
 
@@ -32,13 +31,13 @@ MAMBA1_TYPES = tuple(_MAMBA1_FIELDS)
 class Mamba1Shape(RecordedShape):
     """One Mamba-1 mixer, as one rank of `tensor_parallel` ranks runs it."""
 
-    FIELDS = MAMBA1_FIELDS  # what sizes its kernels: its verdict's key (table.py)
+    FIELDS = MAMBA1_FIELDS  # what sizes its kernels: its verdict's key (fit_table.py)
     model: str
     channels: int  # one rank's share of the intermediate size: the conv's channels, the state's rows
     state_size: int
     conv_width: int
     tensor_parallel: int = 1
-    mixer: str = MAMBA1
+    mixer: str = "mamba1"
     layer: str = "mamba"
 
     @property
@@ -50,16 +49,15 @@ class Mamba1Shape(RecordedShape):
         return self.channels
 
 
-def mamba1_shape(text: Section | dict, model_type: str, model: str, where: str, tensor_parallel: int = 1) -> Mamba1Shape:
-    """The Mamba-1 mixer of a config's text part (ConfigError naming the field for a bad value)."""
-    text = as_section(text, where)
+def mamba1_shape(text: Section, model_type: str, model: str, where: str, tensor_parallel: int = 1) -> Mamba1Shape:
+    """The Mamba-1 mixer of a config's text part (ConfigProblem naming the field for a bad value)."""
     size_key, state_key, conv_key = _MAMBA1_FIELDS[model_type]
     size = text.positive_int(size_key, _MAMBA1_DEFAULTS.get(size_key))
     intermediate = size * text.positive_int("hidden_size") if size_key == "mamba_expand" else size
     state = text.positive_int(state_key, _MAMBA1_DEFAULTS[state_key])
     conv = text.positive_int(conv_key, _MAMBA1_DEFAULTS[conv_key])
     if intermediate % tensor_parallel:
-        raise ConfigError(f"{where}: the Mamba intermediate size {intermediate} does not split over tensor parallel "
+        raise ConfigProblem(f"{where}: the Mamba intermediate size {intermediate} does not split over tensor parallel "
                           f"size {tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE that divides it")
     return Mamba1Shape(model, intermediate // tensor_parallel, state, conv, tensor_parallel)
 
@@ -80,9 +78,9 @@ BUILTIN_MAMBA1 = {
 
 
 def record(shape: Mamba1Shape, cc: int, limit: int, dtype: str) -> list:
-    from patches.fitcheck import mixer_launches
+    from patches.fitcheck.families.mamba1.launches import record_mamba1
 
-    return mixer_launches.record_mamba1(shape, dtype)
+    return record_mamba1(shape, dtype)
 
 
 FAMILY = Family(

@@ -1,7 +1,7 @@
 """Multi-head latent attention (DeepSeek V2 / V3, Kimi K2, GLM-4.7-Flash: `kv_lora_rank` set; MlaShape).
 
 Not a mixer but recorded and keyed the same way: on compute capability 8.x vLLM decodes it with TRITON_MLA
-(v1/attention/ops/triton_decode_attention.py, decode_attention_fwd; mixer_launches.record_mla), whose
+(v1/attention/ops/triton_decode_attention.py, decode_attention_fwd; launches.record_mla), whose
 tiles follow the latent rank and the rope dim alone (heads set the grid), and prefills it with
 FlashAttention 2 (CUDA). Below 8.0 vLLM cannot serve it; from 9.0 it runs FlashAttention 3 / FlashMLA /
 FlashInfer, which the check does not record.
@@ -11,9 +11,8 @@ from __future__ import annotations
 import reprlib
 from dataclasses import dataclass
 
-from contract.model_config import Section
-from patches.fitcheck.base import ConfigError, Family, Refusal, UnprovenLayers
-from patches.fitcheck.mixer_shapes import MLA, RecordedShape, as_section
+from contract.model_config import ConfigProblem, Section
+from patches.fitcheck.family import Family, RecordedShape, Refusal, UnprovenLayers
 
 MLA_FIELDS = ("mixer", "kv_lora_rank", "rope_dim")
 
@@ -22,13 +21,13 @@ MLA_FIELDS = ("mixer", "kv_lora_rank", "rope_dim")
 class MlaShape(RecordedShape):
     """One model's multi-head latent attention, as one rank of `tensor_parallel` ranks runs it."""
 
-    FIELDS = MLA_FIELDS  # what sizes its kernels: its verdict's key (table.py)
+    FIELDS = MLA_FIELDS  # what sizes its kernels: its verdict's key (fit_table.py)
     model: str
     heads: int  # one rank's query heads
     kv_lora_rank: int
     rope_dim: int
     tensor_parallel: int = 1
-    mixer: str = MLA
+    mixer: str = "mla"
     layer: str = "mla"
 
     @property
@@ -46,10 +45,9 @@ MLA_RECORDED_BELOW_CC = 90
 MLA_DEFAULT_ROPE_DIM = 64  # transformers' DeepseekV2Config / DeepseekV3Config default
 
 
-def mla_shape(text: Section | dict, model: str, where: str, tensor_parallel: int = 1) -> MlaShape:
+def mla_shape(text: Section, model: str, where: str, tensor_parallel: int = 1) -> MlaShape:
     """The multi-head latent attention of a config's text part (UnprovenLayers for DeepSeek V3.2's
-    sparse attention, ConfigError naming the field for a bad value)."""
-    text = as_section(text, where)
+    sparse attention, ConfigProblem naming the field for a bad value)."""
     if text.has("index_topk"):
         raise UnprovenLayers(f"{where}: sparse multi-head latent attention (index_topk {reprlib.repr(text.value('index_topk'))}, "
                              "DeepSeek V3.2's indexer): vLLM runs it only with FlashMLA / FlashInfer sparse kernels "
@@ -58,7 +56,7 @@ def mla_shape(text: Section | dict, model: str, where: str, tensor_parallel: int
     rope = text.count("qk_rope_head_dim", MLA_DEFAULT_ROPE_DIM)
     heads = text.positive_int("num_attention_heads")
     if heads % tensor_parallel:
-        raise ConfigError(f"{where}: {heads} attention heads ('num_attention_heads') do not split over tensor parallel "
+        raise ConfigProblem(f"{where}: {heads} attention heads ('num_attention_heads') do not split over tensor parallel "
                           f"size {tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE that divides {heads}")
     return MlaShape(model, heads // tensor_parallel, rank, rope, tensor_parallel)
 
@@ -84,9 +82,9 @@ def read(text, model_type: str, model: str, where: str, tensor_parallel: int, dt
 
 
 def record(shape: MlaShape, cc: int, limit: int, dtype: str) -> list:
-    from patches.fitcheck import mixer_launches
+    from patches.fitcheck.families.mla.launches import record_mla
 
-    return mixer_launches.record_mla(shape, dtype)
+    return record_mla(shape, dtype)
 
 
 def refused_on(shape: MlaShape, cc: int) -> Refusal | None:
@@ -114,7 +112,7 @@ def config_refused_on(config, model: str, where: str, tensor_parallel: int, cc: 
         return None
     try:
         return refused_on(read(config.text, config.type_of_text, model, where, tensor_parallel, ""), cc)
-    except ConfigError:
+    except ConfigProblem:
         return None
 
 

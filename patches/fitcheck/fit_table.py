@@ -10,14 +10,15 @@ device, so the entrypoint can answer from config.json alone (patches/fitcheck/lo
 """
 from __future__ import annotations
 
+from door.problem import UsageError
 import json
 import os
 from pathlib import Path
 
 from patches.fitcheck.attention import LayerShape
-from patches.fitcheck.base import DEFAULT_DTYPE
-from patches.fitcheck.mixer_shapes import fields_by_kind
-from patches.fitcheck.util import write_atomically
+from patches.fitcheck.family import DEFAULT_DTYPE
+from patches.fitcheck.family import fields_by_kind
+from patches.fitcheck.swap_and_write import write_atomically
 from door import files
 from door.problem import Problem
 
@@ -41,7 +42,7 @@ CHECKED_DTYPE = DEFAULT_DTYPE  # the dtype of the launches a run records unless 
 # by the fields that size its kernels, which follow its kind, the verdict's `mixer` (its class's FIELDS).
 def mixer_verdict_keys(mixer: object) -> tuple | None:
     """The keys of a mixer verdict of kind `mixer`; None for a kind this release does not know. The kinds
-    are those of the RecordedShape classes imported: whatever merges or looks verdicts up (run.py,
+    are those of the RecordedShape classes imported: whatever merges or looks verdicts up (proof.py,
     lookup.py) imports the registry first, which imports every family's module."""
     fields = fields_by_kind().get(mixer) if isinstance(mixer, str) else None
     return ("cc", "limit", "dtype") + fields if fields else None
@@ -57,10 +58,6 @@ def verdict_key(verdict: dict, section: str) -> tuple | None:
     cannot be keyed (a mixer kind not known here)."""
     keys = VERDICT_KEYS if section == "verdicts" else mixer_verdict_keys(verdict.get("mixer"))
     return None if keys is None else tuple(verdict.get(k) for k in keys)
-
-
-class TableError(ValueError):
-    """An existing fit table that cannot be merged with (exit 2, nothing written)."""
 
 
 def launch_key(launch, cc: int, tile: int | None = None) -> dict:
@@ -132,14 +129,14 @@ TABLE_CAP = 256 * files.MiB  # the largest tables (every family, three passes) a
 
 
 def read_table(path: Path, option: str = "--write-table") -> dict | None:
-    """The existing table at path, None when there is none; TableError when it is not one
+    """The existing table at path, None when there is none; a UsageError (exit 2, nothing written) when it is not one
     (naming `option`, the command-line option that gave the path)."""
     if not os.path.lexists(path):
         return None
     try:  # a path a user may give (--known-table): a regular file, capped, strict JSON
         document = files.read_json(str(path), str(path), TABLE_CAP, unique_keys=False)
     except Problem as problem:
-        raise TableError(f"{problem}; move it away or pass another {option} path") from None
+        raise UsageError(f"{problem}; move it away or pass another {option} path") from None
     try:
         if document.get("format") != FORMAT or not isinstance(document.get("entries"), list):
             raise ValueError(f"format {document.get('format')!r}, expected {FORMAT} with an entries list")
@@ -150,7 +147,7 @@ def read_table(path: Path, option: str = "--write-table") -> dict | None:
             if not isinstance(entry["shared"], int) or entry["shared"] < 0:
                 raise ValueError(f"an entry's shared is {entry['shared']!r}, expected bytes as an integer")
     except (ValueError, AttributeError, TypeError) as error:
-        raise TableError(
+        raise UsageError(
             f"{path} is not a fit table ({error}); move it away or pass another {option} path"
         ) from None
     return document
@@ -214,7 +211,7 @@ def shape_verdicts(rows: list[dict], shapes, cc: int, limit: int, dtype: str = C
 
 
 def write_table(path: Path, document: dict) -> None:
-    """Atomic replace, so a reader never sees half a table (util.write_atomically). Compact, as the image
+    """Atomic replace, so a reader never sees half a table (swap_and_write.write_atomically). Compact, as the image
     keeps it (a quarter smaller): `python3 -m json.tool` shows it to a person."""
     write_atomically(path, json.dumps(document, separators=(",", ":")) + "\n")
 

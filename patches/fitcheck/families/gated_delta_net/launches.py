@@ -1,6 +1,6 @@
 """The Triton launches of one gated delta net layer (Qwen3-Next, Qwen3.5: vLLM 0.33.0's
 QwenGatedDeltaNetAttention, model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py), made by vLLM's
-real ops on CPU tensors with the fit check's recorder in place of each kernel (mixer_launches.py).
+real ops on CPU tensors with the fit check's recorder in place of each kernel (op_recording.py).
 
 What the layer runs on a Turing or Ampere GPU (forward_cuda -> _forward_core), per case recorded:
   prefill      causal_conv1d_fn; fused_post_conv_prep (split, L2 norm of q and k, gating); FLA's
@@ -16,7 +16,7 @@ What the layer runs on a Turing or Ampere GPU (forward_cuda -> _forward_core), p
                and sm_80, so an fp16 model stays on these
   norm-eager   the gated RMS norm after the core (RMSNormGated.forward_cuda, FLA's layer_norm_fwd_kernel):
                a custom op only with --enforce-eager; compiled, vLLM runs forward_native through Inductor
-Each autotuned kernel is recorded once per configuration of its list; the verdict is mixer_launches.judged's.
+Each autotuned kernel is recorded once per configuration of its list; the verdict is op_recording.judged's.
 
 FLA decides some lists at import from the device: chunk_fwd_o's BK/BV and the vector cumsum's BS from
 check_shared_mem() (opt-in shared memory >= 102,400 bytes: False on sm_75 at 65,536 and sm_86 at
@@ -29,10 +29,11 @@ from __future__ import annotations
 import importlib
 from types import SimpleNamespace
 
-from patches.fitcheck.mixer_launches import DTYPE_NAME, record_calls
-from patches.fitcheck.mixer_shapes import RecordedShape
+from door.problem import Problem
+from patches.fitcheck.family import RecordedShape
+from patches.fitcheck.op_recording import DTYPE_NAME, record_calls
 from patches.fitcheck.recorder import Launch, prepare_cpu_host, simulated_device
-from patches.fitcheck.util import swapped
+from patches.fitcheck.swap_and_write import swapped
 
 FLA_OPS = "vllm.third_party.flash_linear_attention.ops"
 CONV_OPS = "vllm.model_executor.layers.mamba.ops.causal_conv1d"
@@ -44,21 +45,17 @@ NORM_ROWS_PER_BLOCK = (1, 2, 4)  # every value layernorm_guard.calc_rows_per_blo
 CHUNK_SIZE = 64  # FLA_CHUNK_SIZE; the prefill is two chunks
 
 
-class GdnError(RuntimeError):
-    """A GDN op this vLLM does not take the way the check calls it (exit 2)."""
-
-
 def imported_ops(names: dict, what: str) -> dict:
-    """vLLM's op modules by name (GdnError when they do not import here), FLA's chunk size checked."""
+    """vLLM's op modules by name (Problem when they do not import here), FLA's chunk size checked."""
     prepare_cpu_host()
     try:
         ops = {name: importlib.import_module(module) for name, module in names.items()}
         utils = importlib.import_module(f"{FLA_OPS}.utils")
     except Exception as error:  # the ops import vLLM's runtime
-        raise GdnError(f"cannot import vLLM's {what} ops ({type(error).__name__}: {error}); "
+        raise Problem(f"cannot import vLLM's {what} ops ({type(error).__name__}: {error}); "
                        "run inside the vLLM image") from None
     if utils.FLA_CHUNK_SIZE != CHUNK_SIZE:
-        raise GdnError(f"FLA_CHUNK_SIZE is {utils.FLA_CHUNK_SIZE}, the check records two chunks of {CHUNK_SIZE}")
+        raise Problem(f"FLA_CHUNK_SIZE is {utils.FLA_CHUNK_SIZE}, the check records two chunks of {CHUNK_SIZE}")
     return ops
 
 
@@ -98,7 +95,7 @@ def prefill_backend(shape: RecordedShape, cc: int, limit: int) -> str:
     try:
         layer = importlib.import_module(LAYER_MODULE)
     except Exception as error:
-        raise GdnError(f"cannot import {LAYER_MODULE} ({type(error).__name__}: {error})") from None
+        raise Problem(f"cannot import {LAYER_MODULE} ({type(error).__name__}: {error})") from None
     text = SimpleNamespace(linear_key_head_dim=shape.key_head_dim, linear_value_head_dim=shape.value_head_dim)
     config = SimpleNamespace(additional_config={}, model_config=SimpleNamespace(hf_text_config=text))
     with simulated_device(layer, cc, limit):
@@ -231,7 +228,7 @@ def record_gdn(shape: RecordedShape, dtype: str = DTYPE_NAME) -> list[Launch]:
     # FLA's prepare_chunk_indices stages its host tensor in pinned memory (torch_utils.async_tensor_h2d,
     # PIN_MEMORY), which needs a CUDA driver; a CPU host stages it in plain memory, the values unchanged
     with swapped(torch_utils, "PIN_MEMORY", False):
-        launches = record_calls(shape, _calls(shape, ops, dtype), lambda kind, error: GdnError(
+        launches = record_calls(shape, _calls(shape, ops, dtype), lambda kind, error: Problem(
             f"vLLM's {kind} ops of the gated delta net failed on {shape.label} ({error}); the check does not know "
             "this release's GDN ops"))
     for launch in launches:

@@ -1,4 +1,4 @@
-"""Kimi Linear's KDA (KdaShape): kda_launches.record_kda records FLA's and vLLM's KDA kernels as a device
+"""Kimi Linear's KDA (KdaShape): launches.record_kda records FLA's and vLLM's KDA kernels as a device
 below compute capability 9.0 chooses them. Kimi Linear's attention is latent (mla.py), so vLLM serves it
 from 8.0.
 """
@@ -6,16 +6,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contract.model_config import Section
-from patches.fitcheck.base import ConfigError, Family
+from contract.model_config import ConfigProblem, Section
+from patches.fitcheck.family import Family, RecordedShape
 from patches.fitcheck.families.gated_delta_net import GDN_RECORDED_BELOW_CC
-from patches.fitcheck.mixer_shapes import KDA, KDA_GATE_LOWER_BOUND_MIN, RecordedShape, as_section
 
 # What sizes a KDA layer's kernels: its head dim (K = V), the conv width and whether the gate has a lower
 # bound (vLLM's "safe gate": another intra-chunk kernel). The recurrent state is fp32 whatever the model
 # (MambaStateDtypeCalculator.kda_state_dtype, the layer passing no SSM cache dtype). Head counts set the
 # grid and offsets only, but for the spec-decode recurrent kernel, whose BV and stages follow heads x
-# sequences: kda_launches.py records each of its four choices, so the verdict holds for any head count.
+# sequences: launches.py records each of its four choices, so the verdict holds for any head count.
+# vLLM's kimi_gdn_linear_attn.py: a gate lower bound lies in [-5, 0) (_KDA_GATE_LOGBOUND_MIN)
+KDA_GATE_LOWER_BOUND_MIN = -5.0
 KDA_FIELDS = ("mixer", "head_dim", "conv_width", "safe_gate")
 
 
@@ -32,14 +33,14 @@ KDA_DEFAULTS = {"linear_head_dim": 128, "linear_num_heads": 32, "linear_conv_ker
 class KdaShape(RecordedShape):
     """One Kimi Linear KDA layer, as one rank of `tensor_parallel` ranks runs it."""
 
-    FIELDS = KDA_FIELDS  # what sizes its kernels: its verdict's key (table.py)
+    FIELDS = KDA_FIELDS  # what sizes its kernels: its verdict's key (fit_table.py)
     model: str
     heads: int  # one rank's (query, key and value heads alike)
     head_dim: int
     conv_width: int
     safe_gate: bool  # linear_attn_config's gate_lower_bound set
     tensor_parallel: int = 1
-    mixer: str = KDA
+    mixer: str = "kda"
     layer: str = "linear_attention"
 
     @property
@@ -48,9 +49,8 @@ class KdaShape(RecordedShape):
         return 3 * self.heads * self.head_dim
 
 
-def kda_shape(text: Section | dict, model: str, where: str, tensor_parallel: int = 1) -> KdaShape:
-    """The KDA layer of a Kimi Linear config's text part (ConfigError naming the field for a bad value)."""
-    text = as_section(text, where)
+def kda_shape(text: Section, model: str, where: str, tensor_parallel: int = 1) -> KdaShape:
+    """The KDA layer of a Kimi Linear config's text part (ConfigProblem naming the field for a bad value)."""
     linear = text.object("linear_attn_config") or Section({}, text.prefix + "linear_attn_config.", where)
     values = {}
     for field, sub in KDA_SUBFIELDS.items():
@@ -62,7 +62,7 @@ def kda_shape(text: Section | dict, model: str, where: str, tensor_parallel: int
         raise linear.problem("gate_lower_bound", f"a number in [{KDA_GATE_LOWER_BOUND_MIN}, 0) or null")
     if heads % tensor_parallel:
         name = "linear_attn_config.num_heads" if linear.has("num_heads") else "linear_num_heads"
-        raise ConfigError(f"{where}: {heads} KDA heads ('{name}') do not split over tensor parallel size "
+        raise ConfigProblem(f"{where}: {heads} KDA heads ('{name}') do not split over tensor parallel size "
                           f"{tensor_parallel}; vLLM refuses it: pick a TENSOR_PARALLEL_SIZE that divides {heads}")
     return KdaShape(model, heads // tensor_parallel, values["linear_head_dim"], values["linear_conv_kernel_dim"],
                     bound is not None, tensor_parallel)
@@ -86,9 +86,9 @@ BUILTIN_KDA = {
 
 
 def record(shape: KdaShape, cc: int, limit: int, dtype: str) -> list:
-    from patches.fitcheck import kda_launches
+    from patches.fitcheck.families.kda.launches import record_kda
 
-    return kda_launches.record_kda(shape, cc, limit, dtype)
+    return record_kda(shape, cc, limit, dtype)
 
 
 def unrecorded_on(shape: KdaShape, cc: int) -> str | None:
@@ -107,4 +107,7 @@ FAMILY = Family(
     record=record, host_dependent=True,
     describe=lambda shape: (f"KDA: head dim {shape.head_dim}, conv {shape.conv_width}"
                             f"{', gate lower bound' if shape.safe_gate else ''}"),
-    unrecorded_on=unrecorded_on, builtin=BUILTIN_KDA, order=100)
+    unrecorded_on=unrecorded_on, builtin=BUILTIN_KDA, order=100,
+    replayssm_unproven=lambda model_type, buffer_len: (
+        "Kimi Linear's ReplaySSM recovery kernels (--use-replayssm with speculative decoding)"
+        if model_type in KDA_TYPES else None))

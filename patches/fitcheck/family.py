@@ -6,14 +6,10 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from contract import devices
-from contract.model_config import ConfigProblem, ModelConfig, parse_config
-
-# A model config that cannot be turned into layer shapes (exit 2): the one config error of the image,
-# under the name the fit check has always given it.
-ConfigError = ConfigProblem
+from contract.model_config import ConfigProblem
 
 
-class UnprovenLayers(ConfigError):
+class UnprovenLayers(ConfigProblem):
     """A model with layers that run kernels the fit check does not record (an unread mixer, an encoder
     it cannot read): it must not say the model fits."""
 
@@ -34,14 +30,6 @@ BF16_MIN_CC = devices.cc_number(devices.BF16_MIN_CC)
 TENSOR_PARALLEL_SIZES = (1, 2, 4)  # the per-rank shapes the built-in matrix proves
 
 
-def typed(config: object, where: str = "") -> ModelConfig:
-    """A model's config as the fit check reads it: a ModelConfig as given (its messages naming `where`),
-    a parsed config.json (a dict, from a caller that has not typed it) read into one."""
-    if isinstance(config, ModelConfig):
-        return config.at(where) if where else config
-    return parse_config(config, where)
-
-
 def never(*_args) -> None:
     """A family rule that never applies."""
     return None
@@ -59,6 +47,8 @@ class Family:
     record      (shape, cc, limit, dtype) -> the shape's launches (vLLM's ops on CPU tensors)
     refused_on / unrecorded_on   (shape, cc) -> a Refusal / why the recorded launches are not the device's
     config_refused_on            (ModelConfig, model, where, tensor parallel, cc) -> a Refusal
+    A family that records its own launches (a mixer, latent attention) keeps them beside its reader, in
+    families/<family>/launches.py, imported by its `record` only (the registry stays stdlib-only).
     """
 
     name: str
@@ -78,6 +68,48 @@ class Family:
     refused_on: Callable = never
     unrecorded_on: Callable = never
     config_refused_on: Callable = never
+    replayssm_unproven: Callable = never  # (model type, --replayssm-buffer-len) -> what ReplaySSM runs unproven
     builtin: Mapping[str, dict] = None  # the matrix's models of the family (config.json dicts), at TP 1, 2, 4
     matrix: Callable | None = None  # (dtype) -> fixed shapes it adds to the built-in matrix
     order: int = 100  # place in the registry: matrix order, and which rule is asked first
+
+
+# Hybrid and state-space types whose mixers run kernels the fit check does not record: each stays
+# "not proven", named. vLLM 0.33.0's registry lists PLaMo 2 and MiniMax-Text-01 / M1 as supported only
+# until 0.26.0 and 0.23.0 (_PREVIOUSLY_SUPPORTED_MODELS), as it does Bamba (0.23.0), whose mixer the
+# check reads like the other Mamba-2 hybrids'.
+UNREAD_MIXERS = {
+    "plamo2": "PLaMo 2's Mamba mixers (a model class vLLM 0.33.0 no longer has: its last release with one is 0.26.0)",
+    "minimax_m1": "MiniMax's lightning attention kernels (a model class vLLM 0.33.0 no longer has: its last release "
+                  "with one is 0.23.0)",
+}
+
+
+class RecordedShape:
+    """What every shape a family records itself (a mixer, latent attention) has: a model and a layer name
+    (fields of its dataclass), `mixer`, its kind's name, and FIELDS, the names of the fields that size its
+    kernels (the first `mixer`): its verdicts' key in the fit table (fit_table.py)."""
+
+    model: str
+    layer: str
+    mixer: str
+    FIELDS: tuple = ()
+
+    @property
+    def label(self) -> str:
+        return f"{self.model}/{self.layer}"
+
+    @property
+    def head_size(self) -> int:  # the report's column: the head dim where the shape has one
+        return self.head_dim
+
+
+def fields_by_kind() -> dict[str, tuple]:
+    """{kind: FIELDS} of every RecordedShape class defined (a family's module defines its own)."""
+    found, pending = {}, [RecordedShape]
+    while pending:
+        cls = pending.pop()
+        pending += cls.__subclasses__()
+        if cls.FIELDS and isinstance(getattr(cls, "mixer", None), str):
+            found.setdefault(cls.mixer, cls.FIELDS)
+    return found
