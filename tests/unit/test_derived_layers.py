@@ -22,8 +22,9 @@ CODE_STAGE, CODE_FOLDER = "code", "/opt/vllm-turing-code"
 # outputs and the image facts fill the rest of the derived layers (tests/image/test_derived_layers_budget.py
 # measures them all).
 SHIPPED_SOURCE_BUDGET = 930_000
-# The zip of our code at most, as the code stage makes it (727,527 B when it first shipped; the derived
-# layers' other parts take about 540 kB of their 1.5 MiB).
+# The zip of our code at most, as the code stage makes it (727,390 B in the image when it first shipped; built
+# here a few hundred bytes more, the paths its bytecode names being longer). The derived layers' other parts
+# take about 540 kB of their 1.5 MiB.
 ZIP_BUDGET = 900_000
 # Host-only or test-only: run on the build host, in the proof stage or by the tests, never in the image.
 HOST_ONLY = ("patches/fitcheck/image_passes.py", "door/children.py", "contract/locks/", "contract/compile-records/")
