@@ -6,10 +6,55 @@
 # build pin its digest: --base vllm/vllm-openai:v0.33.0@sha256:<digest> (docker inspect
 # --format '{{index .RepoDigests 0}}' vllm/vllm-openai:v0.33.0 prints it).
 ARG BASE_IMAGE=vllm/vllm-openai:v0.33.0
+
+# Our sources, as the build's steps run them: each step mounts the stage it needs (RUN --mount=...,from=),
+# so no layer of the image holds them; the image ships them as one zip (the code stage). The fit check's
+# sources first, then the image facts', then the entrypoint's, so that an edit of the entrypoint re-runs
+# neither the clamp, the fit check nor the image facts, and an edit of the rest of the contract not the
+# fit check.
+# The one door every outside file, archive, remote answer and printed line passes through (door/): the
+# patches and the fit check read through it too. Of the contract, the fit check needs only its own names.
+FROM scratch AS fit-sources
+COPY door/ /door/
+COPY contract/__init__.py contract/clamp_paths.py contract/compile_record.py contract/devices.py \
+     contract/distributions.py contract/model_config.py /contract/
+COPY patches/ /patches/
+# The rest of the contract's modules, each copied once (tests/unit/test_dockerfile_agreement.py); its data,
+# the locks and compile records, are build inputs, not the image's.
+FROM fit-sources AS facts-sources
+COPY contract/layout.py contract/pins.py contract/verdict.py /contract/
+COPY imagefacts/ /imagefacts/
+FROM facts-sources AS sources
+COPY entrypoint/ /entrypoint/
+
+# Our code as the image runs it (contract/layout.py's CODE_ZIP, buildtool/image/code_zip.py): one zip of
+# every module's source and, beside it, its bytecode, compiled here by the image's own Python. Not the fit
+# check's passes (patches/fitcheck/image_passes.py): only the proof stage runs them. Bytecode for every
+# module but those only the build side runs (the fit check's recording and compiling, the clamp's apply,
+# the image facts' writer): no start imports them (tests/unit/test_bytecode.py holds it), and where they
+# run (the build, build.py's verification, a preflight's full check on a table miss) vLLM's imports take
+# seconds anyway. The server may run as any uid on a read-only root, where Python cannot write
+# __pycache__: without the bytecode every start (and every health check, which imports sitecustomize)
+# compiled our modules again. Without the column tables (-X no_debug_ranges: 7 % smaller; these modules'
+# tracebacks lose their ^^^, not their lines).
+FROM ${BASE_IMAGE} AS code
+RUN --mount=type=bind,from=sources,target=/run/vllm-turing-sources \
+    --mount=type=bind,source=buildtool/image/code_zip.py,target=/run/vllm-turing-code-zip.py \
+    set -e; \
+    cp -R /run/vllm-turing-sources /opt/vllm-turing-code; \
+    rm /opt/vllm-turing-code/patches/fitcheck/image_passes.py; \
+    mkdir -p /opt/vllm-turing; \
+    python3 -X no_debug_ranges /run/vllm-turing-code-zip.py /opt/vllm-turing-code /opt/vllm-turing/vllm-turing.zip \
+      -x '/(patches/fitcheck/(__main__|compiler|recorder|proof|fit_report|progress|op_recording|families/[a-z0-9_]+/launches)|patches/turing_clamp/__main__|patches/fp16_upcast/__main__|contract/(compile_record|pins)|imagefacts/__main__)\.py$'
+
 FROM ${BASE_IMAGE} AS clamped
 
-ENV PYTHONPATH=/opt/vllm-turing \
+# The zip of our code first, then the folder of sitecustomize.py (contract/layout.py's IMAGE_PYTHONPATH).
+ENV PYTHONPATH=/opt/vllm-turing/vllm-turing.zip:/opt/vllm-turing \
     TURING_CLAMP_FIT_TABLE=/opt/vllm-turing/fit-table.json
+# The clamp's ranked configurations, which the patched vLLM reads by this path (patches/turing_clamp/runtime.py):
+# here, before the proof, whose launches take them too.
+COPY patches/turing_clamp/ranked-configs.json /opt/vllm-turing/patches/turing_clamp/
 
 # The clamp, applied to the vLLM that `python3` imports (the unified-attention launcher and the
 # encoder-attention launcher), then proven by compiling every launch of the built-in matrix for
@@ -24,21 +69,11 @@ ENV PYTHONPATH=/opt/vllm-turing \
 # The fp16 upcast (patches/fp16_upcast, docs/fp16.md) is applied to the same vLLM and checked: the Gemma 4
 # 12B vision embedder's patch_dense and patch_ln2 run in fp32 when the engine runs in fp16 (Turing); a
 # release without gemma4_unified.py reports `none`. A drifted file refuses (exit 2) and fails the build.
-# Of the contract, the fit check needs only its own names: the rest of contract/ comes later, so an
-# edit there does not re-run the fit check.
-# The one door every outside file, archive, remote answer and printed line passes through (door/): the
-# patches and the fit check read through it too, so it comes first.
-COPY door/ /opt/vllm-turing/door/
-COPY contract/__init__.py contract/clamp_paths.py contract/compile_record.py contract/devices.py \
-     contract/distributions.py contract/model_config.py /opt/vllm-turing/contract/
-# patches/, all but the fit check's passes (patches/fitcheck/image_passes.py): only the proof stage runs
-# them, from a bind mount of the build context, so they stay out of the image's layers (this BuildKit's
-# COPY cannot leave one file out; tests/unit/test_derived_layers.py holds what ships).
-RUN --mount=type=bind,source=patches,target=/run/vllm-turing-patches \
-    cp -R /run/vllm-turing-patches /opt/vllm-turing/patches \
-    && rm /opt/vllm-turing/patches/fitcheck/image_passes.py
-RUN set -e; \
-    export PYTHONDONTWRITEBYTECODE=1; \
+# Both run from the fit check's sources, mounted.
+RUN --mount=type=bind,from=fit-sources,target=/run/vllm-turing-sources \
+    set -e; \
+    export PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=/run/vllm-turing-sources; \
+    mkdir -p /opt/vllm-turing; \
     python3 -m patches.turing_clamp apply --site unified --json > /opt/vllm-turing/clamp-report.json; \
     python3 -m patches.turing_clamp apply --site encoder --json > /opt/vllm-turing/clamp-report-encoder.json; \
     python3 -m patches.turing_clamp check; \
@@ -58,9 +93,10 @@ FROM clamped AS proof
 # the same Triton made, so a fresh host compiles only the rest and the full confirming compiles.
 RUN --mount=type=cache,id=vllm-turing-fitcheck-triton,target=/root/.triton-fitcheck \
     --mount=type=bind,source=contract/compile-records,target=/run/vllm-turing-compile-records \
-    --mount=type=bind,source=patches/fitcheck/image_passes.py,target=/opt/vllm-turing/patches/fitcheck/image_passes.py \
+    --mount=type=bind,from=fit-sources,target=/run/vllm-turing-sources \
     set -e; \
-    export PYTHONDONTWRITEBYTECODE=1 CUDA_VISIBLE_DEVICES= TRITON_CACHE_DIR=/root/.triton-fitcheck; \
+    export PYTHONDONTWRITEBYTECODE=1 CUDA_VISIBLE_DEVICES= TRITON_CACHE_DIR=/root/.triton-fitcheck \
+      PYTHONPATH=/run/vllm-turing-sources; \
     python3 -m patches.fitcheck.image_passes
 
 # The proof's compile record alone, for build.py to export (--target compile-record --output type=local)
@@ -97,15 +133,15 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     python3 -m pip install --disable-pip-version-check -c /tmp/keep.txt $pkgs; \
     rm -f /tmp/keep.txt
 
-# The rest of the contract's modules, each copied once (tests/unit/test_dockerfile_agreement.py); its data,
-# the locks and compile records, are build inputs, not the image's.
 # What the build knows about its own stack, read by the preflight at every start instead of
 # importing torch and vLLM (seconds): the versions, torch's CUDA and arch list, the option table of
 # the server's argument parser (so the exec'd argv is judged with vLLM's own options and aliases),
-# the parser names and the quantization methods' minimum capabilities (imagefacts/).
-COPY contract/layout.py contract/pins.py contract/verdict.py /opt/vllm-turing/contract/
-COPY imagefacts/ /opt/vllm-turing/imagefacts/
-RUN PYTHONDONTWRITEBYTECODE=1 CUDA_VISIBLE_DEVICES= python3 -m imagefacts write /opt/vllm-turing/image-facts.json
+# the parser names and the quantization methods' minimum capabilities (imagefacts/), written from the
+# image facts' sources, mounted (the folder made here too: the CPU vehicle runs no clamp step).
+RUN --mount=type=bind,from=facts-sources,target=/run/vllm-turing-sources \
+    mkdir -p /opt/vllm-turing \
+    && PYTHONDONTWRITEBYTECODE=1 CUDA_VISIBLE_DEVICES= PYTHONPATH=/run/vllm-turing-sources \
+       python3 -m imagefacts write /opt/vllm-turing/image-facts.json
 
 # The units' cache volumes mount here. A named volume starts as a copy of the folder it is mounted
 # on, so these folders, owned by group 0 and writable by it, let the server run as any uid in group
@@ -116,21 +152,13 @@ RUN mkdir -p /cache/huggingface /cache/vllm /opt/vllm-turing/triton-cache \
     && chgrp -R 0 /cache /opt/vllm-turing/triton-cache && chmod -R 0775 /cache /opt/vllm-turing/triton-cache \
     && rm -rf /tmp/torchinductor_root /tmp/root
 
-COPY entrypoint/ /opt/vllm-turing/entrypoint/
+# Our code: the zip the code stage made.
+COPY --from=code /opt/vllm-turing/vllm-turing.zip /opt/vllm-turing/
 # Python imports sitecustomize at every start; it acts only in the server process, where it bounds
 # the HTTP drain on SIGTERM and ends open streams once the engine has stopped (docs/deploy.md,
-# graceful stop).
+# graceful stop), and prints an uncaught exception's traceback with the lines of our modules, which lie in the
+# zip. A short file compiled at each start; what it imports comes from the zip.
 COPY entrypoint/sitecustomize.py /opt/vllm-turing/sitecustomize.py
-# Our modules' bytecode, made once here: the steps above ran with PYTHONDONTWRITEBYTECODE, and the
-# server may run as any uid on a read-only root, where Python cannot write __pycache__, so every
-# start (and every health check, which imports sitecustomize) compiled them again. Not for the modules
-# only the build side runs (the fit check's recording and compiling, the clamp's apply, the image facts'
-# writer): no start imports them (tests/unit/test_bytecode.py holds it), and where they run (the build,
-# build.py's verification, a preflight's full check on a table miss) vLLM's imports take seconds anyway.
-# Without the column tables (-X no_debug_ranges: 7 % smaller; these modules' tracebacks lose their ^^^).
-RUN python3 -X no_debug_ranges -m compileall -q \
-      -x '/(patches/fitcheck/(__main__|compiler|recorder|image_passes|proof|fit_report|progress|op_recording|families/[a-z0-9_]+/launches)|patches/turing_clamp/__main__|patches/fp16_upcast/__main__|contract/(compile_record|pins)|imagefacts/__main__)\.py$' \
-      /opt/vllm-turing
 
 # The default user: uid 10001 in group 0, not root (buildtool/units/spec.py's POD_UID and POD_GID, the
 # uid the Kubernetes pods run as; a unit test holds the three equal). Its home and the cache folders

@@ -7,8 +7,12 @@ from .clamp_paths import (COMPILE_RECORD, ENV_CC, ENV_FIT_TABLE, ENV_SMEM_LIMIT,
                           FIT_REPORT_SM86, FIT_REPORT_SM86_BF16, FIT_TABLE, INSTALL_DIR, VERSIONS_REPORT,
                           in_install_dir)
 
-# Our Python packages, each copied into INSTALL_DIR (a unit test holds the Dockerfile's COPYs to it)
+# Our Python packages (a unit test holds the Dockerfile's COPYs to it). The image ships them as one zip,
+# CODE_ZIP: each module's source with its bytecode beside it (buildtool/image/code_zip.py); INSTALL_DIR, after
+# it on the path, holds sitecustomize.py. Data the code reads by path stays a file in INSTALL_DIR.
 IMAGE_PACKAGES = ("contract", "door", "entrypoint", "imagefacts", "patches")
+CODE_ZIP = in_install_dir("vllm-turing.zip")
+IMAGE_PYTHONPATH = f"{CODE_ZIP}:{INSTALL_DIR}"
 CLAMP_REPORT = in_install_dir("clamp-report.json")
 CLAMP_REPORT_ENCODER = in_install_dir("clamp-report-encoder.json")
 # The build's apply report per clamp site (patches.turing_clamp.SITES), which the preflight's clamp check reads

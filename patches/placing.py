@@ -14,6 +14,7 @@ import ast
 import hashlib
 import importlib.util
 import os
+import pkgutil
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -82,10 +83,11 @@ def recorded_label(built: object, path: Path, sha: str | None, patch_version: in
     return built.get("outcome")
 
 
-def marked_block(path: Path, begin: str, end: str) -> str:
-    """The lines of the file at `path` from the line starting with `begin` to the one starting with
-    `end`, both included (the runtime block a patch copies verbatim)."""
-    text = files.read_own(path)
+def marked_block(package: str, name: str, begin: str, end: str) -> str:
+    """The lines of the module `name` of `package` from the line starting with `begin` to the one starting
+    with `end`, both included (the runtime block a patch copies verbatim). Read through the package's
+    loader, so it reads the same from a folder (the checkout) and from the image's zip."""
+    text = pkgutil.get_data(package, name).decode("utf-8")
     start = text.index(begin)
     stop = text.index(end, start)
     return text[start:text.index("\n", stop) + 1]

@@ -6,7 +6,7 @@ it shows what the checks add beside a driver that slow, and lets two trees be co
 
   bench/preflight_standin --image REF --model DIR [--runs 15] [--tree DIR ...] [--latency CALL=MS ...]
 
---tree mounts a checkout's Python packages over the image's (compiled first, as the image's are), one
+--tree mounts a checkout's Python packages before the image's on its path (compiled first, as the image's are), one
 row per tree; without it the image's own code runs. --latency overrides one call's latency.
 """
 import argparse
@@ -16,9 +16,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-from contract.layout import IMAGE_PACKAGES, INSTALL_DIR
+from contract.layout import IMAGE_PACKAGES, IMAGE_PYTHONPATH
 from tooling.standins.standin_driver import TIMED_CALLS, build_standin_driver
 from door import children
+
+TREE_DIR = "/opt/vllm-turing-tree"  # where --tree's packages are mounted
 
 # One H200, driver 580.159.04, persistence mode on: `bench/preflight_gpu --driver-costs`, 2026-12-05
 H200_DRIVER_MS = {"cuInit": 101.8, "cuDevicePrimaryCtxRetain": 113.4, "cuDevicePrimaryCtxRelease": 62.6,
@@ -42,7 +44,9 @@ def docker_args(libs: Path, tree: Path | None) -> list[str]:
     # /dev/null stands for the device nodes: the devices check opens them read-write, nothing more
     args = ["-v", f"{libs}:{NVIDIA_LIBS}:ro", *(f"--device=/dev/null:/dev/{node}" for node in DEVICE_NODES)]
     for package in IMAGE_PACKAGES if tree else ():
-        args += ["-v", f"{tree / package}:{INSTALL_DIR}/{package}:ro"]
+        args += ["-v", f"{tree / package}:{TREE_DIR}/{package}:ro"]
+    if tree:  # before the image's zip on the path, so the tree's packages are the ones imported
+        args += ["-e", f"PYTHONPATH={TREE_DIR}:{IMAGE_PYTHONPATH}"]
     return [f"--docker-arg={arg}" for arg in args]
 
 

@@ -23,7 +23,7 @@ from door import files
 CLAMP = "clamp"
 FIT = "fit"
 FIT_MODULE = "patches.fitcheck"
-REBUILD = f"use the image built by build.py (it bakes in {layout.in_install_dir('patches')}), or rebuild it"
+REBUILD = f"use the image built by build.py (it bakes in {layout.CODE_ZIP}), or rebuild it"
 CLAMP_OK = ("present", "upstream")
 FIT_TIMEOUT_S = 600
 

@@ -36,7 +36,7 @@ END_MARKER = "# <<< vllm-turing fp16"
 OWN_PREFIX = "_vllm_turing_fp16"
 CALL_COMMENT = "  # vllm-turing fp16 (patches/fp16_upcast)"
 
-RUNTIME_BLOCK = marked_block(Path(__file__).with_name("runtime.py"), BEGIN_MARKER, END_MARKER)
+RUNTIME_BLOCK = marked_block(__package__, "runtime.py", BEGIN_MARKER, END_MARKER)
 PATCH_VERSION = int(re.search(rf"^{VERSION_NAME} = (\d+)$", RUNTIME_BLOCK, re.MULTILINE).group(1))
 
 

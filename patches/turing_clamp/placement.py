@@ -44,7 +44,7 @@ OWN_PREFIX = "_vllm_turing_"
 UPSTREAM_SIGNS = re.compile(r"shared_mem|max_shared", re.IGNORECASE)
 
 
-RUNTIME_BLOCK = marked_block(Path(__file__).with_name("runtime.py"), BEGIN_MARKER, END_MARKER)
+RUNTIME_BLOCK = marked_block(__package__, "runtime.py", BEGIN_MARKER, END_MARKER)
 # Read with a pattern, not by parsing the block: the preflight's clamp check imports this module, and
 # the parse was a third of that check (a unit test holds the two readings equal).
 PATCH_VERSION = int(re.search(rf"^{VERSION_NAME} = (\d+)$", RUNTIME_BLOCK, re.MULTILINE).group(1))

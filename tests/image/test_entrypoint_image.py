@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from contract.layout import DEPRECATED_ENV_NAMES, ENV_FIT_TABLE, FIT_TABLE
+from contract.layout import DEPRECATED_ENV_NAMES, ENV_FIT_TABLE, FIT_TABLE, IMAGE_PYTHONPATH
 from entrypoint.settings import ENTRYPOINT_ONLY
 
 from tests.image.containers import run_to_end
@@ -112,7 +112,7 @@ def test_server_is_exec_d_as_pid_1_and_receives_docker_stops_sigterm(docker_clie
         environment={"MODEL": "/models/e2b", "SKIP_CHECKS": "devices,driver,torch,clamp,fit",
                      # a stand-in vllm package first on the path: the entrypoint execs the one
                      # server command it has, which then runs the stand-in
-                     "PYTHONPATH": "/standin:/opt/vllm-turing",
+                     "PYTHONPATH": f"/standin:{IMAGE_PYTHONPATH}",
                      "VLLM_TURING_SERVER_CMD": "python3 -c 'print(1)'"},  # the old switch: ignored
         volumes={str(tmp_path / "model"): {"bind": "/models/e2b", "mode": "ro"},
                  str(tmp_path / "server"): {"bind": "/standin", "mode": "ro"},

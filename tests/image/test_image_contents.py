@@ -7,7 +7,8 @@ import pytest
 
 from patches.fp16_upcast.placement import TARGET_IN_PACKAGE as FP16_TARGET
 from patches.turing_clamp import SITES
-from tests.image.containers import idle_container, run_json
+from contract.layout import CODE_ZIP, INSTALL_DIR
+from tests.image.containers import idle_container, run_json, run_python
 
 ATTENTION = "vllm/v1/attention/ops/triton_unified_attention.py"
 
@@ -32,22 +33,35 @@ print(json.dumps({"vllm": m.version("vllm"), "torch": m.version("torch"), "trito
 CLAMP_TARGET = "import patches.turing_clamp as c, json; print(json.dumps(str(c.find_target())))"
 FP16_FILE = "import patches.fp16_upcast as u, json; print(json.dumps(str(u.find_target())))"
 
-# The modules under /opt/vllm-turing whose bytecode Python would not take as it stands (missing, or
-# written for another mtime or size of the source: importlib's timestamp check).
+# Our code in the image (contract.layout.CODE_ZIP, argv[1]): the modules of the zip whose bytecode Python would
+# not take as the source beside it (missing, or not the unchecked-hash bytecode of that source), every module
+# of the zip, and the modules of ours lying loose in the install folder (sitecustomize.py alone may).
 STALE_BYTECODE = r"""
-import importlib.util, json, pathlib, struct
-stale, every = [], sorted(pathlib.Path("/opt/vllm-turing").rglob("*.py"))
-for path in every:
-    try:
-        header = open(importlib.util.cache_from_source(str(path)), "rb").read(16)
-        flags, mtime, size = struct.unpack("<III", header[4:16])
-    except (OSError, struct.error):
-        stale.append(str(path))
-        continue
-    source = path.stat()
-    if flags != 0 or (mtime, size) != (int(source.st_mtime) & 0xFFFFFFFF, source.st_size & 0xFFFFFFFF):
-        stale.append(str(path))
-print(json.dumps({"stale": stale, "every": [str(path) for path in every]}))
+import glob, importlib.util, json, os, struct, sys, zipfile
+archive = zipfile.ZipFile(sys.argv[1])
+names = set(archive.namelist())
+stale, every = [], sorted(name for name in names if name.endswith(".py"))
+for name in every:
+    header = archive.read(name + "c")[:16] if name + "c" in names else b""
+    if (len(header) < 16 or header[:4] != importlib.util.MAGIC_NUMBER or struct.unpack("<I", header[4:8])[0] != 0b01
+            or header[8:16] != importlib.util.source_hash(archive.read(name))):
+        stale.append(name)
+loose = [path for path in glob.glob(os.path.join(os.path.dirname(sys.argv[1]), "**", "*.py*"), recursive=True)
+         if not os.path.basename(path).startswith("sitecustomize.")]
+print(json.dumps({"stale": stale, "every": every, "loose": sorted(loose)}))
+"""
+# As root, in a throwaway container: a module's source changed under its bytecode, one without bytecode, and
+# a loose module beside the zip.
+PLANT_STALE = r"""
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as old:
+    entries = {info.filename: old.read(info) for info in old.infolist()}
+entries["entrypoint/__init__.py"] += b"# changed\n"
+entries["planted.py"] = b"x = 1\n"
+with zipfile.ZipFile(sys.argv[1], "w") as new:
+    for name, data in entries.items():
+        new.writestr(name, data)
+open(sys.argv[1].rsplit("/", 1)[0] + "/planted.py", "w").write("x = 1\n")
 """
 
 
@@ -144,17 +158,21 @@ def test_the_build_leaves_nothing_in_tmp(docker_client, image, image_base):
 
 
 def test_our_modules_ship_their_bytecode_so_no_start_compiles_them(docker_client, image):
-    """A read-only root or an arbitrary uid cannot write __pycache__: without it every start and every health
-    check (sitecustomize) compiled these modules again. Only the build side's modules, the Dockerfile's
-    compileall -x list, have none (tests/unit/test_bytecode.py holds that no start imports them)."""
+    """A read-only root or an arbitrary uid cannot write __pycache__ (and zipimport writes none): without
+    bytecode every start and every health check (sitecustomize) compiled these modules again. Only the build
+    side's modules, the code stage's -x list, have none (tests/unit/test_bytecode.py holds that no start
+    imports them). The bytecode is what the source beside it compiles to (its hash), and no module of ours lies
+    loose beside the zip, where an import could take it instead."""
     from tests.unit.test_bytecode import excluded_pattern
 
     build_side = re.compile(excluded_pattern())
     with idle_container(docker_client, image, user="root") as fresh:  # the image's uid may not write there
-        fresh.run("touch /opt/vllm-turing/entrypoint/preflight_report.py && echo 'x = 1' > /opt/vllm-turing/planted.py")
-        stale = run_json(fresh, STALE_BYTECODE)["stale"]
-        assert {"/opt/vllm-turing/entrypoint/preflight_report.py", "/opt/vllm-turing/planted.py"} <= set(stale)  # found
+        run_python(fresh, PLANT_STALE, CODE_ZIP)
+        planted = run_json(fresh, STALE_BYTECODE, CODE_ZIP)
+        assert {"entrypoint/__init__.py", "planted.py"} <= set(planted["stale"])  # found
+        assert planted["loose"] == [f"{INSTALL_DIR}/planted.py"]
     with idle_container(docker_client, image) as fresh:
-        found = run_json(fresh, STALE_BYTECODE)
-    assert found["stale"] == [path for path in found["every"] if build_side.search(path)]
-    assert len(found["stale"]) >= 10 and "/opt/vllm-turing/patches/fitcheck/compiler.py" in found["stale"]
+        found = run_json(fresh, STALE_BYTECODE, CODE_ZIP)
+    assert found["stale"] == [name for name in found["every"] if build_side.search(f"/{name}")]
+    assert len(found["stale"]) >= 10 and "patches/fitcheck/compiler.py" in found["stale"]
+    assert "entrypoint/__main__.py" in found["every"] and not found["loose"]

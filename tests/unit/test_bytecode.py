@@ -1,6 +1,6 @@
 """The image ships bytecode for every module a start imports (the server may run on a read-only root, where
-Python cannot write __pycache__) and none for the build side's (the Dockerfile's compileall -x): no module a
-start imports may be on that list."""
+Python cannot write __pycache__) and none for the build side's (the -x of the Dockerfile's code stage,
+buildtool/image/code_zip.py): no module a start imports may be on that list."""
 import json
 import re
 import subprocess
@@ -10,7 +10,7 @@ from contract.layout import IMAGE_PACKAGES
 from tests.unit.test_dockerfile_agreement import instructions
 from tests import REPO
 
-IMAGE_ROOT = "/opt/vllm-turing/"
+IMAGE_ROOT = "/opt/vllm-turing-code/"  # the code stage compiles our packages there
 
 # Imports what a start can import, in a fresh interpreter: every module of the entrypoint (its checks, the
 # fetch, the readiness probe, what sitecustomize installs in the server), and the fit check answered from a
@@ -54,12 +54,12 @@ print(json.dumps({"answered": answered, "modules": sorted(sys.modules)}))
 
 
 def excluded_pattern() -> str:
-    [step] = [text for text in instructions(REPO / "Dockerfile") if "compileall" in text]
+    [step] = [text for text in instructions(REPO / "Dockerfile") if "code_zip" in text]
     return re.search(r"-x '([^']+)'", step).group(1)
 
 
 def image_path(module: str) -> str | None:
-    """Where a module of ours lies in the image (PYTHONPATH=/opt/vllm-turing); None for one not ours."""
+    """Where a module of ours lies in the code stage's folder, as the -x pattern sees it; None for one not ours."""
     if module.split(".")[0] not in IMAGE_PACKAGES:
         return None
     path = REPO.joinpath(*module.split("."))

@@ -106,7 +106,7 @@ def test_the_image_takes_the_proofs_outputs_and_the_compile_record_stage_holds_t
 
     texts = instructions(REPO / "Dockerfile")
     stages = [text.split()[-1] for text in texts if text.startswith("FROM ")]
-    assert stages == ["clamped", "proof", COMPILE_RECORD_STAGE, "image"]
+    assert stages == ["fit-sources", "facts-sources", "sources", "code", "clamped", "proof", COMPILE_RECORD_STAGE, "image"]
     [taken] = [text.split()[1:] for text in texts if text.startswith("COPY --from=proof") and text.endswith(INSTALL_DIR + "/")]
     assert taken[1:-1] == list(PROOF_OUTPUTS) and taken[-1] == INSTALL_DIR + "/"
     assert COMPILE_RECORD not in taken and not COMPILE_RECORD.startswith(INSTALL_DIR + "/")

@@ -23,7 +23,7 @@ def test_vehicle_drops_only_the_gpu_proof_steps_and_keeps_the_image_facts():
     dropped = [i for i in vehicle.instructions(PRODUCT) if i not in kept]
     assert [i for i in dropped if vehicle.keyword(i) == "RUN"], "the proof's RUN steps"
     assert all(re.search(r"turing_clamp|fitcheck|EXTRAS", i) for i in dropped if vehicle.keyword(i) == "RUN")
-    assert any("compileall" in i for i in kept_runs(kept)), "our modules' bytecode is the vehicle's too"
+    assert any("code_zip" in i for i in kept_runs(kept)), "our modules' zip and bytecode are the vehicle's too"
     # the proof stage is empty without its fit step: nothing copies from it (the compile-record stage,
     # which the vehicle's default target does not build, copies the record alone)
     assert [i.split()[:2] for i in dropped if vehicle.keyword(i) == "COPY"] == [["COPY", "--from=proof"]] * 2
