@@ -24,7 +24,8 @@ CHILD = """
 import importlib.machinery, importlib.util, json, sys, types
 loader = importlib.machinery.SourceFileLoader("preflight_gpu", sys.argv[1])
 module = importlib.util.module_from_spec(importlib.util.spec_from_loader("preflight_gpu", loader))
-loader.exec_module(module)
+loader.exec_module(module)  # the thin executable, as its #! runs it; its work is tooling.preflight_gpu's
+module = sys.modules["tooling.preflight_gpu"]
 before = module.held_here()
 sys.modules["torch"] = types.ModuleType("torch")  # planted: the check must find it
 try:
