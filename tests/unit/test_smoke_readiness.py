@@ -76,7 +76,7 @@ class TerminalStream(io.StringIO):
 
 def test_progress_is_one_live_line_on_a_terminal():
     stream = TerminalStream()
-    with OpenAIStandIn(loading_s=0.3) as standin:
+    with OpenAIStandIn(loading_polls=3) as standin:  # three 503s, counted not timed: a loaded host polls late
         wait(standin.url, stream=stream, live=None)
     text = stream.getvalue()
     assert text.count("\r\033[K") > 2
@@ -86,7 +86,7 @@ def test_progress_is_one_live_line_on_a_terminal():
 
 def test_progress_is_plain_lines_when_not_a_terminal():
     stream = io.StringIO()
-    with OpenAIStandIn(loading_s=0.3) as standin:
+    with OpenAIStandIn(loading_polls=2) as standin:  # counted, not timed: a loaded host polls late
         wait(standin.url, stream=stream, live=None)
     lines = stream.getvalue().splitlines()
     assert "\r" not in stream.getvalue()
