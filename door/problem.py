@@ -22,7 +22,7 @@ class Problem(Exception):
 
     def line(self) -> str:
         """The one line a command prints: the message, then the fix where there is one."""
-        return f"{self}; {self.fix}" if self.fix and self.fix not in str(self) else str(self)
+        return f"{self}; {self.fix}" if self.fix else str(self)
 
 
 class UsageError(Problem):
