@@ -9,7 +9,6 @@ patched file stays byte-identical.
 """
 from __future__ import annotations
 
-from door.problem import Problem
 import ast
 import hashlib
 import importlib.util
@@ -22,6 +21,7 @@ from typing import Callable, Iterable
 
 from contract.distributions import version_in
 from door import files
+from door.problem import Problem
 
 
 def parse(source: str) -> ast.Module:
