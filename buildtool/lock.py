@@ -41,9 +41,9 @@ SEED_PACKAGES = ("pip", "setuptools")
 # cuda-python 12.6.2.post1 is an empty meta-package that a resolver may pick to keep cuda-bindings at
 # its newest; flashinfer then lacks cuda-core. vLLM's CUDA 13 stack wants cuda-python 13.
 BASE_CONSTRAINTS = ("cuda-python>=13",)
-# PyPI's torchvision, torchaudio and torchcodec are CUDA builds: on the vehicle's CPU torch they
-# break transformers' Gemma 4 import (operator torchvision::nms does not exist), so they stay out.
-CPU_EXCLUDED = ("torchvision", "torchaudio", "torchcodec")
+# PyPI's torchaudio and torchcodec are CUDA builds that the vehicle does without (soundfile decodes
+# its audio). Its torchvision is one too: the vehicle keeps only its Python (base/cpu/cpu_fixes.py).
+CPU_EXCLUDED = ("torchaudio", "torchcodec")
 
 
 @dataclass(frozen=True)
@@ -235,6 +235,8 @@ def relock(target: LockTarget) -> tuple[Path, int]:
         input_name = f"{target.name}.in"
         (Path(tmp) / input_name).write_text("\n".join(target.requirements) + "\n")
         output = Path(tmp) / "lock.txt"
+        if target.path.is_file():  # uv keeps the committed pins where the requirements still allow them
+            shutil.copy2(target.path, output)
         run = children.run(uv_argv(target, input_name, output, pip_find_links()), cwd=tmp, env=env)
         if run.returncode != 0:
             if "No module named uv" in run.stderr:

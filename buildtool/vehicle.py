@@ -131,6 +131,7 @@ def stage_context(ctx: Path, lock: Path, find_links: list[Path]) -> None:
     """The Dockerfile, and pins/: the lock and the local wheels it pins (hard links where the
     filesystem allows). The install step mounts pins/ alone, so its cache outlives Dockerfile edits."""
     shutil.copy2(CPU_DIR / "Dockerfile", ctx / "Dockerfile")
+    shutil.copy2(CPU_DIR / "cpu_fixes.py", ctx / "cpu_fixes.py")
     stage_pins(ctx / "pins", lock)
     wheels = ctx / "pins" / "wheels"
     wheels.mkdir()

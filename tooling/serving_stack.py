@@ -26,6 +26,7 @@ ENV_FILE = REPO / "quadlet" / "vllm-turing.env"
 GENERATOR = REPO / "tests" / "serving" / "tiny_gemma4.py"
 SERVICE = "vllm"
 MODEL_NAME = "tiny-gemma4"
+MULTIMODAL_MODEL_NAME = "tiny-gemma4-multimodal"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 DRIVER_LIBRARY_DIR = "/usr/local/nvidia/"
 
@@ -169,16 +170,18 @@ def readable_by_all(root: Path) -> None:
         path.chmod(path.stat().st_mode | 0o555 if path.is_dir() else path.stat().st_mode | 0o444)
 
 
-def make_tiny_model(image: str, models_dir: Path) -> Path:
-    """The tiny Gemma 4, generated inside the vehicle (it has transformers) into models_dir, as this
-    host's user (the folder is theirs), then made readable by every uid."""
+def make_tiny_model(image: str, models_dir: Path, multimodal: bool = False) -> Path:
+    """The tiny Gemma 4 (MODEL_NAME; with `multimodal`, its vision and audio towers too, MULTIMODAL_MODEL_NAME),
+    generated inside the vehicle (it has transformers) into models_dir, as this host's user (the folder
+    is theirs), then made readable by every uid."""
     models_dir.mkdir(parents=True, exist_ok=True)
+    name = MULTIMODAL_MODEL_NAME if multimodal else MODEL_NAME
     run(["docker", "run", "--rm", "--entrypoint", "python3", "--network", "none",
          "--user", f"{os.getuid()}:{os.getgid()}", "-e", "HOME=/tmp",
          "-v", f"{GENERATOR}:/gen/tiny_gemma4.py:ro", "-v", f"{models_dir.resolve()}:/out",
-         image, "/gen/tiny_gemma4.py", f"/out/{MODEL_NAME}"], timeout=600)
+         image, "/gen/tiny_gemma4.py", *(["--multimodal"] if multimodal else []), f"/out/{name}"], timeout=600)
     readable_by_all(models_dir)
-    return models_dir / MODEL_NAME
+    return models_dir / name
 
 
 HEALTH_POLL_S = 5.0

@@ -11,9 +11,9 @@ Random weights answer nothing correctly: the checkpoint proves the serving path,
 decoder plus a one-layer vision tower (70 soft tokens an image, the fewest Gemma 4 takes) and a
 one-layer audio tower, Gemma 4's image and audio markers in the tokenizer, a chat template that
 places an image part as `<|image|>` and an audio part as `<|audio|>` (vLLM expands each into its
-begin marker, soft tokens and end marker), and transformers' own Gemma4Processor saved beside it.
-It needs torchvision (transformers' Gemma 4 processor imports it), which the CPU vehicle lacks, so
-the tier does not serve it yet (docs/serving-tier.md, "Image and audio on the vehicle").
+begin marker, soft tokens and end marker), and transformers' own Gemma4Processor saved beside it
+(it imports torchvision, which the vehicle carries without its C++ operators: base/cpu/cpu_fixes.py).
+test_modalities.py serves it and asks it every modality.
 """
 import sys
 from pathlib import Path

@@ -13,7 +13,7 @@ from tests import REPO
 
 ROOMS = ("door", "contract", "imagefacts", "patches", "entrypoint", "buildtool", "tooling", "bench", "tests")
 # Top-level names that are not a room's folder, and the room each lives in.
-HOMES = {"build": "buildtool", "monitoring": "tooling"}
+HOMES = {"build": "buildtool", "monitoring": "tooling", "base": "buildtool"}
 NO_TESTS = ("tooling", "bench")
 SKIP = (".cache", ".git", ".venv", "node_modules")
 

