@@ -50,8 +50,27 @@ def parse(argv: list[str]) -> argparse.Namespace:
     for name, (module, help_text) in SUBCOMMANDS.items():
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
         if name == argv[0]:  # only the chosen subcommand's module is imported
-            importlib.import_module(module).add_arguments(sub_parser)
+            imported(name, module).add_arguments(sub_parser)
     return parser.parse_args(argv)
+
+
+OWN_PACKAGES = ("build", "buildtool", "contract", "door", "entrypoint", "imagefacts", "patches", "tooling")
+
+
+def host_lacks(command: str, missing: ModuleNotFoundError) -> UsageError | None:
+    """The one line for a module of requirements.txt this host lacks; None for a module of our own
+    (a bug, which keeps its traceback)."""
+    if not missing.name or missing.name.split(".")[0] in OWN_PACKAGES:
+        return None
+    return UsageError(f"build.py {command} needs the Python module {missing.name!r}, which this host lacks: "
+                      "python3 -m pip install -r requirements.txt")
+
+
+def imported(command: str, module: str):
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as missing:
+        raise (host_lacks(command, missing) or missing) from None
 
 
 class Terminated(BaseException):
@@ -69,7 +88,7 @@ def main(argv: list[str]) -> int:
     except UsageError as exc:
         print(exc, file=sys.stderr)
         return 2
-    return guarded(args.command, lambda: importlib.import_module(SUBCOMMANDS[args.command][0]).run(args))
+    return guarded(args.command, lambda: imported(args.command, SUBCOMMANDS[args.command][0]).run(args))
 
 
 def guarded(command: str, work) -> int:
@@ -86,6 +105,12 @@ def guarded(command: str, work) -> int:
     except Problem as exc:
         print(one_line(f"build.py {command}: {exc.line()}"), file=sys.stderr)
         return exc.exit_code
+    except ModuleNotFoundError as missing:  # a library imported where it is first used
+        lacking = host_lacks(command, missing)
+        if lacking is None:
+            raise
+        print(lacking, file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"build.py {command}: interrupted; stopped what it ran, tags left as they were", file=sys.stderr)
         return 130

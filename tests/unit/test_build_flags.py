@@ -159,3 +159,22 @@ def test_an_option_the_command_lacks_is_named_before_any_value_is_typed(command,
     argv = command.split() + [option] + (["--", positional] if positional.startswith("-") else [positional])
     _, refusal = parse(argv)
     assert refusal is not None and f"unrecognized arguments: {option}" in refusal and "\n" not in refusal, refusal
+
+
+@pytest.mark.parametrize("command", ["build", "base", "verify", "units", "vehicle", "smoke", "audit"])
+def test_a_host_without_requirements_txt_gets_one_line_naming_the_module_and_the_install(command):
+    """`python3 -S`: no site-packages, so each subcommand meets the first library of requirements.txt
+    it imports missing, as on a host where the README's pip install was not run."""
+    run = subprocess.run([sys.executable, "-S", str(REPO / "build.py"), command, "--help"], cwd=REPO,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and run.stdout == "", run.stderr
+    (line,) = run.stderr.splitlines()
+    assert line.startswith(f"build.py {command} needs the Python module '") and \
+        line.endswith("python3 -m pip install -r requirements.txt"), line
+
+
+def test_a_missing_module_of_our_own_is_a_bug_and_keeps_its_traceback():
+    import build
+
+    assert build.host_lacks("units", ModuleNotFoundError(name="buildtool.units.gone")) is None
+    assert "'yaml'" in str(build.host_lacks("units", ModuleNotFoundError(name="yaml")))
