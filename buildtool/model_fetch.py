@@ -123,9 +123,26 @@ def stop_container(name: str) -> None:
             children.run(argv)
 
 
+def absent_image(image: str, inspected: int, stderr: str) -> UsageError | None:
+    """The one line for an image this host lacks that docker would look for on Docker Hub's library
+    (a name with no '/', as `python3 build.py` tags it), where no image of ours lives; None when it is
+    here, or names a registry docker may pull from."""
+    if inspected == 0 or "/" in image or "no such image" not in stderr.lower():
+        return None
+    return UsageError(f"--image {image} is not on this host, and the fetch runs inside it: build it with "
+                      f"`python3 build.py`, or name a built one with --image or ${ENV_IMAGE}")
+
+
 def run(args) -> int:
     output.install(output.secrets_in(os.environ))
     fetch = fetch_run(args)
+    try:
+        inspected = children.run(["docker", "image", "inspect", "--format", "{{.Id}}", fetch.image], timeout_s=60)
+    except FileNotFoundError:
+        raise UsageError("build.py model fetch runs the image's fetch with the docker CLI, which is not on PATH: "
+                         "install Docker") from None
+    if refusal := absent_image(fetch.image, inspected.returncode, inspected.stderr):
+        raise refusal
     fetch.model_dir.mkdir(parents=True, exist_ok=True)
     name = container_name()
     proc = children.start(docker_argv(fetch, set(os.environ), name))

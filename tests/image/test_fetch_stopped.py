@@ -44,3 +44,13 @@ def test_sigterm_to_build_py_model_fetch_stops_its_container(image, docker_clien
                 docker_client.containers.get(name).remove(force=True)
     assert build.returncode == 143 and "terminated" in err.strip().splitlines()[-1], err
     assert left == [], f"build.py ended and left its fetch container running: {left}"
+
+
+def test_model_fetch_with_an_image_this_host_lacks_is_one_line_and_makes_no_folder(tmp_path):
+    models = tmp_path / "models"
+    done = subprocess.run([sys.executable, "build.py", "model", "fetch", "org/repo", "--image", "vllm-turing-absent:0",
+                           "--gpu", "t4", "--model-dir", str(models)], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    (line,) = done.stderr.splitlines()
+    assert "--image vllm-turing-absent:0 is not on this host" in line and "python3 build.py" in line, line
+    assert not models.exists()

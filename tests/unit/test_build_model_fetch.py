@@ -80,3 +80,13 @@ def test_a_bad_repository_is_refused_in_one_line_with_exit_2():
     run = subprocess.run([sys.executable, "build.py", "model", "fetch", "org/m@bad rev"], cwd=REPO,
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "REVISION" in run.stderr
+
+
+def test_an_absent_local_image_is_refused_before_docker_asks_docker_hub_for_it():
+    from buildtool.model_fetch import absent_image
+
+    refusal = absent_image("vllm-turing:0.33.0", 1, "Error: No such image: vllm-turing:0.33.0\n")
+    assert "--image vllm-turing:0.33.0 is not on this host" in str(refusal) and "python3 build.py" in str(refusal)
+    assert absent_image("vllm-turing:0.33.0", 0, "") is None  # here
+    assert absent_image("ghcr.io/org/vllm-turing:0.33.0", 1, "Error: No such image") is None  # docker pulls it
+    assert absent_image("vllm-turing:0.33.0", 1, "Cannot connect to the Docker daemon") is None  # docker's own line
