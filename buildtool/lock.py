@@ -22,6 +22,7 @@ from pathlib import Path
 from buildtool import flags
 from door import children, files
 from door.files import MiB, read_bytes
+from door.replace import replace_file
 from door.problem import Problem, UsageError
 from buildtool.hostconfig import host_ca_bundle, pip_find_links, pip_index_secrets
 from contract import pins
@@ -226,8 +227,22 @@ def uv_reason(stderr: str) -> str:
     return text[:400]
 
 
-def relock(target: LockTarget) -> tuple[Path, int]:
-    """Resolves the target anew and writes its lock; (the path, the number of packages)."""
+def kept_pins(target: LockTarget) -> str | None:
+    """The committed lock's text, which uv keeps the pins of where the requirements still allow them;
+    None where there is none, or it is not a lock `build.py lock` wrote (then everything is resolved anew)."""
+    if not target.path.exists() and not target.path.is_symlink():
+        return None
+    try:
+        text = lock_text(target.path, target.path.name)
+        parse_lock(text, target.name)
+    except UsageError:
+        return None
+    return text
+
+
+def relock(target: LockTarget) -> tuple[Path, int, bool]:
+    """Resolves the target, keeping the committed pins it can, and writes its lock atomically; (the
+    path, the number of packages, whether committed pins were kept)."""
     index_secrets = pip_index_secrets()
     ca = host_ca_bundle()
     env = uv_environment(index_secrets, ca[0] if ca else None, dict(os.environ))
@@ -235,8 +250,9 @@ def relock(target: LockTarget) -> tuple[Path, int]:
         input_name = f"{target.name}.in"
         (Path(tmp) / input_name).write_text("\n".join(target.requirements) + "\n")
         output = Path(tmp) / "lock.txt"
-        if target.path.is_file():  # uv keeps the committed pins where the requirements still allow them
-            shutil.copy2(target.path, output)
+        kept = kept_pins(target)
+        if kept is not None:
+            output.write_text(kept)
         run = children.run(uv_argv(target, input_name, output, pip_find_links()), cwd=tmp, env=env)
         if run.returncode != 0:
             if "No module named uv" in run.stderr:
@@ -245,8 +261,8 @@ def relock(target: LockTarget) -> tuple[Path, int]:
         text = header(target) + lock_text(output, f"uv's lock of {target.name}")
     packages = parse_lock(text, target.name)
     LOCKS_DIR.mkdir(parents=True, exist_ok=True)
-    target.path.write_text(text)
-    return target.path, len(packages)
+    replace_file(target.path, text.encode())
+    return target.path, len(packages), kept is not None
 
 
 def add_arguments(parser) -> None:
@@ -262,9 +278,10 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     target = cpu_target() if args.vehicle else installer_target() if args.installer else base_target(args.vllm_version)
     print(f"locking {target.name} for Python {PYTHON_VERSION} on {PYTHON_PLATFORM} with uv", flush=True)
-    path, count = relock(target)
-    print(f"wrote {path.relative_to(REPO)}: {count} packages, {path.stat().st_size} bytes, sha256 {file_sha256(path)[:16]}; "
-          f"review it with `git diff {path.relative_to(REPO)}`", flush=True)
+    path, count, kept = relock(target)
+    how = "the committed pins kept where the requirements allow" if kept else "resolved anew"
+    print(f"wrote {path.relative_to(REPO)}: {count} packages ({how}), {path.stat().st_size} bytes, sha256 "
+          f"{file_sha256(path)[:16]}; review it with `git diff {path.relative_to(REPO)}`", flush=True)
     return 0
 
 

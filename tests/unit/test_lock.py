@@ -1,8 +1,10 @@
 """The locks the bases install from (contract/locks/): one per pinned vLLM, every package with its
 hashes, installed with --require-hashes --no-deps; the resolver's command line and environment."""
+import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -168,3 +170,24 @@ def test_a_package_pinned_twice_under_two_spellings_is_refused_naming_both_lines
         parse_lock(text, "x.txt")
     assert refused.value.exit_code == 2
     assert str(refused.value).startswith("x.txt lines 1 and 5: foo-bar is pinned twice (1.0 and 1.1)")
+
+
+def test_a_relock_keeps_the_pins_of_a_committed_lock_and_ignores_what_is_not_one(tmp_path, monkeypatch):
+    """uv is handed the committed lock as its preferences only where it is a lock `build.py lock` wrote:
+    a FIFO, a cut or foreign file is left out (everything resolved anew), never waited on or fed to uv."""
+    monkeypatch.setattr(lock, "LOCKS_DIR", tmp_path)
+    target = lock.LockTarget(name="probe", requirements=("numpy",))
+    assert lock.kept_pins(target) is None  # no lock yet
+    committed = "numpy==2.1.0 \\\n    --hash=sha256:" + "a" * 64 + "\n"
+    target.path.write_text(committed)
+    assert lock.kept_pins(target) == committed
+    for data in (b"numpy>=2\n", b"numpy==2.1.0\n", committed.encode() + b"\xff\xfe\n"):
+        target.path.write_bytes(data)
+        assert lock.kept_pins(target) is None, data
+    target.path.unlink()
+    os.mkfifo(target.path)
+    answers = []
+    reader = threading.Thread(target=lambda: answers.append(lock.kept_pins(target)), daemon=True)
+    reader.start()
+    reader.join(60)  # a blocking open of the FIFO would wait here for a writer that never comes
+    assert answers == [None]
