@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildtool import flags
+from buildtool.docker import engine
 from door import children, output
-from door.problem import Problem, UsageError
+from door.problem import UsageError
 from buildtool.units.spec import DEFAULT_IMAGE, DEFAULT_MODEL_DIR, MODEL_MOUNT
 from entrypoint.fetch import request
 
@@ -123,16 +124,11 @@ def stop_container(name: str) -> None:
             children.run(argv)
 
 
-def image_unusable(image: str, inspected: int, stderr: str) -> Problem | None:
-    """What `docker image inspect IMAGE` said, as one line where the fetch cannot run: the engine does not
-    answer, or the image is not here and docker would look for it on Docker Hub's library (a name with
-    no '/', as `python3 build.py` tags it), where no image of ours lives. None when it is here, or names
-    a registry docker may pull from."""
-    said = stderr.strip().splitlines()[-1] if stderr.strip() else ""
-    if inspected != 0 and "cannot connect to the docker daemon" in stderr.lower():
-        return Problem(f"the Docker engine does not answer ({said})", "start it (on this project's test hosts: "
-                       "bash scripts/install-test-host.sh), then run the fetch again")
-    if inspected == 0 or "/" in image or "no such image" not in stderr.lower():
+def absent_image(image: str, present: bool) -> UsageError | None:
+    """The one line for an image this host lacks that docker would look for on Docker Hub's library (a
+    name with no '/', as `python3 build.py` tags it), where no image of ours lives; None when it is here,
+    or names a registry docker may pull from."""
+    if present or "/" in image:
         return None
     return UsageError(f"--image {image} is not on this host, and the fetch runs inside it: build it with "
                       f"`python3 build.py`, or name a built one with --image or ${ENV_IMAGE}")
@@ -141,12 +137,7 @@ def image_unusable(image: str, inspected: int, stderr: str) -> Problem | None:
 def run(args) -> int:
     output.install(output.secrets_in(os.environ))
     fetch = fetch_run(args)
-    try:
-        inspected = children.run(["docker", "image", "inspect", "--format", "{{.Id}}", fetch.image], timeout_s=60)
-    except FileNotFoundError:
-        raise UsageError("build.py model fetch runs the image's fetch with the docker CLI, which is not on PATH: "
-                         "install Docker") from None
-    if refusal := image_unusable(fetch.image, inspected.returncode, inspected.stderr):
+    if refusal := absent_image(fetch.image, engine.image_or_none(engine.connect(), fetch.image) is not None):
         raise refusal
     fetch.model_dir.mkdir(parents=True, exist_ok=True)
     name = container_name()
