@@ -230,8 +230,6 @@ def uv_reason(stderr: str) -> str:
 def kept_pins(target: LockTarget) -> str | None:
     """The committed lock's text, which uv keeps the pins of where the requirements still allow them;
     None where there is none, or it is not a lock `build.py lock` wrote (then everything is resolved anew)."""
-    if not target.path.exists() and not target.path.is_symlink():
-        return None
     try:
         text = lock_text(target.path, target.path.name)
         parse_lock(text, target.name)
