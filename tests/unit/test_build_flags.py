@@ -176,5 +176,7 @@ def test_a_host_without_requirements_txt_gets_one_line_naming_the_module_and_the
 def test_a_missing_module_of_our_own_is_a_bug_and_keeps_its_traceback():
     import build
 
+    packages = {folder.parent.name for folder in REPO.glob("*/__init__.py")} - {"tests"}
+    assert packages <= set(build.OWN_PACKAGES), "a package of ours would be called a missing library"
     assert build.host_lacks("units", ModuleNotFoundError(name="buildtool.units.gone")) is None
     assert "'yaml'" in str(build.host_lacks("units", ModuleNotFoundError(name="yaml")))
